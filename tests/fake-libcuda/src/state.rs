@@ -1,0 +1,321 @@
+//! Per-process checkpoint state: the state machine (pure), its on-disk store
+//! (one `<pid>.json` per process, read-modify-write under `flock`), and the
+//! `calls.log` journal of every call, all in the state directory.
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, FileExt};
+use std::os::unix::io::AsRawFd;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// `CUprocessState`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProcState {
+    Running,
+    Locked,
+    Checkpointed,
+    Failed,
+}
+
+impl ProcState {
+    /// The `CUprocessState` value written to the caller.
+    pub fn code(self) -> i32 {
+        match self {
+            ProcState::Running => 0,
+            ProcState::Locked => 1,
+            ProcState::Checkpointed => 2,
+            ProcState::Failed => 3,
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ProcState> {
+        match name {
+            "running" => Some(ProcState::Running),
+            "locked" => Some(ProcState::Locked),
+            "checkpointed" => Some(ProcState::Checkpointed),
+            "failed" => Some(ProcState::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// A checkpoint-API call on a process; `name` is its name in `calls.log` and
+/// in injection rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcOp {
+    GetState,
+    RestoreTid,
+    Lock,
+    Checkpoint,
+    Restore,
+    Unlock,
+}
+
+impl ProcOp {
+    pub const ALL: [ProcOp; 6] = [
+        ProcOp::GetState,
+        ProcOp::RestoreTid,
+        ProcOp::Lock,
+        ProcOp::Checkpoint,
+        ProcOp::Restore,
+        ProcOp::Unlock,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ProcOp::GetState => "get_state",
+            ProcOp::RestoreTid => "restore_tid",
+            ProcOp::Lock => "lock",
+            ProcOp::Checkpoint => "checkpoint",
+            ProcOp::Restore => "restore",
+            ProcOp::Unlock => "unlock",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ProcOp> {
+        ProcOp::ALL.into_iter().find(|op| op.name() == name)
+    }
+
+    /// The state after `self` succeeds from `from`, or `None` when `self` is
+    /// illegal in `from` (`CUDA_ERROR_ILLEGAL_STATE`). Queries keep the state.
+    pub fn next_state(self, from: ProcState) -> Option<ProcState> {
+        use ProcState::*;
+        match (self, from) {
+            (ProcOp::GetState | ProcOp::RestoreTid, s) => Some(s),
+            (ProcOp::Lock, Running) => Some(Locked),
+            (ProcOp::Checkpoint, Locked) => Some(Checkpointed),
+            (ProcOp::Restore, Checkpointed) => Some(Locked),
+            (ProcOp::Unlock, Locked) => Some(Running),
+            _ => None,
+        }
+    }
+}
+
+/// The content of `<pid>.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub state: ProcState,
+    /// Field 22 of `/proc/PID/stat` when the record was written.
+    pub starttime: u64,
+    /// Index of the fake device the process is on.
+    #[serde(default)]
+    pub device: usize,
+}
+
+impl Record {
+    pub fn fresh(starttime: u64) -> Record {
+        Record {
+            state: ProcState::Running,
+            starttime,
+            device: 0,
+        }
+    }
+
+    /// Decodes a state file for a process started at `starttime`; an empty or
+    /// unreadable file, or one left by an earlier process with the same PID
+    /// (another starttime), is a fresh `running` record.
+    pub fn decode(text: &str, starttime: u64) -> Record {
+        match serde_json::from_str::<Record>(text) {
+            Ok(record) if record.starttime == starttime => record,
+            _ => Record::fresh(starttime),
+        }
+    }
+}
+
+/// The state directory: `$FAKE_CUDA_STATE_DIR`, else
+/// `$TMPDIR/fake-libcuda-<uid>` (`/tmp` when `TMPDIR` is unset).
+pub struct Store {
+    dir: PathBuf,
+}
+
+impl Store {
+    pub fn from_env() -> Store {
+        let dir = match std::env::var_os("FAKE_CUDA_STATE_DIR") {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => {
+                let tmp = std::env::var_os("TMPDIR")
+                    .filter(|t| !t.is_empty())
+                    .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+                // SAFETY: getuid has no preconditions and cannot fail.
+                let uid = unsafe { libc::getuid() };
+                tmp.join(format!("fake-libcuda-{uid}"))
+            }
+        };
+        Store { dir }
+    }
+
+    fn ensure_dir(&self) -> io::Result<()> {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(&self.dir)
+    }
+
+    fn record_path(&self, pid: i32) -> PathBuf {
+        self.dir.join(format!("{pid}.json"))
+    }
+
+    /// The record of process `pid` (started at `starttime`), under a shared lock.
+    pub fn read(&self, pid: i32, starttime: u64) -> io::Result<Record> {
+        let mut file = match File::open(self.record_path(pid)) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Record::fresh(starttime)),
+            Err(e) => return Err(e),
+        };
+        flock(&file, libc::LOCK_SH)?;
+        let mut text = String::new();
+        file.read_to_string(&mut text)?;
+        Ok(Record::decode(&text, starttime))
+    }
+
+    /// Runs `change` on the record of process `pid` under an exclusive lock
+    /// and writes the record back if `change` altered it.
+    pub fn update<T>(
+        &self,
+        pid: i32,
+        starttime: u64,
+        change: impl FnOnce(&mut Record) -> T,
+    ) -> io::Result<T> {
+        self.ensure_dir()?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.record_path(pid))?;
+        flock(&file, libc::LOCK_EX)?;
+        let mut text = String::new();
+        file.read_to_string(&mut text)?;
+        let before = Record::decode(&text, starttime);
+        let mut record = before.clone();
+        let result = change(&mut record);
+        if record != before || text.trim().is_empty() {
+            let json = serde_json::to_string(&record).map_err(io::Error::other)?;
+            file.set_len(0)?;
+            file.write_all_at(json.as_bytes(), 0)?;
+        }
+        Ok(result)
+    }
+
+    /// Appends one line to `calls.log`.
+    pub fn log_call(&self, line: &str) -> io::Result<()> {
+        self.ensure_dir()?;
+        let mut file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(self.dir.join("calls.log"))?;
+        flock(&file, libc::LOCK_EX)?;
+        file.write_all(format!("{line}\n").as_bytes())
+    }
+
+    /// The content of the `inject` rules file, if there is one.
+    pub fn inject_rules(&self) -> Option<String> {
+        std::fs::read_to_string(self.dir.join("inject")).ok()
+    }
+}
+
+/// Takes a `flock` of `operation` (`LOCK_SH` / `LOCK_EX`) on `file`; it is
+/// released when the file is closed.
+fn flock(file: &File, operation: libc::c_int) -> io::Result<()> {
+    loop {
+        // SAFETY: the descriptor belongs to `file`, which outlives the call.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), operation) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let error = io::Error::last_os_error();
+        if error.kind() != io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ProcState::*;
+
+    #[test]
+    fn the_state_machine_matches_the_readme_table() {
+        let table = [
+            (ProcOp::Lock, Running, Some(Locked)),
+            (ProcOp::Checkpoint, Locked, Some(Checkpointed)),
+            (ProcOp::Restore, Checkpointed, Some(Locked)),
+            (ProcOp::Unlock, Locked, Some(Running)),
+        ];
+        for (op, from, to) in table {
+            assert_eq!(op.next_state(from), to, "{op:?} from {from:?}");
+        }
+        for op in [
+            ProcOp::Lock,
+            ProcOp::Checkpoint,
+            ProcOp::Restore,
+            ProcOp::Unlock,
+        ] {
+            for from in [Running, Locked, Checkpointed, Failed] {
+                if !table.iter().any(|t| t.0 == op && t.1 == from) {
+                    assert_eq!(op.next_state(from), None, "{op:?} from {from:?}");
+                }
+            }
+        }
+        for from in [Running, Locked, Checkpointed, Failed] {
+            assert_eq!(ProcOp::GetState.next_state(from), Some(from));
+            assert_eq!(ProcOp::RestoreTid.next_state(from), Some(from));
+        }
+    }
+
+    #[test]
+    fn op_names_round_trip() {
+        for op in ProcOp::ALL {
+            assert_eq!(ProcOp::from_name(op.name()), Some(op));
+        }
+        assert_eq!(ProcOp::from_name("toggle"), None);
+    }
+
+    #[test]
+    fn state_codes_are_cuprocessstate() {
+        let codes: Vec<i32> = [Running, Locked, Checkpointed, Failed]
+            .iter()
+            .map(|s| s.code())
+            .collect();
+        assert_eq!(codes, [0, 1, 2, 3]);
+        assert_eq!(ProcState::from_name("checkpointed"), Some(Checkpointed));
+        assert_eq!(ProcState::from_name("Checkpointed"), None);
+    }
+
+    #[test]
+    fn records_decode_and_guard_against_pid_reuse() {
+        let text = r#"{"state":"locked","starttime":42,"device":1}"#;
+        let record = Record::decode(text, 42);
+        assert_eq!((record.state, record.device), (Locked, 1));
+        assert_eq!(Record::decode(text, 43), Record::fresh(43));
+        assert_eq!(Record::decode("", 7), Record::fresh(7));
+        assert_eq!(Record::decode("{garbage", 7), Record::fresh(7));
+        let no_device = Record::decode(r#"{"state":"failed","starttime":5}"#, 5);
+        assert_eq!((no_device.state, no_device.device), (Failed, 0));
+        let json = serde_json::to_string(&Record::fresh(9)).unwrap_or_default();
+        assert_eq!(json, r#"{"state":"running","starttime":9,"device":0}"#);
+    }
+
+    #[test]
+    fn store_updates_survive_and_stale_files_are_discarded() {
+        let dir = std::env::temp_dir().join(format!("fake-libcuda-unit-{}", std::process::id()));
+        let store = Store { dir: dir.clone() };
+        assert_eq!(store.read(77, 1).ok(), Some(Record::fresh(1)));
+        let code = store
+            .update(77, 1, |r| r.state = Locked)
+            .map_err(|e| e.to_string());
+        assert_eq!(code, Ok(()));
+        assert_eq!(store.read(77, 1).ok().map(|r| r.state), Some(Locked));
+        // Same PID, another process (another starttime): running again.
+        assert_eq!(store.read(77, 2).ok().map(|r| r.state), Some(Running));
+        store.log_call("lock 77 0").ok();
+        store.log_call("unlock 77 401").ok();
+        let log = std::fs::read_to_string(dir.join("calls.log")).unwrap_or_default();
+        assert_eq!(log, "lock 77 0\nunlock 77 401\n");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
