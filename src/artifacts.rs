@@ -1,0 +1,150 @@
+//! Generated files: shell completions and man pages, both built from the
+//! clap definition so they never drift from `--help`. The committed copies
+//! under `completions/` and `man/` are checked against these by a test.
+
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use clap::CommandFactory;
+use clap_complete::Shell;
+use roff::{bold, roman, Roff};
+
+use crate::cli::Cli;
+use crate::exit;
+
+/// The shells whose completion scripts are committed, with file names.
+pub const COMMITTED_SHELLS: [(Shell, &str); 3] = [
+    (Shell::Bash, "cudackpt.bash"),
+    (Shell::Zsh, "_cudackpt"),
+    (Shell::Fish, "cudackpt.fish"),
+];
+
+/// A completion script for `shell`.
+pub fn completions(shell: Shell) -> Vec<u8> {
+    let mut command = Cli::command();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "cudackpt", &mut script);
+    script
+}
+
+/// The JSON contract, for the man page (the README carries the same).
+pub const JSON_SCHEMA: &str = "\
+With --json, every invocation prints exactly one JSON document on stdout (schema_version 1; fields are only ever added).
+
+Process commands (state, lock, checkpoint, restore, unlock, toggle, suspend, resume, restore-tid, wait): \
+{\"schema_version\":1, \"command\":NAME, \"ok\":BOOL, \"exit_code\":N, \"duration_ms\":MS, \"processes\":[PROCESS...]}. \
+ok is true only if every process succeeded; exit_code is the exit status.
+
+PROCESS: {\"pid\":N, \"name\":COMM, \"ok\":BOOL, \"state_before\":STATE (compound commands), \"state\":STATE, \
+\"restore_tid\":N (state, restore-tid), \"duration_ms\":MS, \"steps\":[{\"step\":lock|checkpoint|restore|unlock, \"ok\":BOOL, \
+\"rollback\":BOOL, \"duration_ms\":MS}], \"note\":TEXT, \"rolled_back\":BOOL, \"error\":ERROR, \"rollback_error\":ERROR}. \
+STATE is running, locked, checkpointed, failed or unknown (after the command).
+
+ERROR: {\"kind\":KIND, \"message\":TEXT, \"hint\":TEXT, \"cuda_error\":\"CUDA_ERROR_...\", \"code\":N}; cuda_error and code only when the driver answered. \
+KIND is one of no_such_process, thread_not_process, not_cuda_process, permission_denied, lock_timeout, wrong_state, \
+map_rejected, invalid_map, out_of_memory, driver_error, driver_unavailable, wait_timeout, not_attempted, rolled_back, \
+proc_unreadable, usage.
+
+doctor: {\"schema_version\":1, \"command\":\"doctor\", \"ok\":BOOL, \"exit_code\":N, \"checks\":[{\"name\", \"status\":ok|warn|fail|info, \
+\"detail\", \"hint\"}], \"driver\":{\"path\", \"cuda_version\", \"kernel_module_version\"}, \"gpus\":[{\"index\", \"uuid\", \"name\", \
+\"memory_total_bytes\", \"pci_bus_id\"}]}.
+
+demo: {\"schema_version\":1, \"command\":\"demo\", \"ok\":BOOL, \"exit_code\":N, \"pid\":N, \"size_bytes\":N, \"gpu\":GPU, \
+\"steps\":[{\"step\", \"ok\", \"state\", \"duration_ms\"}], \"data_intact\":BOOL, \"error\":ERROR}.";
+
+const ENVIRONMENT: [(&str, &str); 3] = [
+    (
+        "CUDACKPT_LIBCUDA",
+        "The CUDA driver library to load (as --libcuda).",
+    ),
+    (
+        "RUST_LOG",
+        "Tracing filter for logs on stderr (as -v), e.g. cudackpt=debug.",
+    ),
+    (
+        "NO_COLOR",
+        "When set and not empty, --color=auto never colours.",
+    ),
+];
+
+fn section(roff: &mut Roff, title: &str) {
+    roff.control("SH", [title]);
+}
+
+/// EXIT STATUS, JSON OUTPUT, ENVIRONMENT and SEE ALSO, for every page.
+fn common_sections(roff: &mut Roff) {
+    section(roff, "EXIT STATUS");
+    roff.text([roman(
+        "With several target processes, the status is that of the first failure.",
+    )]);
+    for status in exit::ALL {
+        roff.control("TP", []);
+        roff.text([bold(status.code().to_string())]);
+        roff.text([roman(status.meaning())]);
+    }
+    section(roff, "JSON OUTPUT");
+    for paragraph in JSON_SCHEMA.split("\n\n") {
+        roff.control("PP", []);
+        roff.text([roman(paragraph)]);
+    }
+    section(roff, "ENVIRONMENT");
+    for (name, meaning) in ENVIRONMENT {
+        roff.control("TP", []);
+        roff.text([bold(name)]);
+        roff.text([roman(meaning)]);
+    }
+}
+
+fn render(man: &clap_mangen::Man, with_subcommands: bool, see_also: &str) -> io::Result<Vec<u8>> {
+    let mut page = Vec::new();
+    man.render_title(&mut page)?;
+    man.render_name_section(&mut page)?;
+    man.render_synopsis_section(&mut page)?;
+    man.render_description_section(&mut page)?;
+    man.render_options_section(&mut page)?;
+    if with_subcommands {
+        man.render_subcommands_section(&mut page)?;
+    }
+    let mut roff = Roff::new();
+    common_sections(&mut roff);
+    section(&mut roff, "SEE ALSO");
+    roff.text([roman(see_also)]);
+    page.extend_from_slice(roff.to_roff().as_bytes());
+    man.render_version_section(&mut page)?;
+    Ok(page)
+}
+
+/// Every page: (file name, roff text). cudackpt.1 first.
+pub fn man_pages() -> io::Result<Vec<(String, Vec<u8>)>> {
+    let mut command = Cli::command().disable_help_subcommand(true);
+    command.build();
+    let root = clap_mangen::Man::new(command.clone());
+    let mut pages = vec![(
+        root.get_filename(),
+        render(&root, true, "criu(8), nvidia-smi(1)")?,
+    )];
+    for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let man = clap_mangen::Man::new(sub.clone());
+        pages.push((man.get_filename(), render(&man, false, "cudackpt(1)")?));
+    }
+    Ok(pages)
+}
+
+/// cudackpt.1 alone (what `cudackpt man` prints).
+pub fn root_man_page() -> Vec<u8> {
+    man_pages()
+        .ok()
+        .and_then(|pages| pages.into_iter().next())
+        .map(|(_, page)| page)
+        .unwrap_or_default()
+}
+
+/// Writes every page into `dir`, creating it.
+pub fn write_man_pages(dir: &Path) -> io::Result<()> {
+    fs::create_dir_all(dir)?;
+    for (name, page) in man_pages()? {
+        fs::write(dir.join(name), page)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,253 @@
+//! The command line, as clap types only. Doc comments here are the help
+//! text, the man pages and the shell completions; `app.rs` turns these raw
+//! values into validated operations.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::driver::ProcessState;
+use crate::process::parse_pid;
+use crate::timeout::{parse_timeout, Timeout};
+
+/// Checkpoint and restore the CUDA state of running processes.
+///
+/// cudackpt drives the NVIDIA driver's checkpoint API: it locks a process's
+/// CUDA work, copies its GPU memory to host memory and releases its GPUs
+/// (checkpoint), and later brings it all back (restore), on one process or
+/// many at once. Pair it with CRIU to save whole processes to disk.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cudackpt",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+#[command(after_long_help = AFTER_LONG_HELP)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const AFTER_LONG_HELP: &str = "\
+Exit status: 0 success, 1 failed, 2 usage, 3 lock timed out, 4 wrong state, 5 no such (CUDA) process, \
+6 permission denied, 7 driver unavailable, 8 refused by pre-flight. See cudackpt(1).
+
+Examples:
+  cudackpt state 4242                 # running, locked, checkpointed or failed
+  cudackpt suspend --timeout 5s 4242 4243
+  cudackpt resume 4242 4243
+  cudackpt restore --map GPU-aaaa...=GPU-bbbb... 4242
+  cudackpt --json state 4242 | jq .processes[0].state";
+
+/// Options that apply to every command.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Log what cudackpt does to stderr (-v for details, -vv for everything;
+    /// RUST_LOG also works).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+
+    /// Print nothing; report through the exit status only.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
+    /// The CUDA driver library to load instead of libcuda.so.1.
+    #[arg(long, global = true, value_name = "PATH", env = "CUDACKPT_LIBCUDA")]
+    pub libcuda: Option<PathBuf>,
+
+    /// When to colour the output.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// Colour when stdout is a terminal and NO_COLOR is unset.
+    Auto,
+    Always,
+    Never,
+}
+
+/// The processes a command acts on.
+#[derive(Debug, Args, Clone)]
+#[group(required = true, multiple = true)]
+pub struct Targets {
+    /// Process IDs to act on.
+    #[arg(value_name = "PID", value_parser = parse_pid)]
+    pub pids: Vec<i32>,
+
+    /// A process ID to act on (repeatable; same as a positional PID).
+    #[arg(short = 'p', long = "pid", value_name = "PID", value_parser = parse_pid)]
+    pub pid_flags: Vec<i32>,
+}
+
+/// A lock timeout.
+#[derive(Debug, Args, Clone)]
+pub struct TimeoutArg {
+    /// How long to wait for the process's CUDA work to drain before giving
+    /// up (the process then keeps running). Milliseconds (500) or a duration
+    /// (500ms, 5s, 2m); 0, the default, waits as long as it takes.
+    #[arg(short, long, value_name = "T", value_parser = parse_timeout, default_value = "0")]
+    pub timeout: Timeout,
+}
+
+/// A GPU remapping for restore.
+#[derive(Debug, Args, Clone)]
+pub struct MapArg {
+    /// Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with
+    /// commas). OLD is the UUID of a GPU the process was checkpointed on,
+    /// NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`.
+    /// The driver needs every GPU of the host mapped, each to a distinct GPU.
+    #[arg(short, long, value_name = "OLD=NEW")]
+    pub map: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print each process's CUDA state and restore thread id.
+    State {
+        #[command(flatten)]
+        targets: Targets,
+    },
+    /// Block new CUDA calls and wait for submitted work to finish
+    /// (running → locked).
+    Lock {
+        #[command(flatten)]
+        targets: Targets,
+        #[command(flatten)]
+        timeout: TimeoutArg,
+    },
+    /// Copy GPU memory to host memory and release the GPUs
+    /// (locked → checkpointed).
+    Checkpoint {
+        #[command(flatten)]
+        targets: Targets,
+    },
+    /// Reacquire GPUs and copy memory back (checkpointed → locked).
+    Restore {
+        #[command(flatten)]
+        targets: Targets,
+        #[command(flatten)]
+        map: MapArg,
+    },
+    /// Let CUDA calls run again (locked → running).
+    Unlock {
+        #[command(flatten)]
+        targets: Targets,
+    },
+    /// Suspend running processes, or resume checkpointed ones.
+    Toggle {
+        #[command(flatten)]
+        targets: Targets,
+        #[command(flatten)]
+        timeout: TimeoutArg,
+        #[command(flatten)]
+        map: MapArg,
+    },
+    /// Lock and checkpoint: running → checkpointed (already checkpointed is
+    /// success). A group moves together or not at all.
+    Suspend {
+        #[command(flatten)]
+        targets: Targets,
+        #[command(flatten)]
+        timeout: TimeoutArg,
+    },
+    /// Restore and unlock: checkpointed → running (already running is
+    /// success). A group moves together or not at all.
+    Resume {
+        #[command(flatten)]
+        targets: Targets,
+        #[command(flatten)]
+        map: MapArg,
+    },
+    /// Print the id of the thread that restores each process's CUDA state
+    /// (CRIU needs it unfrozen during restore).
+    RestoreTid {
+        #[command(flatten)]
+        targets: Targets,
+    },
+    /// Wait until every process reaches a state.
+    Wait {
+        #[command(flatten)]
+        targets: Targets,
+        /// The state to wait for: running, locked, checkpointed or failed.
+        #[arg(short, long, value_name = "STATE", value_parser = clap::value_parser!(ProcessState))]
+        state: ProcessState,
+        /// Give up after this long (exit 1). Milliseconds or a duration;
+        /// 0, the default, waits as long as it takes.
+        #[arg(short, long, value_name = "T", value_parser = parse_timeout, default_value = "0")]
+        timeout: Timeout,
+    },
+    /// Check whether this host can checkpoint CUDA processes, and say what
+    /// to fix.
+    Doctor,
+    /// Checkpoint and restore this process's own GPU memory and check that
+    /// the data survives.
+    Demo {
+        /// How much GPU memory to fill and carry through the round trip.
+        #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+        size_mib: u64,
+        /// The GPU to use (index).
+        #[arg(long, value_name = "INDEX", default_value_t = 0)]
+        device: i32,
+    },
+    /// Print a shell completion script.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page, or write every page into a directory.
+    Man {
+        /// Write cudackpt.1 and one page per command here.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+impl Targets {
+    /// Every PID given, positional first, duplicates removed, order kept.
+    pub fn pids(&self) -> Vec<i32> {
+        let mut pids = Vec::with_capacity(self.pids.len() + self.pid_flags.len());
+        for &pid in self.pids.iter().chain(&self.pid_flags) {
+            if !pids.contains(&pid) {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn pids_merge_positional_and_flags_without_duplicates() {
+        let cli = Cli::try_parse_from(["cudackpt", "state", "3", "1", "-p", "3", "--pid", "2"])
+            .expect("parses");
+        let Command::State { targets } = cli.command else {
+            panic!("state")
+        };
+        assert_eq!(targets.pids(), vec![3, 1, 2]);
+    }
+
+    #[test]
+    fn a_target_is_required() {
+        assert!(Cli::try_parse_from(["cudackpt", "lock"]).is_err());
+    }
+}

@@ -1,0 +1,437 @@
+//! Turning what went wrong into words: every failure gets a kind (for JSON
+//! and the exit status), a message saying what was attempted on which
+//! process and why it failed, and a hint saying what to do next. Pure: the
+//! facts it needs (is the process alive, its state now) come from the caller.
+
+use crate::driver::{code, CallError, CudaError, LoadError, ProcessState};
+use crate::exit::ExitStatus;
+use crate::plan::{wrong_state_hint, Step};
+use crate::process::{TargetError, PERMISSION_HINT};
+use crate::timeout::Timeout;
+
+/// The kinds of failure, as stable snake_case names in JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    NoSuchProcess,
+    ThreadNotProcess,
+    NotCudaProcess,
+    PermissionDenied,
+    LockTimeout,
+    WrongState,
+    MapRejected,
+    InvalidMap,
+    OutOfMemory,
+    DriverError,
+    DriverUnavailable,
+    WaitTimeout,
+    NotAttempted,
+    RolledBack,
+    ProcUnreadable,
+    Usage,
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::NoSuchProcess => "no_such_process",
+            FailureKind::ThreadNotProcess => "thread_not_process",
+            FailureKind::NotCudaProcess => "not_cuda_process",
+            FailureKind::PermissionDenied => "permission_denied",
+            FailureKind::LockTimeout => "lock_timeout",
+            FailureKind::WrongState => "wrong_state",
+            FailureKind::MapRejected => "map_rejected",
+            FailureKind::InvalidMap => "invalid_map",
+            FailureKind::OutOfMemory => "out_of_memory",
+            FailureKind::DriverError => "driver_error",
+            FailureKind::DriverUnavailable => "driver_unavailable",
+            FailureKind::WaitTimeout => "wait_timeout",
+            FailureKind::NotAttempted => "not_attempted",
+            FailureKind::RolledBack => "rolled_back",
+            FailureKind::ProcUnreadable => "proc_unreadable",
+            FailureKind::Usage => "usage",
+        }
+    }
+
+    pub fn exit_status(self) -> ExitStatus {
+        match self {
+            FailureKind::NoSuchProcess
+            | FailureKind::ThreadNotProcess
+            | FailureKind::NotCudaProcess => ExitStatus::NoProcess,
+            FailureKind::PermissionDenied => ExitStatus::PermissionDenied,
+            FailureKind::LockTimeout => ExitStatus::LockTimeout,
+            FailureKind::WrongState => ExitStatus::WrongState,
+            FailureKind::InvalidMap => ExitStatus::PreflightRefused,
+            FailureKind::Usage => ExitStatus::Usage,
+            FailureKind::DriverUnavailable => ExitStatus::DriverUnavailable,
+            FailureKind::MapRejected
+            | FailureKind::OutOfMemory
+            | FailureKind::DriverError
+            | FailureKind::WaitTimeout
+            | FailureKind::NotAttempted
+            | FailureKind::RolledBack
+            | FailureKind::ProcUnreadable => ExitStatus::Failed,
+        }
+    }
+}
+
+/// A failure, explained.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub kind: FailureKind,
+    /// What was attempted, on which process, and why it failed.
+    pub message: String,
+    /// What to do next.
+    pub hint: Option<String>,
+    /// The driver's answer, when the driver answered.
+    pub cuda: Option<CudaError>,
+}
+
+impl Failure {
+    pub fn new(kind: FailureKind, message: impl Into<String>, hint: impl Into<String>) -> Failure {
+        Failure {
+            kind,
+            message: message.into(),
+            hint: Some(hint.into()).filter(|h: &String| !h.is_empty()),
+            cuda: None,
+        }
+    }
+
+    fn with_cuda(mut self, error: CudaError) -> Failure {
+        self.cuda = Some(error);
+        self
+    }
+}
+
+/// `PID 4242 (python3)`, or `PID 4242` when the name is unknown.
+pub fn describe_process(pid: i32, name: Option<&str>) -> String {
+    match name {
+        Some(name) => format!("PID {pid} ({name})"),
+        None => format!("PID {pid}"),
+    }
+}
+
+pub fn from_target_error(error: &TargetError) -> Failure {
+    let kind = match error {
+        TargetError::NoSuchProcess { .. } | TargetError::Zombie { .. } => {
+            FailureKind::NoSuchProcess
+        }
+        TargetError::Thread { .. } => FailureKind::ThreadNotProcess,
+        TargetError::PermissionDenied { .. } => FailureKind::PermissionDenied,
+        TargetError::Unreadable { .. } => FailureKind::ProcUnreadable,
+    };
+    Failure::new(kind, error.to_string(), error.hint())
+}
+
+pub fn from_load_error(error: &LoadError) -> Failure {
+    Failure::new(
+        FailureKind::DriverUnavailable,
+        error.to_string(),
+        error.hint(),
+    )
+}
+
+/// What a failed call was trying to do.
+#[derive(Debug, Clone, Copy)]
+pub enum Attempt<'a> {
+    Step(&'a Step),
+    GetState,
+    GetRestoreTid,
+}
+
+impl Attempt<'_> {
+    fn verb(&self) -> &'static str {
+        match self {
+            Attempt::Step(Step::Lock { .. }) => "lock",
+            Attempt::Step(Step::Checkpoint) => "checkpoint",
+            Attempt::Step(Step::Restore { .. }) => "restore",
+            Attempt::Step(Step::Unlock) => "unlock",
+            Attempt::GetState => "read the CUDA state of",
+            Attempt::GetRestoreTid => "read the restore thread id of",
+        }
+    }
+}
+
+/// What is known about the process after a call failed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Facts<'a> {
+    pub alive: bool,
+    pub caller_privileged: bool,
+    /// The state queried after the failure, when the query worked.
+    pub state_now: Option<ProcessState>,
+    /// The driver's own description of the error (`cuGetErrorString`).
+    pub driver_says: Option<&'a str>,
+}
+
+/// Explains a failed driver call on a process.
+pub fn from_call(
+    attempt: Attempt<'_>,
+    pid: i32,
+    name: Option<&str>,
+    error: &CallError,
+    facts: Facts<'_>,
+) -> Failure {
+    let who = describe_process(pid, name);
+    let verb = attempt.verb();
+    let cuda = match error {
+        CallError::Missing(missing) => {
+            return Failure::new(
+                FailureKind::DriverUnavailable,
+                format!(
+                    "could not {verb} {who}: this CUDA driver has no {}",
+                    missing.function
+                ),
+                "the checkpoint API needs display driver 570 or newer; run `cudackpt doctor`",
+            )
+        }
+        CallError::Cuda { error, .. } => *error,
+    };
+    let failure = match cuda.code {
+        code::NOT_INITIALIZED => Failure::new(
+            FailureKind::NotCudaProcess,
+            format!("{who} is not a CUDA process: the driver has no CUDA state for it"),
+            "check the PID; a process must have initialised CUDA before it can be checkpointed (`nvidia-smi` lists GPU processes)",
+        ),
+        code::OPERATING_SYSTEM if !facts.alive => Failure::new(
+            FailureKind::NoSuchProcess,
+            format!("could not {verb} {who}: the process has exited"),
+            "check the PID",
+        ),
+        code::OPERATING_SYSTEM if !facts.caller_privileged => Failure::new(
+            FailureKind::PermissionDenied,
+            format!("could not {verb} {who}: the driver was refused access to the process"),
+            PERMISSION_HINT,
+        ),
+        code::NOT_PERMITTED => Failure::new(
+            FailureKind::PermissionDenied,
+            format!("could not {verb} {who}: the driver does not permit it"),
+            PERMISSION_HINT,
+        ),
+        code::ILLEGAL_STATE => illegal_state(attempt, &who, verb, facts.state_now),
+        code::NOT_READY if matches!(attempt, Attempt::Step(Step::Lock { .. })) => {
+            let timeout = match attempt {
+                Attempt::Step(Step::Lock { timeout }) => *timeout,
+                _ => Timeout::NONE,
+            };
+            Failure::new(
+                FailureKind::LockTimeout,
+                format!("could not lock {who}: its CUDA work did not finish within {timeout}; the process is still running"),
+                "retry with a longer --timeout (0 waits as long as it takes), or when the process is idle",
+            )
+        }
+        code::INVALID_VALUE if matches!(attempt, Attempt::Step(Step::Restore { map }) if !map.is_empty()) => Failure::new(
+            FailureKind::MapRejected,
+            format!("could not restore {who}: the driver rejected the GPU map; the process is still checkpointed"),
+            "the driver needs a map over every GPU of this host, each sent to a distinct GPU (on two GPUs: A=B,B=A); `nvidia-smi -L` lists the UUIDs",
+        ),
+        code::OUT_OF_MEMORY => Failure::new(
+            FailureKind::OutOfMemory,
+            format!("could not {verb} {who}: not enough memory"),
+            "free GPU memory on the target GPU before retrying; NVIDIA reports (driver 580.95) that a restore failing for memory can leave a process unrecoverable",
+        ),
+        code::NOT_SUPPORTED => Failure::new(
+            FailureKind::DriverError,
+            format!("could not {verb} {who}: the driver does not support this here"),
+            "this GPU, driver or setup (MIG, vGPU, MPS, an old driver) may not support checkpointing; run `cudackpt doctor`",
+        ),
+        code::OPERATING_SYSTEM => Failure::new(
+            FailureKind::DriverError,
+            format!("could not {verb} {who}: the driver hit an operating-system error"),
+            "if an earlier restore of this process failed (for example out of GPU memory), the driver may be unable to recover it; check `cudackpt state`",
+        ),
+        _ => Failure::new(
+            FailureKind::DriverError,
+            match facts.driver_says {
+                Some(words) => format!("could not {verb} {who}: the driver says \"{words}\""),
+                None => format!("could not {verb} {who}: the driver returned an error"),
+            },
+            "run with -v for details, and `cudackpt doctor` to check the host",
+        ),
+    };
+    failure.with_cuda(cuda)
+}
+
+fn illegal_state(
+    attempt: Attempt<'_>,
+    who: &str,
+    verb: &str,
+    state_now: Option<ProcessState>,
+) -> Failure {
+    let (needs, step) = match attempt {
+        Attempt::Step(step @ Step::Lock { .. }) => ("running", Some(step)),
+        Attempt::Step(step @ (Step::Checkpoint | Step::Unlock)) => ("locked", Some(step)),
+        Attempt::Step(step @ Step::Restore { .. }) => ("checkpointed", Some(step)),
+        Attempt::GetState | Attempt::GetRestoreTid => ("a different", None),
+    };
+    let message = match state_now {
+        Some(state) => {
+            format!("could not {verb} {who}: it is {state}, and {verb} needs a {needs} process")
+        }
+        None => format!("could not {verb} {who}: {verb} needs a {needs} process"),
+    };
+    let hint = match (step, state_now) {
+        (Some(step), Some(state)) => wrong_state_hint(step, state),
+        _ => "check the state with `cudackpt state`".to_string(),
+    };
+    Failure::new(FailureKind::WrongState, message, hint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::GpuPair;
+
+    fn cuda(code: i32) -> CallError {
+        CallError::Cuda {
+            function: "cuCheckpointProcessLock",
+            error: CudaError { code },
+        }
+    }
+
+    fn alive() -> Facts<'static> {
+        Facts {
+            alive: true,
+            caller_privileged: true,
+            ..Facts::default()
+        }
+    }
+
+    #[test]
+    fn every_spec_answer_maps_to_its_exit_status() {
+        let lock = Step::Lock {
+            timeout: Timeout::from_millis(500),
+        };
+        let cases = [
+            (
+                Attempt::Step(&lock),
+                3,
+                alive(),
+                FailureKind::NotCudaProcess,
+                5,
+            ),
+            (
+                Attempt::Step(&lock),
+                304,
+                Facts::default(),
+                FailureKind::NoSuchProcess,
+                5,
+            ),
+            (
+                Attempt::Step(&lock),
+                304,
+                Facts {
+                    alive: true,
+                    ..Facts::default()
+                },
+                FailureKind::PermissionDenied,
+                6,
+            ),
+            (
+                Attempt::Step(&lock),
+                304,
+                alive(),
+                FailureKind::DriverError,
+                1,
+            ),
+            (
+                Attempt::Step(&lock),
+                600,
+                alive(),
+                FailureKind::LockTimeout,
+                3,
+            ),
+            (
+                Attempt::Step(&lock),
+                401,
+                alive(),
+                FailureKind::WrongState,
+                4,
+            ),
+            (
+                Attempt::Step(&lock),
+                800,
+                alive(),
+                FailureKind::PermissionDenied,
+                6,
+            ),
+            (Attempt::GetState, 999, alive(), FailureKind::DriverError, 1),
+        ];
+        for (attempt, code, facts, kind, exit) in cases {
+            let failure = from_call(attempt, 42, Some("python3"), &cuda(code), facts);
+            assert_eq!(failure.kind, kind, "code {code}");
+            assert_eq!(failure.kind.exit_status().code(), exit, "code {code}");
+            assert_eq!(failure.cuda, Some(CudaError { code }));
+            assert!(
+                failure.message.contains("PID 42 (python3)"),
+                "{}",
+                failure.message
+            );
+            assert!(failure.hint.is_some());
+        }
+    }
+
+    #[test]
+    fn lock_timeout_names_the_timeout_and_says_it_still_runs() {
+        let lock = Step::Lock {
+            timeout: Timeout::from_millis(500),
+        };
+        let failure = from_call(Attempt::Step(&lock), 7, None, &cuda(600), alive());
+        assert!(
+            failure.message.contains("500 ms") && failure.message.contains("still running"),
+            "{}",
+            failure.message
+        );
+    }
+
+    #[test]
+    fn wrong_state_names_state_and_way_out() {
+        let facts = Facts {
+            state_now: Some(ProcessState::Checkpointed),
+            ..alive()
+        };
+        let failure = from_call(Attempt::Step(&Step::Unlock), 7, None, &cuda(401), facts);
+        assert_eq!(
+            failure.message,
+            "could not unlock PID 7: it is checkpointed, and unlock needs a locked process"
+        );
+        assert!(failure
+            .hint
+            .as_deref()
+            .is_some_and(|h| h.contains("resume")));
+    }
+
+    #[test]
+    fn a_rejected_map_is_told_apart_from_a_bad_restore() {
+        let uuid = "GPU-11111111-2222-3333-4444-555555555555"
+            .parse()
+            .expect("uuid");
+        let mapped = Step::Restore {
+            map: vec![GpuPair {
+                old: uuid,
+                new: uuid,
+            }],
+        };
+        assert_eq!(
+            from_call(Attempt::Step(&mapped), 7, None, &cuda(1), alive()).kind,
+            FailureKind::MapRejected
+        );
+        let plain = Step::Restore { map: vec![] };
+        assert_eq!(
+            from_call(Attempt::Step(&plain), 7, None, &cuda(1), alive()).kind,
+            FailureKind::DriverError
+        );
+    }
+
+    #[test]
+    fn unknown_errors_quote_the_driver() {
+        let facts = Facts {
+            driver_says: Some("unspecified launch failure"),
+            ..alive()
+        };
+        let failure = from_call(Attempt::Step(&Step::Checkpoint), 7, None, &cuda(719), facts);
+        assert!(failure.message.contains("\"unspecified launch failure\""));
+        assert_eq!(
+            failure.cuda.map(|c| c.name()),
+            Some("CUDA_ERROR_LAUNCH_FAILED".to_string())
+        );
+    }
+}

@@ -1,0 +1,322 @@
+//! `doctor`: can this host checkpoint CUDA processes? Each check says what it
+//! found and, when something is missing, what to do. Works with or without a
+//! GPU or driver; the exit status is 0 only when checkpointing can work.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::Serialize;
+
+use crate::driver::{format_version, DeviceInfo, Driver, CHECKPOINT_SYMBOLS};
+use crate::exit::ExitStatus;
+use crate::output::{columns, json, Look};
+use crate::process::Privileges;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+    Info,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub status: Status,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// The exit status a failure of this check means.
+    #[serde(skip)]
+    pub exit: ExitStatus,
+}
+
+impl Check {
+    fn new(name: &'static str, status: Status, detail: impl Into<String>) -> Check {
+        Check {
+            name,
+            status,
+            detail: detail.into(),
+            hint: None,
+            exit: ExitStatus::Failed,
+        }
+    }
+
+    fn hint(mut self, hint: impl Into<String>) -> Check {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    fn exit(mut self, exit: ExitStatus) -> Check {
+        self.exit = exit;
+        self
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct DriverFacts {
+    pub path: Option<PathBuf>,
+    pub cuda_version: Option<String>,
+    pub kernel_module_version: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuFacts {
+    pub index: i32,
+    pub uuid: String,
+    pub name: String,
+    pub memory_total_bytes: u64,
+    pub pci_bus_id: Option<String>,
+}
+
+impl From<&DeviceInfo> for GpuFacts {
+    fn from(device: &DeviceInfo) -> GpuFacts {
+        GpuFacts {
+            index: device.ordinal,
+            uuid: device.uuid.to_string(),
+            name: device.name.clone(),
+            memory_total_bytes: device.total_bytes,
+            pci_bus_id: device.pci_bus_id.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct DoctorReport {
+    pub checks: Vec<Check>,
+    pub driver: DriverFacts,
+    pub gpus: Vec<GpuFacts>,
+}
+
+impl DoctorReport {
+    pub fn ok(&self) -> bool {
+        self.checks.iter().all(|c| c.status != Status::Fail)
+    }
+
+    pub fn exit_status(&self) -> ExitStatus {
+        self.checks
+            .iter()
+            .find(|c| c.status == Status::Fail)
+            .map_or(ExitStatus::Success, |c| c.exit)
+    }
+
+    /// The failed checks, as one line each with their hints (for `demo`).
+    pub fn failures(&self) -> Vec<&Check> {
+        self.checks
+            .iter()
+            .filter(|c| c.status == Status::Fail)
+            .collect()
+    }
+}
+
+/// The kernel module's version line from /proc/driver/nvidia/version.
+fn kernel_module_version() -> Option<String> {
+    let text = fs::read_to_string("/proc/driver/nvidia/version").ok()?;
+    let line = text.lines().next()?;
+    line.split_whitespace()
+        .find(|word| word.chars().next().is_some_and(|c| c.is_ascii_digit()) && word.contains('.'))
+        .map(str::to_string)
+}
+
+/// Looks a program up on PATH, as a shell would.
+fn find_on_path(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(program))
+            .find(|candidate| candidate.is_file())
+    })
+}
+
+fn criu_check() -> Check {
+    let Some(path) = find_on_path("criu") else {
+        return Check::new("criu", Status::Info, "not on PATH")
+            .hint("only needed to save whole processes to disk: install CRIU 4.x (its CUDA plugin uses cuda-checkpoint) or use cudackpt as an action script");
+    };
+    let version = Command::new(&path)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.lines().next().map(|l| l.trim().to_string()))
+        .unwrap_or_else(|| "version unknown".to_string());
+    Check::new(
+        "criu",
+        Status::Info,
+        format!("{} ({version})", path.display()),
+    )
+}
+
+fn privilege_checks(privileges: &Privileges) -> Vec<Check> {
+    let mut checks = Vec::new();
+    checks.push(if privileges.euid == 0 {
+        Check::new("privileges", Status::Ok, "running as root")
+    } else if privileges.cap_sys_ptrace {
+        Check::new("privileges", Status::Ok, format!("uid {} with CAP_SYS_PTRACE", privileges.euid))
+    } else {
+        Check::new("privileges", Status::Fail, format!("uid {} without CAP_SYS_PTRACE", privileges.euid))
+            .hint("run as root or grant CAP_SYS_PTRACE (e.g. sudo setcap cap_sys_ptrace+ep $(which cudackpt)); without it only your own processes can be tried, and the driver may refuse")
+            .exit(ExitStatus::PermissionDenied)
+    });
+    checks.push(match privileges.ptrace_scope {
+        None => Check::new("ptrace scope", Status::Info, "no Yama ptrace restrictions in this kernel"),
+        Some(scope @ 0..=1) => Check::new("ptrace scope", Status::Ok, format!("kernel.yama.ptrace_scope = {scope}")),
+        Some(2) if privileges.is_privileged() => {
+            Check::new("ptrace scope", Status::Ok, "kernel.yama.ptrace_scope = 2 (admin only; this user qualifies)")
+        }
+        Some(scope) => Check::new("ptrace scope", Status::Warn, format!("kernel.yama.ptrace_scope = {scope}"))
+            .hint("scope 2 limits process access to CAP_SYS_PTRACE, scope 3 forbids it until reboot; CRIU needs it too"),
+    });
+    checks
+}
+
+/// Examines the host. Loads the driver from `libcuda` when given.
+pub fn examine(libcuda: Option<&Path>) -> DoctorReport {
+    let mut checks = Vec::new();
+    let mut facts = DriverFacts {
+        kernel_module_version: kernel_module_version(),
+        ..DriverFacts::default()
+    };
+    let mut gpus = Vec::new();
+
+    match Driver::load(libcuda) {
+        Err(error) => checks.push(
+            Check::new("driver library", Status::Fail, error.to_string())
+                .hint(error.hint())
+                .exit(ExitStatus::DriverUnavailable),
+        ),
+        Ok(driver) => {
+            let path = driver.path();
+            checks.push(Check::new(
+                "driver library",
+                Status::Ok,
+                path.display().to_string(),
+            ));
+            facts.path = Some(path);
+            let module = facts
+                .kernel_module_version
+                .as_deref()
+                .map_or(String::new(), |v| format!(", kernel module {v}"));
+            checks.push(match driver.version() {
+                Ok(version) => {
+                    facts.cuda_version = Some(format_version(Some(version)));
+                    Check::new(
+                        "driver version",
+                        Status::Ok,
+                        format!("CUDA {}{module}", format_version(Some(version))),
+                    )
+                }
+                Err(error) => {
+                    Check::new("driver version", Status::Warn, format!("{error}{module}"))
+                }
+            });
+            let missing = driver.missing_checkpoint_functions();
+            checks.push(if missing.is_empty() {
+                Check::new("checkpoint API", Status::Ok, format!("all {} functions present", CHECKPOINT_SYMBOLS.len()))
+            } else {
+                Check::new("checkpoint API", Status::Fail, format!("missing {}", missing.join(", ")))
+                    .hint("the checkpoint API needs display driver 570 or newer (GPU remapping 580); upgrade the driver")
+                    .exit(ExitStatus::DriverUnavailable)
+            });
+            checks.push(match driver.devices() {
+                Ok(devices) if devices.is_empty() => Check::new(
+                    "GPUs",
+                    Status::Fail,
+                    "the driver sees no GPU",
+                )
+                .hint("check `nvidia-smi`, CUDA_VISIBLE_DEVICES and the container's device access"),
+                Ok(devices) => {
+                    gpus = devices.iter().map(GpuFacts::from).collect();
+                    let names: Vec<String> = devices
+                        .iter()
+                        .map(|d| format!("{} {}", d.ordinal, d.name))
+                        .collect();
+                    Check::new(
+                        "GPUs",
+                        Status::Ok,
+                        format!("{}: {}", devices.len(), names.join("; ")),
+                    )
+                }
+                Err(error) => Check::new(
+                    "GPUs",
+                    Status::Fail,
+                    format!("could not list GPUs: {error}"),
+                )
+                .hint("check `nvidia-smi`; the driver may be installed without a usable GPU"),
+            });
+        }
+    }
+    checks.extend(privilege_checks(&Privileges::current()));
+    checks.push(criu_check());
+    DoctorReport {
+        checks,
+        driver: facts,
+        gpus,
+    }
+}
+
+pub fn render_human(report: &DoctorReport, look: Look) -> String {
+    let mut rows = Vec::new();
+    for check in &report.checks {
+        let label = match check.status {
+            Status::Ok => look.paint(
+                anstyle::Style::new().fg_color(Some(anstyle::AnsiColor::Green.into())),
+                "ok",
+            ),
+            Status::Warn => look.paint(
+                anstyle::Style::new().fg_color(Some(anstyle::AnsiColor::Yellow.into())),
+                "warn",
+            ),
+            Status::Fail => look.bad("FAIL"),
+            Status::Info => look.dim("info"),
+        };
+        rows.push(vec![
+            label,
+            check.name.to_string(),
+            check.detail.replace('\n', "; "),
+        ]);
+    }
+    let mut text = columns(&rows);
+    for check in report
+        .checks
+        .iter()
+        .filter(|c| c.hint.is_some() && c.status != Status::Ok)
+    {
+        if let Some(hint) = &check.hint {
+            text.push_str(&format!("{}: {hint}\n", check.name));
+        }
+    }
+    text.push_str(if report.ok() {
+        "checkpointing can work on this host\n"
+    } else {
+        "checkpointing cannot work on this host yet: fix the checks marked FAIL\n"
+    });
+    text
+}
+
+#[derive(Serialize)]
+struct DoctorDoc<'a> {
+    schema_version: u32,
+    command: &'static str,
+    ok: bool,
+    exit_code: u8,
+    checks: &'a [Check],
+    driver: &'a DriverFacts,
+    gpus: &'a [GpuFacts],
+}
+
+pub fn render_json(report: &DoctorReport) -> String {
+    json::to_line(&DoctorDoc {
+        schema_version: json::SCHEMA_VERSION,
+        command: "doctor",
+        ok: report.ok(),
+        exit_code: report.exit_status().code(),
+        checks: &report.checks,
+        driver: &report.driver,
+        gpus: &report.gpus,
+    })
+}

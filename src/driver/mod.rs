@@ -1,0 +1,367 @@
+//! The safe face of the CUDA driver: loading libcuda at run time, the
+//! checkpoint API as a trait the rest of the tool programs against, and the
+//! few device and memory calls that `doctor`, `devices` and `demo` need.
+//!
+//! The process path never calls `cuInit`: the checkpoint functions do not need
+//! it, and it costs milliseconds per invocation.
+
+mod error;
+mod ffi;
+mod state;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+pub use error::{
+    code, cuda_error_name, format_version, CallError, CudaError, LoadAttempt, LoadError,
+    MissingFunction,
+};
+pub use ffi::CHECKPOINT_SYMBOLS;
+pub use state::ProcessState;
+
+use crate::gpu::{GpuPair, GpuUuid};
+use ffi::Call;
+
+/// The names tried, in order, when no library is named explicitly.
+pub const DEFAULT_LIBRARY_NAMES: [&str; 2] = ["libcuda.so.1", "libcuda.so"];
+
+/// The checkpoint operations on a process, as the planner and executor see
+/// them. The real driver implements it; unit tests implement it with a model.
+pub trait CheckpointApi: Sync {
+    fn get_state(&self, pid: i32) -> Result<ProcessState, CallError>;
+    fn restore_thread_id(&self, pid: i32) -> Result<i32, CallError>;
+    /// `timeout_ms` 0 waits for as long as the process needs.
+    fn lock(&self, pid: i32, timeout_ms: u32) -> Result<(), CallError>;
+    fn checkpoint(&self, pid: i32) -> Result<(), CallError>;
+    fn restore(&self, pid: i32, map: &[GpuPair]) -> Result<(), CallError>;
+    fn unlock(&self, pid: i32) -> Result<(), CallError>;
+    /// The driver's own words for an error code, when it has them.
+    fn describe_error(&self, _error: CudaError) -> Option<String> {
+        None
+    }
+}
+
+/// A loaded libcuda.
+pub struct Driver {
+    symbols: ffi::Symbols,
+    /// What the loader was asked for (a soname or a path).
+    requested: String,
+}
+
+/// Turns a raw foreign-call outcome into a result, naming the function.
+fn checked<T>(function: &'static str, call: Call<T>) -> Result<T, CallError> {
+    match call {
+        Call::Missing => Err(MissingFunction { function }.into()),
+        Call::Returned(0, value) => Ok(value),
+        Call::Returned(code, _) => Err(CallError::Cuda {
+            function,
+            error: CudaError { code },
+        }),
+    }
+}
+
+impl Driver {
+    /// Loads libcuda: `explicit` alone when given (from `--libcuda` or
+    /// `CUDACKPT_LIBCUDA`), else `libcuda.so.1` then `libcuda.so`. Succeeds
+    /// for any CUDA driver; [`Driver::require_checkpoint_api`] says whether
+    /// it can checkpoint.
+    pub fn load(explicit: Option<&Path>) -> Result<Driver, LoadError> {
+        let candidates: Vec<OsString> = match explicit {
+            Some(path) => vec![path.as_os_str().to_owned()],
+            None => DEFAULT_LIBRARY_NAMES.iter().map(OsString::from).collect(),
+        };
+        let mut attempts = Vec::new();
+        for candidate in candidates {
+            let requested = candidate.to_string_lossy().into_owned();
+            match ffi::open_library(&candidate) {
+                Ok(library) => {
+                    let symbols = ffi::Symbols::resolve_all(library);
+                    let driver = Driver { symbols, requested };
+                    if driver.symbols.driver_get_version.is_none() {
+                        return Err(LoadError::NotADriver {
+                            path: driver.path(),
+                        });
+                    }
+                    tracing::debug!(library = %driver.requested, "loaded the CUDA driver");
+                    return Ok(driver);
+                }
+                Err(reason) => attempts.push(LoadAttempt {
+                    name: requested,
+                    reason,
+                }),
+            }
+        }
+        Err(LoadError::NotFound { attempts })
+    }
+
+    /// Loads libcuda and insists on the six checkpoint functions.
+    pub fn load_for_checkpoint(explicit: Option<&Path>) -> Result<Driver, LoadError> {
+        let driver = Driver::load(explicit)?;
+        driver.require_checkpoint_api()?;
+        Ok(driver)
+    }
+
+    pub fn require_checkpoint_api(&self) -> Result<(), LoadError> {
+        let missing = self.missing_checkpoint_functions();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(LoadError::NoCheckpointApi {
+            path: self.path(),
+            version: self.version().ok(),
+            missing,
+        })
+    }
+
+    /// The checkpoint functions this driver lacks (empty on driver 570+).
+    pub fn missing_checkpoint_functions(&self) -> Vec<&'static str> {
+        let s = &self.symbols;
+        let present = [
+            s.get_state.is_some(),
+            s.get_restore_tid.is_some(),
+            s.lock.is_some(),
+            s.checkpoint.is_some(),
+            s.restore.is_some(),
+            s.unlock.is_some(),
+        ];
+        CHECKPOINT_SYMBOLS
+            .iter()
+            .zip(present)
+            .filter(|(_, present)| !present)
+            .map(|(name, _)| *name)
+            .collect()
+    }
+
+    /// The file the library was loaded from, found through /proc/self/maps;
+    /// what was asked for when that cannot be told.
+    pub fn path(&self) -> PathBuf {
+        self.symbols
+            .address_hint()
+            .and_then(crate::process::mapped_file_containing)
+            .unwrap_or_else(|| PathBuf::from(&self.requested))
+    }
+
+    /// `cuDriverGetVersion`: the CUDA version the driver supports (13000 is
+    /// CUDA 13.0). Needs no `cuInit`.
+    pub fn version(&self) -> Result<i32, CallError> {
+        checked("cuDriverGetVersion", ffi::driver_get_version(&self.symbols))
+    }
+
+    /// The driver's description of an error code, when it has one.
+    pub fn describe(&self, error: CudaError) -> Option<String> {
+        ffi::get_error_string(&self.symbols, error.code)
+    }
+
+    /// The driver's name for an error code, when it exports `cuGetErrorName`.
+    pub fn error_name(&self, error: CudaError) -> Option<String> {
+        ffi::get_error_name(&self.symbols, error.code)
+    }
+
+    /// `cuInit(0)`: needed before any device query, never for process
+    /// operations.
+    pub fn init(&self) -> Result<(), CallError> {
+        checked("cuInit", ffi::init(&self.symbols))
+    }
+
+    /// Every GPU the driver exposes to this process. Calls `cuInit`.
+    pub fn devices(&self) -> Result<Vec<DeviceInfo>, CallError> {
+        self.init()?;
+        let s = &self.symbols;
+        let count = checked("cuDeviceGetCount", ffi::device_get_count(s))?;
+        (0..count)
+            .map(|ordinal| {
+                let handle = checked("cuDeviceGet", ffi::device_get(s, ordinal))?;
+                Ok(DeviceInfo {
+                    ordinal,
+                    name: checked("cuDeviceGetName", ffi::device_get_name(s, handle))?,
+                    uuid: GpuUuid::from_bytes(
+                        checked("cuDeviceGetUuid_v2", ffi::device_get_uuid(s, handle))?.bytes,
+                    ),
+                    total_bytes: checked("cuDeviceTotalMem_v2", ffi::device_total_mem(s, handle))?
+                        as u64,
+                    pci_bus_id: checked(
+                        "cuDeviceGetPCIBusId",
+                        ffi::device_get_pci_bus_id(s, handle),
+                    )
+                    .ok(),
+                })
+            })
+            .collect()
+    }
+
+    /// Makes device `ordinal`'s primary context current on this thread.
+    /// Calls `cuInit`.
+    pub fn open_device(&self, ordinal: i32) -> Result<DeviceSession<'_>, CallError> {
+        self.init()?;
+        let s = &self.symbols;
+        let device = checked("cuDeviceGet", ffi::device_get(s, ordinal))?;
+        let context = checked(
+            "cuDevicePrimaryCtxRetain",
+            ffi::primary_ctx_retain(s, device),
+        )?;
+        let session = DeviceSession {
+            driver: self,
+            device,
+        };
+        checked("cuCtxSetCurrent", ffi::ctx_set_current(s, context))?;
+        Ok(session)
+    }
+}
+
+impl CheckpointApi for Driver {
+    fn get_state(&self, pid: i32) -> Result<ProcessState, CallError> {
+        checked(
+            "cuCheckpointProcessGetState",
+            ffi::get_state(&self.symbols, pid),
+        )
+        .map(ProcessState::from_raw)
+    }
+
+    fn restore_thread_id(&self, pid: i32) -> Result<i32, CallError> {
+        checked(
+            "cuCheckpointProcessGetRestoreThreadId",
+            ffi::get_restore_tid(&self.symbols, pid),
+        )
+    }
+
+    fn lock(&self, pid: i32, timeout_ms: u32) -> Result<(), CallError> {
+        checked(
+            "cuCheckpointProcessLock",
+            ffi::lock(&self.symbols, pid, timeout_ms),
+        )
+    }
+
+    fn checkpoint(&self, pid: i32) -> Result<(), CallError> {
+        checked(
+            "cuCheckpointProcessCheckpoint",
+            ffi::checkpoint(&self.symbols, pid),
+        )
+    }
+
+    fn restore(&self, pid: i32, map: &[GpuPair]) -> Result<(), CallError> {
+        let pairs: Vec<ffi::GpuPair> = map
+            .iter()
+            .map(|pair| ffi::GpuPair {
+                old_uuid: ffi::CuUuid {
+                    bytes: pair.old.bytes(),
+                },
+                new_uuid: ffi::CuUuid {
+                    bytes: pair.new.bytes(),
+                },
+            })
+            .collect();
+        checked(
+            "cuCheckpointProcessRestore",
+            ffi::restore(&self.symbols, pid, &pairs),
+        )
+    }
+
+    fn unlock(&self, pid: i32) -> Result<(), CallError> {
+        checked("cuCheckpointProcessUnlock", ffi::unlock(&self.symbols, pid))
+    }
+
+    fn describe_error(&self, error: CudaError) -> Option<String> {
+        self.describe(error)
+    }
+}
+
+/// A GPU as the driver describes it.
+#[derive(Debug, Clone)]
+pub struct DeviceInfo {
+    pub ordinal: i32,
+    pub name: String,
+    pub uuid: GpuUuid,
+    pub total_bytes: u64,
+    pub pci_bus_id: Option<String>,
+}
+
+/// A device's primary context, current on the thread that opened it;
+/// released on drop.
+pub struct DeviceSession<'d> {
+    driver: &'d Driver,
+    device: ffi::CuDevice,
+}
+
+impl DeviceSession<'_> {
+    pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer<'_>, CallError> {
+        let address = checked("cuMemAlloc_v2", ffi::mem_alloc(&self.driver.symbols, bytes))?;
+        Ok(DeviceBuffer {
+            session: self,
+            address,
+            len: bytes,
+        })
+    }
+
+    pub fn synchronize(&self) -> Result<(), CallError> {
+        checked(
+            "cuCtxSynchronize",
+            ffi::ctx_synchronize(&self.driver.symbols),
+        )
+    }
+}
+
+impl Drop for DeviceSession<'_> {
+    fn drop(&mut self) {
+        // A failed release leaves a context the process exit reclaims anyway.
+        let _ = ffi::primary_ctx_release(&self.driver.symbols, self.device);
+    }
+}
+
+/// Device memory owned by this process; freed on drop.
+pub struct DeviceBuffer<'s> {
+    session: &'s DeviceSession<'s>,
+    address: u64,
+    len: usize,
+}
+
+impl DeviceBuffer<'_> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies `data` to `offset`; refuses a range outside the allocation.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), CallError> {
+        let address = self.address_of("cuMemcpyHtoD_v2", offset, data.len())?;
+        checked(
+            "cuMemcpyHtoD_v2",
+            ffi::memcpy_htod(&self.session.driver.symbols, address, data),
+        )
+    }
+
+    /// Copies from `offset` into `out`; refuses a range outside the allocation.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), CallError> {
+        let address = self.address_of("cuMemcpyDtoH_v2", offset, out.len())?;
+        checked(
+            "cuMemcpyDtoH_v2",
+            ffi::memcpy_dtoh(&self.session.driver.symbols, out, address),
+        )
+    }
+
+    fn address_of(
+        &self,
+        function: &'static str,
+        offset: usize,
+        len: usize,
+    ) -> Result<u64, CallError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(self.address + offset as u64),
+            _ => Err(CallError::Cuda {
+                function,
+                error: CudaError {
+                    code: code::INVALID_VALUE,
+                },
+            }),
+        }
+    }
+}
+
+impl Drop for DeviceBuffer<'_> {
+    fn drop(&mut self) {
+        // Freeing can only fail if the context is gone, which frees it too.
+        let _ = ffi::mem_free(&self.session.driver.symbols, self.address);
+    }
+}

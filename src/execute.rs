@@ -1,0 +1,399 @@
+//! Runs a validated operation on validated targets through a
+//! [`CheckpointApi`]: one worker thread per process, state-changing commands
+//! phased so a group moves together (all locks, then all checkpoints), and
+//! all-or-nothing: when any step fails, every process already moved is
+//! rolled back to where it started. Returns per-process reports; never prints.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::diagnose::{self, Attempt, Facts, Failure, FailureKind};
+use crate::driver::{CallError, CheckpointApi, ProcessState};
+use crate::plan::{self, Operation, Plan, Step};
+use crate::process::Target;
+use crate::report::{ProcessReport, StepRecord};
+use crate::timeout::Timeout;
+
+/// How long a rollback waits to re-lock a process it had already unlocked.
+/// Bounded so a rollback can never hang on a busy process.
+pub const ROLLBACK_LOCK_TIMEOUT: Timeout = Timeout::from_millis(30_000);
+
+/// How often `wait` polls, at most.
+const WAIT_POLL_MAX: Duration = Duration::from_millis(100);
+
+/// What the executor needs besides the operation and its targets.
+pub struct Executor<'a> {
+    pub api: &'a dyn CheckpointApi,
+    /// Root or CAP_SYS_PTRACE; used to explain driver refusals.
+    pub caller_privileged: bool,
+    /// Whether a PID is a live process (`process::is_alive` outside tests).
+    pub is_alive: fn(i32) -> bool,
+}
+
+/// Runs `work` on every item, one thread per item when there are several,
+/// and returns the results in item order.
+pub fn concurrently<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    if items.len() <= 1 {
+        return items.iter().map(work).collect();
+    }
+    thread::scope(|scope| {
+        let work = &work;
+        let handles: Vec<_> = items
+            .iter()
+            .map(|item| scope.spawn(move || work(item)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
+impl Executor<'_> {
+    pub fn run(&self, operation: &Operation, targets: &[Target]) -> Vec<ProcessReport> {
+        match operation {
+            Operation::State => concurrently(targets, |t| self.query(t, true)),
+            Operation::RestoreTid => concurrently(targets, |t| self.query(t, false)),
+            Operation::Wait { state, timeout } => {
+                concurrently(targets, |t| self.wait(t, *state, *timeout))
+            }
+            _ => self.change_state(operation, targets),
+        }
+    }
+
+    /// Explains a failed call, gathering what is known about the process now.
+    fn explain(
+        &self,
+        attempt: Attempt<'_>,
+        target: &Target,
+        error: &CallError,
+    ) -> (Failure, Option<ProcessState>) {
+        let alive = (self.is_alive)(target.pid);
+        let state_now = if alive {
+            self.api.get_state(target.pid).ok()
+        } else {
+            None
+        };
+        let driver_says = match error {
+            CallError::Cuda { error, .. } => self.api.describe_error(*error),
+            CallError::Missing(_) => None,
+        };
+        let facts = Facts {
+            alive,
+            caller_privileged: self.caller_privileged,
+            state_now,
+            driver_says: driver_says.as_deref(),
+        };
+        let failure = diagnose::from_call(attempt, target.pid, Some(&target.name), error, facts);
+        (failure, state_now)
+    }
+
+    /// `state` (with the restore thread id) or `restore-tid` alone.
+    fn query(&self, target: &Target, with_state: bool) -> ProcessReport {
+        let started = Instant::now();
+        let mut report = ProcessReport::new(target.pid, Some(target.name.clone()));
+        if with_state {
+            match self.api.get_state(target.pid) {
+                Ok(state) => report.state = Some(state),
+                Err(error) => {
+                    report.failure = Some(self.explain(Attempt::GetState, target, &error).0);
+                    report.duration = started.elapsed();
+                    return report;
+                }
+            }
+            // Best effort: the state is the answer; the thread id is extra.
+            report.restore_tid = self.api.restore_thread_id(target.pid).ok();
+        } else {
+            match self.api.restore_thread_id(target.pid) {
+                Ok(tid) => report.restore_tid = Some(tid),
+                Err(error) => {
+                    report.failure = Some(self.explain(Attempt::GetRestoreTid, target, &error).0)
+                }
+            }
+        }
+        report.duration = started.elapsed();
+        report
+    }
+
+    /// Polls until the process reaches `wanted`, or the timeout passes.
+    fn wait(&self, target: &Target, wanted: ProcessState, timeout: Timeout) -> ProcessReport {
+        let started = Instant::now();
+        let deadline = timeout.as_duration().map(|limit| started + limit);
+        let mut report = ProcessReport::new(target.pid, Some(target.name.clone()));
+        let mut interval = Duration::from_millis(2);
+        loop {
+            match self.api.get_state(target.pid) {
+                Ok(state) => {
+                    report.state_before.get_or_insert(state);
+                    report.state = Some(state);
+                    if state == wanted {
+                        break;
+                    }
+                }
+                Err(error) => {
+                    report.failure = Some(self.explain(Attempt::GetState, target, &error).0);
+                    break;
+                }
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|deadline| now >= deadline) {
+                let still = report
+                    .state
+                    .map_or("unknown".to_string(), |s| s.to_string());
+                report.failure = Some(Failure::new(
+                    FailureKind::WaitTimeout,
+                    format!(
+                        "{} is still {still} after {timeout}; it did not become {wanted}",
+                        diagnose::describe_process(target.pid, Some(&target.name))
+                    ),
+                    "wait longer with a larger --timeout (0 waits as long as it takes)",
+                ));
+                break;
+            }
+            let sleep = deadline.map_or(interval, |deadline| interval.min(deadline - now));
+            thread::sleep(sleep);
+            interval = (interval * 2).min(WAIT_POLL_MAX);
+        }
+        report.duration = started.elapsed();
+        report
+    }
+
+    /// Runs one step, timing it.
+    fn step(&self, pid: i32, step: &Step) -> (Result<(), CallError>, Duration) {
+        let started = Instant::now();
+        let result = match step {
+            Step::Lock { timeout } => self.api.lock(pid, timeout.as_millis()),
+            Step::Checkpoint => self.api.checkpoint(pid),
+            Step::Restore { map } => self.api.restore(pid, map),
+            Step::Unlock => self.api.unlock(pid),
+        };
+        (result, started.elapsed())
+    }
+
+    /// Every state-changing command: plan each process, run the plan phase
+    /// by phase across the group, and roll everyone back if a step fails.
+    fn change_state(&self, operation: &Operation, targets: &[Target]) -> Vec<ProcessReport> {
+        let mut reports: Vec<ProcessReport> = targets
+            .iter()
+            .map(|t| ProcessReport::new(t.pid, Some(t.name.clone())))
+            .collect();
+
+        let current: Vec<Option<ProcessState>> = if operation.needs_current_state() {
+            let answers = concurrently(targets, |t| {
+                let started = Instant::now();
+                (self.api.get_state(t.pid), started.elapsed())
+            });
+            let mut states = Vec::with_capacity(targets.len());
+            for ((report, target), (answer, took)) in reports.iter_mut().zip(targets).zip(answers) {
+                report.duration += took;
+                match answer {
+                    Ok(state) => {
+                        report.state_before = Some(state);
+                        report.state = Some(state);
+                        states.push(Some(state));
+                    }
+                    Err(error) => {
+                        let (failure, state_now) = self.explain(Attempt::GetState, target, &error);
+                        report.failure = Some(failure);
+                        report.state = state_now;
+                        states.push(None);
+                    }
+                }
+            }
+            if reports.iter().any(|r| r.failure.is_some()) {
+                mark_not_attempted(&mut reports, "another process could not be queried");
+                return reports;
+            }
+            states
+        } else {
+            vec![None; targets.len()]
+        };
+
+        if let Operation::Toggle { .. } = operation {
+            let known: Vec<ProcessState> = current.iter().flatten().copied().collect();
+            if let Some((first, other)) = plan::mixed_toggle(&known) {
+                for report in &mut reports {
+                    report.failure = Some(Failure::new(
+                        FailureKind::WrongState,
+                        format!(
+                            "toggle refused for the whole group: some processes are {first} and some {other}, so toggle would move them in opposite directions"
+                        ),
+                        "use `suspend` or `resume` to move the group one way",
+                    ));
+                }
+                return reports;
+            }
+        }
+
+        let plans: Vec<Plan> = current
+            .iter()
+            .map(|state| plan::plan(operation, *state))
+            .collect();
+        let mut refused = false;
+        for ((report, target), plan) in reports.iter_mut().zip(targets).zip(&plans) {
+            match plan {
+                Plan::Refused(wrong) => {
+                    refused = true;
+                    report.failure = Some(Failure::new(
+                        FailureKind::WrongState,
+                        format!(
+                            "cannot {} {}: it is {}",
+                            operation.name(),
+                            diagnose::describe_process(target.pid, Some(&target.name)),
+                            wrong.state
+                        ),
+                        wrong.hint.clone(),
+                    ));
+                }
+                Plan::AlreadyThere => {
+                    report.note = report.state.map(|state| format!("already {state}"));
+                }
+                Plan::Steps(_) => {}
+            }
+        }
+        if refused {
+            mark_not_attempted(&mut reports, "another process is in the wrong state");
+            return reports;
+        }
+
+        let mut done: Vec<Vec<Step>> = vec![Vec::new(); targets.len()];
+        let mut failed_pid = None;
+        for phase in 0..=1 {
+            let work: Vec<(usize, &Step)> = plans
+                .iter()
+                .enumerate()
+                .filter_map(|(i, plan)| match plan {
+                    Plan::Steps(steps) => steps.iter().find(|s| s.phase() == phase).map(|s| (i, s)),
+                    _ => None,
+                })
+                .collect();
+            let results = concurrently(&work, |&(i, step)| self.step(targets[i].pid, step));
+            for (&(i, step), (result, took)) in work.iter().zip(results) {
+                let report = &mut reports[i];
+                report.duration += took;
+                report.steps.push(StepRecord {
+                    step: step.name(),
+                    duration: took,
+                    ok: result.is_ok(),
+                    rollback: false,
+                });
+                match result {
+                    Ok(()) => {
+                        done[i].push(step.clone());
+                        report.state = Some(step.resulting_state());
+                    }
+                    Err(error) => {
+                        let (failure, state_now) =
+                            self.explain(Attempt::Step(step), &targets[i], &error);
+                        report.failure = Some(failure);
+                        report.state = state_now;
+                        failed_pid.get_or_insert(targets[i].pid);
+                    }
+                }
+            }
+            if failed_pid.is_some() {
+                break;
+            }
+        }
+
+        if let Some(failed_pid) = failed_pid {
+            self.roll_back(targets, &mut reports, &done, failed_pid);
+        }
+        reports
+    }
+
+    /// Undoes every completed step of every process, newest first, each
+    /// process in its own worker.
+    fn roll_back(
+        &self,
+        targets: &[Target],
+        reports: &mut [ProcessReport],
+        done: &[Vec<Step>],
+        failed_pid: i32,
+    ) {
+        let indexes: Vec<usize> = (0..targets.len()).collect();
+        let outcomes = concurrently(&indexes, |&i| {
+            let mut records = Vec::new();
+            let mut last_state = None;
+            for step in plan::rollback_steps(&done[i], ROLLBACK_LOCK_TIMEOUT) {
+                let (result, took) = self.step(targets[i].pid, &step);
+                records.push(StepRecord {
+                    step: step.name(),
+                    duration: took,
+                    ok: result.is_ok(),
+                    rollback: true,
+                });
+                match result {
+                    Ok(()) => last_state = Some(step.resulting_state()),
+                    Err(error) => {
+                        let (failure, state_now) =
+                            self.explain(Attempt::Step(&step), &targets[i], &error);
+                        return (records, Err((failure, state_now)));
+                    }
+                }
+            }
+            (records, Ok(last_state))
+        });
+        let culprit = reports
+            .iter()
+            .find(|r| r.pid == failed_pid)
+            .map(|r| diagnose::describe_process(r.pid, r.name.as_deref()))
+            .unwrap_or_else(|| format!("PID {failed_pid}"));
+        for ((report, steps_done), (records, outcome)) in reports.iter_mut().zip(done).zip(outcomes)
+        {
+            report.duration += records.iter().map(|r| r.duration).sum::<Duration>();
+            report.steps.extend(records);
+            match outcome {
+                Ok(Some(state)) => {
+                    report.rolled_back = true;
+                    report.state = Some(state);
+                }
+                Ok(None) => {}
+                Err((failure, state_now)) => {
+                    report.rollback_failure = Some(failure);
+                    report.state = state_now;
+                }
+            }
+            if report.failure.is_none() && report.note.is_none() {
+                let (kind, message) = if steps_done.is_empty() {
+                    (
+                        FailureKind::NotAttempted,
+                        format!("not attempted: {culprit} failed first"),
+                    )
+                } else {
+                    let back_to = report
+                        .state
+                        .map_or("its starting state".to_string(), |s| s.to_string());
+                    (
+                        FailureKind::RolledBack,
+                        format!("rolled back to {back_to} because {culprit} failed"),
+                    )
+                };
+                report.failure = Some(Failure::new(
+                    kind,
+                    message,
+                    "see the failure of the other process",
+                ));
+            }
+        }
+    }
+}
+
+/// Marks every process without a failure of its own as not attempted.
+fn mark_not_attempted(reports: &mut [ProcessReport], why: &str) {
+    for report in reports.iter_mut().filter(|r| r.failure.is_none()) {
+        report.note = None;
+        report.failure = Some(Failure::new(
+            FailureKind::NotAttempted,
+            format!("not attempted: {why}"),
+            "see the failure of the other process",
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,359 @@
+//! The executor against a model of the driver: phasing, concurrency,
+//! rollback and reporting, without processes or a GPU.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::*;
+use crate::driver::CudaError;
+
+/// A driver model: per-PID states with the real state machine, injectable
+/// error codes per (pid, call), a per-call delay, and a log of calls.
+#[derive(Default)]
+struct Model {
+    states: Mutex<HashMap<i32, ProcessState>>,
+    failures: HashMap<(i32, &'static str), i32>,
+    delay: Duration,
+    calls: Mutex<Vec<String>>,
+}
+
+impl Model {
+    fn with(states: &[(i32, ProcessState)]) -> Model {
+        Model {
+            states: Mutex::new(states.iter().copied().collect()),
+            ..Model::default()
+        }
+    }
+
+    fn failing(mut self, pid: i32, call: &'static str, code: i32) -> Model {
+        self.failures.insert((pid, call), code);
+        self
+    }
+
+    fn state(&self, pid: i32) -> ProcessState {
+        self.states.lock().expect("model lock")[&pid]
+    }
+
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().expect("model lock").clone()
+    }
+
+    fn transition(
+        &self,
+        pid: i32,
+        call: &'static str,
+        from: ProcessState,
+        to: ProcessState,
+    ) -> Result<(), CallError> {
+        std::thread::sleep(self.delay);
+        self.calls
+            .lock()
+            .expect("model lock")
+            .push(format!("{call} {pid}"));
+        let fail = |code| {
+            Err(CallError::Cuda {
+                function: call,
+                error: CudaError { code },
+            })
+        };
+        if let Some(&code) = self.failures.get(&(pid, call)) {
+            return fail(code);
+        }
+        let mut states = self.states.lock().expect("model lock");
+        let state = states.get_mut(&pid).ok_or(CallError::Cuda {
+            function: call,
+            error: CudaError { code: 304 },
+        })?;
+        if *state != from {
+            return fail(401);
+        }
+        *state = to;
+        Ok(())
+    }
+}
+
+impl CheckpointApi for Model {
+    fn get_state(&self, pid: i32) -> Result<ProcessState, CallError> {
+        self.states
+            .lock()
+            .expect("model lock")
+            .get(&pid)
+            .copied()
+            .ok_or(CallError::Cuda {
+                function: "get_state",
+                error: CudaError { code: 304 },
+            })
+    }
+    fn restore_thread_id(&self, pid: i32) -> Result<i32, CallError> {
+        Ok(pid + 1)
+    }
+    fn lock(&self, pid: i32, _timeout_ms: u32) -> Result<(), CallError> {
+        self.transition(pid, "lock", ProcessState::Running, ProcessState::Locked)
+    }
+    fn checkpoint(&self, pid: i32) -> Result<(), CallError> {
+        self.transition(
+            pid,
+            "checkpoint",
+            ProcessState::Locked,
+            ProcessState::Checkpointed,
+        )
+    }
+    fn restore(&self, pid: i32, _map: &[crate::gpu::GpuPair]) -> Result<(), CallError> {
+        self.transition(
+            pid,
+            "restore",
+            ProcessState::Checkpointed,
+            ProcessState::Locked,
+        )
+    }
+    fn unlock(&self, pid: i32) -> Result<(), CallError> {
+        self.transition(pid, "unlock", ProcessState::Locked, ProcessState::Running)
+    }
+}
+
+use ProcessState::*;
+
+fn targets(pids: &[i32]) -> Vec<Target> {
+    pids.iter()
+        .map(|&pid| Target {
+            pid,
+            name: format!("worker{pid}"),
+        })
+        .collect()
+}
+
+fn run(model: &Model, operation: Operation, pids: &[i32]) -> Vec<ProcessReport> {
+    let executor = Executor {
+        api: model,
+        caller_privileged: true,
+        is_alive: |_| true,
+    };
+    executor.run(&operation, &targets(pids))
+}
+
+fn suspend() -> Operation {
+    Operation::Suspend {
+        timeout: Timeout::from_millis(500),
+    }
+}
+
+#[test]
+fn a_group_suspends_phase_by_phase() {
+    let model = Model::with(&[(1, Running), (2, Running), (3, Running)]);
+    let reports = run(&model, suspend(), &[1, 2, 3]);
+    assert!(reports.iter().all(ProcessReport::ok));
+    assert!(reports
+        .iter()
+        .all(|r| r.state == Some(Checkpointed) && r.state_before == Some(Running)));
+    let calls = model.calls();
+    let last_lock = calls
+        .iter()
+        .rposition(|c| c.starts_with("lock"))
+        .expect("locks");
+    let first_checkpoint = calls
+        .iter()
+        .position(|c| c.starts_with("checkpoint"))
+        .expect("checkpoints");
+    assert!(
+        last_lock < first_checkpoint,
+        "every lock before any checkpoint: {calls:?}"
+    );
+    assert_eq!(
+        reports[0].steps.iter().map(|s| s.step).collect::<Vec<_>>(),
+        ["lock", "checkpoint"]
+    );
+}
+
+#[test]
+fn group_calls_overlap_instead_of_adding_up() {
+    let model = Model {
+        delay: Duration::from_millis(200),
+        ..Model::with(&[(1, Running), (2, Running), (3, Running), (4, Running)])
+    };
+    let started = Instant::now();
+    let reports = run(&model, suspend(), &[1, 2, 3, 4]);
+    assert!(reports.iter().all(ProcessReport::ok));
+    // Two phases of 200 ms each; one by one it would be eight.
+    assert!(
+        started.elapsed() < Duration::from_millis(1200),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_failed_checkpoint_rolls_the_whole_group_back() {
+    let model =
+        Model::with(&[(1, Running), (2, Running), (3, Running)]).failing(2, "checkpoint", 999);
+    let reports = run(&model, suspend(), &[1, 2, 3]);
+    for pid in [1, 2, 3] {
+        assert_eq!(model.state(pid), Running, "pid {pid} back where it started");
+    }
+    assert_eq!(
+        reports[1].failure.as_ref().map(|f| f.kind),
+        Some(FailureKind::DriverError)
+    );
+    assert_eq!(
+        reports[0].failure.as_ref().map(|f| f.kind),
+        Some(FailureKind::RolledBack)
+    );
+    assert!(reports
+        .iter()
+        .all(|r| r.rolled_back && r.state == Some(Running)));
+    assert!(reports[0]
+        .failure
+        .as_ref()
+        .is_some_and(|f| f.message.contains("PID 2 (worker2)")));
+    let report = crate::report::Report {
+        command: "suspend",
+        processes: reports,
+        duration: Duration::ZERO,
+    };
+    assert_eq!(report.exit_status(), crate::exit::ExitStatus::Failed);
+}
+
+#[test]
+fn a_lock_timeout_unlocks_the_others_and_exits_3() {
+    let model = Model::with(&[(1, Running), (2, Running)]).failing(1, "lock", 600);
+    let reports = run(&model, suspend(), &[1, 2]);
+    assert_eq!(model.state(1), Running);
+    assert_eq!(model.state(2), Running);
+    assert!(
+        !model.calls().iter().any(|c| c.starts_with("checkpoint")),
+        "no checkpoint after a failed phase"
+    );
+    let report = crate::report::Report {
+        command: "suspend",
+        processes: reports,
+        duration: Duration::ZERO,
+    };
+    assert_eq!(report.exit_status(), crate::exit::ExitStatus::LockTimeout);
+    assert!(
+        !report.processes[0].rolled_back,
+        "nothing to undo for the one that never locked"
+    );
+    assert!(report.processes[1].rolled_back);
+}
+
+#[test]
+fn resume_failures_put_restored_processes_back_to_checkpointed() {
+    let model = Model::with(&[(1, Checkpointed), (2, Checkpointed)]).failing(2, "restore", 2);
+    let reports = run(&model, Operation::Resume { map: vec![] }, &[1, 2]);
+    assert_eq!(model.state(1), Checkpointed);
+    assert_eq!(model.state(2), Checkpointed);
+    assert_eq!(
+        reports[1].failure.as_ref().map(|f| f.kind),
+        Some(FailureKind::OutOfMemory)
+    );
+}
+
+#[test]
+fn a_failed_rollback_is_reported_not_hidden() {
+    let model = Model::with(&[(1, Running), (2, Running)])
+        .failing(2, "checkpoint", 999)
+        .failing(1, "restore", 999);
+    let reports = run(&model, suspend(), &[1, 2]);
+    assert!(reports[0].rollback_failure.is_some());
+    assert_eq!(
+        reports[0].state,
+        Some(Checkpointed),
+        "the state it is really in"
+    );
+    assert!(reports[1].rolled_back);
+}
+
+#[test]
+fn compound_commands_are_idempotent() {
+    let model = Model::with(&[(1, Checkpointed), (2, Running)]);
+    let reports = run(&model, suspend(), &[1, 2]);
+    assert!(reports.iter().all(ProcessReport::ok));
+    assert_eq!(reports[0].note.as_deref(), Some("already checkpointed"));
+    assert!(reports[0].steps.is_empty());
+    assert_eq!(model.state(2), Checkpointed);
+}
+
+#[test]
+fn mixed_toggles_are_refused_before_any_call() {
+    let model = Model::with(&[(1, Checkpointed), (2, Running)]);
+    let reports = run(
+        &model,
+        Operation::Toggle {
+            timeout: Timeout::NONE,
+            map: vec![],
+        },
+        &[1, 2],
+    );
+    assert!(model.calls().is_empty());
+    assert!(reports.iter().all(|r| r
+        .failure
+        .as_ref()
+        .is_some_and(|f| f.kind == FailureKind::WrongState)));
+}
+
+#[test]
+fn a_refused_plan_stops_the_group_before_any_call() {
+    let model = Model::with(&[(1, Running), (2, Failed)]);
+    let reports = run(&model, suspend(), &[1, 2]);
+    assert!(model.calls().is_empty());
+    assert_eq!(
+        reports[0].failure.as_ref().map(|f| f.kind),
+        Some(FailureKind::NotAttempted)
+    );
+    assert_eq!(
+        reports[1].failure.as_ref().map(|f| f.kind),
+        Some(FailureKind::WrongState)
+    );
+}
+
+#[test]
+fn single_steps_explain_a_wrong_state() {
+    let model = Model::with(&[(1, Running)]);
+    let reports = run(&model, Operation::Unlock, &[1]);
+    let failure = reports[0].failure.as_ref().expect("fails");
+    assert_eq!(failure.kind, FailureKind::WrongState);
+    assert_eq!(reports[0].state, Some(Running));
+    assert!(
+        failure.message.contains("it is running"),
+        "{}",
+        failure.message
+    );
+}
+
+#[test]
+fn state_reports_the_restore_thread() {
+    let model = Model::with(&[(7, Locked)]);
+    let reports = run(&model, Operation::State, &[7]);
+    assert_eq!(
+        (reports[0].state, reports[0].restore_tid),
+        (Some(Locked), Some(8))
+    );
+}
+
+#[test]
+fn wait_returns_once_the_state_is_reached_and_times_out_otherwise() {
+    let model = Model::with(&[(1, Locked)]);
+    let reports = run(
+        &model,
+        Operation::Wait {
+            state: Locked,
+            timeout: Timeout::from_millis(1000),
+        },
+        &[1],
+    );
+    assert!(reports[0].ok());
+    let started = Instant::now();
+    let reports = run(
+        &model,
+        Operation::Wait {
+            state: Running,
+            timeout: Timeout::from_millis(50),
+        },
+        &[1],
+    );
+    assert_eq!(
+        reports[0].failure.as_ref().map(|f| f.kind),
+        Some(FailureKind::WaitTimeout)
+    );
+    assert!(started.elapsed() >= Duration::from_millis(50));
+}

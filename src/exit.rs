@@ -1,0 +1,63 @@
+//! Exit statuses: the table documented in the man page and README, and the
+//! one place that decides which number a run exits with.
+
+/// How cudackpt exits. The numbers are a stable interface for scripts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ExitStatus {
+    Success = 0,
+    Failed = 1,
+    Usage = 2,
+    LockTimeout = 3,
+    WrongState = 4,
+    NoProcess = 5,
+    PermissionDenied = 6,
+    DriverUnavailable = 7,
+    PreflightRefused = 8,
+    Interrupted = 130,
+}
+
+impl ExitStatus {
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    pub fn meaning(self) -> &'static str {
+        match self {
+            ExitStatus::Success => "success",
+            ExitStatus::Failed => "the operation failed (a driver error not covered below)",
+            ExitStatus::Usage => "usage error: bad arguments (malformed PID, map, timeout or state)",
+            ExitStatus::LockTimeout => "lock timed out; the process is still running",
+            ExitStatus::WrongState => "the process is in the wrong state for this operation",
+            ExitStatus::NoProcess => "no such process, a thread rather than a process, or not a CUDA process",
+            ExitStatus::PermissionDenied => "permission denied (needs root or CAP_SYS_PTRACE; see ptrace_scope)",
+            ExitStatus::DriverUnavailable => "driver unavailable: libcuda not found, or too old for the checkpoint API",
+            ExitStatus::PreflightRefused => "refused before any state changed: invalid GPU map (or, for restore, not enough GPU memory)",
+            ExitStatus::Interrupted => "interrupted by a signal; the processes were rolled back",
+        }
+    }
+}
+
+/// Every status, in order, for documentation.
+pub const ALL: [ExitStatus; 10] = [
+    ExitStatus::Success,
+    ExitStatus::Failed,
+    ExitStatus::Usage,
+    ExitStatus::LockTimeout,
+    ExitStatus::WrongState,
+    ExitStatus::NoProcess,
+    ExitStatus::PermissionDenied,
+    ExitStatus::DriverUnavailable,
+    ExitStatus::PreflightRefused,
+    ExitStatus::Interrupted,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_the_documented_interface() {
+        let codes: Vec<u8> = ALL.iter().map(|s| s.code()).collect();
+        assert_eq!(codes, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 130]);
+    }
+}

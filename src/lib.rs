@@ -1,0 +1,25 @@
+//! cudackpt: checkpoint and restore the CUDA state of running Linux
+//! processes through the NVIDIA driver's checkpoint API.
+//!
+//! Layers, from the command line down: `cli` (clap types) → `app` (validate,
+//! pick targets, run, render) → `plan` (what each process needs, pure) and
+//! `execute` (concurrent phases and rollback) → `driver` (libcuda, the only
+//! unsafe code). `diagnose` explains failures, `report` holds results,
+//! `output` renders them, `exit` numbers them.
+
+pub mod app;
+pub mod artifacts;
+pub mod cli;
+pub mod demo;
+pub mod diagnose;
+pub mod doctor;
+pub mod driver;
+pub mod execute;
+pub mod exit;
+pub mod gpu;
+pub mod logging;
+pub mod output;
+pub mod plan;
+pub mod process;
+pub mod report;
+pub mod timeout;

@@ -1,0 +1,23 @@
+//! Tracing to stderr, switched on by -v/-vv or RUST_LOG. Off by default so
+//! start-up stays cheap: no subscriber is built unless asked for.
+
+use tracing_subscriber::EnvFilter;
+
+pub fn init(verbosity: u8) {
+    let from_env = std::env::var_os("RUST_LOG").is_some_and(|v| !v.is_empty());
+    if verbosity == 0 && !from_env {
+        return;
+    }
+    let filter = if from_env {
+        EnvFilter::from_default_env()
+    } else if verbosity == 1 {
+        EnvFilter::new("cudackpt=debug")
+    } else {
+        EnvFilter::new("trace")
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

@@ -1,0 +1,125 @@
+//! Text for people: one aligned line per process on stdout, and for each
+//! failure a message and a hint on stderr.
+
+use crate::diagnose::{Failure, FailureKind};
+use crate::output::{columns, format_duration, Look};
+use crate::report::{ProcessReport, Report};
+
+/// Renders a process command's report: (stdout, stderr).
+pub fn process_report(report: &Report, look: Look) -> (String, String) {
+    let mut rows: Vec<Vec<String>> = Vec::with_capacity(report.processes.len() + 1);
+    let header = match report.command {
+        "state" => vec!["PID", "STATE", "RESTORE-TID", "NAME"],
+        "restore-tid" => vec!["PID", "RESTORE-TID", "NAME"],
+        "wait" => vec!["PID", "STATE", "WAITED", "NAME"],
+        _ => vec!["PID", "NAME", "RESULT", "TIME"],
+    };
+    rows.push(header.into_iter().map(|h| look.dim(h)).collect());
+    for process in &report.processes {
+        rows.push(row(report.command, process, look));
+    }
+    let mut errors = String::new();
+    for process in &report.processes {
+        for failure in [&process.failure, &process.rollback_failure]
+            .into_iter()
+            .flatten()
+        {
+            if !matches!(
+                failure.kind,
+                FailureKind::NotAttempted | FailureKind::RolledBack
+            ) {
+                errors.push_str(&failure_text(failure));
+            }
+        }
+    }
+    (columns(&rows), errors)
+}
+
+fn row(command: &str, p: &ProcessReport, look: Look) -> Vec<String> {
+    let pid = p.pid.to_string();
+    let name = p.name.clone().unwrap_or_else(|| "-".to_string());
+    let tid = p
+        .restore_tid
+        .map_or_else(|| "-".to_string(), |t| t.to_string());
+    let outcome = if p.failure.is_some() && p.state.is_none() {
+        look.bad("error")
+    } else {
+        look.state(p.state)
+    };
+    match command {
+        "state" => vec![pid, outcome, tid, name],
+        "restore-tid" => vec![pid, if p.ok() { tid } else { look.bad("error") }, name],
+        "wait" => vec![pid, outcome, format_duration(p.duration), name],
+        _ => vec![pid, name, result(p, look), format_duration(p.duration)],
+    }
+}
+
+/// `running → checkpointed`, `already checkpointed`, or what went wrong.
+fn result(p: &ProcessReport, look: Look) -> String {
+    let after = look.state(p.state);
+    let moved = match p.state_before {
+        Some(before) if Some(before) != p.state => {
+            format!("{} → {after}", look.state(Some(before)))
+        }
+        _ => after.clone(),
+    };
+    if let Some(failure) = &p.rollback_failure {
+        return format!(
+            "{} (rollback failed: {}; now {after})",
+            look.bad("FAILED"),
+            short(failure)
+        );
+    }
+    match &p.failure {
+        None => p.note.clone().unwrap_or(moved),
+        Some(f) if f.kind == FailureKind::NotAttempted => {
+            format!("{} (still {after})", look.dim("not attempted"))
+        }
+        Some(f) if f.kind == FailureKind::RolledBack => {
+            format!("{} to {after}", look.dim("rolled back"))
+        }
+        Some(f) => {
+            let tail = if p.rolled_back {
+                format!("; rolled back to {after}")
+            } else {
+                format!("; now {after}")
+            };
+            format!("{} ({}{tail})", look.bad("FAILED"), short(f))
+        }
+    }
+}
+
+/// A few words for the result column.
+fn short(failure: &Failure) -> &'static str {
+    match failure.kind {
+        FailureKind::NoSuchProcess => "no such process",
+        FailureKind::ThreadNotProcess => "a thread, not a process",
+        FailureKind::NotCudaProcess => "not a CUDA process",
+        FailureKind::PermissionDenied => "permission denied",
+        FailureKind::LockTimeout => "lock timed out",
+        FailureKind::WrongState => "wrong state",
+        FailureKind::MapRejected => "GPU map rejected",
+        FailureKind::InvalidMap => "invalid GPU map",
+        FailureKind::OutOfMemory => "out of memory",
+        FailureKind::DriverError => "driver error",
+        FailureKind::DriverUnavailable => "driver unavailable",
+        FailureKind::WaitTimeout => "timed out",
+        FailureKind::NotAttempted => "not attempted",
+        FailureKind::RolledBack => "rolled back",
+        FailureKind::ProcUnreadable => "/proc unreadable",
+        FailureKind::Usage => "usage error",
+    }
+}
+
+/// `cudackpt: <message> [CUDA_ERROR_X 600]` and an indented hint.
+pub fn failure_text(failure: &Failure) -> String {
+    let mut text = format!("cudackpt: {}", failure.message);
+    if let Some(cuda) = failure.cuda {
+        text.push_str(&format!(" [{} {}]", cuda.name(), cuda.code));
+    }
+    text.push('\n');
+    if let Some(hint) = &failure.hint {
+        text.push_str(&format!("  hint: {hint}\n"));
+    }
+    text
+}

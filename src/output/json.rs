@@ -1,0 +1,153 @@
+//! The JSON contract (schema_version 1): wire types kept apart from the
+//! internal report so the document changes only on purpose, and only by
+//! adding fields. Exactly one document per invocation, on stdout.
+
+use serde::Serialize;
+
+use crate::diagnose::Failure;
+use crate::output::millis;
+use crate::report::{ProcessReport, Report, StepRecord};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A process command's document.
+#[derive(Serialize)]
+pub struct ProcessCommandDoc<'a> {
+    pub schema_version: u32,
+    pub command: &'a str,
+    pub ok: bool,
+    pub exit_code: u8,
+    pub duration_ms: f64,
+    pub processes: Vec<ProcessDoc<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct ProcessDoc<'a> {
+    pub pid: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'a str>,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_before: Option<&'static str>,
+    pub state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restore_tid: Option<i32>,
+    pub duration_ms: f64,
+    pub steps: Vec<StepDoc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<&'a str>,
+    pub rolled_back: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDoc<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollback_error: Option<ErrorDoc<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct StepDoc {
+    pub step: &'static str,
+    pub ok: bool,
+    pub rollback: bool,
+    pub duration_ms: f64,
+}
+
+#[derive(Serialize)]
+pub struct ErrorDoc<'a> {
+    pub kind: &'static str,
+    pub message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+}
+
+impl<'a> ErrorDoc<'a> {
+    pub fn from_failure(failure: &'a Failure) -> ErrorDoc<'a> {
+        ErrorDoc {
+            kind: failure.kind.as_str(),
+            message: &failure.message,
+            hint: failure.hint.as_deref(),
+            cuda_error: failure.cuda.map(|c| c.name()),
+            code: failure.cuda.map(|c| c.code),
+        }
+    }
+}
+
+fn step_doc(step: &StepRecord) -> StepDoc {
+    StepDoc {
+        step: step.step,
+        ok: step.ok,
+        rollback: step.rollback,
+        duration_ms: millis(step.duration),
+    }
+}
+
+fn process_doc(p: &ProcessReport) -> ProcessDoc<'_> {
+    ProcessDoc {
+        pid: p.pid,
+        name: p.name.as_deref(),
+        ok: p.ok(),
+        state_before: p.state_before.map(|s| s.as_str()),
+        state: p.state.map_or("unknown", |s| s.as_str()),
+        restore_tid: p.restore_tid,
+        duration_ms: millis(p.duration),
+        steps: p.steps.iter().map(step_doc).collect(),
+        note: p.note.as_deref(),
+        rolled_back: p.rolled_back,
+        error: p.failure.as_ref().map(ErrorDoc::from_failure),
+        rollback_error: p.rollback_failure.as_ref().map(ErrorDoc::from_failure),
+    }
+}
+
+/// Renders a process command's report as one JSON document and a newline.
+pub fn process_report(report: &Report) -> String {
+    let doc = ProcessCommandDoc {
+        schema_version: SCHEMA_VERSION,
+        command: report.command,
+        ok: report.ok(),
+        exit_code: report.exit_status().code(),
+        duration_ms: millis(report.duration),
+        processes: report.processes.iter().map(process_doc).collect(),
+    };
+    to_line(&doc)
+}
+
+/// Any wire document as one line of JSON.
+pub fn to_line<T: Serialize>(doc: &T) -> String {
+    // Serialising these plain structs cannot fail (no maps with non-string
+    // keys, no custom serialisers); fall back to a valid document anyway.
+    let mut text = serde_json::to_string(doc)
+        .unwrap_or_else(|e| format!("{{\"schema_version\":{SCHEMA_VERSION},\"ok\":false,\"error\":{{\"kind\":\"internal\",\"message\":{:?}}}}}", e.to_string()));
+    text.push('\n');
+    text
+}
+
+#[derive(Serialize)]
+struct UsageDoc<'a> {
+    schema_version: u32,
+    command: Option<&'a str>,
+    ok: bool,
+    exit_code: u8,
+    error: ErrorDoc<'a>,
+    processes: [(); 0],
+}
+
+/// The document for arguments that could not be parsed.
+pub fn usage_error(message: &str, detail: &str) -> String {
+    to_line(&UsageDoc {
+        schema_version: SCHEMA_VERSION,
+        command: None,
+        ok: false,
+        exit_code: crate::exit::ExitStatus::Usage.code(),
+        error: ErrorDoc {
+            kind: "usage",
+            message: detail,
+            hint: Some(message),
+            cuda_error: None,
+            code: None,
+        },
+        processes: [],
+    })
+}

@@ -1,0 +1,185 @@
+//! Renderers: pure functions from a report to text or JSON on a writer.
+//! Results go to stdout; diagnostics to stderr; colour only when asked for
+//! or when stdout is a terminal. A closed stdout pipe is not an error.
+
+pub mod human;
+pub mod json;
+
+use std::io::{self, IsTerminal, Write};
+use std::time::Duration;
+
+use anstyle::{AnsiColor, Style};
+
+use crate::cli::ColorChoice;
+use crate::driver::ProcessState;
+
+/// How output looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Look {
+    pub color: bool,
+}
+
+impl Look {
+    pub fn plain() -> Look {
+        Look { color: false }
+    }
+
+    /// Decides colour: `auto` colours only a terminal, and never when
+    /// NO_COLOR is set (no-color.org).
+    pub fn for_stdout(choice: ColorChoice) -> Look {
+        let color = match choice {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => {
+                io::stdout().is_terminal()
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            }
+        };
+        Look { color }
+    }
+
+    pub fn paint(&self, style: Style, text: &str) -> String {
+        if self.color {
+            format!("{}{text}{}", style.render(), style.render_reset())
+        } else {
+            text.to_string()
+        }
+    }
+
+    pub fn state(&self, state: Option<ProcessState>) -> String {
+        let (text, color) = match state {
+            Some(ProcessState::Running) => ("running", AnsiColor::Green),
+            Some(ProcessState::Locked) => ("locked", AnsiColor::Yellow),
+            Some(ProcessState::Checkpointed) => ("checkpointed", AnsiColor::Cyan),
+            Some(ProcessState::Failed) => ("failed", AnsiColor::Red),
+            Some(ProcessState::Unknown(_)) | None => ("unknown", AnsiColor::Magenta),
+        };
+        self.paint(Style::new().fg_color(Some(color.into())), text)
+    }
+
+    pub fn bad(&self, text: &str) -> String {
+        self.paint(
+            Style::new().bold().fg_color(Some(AnsiColor::Red.into())),
+            text,
+        )
+    }
+
+    pub fn dim(&self, text: &str) -> String {
+        self.paint(Style::new().dimmed(), text)
+    }
+}
+
+/// A duration the way people read it: `0.412 ms`, `12.3 ms`, `1.302 s`.
+pub fn format_duration(duration: Duration) -> String {
+    let millis = duration.as_secs_f64() * 1000.0;
+    if millis < 10.0 {
+        format!("{millis:.3} ms")
+    } else if millis < 1000.0 {
+        format!("{millis:.1} ms")
+    } else {
+        format!("{:.3} s", millis / 1000.0)
+    }
+}
+
+/// Milliseconds for JSON, to the microsecond.
+pub fn millis(duration: Duration) -> f64 {
+    (duration.as_secs_f64() * 1_000_000.0).round() / 1000.0
+}
+
+/// Writes `text` to stdout; a reader that went away (EPIPE) is not an error.
+pub fn write_stdout(text: &str) -> io::Result<()> {
+    ignore_broken_pipe(io::stdout().lock().write_all(text.as_bytes()))
+}
+
+/// Writes `text` to stderr, ignoring a closed stream.
+pub fn write_stderr(text: &str) {
+    let _ = io::stderr().lock().write_all(text.as_bytes());
+}
+
+pub fn ignore_broken_pipe(result: io::Result<()>) -> io::Result<()> {
+    match result {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+/// Lays out rows in columns: each cell padded to its column's widest
+/// visible text (colour codes don't count), the last column unpadded.
+pub fn columns(rows: &[Vec<String>]) -> String {
+    let width = |cell: &str| visible_width(cell);
+    let count = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..count)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| width(cell))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut text = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            line.push_str(cell);
+            if c + 1 < row.len() {
+                line.push_str(&" ".repeat(widths[c] - width(cell) + 2));
+            }
+        }
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+/// Characters shown on screen, skipping ANSI escape sequences.
+fn visible_width(text: &str) -> usize {
+    let mut width = 0;
+    let mut in_escape = false;
+    for c in text.chars() {
+        match (in_escape, c) {
+            (false, '\x1b') => in_escape = true,
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+            (false, _) => width += 1,
+        }
+    }
+    width
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(format_duration(Duration::from_micros(412)), "0.412 ms");
+        assert_eq!(format_duration(Duration::from_micros(12_345)), "12.3 ms");
+        assert_eq!(format_duration(Duration::from_millis(1302)), "1.302 s");
+        assert_eq!(millis(Duration::from_nanos(1_234_567)), 1.235);
+    }
+
+    #[test]
+    fn columns_align_ignoring_colour() {
+        let look = Look { color: true };
+        let rows = vec![
+            vec!["PID".to_string(), "STATE".to_string(), "NAME".to_string()],
+            vec![
+                "4242".to_string(),
+                look.state(Some(ProcessState::Running)),
+                "python3".to_string(),
+            ],
+        ];
+        let text = columns(&rows);
+        let plain: Vec<String> = text.lines().map(|l| l.replace('\x1b', "")).collect();
+        assert!(text.lines().nth(1).is_some_and(|l| l.contains("\x1b[")));
+        assert_eq!(
+            columns(&[
+                vec!["PID".into(), "STATE".into()],
+                vec!["1".into(), "running".into()]
+            ]),
+            "PID  STATE\n1    running\n"
+        );
+        assert_eq!(plain.len(), 2);
+    }
+}

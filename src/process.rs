@@ -1,0 +1,333 @@
+//! Linux processes as targets: parsing PIDs, reading /proc to check that a
+//! PID is a live thread-group leader the caller may act on, and the caller's
+//! own privileges. Read-only: nothing here touches a process's CUDA state.
+
+use std::fs;
+use std::io;
+use std::path::PathBuf;
+
+/// Parses a PID as given on the command line. Rejects what can never be a
+/// process: text, 0, negative numbers and numbers beyond `pid_t`.
+pub fn parse_pid(text: &str) -> Result<i32, String> {
+    let trimmed = text.trim();
+    if let Some(rest) = trimmed.strip_prefix('-') {
+        if !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit()) {
+            return Err(format!("invalid PID {text:?}: a PID is a positive number"));
+        }
+    }
+    if trimmed.is_empty() || !trimmed.chars().all(|c| c.is_ascii_digit()) {
+        return Err(format!(
+            "invalid PID {text:?}: a PID is a positive number, like 4242"
+        ));
+    }
+    match trimmed.parse::<i32>() {
+        Ok(0) => Err(format!("invalid PID {text:?}: 0 is not a process")),
+        Ok(pid) => Ok(pid),
+        Err(_) => Err(format!(
+            "invalid PID {text:?}: larger than any PID Linux can hand out"
+        )),
+    }
+}
+
+/// A live process that passed the target checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub pid: i32,
+    /// The command name (`/proc/PID/comm`).
+    pub name: String,
+}
+
+/// What /proc says about a PID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcStatus {
+    pub name: String,
+    pub tgid: i32,
+    /// Real, effective, saved and filesystem UIDs.
+    pub uids: [u32; 4],
+    /// The one-letter state: R, S, D, Z, T, ...
+    pub state: char,
+}
+
+/// Why a PID cannot be acted on. Each says what to do next.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    #[error("no process has PID {pid}")]
+    NoSuchProcess { pid: i32 },
+    #[error("PID {pid} ({name}) has exited and is waiting to be reaped (zombie)")]
+    Zombie { pid: i32, name: String },
+    #[error("{tid} is a thread of process {tgid} ({name}), not a process")]
+    Thread { tid: i32, tgid: i32, name: String },
+    #[error(
+        "PID {pid} ({name}) belongs to user {owner}, and this user ({caller}) may not act on it"
+    )]
+    PermissionDenied {
+        pid: i32,
+        name: String,
+        owner: u32,
+        caller: u32,
+    },
+    #[error("could not read /proc/{pid}/status: {reason}")]
+    Unreadable { pid: i32, reason: String },
+}
+
+impl TargetError {
+    pub fn pid(&self) -> i32 {
+        match self {
+            TargetError::NoSuchProcess { pid }
+            | TargetError::Zombie { pid, .. }
+            | TargetError::PermissionDenied { pid, .. }
+            | TargetError::Unreadable { pid, .. } => *pid,
+            TargetError::Thread { tid, .. } => *tid,
+        }
+    }
+
+    pub fn hint(&self) -> String {
+        match self {
+            TargetError::NoSuchProcess { .. } | TargetError::Zombie { .. } => {
+                "check the PID; `ps` or `nvidia-smi` list the processes on this host".to_string()
+            }
+            TargetError::Thread { tgid, .. } => format!(
+                "act on the whole process with PID {tgid}: the driver treats a thread id as its process, so cudackpt refuses it to avoid surprises"
+            ),
+            TargetError::PermissionDenied { .. } => PERMISSION_HINT.to_string(),
+            TargetError::Unreadable { .. } => "check that /proc is mounted and readable".to_string(),
+        }
+    }
+}
+
+/// The advice for any permission failure.
+pub const PERMISSION_HINT: &str =
+    "run as root or with CAP_SYS_PTRACE (e.g. sudo), as the process's owner, and check /proc/sys/kernel/yama/ptrace_scope";
+
+/// Parses the fields cudackpt needs from the text of `/proc/PID/status`.
+pub fn parse_status(text: &str) -> Option<ProcStatus> {
+    let mut name = None;
+    let mut tgid = None;
+    let mut uids = None;
+    let mut state = None;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        match key {
+            "Name" => name = Some(value.to_string()),
+            "State" => state = value.chars().next(),
+            "Tgid" => tgid = value.parse().ok(),
+            "Uid" => {
+                let parsed: Vec<u32> = value
+                    .split_whitespace()
+                    .filter_map(|v| v.parse().ok())
+                    .collect();
+                uids = <[u32; 4]>::try_from(parsed).ok();
+            }
+            _ => {}
+        }
+    }
+    Some(ProcStatus {
+        name: name?,
+        tgid: tgid?,
+        uids: uids?,
+        state: state?,
+    })
+}
+
+/// Reads `/proc/PID/status`; `Ok(None)` when the PID does not exist.
+pub fn read_status(pid: i32) -> Result<Option<ProcStatus>, TargetError> {
+    match fs::read_to_string(format!("/proc/{pid}/status")) {
+        Ok(text) => parse_status(&text)
+            .map(Some)
+            .ok_or_else(|| TargetError::Unreadable {
+                pid,
+                reason: "unexpected format".to_string(),
+            }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        // ESRCH: the process exited while we read.
+        Err(e) if e.raw_os_error() == Some(3) => Ok(None),
+        Err(e) => Err(TargetError::Unreadable {
+            pid,
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// Whether a PID names a live (non-zombie) process right now.
+pub fn is_alive(pid: i32) -> bool {
+    matches!(read_status(pid), Ok(Some(status)) if status.state != 'Z')
+}
+
+/// The checks every target passes before any driver call: the PID is live,
+/// is a process rather than a thread, and the caller may act on it.
+pub fn check_target(pid: i32, caller: &Privileges) -> Result<Target, TargetError> {
+    let status = read_status(pid)?.ok_or(TargetError::NoSuchProcess { pid })?;
+    if status.tgid != pid {
+        let name = read_status(status.tgid)
+            .ok()
+            .flatten()
+            .map_or(status.name, |leader| leader.name);
+        return Err(TargetError::Thread {
+            tid: pid,
+            tgid: status.tgid,
+            name,
+        });
+    }
+    if status.state == 'Z' {
+        return Err(TargetError::Zombie {
+            pid,
+            name: status.name,
+        });
+    }
+    if !caller.may_act_on(&status) {
+        return Err(TargetError::PermissionDenied {
+            pid,
+            name: status.name,
+            owner: status.uids[0],
+            caller: caller.uid,
+        });
+    }
+    Ok(Target {
+        pid,
+        name: status.name,
+    })
+}
+
+/// Who cudackpt runs as, as far as acting on other processes goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Privileges {
+    pub uid: u32,
+    pub euid: u32,
+    pub cap_sys_ptrace: bool,
+    /// Yama's ptrace scope (0-3), when the kernel has Yama.
+    pub ptrace_scope: Option<u8>,
+}
+
+const CAP_SYS_PTRACE_BIT: u32 = 19;
+
+impl Privileges {
+    pub fn current() -> Privileges {
+        let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let cap_eff = status
+            .lines()
+            .find_map(|line| line.strip_prefix("CapEff:"))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+            .unwrap_or(0);
+        let ptrace_scope = fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+            .ok()
+            .and_then(|text| text.trim().parse().ok());
+        Privileges {
+            uid: rustix::process::getuid().as_raw(),
+            euid: rustix::process::geteuid().as_raw(),
+            cap_sys_ptrace: cap_eff & (1 << CAP_SYS_PTRACE_BIT) != 0,
+            ptrace_scope,
+        }
+    }
+
+    /// Root or CAP_SYS_PTRACE: may act on any process.
+    pub fn is_privileged(&self) -> bool {
+        self.euid == 0 || self.cap_sys_ptrace
+    }
+
+    /// The kernel's rule for touching another process, as far as it can be
+    /// told without trying: privileged callers may act on anything, others
+    /// only on processes whose every UID is theirs.
+    pub fn may_act_on(&self, target: &ProcStatus) -> bool {
+        self.is_privileged() || target.uids.iter().all(|&uid| uid == self.uid)
+    }
+}
+
+/// The file mapped at `address` in this process (from /proc/self/maps).
+pub fn mapped_file_containing(address: usize) -> Option<PathBuf> {
+    let maps = fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (start, end) = fields.next()?.split_once('-')?;
+        let start = usize::from_str_radix(start, 16).ok()?;
+        let end = usize::from_str_radix(end, 16).ok()?;
+        let path = fields.nth(4)?;
+        (start <= address && address < end && path.starts_with('/')).then(|| PathBuf::from(path))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pids_are_positive_numbers() {
+        assert_eq!(parse_pid("4242"), Ok(4242));
+        assert_eq!(parse_pid(" 17 "), Ok(17));
+        for (bad, why) in [
+            ("0", "0 is not a process"),
+            ("-5", "positive"),
+            ("abc", "positive number"),
+            ("", "positive number"),
+            ("12x", "positive number"),
+            ("99999999999", "larger than any PID"),
+            ("+5", "positive number"),
+        ] {
+            let err = parse_pid(bad).unwrap_err();
+            assert!(
+                err.contains(why) && err.contains(&format!("{bad:?}")),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    const STATUS: &str = "Name:\tpython3\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\nNgid:\t0\nPid:\t4243\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\n";
+
+    #[test]
+    fn status_fields_are_read() {
+        let status = parse_status(STATUS).expect("parses");
+        assert_eq!(
+            status,
+            ProcStatus {
+                name: "python3".into(),
+                tgid: 4242,
+                uids: [1000; 4],
+                state: 'S'
+            }
+        );
+        assert_eq!(parse_status("Name:\tx\n"), None);
+    }
+
+    fn caller(uid: u32, cap: bool) -> Privileges {
+        Privileges {
+            uid,
+            euid: uid,
+            cap_sys_ptrace: cap,
+            ptrace_scope: Some(1),
+        }
+    }
+
+    #[test]
+    fn only_privileged_callers_act_on_other_users() {
+        let mut target = parse_status(STATUS).expect("parses");
+        assert!(caller(1000, false).may_act_on(&target));
+        assert!(!caller(1001, false).may_act_on(&target));
+        assert!(caller(1001, true).may_act_on(&target));
+        assert!(caller(0, false).may_act_on(&target));
+        target.uids[1] = 0; // a setuid process
+        assert!(!caller(1000, false).may_act_on(&target));
+    }
+
+    #[test]
+    fn this_process_is_a_valid_target_and_its_threads_are_not() {
+        let me = std::process::id() as i32;
+        let target = check_target(me, &Privileges::current()).expect("self is a target");
+        assert_eq!(target.pid, me);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handle = std::thread::spawn(move || {
+            tx.send(rustix::thread::gettid().as_raw_nonzero().get())
+                .expect("send tid");
+            std::thread::park();
+        });
+        let tid = rx.recv().expect("tid");
+        let err = check_target(tid, &Privileges::current()).unwrap_err();
+        assert!(
+            matches!(err, TargetError::Thread { tgid, .. } if tgid == me),
+            "{err:?}"
+        );
+        handle.thread().unpark();
+        handle.join().expect("thread joins");
+    }
+}

@@ -1,0 +1,100 @@
+//! Timeout values on the command line: a plain integer is milliseconds
+//! (NVIDIA's unit), anything else a duration with a unit (`500ms`, `5s`,
+//! `2m`, `1m30s`). 0 means no timeout, as it does for the driver.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A timeout in whole milliseconds, 0 meaning "wait as long as it takes".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Timeout {
+    millis: u32,
+}
+
+impl Timeout {
+    pub const NONE: Timeout = Timeout { millis: 0 };
+
+    pub const fn from_millis(millis: u32) -> Timeout {
+        Timeout { millis }
+    }
+
+    /// The value the driver's `timeoutMs` takes.
+    pub fn as_millis(self) -> u32 {
+        self.millis
+    }
+
+    /// `None` when there is no limit.
+    pub fn as_duration(self) -> Option<Duration> {
+        (self.millis != 0).then(|| Duration::from_millis(u64::from(self.millis)))
+    }
+}
+
+impl fmt::Display for Timeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.millis == 0 {
+            f.write_str("no timeout")
+        } else {
+            write!(f, "{} ms", self.millis)
+        }
+    }
+}
+
+/// Parses a timeout as the command line takes it; the error quotes the text.
+pub fn parse_timeout(text: &str) -> Result<Timeout, String> {
+    let trimmed = text.trim();
+    let too_long = || {
+        format!(
+            "timeout {text:?} is too long: the driver takes at most {} ms (about 49 days)",
+            u32::MAX
+        )
+    };
+    if !trimmed.is_empty() && trimmed.chars().all(|c| c.is_ascii_digit()) {
+        return trimmed
+            .parse::<u32>()
+            .map(Timeout::from_millis)
+            .map_err(|_| too_long());
+    }
+    let duration = humantime::parse_duration(trimmed).map_err(|e| {
+        format!("invalid timeout {text:?}: {e} (use milliseconds, like 500, or a duration, like 500ms, 5s, 2m)")
+    })?;
+    // Round up: a short non-zero timeout must never become 0, which means
+    // "wait forever" to the driver.
+    let millis = duration.as_nanos().div_ceil(1_000_000);
+    u32::try_from(millis)
+        .map(Timeout::from_millis)
+        .map_err(|_| too_long())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_integers_are_milliseconds() {
+        assert_eq!(parse_timeout("500"), Ok(Timeout::from_millis(500)));
+        assert_eq!(parse_timeout("0"), Ok(Timeout::NONE));
+        assert_eq!(Timeout::NONE.as_duration(), None);
+    }
+
+    #[test]
+    fn units_are_understood() {
+        assert_eq!(parse_timeout("500ms").map(Timeout::as_millis), Ok(500));
+        assert_eq!(parse_timeout("5s").map(Timeout::as_millis), Ok(5_000));
+        assert_eq!(parse_timeout("2m").map(Timeout::as_millis), Ok(120_000));
+        assert_eq!(parse_timeout("1m 30s").map(Timeout::as_millis), Ok(90_000));
+    }
+
+    #[test]
+    fn sub_millisecond_rounds_up_never_to_forever() {
+        assert_eq!(parse_timeout("1us").map(Timeout::as_millis), Ok(1));
+        assert_eq!(parse_timeout("1500us").map(Timeout::as_millis), Ok(2));
+    }
+
+    #[test]
+    fn bad_values_are_quoted() {
+        for bad in ["", "-5", "5 parsecs", "1.5", "ten", "4294967296", "50d"] {
+            let err = parse_timeout(bad).unwrap_err();
+            assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
+        }
+    }
+}
