@@ -1,0 +1,212 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_cudackpt_global_optspecs
+    string join \n json v/verbose q/quiet libcuda= color= h/help V/version
+end
+
+function __fish_cudackpt_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_cudackpt_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_cudackpt_using_subcommand
+    set -l cmd (__fish_cudackpt_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -l json -d 'Print one JSON document on stdout instead of text'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "state" -d 'Print each process\'s CUDA state and restore thread id'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "lock" -d 'Block new CUDA calls and wait for submitted work to finish (running → locked)'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "checkpoint" -d 'Copy GPU memory to host memory and release the GPUs (locked → checkpointed)'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "restore" -d 'Reacquire GPUs and copy memory back (checkpointed → locked)'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "unlock" -d 'Let CUDA calls run again (locked → running)'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "toggle" -d 'Suspend running processes, or resume checkpointed ones'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "suspend" -d 'Lock and checkpoint: running → checkpointed (already checkpointed is success). A group moves together or not at all'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "resume" -d 'Restore and unlock: checkpointed → running (already running is success). A group moves together or not at all'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "restore-tid" -d 'Print the id of the thread that restores each process\'s CUDA state (CRIU needs it unfrozen during restore)'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "wait" -d 'Wait until every process reaches a state'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "doctor" -d 'Check whether this host can checkpoint CUDA processes, and say what to fix'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "demo" -d 'Checkpoint and restore this process\'s own GPU memory and check that the data survives'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "completions" -d 'Print a shell completion script'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "man" -d 'Print the man page, or write every page into a directory'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l json -d 'Print one JSON document on stdout instead of text'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s t -l timeout -d 'How long to wait for the process\'s CUDA work to drain before giving up (the process then keeps running). Milliseconds (500) or a duration (500ms, 5s, 2m); 0, the default, waits as long as it takes' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l json -d 'Print one JSON document on stdout instead of text'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l json -d 'Print one JSON document on stdout instead of text'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l json -d 'Print one JSON document on stdout instead of text'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l json -d 'Print one JSON document on stdout instead of text'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s t -l timeout -d 'How long to wait for the process\'s CUDA work to drain before giving up (the process then keeps running). Milliseconds (500) or a duration (500ms, 5s, 2m); 0, the default, waits as long as it takes' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l json -d 'Print one JSON document on stdout instead of text'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s t -l timeout -d 'How long to wait for the process\'s CUDA work to drain before giving up (the process then keeps running). Milliseconds (500) or a duration (500ms, 5s, 2m); 0, the default, waits as long as it takes' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l json -d 'Print one JSON document on stdout instead of text'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l json -d 'Print one JSON document on stdout instead of text'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l json -d 'Print one JSON document on stdout instead of text'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s s -l state -d 'The state to wait for: running, locked, checkpointed or failed' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s t -l timeout -d 'Give up after this long (exit 1). Milliseconds or a duration; 0, the default, waits as long as it takes' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l json -d 'Print one JSON document on stdout instead of text'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l json -d 'Print one JSON document on stdout instead of text'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l size-mib -d 'How much GPU memory to fill and carry through the round trip' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l device -d 'The GPU to use (index)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l json -d 'Print one JSON document on stdout instead of text'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l json -d 'Print one JSON document on stdout instead of text'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l dir -d 'Write cudackpt.1 and one page per command here' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l json -d 'Print one JSON document on stdout instead of text'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help" -f -a "state" -d 'Print each process\'s CUDA state and restore thread id'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help" -f -a "lock" -d 'Block new CUDA calls and wait for submitted work to finish (running → locked)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help" -f -a "checkpoint" -d 'Copy GPU memory to host memory and release the GPUs (locked → checkpointed)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help" -f -a "restore" -d 'Reacquire GPUs and copy memory back (checkpointed → locked)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help" -f -a "unlock" -d 'Let CUDA calls run again (locked → running)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help" -f -a "toggle" -d 'Suspend running processes, or resume checkpointed ones'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help" -f -a "suspend" -d 'Lock and checkpoint: running → checkpointed (already checkpointed is success). A group moves together or not at all'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help" -f -a "resume" -d 'Restore and unlock: checkpointed → running (already running is success). A group moves together or not at all'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help" -f -a "restore-tid" -d 'Print the id of the thread that restores each process\'s CUDA state (CRIU needs it unfrozen during restore)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help" -f -a "wait" -d 'Wait until every process reaches a state'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help" -f -a "doctor" -d 'Check whether this host can checkpoint CUDA processes, and say what to fix'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help" -f -a "demo" -d 'Checkpoint and restore this process\'s own GPU memory and check that the data survives'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help" -f -a "completions" -d 'Print a shell completion script'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help" -f -a "man" -d 'Print the man page, or write every page into a directory'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
