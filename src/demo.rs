@@ -8,19 +8,19 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use xxhash_rust::xxh3::Xxh3;
 
 use crate::diagnose::{self, Attempt, Facts, Failure, FailureKind};
 use crate::doctor::{self, DoctorReport, GpuFacts};
-use crate::driver::{CallError, CheckpointApi, DeviceBuffer, Driver, ProcessState};
+use crate::driver::{CallError, CheckpointApi, Driver, ProcessState};
 use crate::exit::ExitStatus;
 use crate::output::json::{self, ErrorDoc};
 use crate::output::{columns, format_duration, human, millis, Look};
+use crate::pattern;
 use crate::plan::Step;
 use crate::timeout::Timeout;
 
-/// How much is filled or checked per copy.
-const CHUNK: usize = 64 << 20;
+/// The demo's pattern stream.
+const DEMO_SEED: u64 = 0x00C0_FFEE;
 /// The demo locks itself; nothing else runs CUDA work here, so a lock that
 /// takes this long means something is wrong.
 const LOCK_TIMEOUT: Timeout = Timeout::from_millis(10_000);
@@ -60,18 +60,6 @@ impl DemoReport {
             (None, _) if self.data_intact == Some(true) => ExitStatus::Success,
             (None, _) => ExitStatus::Failed,
         }
-    }
-}
-
-/// The pattern: a splitmix64 stream keyed by the byte offset, so any chunk
-/// can be regenerated alone and no two chunks are alike.
-fn fill_pattern(offset: u64, buffer: &mut [u8]) {
-    for (i, word) in buffer.chunks_mut(8).enumerate() {
-        let mut z = (offset / 8 + i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        word.copy_from_slice(&z.to_le_bytes()[..word.len()]);
     }
 }
 
@@ -143,7 +131,7 @@ fn round_trip(driver: &Driver, device: i32, report: &mut DemoReport) -> Result<(
         .alloc(size)
         .map_err(|e| call_failure(&format!("allocate {} MiB of GPU memory", size >> 20), &e))?;
 
-    let (written, took) = timed(|| fill(&buffer));
+    let (written, took) = timed(|| pattern::write_pattern(&buffer, DEMO_SEED));
     let expected = written.map_err(|e| call_failure("fill GPU memory", &e))?;
     session
         .synchronize()
@@ -197,7 +185,7 @@ fn round_trip(driver: &Driver, device: i32, report: &mut DemoReport) -> Result<(
         }
     }
 
-    let (read, took) = timed(|| hash_device(&buffer));
+    let (read, took) = timed(|| pattern::hash_device(&buffer));
     let actual = read.map_err(|e| call_failure("read GPU memory back", &e))?;
     report.steps.push(DemoStep {
         name: "verify",
@@ -215,35 +203,6 @@ fn undo(driver: &Driver, pid: i32, state: Option<ProcessState>) {
         let _ = driver.restore(pid, &[]);
     }
     let _ = driver.unlock(pid);
-}
-
-/// Writes the pattern chunk by chunk and returns its hash.
-fn fill(buffer: &DeviceBuffer<'_>) -> Result<u64, CallError> {
-    let mut hasher = Xxh3::new();
-    let mut chunk = vec![0u8; CHUNK.min(buffer.len())];
-    let mut offset = 0;
-    while offset < buffer.len() {
-        let len = CHUNK.min(buffer.len() - offset);
-        fill_pattern(offset as u64, &mut chunk[..len]);
-        hasher.update(&chunk[..len]);
-        buffer.write(offset, &chunk[..len])?;
-        offset += len;
-    }
-    Ok(hasher.digest())
-}
-
-/// Reads the whole buffer back and hashes it.
-fn hash_device(buffer: &DeviceBuffer<'_>) -> Result<u64, CallError> {
-    let mut hasher = Xxh3::new();
-    let mut chunk = vec![0u8; CHUNK.min(buffer.len())];
-    let mut offset = 0;
-    while offset < buffer.len() {
-        let len = CHUNK.min(buffer.len() - offset);
-        buffer.read(offset, &mut chunk[..len])?;
-        hasher.update(&chunk[..len]);
-        offset += len;
-    }
-    Ok(hasher.digest())
 }
 
 /// GiB/s for the steps that move the memory.
@@ -365,19 +324,4 @@ pub fn render_json(report: &DemoReport) -> String {
         data_intact: report.data_intact,
         error: report.failure.as_ref().map(ErrorDoc::from_failure),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_pattern_is_positional_and_varied() {
-        let mut whole = vec![0u8; 64];
-        fill_pattern(0, &mut whole);
-        let mut tail = vec![0u8; 32];
-        fill_pattern(32, &mut tail);
-        assert_eq!(&whole[32..], &tail[..]);
-        assert_ne!(&whole[..8], &whole[8..16]);
-    }
 }

@@ -19,6 +19,7 @@ pub mod exit;
 pub mod gpu;
 pub mod logging;
 pub mod output;
+pub mod pattern;
 pub mod plan;
 pub mod process;
 pub mod report;

@@ -91,6 +91,25 @@ type MemAllocFn = unsafe extern "C" fn(*mut CuDevicePtr, usize) -> CuResult;
 type MemFreeFn = unsafe extern "C" fn(CuDevicePtr) -> CuResult;
 type MemcpyHtoDFn = unsafe extern "C" fn(CuDevicePtr, *const c_void, usize) -> CuResult;
 type MemcpyDtoHFn = unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult;
+/// `CUmodule` and `CUfunction`: opaque handles.
+pub type CuModule = *mut c_void;
+pub type CuFunction = *mut c_void;
+type ModuleLoadDataFn = unsafe extern "C" fn(*mut CuModule, *const c_void) -> CuResult;
+type ModuleGetFunctionFn =
+    unsafe extern "C" fn(*mut CuFunction, CuModule, *const c_char) -> CuResult;
+type LaunchKernelFn = unsafe extern "C" fn(
+    CuFunction,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    *mut c_void,
+    *mut *mut c_void,
+    *mut *mut c_void,
+) -> CuResult;
 
 /// Every driver function cudackpt may call, by symbol name. The first six are
 /// the checkpoint API; a driver without them cannot checkpoint.
@@ -129,6 +148,9 @@ pub struct Symbols {
     pub mem_free: Option<MemFreeFn>,
     pub memcpy_htod: Option<MemcpyHtoDFn>,
     pub memcpy_dtoh: Option<MemcpyDtoHFn>,
+    pub module_load_data: Option<ModuleLoadDataFn>,
+    pub module_get_function: Option<ModuleGetFunctionFn>,
+    pub launch_kernel: Option<LaunchKernelFn>,
     // Declared last so it is dropped after nothing can call through the
     // pointers above any more (they are plain copies, valid while it lives).
     _library: Library,
@@ -189,6 +211,9 @@ impl Symbols {
                 mem_free: resolve(&library, "cuMemFree_v2"),
                 memcpy_htod: resolve(&library, "cuMemcpyHtoD_v2"),
                 memcpy_dtoh: resolve(&library, "cuMemcpyDtoH_v2"),
+                module_load_data: resolve(&library, "cuModuleLoadData"),
+                module_get_function: resolve(&library, "cuModuleGetFunction"),
+                launch_kernel: resolve(&library, "cuLaunchKernel"),
                 _library: library,
             }
         }
@@ -445,6 +470,43 @@ pub fn memcpy_dtoh(s: &Symbols, dst: &mut [u8], src: CuDevicePtr) -> Call<()> {
         // synchronous copy; the safe layer keeps `src..src+len` inside one
         // allocation.
         let code = unsafe { f(dst.as_mut_ptr().cast(), src, dst.len()) };
+        Call::Returned(code, ())
+    })
+}
+
+/// Loads a module from NUL-terminated PTX text.
+pub fn module_load_data(s: &Symbols, ptx: &CStr) -> Call<CuModule> {
+    absent_or!(s.module_load_data, f => {
+        let mut module: CuModule = ptr::null_mut();
+        // SAFETY: `ptx` is a NUL-terminated image that outlives the call;
+        // `module` is a valid out-parameter.
+        let code = unsafe { f(&mut module, ptx.as_ptr().cast()) };
+        Call::Returned(code, module)
+    })
+}
+
+pub fn module_get_function(s: &Symbols, module: CuModule, name: &CStr) -> Call<CuFunction> {
+    absent_or!(s.module_get_function, f => {
+        let mut function: CuFunction = ptr::null_mut();
+        // SAFETY: `module` came from cuModuleLoadData; `name` is
+        // NUL-terminated; `function` is a valid out-parameter.
+        let code = unsafe { f(&mut function, module, name.as_ptr()) };
+        Call::Returned(code, function)
+    })
+}
+
+/// Launches `function` as one thread on the default stream with a single
+/// 64-bit parameter.
+pub fn launch_single_thread(s: &Symbols, function: CuFunction, argument: u64) -> Call<()> {
+    absent_or!(s.launch_kernel, f => {
+        let mut argument = argument;
+        let mut params: [*mut c_void; 1] = [(&mut argument as *mut u64).cast()];
+        // SAFETY: `function` came from cuModuleGetFunction for a kernel that
+        // takes exactly one u64; `params` points at that value, and the
+        // driver copies kernel arguments before cuLaunchKernel returns.
+        let code = unsafe {
+            f(function, 1, 1, 1, 1, 1, 1, 0, ptr::null_mut(), params.as_mut_ptr(), ptr::null_mut())
+        };
         Call::Returned(code, ())
     })
 }

@@ -298,7 +298,43 @@ impl DeviceSession<'_> {
             ffi::ctx_synchronize(&self.driver.symbols),
         )
     }
+
+    /// Starts a kernel that keeps the GPU busy for `duration` without
+    /// waiting for it (a long kernel, to test lock timeouts against).
+    pub fn launch_spin(&self, duration: std::time::Duration) -> Result<(), CallError> {
+        let s = &self.driver.symbols;
+        let module = checked("cuModuleLoadData", ffi::module_load_data(s, SPIN_PTX))?;
+        let function = checked(
+            "cuModuleGetFunction",
+            ffi::module_get_function(s, module, c"spin"),
+        )?;
+        let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        checked(
+            "cuLaunchKernel",
+            ffi::launch_single_thread(s, function, nanos),
+        )
+    }
 }
+
+/// A one-thread kernel that spins on the GPU's global timer for `ns`
+/// nanoseconds; PTX, so the driver compiles it for whatever GPU is there.
+const SPIN_PTX: &std::ffi::CStr = c".version 7.0
+.target sm_70
+.address_size 64
+.visible .entry spin(.param .u64 ns)
+{
+    .reg .u64 %rd<5>;
+    .reg .pred %p;
+    ld.param.u64 %rd1, [ns];
+    mov.u64 %rd2, %globaltimer;
+    add.u64 %rd3, %rd2, %rd1;
+SPIN:
+    mov.u64 %rd4, %globaltimer;
+    setp.lt.u64 %p, %rd4, %rd3;
+    @%p bra SPIN;
+    ret;
+}
+";
 
 impl Drop for DeviceSession<'_> {
     fn drop(&mut self) {

@@ -1,0 +1,347 @@
+//! cudackpt's benchmark harness (see bench/README.md).
+//!
+//! `latency` times whole invocations (spawn to exit, as a user or CRIU pays
+//! for them) of cudackpt, of a bare program that loads libcuda and makes the
+//! one driver call (the floor: `cudackpt-bench bare`), and of NVIDIA's
+//! `cuda-checkpoint` when given, on one CUDA process while it runs and while
+//! it is checkpointed. Medians of repeated runs, printed as a table and
+//! written as JSON.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use cudackpt::driver::{CheckpointApi, Driver};
+use serde::Serialize;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// The floor: load libcuda, make one checkpoint-API call, exit.
+    Bare {
+        /// get-state, restore-tid, lock or unlock.
+        op: String,
+        pid: i32,
+    },
+    /// Whole-process latency of each command, per process state.
+    Latency {
+        /// The cudackpt binary to measure.
+        #[arg(long)]
+        cudackpt: PathBuf,
+        /// NVIDIA's cuda-checkpoint, to compare against (optional).
+        #[arg(long)]
+        nvidia: Option<PathBuf>,
+        /// The GPU target program to start (tests/gpu-target).
+        #[arg(long)]
+        target: PathBuf,
+        /// Device memory the target holds.
+        #[arg(long, default_value_t = 1024)]
+        size_mib: u64,
+        /// Timed runs per figure (after 3 warm-ups).
+        #[arg(long, default_value_t = 30)]
+        runs: usize,
+        /// Where to write the JSON results.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+}
+
+fn bare(op: &str, pid: i32) -> ExitCode {
+    let Ok(driver) = Driver::load(None) else {
+        return ExitCode::from(7);
+    };
+    let result = match op {
+        "get-state" => driver.get_state(pid).map(drop),
+        "restore-tid" => driver.restore_thread_id(pid).map(drop),
+        "lock" => driver.lock(pid, 0),
+        "unlock" => driver.unlock(pid),
+        _ => return ExitCode::from(2),
+    };
+    if result.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Spawn-to-exit wall time of one command, output discarded.
+fn time_once(program: &Path, args: &[String]) -> (Duration, bool) {
+    let started = Instant::now();
+    let status = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    (started.elapsed(), status.is_ok_and(|s| s.success()))
+}
+
+#[derive(Serialize, Clone)]
+struct Figure {
+    operation: String,
+    process_state: String,
+    tool: String,
+    median_ms: f64,
+    min_ms: f64,
+    p90_ms: f64,
+    runs: usize,
+    all_succeeded: bool,
+}
+
+fn summarize(
+    operation: &str,
+    state: &str,
+    tool: &str,
+    mut samples: Vec<Duration>,
+    all_ok: bool,
+) -> Figure {
+    samples.sort();
+    let ms = |d: Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    Figure {
+        operation: operation.to_string(),
+        process_state: state.to_string(),
+        tool: tool.to_string(),
+        median_ms: ms(at(0.5)),
+        min_ms: ms(samples[0]),
+        p90_ms: ms(at(0.9)),
+        runs: samples.len(),
+        all_succeeded: all_ok,
+    }
+}
+
+/// Times `args` `runs` times (after 3 warm-ups).
+fn measure(program: &Path, args: &[String], runs: usize) -> (Vec<Duration>, bool) {
+    for _ in 0..3 {
+        time_once(program, args);
+    }
+    let mut all_ok = true;
+    let samples = (0..runs)
+        .map(|_| {
+            let (took, ok) = time_once(program, args);
+            all_ok &= ok;
+            took
+        })
+        .collect();
+    (samples, all_ok)
+}
+
+/// Times a pair of commands that undo each other (lock, unlock), alternating.
+fn measure_pair(
+    first: (&Path, Vec<String>),
+    second: (&Path, Vec<String>),
+    runs: usize,
+) -> [(Vec<Duration>, bool); 2] {
+    let mut results = [(Vec::new(), true), (Vec::new(), true)];
+    for round in 0..runs + 3 {
+        for (i, (program, args)) in [&first, &second].into_iter().enumerate() {
+            let (took, ok) = time_once(program, args);
+            if round >= 3 {
+                results[i].0.push(took);
+                results[i].1 &= ok;
+            }
+        }
+    }
+    results
+}
+
+struct Target(Child);
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_target(program: &Path, size_mib: u64) -> Result<(Target, i32), String> {
+    let mut child = Command::new(program)
+        .args(["--size-mib", &size_mib.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("could not start {}: {e}", program.display()))?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())?;
+    if !line.starts_with("READY") {
+        return Err(format!("target did not start: {line}"));
+    }
+    Ok((Target(child), child_pid(&line)?))
+}
+
+fn child_pid(ready: &str) -> Result<i32, String> {
+    ready
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .ok_or(format!("bad READY line {ready:?}"))
+}
+
+fn run_cli(program: &Path, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn latency(
+    cudackpt: &Path,
+    nvidia: Option<&Path>,
+    target: &Path,
+    size_mib: u64,
+    runs: usize,
+    json: Option<&Path>,
+) -> Result<(), String> {
+    let bench = std::env::current_exe().map_err(|e| e.to_string())?;
+    let (_target, pid) = start_target(target, size_mib)?;
+    let p = pid.to_string();
+    let mut figures = Vec::new();
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
+
+    for state in ["running", "checkpointed"] {
+        if state == "checkpointed" && !run_cli(cudackpt, &["suspend", &p]) {
+            return Err("could not suspend the target".into());
+        }
+        let mut queries: Vec<(&str, &str, &Path, Vec<String>)> = vec![
+            ("get-state", "bare", &bench, s(&["bare", "get-state", &p])),
+            ("get-state", "cudackpt", cudackpt, s(&["state", &p])),
+            (
+                "restore-tid",
+                "bare",
+                &bench,
+                s(&["bare", "restore-tid", &p]),
+            ),
+            ("restore-tid", "cudackpt", cudackpt, s(&["restore-tid", &p])),
+        ];
+        if let Some(nvidia) = nvidia {
+            queries.push((
+                "get-state",
+                "nvidia",
+                nvidia,
+                s(&["--get-state", "--pid", &p]),
+            ));
+            queries.push((
+                "restore-tid",
+                "nvidia",
+                nvidia,
+                s(&["--get-restore-tid", "--pid", &p]),
+            ));
+        }
+        for (operation, tool, program, args) in queries {
+            let (samples, ok) = measure(program, &args, runs);
+            figures.push(summarize(operation, state, tool, samples, ok));
+        }
+        // lock then unlock: a real cycle while running; on a checkpointed
+        // process both are refused, which times the error path.
+        let mut pairs: Vec<(&str, &Path, Vec<String>, Vec<String>)> = vec![
+            (
+                "bare",
+                &bench,
+                s(&["bare", "lock", &p]),
+                s(&["bare", "unlock", &p]),
+            ),
+            ("cudackpt", cudackpt, s(&["lock", &p]), s(&["unlock", &p])),
+        ];
+        if let Some(nvidia) = nvidia {
+            pairs.push((
+                "nvidia",
+                nvidia,
+                s(&["--action", "lock", "--pid", &p]),
+                s(&["--action", "unlock", "--pid", &p]),
+            ));
+        }
+        for (tool, program, lock, unlock) in pairs {
+            let [locks, unlocks] = measure_pair((program, lock), (program, unlock), runs);
+            figures.push(summarize("lock", state, tool, locks.0, locks.1));
+            figures.push(summarize("unlock", state, tool, unlocks.0, unlocks.1));
+        }
+        if state == "checkpointed" && !run_cli(cudackpt, &["resume", &p]) {
+            return Err("could not resume the target".into());
+        }
+    }
+    print_table(&figures);
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(&figures).map_err(|e| e.to_string())?;
+        std::fs::write(path, text).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn print_table(figures: &[Figure]) {
+    let find = |op: &str, state: &str, tool: &str| {
+        figures
+            .iter()
+            .find(|f| f.operation == op && f.process_state == state && f.tool == tool)
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "| operation | process | bare ms | cudackpt ms | cudackpt/bare | nvidia ms | nvidia/cudackpt |");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    for state in ["running", "checkpointed"] {
+        for op in ["get-state", "restore-tid", "lock", "unlock"] {
+            let (Some(bare), Some(ours)) = (find(op, state, "bare"), find(op, state, "cudackpt"))
+            else {
+                continue;
+            };
+            let nvidia = find(op, state, "nvidia");
+            let flag = |f: &Figure| if f.all_succeeded { "" } else { " (err)" };
+            let _ = writeln!(
+                out,
+                "| {op} | {state} | {:.2}{} | {:.2}{} | {:.2}x | {} | {} |",
+                bare.median_ms,
+                flag(bare),
+                ours.median_ms,
+                flag(ours),
+                ours.median_ms / bare.median_ms,
+                nvidia.map_or("-".to_string(), |n| format!(
+                    "{:.2}{}",
+                    n.median_ms,
+                    flag(n)
+                )),
+                nvidia.map_or("-".to_string(), |n| format!(
+                    "{:.1}x",
+                    n.median_ms / ours.median_ms
+                )),
+            );
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        BenchCommand::Bare { op, pid } => bare(&op, pid),
+        BenchCommand::Latency {
+            cudackpt,
+            nvidia,
+            target,
+            size_mib,
+            runs,
+            json,
+        } => {
+            match latency(
+                &cudackpt,
+                nvidia.as_deref(),
+                &target,
+                size_mib,
+                runs,
+                json.as_deref(),
+            ) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("cudackpt-bench: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
