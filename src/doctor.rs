@@ -250,7 +250,7 @@ pub fn examine(libcuda: Option<&Path>) -> DoctorReport {
             });
         }
     }
-    checks.extend(privilege_checks(&Privileges::current()));
+    checks.extend(privilege_checks(&Privileges::current_with_ptrace_scope()));
     checks.push(criu_check());
     DoctorReport {
         checks,

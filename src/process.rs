@@ -3,7 +3,7 @@
 //! own privileges. Read-only: nothing here touches a process's CUDA state.
 
 use std::fs;
-use std::io;
+use std::io::{self, Read};
 use std::path::PathBuf;
 
 /// Parses a PID as given on the command line. Rejects what can never be a
@@ -132,9 +132,17 @@ pub fn parse_status(text: &str) -> Option<ProcStatus> {
     })
 }
 
+/// Reads a small /proc file in one `read` where it fits in 4 KiB (procfs
+/// reports size 0, so the std helpers would grow the buffer read by read).
+fn read_proc_file(path: &str) -> io::Result<String> {
+    let mut text = String::with_capacity(4096);
+    fs::File::open(path)?.read_to_string(&mut text)?;
+    Ok(text)
+}
+
 /// Reads `/proc/PID/status`; `Ok(None)` when the PID does not exist.
 pub fn read_status(pid: i32) -> Result<Option<ProcStatus>, TargetError> {
-    match fs::read_to_string(format!("/proc/{pid}/status")) {
+    match read_proc_file(&format!("/proc/{pid}/status")) {
         Ok(text) => parse_status(&text)
             .map(Some)
             .ok_or_else(|| TargetError::Unreadable {
@@ -204,21 +212,25 @@ pub struct Privileges {
 const CAP_SYS_PTRACE_BIT: u32 = 19;
 
 impl Privileges {
+    /// The caller's privileges. Root needs no capability check, so the
+    /// process path reads /proc/self only for other users.
     pub fn current() -> Privileges {
-        let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
-        let cap_eff = status
-            .lines()
-            .find_map(|line| line.strip_prefix("CapEff:"))
-            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-            .unwrap_or(0);
-        let ptrace_scope = fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
-            .ok()
-            .and_then(|text| text.trim().parse().ok());
+        let euid = rustix::process::geteuid().as_raw();
         Privileges {
             uid: rustix::process::getuid().as_raw(),
-            euid: rustix::process::geteuid().as_raw(),
-            cap_sys_ptrace: cap_eff & (1 << CAP_SYS_PTRACE_BIT) != 0,
-            ptrace_scope,
+            euid,
+            cap_sys_ptrace: euid != 0 && has_cap_sys_ptrace(),
+            ptrace_scope: None,
+        }
+    }
+
+    /// The caller's privileges with the ptrace scope too (for `doctor`).
+    pub fn current_with_ptrace_scope() -> Privileges {
+        Privileges {
+            ptrace_scope: fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+                .ok()
+                .and_then(|text| text.trim().parse().ok()),
+            ..Privileges::current()
         }
     }
 
@@ -233,6 +245,19 @@ impl Privileges {
     pub fn may_act_on(&self, target: &ProcStatus) -> bool {
         self.is_privileged() || target.uids.iter().all(|&uid| uid == self.uid)
     }
+}
+
+/// Whether this process's effective capabilities include CAP_SYS_PTRACE.
+fn has_cap_sys_ptrace() -> bool {
+    read_proc_file("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let hex = status
+                .lines()
+                .find_map(|line| line.strip_prefix("CapEff:"))?;
+            u64::from_str_radix(hex.trim(), 16).ok()
+        })
+        .is_some_and(|caps| caps & (1 << CAP_SYS_PTRACE_BIT) != 0)
 }
 
 /// The file mapped at `address` in this process (from /proc/self/maps).

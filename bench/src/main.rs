@@ -117,39 +117,41 @@ fn summarize(
     }
 }
 
-/// Times `args` `runs` times (after 3 warm-ups).
-fn measure(program: &Path, args: &[String], runs: usize) -> (Vec<Duration>, bool) {
-    for _ in 0..3 {
-        time_once(program, args);
-    }
-    let mut all_ok = true;
-    let samples = (0..runs)
-        .map(|_| {
-            let (took, ok) = time_once(program, args);
-            all_ok &= ok;
-            took
-        })
-        .collect();
-    (samples, all_ok)
+/// One thing to time: a single command, or a lock/unlock pair that leaves
+/// the process as it found it.
+struct Case<'a> {
+    tool: &'static str,
+    program: &'a Path,
+    commands: Vec<(&'static str, Vec<String>)>,
 }
 
-/// Times a pair of commands that undo each other (lock, unlock), alternating.
-fn measure_pair(
-    first: (&Path, Vec<String>),
-    second: (&Path, Vec<String>),
-    runs: usize,
-) -> [(Vec<Duration>, bool); 2] {
-    let mut results = [(Vec::new(), true), (Vec::new(), true)];
+/// Times every case `runs` times after 3 warm-up rounds, interleaved: each
+/// round runs every case once, starting from a different case each round,
+/// so drift on the host (or in the driver) does not favour one tool.
+fn measure_interleaved(cases: &[Case<'_>], state: &str, runs: usize) -> Vec<Figure> {
+    let mut samples: Vec<Vec<(Vec<Duration>, bool)>> = cases
+        .iter()
+        .map(|c| vec![(Vec::new(), true); c.commands.len()])
+        .collect();
     for round in 0..runs + 3 {
-        for (i, (program, args)) in [&first, &second].into_iter().enumerate() {
-            let (took, ok) = time_once(program, args);
-            if round >= 3 {
-                results[i].0.push(took);
-                results[i].1 &= ok;
+        for k in 0..cases.len() {
+            let index = (k + round) % cases.len();
+            for (j, (_, args)) in cases[index].commands.iter().enumerate() {
+                let (took, ok) = time_once(cases[index].program, args);
+                if round >= 3 {
+                    samples[index][j].0.push(took);
+                    samples[index][j].1 &= ok;
+                }
             }
         }
     }
-    results
+    let mut figures = Vec::new();
+    for (case, per_command) in cases.iter().zip(samples) {
+        for ((operation, _), (times, ok)) in case.commands.iter().zip(per_command) {
+            figures.push(summarize(operation, state, case.tool, times, ok));
+        }
+    }
+    figures
 }
 
 struct Target(Child);
@@ -213,59 +215,64 @@ fn latency(
         if state == "checkpointed" && !run_cli(cudackpt, &["suspend", &p]) {
             return Err("could not suspend the target".into());
         }
-        let mut queries: Vec<(&str, &str, &Path, Vec<String>)> = vec![
-            ("get-state", "bare", &bench, s(&["bare", "get-state", &p])),
-            ("get-state", "cudackpt", cudackpt, s(&["state", &p])),
-            (
-                "restore-tid",
-                "bare",
-                &bench,
-                s(&["bare", "restore-tid", &p]),
-            ),
-            ("restore-tid", "cudackpt", cudackpt, s(&["restore-tid", &p])),
+        // On a checkpointed process lock and unlock are refused, which
+        // times the error path; while running they are a real cycle.
+        let mut cases = vec![
+            Case {
+                tool: "bare",
+                program: &bench,
+                commands: vec![("get-state", s(&["bare", "get-state", &p]))],
+            },
+            Case {
+                tool: "cudackpt",
+                program: cudackpt,
+                commands: vec![("get-state", s(&["state", &p]))],
+            },
+            Case {
+                tool: "bare",
+                program: &bench,
+                commands: vec![("restore-tid", s(&["bare", "restore-tid", &p]))],
+            },
+            Case {
+                tool: "cudackpt",
+                program: cudackpt,
+                commands: vec![("restore-tid", s(&["restore-tid", &p]))],
+            },
+            Case {
+                tool: "bare",
+                program: &bench,
+                commands: vec![
+                    ("lock", s(&["bare", "lock", &p])),
+                    ("unlock", s(&["bare", "unlock", &p])),
+                ],
+            },
+            Case {
+                tool: "cudackpt",
+                program: cudackpt,
+                commands: vec![("lock", s(&["lock", &p])), ("unlock", s(&["unlock", &p]))],
+            },
         ];
         if let Some(nvidia) = nvidia {
-            queries.push((
-                "get-state",
-                "nvidia",
-                nvidia,
-                s(&["--get-state", "--pid", &p]),
-            ));
-            queries.push((
-                "restore-tid",
-                "nvidia",
-                nvidia,
-                s(&["--get-restore-tid", "--pid", &p]),
-            ));
+            cases.push(Case {
+                tool: "nvidia",
+                program: nvidia,
+                commands: vec![("get-state", s(&["--get-state", "--pid", &p]))],
+            });
+            cases.push(Case {
+                tool: "nvidia",
+                program: nvidia,
+                commands: vec![("restore-tid", s(&["--get-restore-tid", "--pid", &p]))],
+            });
+            cases.push(Case {
+                tool: "nvidia",
+                program: nvidia,
+                commands: vec![
+                    ("lock", s(&["--action", "lock", "--pid", &p])),
+                    ("unlock", s(&["--action", "unlock", "--pid", &p])),
+                ],
+            });
         }
-        for (operation, tool, program, args) in queries {
-            let (samples, ok) = measure(program, &args, runs);
-            figures.push(summarize(operation, state, tool, samples, ok));
-        }
-        // lock then unlock: a real cycle while running; on a checkpointed
-        // process both are refused, which times the error path.
-        let mut pairs: Vec<(&str, &Path, Vec<String>, Vec<String>)> = vec![
-            (
-                "bare",
-                &bench,
-                s(&["bare", "lock", &p]),
-                s(&["bare", "unlock", &p]),
-            ),
-            ("cudackpt", cudackpt, s(&["lock", &p]), s(&["unlock", &p])),
-        ];
-        if let Some(nvidia) = nvidia {
-            pairs.push((
-                "nvidia",
-                nvidia,
-                s(&["--action", "lock", "--pid", &p]),
-                s(&["--action", "unlock", "--pid", &p]),
-            ));
-        }
-        for (tool, program, lock, unlock) in pairs {
-            let [locks, unlocks] = measure_pair((program, lock), (program, unlock), runs);
-            figures.push(summarize("lock", state, tool, locks.0, locks.1));
-            figures.push(summarize("unlock", state, tool, unlocks.0, unlocks.1));
-        }
+        figures.extend(measure_interleaved(&cases, state, runs));
         if state == "checkpointed" && !run_cli(cudackpt, &["resume", &p]) {
             return Err("could not resume the target".into());
         }
