@@ -31,6 +31,9 @@ _cudackpt() {
             cudackpt,help)
                 cmd="cudackpt__subcmd__help"
                 ;;
+            cudackpt,install-compat)
+                cmd="cudackpt__subcmd__install__subcmd__compat"
+                ;;
             cudackpt,lock)
                 cmd="cudackpt__subcmd__lock"
                 ;;
@@ -76,6 +79,9 @@ _cudackpt() {
             cudackpt__subcmd__help,help)
                 cmd="cudackpt__subcmd__help__subcmd__help"
                 ;;
+            cudackpt__subcmd__help,install-compat)
+                cmd="cudackpt__subcmd__help__subcmd__install__subcmd__compat"
+                ;;
             cudackpt__subcmd__help,lock)
                 cmd="cudackpt__subcmd__help__subcmd__lock"
                 ;;
@@ -113,7 +119,7 @@ _cudackpt() {
 
     case "${cmd}" in
         cudackpt)
-            opts="-v -q -h -V --json --verbose --quiet --libcuda --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help"
+            opts="-v -q -h -V --json --verbose --quiet --libcuda --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -239,7 +245,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__help)
-            opts="state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo completions man help"
+            opts="state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -309,6 +315,20 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cudackpt__subcmd__help__subcmd__install__subcmd__compat)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -455,6 +475,28 @@ _cudackpt() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cudackpt__subcmd__install__subcmd__compat)
+            opts="-v -q -h -V --force --json --verbose --quiet --libcuda --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

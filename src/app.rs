@@ -3,6 +3,7 @@
 //! driver, runs the operation and hands the report to a renderer.
 
 use std::ffi::OsString;
+use std::path::Path;
 use std::time::Instant;
 
 use clap::Parser;
@@ -15,13 +16,16 @@ use crate::exit::ExitStatus;
 use crate::gpu::{self, MapError};
 use crate::output::{self, human, json, Look};
 use crate::plan::Operation;
-use crate::process::{self, Privileges, Target};
+use crate::process::{self, Privileges, Target, TargetError};
 use crate::report::{ProcessReport, Report};
-use crate::{artifacts, demo, doctor, logging};
+use crate::{artifacts, compat, demo, doctor, logging};
 
 /// Runs cudackpt with this process's arguments.
 pub fn main() -> ExitStatus {
     let args: Vec<OsString> = std::env::args_os().collect();
+    if compat::is_compat_invocation(&args) {
+        return compat::main(&args);
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(error) => return clap_error(error, &args),
@@ -116,17 +120,67 @@ pub fn run(cli: Cli) -> ExitStatus {
             &String::from_utf8_lossy(&artifacts::root_man_page()),
         )),
         Command::Man { dir: Some(dir) } => emit_artifact(artifacts::write_man_pages(&dir)),
+        Command::InstallCompat { dir, force } => install_compat(&dir, force, &sink),
         process_command => {
             let Some((targets, operation, map)) = split(process_command) else {
                 return ExitStatus::Usage;
             };
-            let report = run_process_command(&global, &targets, operation, &map);
+            let report = run_process_command(Request {
+                libcuda: global.libcuda.as_deref(),
+                pids: targets.pids(),
+                operation,
+                map: &map,
+                thread_ids: ThreadIds::Refuse,
+            });
             sink.emit(
                 || json::process_report(&report),
                 |look| human::process_report(&report, look),
             );
             report.exit_status()
         }
+    }
+}
+
+fn install_compat(dir: &Path, force: bool, sink: &Sink) -> ExitStatus {
+    let outcome = std::env::current_exe()
+        .and_then(|exe| exe.canonicalize())
+        .and_then(|exe| compat::install(dir, &exe, force).map(|(link, done)| (link, exe, done)));
+    let (ok, message) = match &outcome {
+        Ok((link, exe, done)) => {
+            let verb = match done {
+                compat::Installed::Created => "installed",
+                compat::Installed::Replaced => "replaced",
+                compat::Installed::AlreadyThere => "already installed:",
+            };
+            (
+                true,
+                format!("{verb} {} -> {}", link.display(), exe.display()),
+            )
+        }
+        Err(error) => (
+            false,
+            format!(
+                "could not install {}: {error}",
+                dir.join(compat::COMPAT_NAME).display()
+            ),
+        ),
+    };
+    sink.emit(
+        || json::install_compat(ok, &message),
+        |_| {
+            if ok {
+                (format!("{message}\n"), String::new())
+            } else {
+                (String::new(), format!("cudackpt: {message}\n"))
+            }
+        },
+    );
+    if ok {
+        ExitStatus::Success
+    } else if matches!(&outcome, Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied) {
+        ExitStatus::PermissionDenied
+    } else {
+        ExitStatus::Failed
     }
 }
 
@@ -144,7 +198,7 @@ fn emit_artifact(result: std::io::Result<()>) -> ExitStatus {
 /// `--map` values.
 fn split(command: Command) -> Option<(Targets, Operation, Vec<String>)> {
     Some(match command {
-        Command::State { targets } => (targets, Operation::State, vec![]),
+        Command::State { targets } => (targets, Operation::State { restore_tid: true }, vec![]),
         Command::RestoreTid { targets } => (targets, Operation::RestoreTid, vec![]),
         Command::Lock { targets, timeout } => (
             targets,
@@ -184,7 +238,8 @@ fn split(command: Command) -> Option<(Targets, Operation, Vec<String>)> {
         Command::Doctor
         | Command::Demo { .. }
         | Command::Completions { .. }
-        | Command::Man { .. } => return None,
+        | Command::Man { .. }
+        | Command::InstallCompat { .. } => return None,
     })
 }
 
@@ -221,16 +276,54 @@ fn map_failure(error: &MapError) -> Failure {
     )
 }
 
+/// What to do about a thread id given as a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadIds {
+    /// Refuse it, naming its process (the modern grammar: the driver would
+    /// silently act on the whole process).
+    Refuse,
+    /// Act on its process, as NVIDIA's tool does (the compatible grammar:
+    /// CRIU's plugin passes the restore thread's id).
+    ActOnProcess,
+}
+
+/// One process command, validated by its front end (modern or compatible).
+pub struct Request<'a> {
+    pub libcuda: Option<&'a Path>,
+    pub pids: Vec<i32>,
+    pub operation: Operation,
+    /// `--map` / `--device-map` values as typed.
+    pub map: &'a [String],
+    pub thread_ids: ThreadIds,
+}
+
+/// Checks a target, resolving a thread id to its process when asked to.
+fn check(pid: i32, privileges: &Privileges, thread_ids: ThreadIds) -> Result<Target, Failure> {
+    match process::check_target(pid, privileges) {
+        Err(TargetError::Thread { tgid, .. }) if thread_ids == ThreadIds::ActOnProcess => {
+            tracing::debug!(
+                tid = pid,
+                pid = tgid,
+                "acting on the process of a thread id"
+            );
+            process::check_target(tgid, privileges)
+        }
+        other => other,
+    }
+    .map_err(|e| diagnose::from_target_error(&e))
+}
+
 /// Validates, checks targets, loads the driver and runs one process command.
-pub fn run_process_command(
-    global: &GlobalArgs,
-    targets: &Targets,
-    operation: Operation,
-    map_args: &[String],
-) -> Report {
+pub fn run_process_command(request: Request<'_>) -> Report {
     let started = Instant::now();
+    let Request {
+        libcuda,
+        pids,
+        operation,
+        map: map_args,
+        thread_ids,
+    } = request;
     let command = operation.name();
-    let pids = targets.pids();
 
     let entries = match gpu::parse_map(map_args) {
         Ok(entries) => entries,
@@ -240,9 +333,7 @@ pub fn run_process_command(
     let privileges = Privileges::current();
     let checked: Vec<Result<Target, Failure>> = pids
         .iter()
-        .map(|&pid| {
-            process::check_target(pid, &privileges).map_err(|e| diagnose::from_target_error(&e))
-        })
+        .map(|&pid| check(pid, &privileges, thread_ids))
         .collect();
     let valid: Vec<Target> = checked
         .iter()
@@ -295,7 +386,7 @@ pub fn run_process_command(
         return assemble(vec![], None);
     }
 
-    let driver = match Driver::load_for_checkpoint(global.libcuda.as_deref()) {
+    let driver = match Driver::load_for_checkpoint(libcuda) {
         Ok(driver) => driver,
         Err(error) => return assemble(vec![], Some(diagnose::from_load_error(&error))),
     };

@@ -199,6 +199,17 @@ pub enum Command {
         #[arg(long, value_name = "INDEX", default_value_t = 0)]
         device: i32,
     },
+    /// Install cudackpt as `cuda-checkpoint` (a symlink), so CRIU's CUDA
+    /// plugin and scripts written for NVIDIA's tool use it unchanged.
+    InstallCompat {
+        /// The directory for the symlink; it should come before NVIDIA's
+        /// tool on PATH.
+        #[arg(value_name = "DIR", default_value = "/usr/local/bin")]
+        dir: PathBuf,
+        /// Replace an existing cuda-checkpoint there (e.g. NVIDIA's).
+        #[arg(long)]
+        force: bool,
+    },
     /// Print a shell completion script.
     Completions {
         /// The shell to complete for.

@@ -56,8 +56,10 @@ pub fn concurrently<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync
 impl Executor<'_> {
     pub fn run(&self, operation: &Operation, targets: &[Target]) -> Vec<ProcessReport> {
         match operation {
-            Operation::State => concurrently(targets, |t| self.query(t, true)),
-            Operation::RestoreTid => concurrently(targets, |t| self.query(t, false)),
+            Operation::State { restore_tid } => {
+                concurrently(targets, |t| self.query(t, true, *restore_tid))
+            }
+            Operation::RestoreTid => concurrently(targets, |t| self.query(t, false, true)),
             Operation::Wait { state, timeout } => {
                 concurrently(targets, |t| self.wait(t, *state, *timeout))
             }
@@ -73,7 +75,10 @@ impl Executor<'_> {
         error: &CallError,
     ) -> (Failure, Option<ProcessState>) {
         let alive = (self.is_alive)(target.pid);
-        let state_now = if alive {
+        // After a failed step the state tells where the process was left; a
+        // failed query would only fail again.
+        let is_step = matches!(attempt, Attempt::Step(_));
+        let state_now = if alive && is_step {
             self.api.get_state(target.pid).ok()
         } else {
             None
@@ -93,7 +98,9 @@ impl Executor<'_> {
     }
 
     /// `state` (with the restore thread id) or `restore-tid` alone.
-    fn query(&self, target: &Target, with_state: bool) -> ProcessReport {
+    /// `state` (the state, and the restore thread id when `with_tid`), or
+    /// `restore-tid` alone (`with_state` false).
+    fn query(&self, target: &Target, with_state: bool, with_tid: bool) -> ProcessReport {
         let started = Instant::now();
         let mut report = ProcessReport::new(target.pid, Some(target.name.clone()));
         if with_state {
@@ -105,8 +112,10 @@ impl Executor<'_> {
                     return report;
                 }
             }
-            // Best effort: the state is the answer; the thread id is extra.
-            report.restore_tid = self.api.restore_thread_id(target.pid).ok();
+            if with_tid {
+                // Best effort: the state is the answer; the thread id is extra.
+                report.restore_tid = self.api.restore_thread_id(target.pid).ok();
+            }
         } else {
             match self.api.restore_thread_id(target.pid) {
                 Ok(tid) => report.restore_tid = Some(tid),

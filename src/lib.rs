@@ -10,6 +10,7 @@
 pub mod app;
 pub mod artifacts;
 pub mod cli;
+pub mod compat;
 pub mod demo;
 pub mod diagnose;
 pub mod doctor;

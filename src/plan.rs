@@ -9,7 +9,10 @@ use crate::timeout::Timeout;
 /// A validated process command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Operation {
-    State,
+    /// Query the state, and the restore thread id with `restore_tid`.
+    State {
+        restore_tid: bool,
+    },
     RestoreTid,
     Lock {
         timeout: Timeout,
@@ -39,7 +42,7 @@ impl Operation {
     /// The command's name as typed and as reported in JSON.
     pub fn name(&self) -> &'static str {
         match self {
-            Operation::State => "state",
+            Operation::State { .. } => "state",
             Operation::RestoreTid => "restore-tid",
             Operation::Lock { .. } => "lock",
             Operation::Checkpoint => "checkpoint",
@@ -57,7 +60,7 @@ impl Operation {
     pub fn changes_state(&self) -> bool {
         !matches!(
             self,
-            Operation::State | Operation::RestoreTid | Operation::Wait { .. }
+            Operation::State { .. } | Operation::RestoreTid | Operation::Wait { .. }
         )
     }
 

@@ -323,7 +323,7 @@ fn single_steps_explain_a_wrong_state() {
 #[test]
 fn state_reports_the_restore_thread() {
     let model = Model::with(&[(7, Locked)]);
-    let reports = run(&model, Operation::State, &[7]);
+    let reports = run(&model, Operation::State { restore_tid: true }, &[7]);
     assert_eq!(
         (reports[0].state, reports[0].restore_tid),
         (Some(Locked), Some(8))

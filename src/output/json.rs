@@ -151,3 +151,21 @@ pub fn usage_error(message: &str, detail: &str) -> String {
         processes: [],
     })
 }
+
+#[derive(Serialize)]
+struct InstallDoc<'a> {
+    schema_version: u32,
+    command: &'static str,
+    ok: bool,
+    message: &'a str,
+}
+
+/// The document for `install-compat`.
+pub fn install_compat(ok: bool, message: &str) -> String {
+    to_line(&InstallDoc {
+        schema_version: SCHEMA_VERSION,
+        command: "install-compat",
+        ok,
+        message,
+    })
+}

@@ -1,0 +1,544 @@
+//! NVIDIA's `cuda-checkpoint` command line, exactly: taken when cudackpt runs
+//! under that name (a symlink) or when the first argument is one of
+//! `--get-state`, `--get-restore-tid`, `--action`, `--toggle`. CRIU's CUDA
+//! plugin and existing scripts drive it unchanged; it shares the modern
+//! mode's validation and driver calls (`app::run_process_command`).
+//!
+//! Contract (SPEC section 8): `--get-state` prints exactly the state word,
+//! `--get-restore-tid` exactly the number, actions print nothing; exit 0 on
+//! success and 1 on any failure, with the message on stderr. Nothing is
+//! printed before the answer: no logging in this mode.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::app::{self, Request, ThreadIds};
+use crate::exit::ExitStatus;
+use crate::output::{self, human};
+use crate::plan::Operation;
+use crate::process::parse_pid;
+use crate::timeout::{parse_timeout, Timeout};
+
+/// The name NVIDIA's tool is installed under.
+pub const COMPAT_NAME: &str = "cuda-checkpoint";
+
+/// First arguments that select this grammar under any program name.
+const COMPAT_OPERATIONS: [&str; 4] = ["--get-state", "--get-restore-tid", "--action", "--toggle"];
+
+/// NVIDIA-style help. CRIU's plugin checks that it mentions `--action`.
+pub const HELP: &str = "\
+CUDA checkpoint and restore utility (cudackpt, NVIDIA-compatible mode).
+
+Operations:
+--get-state --pid <pid>
+        Prints the current checkpoint state of the process specified by <pid>:
+        running, locked, checkpointed or failed
+
+--action lock | checkpoint | restore | unlock --pid <pid> [--timeout <ms>] [--device-map <old>=<new>,...]
+        Performs the specified action on <pid>.
+        For the lock action a timeout can be provided, the lock operation will wait up to <ms> milliseconds
+        for the operation to succeed.
+        For the restore action a device map can be provided to restore onto other GPUs.
+
+--toggle --pid <pid> [--timeout <ms>] [--device-map <old>=<new>,...]
+        Toggles the CUDA state in the specified process between the running and checkpointed states
+
+--get-restore-tid --pid <pid>
+        Retrieves the CUDA restore thread ID of the process specified by <pid>
+
+Options:
+--pid|-p <pid>
+        The pid upon which to perform the operation
+
+--timeout|-t <timeout>
+        Optional timeout that can be specified for the lock action in milliseconds
+
+--device-map|-d <old-uuid>=<new-uuid>[,...]
+        Optional GPU remapping for restore: every GPU of the host, each to a distinct GPU
+
+--help|-h
+        Print this help message
+
+cudackpt's own grammar (JSON, groups of processes, doctor) is `cudackpt --help`.
+";
+
+/// A checkpoint action as `--action` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Lock,
+    Checkpoint,
+    Restore,
+    Unlock,
+}
+
+/// A parsed compatible-mode invocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompatCommand {
+    Help,
+    GetState {
+        pid: i32,
+    },
+    GetRestoreTid {
+        pid: i32,
+    },
+    Action {
+        action: Action,
+        pid: i32,
+        timeout: Timeout,
+        device_map: Vec<String>,
+    },
+    Toggle {
+        pid: i32,
+        timeout: Timeout,
+        device_map: Vec<String>,
+    },
+}
+
+/// Whether these arguments (argv[0] first) ask for the compatible grammar.
+pub fn is_compat_invocation(args: &[OsString]) -> bool {
+    let invoked_as_nvidia = args
+        .first()
+        .and_then(|argv0| Path::new(argv0).file_name())
+        .is_some_and(|name| name == COMPAT_NAME);
+    let first_is_operation = args.get(1).and_then(|a| a.to_str()).is_some_and(|first| {
+        COMPAT_OPERATIONS.iter().any(|op| {
+            first == *op
+                || first
+                    .strip_prefix(op)
+                    .is_some_and(|rest| rest.starts_with('='))
+        })
+    });
+    invoked_as_nvidia || first_is_operation
+}
+
+/// The flags of the grammar, by their long name.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Flag {
+    GetState,
+    GetRestoreTid,
+    Toggle,
+    Help,
+    Action,
+    Pid,
+    Timeout,
+    DeviceMap,
+}
+
+impl Flag {
+    fn takes_value(self) -> bool {
+        matches!(
+            self,
+            Flag::Action | Flag::Pid | Flag::Timeout | Flag::DeviceMap
+        )
+    }
+
+    fn long(self) -> &'static str {
+        match self {
+            Flag::GetState => "--get-state",
+            Flag::GetRestoreTid => "--get-restore-tid",
+            Flag::Toggle => "--toggle",
+            Flag::Help => "--help",
+            Flag::Action => "--action",
+            Flag::Pid => "--pid",
+            Flag::Timeout => "--timeout",
+            Flag::DeviceMap => "--device-map",
+        }
+    }
+
+    fn from_long(name: &str) -> Option<Flag> {
+        [
+            Flag::GetState,
+            Flag::GetRestoreTid,
+            Flag::Toggle,
+            Flag::Help,
+            Flag::Action,
+            Flag::Pid,
+            Flag::Timeout,
+            Flag::DeviceMap,
+        ]
+        .into_iter()
+        .find(|flag| flag.long() == name)
+    }
+
+    fn from_short(letter: char) -> Option<Flag> {
+        match letter {
+            'p' => Some(Flag::Pid),
+            't' => Some(Flag::Timeout),
+            'd' => Some(Flag::DeviceMap),
+            'h' => Some(Flag::Help),
+            _ => None,
+        }
+    }
+}
+
+/// Splits the arguments into (flag, value) pairs: `--flag value`,
+/// `--flag=value`, `-f value` and `-fvalue`.
+fn tokenize(args: &[String]) -> Result<Vec<(Flag, Option<String>)>, String> {
+    let mut pairs = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        let (flag, inline) = if let Some(long) = arg.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value.to_string())),
+                None => (long, None),
+            };
+            let flag =
+                Flag::from_long(&format!("--{name}")).ok_or(format!("unknown option {arg:?}"))?;
+            (flag, inline)
+        } else if let Some(short) = arg.strip_prefix('-').filter(|s| !s.is_empty()) {
+            let mut chars = short.chars();
+            let letter = chars.next().unwrap_or('-');
+            let flag = Flag::from_short(letter).ok_or(format!("unknown option {arg:?}"))?;
+            let attached: String = chars.collect();
+            (flag, (!attached.is_empty()).then_some(attached))
+        } else {
+            return Err(format!("unexpected argument {arg:?}"));
+        };
+        let value = match (flag.takes_value(), inline) {
+            (true, Some(value)) => Some(value),
+            (true, None) => Some(
+                rest.next()
+                    .ok_or(format!("{} needs a value", flag.long()))?
+                    .clone(),
+            ),
+            (false, Some(_)) => return Err(format!("{} takes no value", flag.long())),
+            (false, None) => None,
+        };
+        if pairs.iter().any(|(seen, _)| *seen == flag) {
+            return Err(format!("{} given twice", flag.long()));
+        }
+        pairs.push((flag, value));
+    }
+    Ok(pairs)
+}
+
+/// Parses NVIDIA's grammar (arguments after argv[0]).
+pub fn parse(args: &[String]) -> Result<CompatCommand, String> {
+    let pairs = tokenize(args)?;
+    let value = |flag: Flag| {
+        pairs
+            .iter()
+            .find(|(f, _)| *f == flag)
+            .and_then(|(_, v)| v.clone())
+    };
+    let has = |flag: Flag| pairs.iter().any(|(f, _)| *f == flag);
+    if has(Flag::Help) {
+        return Ok(CompatCommand::Help);
+    }
+    let operations: Vec<Flag> = [
+        Flag::GetState,
+        Flag::GetRestoreTid,
+        Flag::Action,
+        Flag::Toggle,
+    ]
+    .into_iter()
+    .filter(|op| has(*op))
+    .collect();
+    let operation = match operations.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(
+                "no operation: give one of --get-state, --get-restore-tid, --action, --toggle"
+                    .into(),
+            )
+        }
+        _ => {
+            return Err(
+                "give only one of --get-state, --get-restore-tid, --action, --toggle".into(),
+            )
+        }
+    };
+    let pid = parse_pid(&value(Flag::Pid).ok_or("--pid is required")?)?;
+    let timeout = value(Flag::Timeout)
+        .map(|t| parse_timeout(&t))
+        .transpose()?
+        .unwrap_or(Timeout::NONE);
+    let device_map: Vec<String> = value(Flag::DeviceMap).into_iter().collect();
+    let map_applies = matches!(operation, Flag::Toggle)
+        || (operation == Flag::Action && value(Flag::Action).as_deref() == Some("restore"));
+    if !device_map.is_empty() && !map_applies {
+        return Err("--device-map applies only to --action restore and --toggle".into());
+    }
+    Ok(match operation {
+        Flag::GetState => CompatCommand::GetState { pid },
+        Flag::GetRestoreTid => CompatCommand::GetRestoreTid { pid },
+        Flag::Toggle => CompatCommand::Toggle {
+            pid,
+            timeout,
+            device_map,
+        },
+        _ => {
+            let action = match value(Flag::Action).as_deref() {
+                Some("lock") => Action::Lock,
+                Some("checkpoint") => Action::Checkpoint,
+                Some("restore") => Action::Restore,
+                Some("unlock") => Action::Unlock,
+                other => {
+                    return Err(format!(
+                        "invalid --action {:?}: expected lock, checkpoint, restore or unlock",
+                        other.unwrap_or_default()
+                    ))
+                }
+            };
+            CompatCommand::Action {
+                action,
+                pid,
+                timeout,
+                device_map,
+            }
+        }
+    })
+}
+
+/// Runs the compatible grammar; exits 0 on success, 1 on any failure.
+pub fn main(args: &[OsString]) -> ExitStatus {
+    let args: Vec<String> = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let command = match parse(&args) {
+        Ok(command) => command,
+        Err(problem) => {
+            output::write_stderr(&format!(
+                "{COMPAT_NAME}: {problem}\nRun `{COMPAT_NAME} --help` for usage.\n"
+            ));
+            return ExitStatus::Failed;
+        }
+    };
+    let libcuda = std::env::var_os("CUDACKPT_LIBCUDA")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let (pid, operation, map) = match command {
+        CompatCommand::Help => {
+            let _ = output::write_stdout(HELP);
+            return ExitStatus::Success;
+        }
+        CompatCommand::GetState { pid } => (pid, Operation::State { restore_tid: false }, vec![]),
+        CompatCommand::GetRestoreTid { pid } => (pid, Operation::RestoreTid, vec![]),
+        CompatCommand::Toggle {
+            pid,
+            timeout,
+            device_map,
+        } => (
+            pid,
+            Operation::Toggle {
+                timeout,
+                map: vec![],
+            },
+            device_map,
+        ),
+        CompatCommand::Action {
+            action,
+            pid,
+            timeout,
+            device_map,
+        } => {
+            let operation = match action {
+                Action::Lock => Operation::Lock { timeout },
+                Action::Checkpoint => Operation::Checkpoint,
+                Action::Restore => Operation::Restore { map: vec![] },
+                Action::Unlock => Operation::Unlock,
+            };
+            (pid, operation, device_map)
+        }
+    };
+    let report = app::run_process_command(Request {
+        libcuda: libcuda.as_deref(),
+        pids: vec![pid],
+        operation: operation.clone(),
+        map: &map,
+        thread_ids: ThreadIds::ActOnProcess,
+    });
+    let Some(process) = report.processes.first() else {
+        return ExitStatus::Failed;
+    };
+    if let Some(failure) = &process.failure {
+        output::write_stderr(&human::failure_text(failure).replacen(
+            "cudackpt:",
+            &format!("{COMPAT_NAME}:"),
+            1,
+        ));
+        return ExitStatus::Failed;
+    }
+    let answer = match operation {
+        Operation::State { .. } => process.state.map(|s| format!("{}\n", s.as_str())),
+        Operation::RestoreTid => process.restore_tid.map(|tid| format!("{tid}\n")),
+        _ => None,
+    };
+    if let Some(answer) = answer {
+        let _ = output::write_stdout(&answer);
+    }
+    ExitStatus::Success
+}
+
+/// What `install-compat` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Installed {
+    Created,
+    AlreadyThere,
+    Replaced,
+}
+
+/// Creates `dir/cuda-checkpoint` as a symlink to `exe`. An existing file is
+/// replaced only with `force` (it may be NVIDIA's own tool).
+pub fn install(dir: &Path, exe: &Path, force: bool) -> io::Result<(PathBuf, Installed)> {
+    let link = dir.join(COMPAT_NAME);
+    let outcome = match fs::symlink_metadata(&link) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Installed::Created,
+        Err(e) => return Err(e),
+        Ok(_) if fs::read_link(&link).is_ok_and(|target| target == exe) => {
+            return Ok((link, Installed::AlreadyThere))
+        }
+        Ok(_) if !force => {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                "{} already exists (perhaps NVIDIA's cuda-checkpoint); pass --force to replace it",
+                link.display()
+            ),
+            ))
+        }
+        Ok(_) => {
+            fs::remove_file(&link)?;
+            Installed::Replaced
+        }
+    };
+    std::os::unix::fs::symlink(exe, &link)?;
+    Ok((link, outcome))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(String::from).collect()
+    }
+
+    fn os(line: &str) -> Vec<OsString> {
+        line.split_whitespace().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_trigger_is_the_name_or_the_first_argument() {
+        assert!(is_compat_invocation(&os(
+            "/usr/local/bin/cuda-checkpoint --get-state --pid 1"
+        )));
+        assert!(is_compat_invocation(&os("cuda-checkpoint")));
+        assert!(is_compat_invocation(&os("cudackpt --toggle --pid 1")));
+        assert!(is_compat_invocation(&os("cudackpt --action=lock --pid 1")));
+        assert!(!is_compat_invocation(&os("cudackpt state 1")));
+        assert!(!is_compat_invocation(&os("cudackpt --json --get-state")));
+        assert!(!is_compat_invocation(&os("cudackpt --actions")));
+    }
+
+    #[test]
+    fn flags_come_in_any_order_and_every_form() {
+        let lock = CompatCommand::Action {
+            action: Action::Lock,
+            pid: 42,
+            timeout: Timeout::from_millis(500),
+            device_map: vec![],
+        };
+        for line in [
+            "--action lock --pid 42 --timeout 500",
+            "--pid 42 --timeout 500 --action lock",
+            "--action=lock --pid=42 --timeout=500",
+            "-p 42 -t 500 --action lock",
+            "-p42 -t500 --action lock",
+        ] {
+            assert_eq!(parse(&args(line)), Ok(lock.clone()), "{line}");
+        }
+        assert_eq!(
+            parse(&args("--get-state -p 7")),
+            Ok(CompatCommand::GetState { pid: 7 })
+        );
+        assert_eq!(
+            parse(&args("--pid 7 --get-restore-tid")),
+            Ok(CompatCommand::GetRestoreTid { pid: 7 })
+        );
+        assert_eq!(
+            parse(&args("--toggle --pid 7")),
+            Ok(CompatCommand::Toggle {
+                pid: 7,
+                timeout: Timeout::NONE,
+                device_map: vec![]
+            })
+        );
+    }
+
+    #[test]
+    fn device_maps_go_with_restore_and_toggle_only() {
+        let map =
+            "GPU-11111111-2222-3333-4444-555555555555=GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
+        let parsed = parse(&args(&format!("--action restore --pid 9 -d {map}")));
+        assert!(
+            matches!(parsed, Ok(CompatCommand::Action { action: Action::Restore, device_map, .. }) if device_map == vec![map.to_string()])
+        );
+        assert!(parse(&args(&format!("--toggle --pid 9 --device-map={map}"))).is_ok());
+        let refused = parse(&args(&format!(
+            "--action checkpoint --pid 9 --device-map {map}"
+        )));
+        assert!(refused.expect_err("refused").contains("--device-map"));
+    }
+
+    #[test]
+    fn help_wins_and_mentions_action() {
+        assert_eq!(parse(&args("-h")), Ok(CompatCommand::Help));
+        assert_eq!(parse(&args("--get-state --help")), Ok(CompatCommand::Help));
+        assert!(HELP.contains("--action") && HELP.contains("--device-map"));
+    }
+
+    #[test]
+    fn usage_errors_say_what_is_wrong() {
+        for (line, words) in [
+            ("", "no operation"),
+            ("--pid 3", "no operation"),
+            ("--get-state", "--pid is required"),
+            ("--get-state --toggle --pid 3", "only one"),
+            ("--action pause --pid 3", "\"pause\""),
+            ("--action", "needs a value"),
+            ("--get-state --pid abc", "\"abc\""),
+            ("--get-state --pid 3 --pid 4", "twice"),
+            ("--get-state --pid 3 extra", "\"extra\""),
+            ("--get-state --pid 3 --verbose", "\"--verbose\""),
+            ("--get-state=yes --pid 3", "takes no value"),
+            ("--action lock --pid 3 --timeout soon", "\"soon\""),
+            ("-x", "\"-x\""),
+        ] {
+            let error = parse(&args(line)).expect_err(line);
+            assert!(error.contains(words), "{line}: {error}");
+        }
+    }
+
+    #[test]
+    fn install_links_refuses_to_clobber_and_is_idempotent() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let exe = dir.path().join("cudackpt");
+        fs::write(&exe, b"").expect("exe");
+        let (link, outcome) = install(dir.path(), &exe, false).expect("installs");
+        assert_eq!(
+            (fs::read_link(&link).expect("link"), outcome),
+            (exe.clone(), Installed::Created)
+        );
+        assert_eq!(
+            install(dir.path(), &exe, false).expect("again").1,
+            Installed::AlreadyThere
+        );
+        fs::remove_file(&link).expect("rm");
+        fs::write(&link, b"nvidia").expect("a real file");
+        assert_eq!(
+            install(dir.path(), &exe, false)
+                .expect_err("refused")
+                .kind(),
+            io::ErrorKind::AlreadyExists
+        );
+        assert_eq!(
+            install(dir.path(), &exe, true).expect("forced").1,
+            Installed::Replaced
+        );
+    }
+}
