@@ -1,0 +1,106 @@
+//! The committed shell completions and man pages are exactly what the
+//! binary generates; when they drift, the failure says how to regenerate.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use crate::support::{workspace, Fixture};
+
+const REGENERATE: &str =
+    "the committed copy is stale: run scripts/generate-artifacts and commit the result";
+
+fn read_dir(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| {
+            let entry = entry.expect("dir entry");
+            (
+                entry.file_name().to_string_lossy().into_owned(),
+                fs::read(entry.path()).expect("read file"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn completions_match_the_committed_copies() {
+    let fx = Fixture::new();
+    for (shell, file) in [
+        ("bash", "cudackpt.bash"),
+        ("zsh", "_cudackpt"),
+        ("fish", "cudackpt.fish"),
+    ] {
+        let output = fx
+            .cudackpt(&["completions", shell])
+            .assert()
+            .success()
+            .stderr("")
+            .get_output()
+            .clone();
+        let committed = fs::read(workspace().join("completions").join(file))
+            .unwrap_or_else(|e| panic!("completions/{file}: {e}; {REGENERATE}"));
+        assert!(!output.stdout.is_empty());
+        assert!(
+            output.stdout == committed,
+            "completions/{file} differs from `cudackpt completions {shell}`: {REGENERATE}"
+        );
+    }
+}
+
+#[test]
+fn man_pages_match_the_committed_copies() {
+    let fx = Fixture::new();
+    let dir = fx.dir().join("man");
+    fx.cudackpt(&["man", "--dir", &dir.to_string_lossy()])
+        .assert()
+        .success()
+        .stdout("")
+        .stderr("");
+    let generated = read_dir(&dir);
+    let committed = read_dir(&workspace().join("man"));
+    assert_eq!(
+        generated.keys().collect::<Vec<_>>(),
+        committed.keys().collect::<Vec<_>>(),
+        "man/ does not hold exactly the generated pages: {REGENERATE}"
+    );
+    for (name, page) in &generated {
+        assert!(
+            Some(page) == committed.get(name),
+            "man/{name} differs from the generated page: {REGENERATE}"
+        );
+    }
+    // One page per command besides the root page.
+    assert!(generated.contains_key("cudackpt.1") && generated.len() > 10);
+
+    let output = fx
+        .cudackpt(&["man"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    assert!(
+        Some(&output.stdout) == committed.get("cudackpt.1"),
+        "`cudackpt man` differs from man/cudackpt.1: {REGENERATE}"
+    );
+}
+
+#[test]
+fn the_man_page_documents_exit_statuses_and_the_json_contract() {
+    let page = fs::read_to_string(workspace().join("man").join("cudackpt.1")).expect("man page");
+    for text in [
+        "EXIT STATUS",
+        "JSON OUTPUT",
+        "schema_version",
+        "rolled_back",
+        "CUDACKPT_LIBCUDA",
+    ] {
+        assert!(page.contains(text), "man/cudackpt.1 lacks {text:?}");
+    }
+    for code in 0..=8 {
+        assert!(
+            page.contains(&format!("\\fB{code}\\fR")),
+            "exit status {code}"
+        );
+    }
+}

@@ -1,0 +1,132 @@
+//! `doctor`: every check, in JSON and for people; exit 0 only when
+//! checkpointing can work, exit 7 when the driver cannot be used.
+
+use crate::support::{fake_libcuda, fake_uuid, privileged, texts, Fixture};
+use crate::wire::{CheckStatus, DoctorDoc};
+
+/// The checks that do not need the driver, always present.
+const HOST_CHECKS: [&str; 3] = ["privileges", "ptrace scope", "criu"];
+
+/// With the fake driver, only missing privileges can fail (exit 6).
+fn expected_status() -> i32 {
+    if privileged() {
+        0
+    } else {
+        6
+    }
+}
+
+#[test]
+fn doctor_with_the_fake_driver_passes() {
+    let fx = Fixture::with_devices("GPU A:1000,GPU B:2000");
+    let doc: DoctorDoc = fx.json(&["doctor"], expected_status());
+    let fake = fake_libcuda().to_string_lossy().into_owned();
+    let library = doc.check_named("driver library");
+    assert_eq!(
+        (library.status, library.detail.as_str()),
+        (CheckStatus::Ok, fake.as_str())
+    );
+    let version = doc.check_named("driver version");
+    assert_eq!(
+        (version.status, version.detail.as_str()),
+        (CheckStatus::Ok, "CUDA 13.0")
+    );
+    assert_eq!(doc.check_named("checkpoint API").status, CheckStatus::Ok);
+    let gpus = doc.check_named("GPUs");
+    assert_eq!(gpus.status, CheckStatus::Ok);
+    assert!(gpus.detail.starts_with("2: 0 GPU A; 1 GPU B"), "{gpus:?}");
+    for name in HOST_CHECKS {
+        doc.check_named(name);
+    }
+    assert_eq!(doc.driver.path.as_deref(), Some(fake.as_str()));
+    assert_eq!(doc.driver.cuda_version.as_deref(), Some("13.0"));
+    let uuids: Vec<&str> = doc.gpus.iter().map(|g| g.uuid.as_str()).collect();
+    assert_eq!(
+        uuids,
+        [
+            format!("GPU-{}", fake_uuid(0)),
+            format!("GPU-{}", fake_uuid(1))
+        ]
+    );
+    assert_eq!(doc.gpus[1].name, "GPU B");
+    assert_eq!(doc.gpus[1].memory_total_bytes, 2000 << 20);
+    assert_eq!(doc.gpus[1].pci_bus_id.as_deref(), Some("00000000:11:00.0"));
+    fx.assert_no_calls("doctor");
+}
+
+#[test]
+fn doctor_for_people_lists_every_check_and_a_verdict() {
+    let fx = Fixture::new();
+    let output = fx
+        .cudackpt(&["doctor"])
+        .assert()
+        .code(expected_status())
+        .get_output()
+        .clone();
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(stderr, "");
+    for name in ["driver library", "driver version", "checkpoint API", "GPUs"]
+        .into_iter()
+        .chain(HOST_CHECKS)
+    {
+        assert!(stdout.contains(name), "{name}:\n{stdout}");
+    }
+    let verdict = if privileged() {
+        "checkpointing can work on this host\n"
+    } else {
+        "fix the checks marked FAIL\n"
+    };
+    assert!(stdout.ends_with(verdict), "{stdout}");
+}
+
+#[test]
+fn doctor_without_a_driver_exits_7_and_still_checks_the_host() {
+    let fx = Fixture::new();
+    let doc: DoctorDoc = fx.json(&["--libcuda", "/nonexistent/libcuda.so", "doctor"], 7);
+    let library = doc.check_named("driver library");
+    assert_eq!(library.status, CheckStatus::Fail);
+    assert!(
+        library.detail.contains("/nonexistent/libcuda.so"),
+        "{library:?}"
+    );
+    assert!(library.hint.is_some());
+    for name in HOST_CHECKS {
+        doc.check_named(name);
+    }
+    assert!(doc.driver.path.is_none() && doc.gpus.is_empty());
+
+    let output = fx
+        .cudackpt(&["--libcuda", "/nonexistent/libcuda.so", "doctor"])
+        .assert()
+        .code(7)
+        .get_output()
+        .clone();
+    let (stdout, _) = texts(&output);
+    for name in ["driver library"].into_iter().chain(HOST_CHECKS) {
+        assert!(stdout.contains(name), "{name}:\n{stdout}");
+    }
+    assert!(
+        stdout.contains("FAIL") && stdout.contains("fix the checks marked FAIL"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn doctor_with_an_old_driver_names_what_is_missing() {
+    let fx = Fixture::new();
+    let library = fx.compile_library(
+        "olddriver",
+        "int cuDriverGetVersion(int *v) { *v = 12020; return 0; }\n",
+    );
+    let doc: DoctorDoc = fx.json(&["--libcuda", &library.to_string_lossy(), "doctor"], 7);
+    assert_eq!(doc.check_named("driver library").status, CheckStatus::Ok);
+    assert_eq!(doc.check_named("driver version").detail, "CUDA 12.2");
+    let api = doc.check_named("checkpoint API");
+    assert_eq!(api.status, CheckStatus::Fail);
+    assert!(api.detail.contains("cuCheckpointProcessLock"), "{api:?}");
+    assert!(
+        api.hint.as_deref().is_some_and(|h| h.contains("570")),
+        "{api:?}"
+    );
+    assert_eq!(doc.driver.cuda_version.as_deref(), Some("12.2"));
+}

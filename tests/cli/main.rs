@@ -1,0 +1,22 @@
+//! cudackpt's integration tests: the real binary, run against the fake
+//! libcuda (tests/fake-libcuda) and real spawned processes. One module per
+//! feature; `support` holds the fixture, `wire` the JSON contract as the
+//! tests read it.
+
+mod support;
+mod wire;
+
+mod artifacts;
+mod compound;
+mod demo;
+mod doctor;
+mod driver;
+mod errors;
+mod groups;
+mod help;
+mod json_contract;
+mod maps;
+mod output;
+mod single_steps;
+mod state;
+mod targets;

@@ -1,0 +1,170 @@
+//! GPU maps on restore: UUIDs in every accepted spelling and device indexes
+//! are resolved into pairs the driver receives as given; maps that can never
+//! work are refused before any driver call (exit 8); what only the driver
+//! can judge is reported as a rejected map (exit 1), the process still
+//! checkpointed.
+
+use crate::support::{fake_uuid, shorts, Fixture, Target};
+use crate::wire::{Kind, ProcessCommandDoc, State};
+
+const TWO_GPUS: &str = "GPU A:1000,GPU B:1000";
+
+fn two_gpus_with_checkpointed_process() -> (Fixture, Target) {
+    let fx = Fixture::with_devices(TWO_GPUS);
+    let target = fx.cuda_target();
+    fx.put_in(&target, "checkpointed");
+    (fx, target)
+}
+
+/// The map the fake received, as `old>new` pairs of device numbers.
+fn received_map(fx: &Fixture) -> Vec<String> {
+    let calls = fx.take_calls();
+    let restore = calls
+        .iter()
+        .find(|c| c.op == "restore")
+        .unwrap_or_else(|| panic!("no restore call: {calls:?}"));
+    let (a, b) = (fake_uuid(0), fake_uuid(1));
+    restore
+        .map
+        .as_deref()
+        .unwrap_or_else(|| panic!("restore without a map: {restore:?}"))
+        .split(',')
+        .map(|pair| pair.replace(&a, "A").replace(&b, "B"))
+        .collect()
+}
+
+#[test]
+fn a_swap_of_two_gpus_moves_the_process() {
+    let (fx, target) = two_gpus_with_checkpointed_process();
+    let (a, b) = (fake_uuid(0), fake_uuid(1));
+    let doc: ProcessCommandDoc = fx.json(
+        &[
+            "restore",
+            "--map",
+            &format!("GPU-{a}=GPU-{b},GPU-{b}=GPU-{a}"),
+            &target.arg(),
+        ],
+        0,
+    );
+    assert_eq!(doc.only(target.pid).state, State::Locked);
+    assert_eq!(received_map(&fx), ["A>B", "B>A"]);
+    assert_eq!(fx.fake_record(target.pid), ("locked".to_string(), 1));
+}
+
+#[test]
+fn new_gpus_may_be_given_as_indexes() {
+    let (fx, target) = two_gpus_with_checkpointed_process();
+    let (a, b) = (fake_uuid(0), fake_uuid(1));
+    fx.cudackpt(&[
+        "restore",
+        "--map",
+        &format!("GPU-{a}=1,GPU-{b}=0"),
+        &target.arg(),
+    ])
+    .assert()
+    .success();
+    assert_eq!(received_map(&fx), ["A>B", "B>A"]);
+    assert_eq!(fx.fake_record(target.pid).1, 1);
+}
+
+#[test]
+fn uuids_are_accepted_without_prefix_in_upper_case_and_in_repeated_flags() {
+    let (fx, target) = two_gpus_with_checkpointed_process();
+    let (a, b) = (fake_uuid(0), fake_uuid(1));
+    let upper_b = format!("GPU-{}", b.to_uppercase());
+    fx.cudackpt(&[
+        "restore",
+        "--map",
+        &format!("{upper_b}={a}"),
+        "-m",
+        &format!("{}={upper_b}", a.to_uppercase()),
+        &target.arg(),
+    ])
+    .assert()
+    .success();
+    assert_eq!(received_map(&fx), ["B>A", "A>B"]);
+    assert_eq!(fx.fake_record(target.pid), ("locked".to_string(), 1));
+}
+
+#[test]
+fn resume_and_toggle_take_a_map_too() {
+    for command in ["resume", "toggle"] {
+        let (fx, target) = two_gpus_with_checkpointed_process();
+        let (a, b) = (fake_uuid(0), fake_uuid(1));
+        fx.cudackpt(&[command, "--map", &format!("{a}={b},{b}={a}"), &target.arg()])
+            .assert()
+            .success();
+        assert_eq!(received_map(&fx), ["A>B", "B>A"], "{command}");
+        assert_eq!(fx.fake_record(target.pid), ("running".to_string(), 1));
+    }
+}
+
+/// The driver needs a bijection over every GPU; `A=B` alone is handed to it
+/// as given and it refuses.
+#[test]
+fn a_map_the_driver_rejects_leaves_the_process_checkpointed() {
+    let (fx, target) = two_gpus_with_checkpointed_process();
+    let (a, b) = (fake_uuid(0), fake_uuid(1));
+    let doc: ProcessCommandDoc =
+        fx.json(&["restore", "--map", &format!("{a}={b}"), &target.arg()], 1);
+    let p = doc.only(target.pid);
+    let error = p.error();
+    assert_eq!(error.kind, Kind::MapRejected);
+    assert_eq!(
+        error.cuda_error.as_deref(),
+        Some("CUDA_ERROR_INVALID_VALUE")
+    );
+    assert!(error.message.contains("still checkpointed"), "{error:?}");
+    assert!(error.hint.as_deref().is_some_and(|h| h.contains("A=B,B=A")));
+    assert_eq!(p.state, State::Checkpointed);
+    let calls = fx.take_calls();
+    assert_eq!(calls[0].map.as_deref(), Some(format!("{a}>{b}").as_str()));
+    assert_eq!(shorts(&calls), ["restore 1", "get_state 0"]);
+    assert_eq!(fx.fake_record(target.pid), ("checkpointed".to_string(), 0));
+}
+
+/// Exit 8: maps that can never be a bijection, refused before the driver.
+#[test]
+fn impossible_maps_are_refused_before_any_driver_call() {
+    let (fx, target) = two_gpus_with_checkpointed_process();
+    let (a, b) = (fake_uuid(0), fake_uuid(1));
+    let cases = [
+        (format!("{a}={b},GPU-{a}={a}"), "twice"),
+        (format!("{a}={b},{b}={b}"), "both onto"),
+        (format!("{a}=1,{b}=1"), "both onto"),
+        (format!("{a}=5"), "index 5, but this host has 2 GPU(s)"),
+    ];
+    for (map, why) in cases {
+        for command in ["restore", "resume"] {
+            let doc: ProcessCommandDoc = fx.json(&[command, "--map", &map, &target.arg()], 8);
+            let error = doc.only(target.pid).error();
+            assert_eq!(error.kind, Kind::InvalidMap, "{map}");
+            assert!(error.message.contains(why), "{map}: {error:?}");
+            assert!(error.hint.is_some());
+            fx.assert_no_calls(&map);
+        }
+    }
+    assert_eq!(fx.fake_record(target.pid), ("checkpointed".to_string(), 0));
+}
+
+/// SPEC section 5: pre-flight checks that every NEW GPU exists on this host.
+#[test]
+fn a_new_gpu_that_is_not_on_this_host_is_refused_before_the_driver() {
+    let (fx, target) = two_gpus_with_checkpointed_process();
+    let (a, b) = (fake_uuid(0), fake_uuid(1));
+    let elsewhere = "11111111-2222-3333-4444-555555555555";
+    let doc: ProcessCommandDoc = fx.json(
+        &[
+            "restore",
+            "--map",
+            &format!("{a}={elsewhere},{b}={a}"),
+            &target.arg(),
+        ],
+        8,
+    );
+    let error = doc.only(target.pid).error();
+    assert_eq!(error.kind, Kind::InvalidMap);
+    assert!(error.message.contains(elsewhere), "{error:?}");
+    fx.assert_no_calls("a map onto a GPU this host lacks");
+    assert_eq!(fx.fake_state(target.pid), "checkpointed");
+}

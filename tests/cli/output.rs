@@ -1,0 +1,110 @@
+//! Output hygiene: `-q` is silent but keeps the status, colour only when
+//! asked for or on a terminal, and a reader that goes away is not an error.
+
+use std::process::Stdio;
+
+use crate::support::{texts, Fixture};
+
+#[test]
+fn quiet_prints_nothing_and_keeps_the_exit_status() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let dead = fx.cuda_target().kill_and_reap();
+    let pid = target.arg();
+    for (args, code) in [
+        (vec!["-q", "state", &pid], 0),
+        (vec!["-q", "unlock", &pid], 4),
+        (vec!["--quiet", "lock", &dead.to_string()], 5),
+        (
+            vec!["-q", "--libcuda", "/nonexistent/libcuda.so", "lock", &pid],
+            7,
+        ),
+        (vec!["-q", "--json", "unlock", &pid], 4),
+        (
+            vec!["-q", "doctor", "--libcuda", "/nonexistent/libcuda.so"],
+            7,
+        ),
+    ] {
+        fx.cudackpt(&args).assert().code(code).stdout("").stderr("");
+    }
+    // Quiet changes the output, not the work.
+    fx.cudackpt(&["-q", "suspend", &pid])
+        .assert()
+        .success()
+        .stdout("")
+        .stderr("");
+    assert_eq!(fx.state_of(&target), "checkpointed");
+}
+
+#[test]
+fn colour_only_when_asked_for_or_on_a_terminal() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let pid = target.arg();
+    let stdout = |args: &[&str]| {
+        let output = fx.cudackpt(args).assert().success().get_output().clone();
+        texts(&output).0
+    };
+    let coloured = stdout(&["--color", "always", "state", &pid]);
+    assert!(coloured.contains("\x1b["), "{coloured:?}");
+    let plain = stdout(&["state", &pid]);
+    assert!(!plain.contains('\x1b'), "not a terminal: {plain:?}");
+    assert_eq!(stdout(&["--color", "never", "state", &pid]), plain);
+    assert_eq!(stdout(&["--color=auto", "state", &pid]), plain);
+    // Without the escapes, the coloured text is the plain text (columns
+    // are aligned on the visible text).
+    let stripped = regex_free_strip(&coloured);
+    assert_eq!(stripped, plain);
+    let json = stdout(&["--color", "always", "--json", "state", &pid]);
+    assert!(!json.contains('\x1b'), "never colour in JSON: {json:?}");
+}
+
+/// Removes `ESC [ ... m` sequences.
+fn regex_free_strip(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_escape = false;
+    for c in text.chars() {
+        match (in_escape, c) {
+            (false, '\x1b') => in_escape = true,
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+            (false, c) => out.push(c),
+        }
+    }
+    out
+}
+
+/// `cudackpt state PID | head -c0`: the reader is gone before cudackpt
+/// writes (the fake delays the state query), which must not turn into a
+/// failure or a panic.
+#[test]
+fn a_closed_stdout_pipe_is_not_an_error() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    for json in [false, true] {
+        let mut args = vec!["state", "-p"];
+        let pid = target.arg();
+        args.push(&pid);
+        if json {
+            args.insert(0, "--json");
+        }
+        let mut child = fx
+            .std_command(&args)
+            .env("FAKE_CUDA_INJECT", "get_state=delay:300")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start cudackpt");
+        drop(child.stdout.take());
+        let output = child.wait_with_output().expect("cudackpt exits");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "json={json}: {:?}\n{stderr}",
+            output.status
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_eq!(stderr, "", "json={json}");
+    }
+}

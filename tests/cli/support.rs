@@ -1,0 +1,633 @@
+//! What every test needs: the fake libcuda (built once per run), a per-test
+//! fixture (its own fake-driver state directory and target processes that
+//! are killed and reaped on drop), a `cudackpt` command wired to the fake,
+//! readers for the fake's calls.log and state files, and snapshot filters.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command as StdCommand, Output, Stdio};
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+
+use crate::wire::Document;
+
+/// The workspace root (this package's manifest directory).
+pub fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The cudackpt binary cargo built for this test run.
+pub fn cudackpt_bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("cudackpt")
+}
+
+/// The fake libcuda: `$FAKE_LIBCUDA` when set, else built once per test run
+/// into its own target directory (so the build never waits on the lock of
+/// the cargo that runs these tests).
+pub fn fake_libcuda() -> &'static Path {
+    static FAKE: OnceLock<PathBuf> = OnceLock::new();
+    FAKE.get_or_init(|| {
+        if let Some(path) = std::env::var_os("FAKE_LIBCUDA") {
+            let path = PathBuf::from(path);
+            return path.canonicalize().unwrap_or_else(|e| {
+                panic!("FAKE_LIBCUDA={}: {e}", path.display());
+            });
+        }
+        let target_dir = workspace().join("target").join("fake-libcuda");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let output = StdCommand::new(&cargo)
+            .args(["build", "--quiet", "-p", "fake-libcuda", "--target-dir"])
+            .arg(&target_dir)
+            .current_dir(workspace())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("could not run {cargo:?} to build the fake libcuda: {e}"));
+        assert!(
+            output.status.success(),
+            "building the fake libcuda failed ({}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let path = target_dir.join("debug").join("libfake_libcuda.so");
+        path.canonicalize()
+            .unwrap_or_else(|e| panic!("the fake libcuda is not at {}: {e}", path.display()))
+    })
+}
+
+/// Whether the tests run as root (effective uid 0).
+pub fn running_as_root() -> bool {
+    fs::metadata("/proc/self").expect("/proc/self").uid() == 0
+}
+
+/// Whether the tests may act on any process: root or CAP_SYS_PTRACE (what
+/// `doctor` checks).
+pub fn privileged() -> bool {
+    let status = fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let cap_eff = status
+        .lines()
+        .find_map(|line| line.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    running_as_root() || cap_eff & (1 << 19) != 0
+}
+
+/// Polls `condition` until it holds, panicking with `what` after 10 s.
+pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// One line of the fake's calls.log: `<op> <pid> <code>[ map=...]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub op: String,
+    pub pid: i32,
+    pub code: i32,
+    pub map: Option<String>,
+}
+
+impl Call {
+    fn parse(line: &str) -> Call {
+        let mut fields = line.split(' ');
+        let mut next = || {
+            fields
+                .next()
+                .unwrap_or_else(|| panic!("short calls.log line {line:?}"))
+        };
+        let op = next().to_string();
+        let pid = next().parse().expect("calls.log pid");
+        let code = next().parse().expect("calls.log code");
+        let map = fields.next().map(|m| {
+            m.strip_prefix("map=")
+                .unwrap_or_else(|| panic!("odd calls.log line {line:?}"))
+                .to_string()
+        });
+        Call { op, pid, code, map }
+    }
+
+    /// `op code`, the form most assertions compare.
+    pub fn short(&self) -> String {
+        format!("{} {}", self.op, self.code)
+    }
+}
+
+/// The `op code` forms of some calls.
+pub fn shorts(calls: &[Call]) -> Vec<String> {
+    calls.iter().map(Call::short).collect()
+}
+
+/// A spawned target process, killed and reaped on drop.
+pub struct Target {
+    child: Child,
+    pub pid: i32,
+}
+
+impl Target {
+    /// The PID as a command-line argument.
+    pub fn arg(&self) -> String {
+        self.pid.to_string()
+    }
+
+    /// The ids of this process's threads, the main thread included.
+    pub fn threads(&self) -> Vec<i32> {
+        let mut tids: Vec<i32> = fs::read_dir(format!("/proc/{}/task", self.pid))
+            .expect("/proc/PID/task")
+            .map(|e| {
+                e.expect("task entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .parse()
+                    .expect("tid")
+            })
+            .collect();
+        tids.sort_unstable();
+        tids
+    }
+
+    /// Kills the process and leaves it unreaped: a zombie until drop.
+    pub fn kill_leaving_zombie(&mut self) {
+        self.child.kill().expect("kill target");
+        let pid = self.pid;
+        wait_until("the target to become a zombie", || {
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|s| s.starts_with(" Z")))
+        });
+    }
+
+    /// Kills and reaps the process; its PID then names no process.
+    pub fn kill_and_reap(mut self) -> i32 {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.pid
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One test's world: its own fake-driver state directory, its devices, and
+/// a way to run cudackpt against the fake.
+pub struct Fixture {
+    dir: tempfile::TempDir,
+    devices: Option<String>,
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        // Build (or find) the fake before anything else needs it.
+        fake_libcuda();
+        Fixture {
+            dir: tempfile::Builder::new()
+                .prefix("cudackpt-test-")
+                .tempdir()
+                .expect("tempdir"),
+            devices: None,
+        }
+    }
+
+    /// A fixture whose fake driver exposes these devices (`NAME:MIB,...`).
+    pub fn with_devices(devices: &str) -> Fixture {
+        Fixture {
+            devices: Some(devices.to_string()),
+            ..Fixture::new()
+        }
+    }
+
+    /// The fake driver's state directory (also a scratch directory).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn spawn(&self, program: &OsStr, args: &[&str], cuda: bool) -> Target {
+        let mut command = StdCommand::new(program);
+        command
+            .args(args)
+            .env("FAKE_CUDA_STATE_DIR", self.dir())
+            .env_remove("FAKE_CUDA_INJECT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if cuda {
+            command.env("LD_PRELOAD", fake_libcuda());
+        } else {
+            command.env_remove("LD_PRELOAD");
+        }
+        let child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("could not start {program:?}: {e}"));
+        let pid = i32::try_from(child.id()).expect("pid fits i32");
+        let target = Target { child, pid };
+        let fake = fake_libcuda().to_string_lossy().into_owned();
+        let expected = Path::new(program)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        wait_until("the target to start", || {
+            if cuda {
+                fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains(&fake))
+            } else {
+                fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|comm| expected.starts_with(comm.trim_end()))
+            }
+        });
+        target
+    }
+
+    /// A CUDA process: `sleep 600` with the fake libcuda preloaded, returned
+    /// once its maps show the fake.
+    pub fn cuda_target(&self) -> Target {
+        self.spawn(OsStr::new("sleep"), &["600"], true)
+    }
+
+    /// A live process that never loaded the driver.
+    pub fn plain_target(&self) -> Target {
+        self.spawn(OsStr::new("sleep"), &["600"], false)
+    }
+
+    /// A CUDA process with two threads besides its main one.
+    pub fn threaded_cuda_target(&self) -> Target {
+        let program = self.compile_program(
+            "threads",
+            "#include <pthread.h>\n#include <unistd.h>\n\
+             static void *idle(void *arg) { (void)arg; for (;;) pause(); return 0; }\n\
+             int main(void) { pthread_t t; for (int i = 0; i < 2; i++) pthread_create(&t, 0, idle, 0);\n\
+             for (;;) pause(); }\n",
+        );
+        let target = self.spawn(program.as_os_str(), &[], true);
+        wait_until("the target's threads", || target.threads().len() == 3);
+        target
+    }
+
+    fn cc(&self, args: &[&str], source_name: &str, source: &str, out: &Path) {
+        let source_path = self.dir().join(source_name);
+        fs::write(&source_path, source).expect("write C source");
+        let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+        let output = StdCommand::new(&cc)
+            .args(args)
+            .arg("-o")
+            .arg(out)
+            .arg(&source_path)
+            .output()
+            .unwrap_or_else(|e| panic!("could not run the C compiler {cc:?}: {e}"));
+        assert!(
+            output.status.success(),
+            "{cc:?} failed on {source_name}:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// Compiles a C program into the fixture directory.
+    pub fn compile_program(&self, name: &str, source: &str) -> PathBuf {
+        let out = self.dir().join(name);
+        self.cc(&["-pthread"], &format!("{name}.c"), source, &out);
+        out
+    }
+
+    /// Compiles a C shared library into the fixture directory.
+    pub fn compile_library(&self, name: &str, source: &str) -> PathBuf {
+        let out = self.dir().join(format!("{name}.so"));
+        self.cc(&["-shared", "-fPIC"], &format!("{name}.c"), source, &out);
+        out
+    }
+
+    /// The environment every cudackpt run gets: the fake as the driver, this
+    /// fixture's state directory, and nothing from the caller that changes
+    /// output (logs, colour, terminal width, injected failures).
+    fn configure(&self, command: &mut StdCommand) {
+        command
+            .env("CUDACKPT_LIBCUDA", fake_libcuda())
+            .env("FAKE_CUDA_STATE_DIR", self.dir())
+            .env_remove("RUST_LOG")
+            .env_remove("NO_COLOR")
+            .env_remove("CLICOLOR_FORCE")
+            .env_remove("COLUMNS")
+            .env_remove("FAKE_CUDA_INJECT")
+            .env_remove("FAKE_CUDA_DRIVER_VERSION")
+            .env_remove("CRTOOLS_SCRIPT_ACTION")
+            .env_remove("LD_PRELOAD")
+            .stdin(Stdio::null());
+        match &self.devices {
+            Some(devices) => command.env("FAKE_CUDA_DEVICES", devices),
+            None => command.env_remove("FAKE_CUDA_DEVICES"),
+        };
+    }
+
+    /// cudackpt with these arguments, as a std command (for what assert_cmd
+    /// cannot do: another uid, a pipe closed early, a run in the background).
+    pub fn std_command(&self, args: &[&str]) -> StdCommand {
+        self.command_for(&cudackpt_bin(), args)
+    }
+
+    /// Like [`Fixture::std_command`], for a copy of the binary at `program`.
+    pub fn command_for(&self, program: &Path, args: &[&str]) -> StdCommand {
+        let mut command = StdCommand::new(program);
+        command.args(args);
+        self.configure(&mut command);
+        command
+    }
+
+    /// cudackpt with these arguments, wired to the fake. Add
+    /// `.env("FAKE_CUDA_INJECT", ...)` for failures.
+    pub fn cudackpt(&self, args: &[&str]) -> assert_cmd::Command {
+        assert_cmd::Command::from_std(self.std_command(args))
+    }
+
+    /// Runs `cudackpt --json ARGS`, checks the exit status and that stdout
+    /// holds exactly one JSON document, and parses it.
+    /// The document is checked against the contract's invariants.
+    pub fn json<T: Document>(&self, args: &[&str], code: i32) -> T {
+        let mut full = vec!["--json"];
+        full.extend_from_slice(args);
+        check_document(&mut self.cudackpt(&full), code)
+    }
+
+    /// [`Fixture::json`] with `FAKE_CUDA_INJECT` set to `rules`.
+    pub fn json_with_inject<T: Document>(&self, args: &[&str], rules: &str, code: i32) -> T {
+        let mut full = vec!["--json"];
+        full.extend_from_slice(args);
+        check_document(self.cudackpt(&full).env("FAKE_CUDA_INJECT", rules), code)
+    }
+
+    /// Every call in calls.log, oldest first.
+    pub fn calls(&self) -> Vec<Call> {
+        match fs::read_to_string(self.dir().join("calls.log")) {
+            Ok(text) => text.lines().map(Call::parse).collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => panic!("calls.log: {e}"),
+        }
+    }
+
+    /// Every call in calls.log, which is then emptied, so that the next
+    /// reader sees only the calls of the commands run in between.
+    pub fn take_calls(&self) -> Vec<Call> {
+        let calls = self.calls();
+        match fs::remove_file(self.dir().join("calls.log")) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => panic!("calls.log: {e}"),
+        }
+        calls
+    }
+
+    /// Asserts that no driver call on any process was made since the log was
+    /// last taken.
+    pub fn assert_no_calls(&self, what: &str) {
+        let calls = self.take_calls();
+        assert!(
+            calls.is_empty(),
+            "{what}: expected no driver call, calls.log has {calls:?}"
+        );
+    }
+
+    /// The fake's record of a process: `(state, device)`; a process without
+    /// a state file is running on device 0.
+    pub fn fake_record(&self, pid: i32) -> (String, u64) {
+        match fs::read_to_string(self.dir().join(format!("{pid}.json"))) {
+            Ok(text) => {
+                let value: serde_json::Value =
+                    serde_json::from_str(&text).expect("fake state file is JSON");
+                (
+                    value["state"].as_str().expect("state").to_string(),
+                    value["device"].as_u64().unwrap_or(0),
+                )
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ("running".to_string(), 0),
+            Err(e) => panic!("fake state file of {pid}: {e}"),
+        }
+    }
+
+    /// The fake's record of a process's state.
+    pub fn fake_state(&self, pid: i32) -> String {
+        self.fake_record(pid).0
+    }
+
+    /// The state `cudackpt --json state PID` reports, checked against the
+    /// fake's own record. Leaves calls.log as it was before.
+    pub fn state_of(&self, target: &Target) -> String {
+        let before = self.calls();
+        let doc: crate::wire::ProcessCommandDoc = self.json(&["state", &target.arg()], 0);
+        let reported = doc.only(target.pid).state.as_str().to_string();
+        assert_eq!(
+            reported,
+            self.fake_state(target.pid),
+            "cudackpt and the fake disagree on the state of {}",
+            target.pid
+        );
+        // Put the log back so that this check is invisible to the test.
+        let log = before
+            .iter()
+            .map(|c| {
+                let map = c
+                    .map
+                    .as_ref()
+                    .map_or(String::new(), |m| format!(" map={m}"));
+                format!("{} {} {}{map}\n", c.op, c.pid, c.code)
+            })
+            .collect::<String>();
+        if before.is_empty() {
+            let _ = fs::remove_file(self.dir().join("calls.log"));
+        } else {
+            fs::write(self.dir().join("calls.log"), log).expect("restore calls.log");
+        }
+        reported
+    }
+
+    /// Puts a process in `state` through cudackpt itself, and empties the log.
+    pub fn put_in(&self, target: &Target, state: &str) {
+        let pid = target.arg();
+        match state {
+            "running" => {}
+            "locked" => {
+                self.cudackpt(&["lock", &pid]).assert().success();
+            }
+            "checkpointed" => {
+                self.cudackpt(&["suspend", &pid]).assert().success();
+            }
+            other => panic!("cannot put a process in {other}"),
+        }
+        assert_eq!(self.fake_state(target.pid), state);
+        self.take_calls();
+    }
+
+    /// Copies the cudackpt binary into a directory every user can enter, for
+    /// runs under another uid (the build directory may be private).
+    pub fn world_runnable_cudackpt(&self) -> PathBuf {
+        let dir = self.dir().join("bin");
+        fs::create_dir_all(&dir).expect("bin dir");
+        let bin = dir.join("cudackpt");
+        fs::copy(cudackpt_bin(), &bin).expect("copy cudackpt");
+        for path in [self.dir(), dir.as_path(), bin.as_path()] {
+            fs::set_permissions(path, fs::Permissions::from_mode(0o755)).expect("chmod");
+        }
+        bin
+    }
+}
+
+/// Runs a `--json` command, asserts its exit status, parses its one document
+/// and checks the contract's invariants.
+pub fn check_document<T: Document>(command: &mut assert_cmd::Command, code: i32) -> T {
+    let assert = command.assert().code(code);
+    let doc: T = parse_one_document(&assert.get_output().stdout);
+    doc.check(code);
+    doc
+}
+
+/// Parses stdout as exactly one JSON document followed by one newline.
+pub fn parse_one_document<T: DeserializeOwned>(stdout: &[u8]) -> T {
+    let text = std::str::from_utf8(stdout).expect("stdout is UTF-8");
+    let documents: Vec<serde_json::Value> = serde_json::Deserializer::from_str(text)
+        .into_iter::<serde_json::Value>()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{text}"));
+    assert_eq!(
+        documents.len(),
+        1,
+        "expected exactly one JSON document on stdout:\n{text}"
+    );
+    assert!(
+        text.ends_with("}\n") && text.matches('\n').count() == 1,
+        "the document must be one line ending in a newline:\n{text:?}"
+    );
+    serde_json::from_str(text)
+        .unwrap_or_else(|e| panic!("stdout breaks the contract ({e}):\n{text}"))
+}
+
+/// stdout and stderr as text.
+pub fn texts(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The UUID the fake gives device `i`.
+pub fn fake_uuid(i: u8) -> String {
+    format!("fa4e0000-0000-4000-8000-0000000000{i:02x}")
+}
+
+/// Snapshot settings that make output deterministic: these PIDs become
+/// `[PID]`, or `[PID1]`, `[PID2]`... when there are several, durations
+/// `[DURATION]` (`[MS]` in JSON), the fixture directory `[TMP]` and the
+/// fake's path `[FAKE]`.
+pub fn snapshot_settings(fixture: &Fixture, pids: &[i32]) -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_prepend_module_to_snapshot(false);
+    // Durations first: a PID's digits may also appear inside one.
+    settings.add_filter(r"\d+\.\d+ m?s\b", "[DURATION]");
+    settings.add_filter(r#""duration_ms": ?[0-9.e-]+"#, r#""duration_ms": "[MS]""#);
+    settings.add_filter(&regex_escape(&fake_libcuda().to_string_lossy()), "[FAKE]");
+    settings.add_filter(&regex_escape(&fixture.dir().to_string_lossy()), "[TMP]");
+    for (i, pid) in pids.iter().enumerate() {
+        let label = if pids.len() == 1 {
+            "[PID]".to_string()
+        } else {
+            format!("[PID{}]", i + 1)
+        };
+        settings.add_filter(&format!(r"\b{pid}\b"), label);
+    }
+    settings
+}
+
+/// [`snapshot_settings`] for human tables: column padding depends on the
+/// PIDs' widths, so every gap between cells becomes two spaces (check the
+/// alignment itself with [`assert_aligned`]).
+pub fn table_snapshot_settings(fixture: &Fixture, pids: &[i32]) -> insta::Settings {
+    let mut settings = snapshot_settings(fixture, pids);
+    settings.add_filter(r"(\S)  +", "$1  ");
+    settings
+}
+
+/// The offsets where the cells of a table line start: the first character,
+/// and every character after a gap of two spaces or more.
+fn cell_starts(line: &str) -> Vec<usize> {
+    let chars: Vec<char> = line.chars().collect();
+    (0..chars.len())
+        .filter(|&i| {
+            chars[i] != ' ' && (i == 0 || (i >= 2 && chars[i - 1] == ' ' && chars[i - 2] == ' '))
+        })
+        .collect()
+}
+
+/// Asserts that every line of a table starts its cells where the header
+/// starts its columns.
+pub fn assert_aligned(table: &str) {
+    let mut lines = table.lines();
+    let header = cell_starts(lines.next().expect("a header"));
+    for line in lines {
+        assert_eq!(cell_starts(line), header, "misaligned table:\n{table}");
+    }
+}
+
+/// Pretty-prints one JSON document keeping its field order (serde_json's
+/// own pretty printer would sort the keys).
+pub fn pretty_json(text: &str) -> String {
+    let mut out = String::new();
+    let mut indent = 0usize;
+    let (mut in_string, mut escaped) = (false, false);
+    let chars: Vec<char> = text.trim_end().chars().collect();
+    let newline = |out: &mut String, indent: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(indent));
+    };
+    for (i, &c) in chars.iter().enumerate() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' if matches!(chars.get(i + 1), Some('}' | ']')) => out.push(c),
+            '{' | '[' => {
+                out.push(c);
+                indent += 1;
+                newline(&mut out, indent);
+            }
+            '}' | ']' if matches!(chars.get(i.wrapping_sub(1)), Some('{' | '[')) => out.push(c),
+            '}' | ']' => {
+                indent -= 1;
+                newline(&mut out, indent);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, indent);
+            }
+            ':' => out.push_str(": "),
+            c => out.push(c),
+        }
+    }
+    out.push('\n');
+    out
+}
+
+fn regex_escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
+}
