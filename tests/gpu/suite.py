@@ -16,8 +16,10 @@ import argparse
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 RESULTS = []
@@ -25,6 +27,10 @@ RESULTS = []
 
 class Failed(Exception):
     pass
+
+
+class Skipped(Exception):
+    """What a scenario needs is not on this host; neither pass nor fail."""
 
 
 def expect(condition, message):
@@ -36,17 +42,18 @@ def scenario(name):
     def wrap(fn):
         def run(*args, **kwargs):
             started = time.monotonic()
+            status = "pass"
             try:
                 detail = fn(*args, **kwargs) or ""
-                ok = True
             except Failed as e:
-                ok, detail = False, str(e)
+                status, detail = "fail", str(e)
+            except Skipped as e:
+                status, detail = "skip", str(e)
             except Exception as e:  # a crash in a scenario is a failure of it
-                ok, detail = False, f"{type(e).__name__}: {e}"
+                status, detail = "fail", f"{type(e).__name__}: {e}"
             took = time.monotonic() - started
-            RESULTS.append({"scenario": name, "ok": ok, "detail": detail, "seconds": round(took, 3)})
-            mark = "PASS" if ok else "FAIL"
-            print(f"[{mark}] {name} ({took:.2f} s) {detail}", flush=True)
+            RESULTS.append({"scenario": name, "status": status, "ok": status != "fail", "detail": detail, "seconds": round(took, 3)})
+            print(f"[{status.upper()}] {name} ({took:.2f} s) {detail}", flush=True)
         return run
     return wrap
 
@@ -58,6 +65,16 @@ class Tools:
         self.bench = os.path.join(bin_dir, "cudackpt-bench")
         nvidia = os.path.join(bin_dir, "cuda-checkpoint")
         self.nvidia = nvidia if os.access(nvidia, os.X_OK) else None
+        # cudackpt under NVIDIA's name, as `install-compat` sets it up.
+        self.compat_dir = tempfile.mkdtemp(prefix="cudackpt-compat-")
+        self.compat_bin = os.path.join(self.compat_dir, "cuda-checkpoint")
+        os.symlink(os.path.abspath(self.cudackpt), self.compat_bin)
+
+    def compat(self, *args):
+        """Runs the compatible grammar as CRIU's plugin does: stdout and stderr
+        on one pipe. Returns (exit code, first line, whole output)."""
+        p = subprocess.run([self.compat_bin, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+        return p.returncode, (p.stdout.splitlines() or [""])[0], p.stdout
 
     def run(self, *args, env=None):
         """Runs cudackpt; returns (exit code, stdout, stderr)."""
@@ -245,7 +262,7 @@ def no_driver(tools):
 @scenario("NVIDIA's cuda-checkpoint sees the states cudackpt sets")
 def nvidia_agrees(tools, t):
     if not tools.nvidia:
-        return "skipped: no cuda-checkpoint in --bin-dir"
+        raise Skipped("no cuda-checkpoint in --bin-dir")
     def theirs():
         p = subprocess.run([tools.nvidia, "--get-state", "--pid", str(t.pid)], capture_output=True, text=True)
         return p.stdout.strip()
@@ -254,6 +271,104 @@ def nvidia_agrees(tools, t):
     expect(theirs() == "checkpointed", f"nvidia says {theirs()}")
     step(tools, "resume", t.pid, "running")
     t.verify()
+
+
+@scenario("compatible grammar driven as CRIU's plugin drives it; data intact")
+def compat_grammar(tools, t):
+    code, _, out = tools.compat("-h")
+    expect(code == 0 and "--action" in out and "--device-map" in out, f"-h: exit {code}")
+    expect(tools.compat("--get-state", "--pid", t.pid)[:2] == (0, "running"), "get-state")
+    code, tid, out = tools.compat("--get-restore-tid", "--pid", t.pid)
+    expect(code == 0 and out == f"{tid}\n" and tid.isdigit(), f"get-restore-tid: {out!r}")
+    # The plugin asks for the state of the restore thread, a thread id.
+    expect(tools.compat("--get-state", "--pid", tid)[:2] == (0, "running"), "get-state by thread id")
+    for action, after in [("lock", "locked"), ("checkpoint", "checkpointed"), ("restore", "locked"), ("unlock", "running")]:
+        extra = ["--timeout", "10000"] if action == "lock" else []
+        code, _, out = tools.compat("--action", action, "--pid", t.pid, *extra)
+        expect(code == 0 and out == "", f"--action {action}: exit {code}, output {out!r}")
+        state = tools.compat("--get-state", "--pid", t.pid)[1]
+        expect(state == after, f"after --action {action}: {state}")
+    t.verify()
+    for after in ["checkpointed", "running"]:
+        code, _, out = tools.compat("--toggle", "--pid", t.pid)
+        expect(code == 0 and out == "", f"--toggle: exit {code} {out!r}")
+        expect(tools.compat("--get-state", "-p", t.pid)[1] == after, f"toggle should leave {after}")
+    t.verify()
+    code, first, _ = tools.compat("--action", "unlock", "--pid", t.pid)
+    expect(code == 1 and "running" in first, f"unlock while running: exit {code}: {first}")
+    code, first, _ = tools.compat("--action", "lock", "--pid", t.pid, "--bogus")
+    expect(code != 0 and "--bogus" in first, f"unknown flag: exit {code}: {first}")
+    expect(tools.state(t.pid) == "running", "nothing may have changed")
+
+
+def find_cuda_plugin():
+    for directory in ["/usr/lib/criu", "/usr/local/lib/criu", "/usr/lib64/criu", "/usr/lib/x86_64-linux-gnu/criu", "/usr/local/lib64/criu"]:
+        if os.path.exists(os.path.join(directory, "cuda_plugin.so")):
+            return directory
+    return None
+
+
+def wait_for_line(path, prefix, after_lines, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(path) as f:
+            lines = f.read().splitlines()
+        fresh = [l for l in lines[after_lines:] if l.startswith(prefix) or l.startswith("MISMATCH")]
+        if fresh:
+            return fresh[0], len(lines)
+        time.sleep(0.2)
+    raise Failed(f"no {prefix!r} line in {path} within {timeout} s")
+
+
+def criu_round_trip(tools, plugin_dir, tool_dir, work):
+    """Dumps and restores a held target with CRIU and the CUDA plugin, with
+    `cuda-checkpoint` resolved from tool_dir. Returns (dump s, restore s)."""
+    criu = shutil.which("criu")
+    log_path = os.path.join(work, "target.log")
+    images = os.path.join(work, "images")
+    os.makedirs(images)
+    with open(log_path, "w") as log:
+        p = subprocess.Popen([tools.target_bin, "--size-mib", "256", "--hold"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        ready, seen = wait_for_line(log_path, "READY", 0, 60)
+        line, seen = wait_for_line(log_path, "OK", seen, 30)
+        env = dict(os.environ, PATH=tool_dir + os.pathsep + os.environ["PATH"])
+        started = time.monotonic()
+        dump = subprocess.run([criu, "dump", "-t", str(p.pid), "-D", images, "--libdir", plugin_dir, "-v4", "-o", "dump.log"], env=env, capture_output=True, text=True)
+        dumped = time.monotonic() - started
+        if dump.returncode != 0:
+            tail = open(os.path.join(images, "dump.log")).read()[-1500:]
+            raise Failed(f"criu dump exited {dump.returncode}: {tail}")
+        p.wait(timeout=30)  # CRIU killed it; reap it so the PID is free again
+        with open(log_path) as f:
+            seen = len(f.read().splitlines())
+        started = time.monotonic()
+        restore = subprocess.run([criu, "restore", "-D", images, "--libdir", plugin_dir, "-d", "-v4", "-o", "restore.log"], env=env, capture_output=True, text=True)
+        restored = time.monotonic() - started
+        if restore.returncode != 0:
+            tail = open(os.path.join(images, "restore.log")).read()[-1500:]
+            raise Failed(f"criu restore exited {restore.returncode}: {tail}")
+        line, _ = wait_for_line(log_path, "OK", seen, 60)
+        expect(line == f"OK {ready.split()[2]}", f"after restore the target says {line!r}")
+        return dumped, restored
+    finally:
+        subprocess.run(["kill", "-9", str(p.pid)], capture_output=True)
+        try:
+            p.wait(timeout=5)
+        except Exception:
+            pass
+
+
+@scenario("CRIU dump and restore with its CUDA plugin, cudackpt as cuda-checkpoint; data intact")
+def criu_with_plugin(tools):
+    if not shutil.which("criu"):
+        raise Skipped("criu is not installed on this host")
+    plugin_dir = find_cuda_plugin()
+    if not plugin_dir:
+        raise Skipped("CRIU's cuda_plugin.so not found")
+    version = subprocess.run(["criu", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    dumped, restored = criu_round_trip(tools, plugin_dir, tools.compat_dir, tempfile.mkdtemp(prefix="cudackpt-criu-"))
+    return f"{version}, plugin in {plugin_dir}: dump {dumped:.1f} s, restore {restored:.1f} s"
 
 
 @scenario("group of 4: suspend and resume together; data intact")
@@ -327,22 +442,24 @@ def main():
         lock_timeout(tools, t)
         identity_map(tools, t)
         nvidia_agrees(tools, t)
+        compat_grammar(tools, t)
     finally:
         t.close()
     group(tools, 512)
     group_rollback(tools, 512)
+    criu_with_plugin(tools)
 
-    passed = sum(r["ok"] for r in RESULTS)
-    print(f"\n{'scenario':<75} result")
+    count = {status: sum(r["status"] == status for r in RESULTS) for status in ["pass", "fail", "skip"]}
+    print(f"\n{'scenario':<90} result")
     for r in RESULTS:
-        print(f"{r['scenario']:<75} {'PASS' if r['ok'] else 'FAIL'}")
-    print(f"\n{passed} passed, {len(RESULTS) - passed} failed")
+        print(f"{r['scenario']:<90} {r['status'].upper()}")
+    print(f"\n{count['pass']} passed, {count['fail']} failed, {count['skip']} skipped")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"results": RESULTS, "passed": passed, "failed": len(RESULTS) - passed}, f, indent=2)
+            json.dump({"results": RESULTS, "passed": count["pass"], "failed": count["fail"], "skipped": count["skip"]}, f, indent=2)
     if args.bench:
         bench(tools, os.path.dirname(args.json) if args.json else None)
-    sys.exit(0 if passed == len(RESULTS) else 1)
+    sys.exit(0 if count["fail"] == 0 else 1)
 
 
 if __name__ == "__main__":

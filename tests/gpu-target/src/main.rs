@@ -6,6 +6,10 @@
 //! `busy MS` (start a kernel that runs MS milliseconds; `BUSY`),
 //! `sync` (wait for the GPU; `SYNCED`), `quit`. Every CUDA call blocks while
 //! the process is locked or checkpointed, which is what the suite relies on.
+//!
+//! With `--hold` it reads no commands: it verifies its memory once a second
+//! and prints `OK <hash>` or `MISMATCH <hash>`, for runs under CRIU, which
+//! dumps and restores the process whole (its stdio should be a file).
 
 use std::io::{self, BufRead, Write};
 use std::path::PathBuf;
@@ -20,6 +24,7 @@ struct Options {
     device: i32,
     seed: u64,
     libcuda: Option<PathBuf>,
+    hold: bool,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -28,6 +33,7 @@ fn parse_options() -> Result<Options, String> {
         device: 0,
         seed: 1,
         libcuda: None,
+        hold: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -41,6 +47,7 @@ fn parse_options() -> Result<Options, String> {
             }
             "--seed" => options.seed = value()?.parse().map_err(|e| format!("--seed: {e}"))?,
             "--libcuda" => options.libcuda = Some(PathBuf::from(value()?)),
+            "--hold" => options.hold = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -67,15 +74,22 @@ fn run(options: &Options) -> Result<(), String> {
         &mut out,
         format!("READY {} {expected:016x}", std::process::id()),
     )?;
+    let verify = || -> Result<String, String> {
+        let actual = pattern::hash_device(&buffer).map_err(|e| e.to_string())?;
+        let verdict = if actual == expected { "OK" } else { "MISMATCH" };
+        Ok(format!("{verdict} {actual:016x}"))
+    };
+    if options.hold {
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+            say(&mut out, verify()?)?;
+        }
+    }
     for line in io::stdin().lock().lines() {
         let line = line.map_err(|e| e.to_string())?;
         let words: Vec<&str> = line.split_whitespace().collect();
         let reply = match words.as_slice() {
-            ["verify"] => {
-                let actual = pattern::hash_device(&buffer).map_err(|e| e.to_string())?;
-                let verdict = if actual == expected { "OK" } else { "MISMATCH" };
-                format!("{verdict} {actual:016x}")
-            }
+            ["verify"] => verify()?,
             ["busy", millis] => {
                 let millis: u64 = millis.parse().map_err(|e| format!("busy: {e}"))?;
                 session
