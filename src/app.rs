@@ -14,6 +14,8 @@ use crate::driver::Driver;
 use crate::execute::Executor;
 use crate::exit::ExitStatus;
 use crate::gpu::{self, MapError};
+use crate::interrupt::Interrupt;
+use crate::inventory;
 use crate::output::{self, human, json, Look};
 use crate::plan::Operation;
 use crate::process::{self, Privileges, Target, TargetError};
@@ -394,20 +396,23 @@ pub fn run_process_command(request: Request<'_>) -> Report {
     let operation = if entries.is_empty() {
         operation
     } else {
-        let local_gpus = if gpu::needs_devices(&entries) {
-            match driver.devices() {
-                Ok(devices) => devices.iter().map(|d| d.uuid).collect(),
-                Err(error) => {
-                    let failure = map_failure(&MapError::DevicesUnavailable {
-                        reason: error.to_string(),
-                    });
-                    return assemble(vec![], Some(failure));
-                }
+        let local_gpus = match inventory::host_gpus(&driver) {
+            Ok((gpus, source)) => {
+                tracing::debug!(?source, count = gpus.len(), "listed the GPUs of this host");
+                Some(gpus)
             }
-        } else {
-            Vec::new()
+            // UUID-only maps can still go to the driver, which judges them;
+            // indexes cannot be resolved.
+            Err(reason) if !gpu::uses_indexes(&entries) => {
+                tracing::debug!(%reason, "cannot list GPUs; the driver will judge the map");
+                None
+            }
+            Err(reason) => {
+                let failure = map_failure(&MapError::DevicesUnavailable { reason });
+                return assemble(vec![], Some(failure));
+            }
         };
-        match gpu::resolve_map(&entries, &local_gpus) {
+        match gpu::resolve_map(&entries, local_gpus.as_deref()) {
             Ok(pairs) => operation.with_map(pairs),
             Err(error) => return assemble(vec![], Some(map_failure(&error))),
         }
@@ -417,6 +422,13 @@ pub fn run_process_command(request: Request<'_>) -> Report {
         api: &driver,
         caller_privileged: privileges.is_privileged(),
         is_alive: process::is_alive,
+        // Only commands that change state (or wait) need to outlive a
+        // signal; queries keep the default and die at once.
+        interrupt: if operation.changes_state() || matches!(operation, Operation::Wait { .. }) {
+            Interrupt::install()
+        } else {
+            Interrupt::never()
+        },
     };
     assemble(executor.run(&operation, &valid), None)
 }

@@ -26,6 +26,8 @@ pub enum FailureKind {
     WaitTimeout,
     NotAttempted,
     RolledBack,
+    RollbackFailed,
+    Interrupted,
     ProcUnreadable,
     Usage,
 }
@@ -47,6 +49,8 @@ impl FailureKind {
             FailureKind::WaitTimeout => "wait_timeout",
             FailureKind::NotAttempted => "not_attempted",
             FailureKind::RolledBack => "rolled_back",
+            FailureKind::RollbackFailed => "rollback_failed",
+            FailureKind::Interrupted => "interrupted",
             FailureKind::ProcUnreadable => "proc_unreadable",
             FailureKind::Usage => "usage",
         }
@@ -62,6 +66,7 @@ impl FailureKind {
             FailureKind::WrongState => ExitStatus::WrongState,
             FailureKind::InvalidMap => ExitStatus::PreflightRefused,
             FailureKind::Usage => ExitStatus::Usage,
+            FailureKind::Interrupted => ExitStatus::Interrupted,
             FailureKind::DriverUnavailable => ExitStatus::DriverUnavailable,
             FailureKind::MapRejected
             | FailureKind::OutOfMemory
@@ -69,6 +74,7 @@ impl FailureKind {
             | FailureKind::WaitTimeout
             | FailureKind::NotAttempted
             | FailureKind::RolledBack
+            | FailureKind::RollbackFailed
             | FailureKind::ProcUnreadable => ExitStatus::Failed,
         }
     }

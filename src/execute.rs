@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::diagnose::{self, Attempt, Facts, Failure, FailureKind};
 use crate::driver::{CallError, CheckpointApi, ProcessState};
+use crate::interrupt::{self, Interrupt};
 use crate::plan::{self, Operation, Plan, Step};
 use crate::process::Target;
 use crate::report::{ProcessReport, StepRecord};
@@ -28,6 +29,8 @@ pub struct Executor<'a> {
     pub caller_privileged: bool,
     /// Whether a PID is a live process (`process::is_alive` outside tests).
     pub is_alive: fn(i32) -> bool,
+    /// Checked between phases: a signal stops the group and rolls it back.
+    pub interrupt: Interrupt,
 }
 
 /// Runs `work` on every item, one thread per item when there are several,
@@ -147,6 +150,17 @@ impl Executor<'_> {
                     report.failure = Some(self.explain(Attempt::GetState, target, &error).0);
                     break;
                 }
+            }
+            if let Some(signal) = self.interrupt.signal() {
+                report.failure = Some(Failure::new(
+                    FailureKind::Interrupted,
+                    format!(
+                        "stopped waiting: interrupted by {}",
+                        interrupt::signal_name(signal)
+                    ),
+                    "",
+                ));
+                break;
             }
             let now = Instant::now();
             if deadline.is_some_and(|deadline| now >= deadline) {
@@ -270,7 +284,7 @@ impl Executor<'_> {
         }
 
         let mut done: Vec<Vec<Step>> = vec![Vec::new(); targets.len()];
-        let mut failed_pid = None;
+        let mut cause = None;
         for phase in 0..=1 {
             let work: Vec<(usize, &Step)> = plans
                 .iter()
@@ -300,29 +314,34 @@ impl Executor<'_> {
                             self.explain(Attempt::Step(step), &targets[i], &error);
                         report.failure = Some(failure);
                         report.state = state_now;
-                        failed_pid.get_or_insert(targets[i].pid);
+                        cause.get_or_insert(RollbackCause::Failed(i));
                     }
                 }
             }
-            if failed_pid.is_some() {
+            // A signal stops the group between phases, even after the last:
+            // whoever interrupted us expects the processes as they were.
+            if let (None, Some(signal)) = (&cause, self.interrupt.signal()) {
+                cause = Some(RollbackCause::Interrupted(signal));
+            }
+            if cause.is_some() {
                 break;
             }
         }
 
-        if let Some(failed_pid) = failed_pid {
-            self.roll_back(targets, &mut reports, &done, failed_pid);
+        if let Some(cause) = cause {
+            self.roll_back(targets, &mut reports, &done, cause);
         }
         reports
     }
 
     /// Undoes every completed step of every process, newest first, each
-    /// process in its own worker.
+    /// process in its own worker, and says in each report why and how far.
     fn roll_back(
         &self,
         targets: &[Target],
         reports: &mut [ProcessReport],
         done: &[Vec<Step>],
-        failed_pid: i32,
+        cause: RollbackCause,
     ) {
         let indexes: Vec<usize> = (0..targets.len()).collect();
         let outcomes = concurrently(&indexes, |&i| {
@@ -347,11 +366,18 @@ impl Executor<'_> {
             }
             (records, Ok(last_state))
         });
-        let culprit = reports
-            .iter()
-            .find(|r| r.pid == failed_pid)
-            .map(|r| diagnose::describe_process(r.pid, r.name.as_deref()))
-            .unwrap_or_else(|| format!("PID {failed_pid}"));
+        let because = match cause {
+            RollbackCause::Failed(i) => format!(
+                "{} failed",
+                diagnose::describe_process(targets[i].pid, Some(&targets[i].name))
+            ),
+            RollbackCause::Interrupted(signal) => {
+                format!(
+                    "cudackpt was interrupted by {}",
+                    interrupt::signal_name(signal)
+                )
+            }
+        };
         for ((report, steps_done), (records, outcome)) in reports.iter_mut().zip(done).zip(outcomes)
         {
             report.duration += records.iter().map(|r| r.duration).sum::<Duration>();
@@ -367,29 +393,59 @@ impl Executor<'_> {
                     report.state = state_now;
                 }
             }
-            if report.failure.is_none() && report.note.is_none() {
-                let (kind, message) = if steps_done.is_empty() {
-                    (
-                        FailureKind::NotAttempted,
-                        format!("not attempted: {culprit} failed first"),
-                    )
+            let now = report
+                .state
+                .map_or("an unknown state".to_string(), |s| s.to_string());
+            let interrupted = matches!(cause, RollbackCause::Interrupted(_));
+            let failure = if report.rollback_failure.is_some() {
+                Failure::new(
+                    FailureKind::RollbackFailed,
+                    format!("{because}, and this process could not be rolled back: it is left {now}"),
+                    format!(
+                        "bring it back by hand (`cudackpt resume {}` or `unlock`); see rollback_error",
+                        report.pid
+                    ),
+                )
+            } else if report.failure.is_some() || (report.note.is_some() && !interrupted) {
+                // Its own failure says it all; or it needed nothing.
+                continue;
+            } else if interrupted {
+                let what = if report.rolled_back {
+                    format!("rolled back to {now}")
                 } else {
-                    let back_to = report
-                        .state
-                        .map_or("its starting state".to_string(), |s| s.to_string());
-                    (
-                        FailureKind::RolledBack,
-                        format!("rolled back to {back_to} because {culprit} failed"),
-                    )
+                    format!("left {now}")
                 };
-                report.failure = Some(Failure::new(
-                    kind,
-                    message,
+                Failure::new(
+                    FailureKind::Interrupted,
+                    format!("{because}; {what}"),
+                    "run the command again when it may finish",
+                )
+            } else if steps_done.is_empty() {
+                Failure::new(
+                    FailureKind::NotAttempted,
+                    format!("not attempted: {because} first"),
                     "see the failure of the other process",
-                ));
-            }
+                )
+            } else {
+                Failure::new(
+                    FailureKind::RolledBack,
+                    format!("rolled back to {now} because {because}"),
+                    "see the failure of the other process",
+                )
+            };
+            report.note = None;
+            report.failure = Some(failure);
         }
     }
+}
+
+/// Why a group is being rolled back.
+#[derive(Debug, Clone, Copy)]
+enum RollbackCause {
+    /// The process at this index failed a step.
+    Failed(usize),
+    /// A signal arrived.
+    Interrupted(i32),
 }
 
 /// Marks every process without a failure of its own as not attempted.

@@ -13,6 +13,7 @@ pub enum ExitStatus {
     PermissionDenied = 6,
     DriverUnavailable = 7,
     PreflightRefused = 8,
+    Interrupted = 130,
 }
 
 impl ExitStatus {
@@ -31,12 +32,13 @@ impl ExitStatus {
             ExitStatus::PermissionDenied => "permission denied (needs root or CAP_SYS_PTRACE; see ptrace_scope)",
             ExitStatus::DriverUnavailable => "driver unavailable: libcuda not found, or too old for the checkpoint API",
             ExitStatus::PreflightRefused => "refused before any state changed: invalid GPU map (or, for restore, not enough GPU memory)",
+            ExitStatus::Interrupted => "interrupted by SIGINT, SIGTERM or SIGHUP; the processes were rolled back (a second signal exits at once)",
         }
     }
 }
 
 /// Every status, in order, for documentation.
-pub const ALL: [ExitStatus; 9] = [
+pub const ALL: [ExitStatus; 10] = [
     ExitStatus::Success,
     ExitStatus::Failed,
     ExitStatus::Usage,
@@ -46,6 +48,7 @@ pub const ALL: [ExitStatus; 9] = [
     ExitStatus::PermissionDenied,
     ExitStatus::DriverUnavailable,
     ExitStatus::PreflightRefused,
+    ExitStatus::Interrupted,
 ];
 
 #[cfg(test)]
@@ -55,6 +58,6 @@ mod tests {
     #[test]
     fn numbers_are_the_documented_interface() {
         let codes: Vec<u8> = ALL.iter().map(|s| s.code()).collect();
-        assert_eq!(codes, vec![0, 1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(codes, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 130]);
     }
 }

@@ -90,8 +90,24 @@ pub enum MapError {
     },
     #[error("--map names GPU index {index}, but this host has {count} GPU(s) (indexes 0 to {last})", last = .count.saturating_sub(1))]
     UnknownIndex { index: u32, count: usize },
-    #[error("--map names GPU indexes, but the GPUs of this host could not be listed: {reason}")]
+    #[error("--map sends {old} to {new}, which is not a GPU of this host (it has {})", list_gpus(.local))]
+    UnknownGpu {
+        old: GpuUuid,
+        new: GpuUuid,
+        local: Vec<GpuUuid>,
+    },
+    #[error("--map needs the GPUs of this host, but they could not be listed: {reason}")]
     DevicesUnavailable { reason: String },
+}
+
+fn list_gpus(gpus: &[GpuUuid]) -> String {
+    if gpus.is_empty() {
+        return "no GPU".to_string();
+    }
+    gpus.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl MapError {
@@ -137,27 +153,38 @@ fn parse_entry(item: &str) -> Result<MapEntry, MapError> {
     Ok(MapEntry { old, new })
 }
 
-/// Whether resolving `entries` needs this host's device list.
-pub fn needs_devices(entries: &[MapEntry]) -> bool {
+/// Whether any NEW is a GPU index (which needs this host's GPU list).
+pub fn uses_indexes(entries: &[MapEntry]) -> bool {
     entries.iter().any(|e| matches!(e.new, DeviceRef::Index(_)))
 }
 
 /// Turns parsed entries into driver pairs: indexes become the UUIDs of
-/// `local_gpus` (this host's GPUs in index order), and a GPU receiving two
-/// others is refused.
-pub fn resolve_map(entries: &[MapEntry], local_gpus: &[GpuUuid]) -> Result<Vec<GpuPair>, MapError> {
+/// `local_gpus` (this host's GPUs in index order); a NEW that is not a GPU
+/// of this host, or a GPU receiving two others, is refused. With no GPU
+/// list (`None`), UUIDs pass unchecked and indexes cannot be resolved.
+pub fn resolve_map(
+    entries: &[MapEntry],
+    local_gpus: Option<&[GpuUuid]>,
+) -> Result<Vec<GpuPair>, MapError> {
     let mut receivers: HashMap<GpuUuid, GpuUuid> = HashMap::new();
     let mut pairs = Vec::with_capacity(entries.len());
     for entry in entries {
-        let new = match entry.new {
-            DeviceRef::Uuid(uuid) => uuid,
-            DeviceRef::Index(index) => {
-                *local_gpus
-                    .get(index as usize)
-                    .ok_or(MapError::UnknownIndex {
-                        index,
-                        count: local_gpus.len(),
-                    })?
+        let new = match (entry.new, local_gpus) {
+            (DeviceRef::Uuid(uuid), None) => uuid,
+            (DeviceRef::Uuid(uuid), Some(local)) if local.contains(&uuid) => uuid,
+            (DeviceRef::Uuid(uuid), Some(local)) => {
+                return Err(MapError::UnknownGpu {
+                    old: entry.old,
+                    new: uuid,
+                    local: local.to_vec(),
+                })
+            }
+            (DeviceRef::Index(index), local) => {
+                let local = local.unwrap_or_default();
+                *local.get(index as usize).ok_or(MapError::UnknownIndex {
+                    index,
+                    count: local.len(),
+                })?
             }
         };
         if let Some(first) = receivers.insert(new, entry.old) {
@@ -223,7 +250,6 @@ mod tests {
             }
         );
         assert_eq!(entries[2].new, DeviceRef::Index(0));
-        assert!(needs_devices(&entries));
     }
 
     #[test]
@@ -250,7 +276,7 @@ mod tests {
     #[test]
     fn many_to_one_is_refused_even_through_an_index() {
         let entries = parse_map(&[format!("{A}={B},{C}=1")]).expect("valid syntax");
-        let err = resolve_map(&entries, &[uuid(A), uuid(B)]).unwrap_err();
+        let err = resolve_map(&entries, Some(&[uuid(A), uuid(B)])).unwrap_err();
         assert_eq!(
             err,
             MapError::ManyToOne {
@@ -264,7 +290,7 @@ mod tests {
     #[test]
     fn indexes_resolve_against_local_gpus() {
         let entries = parse_map(&[format!("{A}=1,{B}=0")]).expect("valid syntax");
-        let pairs = resolve_map(&entries, &[uuid(A), uuid(B)]).expect("resolves");
+        let pairs = resolve_map(&entries, Some(&[uuid(A), uuid(B)])).expect("resolves");
         assert_eq!(
             pairs,
             vec![
@@ -280,7 +306,7 @@ mod tests {
         );
         let err = resolve_map(
             &parse_map(&[format!("{A}=2")]).expect("syntax"),
-            &[uuid(A), uuid(B)],
+            Some(&[uuid(A), uuid(B)]),
         )
         .unwrap_err();
         assert_eq!(

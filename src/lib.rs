@@ -18,6 +18,8 @@ pub mod driver;
 pub mod execute;
 pub mod exit;
 pub mod gpu;
+pub mod interrupt;
+pub mod inventory;
 pub mod logging;
 pub mod output;
 pub mod pattern;

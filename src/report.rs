@@ -74,9 +74,14 @@ impl Report {
     /// decide the status. A failed rollback is reported as a failure.
     pub fn exit_status(&self) -> ExitStatus {
         let primary = self.processes.iter().find_map(|p| {
-            p.failure
-                .as_ref()
-                .filter(|f| !matches!(f.kind, FailureKind::NotAttempted | FailureKind::RolledBack))
+            p.failure.as_ref().filter(|f| {
+                !matches!(
+                    f.kind,
+                    FailureKind::NotAttempted
+                        | FailureKind::RolledBack
+                        | FailureKind::RollbackFailed
+                )
+            })
         });
         if let Some(failure) = primary {
             return failure.kind.exit_status();

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::driver::CudaError;
+use crate::interrupt::Interrupt;
 
 /// A driver model: per-PID states with the real state machine, injectable
 /// error codes per (pid, call), a per-call delay, and a log of calls.
@@ -124,10 +125,20 @@ fn targets(pids: &[i32]) -> Vec<Target> {
 }
 
 fn run(model: &Model, operation: Operation, pids: &[i32]) -> Vec<ProcessReport> {
+    run_with(model, operation, pids, Interrupt::never())
+}
+
+fn run_with(
+    model: &Model,
+    operation: Operation,
+    pids: &[i32],
+    interrupt: Interrupt,
+) -> Vec<ProcessReport> {
     let executor = Executor {
         api: model,
         caller_privileged: true,
         is_alive: |_| true,
+        interrupt,
     };
     executor.run(&operation, &targets(pids))
 }
@@ -356,4 +367,52 @@ fn wait_returns_once_the_state_is_reached_and_times_out_otherwise() {
         Some(FailureKind::WaitTimeout)
     );
     assert!(started.elapsed() >= Duration::from_millis(50));
+}
+
+#[test]
+fn a_signal_stops_the_group_after_the_phase_in_flight_and_rolls_it_back() {
+    let model = Model::with(&[(1, Running), (2, Running)]);
+    let interrupt = Interrupt::never();
+    interrupt.raise(15);
+    let reports = run_with(&model, suspend(), &[1, 2], interrupt);
+    // The lock phase in flight finishes, no checkpoint starts, the locks
+    // are undone.
+    let mut calls = model.calls();
+    calls.sort();
+    assert_eq!(calls, ["lock 1", "lock 2", "unlock 1", "unlock 2"]);
+    for report in &reports {
+        assert!(
+            report.rolled_back && report.state == Some(Running),
+            "{report:?}"
+        );
+        let failure = report.failure.as_ref().expect("interrupted");
+        assert_eq!(failure.kind, FailureKind::Interrupted);
+        assert!(failure.message.contains("SIGTERM"), "{}", failure.message);
+    }
+    let report = crate::report::Report {
+        command: "suspend",
+        processes: reports,
+        duration: Duration::ZERO,
+    };
+    assert_eq!(report.exit_status(), crate::exit::ExitStatus::Interrupted);
+}
+
+#[test]
+fn a_wait_ends_when_interrupted() {
+    let model = Model::with(&[(1, Running)]);
+    let interrupt = Interrupt::never();
+    interrupt.raise(2);
+    let reports = run_with(
+        &model,
+        Operation::Wait {
+            state: Checkpointed,
+            timeout: Timeout::NONE,
+        },
+        &[1],
+        interrupt,
+    );
+    assert_eq!(
+        reports[0].failure.as_ref().map(|f| f.kind),
+        Some(FailureKind::Interrupted)
+    );
 }

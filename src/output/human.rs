@@ -106,6 +106,8 @@ fn short(failure: &Failure) -> &'static str {
         FailureKind::WaitTimeout => "timed out",
         FailureKind::NotAttempted => "not attempted",
         FailureKind::RolledBack => "rolled back",
+        FailureKind::RollbackFailed => "rollback failed",
+        FailureKind::Interrupted => "interrupted",
         FailureKind::ProcUnreadable => "/proc unreadable",
         FailureKind::Usage => "usage error",
     }

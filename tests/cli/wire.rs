@@ -53,6 +53,8 @@ pub enum Kind {
     WaitTimeout,
     NotAttempted,
     RolledBack,
+    RollbackFailed,
+    Interrupted,
     ProcUnreadable,
     Usage,
 }
