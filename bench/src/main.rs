@@ -252,6 +252,25 @@ fn latency(
                 commands: vec![("lock", s(&["lock", &p])), ("unlock", s(&["unlock", &p]))],
             },
         ];
+        // The compatible grammar, as CRIU's plugin calls it.
+        cases.push(Case {
+            tool: "compat",
+            program: cudackpt,
+            commands: vec![("get-state", s(&["--get-state", "--pid", &p]))],
+        });
+        cases.push(Case {
+            tool: "compat",
+            program: cudackpt,
+            commands: vec![("restore-tid", s(&["--get-restore-tid", "--pid", &p]))],
+        });
+        cases.push(Case {
+            tool: "compat",
+            program: cudackpt,
+            commands: vec![
+                ("lock", s(&["--action", "lock", "--pid", &p])),
+                ("unlock", s(&["--action", "unlock", "--pid", &p])),
+            ],
+        });
         if let Some(nvidia) = nvidia {
             cases.push(Case {
                 tool: "nvidia",
@@ -291,34 +310,39 @@ fn print_table(figures: &[Figure]) {
             .iter()
             .find(|f| f.operation == op && f.process_state == state && f.tool == tool)
     };
+    let cell = |figure: Option<&Figure>| {
+        figure.map_or("-".to_string(), |f| {
+            let refused = if f.all_succeeded { "" } else { " (err)" };
+            format!("{:.2}{refused}", f.median_ms)
+        })
+    };
+    let ratio = |over: Option<&Figure>, under: Option<&Figure>| match (over, under) {
+        (Some(over), Some(under)) => format!("{:.2}x", over.median_ms / under.median_ms),
+        _ => "-".to_string(),
+    };
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "| operation | process | bare ms | cudackpt ms | cudackpt/bare | nvidia ms | nvidia/cudackpt |");
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| operation | process | bare ms | cudackpt ms | compat ms | nvidia ms | cudackpt/bare | compat/bare | nvidia/cudackpt |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
     for state in ["running", "checkpointed"] {
         for op in ["get-state", "restore-tid", "lock", "unlock"] {
-            let (Some(bare), Some(ours)) = (find(op, state, "bare"), find(op, state, "cudackpt"))
-            else {
+            let [bare, ours, compat, nvidia] =
+                ["bare", "cudackpt", "compat", "nvidia"].map(|tool| find(op, state, tool));
+            if bare.is_none() {
                 continue;
-            };
-            let nvidia = find(op, state, "nvidia");
-            let flag = |f: &Figure| if f.all_succeeded { "" } else { " (err)" };
+            }
             let _ = writeln!(
                 out,
-                "| {op} | {state} | {:.2}{} | {:.2}{} | {:.2}x | {} | {} |",
-                bare.median_ms,
-                flag(bare),
-                ours.median_ms,
-                flag(ours),
-                ours.median_ms / bare.median_ms,
-                nvidia.map_or("-".to_string(), |n| format!(
-                    "{:.2}{}",
-                    n.median_ms,
-                    flag(n)
-                )),
-                nvidia.map_or("-".to_string(), |n| format!(
-                    "{:.1}x",
-                    n.median_ms / ours.median_ms
-                )),
+                "| {op} | {state} | {} | {} | {} | {} | {} | {} | {} |",
+                cell(bare),
+                cell(ours),
+                cell(compat),
+                cell(nvidia),
+                ratio(ours, bare),
+                ratio(compat, bare),
+                ratio(nvidia, ours),
             );
         }
     }

@@ -253,6 +253,19 @@ def identity_map(tools, t):
     return f"{len(gpus)} GPU(s) mapped to themselves"
 
 
+@scenario("a map to a GPU that is not on this host is refused before the driver (exit 8)")
+def foreign_map(tools, t):
+    gpus = tools.json("doctor")["gpus"]
+    step(tools, "suspend", t.pid, "checkpointed")
+    foreign = "GPU-00000000-1111-2222-3333-444444444444"
+    mapping = ",".join(f"{g['uuid']}={foreign if i == 0 else g['uuid']}" for i, g in enumerate(gpus))
+    error = refused(tools, "resume", t.pid, 8, "invalid_map", "--map", mapping)
+    expect(foreign in error["message"], f"{error}")
+    expect(tools.state(t.pid) == "checkpointed", "nothing may have changed")
+    step(tools, "resume", t.pid, "running")
+    t.verify()
+
+
 @scenario("no driver: exit 7 naming the path tried")
 def no_driver(tools):
     code, out, err = tools.run("state", "1", "--libcuda", "/nonexistent/libcuda.so.1")
@@ -408,6 +421,31 @@ def group_rollback(tools, size_mib):
             t.close()
 
 
+@scenario("SIGTERM during a group suspend: every process rolled back, data intact (exit 130)")
+def group_interrupted(tools, size_mib):
+    targets = [Target(tools, size_mib=size_mib, seed=30 + i) for i in range(4)]
+    try:
+        pids = [t.pid for t in targets]
+        p = subprocess.Popen([tools.cudackpt, "--json", "suspend", *map(str, pids)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.3)  # inside the checkpoint phase of 4 x 1 GiB
+        p.terminate()
+        out, err = p.communicate(timeout=120)
+        doc = json.loads(out)
+        if p.returncode == 0:
+            raise Skipped(f"the suspend finished before the signal arrived ({doc['duration_ms']:.0f} ms)")
+        expect(p.returncode == 130, f"exit {p.returncode}: {err}")
+        kinds = {(q.get("error") or {}).get("kind") for q in doc["processes"]}
+        expect(kinds == {"interrupted"} and all(q["rolled_back"] for q in doc["processes"]), f"{doc}")
+        for pid in pids:
+            expect(tools.state(pid) == "running", f"PID {pid} left {tools.state(pid)}")
+        for t in targets:
+            t.verify()
+        return f"interrupted after {doc['duration_ms']:.0f} ms; all 4 back to running"
+    finally:
+        for t in targets:
+            t.close()
+
+
 def bench(tools, out_dir):
     args = [tools.bench, "latency", "--cudackpt", tools.cudackpt, "--target", tools.target_bin, "--runs", "30"]
     if tools.nvidia:
@@ -441,12 +479,14 @@ def main():
         bad_targets(tools, t)
         lock_timeout(tools, t)
         identity_map(tools, t)
+        foreign_map(tools, t)
         nvidia_agrees(tools, t)
         compat_grammar(tools, t)
     finally:
         t.close()
     group(tools, 512)
     group_rollback(tools, 512)
+    group_interrupted(tools, 1024)
     criu_with_plugin(tools)
 
     count = {status: sum(r["status"] == status for r in RESULTS) for status in ["pass", "fail", "skip"]}
