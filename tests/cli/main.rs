@@ -7,6 +7,7 @@ mod support;
 mod wire;
 
 mod artifacts;
+mod compat;
 mod compound;
 mod demo;
 mod doctor;
