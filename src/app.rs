@@ -333,6 +333,7 @@ pub fn run_process_command(request: Request<'_>) -> Report {
     };
 
     let privileges = Privileges::current();
+    tracing::debug!(?pids, command, ?privileges, "checking targets");
     let checked: Vec<Result<Target, Failure>> = pids
         .iter()
         .map(|&pid| check(pid, &privileges, thread_ids))

@@ -187,6 +187,7 @@ impl Executor<'_> {
 
     /// Runs one step, timing it.
     fn step(&self, pid: i32, step: &Step) -> (Result<(), CallError>, Duration) {
+        tracing::debug!(pid, step = step.name(), "driver call");
         let started = Instant::now();
         let result = match step {
             Step::Lock { timeout } => self.api.lock(pid, timeout.as_millis()),
@@ -194,7 +195,12 @@ impl Executor<'_> {
             Step::Restore { map } => self.api.restore(pid, map),
             Step::Unlock => self.api.unlock(pid),
         };
-        (result, started.elapsed())
+        let took = started.elapsed();
+        match &result {
+            Ok(()) => tracing::debug!(pid, step = step.name(), ?took, "done"),
+            Err(error) => tracing::debug!(pid, step = step.name(), ?took, %error, "failed"),
+        }
+        (result, took)
     }
 
     /// Every state-changing command: plan each process, run the plan phase
