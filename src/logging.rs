@@ -1,8 +1,6 @@
 //! Tracing to stderr, switched on by -v/-vv or RUST_LOG. Off by default so
 //! start-up stays cheap: no subscriber is built unless asked for.
 
-use std::io::IsTerminal;
-
 use tracing_subscriber::EnvFilter;
 
 pub fn init(verbosity: u8) {
@@ -20,10 +18,7 @@ pub fn init(verbosity: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(
-            std::io::stderr().is_terminal()
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
-        )
+        .with_ansi(crate::output::colour_suits(&std::io::stderr()))
         .with_target(false)
         .try_init();
 }

@@ -30,10 +30,7 @@ impl Look {
         let color = match choice {
             ColorChoice::Always => true,
             ColorChoice::Never => false,
-            ColorChoice::Auto => {
-                io::stdout().is_terminal()
-                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-            }
+            ColorChoice::Auto => colour_suits(&io::stdout()),
         };
         Look { color }
     }
@@ -67,6 +64,12 @@ impl Look {
     pub fn dim(&self, text: &str) -> String {
         self.paint(Style::new().dimmed(), text)
     }
+}
+
+/// Whether `stream` may be coloured when nothing was asked for: it is a
+/// terminal and NO_COLOR (no-color.org) is unset or empty.
+pub fn colour_suits(stream: &impl IsTerminal) -> bool {
+    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// A duration the way people read it: `0.412 ms`, `12.3 ms`, `1.302 s`.
