@@ -1,20 +1,24 @@
 //! cudackpt's benchmark harness (see bench/README.md).
 //!
-//! `latency` times whole invocations (spawn to exit, as a user or CRIU pays
-//! for them) of cudackpt, of a bare program that loads libcuda and makes the
-//! one driver call (the floor: `cudackpt-bench bare`), and of NVIDIA's
-//! `cuda-checkpoint` when given, on one CUDA process while it runs and while
-//! it is checkpointed. Medians of repeated runs, printed as a table and
-//! written as JSON.
+//! - `bare`: the floor, one driver call from a program that only loads libcuda.
+//! - `latency` (`latency.rs`): whole-process latency of each command, per
+//!   process state, against `bare` and NVIDIA's `cuda-checkpoint`.
+//! - `group` (`group.rs`): one group suspend/resume of N processes against
+//!   the same N one by one, with a data check in every process after every
+//!   round.
+//!
+//! `spawn.rs` starts the GPU target program and times commands for both.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+mod group;
+mod latency;
+mod spawn;
 
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::builder::RangedU64ValueParser;
 use clap::{Parser, Subcommand};
 use cudackpt::driver::{CheckpointApi, Driver};
-use serde::Serialize;
 
 #[derive(Parser)]
 struct Cli {
@@ -51,6 +55,34 @@ enum BenchCommand {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// One group suspend/resume of N processes against the same one by one.
+    Group {
+        /// The cudackpt binary to measure.
+        #[arg(long)]
+        cudackpt: PathBuf,
+        /// The GPU target program to start (tests/gpu-target).
+        #[arg(long)]
+        target: PathBuf,
+        /// Device memory each target holds, MiB (comma-separated list: each
+        /// size is measured in turn).
+        #[arg(long, value_delimiter = ',', default_value = "2048",
+              value_parser = RangedU64ValueParser::<u64>::new().range(1..))]
+        sizes_mib: Vec<u64>,
+        /// How many processes at once (comma-separated list).
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4,8",
+              value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
+        counts: Vec<usize>,
+        /// Timed rounds per process count.
+        #[arg(long, default_value_t = 3,
+              value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
+        runs: usize,
+        /// NVIDIA's cuda-checkpoint: also time it one by one (--toggle).
+        #[arg(long)]
+        nvidia: Option<PathBuf>,
+        /// Where to write every sample and the medians as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
 }
 
 fn bare(op: &str, pid: i32) -> ExitCode {
@@ -71,286 +103,9 @@ fn bare(op: &str, pid: i32) -> ExitCode {
     }
 }
 
-/// Spawn-to-exit wall time of one command, output discarded.
-fn time_once(program: &Path, args: &[String]) -> (Duration, bool) {
-    let started = Instant::now();
-    let status = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    (started.elapsed(), status.is_ok_and(|s| s.success()))
-}
-
-#[derive(Serialize, Clone)]
-struct Figure {
-    operation: String,
-    process_state: String,
-    tool: String,
-    median_ms: f64,
-    min_ms: f64,
-    p90_ms: f64,
-    runs: usize,
-    all_succeeded: bool,
-}
-
-fn summarize(
-    operation: &str,
-    state: &str,
-    tool: &str,
-    mut samples: Vec<Duration>,
-    all_ok: bool,
-) -> Figure {
-    samples.sort();
-    let ms = |d: Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
-    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-    Figure {
-        operation: operation.to_string(),
-        process_state: state.to_string(),
-        tool: tool.to_string(),
-        median_ms: ms(at(0.5)),
-        min_ms: ms(samples[0]),
-        p90_ms: ms(at(0.9)),
-        runs: samples.len(),
-        all_succeeded: all_ok,
-    }
-}
-
-/// One thing to time: a single command, or a lock/unlock pair that leaves
-/// the process as it found it.
-struct Case<'a> {
-    tool: &'static str,
-    program: &'a Path,
-    commands: Vec<(&'static str, Vec<String>)>,
-}
-
-/// Times every case `runs` times after 3 warm-up rounds, interleaved: each
-/// round runs every case once, starting from a different case each round,
-/// so drift on the host (or in the driver) does not favour one tool.
-fn measure_interleaved(cases: &[Case<'_>], state: &str, runs: usize) -> Vec<Figure> {
-    let mut samples: Vec<Vec<(Vec<Duration>, bool)>> = cases
-        .iter()
-        .map(|c| vec![(Vec::new(), true); c.commands.len()])
-        .collect();
-    for round in 0..runs + 3 {
-        for k in 0..cases.len() {
-            let index = (k + round) % cases.len();
-            for (j, (_, args)) in cases[index].commands.iter().enumerate() {
-                let (took, ok) = time_once(cases[index].program, args);
-                if round >= 3 {
-                    samples[index][j].0.push(took);
-                    samples[index][j].1 &= ok;
-                }
-            }
-        }
-    }
-    let mut figures = Vec::new();
-    for (case, per_command) in cases.iter().zip(samples) {
-        for ((operation, _), (times, ok)) in case.commands.iter().zip(per_command) {
-            figures.push(summarize(operation, state, case.tool, times, ok));
-        }
-    }
-    figures
-}
-
-struct Target(Child);
-
-impl Drop for Target {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_target(program: &Path, size_mib: u64) -> Result<(Target, i32), String> {
-    let mut child = Command::new(program)
-        .args(["--size-mib", &size_mib.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("could not start {}: {e}", program.display()))?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .map_err(|e| e.to_string())?;
-    if !line.starts_with("READY") {
-        return Err(format!("target did not start: {line}"));
-    }
-    Ok((Target(child), child_pid(&line)?))
-}
-
-fn child_pid(ready: &str) -> Result<i32, String> {
-    ready
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .ok_or(format!("bad READY line {ready:?}"))
-}
-
-fn run_cli(program: &Path, args: &[&str]) -> bool {
-    Command::new(program)
-        .args(args)
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn latency(
-    cudackpt: &Path,
-    nvidia: Option<&Path>,
-    target: &Path,
-    size_mib: u64,
-    runs: usize,
-    json: Option<&Path>,
-) -> Result<(), String> {
-    let bench = std::env::current_exe().map_err(|e| e.to_string())?;
-    let (_target, pid) = start_target(target, size_mib)?;
-    let p = pid.to_string();
-    let mut figures = Vec::new();
-    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
-
-    for state in ["running", "checkpointed"] {
-        if state == "checkpointed" && !run_cli(cudackpt, &["suspend", &p]) {
-            return Err("could not suspend the target".into());
-        }
-        // On a checkpointed process lock and unlock are refused, which
-        // times the error path; while running they are a real cycle.
-        let mut cases = vec![
-            Case {
-                tool: "bare",
-                program: &bench,
-                commands: vec![("get-state", s(&["bare", "get-state", &p]))],
-            },
-            Case {
-                tool: "cudackpt",
-                program: cudackpt,
-                commands: vec![("get-state", s(&["state", &p]))],
-            },
-            Case {
-                tool: "bare",
-                program: &bench,
-                commands: vec![("restore-tid", s(&["bare", "restore-tid", &p]))],
-            },
-            Case {
-                tool: "cudackpt",
-                program: cudackpt,
-                commands: vec![("restore-tid", s(&["restore-tid", &p]))],
-            },
-            Case {
-                tool: "bare",
-                program: &bench,
-                commands: vec![
-                    ("lock", s(&["bare", "lock", &p])),
-                    ("unlock", s(&["bare", "unlock", &p])),
-                ],
-            },
-            Case {
-                tool: "cudackpt",
-                program: cudackpt,
-                commands: vec![("lock", s(&["lock", &p])), ("unlock", s(&["unlock", &p]))],
-            },
-        ];
-        // The compatible grammar, as CRIU's plugin calls it.
-        cases.push(Case {
-            tool: "compat",
-            program: cudackpt,
-            commands: vec![("get-state", s(&["--get-state", "--pid", &p]))],
-        });
-        cases.push(Case {
-            tool: "compat",
-            program: cudackpt,
-            commands: vec![("restore-tid", s(&["--get-restore-tid", "--pid", &p]))],
-        });
-        cases.push(Case {
-            tool: "compat",
-            program: cudackpt,
-            commands: vec![
-                ("lock", s(&["--action", "lock", "--pid", &p])),
-                ("unlock", s(&["--action", "unlock", "--pid", &p])),
-            ],
-        });
-        if let Some(nvidia) = nvidia {
-            cases.push(Case {
-                tool: "nvidia",
-                program: nvidia,
-                commands: vec![("get-state", s(&["--get-state", "--pid", &p]))],
-            });
-            cases.push(Case {
-                tool: "nvidia",
-                program: nvidia,
-                commands: vec![("restore-tid", s(&["--get-restore-tid", "--pid", &p]))],
-            });
-            cases.push(Case {
-                tool: "nvidia",
-                program: nvidia,
-                commands: vec![
-                    ("lock", s(&["--action", "lock", "--pid", &p])),
-                    ("unlock", s(&["--action", "unlock", "--pid", &p])),
-                ],
-            });
-        }
-        figures.extend(measure_interleaved(&cases, state, runs));
-        if state == "checkpointed" && !run_cli(cudackpt, &["resume", &p]) {
-            return Err("could not resume the target".into());
-        }
-    }
-    print_table(&figures);
-    if let Some(path) = json {
-        let text = serde_json::to_string_pretty(&figures).map_err(|e| e.to_string())?;
-        std::fs::write(path, text).map_err(|e| e.to_string())?;
-    }
-    Ok(())
-}
-
-fn print_table(figures: &[Figure]) {
-    let find = |op: &str, state: &str, tool: &str| {
-        figures
-            .iter()
-            .find(|f| f.operation == op && f.process_state == state && f.tool == tool)
-    };
-    let cell = |figure: Option<&Figure>| {
-        figure.map_or("-".to_string(), |f| {
-            let refused = if f.all_succeeded { "" } else { " (err)" };
-            format!("{:.2}{refused}", f.median_ms)
-        })
-    };
-    let ratio = |over: Option<&Figure>, under: Option<&Figure>| match (over, under) {
-        (Some(over), Some(under)) => format!("{:.2}x", over.median_ms / under.median_ms),
-        _ => "-".to_string(),
-    };
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "| operation | process | bare ms | cudackpt ms | compat ms | nvidia ms | cudackpt/bare | compat/bare | nvidia/cudackpt |"
-    );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
-    for state in ["running", "checkpointed"] {
-        for op in ["get-state", "restore-tid", "lock", "unlock"] {
-            let [bare, ours, compat, nvidia] =
-                ["bare", "cudackpt", "compat", "nvidia"].map(|tool| find(op, state, tool));
-            if bare.is_none() {
-                continue;
-            }
-            let _ = writeln!(
-                out,
-                "| {op} | {state} | {} | {} | {} | {} | {} | {} | {} |",
-                cell(bare),
-                cell(ours),
-                cell(compat),
-                cell(nvidia),
-                ratio(ours, bare),
-                ratio(compat, bare),
-                ratio(nvidia, ours),
-            );
-        }
-    }
-}
-
 fn main() -> ExitCode {
-    match Cli::parse().command {
-        BenchCommand::Bare { op, pid } => bare(&op, pid),
+    let result = match Cli::parse().command {
+        BenchCommand::Bare { op, pid } => return bare(&op, pid),
         BenchCommand::Latency {
             cudackpt,
             nvidia,
@@ -358,21 +113,37 @@ fn main() -> ExitCode {
             size_mib,
             runs,
             json,
-        } => {
-            match latency(
-                &cudackpt,
-                nvidia.as_deref(),
-                &target,
-                size_mib,
-                runs,
-                json.as_deref(),
-            ) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("cudackpt-bench: {error}");
-                    ExitCode::FAILURE
-                }
-            }
+        } => latency::latency(
+            &cudackpt,
+            nvidia.as_deref(),
+            &target,
+            size_mib,
+            runs,
+            json.as_deref(),
+        ),
+        BenchCommand::Group {
+            cudackpt,
+            target,
+            sizes_mib,
+            counts,
+            runs,
+            nvidia,
+            json,
+        } => group::group(&group::Options {
+            cudackpt: &cudackpt,
+            target: &target,
+            sizes_mib: &sizes_mib,
+            counts: &counts,
+            runs,
+            nvidia: nvidia.as_deref(),
+            json: json.as_deref(),
+        }),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("cudackpt-bench: {error}");
+            ExitCode::FAILURE
         }
     }
 }
