@@ -40,6 +40,9 @@ _cudackpt() {
             cudackpt,man)
                 cmd="cudackpt__subcmd__man"
                 ;;
+            cudackpt,ps)
+                cmd="cudackpt__subcmd__ps"
+                ;;
             cudackpt,restore)
                 cmd="cudackpt__subcmd__restore"
                 ;;
@@ -88,6 +91,9 @@ _cudackpt() {
             cudackpt__subcmd__help,man)
                 cmd="cudackpt__subcmd__help__subcmd__man"
                 ;;
+            cudackpt__subcmd__help,ps)
+                cmd="cudackpt__subcmd__help__subcmd__ps"
+                ;;
             cudackpt__subcmd__help,restore)
                 cmd="cudackpt__subcmd__help__subcmd__restore"
                 ;;
@@ -119,7 +125,7 @@ _cudackpt() {
 
     case "${cmd}" in
         cudackpt)
-            opts="-v -q -h -V --json --verbose --quiet --libcuda --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -141,7 +147,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__checkpoint)
-            opts="-p -v -q -h -V --pid --json --verbose --quiet --libcuda --color --help --version"
+            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -152,6 +158,14 @@ _cudackpt() {
                     return 0
                     ;;
                 -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tree)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cgroup)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -171,7 +185,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__completions)
-            opts="-v -q -h -V --json --verbose --quiet --libcuda --color --help --version bash elvish fish powershell zsh"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --color --help --version bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -193,7 +207,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__demo)
-            opts="-v -q -h -V --size-mib --device --json --verbose --quiet --libcuda --color --help --version"
+            opts="-v -q -y -h -V --size-mib --device --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -223,7 +237,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__doctor)
-            opts="-v -q -h -V --json --verbose --quiet --libcuda --color --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -245,7 +259,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__help)
-            opts="state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help"
+            opts="state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -357,6 +371,20 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__help__subcmd__man)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cudackpt__subcmd__help__subcmd__ps)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -483,7 +511,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__install__subcmd__compat)
-            opts="-v -q -h -V --force --json --verbose --quiet --libcuda --color --help --version"
+            opts="-v -q -y -h -V --force --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -505,7 +533,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__lock)
-            opts="-p -t -v -q -h -V --pid --timeout --json --verbose --quiet --libcuda --color --help --version"
+            opts="-p -t -v -q -y -h -V --pid --tree --cgroup --all --timeout --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -516,6 +544,14 @@ _cudackpt() {
                     return 0
                     ;;
                 -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tree)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cgroup)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -543,7 +579,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__man)
-            opts="-v -q -h -V --dir --json --verbose --quiet --libcuda --color --help --version"
+            opts="-v -q -y -h -V --dir --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -568,8 +604,38 @@ _cudackpt() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        cudackpt__subcmd__ps)
+            opts="-v -q -y -h -V --tree --cgroup --json --verbose --quiet --libcuda --yes --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --tree)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cgroup)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         cudackpt__subcmd__restore)
-            opts="-p -m -v -q -h -V --pid --map --json --verbose --quiet --libcuda --color --help --version"
+            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -580,6 +646,14 @@ _cudackpt() {
                     return 0
                     ;;
                 -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tree)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cgroup)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -607,7 +681,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__restore__subcmd__tid)
-            opts="-p -v -q -h -V --pid --json --verbose --quiet --libcuda --color --help --version"
+            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -618,6 +692,14 @@ _cudackpt() {
                     return 0
                     ;;
                 -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tree)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cgroup)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -637,7 +719,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__resume)
-            opts="-p -m -v -q -h -V --pid --map --json --verbose --quiet --libcuda --color --help --version"
+            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -648,6 +730,14 @@ _cudackpt() {
                     return 0
                     ;;
                 -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tree)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cgroup)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -675,7 +765,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__state)
-            opts="-p -v -q -h -V --pid --json --verbose --quiet --libcuda --color --help --version"
+            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -686,6 +776,14 @@ _cudackpt() {
                     return 0
                     ;;
                 -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tree)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cgroup)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -705,7 +803,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__suspend)
-            opts="-p -t -v -q -h -V --pid --timeout --json --verbose --quiet --libcuda --color --help --version"
+            opts="-p -t -v -q -y -h -V --pid --tree --cgroup --all --timeout --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -716,6 +814,14 @@ _cudackpt() {
                     return 0
                     ;;
                 -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tree)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cgroup)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -743,7 +849,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__toggle)
-            opts="-p -t -m -v -q -h -V --pid --timeout --map --json --verbose --quiet --libcuda --color --help --version"
+            opts="-p -t -m -v -q -y -h -V --pid --tree --cgroup --all --timeout --map --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -754,6 +860,14 @@ _cudackpt() {
                     return 0
                     ;;
                 -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tree)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cgroup)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -789,7 +903,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__unlock)
-            opts="-p -v -q -h -V --pid --json --verbose --quiet --libcuda --color --help --version"
+            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -800,6 +914,14 @@ _cudackpt() {
                     return 0
                     ;;
                 -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tree)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cgroup)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -819,7 +941,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__wait)
-            opts="-p -s -t -v -q -h -V --pid --state --timeout --json --verbose --quiet --libcuda --color --help --version"
+            opts="-p -s -t -v -q -y -h -V --pid --tree --cgroup --all --state --timeout --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -830,6 +952,14 @@ _cudackpt() {
                     return 0
                     ;;
                 -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tree)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cgroup)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_cudackpt_global_optspecs
-    string join \n json v/verbose q/quiet libcuda= color= h/help V/version
+    string join \n json v/verbose q/quiet libcuda= y/yes color= h/help V/version
 end
 
 function __fish_cudackpt_needs_command
@@ -31,6 +31,7 @@ never\t''"
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "state" -d 'Print each process\'s CUDA state and restore thread id'
@@ -43,6 +44,7 @@ complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "suspend" -d 'Lock
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "resume" -d 'Restore and unlock: checkpointed → running (already running is success). A group moves together or not at all'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "restore-tid" -d 'Print the id of the thread that restores each process\'s CUDA state (CRIU needs it unfrozen during restore)'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "wait" -d 'Wait until every process reaches a state'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "ps" -d 'List the CUDA processes on this host with their state, restore thread and whether NCCL is loaded. Read-only: it never locks a process to find out'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "doctor" -d 'Check whether this host can checkpoint CUDA processes, and say what to fix'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "demo" -d 'Checkpoint and restore this process\'s own GPU memory and check that the data survives'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "install-compat" -d 'Install cudackpt as `cuda-checkpoint` (a symlink), so CRIU\'s CUDA plugin and scripts written for NVIDIA\'s tool use it unchanged'
@@ -50,113 +52,165 @@ complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "completions" -d '
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "man" -d 'Print the man page, or write every page into a directory'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s t -l timeout -d 'How long to wait for the process\'s CUDA work to drain before giving up (the process then keeps running). Milliseconds (500) or a duration (500ms, 5s, 2m); 0, the default, waits as long as it takes' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s t -l timeout -d 'How long to wait for the process\'s CUDA work to drain before giving up (the process then keeps running). Milliseconds (500) or a duration (500ms, 5s, 2m); 0, the default, waits as long as it takes' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s t -l timeout -d 'How long to wait for the process\'s CUDA work to drain before giving up (the process then keeps running). Milliseconds (500) or a duration (500ms, 5s, 2m); 0, the default, waits as long as it takes' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s s -l state -d 'The state to wait for: running, locked, checkpointed or failed' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s t -l timeout -d 'Give up after this long (exit 1). Milliseconds or a duration; 0, the default, waits as long as it takes' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l tree -d 'Only this process\'s tree (repeatable)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l cgroup -d 'Only this cgroup and its child cgroups (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l json -d 'Print one JSON document on stdout instead of text'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -164,6 +218,7 @@ never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l size-mib -d 'How much GPU memory to fill and carry through the round trip' -r
@@ -175,6 +230,7 @@ never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
@@ -185,6 +241,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l for
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
@@ -194,6 +251,7 @@ never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l dir -d 'Write cudackpt.1 and one page per command here' -r -F
@@ -204,21 +262,23 @@ never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s q -l quiet -d 'Print nothing; report through the exit status only'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help" -f -a "state" -d 'Print each process\'s CUDA state and restore thread id'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help" -f -a "lock" -d 'Block new CUDA calls and wait for submitted work to finish (running → locked)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help" -f -a "checkpoint" -d 'Copy GPU memory to host memory and release the GPUs (locked → checkpointed)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help" -f -a "restore" -d 'Reacquire GPUs and copy memory back (checkpointed → locked)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help" -f -a "unlock" -d 'Let CUDA calls run again (locked → running)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help" -f -a "toggle" -d 'Suspend running processes, or resume checkpointed ones'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help" -f -a "suspend" -d 'Lock and checkpoint: running → checkpointed (already checkpointed is success). A group moves together or not at all'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help" -f -a "resume" -d 'Restore and unlock: checkpointed → running (already running is success). A group moves together or not at all'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help" -f -a "restore-tid" -d 'Print the id of the thread that restores each process\'s CUDA state (CRIU needs it unfrozen during restore)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help" -f -a "wait" -d 'Wait until every process reaches a state'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help" -f -a "doctor" -d 'Check whether this host can checkpoint CUDA processes, and say what to fix'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help" -f -a "demo" -d 'Checkpoint and restore this process\'s own GPU memory and check that the data survives'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help" -f -a "install-compat" -d 'Install cudackpt as `cuda-checkpoint` (a symlink), so CRIU\'s CUDA plugin and scripts written for NVIDIA\'s tool use it unchanged'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help" -f -a "completions" -d 'Print a shell completion script'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help" -f -a "man" -d 'Print the man page, or write every page into a directory'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait doctor demo install-compat completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "state" -d 'Print each process\'s CUDA state and restore thread id'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "lock" -d 'Block new CUDA calls and wait for submitted work to finish (running → locked)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "checkpoint" -d 'Copy GPU memory to host memory and release the GPUs (locked → checkpointed)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "restore" -d 'Reacquire GPUs and copy memory back (checkpointed → locked)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "unlock" -d 'Let CUDA calls run again (locked → running)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "toggle" -d 'Suspend running processes, or resume checkpointed ones'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "suspend" -d 'Lock and checkpoint: running → checkpointed (already checkpointed is success). A group moves together or not at all'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "resume" -d 'Restore and unlock: checkpointed → running (already running is success). A group moves together or not at all'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "restore-tid" -d 'Print the id of the thread that restores each process\'s CUDA state (CRIU needs it unfrozen during restore)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "wait" -d 'Wait until every process reaches a state'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "ps" -d 'List the CUDA processes on this host with their state, restore thread and whether NCCL is loaded. Read-only: it never locks a process to find out'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "doctor" -d 'Check whether this host can checkpoint CUDA processes, and say what to fix'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "demo" -d 'Checkpoint and restore this process\'s own GPU memory and check that the data survives'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "install-compat" -d 'Install cudackpt as `cuda-checkpoint` (a symlink), so CRIU\'s CUDA plugin and scripts written for NVIDIA\'s tool use it unchanged'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "completions" -d 'Print a shell completion script'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "man" -d 'Print the man page, or write every page into a directory'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

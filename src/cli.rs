@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::driver::ProcessState;
 use crate::process::parse_pid;
+use crate::request::Selectors;
 use crate::timeout::{parse_timeout, Timeout};
 
 /// Checkpoint and restore the CUDA state of running processes.
@@ -63,6 +64,11 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "PATH", env = "CUDACKPT_LIBCUDA")]
     pub libcuda: Option<PathBuf>,
 
+    /// Confirm a command that changes every CUDA process on the host
+    /// (--all).
+    #[arg(short, long, global = true)]
+    pub yes: bool,
+
     /// When to colour the output.
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
@@ -87,6 +93,34 @@ pub struct Targets {
     /// A process ID to act on (repeatable; same as a positional PID).
     #[arg(short = 'p', long = "pid", value_name = "PID", value_parser = parse_pid)]
     pub pid_flags: Vec<i32>,
+
+    /// Every CUDA process in this process's tree: it and its descendants
+    /// (repeatable).
+    #[arg(long, value_name = "PID", value_parser = parse_pid)]
+    pub tree: Vec<i32>,
+
+    /// Every CUDA process in this cgroup and its child cgroups: a cgroup
+    /// directory, or a path relative to the cgroup v2 root, e.g. a pod's
+    /// (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Vec<PathBuf>,
+
+    /// Every CUDA process on this host (commands that change state also
+    /// need --yes).
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// Which processes `ps` lists (all CUDA processes when none is given).
+#[derive(Debug, Args, Clone)]
+pub struct Filter {
+    /// Only this process's tree (repeatable).
+    #[arg(long, value_name = "PID", value_parser = parse_pid)]
+    pub tree: Vec<i32>,
+
+    /// Only this cgroup and its child cgroups (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Vec<PathBuf>,
 }
 
 /// A lock timeout.
@@ -186,6 +220,13 @@ pub enum Command {
         #[arg(short, long, value_name = "T", value_parser = parse_timeout, default_value = "0")]
         timeout: Timeout,
     },
+    /// List the CUDA processes on this host with their state, restore
+    /// thread and whether NCCL is loaded. Read-only: it never locks a
+    /// process to find out.
+    Ps {
+        #[command(flatten)]
+        filter: Filter,
+    },
     /// Check whether this host can checkpoint CUDA processes, and say what
     /// to fix.
     Doctor,
@@ -224,7 +265,26 @@ pub enum Command {
     },
 }
 
+impl Filter {
+    pub fn selectors(&self) -> Selectors {
+        Selectors {
+            trees: self.tree.clone(),
+            cgroups: self.cgroup.clone(),
+            all: self.tree.is_empty() && self.cgroup.is_empty(),
+        }
+    }
+}
+
 impl Targets {
+    /// The processes to find rather than the ones named.
+    pub fn selectors(&self) -> Selectors {
+        Selectors {
+            trees: self.tree.clone(),
+            cgroups: self.cgroup.clone(),
+            all: self.all,
+        }
+    }
+
     /// Every PID given, positional first, duplicates removed, order kept.
     pub fn pids(&self) -> Vec<i32> {
         let mut pids = Vec::with_capacity(self.pids.len() + self.pid_flags.len());

@@ -2,7 +2,7 @@
 //! under that name (a symlink) or when the first argument is one of
 //! `--get-state`, `--get-restore-tid`, `--action`, `--toggle`. CRIU's CUDA
 //! plugin and existing scripts drive it unchanged; it shares the modern
-//! mode's validation and driver calls (`app::run_process_command`).
+//! mode's validation and driver calls (`request::run_process_command`).
 //!
 //! Contract (SPEC section 8): `--get-state` prints exactly the state word,
 //! `--get-restore-tid` exactly the number, actions print nothing; exit 0 on
@@ -14,11 +14,11 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::app::{self, Request, ThreadIds};
 use crate::exit::ExitStatus;
 use crate::output::{self, human};
 use crate::plan::Operation;
 use crate::process::parse_pid;
+use crate::request::{self, Request, Selectors, ThreadIds};
 use crate::timeout::{parse_timeout, Timeout};
 
 /// The name NVIDIA's tool is installed under.
@@ -345,9 +345,11 @@ pub fn main(args: &[OsString]) -> ExitStatus {
             (pid, operation, device_map)
         }
     };
-    let report = app::run_process_command(Request {
+    let report = request::run_process_command(Request {
         libcuda: libcuda.as_deref(),
         pids: vec![pid],
+        selectors: Selectors::default(),
+        confirmed: false,
         operation: operation.clone(),
         map: &map,
         thread_ids: ThreadIds::ActOnProcess,

@@ -14,6 +14,11 @@ pub struct Report {
     pub command: &'static str,
     pub processes: Vec<ProcessReport>,
     pub duration: Duration,
+    /// A failure of the command itself, before any process was examined
+    /// (a cgroup that does not exist, `--all` without `--yes`).
+    pub failure: Option<Failure>,
+    /// Remarks about the whole command (e.g. no CUDA process found).
+    pub warnings: Vec<String>,
 }
 
 /// What happened to one target.
@@ -37,6 +42,10 @@ pub struct ProcessReport {
     pub rolled_back: bool,
     /// Set when a rollback was needed but did not complete.
     pub rollback_failure: Option<Failure>,
+    /// Whether NCCL is mapped in the process, when it was looked at.
+    pub nccl: Option<bool>,
+    /// Remarks that do not make the command fail (e.g. NCCL loaded).
+    pub warnings: Vec<String>,
 }
 
 impl ProcessReport {
@@ -64,15 +73,28 @@ pub struct StepRecord {
 }
 
 impl Report {
-    /// True only if every process succeeded.
+    pub fn new(command: &'static str, duration: Duration) -> Report {
+        Report {
+            command,
+            processes: Vec::new(),
+            duration,
+            failure: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// True only if the command itself and every process succeeded.
     pub fn ok(&self) -> bool {
-        self.processes.iter().all(ProcessReport::ok)
+        self.failure.is_none() && self.processes.iter().all(ProcessReport::ok)
     }
 
     /// The status of the first real failure, in target order: a process
     /// that was only skipped or rolled back because another failed does not
     /// decide the status. A failed rollback is reported as a failure.
     pub fn exit_status(&self) -> ExitStatus {
+        if let Some(failure) = &self.failure {
+            return failure.kind.exit_status();
+        }
         let primary = self.processes.iter().find_map(|p| {
             p.failure.as_ref().filter(|f| {
                 !matches!(

@@ -217,9 +217,8 @@ fn a_failed_checkpoint_rolls_the_whole_group_back() {
         .as_ref()
         .is_some_and(|f| f.message.contains("PID 2 (worker2)")));
     let report = crate::report::Report {
-        command: "suspend",
         processes: reports,
-        duration: Duration::ZERO,
+        ..crate::report::Report::new("suspend", Duration::ZERO)
     };
     assert_eq!(report.exit_status(), crate::exit::ExitStatus::Failed);
 }
@@ -235,9 +234,8 @@ fn a_lock_timeout_unlocks_the_others_and_exits_3() {
         "no checkpoint after a failed phase"
     );
     let report = crate::report::Report {
-        command: "suspend",
         processes: reports,
-        duration: Duration::ZERO,
+        ..crate::report::Report::new("suspend", Duration::ZERO)
     };
     assert_eq!(report.exit_status(), crate::exit::ExitStatus::LockTimeout);
     assert!(
@@ -390,9 +388,8 @@ fn a_signal_stops_the_group_after_the_phase_in_flight_and_rolls_it_back() {
         assert!(failure.message.contains("SIGTERM"), "{}", failure.message);
     }
     let report = crate::report::Report {
-        command: "suspend",
         processes: reports,
-        duration: Duration::ZERO,
+        ..crate::report::Report::new("suspend", Duration::ZERO)
     };
     assert_eq!(report.exit_status(), crate::exit::ExitStatus::Interrupted);
 }

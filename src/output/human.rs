@@ -12,6 +12,7 @@ pub fn process_report(report: &Report, look: Look) -> (String, String) {
         "state" => vec!["PID", "STATE", "RESTORE-TID", "NAME"],
         "restore-tid" => vec!["PID", "RESTORE-TID", "NAME"],
         "wait" => vec!["PID", "STATE", "WAITED", "NAME"],
+        "ps" => vec!["PID", "STATE", "RESTORE-TID", "NCCL", "NAME"],
         _ => vec!["PID", "NAME", "RESULT", "TIME"],
     };
     rows.push(header.into_iter().map(|h| look.dim(h)).collect());
@@ -19,7 +20,17 @@ pub fn process_report(report: &Report, look: Look) -> (String, String) {
         rows.push(row(report.command, process, look));
     }
     let mut errors = String::new();
+    if let Some(failure) = &report.failure {
+        errors.push_str(&failure_text(failure));
+    }
+    for warning in &report.warnings {
+        errors.push_str(&format!("cudackpt: warning: {warning}\n"));
+    }
     for process in &report.processes {
+        for warning in &process.warnings {
+            let who = crate::diagnose::describe_process(process.pid, process.name.as_deref());
+            errors.push_str(&format!("cudackpt: warning: {who}: {warning}\n"));
+        }
         for failure in [&process.failure, &process.rollback_failure]
             .into_iter()
             .flatten()
@@ -32,7 +43,13 @@ pub fn process_report(report: &Report, look: Look) -> (String, String) {
             }
         }
     }
-    (columns(&rows), errors)
+    // A command that found no process prints no empty table.
+    let table = if report.processes.is_empty() {
+        String::new()
+    } else {
+        columns(&rows)
+    };
+    (table, errors)
 }
 
 fn row(command: &str, p: &ProcessReport, look: Look) -> Vec<String> {
@@ -50,6 +67,14 @@ fn row(command: &str, p: &ProcessReport, look: Look) -> Vec<String> {
         "state" => vec![pid, outcome, tid, name],
         "restore-tid" => vec![pid, if p.ok() { tid } else { look.bad("error") }, name],
         "wait" => vec![pid, outcome, format_duration(p.duration), name],
+        "ps" => {
+            let nccl = match p.nccl {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "-",
+            };
+            vec![pid, outcome, tid, nccl.to_string(), name]
+        }
         _ => vec![pid, name, result(p, look), format_duration(p.duration)],
     }
 }

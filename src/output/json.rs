@@ -18,6 +18,10 @@ pub struct ProcessCommandDoc<'a> {
     pub ok: bool,
     pub exit_code: u8,
     pub duration_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDoc<'a>>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub warnings: &'a [String],
     pub processes: Vec<ProcessDoc<'a>>,
 }
 
@@ -41,6 +45,10 @@ pub struct ProcessDoc<'a> {
     pub error: Option<ErrorDoc<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollback_error: Option<ErrorDoc<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<bool>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub warnings: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -98,6 +106,8 @@ fn process_doc(p: &ProcessReport) -> ProcessDoc<'_> {
         rolled_back: p.rolled_back,
         error: p.failure.as_ref().map(ErrorDoc::from_failure),
         rollback_error: p.rollback_failure.as_ref().map(ErrorDoc::from_failure),
+        nccl: p.nccl,
+        warnings: &p.warnings,
     }
 }
 
@@ -109,6 +119,8 @@ pub fn process_report(report: &Report) -> String {
         ok: report.ok(),
         exit_code: report.exit_status().code(),
         duration_ms: millis(report.duration),
+        error: report.failure.as_ref().map(ErrorDoc::from_failure),
+        warnings: &report.warnings,
         processes: report.processes.iter().map(process_doc).collect(),
     };
     to_line(&doc)

@@ -1,0 +1,258 @@
+//! Finding processes, read-only: every process on the host, a process tree,
+//! the members of a cgroup, and which of them have the CUDA driver (or NCCL)
+//! mapped. Nothing here talks to the driver or changes any process; the
+//! caller confirms candidates with the driver's read-only GetState.
+//! Processes that vanish mid-scan are skipped.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use memchr::memmem;
+
+/// Every PID in /proc, ascending.
+pub fn all_pids() -> Vec<i32> {
+    let mut pids: Vec<i32> = fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    pids.sort_unstable();
+    pids
+}
+
+/// The parent PID from the text of `/proc/PID/stat` (the command name may
+/// hold spaces and parentheses, so fields are counted after the last `)`).
+pub fn parse_ppid(stat: &str) -> Option<i32> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// `root` and every descendant of it, root first, then by PID.
+pub fn tree(root: i32) -> Vec<i32> {
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    for pid in all_pids() {
+        if let Some(ppid) = fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .as_deref()
+            .and_then(parse_ppid)
+        {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    descendants(root, &children)
+}
+
+/// Walks a parent → children map from `root` (pure, for tests).
+pub fn descendants(root: i32, children: &HashMap<i32, Vec<i32>>) -> Vec<i32> {
+    let mut found = vec![root];
+    let mut next = 0;
+    while next < found.len() {
+        let parent = found[next];
+        if let Some(kids) = children.get(&parent) {
+            found.extend(kids.iter().filter(|&&kid| kid != parent));
+        }
+        next += 1;
+    }
+    found[1..].sort_unstable();
+    found.dedup();
+    found
+}
+
+/// Where cgroup v2 is mounted, from /proc/self/mountinfo.
+fn cgroup2_root() -> Option<PathBuf> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mountinfo.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        let fstype = after.split_whitespace().next()?;
+        let mount_point = before.split_whitespace().nth(4)?;
+        (fstype == "cgroup2").then(|| PathBuf::from(mount_point))
+    })
+}
+
+/// A cgroup as the user named it: an absolute directory as is, anything
+/// else relative to the cgroup v2 mount (e.g. `kubepods.slice/...`, or the
+/// path `/proc/PID/cgroup` shows when it is not a directory here).
+pub fn resolve_cgroup(path: &Path) -> Result<PathBuf, String> {
+    if path.is_absolute() && path.join("cgroup.procs").is_file() {
+        return Ok(path.to_path_buf());
+    }
+    let root = cgroup2_root().ok_or_else(|| {
+        format!(
+            "{} is not a cgroup directory, and no cgroup v2 mount was found to resolve it against",
+            path.display()
+        )
+    })?;
+    let relative = path.strip_prefix("/").unwrap_or(path);
+    let candidate = root.join(relative);
+    if candidate.join("cgroup.procs").is_file() {
+        Ok(candidate)
+    } else {
+        Err(format!(
+            "no cgroup at {} (nor {}): a cgroup is a directory holding cgroup.procs",
+            path.display(),
+            candidate.display()
+        ))
+    }
+}
+
+/// Every PID in the cgroup at `dir` and its descendant cgroups (a pod's
+/// cgroup holds one child per container).
+pub fn cgroup_pids(dir: &Path) -> io::Result<Vec<i32>> {
+    let mut pids = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(group) = pending.pop() {
+        let procs = match fs::read_to_string(group.join("cgroup.procs")) {
+            Ok(text) => text,
+            // A child cgroup removed mid-walk is skipped, like a vanished process.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && group != dir => continue,
+            Err(e) => return Err(e),
+        };
+        pids.extend(
+            procs
+                .lines()
+                .filter_map(|line| line.trim().parse::<i32>().ok()),
+        );
+        for entry in fs::read_dir(&group)?.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                pending.push(entry.path());
+            }
+        }
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    Ok(pids)
+}
+
+/// What a process has mapped that matters here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Mapped {
+    pub cuda: bool,
+    pub nccl: bool,
+}
+
+/// Looks for the CUDA driver and NCCL in the text of `/proc/PID/maps`.
+/// `driver_file` is the file name of the driver cudackpt loaded, which
+/// counts too (e.g. a driver outside the usual name given by `--libcuda`).
+pub fn scan_maps(maps: &[u8], driver_file: Option<&str>) -> Mapped {
+    let cuda = memmem::find(maps, b"/libcuda.so").is_some()
+        || driver_file
+            .is_some_and(|name| memmem::find(maps, format!("/{name}").as_bytes()).is_some());
+    Mapped {
+        cuda,
+        nccl: memmem::find(maps, b"/libnccl").is_some(),
+    }
+}
+
+/// Reads `/proc/PID/maps` and scans it; `None` when the process is gone or
+/// its maps cannot be read.
+pub fn mapped(pid: i32, driver_file: Option<&str>) -> Option<Mapped> {
+    let maps = fs::read(format!("/proc/{pid}/maps")).ok()?;
+    Some(scan_maps(&maps, driver_file))
+}
+
+/// The PIDs among `pids` that have the CUDA driver mapped, with their maps,
+/// in PID order. Reading thousands of maps files is system time, so the
+/// scan is split across up to 8 threads.
+pub fn cuda_candidates(pids: &[i32], driver_file: Option<&str>) -> Vec<(i32, Mapped)> {
+    let own = std::process::id() as i32;
+    let scan = |chunk: &[i32]| -> Vec<(i32, Mapped)> {
+        chunk
+            .iter()
+            .filter(|&&pid| pid != own)
+            .filter_map(|&pid| {
+                mapped(pid, driver_file)
+                    .filter(|m| m.cuda)
+                    .map(|m| (pid, m))
+            })
+            .collect()
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    if pids.len() < 64 || threads == 1 {
+        return scan(pids);
+    }
+    let chunks: Vec<&[i32]> = pids.chunks(pids.len().div_ceil(threads)).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = chunks
+            .iter()
+            .map(|chunk| scope.spawn(|| scan(chunk)))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|handle| {
+                handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parent_pids_survive_odd_command_names() {
+        assert_eq!(parse_ppid("42 (python3) S 7 42 42 0 -1"), Some(7));
+        assert_eq!(parse_ppid("42 (a) b (c)) R 9 1 1"), Some(9));
+        assert_eq!(parse_ppid("garbage"), None);
+    }
+
+    #[test]
+    fn a_tree_is_its_root_and_every_descendant() {
+        let children: HashMap<i32, Vec<i32>> = [
+            (1, vec![10, 20]),
+            (10, vec![11, 12]),
+            (12, vec![13]),
+            (20, vec![]),
+            (99, vec![100]),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(descendants(10, &children), vec![10, 11, 12, 13]);
+        assert_eq!(descendants(1, &children), vec![1, 10, 11, 12, 13, 20]);
+        assert_eq!(descendants(13, &children), vec![13]);
+    }
+
+    #[test]
+    fn maps_reveal_cuda_and_nccl() {
+        let maps = b"7f00-7f10 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04\n7f20-7f30 r-xp 0 08:01 2 /opt/venv/nvidia/nccl/lib/libnccl.so.2\n";
+        assert_eq!(
+            scan_maps(maps, None),
+            Mapped {
+                cuda: true,
+                nccl: true
+            }
+        );
+        let fake = b"7f00-7f10 r-xp 0 08:01 1 /work/target/debug/libfake_libcuda.so\n";
+        assert_eq!(scan_maps(fake, None), Mapped::default());
+        assert!(scan_maps(fake, Some("libfake_libcuda.so")).cuda);
+        assert_eq!(scan_maps(b"", Some("libcuda.so.1")), Mapped::default());
+    }
+
+    #[test]
+    fn cgroups_are_walked_recursively() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(dir.path().join("cgroup.procs"), "5\n3\n").expect("procs");
+        let child = dir.path().join("container-a");
+        fs::create_dir(&child).expect("child");
+        fs::write(child.join("cgroup.procs"), "7\n5\n").expect("procs");
+        assert_eq!(cgroup_pids(dir.path()).expect("reads"), vec![3, 5, 7]);
+        assert_eq!(resolve_cgroup(dir.path()).expect("absolute"), dir.path());
+        assert!(cgroup_pids(&dir.path().join("missing")).is_err());
+    }
+
+    #[test]
+    fn this_process_tree_is_found_and_is_not_cuda() {
+        let me = std::process::id() as i32;
+        assert_eq!(tree(me)[0], me);
+        assert!(all_pids().contains(&me));
+        assert!(cuda_candidates(&[me], None).is_empty(), "never itself");
+    }
+}

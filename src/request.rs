@@ -1,0 +1,370 @@
+//! Running one process command, for either grammar: validate the map,
+//! select targets (PIDs, process trees, cgroups, the whole host), check
+//! them, load the driver, resolve the map and execute. Returns a report;
+//! never prints.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::diagnose::{self, Failure, FailureKind};
+use crate::discover::{self, Mapped};
+use crate::driver::{code, CallError, CheckpointApi, Driver};
+use crate::execute::{concurrently, Executor};
+use crate::gpu::{self, MapError};
+use crate::interrupt::Interrupt;
+use crate::inventory;
+use crate::plan::Operation;
+use crate::process::{self, Privileges, Target, TargetError};
+use crate::report::{ProcessReport, Report};
+
+/// What to do about a thread id given as a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadIds {
+    /// Refuse it, naming its process (the modern grammar: the driver would
+    /// silently act on the whole process).
+    Refuse,
+    /// Act on its process, as NVIDIA's tool does (the compatible grammar:
+    /// CRIU's plugin passes the restore thread's id).
+    ActOnProcess,
+}
+
+/// Targets found rather than named: every CUDA process in these trees and
+/// cgroups, or on the whole host.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selectors {
+    pub trees: Vec<i32>,
+    pub cgroups: Vec<PathBuf>,
+    pub all: bool,
+}
+
+impl Selectors {
+    pub fn is_empty(&self) -> bool {
+        self.trees.is_empty() && self.cgroups.is_empty() && !self.all
+    }
+
+    /// Where to look, in words (for "no CUDA process found ...").
+    fn describe(&self) -> String {
+        let mut places: Vec<String> = self
+            .trees
+            .iter()
+            .map(|pid| format!("the tree of PID {pid}"))
+            .collect();
+        places.extend(
+            self.cgroups
+                .iter()
+                .map(|c| format!("cgroup {}", c.display())),
+        );
+        if self.all {
+            places.push("this host".to_string());
+        }
+        places.join(", ")
+    }
+}
+
+/// One process command, validated by its front end (modern or compatible).
+pub struct Request<'a> {
+    pub libcuda: Option<&'a Path>,
+    pub pids: Vec<i32>,
+    pub selectors: Selectors,
+    /// `--yes`: the user confirmed acting on every CUDA process (`--all`).
+    pub confirmed: bool,
+    pub operation: Operation,
+    /// `--map` / `--device-map` values as typed.
+    pub map: &'a [String],
+    pub thread_ids: ThreadIds,
+}
+
+/// Checks a target, resolving a thread id to its process when asked to.
+fn check(pid: i32, privileges: &Privileges, thread_ids: ThreadIds) -> Result<Target, Failure> {
+    match process::check_target(pid, privileges) {
+        Err(TargetError::Thread { tgid, .. }) if thread_ids == ThreadIds::ActOnProcess => {
+            tracing::debug!(
+                tid = pid,
+                pid = tgid,
+                "acting on the process of a thread id"
+            );
+            process::check_target(tgid, privileges)
+        }
+        other => other,
+    }
+    .map_err(|e| diagnose::from_target_error(&e))
+}
+
+pub fn map_failure(error: &MapError) -> Failure {
+    let kind = if error.is_syntax() {
+        FailureKind::Usage
+    } else {
+        FailureKind::InvalidMap
+    };
+    Failure::new(
+        kind,
+        error.to_string(),
+        "write the map as OLD=NEW pairs of GPU UUIDs (`nvidia-smi -L` lists them) or NEW as a GPU index; the driver needs every GPU of this host mapped, each to a distinct GPU",
+    )
+}
+
+/// A report where the command failed before any process was examined.
+fn refused(command: &'static str, pids: &[i32], failure: Failure, started: Instant) -> Report {
+    Report {
+        processes: pids
+            .iter()
+            .map(|&pid| ProcessReport {
+                failure: Some(failure.clone()),
+                ..ProcessReport::new(pid, None)
+            })
+            .collect(),
+        failure: pids.is_empty().then_some(failure),
+        ..Report::new(command, started.elapsed())
+    }
+}
+
+/// The CUDA processes the selectors pick, with what each has mapped.
+/// Candidates come from /proc (libcuda mapped); the driver's read-only
+/// GetState confirms them. Processes that never initialised CUDA, or that
+/// vanish meanwhile, are skipped.
+fn select(selectors: &Selectors, driver: &Driver) -> Result<Vec<(i32, Mapped)>, Failure> {
+    let mut pids = Vec::new();
+    for &root in &selectors.trees {
+        if !process::is_alive(root) {
+            let error = TargetError::NoSuchProcess { pid: root };
+            return Err(Failure::new(
+                FailureKind::NoSuchProcess,
+                format!("--tree {root}: {error}"),
+                error.hint(),
+            ));
+        }
+        pids.extend(discover::tree(root));
+    }
+    for cgroup in &selectors.cgroups {
+        let dir = discover::resolve_cgroup(cgroup).map_err(|why| {
+            Failure::new(
+                FailureKind::Usage,
+                format!("--cgroup: {why}"),
+                "give a cgroup directory, e.g. /sys/fs/cgroup/kubepods.slice/...",
+            )
+        })?;
+        let members = discover::cgroup_pids(&dir).map_err(|e| {
+            Failure::new(
+                FailureKind::ProcUnreadable,
+                format!("could not read cgroup {}: {e}", dir.display()),
+                "",
+            )
+        })?;
+        pids.extend(members);
+    }
+    if selectors.all {
+        pids = discover::all_pids();
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    let driver_path = driver.path();
+    let driver_file = driver_path.file_name().and_then(|n| n.to_str());
+    let candidates = discover::cuda_candidates(&pids, driver_file);
+    let answers = concurrently(&candidates, |(pid, _)| driver.get_state(*pid));
+    Ok(candidates
+        .into_iter()
+        .zip(answers)
+        .filter(|(_, answer)| {
+            !matches!(answer, Err(CallError::Cuda { error, .. }) if error.is(code::NOT_INITIALIZED) || error.is(code::OPERATING_SYSTEM))
+        })
+        .map(|(candidate, _)| candidate)
+        .collect())
+}
+
+/// Whether a command is one where NCCL is known to cause trouble.
+fn warns_about_nccl(operation: &Operation) -> bool {
+    matches!(
+        operation,
+        Operation::Checkpoint
+            | Operation::Restore { .. }
+            | Operation::Suspend { .. }
+            | Operation::Resume { .. }
+            | Operation::Toggle { .. }
+    )
+}
+
+const NCCL_WARNING: &str =
+    "NCCL is loaded: multi-process NCCL jobs are a known source of hangs and failed restores; suspend every rank together, and test a round trip first";
+
+/// Validates, selects and checks targets, loads the driver and runs one
+/// process command.
+pub fn run_process_command(request: Request<'_>) -> Report {
+    let started = Instant::now();
+    let Request {
+        libcuda,
+        pids: named,
+        selectors,
+        confirmed,
+        operation,
+        map: map_args,
+        thread_ids,
+    } = request;
+    let command = operation.name();
+
+    let entries = match gpu::parse_map(map_args) {
+        Ok(entries) => entries,
+        Err(error) => return refused(command, &named, map_failure(&error), started),
+    };
+    if selectors.all && operation.changes_state() && !confirmed {
+        let failure = Failure::new(
+            FailureKind::Usage,
+            format!("--all would {command} every CUDA process on this host"),
+            "add --yes to confirm, or name the processes (--tree, --cgroup, PIDs)",
+        );
+        return refused(command, &named, failure, started);
+    }
+
+    // The driver is needed early only to confirm discovered processes.
+    let mut driver = None;
+    let mut mapped: HashMap<i32, Mapped> = HashMap::new();
+    let mut warnings = Vec::new();
+    let mut pids = named.clone();
+    if !selectors.is_empty() {
+        let loaded = match Driver::load_for_checkpoint(libcuda) {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                return refused(command, &named, diagnose::from_load_error(&error), started)
+            }
+        };
+        match select(&selectors, &loaded) {
+            Ok(found) => {
+                if found.is_empty() {
+                    warnings.push(format!("no CUDA process found in {}", selectors.describe()));
+                }
+                for (pid, map) in found {
+                    mapped.insert(pid, map);
+                    if !pids.contains(&pid) {
+                        pids.push(pid);
+                    }
+                }
+            }
+            Err(failure) => return refused(command, &named, failure, started),
+        }
+        driver = Some(loaded);
+    }
+
+    let privileges = Privileges::current();
+    tracing::debug!(?pids, command, ?privileges, "checking targets");
+    let checked: Vec<Result<Target, Failure>> = pids
+        .iter()
+        .map(|&pid| check(pid, &privileges, thread_ids))
+        .collect();
+    let valid: Vec<Target> = checked
+        .iter()
+        .filter_map(|c| c.as_ref().ok().cloned())
+        .collect();
+    let first_bad = checked
+        .iter()
+        .zip(&pids)
+        .find(|(c, _)| c.is_err())
+        .map(|(_, pid)| *pid);
+
+    // Named PIDs were not scanned during selection; scan them where NCCL
+    // matters (one read of /proc/PID/maps each, off the fast paths).
+    let nccl_matters = warns_about_nccl(&operation);
+    if nccl_matters {
+        for target in &valid {
+            if let Some(map) = discover::mapped(target.pid, None) {
+                mapped.entry(target.pid).or_insert(map);
+            }
+        }
+    }
+
+    let assemble = |ran: Vec<ProcessReport>, not_run: Option<Failure>| {
+        let mut ran = ran.into_iter();
+        let processes = checked
+            .iter()
+            .zip(&pids)
+            .map(|(check, &pid)| {
+                let mut report = match check {
+                    Err(failure) => ProcessReport {
+                        failure: Some(failure.clone()),
+                        ..ProcessReport::new(pid, None)
+                    },
+                    Ok(target) => match &not_run {
+                        Some(failure) => ProcessReport {
+                            failure: Some(failure.clone()),
+                            ..ProcessReport::new(target.pid, Some(target.name.clone()))
+                        },
+                        None => ran.next().unwrap_or_else(|| {
+                            ProcessReport::new(target.pid, Some(target.name.clone()))
+                        }),
+                    },
+                };
+                if let Some(map) = mapped.get(&report.pid) {
+                    report.nccl = Some(map.nccl);
+                    if map.nccl && nccl_matters {
+                        report.warnings.push(NCCL_WARNING.to_string());
+                    }
+                }
+                report
+            })
+            .collect();
+        Report {
+            processes,
+            warnings: warnings.clone(),
+            ..Report::new(command, started.elapsed())
+        }
+    };
+
+    // A group that changes state moves together: one bad target stops all.
+    if let (Some(bad), true) = (first_bad, operation.changes_state()) {
+        let skipped = Failure::new(
+            FailureKind::NotAttempted,
+            format!("not attempted: PID {bad} failed its checks"),
+            "fix or drop that PID; a group changes state together or not at all",
+        );
+        return assemble(vec![], Some(skipped));
+    }
+    if valid.is_empty() {
+        return assemble(vec![], None);
+    }
+
+    let driver = match driver {
+        Some(driver) => driver,
+        None => match Driver::load_for_checkpoint(libcuda) {
+            Ok(driver) => driver,
+            Err(error) => return assemble(vec![], Some(diagnose::from_load_error(&error))),
+        },
+    };
+
+    let operation = if entries.is_empty() {
+        operation
+    } else {
+        let local_gpus = match inventory::host_gpus(&driver) {
+            Ok((gpus, source)) => {
+                tracing::debug!(?source, count = gpus.len(), "listed the GPUs of this host");
+                Some(gpus)
+            }
+            // UUID-only maps can still go to the driver, which judges them;
+            // indexes cannot be resolved.
+            Err(reason) if !gpu::uses_indexes(&entries) => {
+                tracing::debug!(%reason, "cannot list GPUs; the driver will judge the map");
+                None
+            }
+            Err(reason) => {
+                let failure = map_failure(&MapError::DevicesUnavailable { reason });
+                return assemble(vec![], Some(failure));
+            }
+        };
+        match gpu::resolve_map(&entries, local_gpus.as_deref()) {
+            Ok(pairs) => operation.with_map(pairs),
+            Err(error) => return assemble(vec![], Some(map_failure(&error))),
+        }
+    };
+
+    let executor = Executor {
+        api: &driver,
+        caller_privileged: privileges.is_privileged(),
+        is_alive: process::is_alive,
+        // Only commands that change state (or wait) need to outlive a
+        // signal; queries keep the default and die at once.
+        interrupt: if operation.changes_state() || matches!(operation, Operation::Wait { .. }) {
+            Interrupt::install()
+        } else {
+            Interrupt::never()
+        },
+    };
+    assemble(executor.run(&operation, &valid), None)
+}
