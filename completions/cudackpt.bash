@@ -22,6 +22,9 @@ _cudackpt() {
             cudackpt,completions)
                 cmd="cudackpt__subcmd__completions"
                 ;;
+            cudackpt,criu-hook)
+                cmd="cudackpt__subcmd__criu__subcmd__hook"
+                ;;
             cudackpt,demo)
                 cmd="cudackpt__subcmd__demo"
                 ;;
@@ -72,6 +75,9 @@ _cudackpt() {
                 ;;
             cudackpt__subcmd__help,completions)
                 cmd="cudackpt__subcmd__help__subcmd__completions"
+                ;;
+            cudackpt__subcmd__help,criu-hook)
+                cmd="cudackpt__subcmd__help__subcmd__criu__subcmd__hook"
                 ;;
             cudackpt__subcmd__help,demo)
                 cmd="cudackpt__subcmd__help__subcmd__demo"
@@ -125,7 +131,7 @@ _cudackpt() {
 
     case "${cmd}" in
         cudackpt)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo criu-hook install-compat completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -206,6 +212,32 @@ _cudackpt() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        cudackpt__subcmd__criu__subcmd__hook)
+            opts="-v -q -y -h -V --resume-when-thawed --json --verbose --quiet --libcuda --yes --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --resume-when-thawed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         cudackpt__subcmd__demo)
             opts="-v -q -y -h -V --size-mib --device --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -259,7 +291,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__help)
-            opts="state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo install-compat completions man help"
+            opts="state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo criu-hook install-compat completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -287,6 +319,20 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__help__subcmd__completions)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cudackpt__subcmd__help__subcmd__criu__subcmd__hook)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -719,7 +765,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__resume)
-            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --deadline --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -746,6 +792,10 @@ _cudackpt() {
                     return 0
                     ;;
                 -m)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --deadline)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -803,7 +853,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__suspend)
-            opts="-p -t -v -q -y -h -V --pid --tree --cgroup --all --timeout --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-p -t -v -q -y -h -V --pid --tree --cgroup --all --timeout --deadline --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -833,6 +883,10 @@ _cudackpt() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --deadline)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --libcuda)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -849,7 +903,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__toggle)
-            opts="-p -t -m -v -q -y -h -V --pid --tree --cgroup --all --timeout --map --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-p -t -m -v -q -y -h -V --pid --tree --cgroup --all --timeout --map --deadline --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -884,6 +938,10 @@ _cudackpt() {
                     return 0
                     ;;
                 -m)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --deadline)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

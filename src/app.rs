@@ -3,22 +3,38 @@
 //! `request.rs`) and hands the result to a renderer.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 
 use clap::Parser;
 
 use crate::cli::{Cli, Command, GlobalArgs, Targets};
+use crate::diagnose;
+use crate::execute::StepDone;
 use crate::exit::ExitStatus;
 use crate::output::{self, human, json, Look};
 use crate::plan::Operation;
 use crate::request::{run_process_command, Request, ThreadIds};
-use crate::{artifacts, compat, demo, doctor, logging};
+use crate::timeout::Timeout;
+use crate::{artifacts, compat, criu_hook, demo, doctor, logging};
 
 /// Runs cudackpt with this process's arguments.
 pub fn main() -> ExitStatus {
     let args: Vec<OsString> = std::env::args_os().collect();
     if compat::is_compat_invocation(&args) {
         return compat::main(&args);
+    }
+    if criu_hook::is_hook_invocation(args.len().saturating_sub(1)) {
+        logging::init(0);
+        let action = std::env::var(criu_hook::ACTION_VAR).unwrap_or_default();
+        let libcuda = std::env::var_os("CUDACKPT_LIBCUDA")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
+        let report = criu_hook::run(libcuda.as_deref(), &action);
+        let (out, err) = human::process_report(&report, Look::plain());
+        output::write_stderr(&err);
+        let _ = output::write_stdout(&out);
+        return report.exit_status();
     }
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
@@ -100,8 +116,23 @@ pub fn run(cli: Cli) -> ExitStatus {
                 operation: Operation::State { restore_tid: true },
                 map: &[],
                 thread_ids: ThreadIds::Refuse,
+                deadline: Timeout::NONE,
+                progress: None,
             });
             report.command = "ps";
+            sink.emit(
+                || json::process_report(&report),
+                |look| human::process_report(&report, look),
+            );
+            report.exit_status()
+        }
+        Command::CriuHook { resume_when_thawed } => {
+            let report = if resume_when_thawed.is_empty() {
+                let action = std::env::var(criu_hook::ACTION_VAR).unwrap_or_default();
+                criu_hook::run(global.libcuda.as_deref(), &action)
+            } else {
+                criu_hook::resume_when_thawed(global.libcuda.as_deref(), &resume_when_thawed)
+            };
             sink.emit(
                 || json::process_report(&report),
                 |look| human::process_report(&report, look),
@@ -133,17 +164,23 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Man { dir: Some(dir) } => emit_artifact(artifacts::write_man_pages(&dir)),
         Command::InstallCompat { dir, force } => install_compat(&dir, force, &sink),
         process_command => {
-            let Some((targets, operation, map)) = split(process_command) else {
+            let Some(command) = split(process_command) else {
                 return ExitStatus::Usage;
             };
+            // Progress only where a person watches it: a terminal, and
+            // neither JSON nor quiet asked for.
+            let watched = !sink.json && !sink.quiet && std::io::stderr().is_terminal();
+            let progress: &(dyn Fn(&StepDone<'_>) + Sync) = &print_progress;
             let report = run_process_command(Request {
                 libcuda: global.libcuda.as_deref(),
-                pids: targets.pids(),
-                selectors: targets.selectors(),
+                pids: command.targets.pids(),
+                selectors: command.targets.selectors(),
                 confirmed: global.yes,
-                operation,
-                map: &map,
+                operation: command.operation,
+                map: &command.map,
                 thread_ids: ThreadIds::Refuse,
+                deadline: command.deadline,
+                progress: watched.then_some(progress),
             });
             sink.emit(
                 || json::process_report(&report),
@@ -207,52 +244,102 @@ fn emit_artifact(result: std::io::Result<()>) -> ExitStatus {
     }
 }
 
-/// A process command's targets, operation (map not yet resolved) and raw
-/// `--map` values.
-fn split(command: Command) -> Option<(Targets, Operation, Vec<String>)> {
+/// A process command as the modern grammar gives it.
+struct ProcessCommand {
+    targets: Targets,
+    operation: Operation,
+    /// `--map` values as typed (resolved later, against this host).
+    map: Vec<String>,
+    deadline: Timeout,
+}
+
+/// The process command in `command`, if it is one.
+fn split(command: Command) -> Option<ProcessCommand> {
+    let plain = |targets, operation| ProcessCommand {
+        targets,
+        operation,
+        map: Vec::new(),
+        deadline: Timeout::NONE,
+    };
     Some(match command {
-        Command::State { targets } => (targets, Operation::State { restore_tid: true }, vec![]),
-        Command::RestoreTid { targets } => (targets, Operation::RestoreTid, vec![]),
-        Command::Lock { targets, timeout } => (
+        Command::State { targets } => plain(targets, Operation::State { restore_tid: true }),
+        Command::RestoreTid { targets } => plain(targets, Operation::RestoreTid),
+        Command::Lock { targets, timeout } => plain(
             targets,
             Operation::Lock {
                 timeout: timeout.timeout,
             },
-            vec![],
         ),
-        Command::Checkpoint { targets } => (targets, Operation::Checkpoint, vec![]),
-        Command::Restore { targets, map } => (targets, Operation::Restore { map: vec![] }, map.map),
-        Command::Unlock { targets } => (targets, Operation::Unlock, vec![]),
+        Command::Checkpoint { targets } => plain(targets, Operation::Checkpoint),
+        Command::Restore { targets, map } => ProcessCommand {
+            map: map.map,
+            ..plain(targets, Operation::Restore { map: vec![] })
+        },
+        Command::Unlock { targets } => plain(targets, Operation::Unlock),
         Command::Toggle {
             targets,
             timeout,
             map,
-        } => (
+            deadline,
+        } => ProcessCommand {
+            map: map.map,
+            deadline: deadline.deadline,
+            ..plain(
+                targets,
+                Operation::Toggle {
+                    timeout: timeout.timeout,
+                    map: vec![],
+                },
+            )
+        },
+        Command::Suspend {
             targets,
-            Operation::Toggle {
-                timeout: timeout.timeout,
-                map: vec![],
-            },
-            map.map,
-        ),
-        Command::Suspend { targets, timeout } => (
+            timeout,
+            deadline,
+        } => ProcessCommand {
+            deadline: deadline.deadline,
+            ..plain(
+                targets,
+                Operation::Suspend {
+                    timeout: timeout.timeout,
+                },
+            )
+        },
+        Command::Resume {
             targets,
-            Operation::Suspend {
-                timeout: timeout.timeout,
-            },
-            vec![],
-        ),
-        Command::Resume { targets, map } => (targets, Operation::Resume { map: vec![] }, map.map),
+            map,
+            deadline,
+        } => ProcessCommand {
+            map: map.map,
+            deadline: deadline.deadline,
+            ..plain(targets, Operation::Resume { map: vec![] })
+        },
         Command::Wait {
             targets,
             state,
             timeout,
-        } => (targets, Operation::Wait { state, timeout }, vec![]),
+        } => plain(targets, Operation::Wait { state, timeout }),
         Command::Doctor
+        | Command::CriuHook { .. }
         | Command::Ps { .. }
         | Command::Demo { .. }
         | Command::Completions { .. }
         | Command::Man { .. }
         | Command::InstallCompat { .. } => return None,
     })
+}
+
+/// One stderr line per finished step, for a person watching a terminal.
+fn print_progress(done: &StepDone<'_>) {
+    let who = diagnose::describe_process(done.target.pid, Some(&done.target.name));
+    let what = if done.rollback {
+        format!("rollback {}", done.step)
+    } else {
+        done.step.to_string()
+    };
+    let verdict = if done.ok { "done" } else { "FAILED" };
+    output::write_stderr(&format!(
+        "cudackpt: {who}: {what} {verdict} in {}\n",
+        output::format_duration(done.took)
+    ));
 }

@@ -133,6 +133,17 @@ pub struct TimeoutArg {
     pub timeout: Timeout,
 }
 
+/// A limit on a whole compound command.
+#[derive(Debug, Args, Clone)]
+pub struct DeadlineArg {
+    /// Give up on the whole group after this long: no new step starts, the
+    /// group is rolled back and the report names the slowest process. Lock
+    /// timeouts are shortened to fit. Milliseconds or a duration; 0, the
+    /// default, sets no deadline.
+    #[arg(long, value_name = "T", value_parser = parse_timeout, default_value = "0")]
+    pub deadline: Timeout,
+}
+
 /// A GPU remapping for restore.
 #[derive(Debug, Args, Clone)]
 pub struct MapArg {
@@ -185,6 +196,8 @@ pub enum Command {
         timeout: TimeoutArg,
         #[command(flatten)]
         map: MapArg,
+        #[command(flatten)]
+        deadline: DeadlineArg,
     },
     /// Lock and checkpoint: running → checkpointed (already checkpointed is
     /// success). A group moves together or not at all.
@@ -193,6 +206,8 @@ pub enum Command {
         targets: Targets,
         #[command(flatten)]
         timeout: TimeoutArg,
+        #[command(flatten)]
+        deadline: DeadlineArg,
     },
     /// Restore and unlock: checkpointed → running (already running is
     /// success). A group moves together or not at all.
@@ -201,6 +216,8 @@ pub enum Command {
         targets: Targets,
         #[command(flatten)]
         map: MapArg,
+        #[command(flatten)]
+        deadline: DeadlineArg,
     },
     /// Print the id of the thread that restores each process's CUDA state
     /// (CRIU needs it unfrozen during restore).
@@ -220,9 +237,11 @@ pub enum Command {
         #[arg(short, long, value_name = "T", value_parser = parse_timeout, default_value = "0")]
         timeout: Timeout,
     },
-    /// List the CUDA processes on this host with their state, restore
-    /// thread and whether NCCL is loaded. Read-only: it never locks a
-    /// process to find out.
+    /// List the CUDA processes on this host.
+    ///
+    /// Shows each one's state, restore thread and whether NCCL is loaded.
+    /// Read-only: candidates are processes with libcuda mapped, confirmed by
+    /// the driver's state query; nothing is ever locked to find out.
     Ps {
         #[command(flatten)]
         filter: Filter,
@@ -239,6 +258,20 @@ pub enum Command {
         /// The GPU to use (index).
         #[arg(long, value_name = "INDEX", default_value_t = 0)]
         device: i32,
+    },
+    /// Act as CRIU's action script, giving CUDA support to any CRIU.
+    ///
+    /// Use it as `criu dump|restore --action-script $(which cudackpt)`. At
+    /// pre-dump it suspends every CUDA process in the tree of
+    /// CRTOOLS_INIT_PID; after a --leave-running dump (once CRIU thaws the
+    /// tree) and at post-resume it resumes them; other actions do nothing.
+    /// Run with no arguments and CRTOOLS_SCRIPT_ACTION set, cudackpt does
+    /// this too.
+    CriuHook {
+        /// (Internal) wait until these processes are thawed, then resume
+        /// them.
+        #[arg(long, hide = true, num_args = 1.., value_name = "PID", value_parser = parse_pid)]
+        resume_when_thawed: Vec<i32>,
     },
     /// Install cudackpt as `cuda-checkpoint` (a symlink), so CRIU's CUDA
     /// plugin and scripts written for NVIDIA's tool use it unchanged.

@@ -350,6 +350,8 @@ pub fn main(args: &[OsString]) -> ExitStatus {
         pids: vec![pid],
         selectors: Selectors::default(),
         confirmed: false,
+        deadline: Timeout::NONE,
+        progress: None,
         operation: operation.clone(),
         map: &map,
         thread_ids: ThreadIds::ActOnProcess,

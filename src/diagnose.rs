@@ -28,6 +28,7 @@ pub enum FailureKind {
     RolledBack,
     RollbackFailed,
     Interrupted,
+    DeadlineExceeded,
     ProcUnreadable,
     Usage,
 }
@@ -51,6 +52,7 @@ impl FailureKind {
             FailureKind::RolledBack => "rolled_back",
             FailureKind::RollbackFailed => "rollback_failed",
             FailureKind::Interrupted => "interrupted",
+            FailureKind::DeadlineExceeded => "deadline_exceeded",
             FailureKind::ProcUnreadable => "proc_unreadable",
             FailureKind::Usage => "usage",
         }
@@ -75,6 +77,7 @@ impl FailureKind {
             | FailureKind::NotAttempted
             | FailureKind::RolledBack
             | FailureKind::RollbackFailed
+            | FailureKind::DeadlineExceeded
             | FailureKind::ProcUnreadable => ExitStatus::Failed,
         }
     }

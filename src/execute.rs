@@ -31,6 +31,20 @@ pub struct Executor<'a> {
     pub is_alive: fn(i32) -> bool,
     /// Checked between phases: a signal stops the group and rolls it back.
     pub interrupt: Interrupt,
+    /// Past this instant no new step starts and the group is rolled back;
+    /// lock timeouts are clamped to it.
+    pub deadline: Option<Instant>,
+    /// Told about every step as it finishes (progress on a terminal).
+    pub progress: Option<&'a (dyn Fn(&StepDone<'_>) + Sync)>,
+}
+
+/// A step that just finished, for progress reports.
+pub struct StepDone<'a> {
+    pub target: &'a Target,
+    pub step: &'static str,
+    pub ok: bool,
+    pub took: Duration,
+    pub rollback: bool,
 }
 
 /// Runs `work` on every item, one thread per item when there are several,
@@ -203,6 +217,44 @@ impl Executor<'_> {
         (result, took)
     }
 
+    /// A lock that may not outlast the deadline: its timeout is clamped to
+    /// the time left (0, "no timeout", becomes the time left too).
+    fn within_deadline(&self, step: &Step) -> Step {
+        match (step, self.deadline) {
+            (Step::Lock { timeout }, Some(deadline)) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let left_ms = u32::try_from(left.as_millis()).unwrap_or(u32::MAX).max(1);
+                let clamped = match timeout.as_millis() {
+                    0 => left_ms,
+                    ms => ms.min(left_ms),
+                };
+                Step::Lock {
+                    timeout: Timeout::from_millis(clamped),
+                }
+            }
+            _ => step.clone(),
+        }
+    }
+
+    /// Reports a finished step to the progress callback, if any.
+    fn tell(
+        &self,
+        target: &Target,
+        step: &Step,
+        outcome: &(Result<(), CallError>, Duration),
+        rollback: bool,
+    ) {
+        if let Some(progress) = self.progress {
+            progress(&StepDone {
+                target,
+                step: step.name(),
+                ok: outcome.0.is_ok(),
+                took: outcome.1,
+                rollback,
+            });
+        }
+    }
+
     /// Every state-changing command: plan each process, run the plan phase
     /// by phase across the group, and roll everyone back if a step fails.
     fn change_state(&self, operation: &Operation, targets: &[Target]) -> Vec<ProcessReport> {
@@ -292,16 +344,37 @@ impl Executor<'_> {
         let mut done: Vec<Vec<Step>> = vec![Vec::new(); targets.len()];
         let mut cause = None;
         for phase in 0..=1 {
-            let work: Vec<(usize, &Step)> = plans
+            let work: Vec<(usize, Step)> = plans
                 .iter()
                 .enumerate()
                 .filter_map(|(i, plan)| match plan {
                     Plan::Steps(steps) => steps.iter().find(|s| s.phase() == phase).map(|s| (i, s)),
                     _ => None,
                 })
+                .map(|(i, step)| (i, self.within_deadline(step)))
                 .collect();
-            let results = concurrently(&work, |&(i, step)| self.step(targets[i].pid, step));
-            for (&(i, step), (result, took)) in work.iter().zip(results) {
+            if work.is_empty() {
+                continue;
+            }
+            if self
+                .deadline
+                .is_some_and(|deadline| Instant::now() >= deadline)
+            {
+                cause = Some(RollbackCause::Deadline { slowest: None });
+                break;
+            }
+            let results = concurrently(&work, |(i, step)| {
+                let outcome = self.step(targets[*i].pid, step);
+                self.tell(&targets[*i], step, &outcome, false);
+                outcome
+            });
+            let slowest = work
+                .iter()
+                .zip(&results)
+                .max_by_key(|(_, (_, took))| *took)
+                .map(|((i, _), (_, took))| (*i, *took));
+            for ((i, step), (result, took)) in work.iter().zip(results) {
+                let (i, step) = (*i, step);
                 let report = &mut reports[i];
                 report.duration += took;
                 report.steps.push(StepRecord {
@@ -325,9 +398,17 @@ impl Executor<'_> {
                 }
             }
             // A signal stops the group between phases, even after the last:
-            // whoever interrupted us expects the processes as they were.
+            // whoever interrupted us expects the processes as they were. So
+            // does a deadline that passed while this phase ran.
             if let (None, Some(signal)) = (&cause, self.interrupt.signal()) {
                 cause = Some(RollbackCause::Interrupted(signal));
+            }
+            if cause.is_none()
+                && self
+                    .deadline
+                    .is_some_and(|deadline| Instant::now() > deadline)
+            {
+                cause = Some(RollbackCause::Deadline { slowest });
             }
             if cause.is_some() {
                 break;
@@ -354,7 +435,9 @@ impl Executor<'_> {
             let mut records = Vec::new();
             let mut last_state = None;
             for step in plan::rollback_steps(&done[i], ROLLBACK_LOCK_TIMEOUT) {
-                let (result, took) = self.step(targets[i].pid, &step);
+                let outcome = self.step(targets[i].pid, &step);
+                self.tell(&targets[i], &step, &outcome, true);
+                let (result, took) = outcome;
                 records.push(StepRecord {
                     step: step.name(),
                     duration: took,
@@ -383,6 +466,14 @@ impl Executor<'_> {
                     interrupt::signal_name(signal)
                 )
             }
+            RollbackCause::Deadline {
+                slowest: Some((i, took)),
+            } => format!(
+                "the deadline passed; the slowest step was {}'s ({})",
+                diagnose::describe_process(targets[i].pid, Some(&targets[i].name)),
+                crate::output::format_duration(took)
+            ),
+            RollbackCause::Deadline { slowest: None } => "the deadline passed".to_string(),
         };
         for ((report, steps_done), (records, outcome)) in reports.iter_mut().zip(done).zip(outcomes)
         {
@@ -402,7 +493,17 @@ impl Executor<'_> {
             let now = report
                 .state
                 .map_or("an unknown state".to_string(), |s| s.to_string());
-            let interrupted = matches!(cause, RollbackCause::Interrupted(_));
+            let stopped = match cause {
+                RollbackCause::Failed(_) => None,
+                RollbackCause::Interrupted(_) => Some((
+                    FailureKind::Interrupted,
+                    "run the command again when it may finish",
+                )),
+                RollbackCause::Deadline { .. } => Some((
+                    FailureKind::DeadlineExceeded,
+                    "give it a longer --deadline; `cudackpt -v` shows how long each step took",
+                )),
+            };
             let failure = if report.rollback_failure.is_some() {
                 Failure::new(
                     FailureKind::RollbackFailed,
@@ -412,20 +513,16 @@ impl Executor<'_> {
                         report.pid
                     ),
                 )
-            } else if report.failure.is_some() || (report.note.is_some() && !interrupted) {
+            } else if report.failure.is_some() || (report.note.is_some() && stopped.is_none()) {
                 // Its own failure says it all; or it needed nothing.
                 continue;
-            } else if interrupted {
+            } else if let Some((kind, hint)) = stopped {
                 let what = if report.rolled_back {
                     format!("rolled back to {now}")
                 } else {
                     format!("left {now}")
                 };
-                Failure::new(
-                    FailureKind::Interrupted,
-                    format!("{because}; {what}"),
-                    "run the command again when it may finish",
-                )
+                Failure::new(kind, format!("{because}; {what}"), hint)
             } else if steps_done.is_empty() {
                 Failure::new(
                     FailureKind::NotAttempted,
@@ -452,6 +549,8 @@ enum RollbackCause {
     Failed(usize),
     /// A signal arrived.
     Interrupted(i32),
+    /// The deadline passed; the slowest step of the last phase, if one ran.
+    Deadline { slowest: Option<(usize, Duration)> },
 }
 
 /// Marks every process without a failure of its own as not attempted.

@@ -11,6 +11,7 @@ pub mod app;
 pub mod artifacts;
 pub mod cli;
 pub mod compat;
+pub mod criu_hook;
 pub mod demo;
 pub mod diagnose;
 pub mod discover;

@@ -10,13 +10,14 @@ use std::time::Instant;
 use crate::diagnose::{self, Failure, FailureKind};
 use crate::discover::{self, Mapped};
 use crate::driver::{code, CallError, CheckpointApi, Driver};
-use crate::execute::{concurrently, Executor};
+use crate::execute::{concurrently, Executor, StepDone};
 use crate::gpu::{self, MapError};
 use crate::interrupt::Interrupt;
 use crate::inventory;
 use crate::plan::Operation;
 use crate::process::{self, Privileges, Target, TargetError};
 use crate::report::{ProcessReport, Report};
+use crate::timeout::Timeout;
 
 /// What to do about a thread id given as a target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +74,10 @@ pub struct Request<'a> {
     /// `--map` / `--device-map` values as typed.
     pub map: &'a [String],
     pub thread_ids: ThreadIds,
+    /// A limit on the whole command, from its start (0: none).
+    pub deadline: Timeout,
+    /// Told about every step as it finishes.
+    pub progress: Option<&'a (dyn Fn(&StepDone<'_>) + Sync)>,
 }
 
 /// Checks a target, resolving a thread id to its process when asked to.
@@ -199,6 +204,8 @@ pub fn run_process_command(request: Request<'_>) -> Report {
         operation,
         map: map_args,
         thread_ids,
+        deadline,
+        progress,
     } = request;
     let command = operation.name();
 
@@ -365,6 +372,8 @@ pub fn run_process_command(request: Request<'_>) -> Report {
         } else {
             Interrupt::never()
         },
+        deadline: deadline.as_duration().map(|limit| started + limit),
+        progress,
     };
     assemble(executor.run(&operation, &valid), None)
 }

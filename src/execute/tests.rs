@@ -17,6 +17,7 @@ struct Model {
     failures: HashMap<(i32, &'static str), i32>,
     delay: Duration,
     calls: Mutex<Vec<String>>,
+    lock_timeouts: Mutex<Vec<u32>>,
 }
 
 impl Model {
@@ -89,7 +90,11 @@ impl CheckpointApi for Model {
     fn restore_thread_id(&self, pid: i32) -> Result<i32, CallError> {
         Ok(pid + 1)
     }
-    fn lock(&self, pid: i32, _timeout_ms: u32) -> Result<(), CallError> {
+    fn lock(&self, pid: i32, timeout_ms: u32) -> Result<(), CallError> {
+        self.lock_timeouts
+            .lock()
+            .expect("model lock")
+            .push(timeout_ms);
         self.transition(pid, "lock", ProcessState::Running, ProcessState::Locked)
     }
     fn checkpoint(&self, pid: i32) -> Result<(), CallError> {
@@ -134,11 +139,23 @@ fn run_with(
     pids: &[i32],
     interrupt: Interrupt,
 ) -> Vec<ProcessReport> {
+    run_full(model, operation, pids, interrupt, None)
+}
+
+fn run_full(
+    model: &Model,
+    operation: Operation,
+    pids: &[i32],
+    interrupt: Interrupt,
+    deadline: Option<Instant>,
+) -> Vec<ProcessReport> {
     let executor = Executor {
         api: model,
         caller_privileged: true,
         is_alive: |_| true,
         interrupt,
+        deadline,
+        progress: None,
     };
     executor.run(&operation, &targets(pids))
 }
@@ -411,5 +428,66 @@ fn a_wait_ends_when_interrupted() {
     assert_eq!(
         reports[0].failure.as_ref().map(|f| f.kind),
         Some(FailureKind::Interrupted)
+    );
+}
+
+#[test]
+fn a_deadline_that_passes_mid_group_rolls_it_back_and_names_the_slowest() {
+    let model = Model {
+        delay: Duration::from_millis(150),
+        ..Model::with(&[(1, Running), (2, Running)])
+    };
+    let deadline = Instant::now() + Duration::from_millis(200);
+    let reports = run_full(
+        &model,
+        suspend(),
+        &[1, 2],
+        Interrupt::never(),
+        Some(deadline),
+    );
+    for (pid, report) in [1, 2].into_iter().zip(&reports) {
+        assert_eq!(model.state(pid), Running);
+        let failure = report.failure.as_ref().expect("deadline");
+        assert_eq!(failure.kind, FailureKind::DeadlineExceeded);
+        assert!(
+            failure.message.contains("slowest step was PID"),
+            "{}",
+            failure.message
+        );
+    }
+    let report = crate::report::Report {
+        processes: reports,
+        ..crate::report::Report::new("suspend", Duration::ZERO)
+    };
+    assert_eq!(report.exit_status(), crate::exit::ExitStatus::Failed);
+}
+
+#[test]
+fn a_deadline_shortens_lock_timeouts_and_stops_before_a_phase_past_it() {
+    let model = Model::with(&[(1, Running)]);
+    let deadline = Instant::now() + Duration::from_millis(5_000);
+    let reports = run_full(
+        &model,
+        Operation::Suspend {
+            timeout: Timeout::NONE,
+        },
+        &[1],
+        Interrupt::never(),
+        Some(deadline),
+    );
+    assert!(reports[0].ok());
+    let timeouts = model.lock_timeouts.lock().expect("model lock").clone();
+    assert!(
+        timeouts.len() == 1 && timeouts[0] > 0 && timeouts[0] <= 5_000,
+        "no timeout became the time left: {timeouts:?}"
+    );
+
+    let model = Model::with(&[(1, Running)]);
+    let passed = Instant::now() - Duration::from_millis(1);
+    let reports = run_full(&model, suspend(), &[1], Interrupt::never(), Some(passed));
+    assert!(model.calls().is_empty(), "nothing starts past the deadline");
+    assert_eq!(
+        reports[0].failure.as_ref().map(|f| f.kind),
+        Some(FailureKind::DeadlineExceeded)
     );
 }

@@ -133,6 +133,7 @@ fn short(failure: &Failure) -> &'static str {
         FailureKind::RolledBack => "rolled back",
         FailureKind::RollbackFailed => "rollback failed",
         FailureKind::Interrupted => "interrupted",
+        FailureKind::DeadlineExceeded => "deadline passed",
         FailureKind::ProcUnreadable => "/proc unreadable",
         FailureKind::Usage => "usage error",
     }
