@@ -69,9 +69,9 @@ fn hook_failure(message: String) -> Report {
 }
 
 /// The tree root CRIU names in CRTOOLS_INIT_PID.
-fn init_pid() -> Result<i32, Report> {
+fn init_pid() -> Result<i32, String> {
     let text = std::env::var(INIT_PID_VAR).unwrap_or_default();
-    parse_pid(&text).map_err(|why| hook_failure(format!("{INIT_PID_VAR}: {why}")))
+    parse_pid(&text).map_err(|why| format!("{INIT_PID_VAR}: {why}"))
 }
 
 fn run_on(libcuda: Option<&Path>, pids: Vec<i32>, trees: Vec<i32>, operation: Operation) -> Report {
@@ -108,7 +108,7 @@ pub fn run(libcuda: Option<&Path>, action: &str) -> Report {
         HookStep::SuspendTree | HookStep::ResumeTree => {
             let root = match init_pid() {
                 Ok(root) => root,
-                Err(report) => return report,
+                Err(why) => return hook_failure(why),
             };
             let operation = if step == HookStep::SuspendTree {
                 Operation::Suspend {
@@ -122,7 +122,7 @@ pub fn run(libcuda: Option<&Path>, action: &str) -> Report {
         HookStep::ResumeWhenThawed => {
             let root = match init_pid() {
                 Ok(root) => root,
-                Err(report) => return report,
+                Err(why) => return hook_failure(why),
             };
             // Which processes to wait for: the checkpointed CUDA ones of the
             // tree (a read-only state query; frozen processes answer it).
