@@ -446,6 +446,99 @@ def group_interrupted(tools, size_mib):
             t.close()
 
 
+@scenario("a deadline passing mid-checkpoint rolls a group of 4 x 2 GiB back, data intact")
+def group_deadline(tools):
+    targets = [Target(tools, size_mib=2048, seed=50 + i) for i in range(4)]
+    try:
+        pids = [t.pid for t in targets]
+        doc = tools.json("suspend", "--deadline", "500ms", *pids, expect_code=1)
+        kinds = {(q.get("error") or {}).get("kind") for q in doc["processes"]}
+        expect(kinds == {"deadline_exceeded"} and all(q["rolled_back"] for q in doc["processes"]), f"{doc}")
+        expect("slowest" in doc["processes"][0]["error"]["message"], f"{doc}")
+        for pid in pids:
+            expect(tools.state(pid) == "running", f"PID {pid} left {tools.state(pid)}")
+        for t in targets:
+            t.verify()
+        return doc["processes"][0]["error"]["message"]
+    finally:
+        for t in targets:
+            t.close()
+
+
+def held_tree(tools, work, seeds):
+    """A shell whose children are held targets (as CRIU would see a job)."""
+    logs = [os.path.join(work, f"target-{seed}.log") for seed in seeds]
+    script = " ".join(f"{tools.target_bin} --size-mib 512 --seed {seed} --hold > {log} 2>&1 < /dev/null &" for seed, log in zip(seeds, logs))
+    shell = subprocess.Popen(["bash", "-c", script + " wait"], start_new_session=True)
+    readies = [wait_for_line(log, "READY", 0, 60)[0] for log in logs]
+    pids = [int(line.split()[1]) for line in readies]
+    hashes = [line.split()[2] for line in readies]
+    return shell, pids, hashes, logs
+
+
+@scenario("CRIU action-script cycle on real processes: pre-dump, frozen post-dump, thaw, data intact")
+def action_script(tools):
+    work = tempfile.mkdtemp(prefix="cudackpt-hook-")
+    shell, pids, hashes, logs = held_tree(tools, work, [61, 62])
+    try:
+        def hook(action):
+            env = dict(os.environ, CRTOOLS_SCRIPT_ACTION=action, CRTOOLS_INIT_PID=str(shell.pid))
+            return subprocess.run([tools.cudackpt], env=env, capture_output=True, text=True, timeout=300)
+        done = hook("pre-dump")
+        expect(done.returncode == 0, f"pre-dump exited {done.returncode}: {done.stderr}")
+        for pid in pids:
+            expect(tools.state(pid) == "checkpointed", f"pre-dump left PID {pid} {tools.state(pid)}")
+        for pid in pids:
+            os.kill(pid, 19)  # SIGSTOP, as CRIU's freeze leaves them
+        started = time.monotonic()
+        done = hook("post-dump")
+        took = time.monotonic() - started
+        expect(done.returncode == 0 and took < 5, f"post-dump exited {done.returncode} after {took:.1f} s: {done.stderr}")
+        time.sleep(0.5)
+        for pid in pids:
+            expect(tools.state(pid) == "checkpointed", "nothing may resume while frozen")
+        seen = [len(open(log).read().splitlines()) for log in logs]
+        for pid in pids:
+            os.kill(pid, 18)  # SIGCONT: CRIU thaws a --leave-running dump
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(tools.state(pid) != "running" for pid in pids):
+            time.sleep(0.2)
+        expect(all(tools.state(pid) == "running" for pid in pids), "the waiter did not resume the thawed tree")
+        for log, count, expected in zip(logs, seen, hashes):
+            line, _ = wait_for_line(log, "OK", count, 30)
+            expect(line == f"OK {expected}", f"after thaw: {line}")
+        done = hook("post-resume")
+        expect(done.returncode == 0, f"post-resume exited {done.returncode}: {done.stderr}")
+        return f"post-dump returned in {took * 1000:.0f} ms; resumed after thaw"
+    finally:
+        for pid in pids:
+            subprocess.run(["kill", "-9", str(pid)], capture_output=True)
+        shell.wait(timeout=10)
+
+
+@scenario("ps finds the CUDA processes among 2000 others, read-only")
+def ps_scale(tools, t):
+    sleepers = [subprocess.Popen(["sleep", "120"]) for _ in range(2000)]
+    try:
+        total = len([p for p in os.listdir("/proc") if p.isdigit()])
+        times = []
+        for _ in range(5):
+            started = time.monotonic()
+            doc = tools.json("ps")
+            times.append(time.monotonic() - started)
+        pids = {p["pid"] for p in doc["processes"]}
+        expect(t.pid in pids, f"ps missed the target {t.pid}: {pids}")
+        expect(not pids & {s.pid for s in sleepers}, "ps listed a non-CUDA process")
+        expect(tools.state(t.pid) == "running", "ps must not change anything")
+        times.sort()
+        return f"{total} processes, {len(pids)} CUDA: median {times[2] * 1000:.0f} ms"
+    finally:
+        for s in sleepers:
+            s.kill()
+        for s in sleepers:
+            s.wait()
+
+
 def bench(tools, out_dir):
     args = [tools.bench, "latency", "--cudackpt", tools.cudackpt, "--target", tools.target_bin, "--runs", "30"]
     if tools.nvidia:
@@ -482,11 +575,14 @@ def main():
         foreign_map(tools, t)
         nvidia_agrees(tools, t)
         compat_grammar(tools, t)
+        ps_scale(tools, t)
     finally:
         t.close()
     group(tools, 512)
     group_rollback(tools, 512)
     group_interrupted(tools, 1024)
+    group_deadline(tools)
+    action_script(tools)
     criu_with_plugin(tools)
 
     count = {status: sum(r["status"] == status for r in RESULTS) for status in ["pass", "fail", "skip"]}
