@@ -324,8 +324,11 @@ def find_cuda_plugin():
 def wait_for_line(path, prefix, after_lines, timeout):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with open(path) as f:
-            lines = f.read().splitlines()
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()
+        except FileNotFoundError:  # the shell has not created it yet
+            lines = []
         fresh = [l for l in lines[after_lines:] if l.startswith(prefix) or l.startswith("MISMATCH")]
         if fresh:
             return fresh[0], len(lines)
@@ -469,8 +472,15 @@ def held_tree(tools, work, seeds):
     """A shell whose children are held targets (as CRIU would see a job)."""
     logs = [os.path.join(work, f"target-{seed}.log") for seed in seeds]
     script = " ".join(f"{tools.target_bin} --size-mib 512 --seed {seed} --hold > {log} 2>&1 < /dev/null &" for seed, log in zip(seeds, logs))
-    shell = subprocess.Popen(["bash", "-c", script + " wait"], start_new_session=True)
-    readies = [wait_for_line(log, "READY", 0, 60)[0] for log in logs]
+    # No inherited stdio: a shell left behind must not hold the suite's
+    # output pipe open.
+    shell = subprocess.Popen(["bash", "-c", script + " wait"], start_new_session=True,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        readies = [wait_for_line(log, "READY", 0, 60)[0] for log in logs]
+    except BaseException:
+        os.killpg(shell.pid, 9)
+        raise
     pids = [int(line.split()[1]) for line in readies]
     hashes = [line.split()[2] for line in readies]
     return shell, pids, hashes, logs
