@@ -521,8 +521,7 @@ def action_script(tools):
         expect(done.returncode == 0, f"post-resume exited {done.returncode}: {done.stderr}")
         return f"post-dump returned in {took * 1000:.0f} ms; resumed after thaw"
     finally:
-        for pid in pids:
-            subprocess.run(["kill", "-9", str(pid)], capture_output=True)
+        os.killpg(shell.pid, 9)  # the shell and every target it started
         shell.wait(timeout=10)
 
 
