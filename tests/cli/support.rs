@@ -177,6 +177,75 @@ impl Drop for Target {
     }
 }
 
+/// What a member of a [`Tree`] is, so that the tree waits until it is ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Member {
+    /// `LD_PRELOAD=$CUDA sleep ...`: ready once its maps show the fake.
+    Cuda,
+    /// `sleep ...` without the driver: ready once it runs `sleep`.
+    Plain,
+    /// Anything else (an intermediate shell): ready once recorded.
+    Shell,
+}
+
+/// A process tree started by [`Fixture::tree`]; its whole process group is
+/// killed on drop.
+pub struct Tree {
+    root: Target,
+    members: Vec<(String, i32)>,
+}
+
+impl Tree {
+    /// The root shell's PID.
+    pub fn root(&self) -> i32 {
+        self.root.pid
+    }
+
+    /// The PID of the member recorded as `name`.
+    pub fn pid(&self, name: &str) -> i32 {
+        self.members
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, pid)| *pid)
+            .unwrap_or_else(|| panic!("no tree member {name:?}: {:?}", self.members))
+    }
+
+    /// Sends `signal` (a name such as `STOP`) to every process of the tree
+    /// (its process group).
+    pub fn signal_all(&self, signal: &str) {
+        send_signal(-self.root.pid, signal);
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        // The group's id is the root's PID; SIGKILL also ends stopped members.
+        let _ = StdCommand::new("sh")
+            .args(["-c", &format!("kill -KILL -{}", self.root.pid)])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Sends `signal` (a name such as `STOP`) to `pid` (a negative PID names a
+/// process group).
+pub fn send_signal(pid: i32, signal: &str) {
+    let status = StdCommand::new("sh")
+        .args(["-c", &format!("kill -{signal} {pid}")])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{signal} {pid} failed");
+}
+
+/// The state letter of a process (field 3 of `/proc/PID/stat`: `R`, `S`,
+/// `T`, `Z`...), `None` when it is gone.
+pub fn proc_state(pid: i32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')').next()?.trim_start().chars().next()
+}
+
 /// One test's world: its own fake-driver state directory, its devices, and
 /// a way to run cudackpt against the fake.
 pub struct Fixture {
@@ -286,6 +355,109 @@ impl Fixture {
             "{cc:?} failed on {source_name}:\n{}",
             String::from_utf8_lossy(&output.stderr)
         );
+    }
+
+    /// The fake libcuda copied into the fixture directory as
+    /// `libnccl.so.2`: a process that preloads it maps a file named like
+    /// NCCL's library.
+    pub fn nccl_library(&self) -> PathBuf {
+        let path = self.dir().join("libnccl.so.2");
+        if !path.exists() {
+            fs::copy(fake_libcuda(), &path).expect("copy the fake as libnccl.so.2");
+        }
+        path
+    }
+
+    /// A CUDA process that also has "NCCL" (see [`Fixture::nccl_library`])
+    /// mapped, returned once its maps show both.
+    pub fn nccl_cuda_target(&self) -> Target {
+        let nccl = self.nccl_library();
+        let preload = format!("{}:{}", fake_libcuda().display(), nccl.display());
+        let child = StdCommand::new("sleep")
+            .arg("600")
+            .env("FAKE_CUDA_STATE_DIR", self.dir())
+            .env("LD_PRELOAD", preload)
+            .env_remove("FAKE_CUDA_INJECT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start sleep");
+        let pid = i32::try_from(child.id()).expect("pid fits i32");
+        let target = Target { child, pid };
+        let (fake, nccl) = (
+            fake_libcuda().to_string_lossy().into_owned(),
+            nccl.to_string_lossy().into_owned(),
+        );
+        wait_until("the NCCL target to start", || {
+            fs::read_to_string(format!("/proc/{pid}/maps"))
+                .is_ok_and(|m| m.contains(&fake) && m.contains(&nccl))
+        });
+        target
+    }
+
+    /// A process tree: `sh -c SCRIPT` in a process group of its own, every
+    /// process of which is killed on drop. The script gets `$CUDA` (an
+    /// `LD_PRELOAD` value that makes a CUDA process) and `$PIDS` (a file
+    /// where it records `NAME PID` lines, e.g. `echo "a $!" >> "$PIDS"`),
+    /// and should end in `wait`. Returns once every member is recorded and
+    /// ready: a CUDA member maps the fake, a plain one runs `sleep`.
+    pub fn tree(&self, script: &str, members: &[(&str, Member)]) -> Tree {
+        use std::os::unix::process::CommandExt;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static TREES: AtomicUsize = AtomicUsize::new(0);
+        let pids_file = self.dir().join(format!(
+            "tree-{}.pids",
+            TREES.fetch_add(1, Ordering::Relaxed)
+        ));
+        let child = StdCommand::new("sh")
+            .args(["-c", script])
+            .env("FAKE_CUDA_STATE_DIR", self.dir())
+            .env("CUDA", fake_libcuda())
+            .env("PIDS", &pids_file)
+            .env_remove("LD_PRELOAD")
+            .env_remove("FAKE_CUDA_INJECT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("start the tree's root shell");
+        let pid = i32::try_from(child.id()).expect("pid fits i32");
+        let mut tree = Tree {
+            root: Target { child, pid },
+            members: Vec::new(),
+        };
+        let recorded = |name: &str| -> Option<i32> {
+            fs::read_to_string(&pids_file)
+                .ok()?
+                .lines()
+                .find_map(|line| {
+                    let (n, p) = line.split_once(' ')?;
+                    (n == name).then(|| p.trim().parse().ok())?
+                })
+        };
+        let fake = fake_libcuda().to_string_lossy().into_owned();
+        for &(name, member) in members {
+            let mut found = None;
+            wait_until(&format!("tree member {name} to be recorded"), || {
+                found = recorded(name);
+                found.is_some()
+            });
+            let member_pid = found.expect("recorded");
+            wait_until(
+                &format!("tree member {name} to be ready"),
+                || match member {
+                    Member::Cuda => fs::read_to_string(format!("/proc/{member_pid}/maps"))
+                        .is_ok_and(|m| m.contains(&fake)),
+                    Member::Plain => fs::read_to_string(format!("/proc/{member_pid}/comm"))
+                        .is_ok_and(|comm| comm.trim_end() == "sleep"),
+                    Member::Shell => true,
+                },
+            );
+            tree.members.push((name.to_string(), member_pid));
+        }
+        tree
     }
 
     /// Compiles a C program into the fixture directory.
@@ -411,6 +583,21 @@ impl Fixture {
     /// The fake's record of a process's state.
     pub fn fake_state(&self, pid: i32) -> String {
         self.fake_record(pid).0
+    }
+
+    /// The fake's record of a process's state while another process (a
+    /// detached cudackpt) may be rewriting it: `None` while the file is
+    /// being rewritten. For polling.
+    pub fn fake_state_while_changing(&self, pid: i32) -> Option<String> {
+        match fs::read_to_string(self.dir().join(format!("{pid}.json"))) {
+            Ok(text) => serde_json::from_str::<serde_json::Value>(&text)
+                .ok()?
+                .get("state")?
+                .as_str()
+                .map(str::to_string),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("running".to_string()),
+            Err(e) => panic!("fake state file of {pid}: {e}"),
+        }
     }
 
     /// The state `cudackpt --json state PID` reports, checked against the

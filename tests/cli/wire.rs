@@ -55,6 +55,7 @@ pub enum Kind {
     RolledBack,
     RollbackFailed,
     Interrupted,
+    DeadlineExceeded,
     ProcUnreadable,
     Usage,
 }
@@ -117,6 +118,12 @@ pub struct ProcessDoc {
     pub rolled_back: bool,
     pub error: Option<ErrorDoc>,
     pub rollback_error: Option<ErrorDoc>,
+    /// Whether NCCL is mapped: known for processes found by a selector or
+    /// scanned because the command warns about NCCL; absent otherwise.
+    pub nccl: Option<bool>,
+    /// Remarks on this process (e.g. NCCL loaded); absent when none.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 impl ProcessDoc {
@@ -145,6 +152,9 @@ impl ProcessDoc {
         }
         for error in [&self.error, &self.rollback_error].into_iter().flatten() {
             error.check();
+        }
+        for warning in &self.warnings {
+            assert!(!warning.is_empty(), "a warning is never empty: {self:?}");
         }
     }
 
@@ -191,6 +201,13 @@ pub struct ProcessCommandDoc {
     pub ok: bool,
     pub exit_code: i32,
     pub duration_ms: f64,
+    /// A failure of the command as a whole, before any process was acted
+    /// on (e.g. `--all` without `--yes`, a dead `--tree` root).
+    pub error: Option<ErrorDoc>,
+    /// Remarks on the command as a whole (e.g. no CUDA process found);
+    /// absent when none.
+    #[serde(default)]
+    pub warnings: Vec<String>,
     pub processes: Vec<ProcessDoc>,
 }
 
@@ -203,10 +220,16 @@ impl Document for ProcessCommandDoc {
         assert_eq!(self.ok, exit_code == 0, "ok is true only on success");
         assert_eq!(
             self.ok,
-            self.processes.iter().all(|p| p.ok),
-            "ok is true only if every process succeeded"
+            self.error.is_none() && self.processes.iter().all(|p| p.ok),
+            "ok is true only if the command and every process succeeded"
         );
         assert!(self.duration_ms.is_finite() && self.duration_ms >= 0.0);
+        if let Some(error) = &self.error {
+            error.check();
+        }
+        for warning in &self.warnings {
+            assert!(!warning.is_empty(), "a warning is never empty: {self:?}");
+        }
         for process in &self.processes {
             process.check();
         }

@@ -1,0 +1,423 @@
+//! CRIU's action-script mode (SPEC section 9): run with no arguments and
+//! `CRTOOLS_SCRIPT_ACTION` set (or as `cudackpt criu-hook`), cudackpt
+//! suspends the CUDA processes of the tree of `CRTOOLS_INIT_PID` at
+//! `pre-dump`, resumes them once CRIU thaws the tree after `post-dump` (a
+//! detached waiter), and at `post-resume`; every other action is a no-op.
+//! The hook takes the driver from `CUDACKPT_LIBCUDA` (it has no arguments).
+
+use std::fs;
+use std::process::{Command as StdCommand, Output};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::support::{parse_one_document, proc_state, texts, wait_until, Fixture, Member, Tree};
+use crate::wire::{Kind, ProcessCommandDoc, State};
+
+/// cudackpt with NO arguments, as CRIU runs an action script: the action,
+/// and the tree root when given (`None` leaves CRTOOLS_INIT_PID unset).
+fn hook(fx: &Fixture, action: &str, init_pid: Option<&str>) -> StdCommand {
+    let mut command = fx.std_command(&[]);
+    command.env("CRTOOLS_SCRIPT_ACTION", action);
+    match init_pid {
+        Some(pid) => command.env("CRTOOLS_INIT_PID", pid),
+        None => command.env_remove("CRTOOLS_INIT_PID"),
+    };
+    command
+}
+
+/// Runs a command and asserts its exit status.
+fn run(mut command: StdCommand, code: i32) -> Output {
+    let output = command.output().expect("run cudackpt");
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "{command:?}: {output:?}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Under a plain root shell: a CUDA child, a plain child, and an
+/// intermediate shell with a CUDA child of its own.
+fn family(fx: &Fixture) -> Tree {
+    fx.tree(
+        r#"LD_PRELOAD=$CUDA sleep 600 & echo "a $!" >> "$PIDS"
+sleep 600 & echo "plain $!" >> "$PIDS"
+sh -c 'LD_PRELOAD=$CUDA sleep 600 & echo "g $!" >> "$PIDS"; wait' & echo "mid $!" >> "$PIDS"
+wait"#,
+        &[
+            ("a", Member::Cuda),
+            ("plain", Member::Plain),
+            ("mid", Member::Shell),
+            ("g", Member::Cuda),
+        ],
+    )
+}
+
+/// The PIDs of running `criu-hook --resume-when-thawed` waiters that wait
+/// for any of `pids`.
+fn waiters_for(pids: &[i32]) -> Vec<i32> {
+    let wanted: Vec<String> = pids.iter().map(ToString::to_string).collect();
+    fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|entry| {
+            let pid: i32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+            let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let args: Vec<String> = cmdline
+                .split(|&b| b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            let flag = args.iter().position(|a| a == "--resume-when-thawed")?;
+            args[flag + 1..]
+                .iter()
+                .any(|a| wanted.contains(a))
+                .then_some(pid)
+        })
+        .filter(|&pid| proc_state(pid).is_some_and(|s| s != 'Z'))
+        .collect()
+}
+
+/// Asserts that since the log was last taken, nothing but GetState (and
+/// the restore thread id) touched any process but `acted_on`.
+fn only_acted_on(fx: &Fixture, acted_on: &[i32], what: &str) -> Vec<crate::support::Call> {
+    let calls = fx.take_calls();
+    for call in &calls {
+        assert!(
+            acted_on.contains(&call.pid) || call.op == "get_state" || call.op == "restore_tid",
+            "{what}: {call:?} is on a process outside the tree's CUDA ones ({acted_on:?})"
+        );
+    }
+    calls
+}
+
+#[test]
+fn pre_dump_suspends_the_tree_and_post_resume_resumes_it() {
+    let fx = Fixture::new();
+    let tree = family(&fx);
+    let outside = fx.cuda_target();
+    let cuda = [tree.pid("a"), tree.pid("g")];
+    let root = tree.root().to_string();
+
+    let output = run(hook(&fx, "pre-dump", Some(&root)), 0);
+    let (stdout, _) = texts(&output);
+    for pid in cuda {
+        assert_eq!(fx.fake_state(pid), "checkpointed");
+        assert!(stdout.contains(&pid.to_string()), "{stdout}");
+    }
+    assert_eq!(fx.fake_state(outside.pid), "running");
+    let calls = only_acted_on(&fx, &cuda, "pre-dump");
+    assert!(calls.iter().all(|c| c.pid != outside.pid), "{calls:?}");
+    for pid in cuda {
+        for op in ["lock", "checkpoint"] {
+            assert!(
+                calls
+                    .iter()
+                    .any(|c| c.pid == pid && c.op == op && c.code == 0),
+                "no {op} of {pid}: {calls:?}"
+            );
+        }
+    }
+
+    run(hook(&fx, "post-resume", Some(&root)), 0);
+    for pid in cuda {
+        assert_eq!(fx.fake_state(pid), "running");
+    }
+    assert_eq!(fx.fake_state(outside.pid), "running");
+    only_acted_on(&fx, &cuda, "post-resume");
+
+    // post-resume on a tree already running is a success too.
+    run(hook(&fx, "post-resume", Some(&root)), 0);
+    assert!(fx
+        .take_calls()
+        .iter()
+        .all(|c| c.op == "get_state" || c.op == "restore_tid"));
+}
+
+#[test]
+fn every_other_action_does_nothing() {
+    let fx = Fixture::new();
+    let tree = family(&fx);
+    let cuda = [tree.pid("a"), tree.pid("g")];
+    let root = tree.root().to_string();
+    let others = [
+        "pre-restore",
+        "post-restore",
+        "pre-resume",
+        "network-lock",
+        "network-unlock",
+        "setup-namespaces",
+        "post-setup-namespaces",
+        "orphan-pts-master",
+        "pre-stream",
+        "query-ext-files",
+        "status-ready",
+        "no-such-action",
+    ];
+    for state in ["running", "checkpointed"] {
+        for action in others {
+            for init_pid in [Some(root.as_str()), Some(""), None] {
+                let output = run(hook(&fx, action, init_pid), 0);
+                let (stdout, _) = texts(&output);
+                assert!(stdout.is_empty(), "{action}: {stdout}");
+                fx.assert_no_calls(&format!("{action} with the tree {state}"));
+            }
+        }
+        for pid in cuda {
+            assert_eq!(fx.fake_state(pid), state, "{state}");
+        }
+        run(hook(&fx, "pre-dump", Some(&root)), 0);
+        fx.take_calls();
+    }
+}
+
+#[test]
+fn post_dump_resumes_the_tree_once_it_is_thawed() {
+    let fx = Fixture::new();
+    let tree = family(&fx);
+    let cuda = [tree.pid("a"), tree.pid("g")];
+    let root = tree.root().to_string();
+    run(hook(&fx, "pre-dump", Some(&root)), 0);
+
+    // CRIU has the tree frozen at post-dump.
+    tree.signal_all("STOP");
+    wait_until("the tree to stop", || {
+        cuda.iter().all(|&pid| proc_state(pid) == Some('T'))
+    });
+    fx.take_calls();
+    let started = Instant::now();
+    let output = run(hook(&fx, "post-dump", Some(&root)), 0);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "post-dump must return while the tree is frozen; it took {took:?}"
+    );
+    let (_, stderr) = texts(&output);
+    assert!(stderr.contains("thaws"), "{stderr}");
+    // A process just started may not show its arguments for a moment.
+    wait_until("the detached waiter", || !waiters_for(&cuda).is_empty());
+    assert_eq!(waiters_for(&cuda).len(), 1, "one waiter");
+
+    // Still frozen: nothing is resumed.
+    thread::sleep(Duration::from_millis(300));
+    for pid in cuda {
+        assert_eq!(fx.fake_state(pid), "checkpointed", "resumed while frozen");
+    }
+    let calls = fx.take_calls();
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.op == "get_state" || c.op == "restore_tid"),
+        "{calls:?}"
+    );
+
+    // CRIU thaws the tree (a --leave-running dump): the waiter resumes it.
+    tree.signal_all("CONT");
+    wait_until("the waiter to resume the tree", || {
+        cuda.iter()
+            .all(|&pid| fx.fake_state_while_changing(pid).as_deref() == Some("running"))
+    });
+    wait_until("the waiter to exit", || waiters_for(&cuda).is_empty());
+    let calls = only_acted_on(&fx, &cuda, "the waiter");
+    for pid in cuda {
+        for op in ["restore", "unlock"] {
+            assert!(
+                calls
+                    .iter()
+                    .any(|c| c.pid == pid && c.op == op && c.code == 0),
+                "no {op} of {pid}: {calls:?}"
+            );
+        }
+    }
+}
+
+/// A plain dump kills the tree: the waiter has nothing to resume and does
+/// not linger.
+#[test]
+fn the_post_dump_waiter_ends_when_the_processes_exit() {
+    let fx = Fixture::new();
+    let tree = family(&fx);
+    let cuda = [tree.pid("a"), tree.pid("g")];
+    let root = tree.root().to_string();
+    run(hook(&fx, "pre-dump", Some(&root)), 0);
+    tree.signal_all("STOP");
+    wait_until("the tree to stop", || {
+        cuda.iter().all(|&pid| proc_state(pid) == Some('T'))
+    });
+    run(hook(&fx, "post-dump", Some(&root)), 0);
+    wait_until("the detached waiter", || !waiters_for(&cuda).is_empty());
+
+    for pid in cuda {
+        crate::support::send_signal(pid, "KILL");
+    }
+    wait_until("the waiter to give up", || waiters_for(&cuda).is_empty());
+    fx.take_calls();
+    thread::sleep(Duration::from_millis(100));
+    assert!(
+        fx.take_calls()
+            .iter()
+            .all(|c| c.op != "restore" && c.op != "unlock"),
+        "nothing to resume"
+    );
+}
+
+#[test]
+fn post_dump_with_nothing_checkpointed_starts_no_waiter() {
+    let fx = Fixture::new();
+    let tree = family(&fx);
+    let cuda = [tree.pid("a"), tree.pid("g")];
+    run(hook(&fx, "post-dump", Some(&tree.root().to_string())), 0);
+    // Give a waiter, were one started, time to show its arguments.
+    thread::sleep(Duration::from_millis(100));
+    assert!(waiters_for(&cuda).is_empty());
+    for pid in cuda {
+        assert_eq!(fx.fake_state(pid), "running");
+    }
+    assert!(fx
+        .take_calls()
+        .iter()
+        .all(|c| c.op == "get_state" || c.op == "restore_tid"));
+}
+
+#[test]
+fn the_tree_root_must_be_a_pid() {
+    let fx = Fixture::new();
+    let tree = family(&fx);
+    let cuda = [tree.pid("a"), tree.pid("g")];
+    for action in ["pre-dump", "post-dump", "post-resume"] {
+        for init_pid in [
+            None,
+            Some(""),
+            Some("abc"),
+            Some("0"),
+            Some("-3"),
+            Some("12x"),
+        ] {
+            let output = run(hook(&fx, action, init_pid), 2);
+            let (stdout, stderr) = texts(&output);
+            assert!(stdout.is_empty(), "{action} {init_pid:?}: {stdout}");
+            assert!(
+                stderr.contains("CRTOOLS_INIT_PID"),
+                "{action} {init_pid:?}: {stderr}"
+            );
+            fx.assert_no_calls(&format!("{action} with CRTOOLS_INIT_PID={init_pid:?}"));
+        }
+    }
+    for pid in cuda {
+        assert_eq!(fx.fake_state(pid), "running");
+    }
+}
+
+/// A dead tree root fails pre-dump (CRIU aborts the dump on non-zero).
+#[test]
+fn a_dead_tree_root_fails_pre_dump() {
+    let fx = Fixture::new();
+    let dead = fx.cuda_target().kill_and_reap().to_string();
+    let output = hook(&fx, "pre-dump", Some(&dead))
+        .output()
+        .expect("run cudackpt");
+    assert_eq!(output.status.code(), Some(5), "{output:?}");
+    let (_, stderr) = texts(&output);
+    assert!(stderr.contains(&dead), "{stderr}");
+    fx.assert_no_calls("pre-dump of a dead tree");
+}
+
+/// CRIU aborts the dump when pre-dump fails; the tree must be left running.
+#[test]
+fn a_failed_pre_dump_exits_non_zero_and_leaves_the_tree_running() {
+    for rule in [
+        "lock@{g}=error:999",
+        "checkpoint@{a}=error:999",
+        "lock@{g}=error:800",
+    ] {
+        let fx = Fixture::new();
+        let tree = family(&fx);
+        let (a, g) = (tree.pid("a"), tree.pid("g"));
+        let rule = rule
+            .replace("{a}", &a.to_string())
+            .replace("{g}", &g.to_string());
+        let mut command = hook(&fx, "pre-dump", Some(&tree.root().to_string()));
+        command.env("FAKE_CUDA_INJECT", &rule);
+        let output = command.output().expect("run cudackpt");
+        let code = output.status.code().expect("an exit status");
+        assert_ne!(code, 0, "{rule}: CRIU must see the failure");
+        let (_, stderr) = texts(&output);
+        assert!(stderr.contains("cudackpt:"), "{rule}: {stderr}");
+        for pid in [a, g] {
+            assert_eq!(fx.fake_state(pid), "running", "{rule}: PID {pid}");
+        }
+    }
+}
+
+#[test]
+fn the_criu_hook_subcommand_needs_the_action() {
+    let fx = Fixture::new();
+    let output = run(fx.std_command(&["criu-hook"]), 2);
+    let (stdout, stderr) = texts(&output);
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("CRTOOLS_SCRIPT_ACTION"), "{stderr}");
+
+    let output = run(fx.std_command(&["--json", "criu-hook"]), 2);
+    let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+    crate::wire::Document::check(&doc, 2);
+    assert_eq!(doc.command, "criu-hook");
+    let error = doc.error.as_ref().expect("a command-level error");
+    assert_eq!(error.kind, Kind::Usage);
+    assert!(error.message.contains("CRTOOLS_SCRIPT_ACTION"), "{error:?}");
+
+    // An empty action is no action.
+    let mut command = fx.std_command(&["criu-hook"]);
+    command.env("CRTOOLS_SCRIPT_ACTION", "");
+    run(command, 2);
+    fx.assert_no_calls("criu-hook without an action");
+}
+
+/// `cudackpt criu-hook` does what the no-argument form does, and can answer
+/// in JSON.
+#[test]
+fn the_criu_hook_subcommand_runs_the_action() {
+    let fx = Fixture::new();
+    let tree = family(&fx);
+    let cuda = [tree.pid("a"), tree.pid("g")];
+    let root = tree.root().to_string();
+    for (action, state) in [
+        ("pre-dump", State::Checkpointed),
+        ("post-resume", State::Running),
+    ] {
+        let mut command = fx.std_command(&["--json", "criu-hook"]);
+        command
+            .env("CRTOOLS_SCRIPT_ACTION", action)
+            .env("CRTOOLS_INIT_PID", &root);
+        let output = run(command, 0);
+        let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+        crate::wire::Document::check(&doc, 0);
+        assert_eq!(doc.command, "criu-hook");
+        let mut pids = doc.pids();
+        pids.sort_unstable();
+        let mut expected = cuda.to_vec();
+        expected.sort_unstable();
+        assert_eq!(pids, expected, "{doc:?}");
+        for pid in cuda {
+            assert_eq!(doc.process(pid).state, state);
+            assert_eq!(fx.fake_state(pid), state.as_str());
+        }
+    }
+}
+
+/// With arguments cudackpt is a plain command line, whatever CRIU's
+/// variables say (a CRIU action script may run other commands).
+#[test]
+fn arguments_turn_the_hook_mode_off() {
+    let fx = Fixture::new();
+    let tree = family(&fx);
+    let a = tree.pid("a");
+    let mut command = fx.std_command(&["--json", "state", &a.to_string()]);
+    command
+        .env("CRTOOLS_SCRIPT_ACTION", "pre-dump")
+        .env("CRTOOLS_INIT_PID", tree.root().to_string());
+    let output = run(command, 0);
+    let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+    assert_eq!(doc.command, "state");
+    assert_eq!(doc.only(a).state, State::Running);
+    assert_eq!(fx.fake_state(a), "running");
+    assert_eq!(fx.fake_state(tree.pid("g")), "running");
+}

@@ -1,0 +1,127 @@
+//! NCCL (SPEC section 4): a process with `libnccl` mapped is flagged by
+//! `ps`, and the commands that checkpoint or restore it warn (multi-process
+//! NCCL jobs are a known source of hangs and failed restores); single steps
+//! that only lock or unlock do not. A warning never fails the command.
+
+use crate::support::{texts, Fixture};
+use crate::wire::{ProcessCommandDoc, State};
+
+fn nccl_warnings(p: &crate::wire::ProcessDoc) -> Vec<&String> {
+    p.warnings.iter().filter(|w| w.contains("NCCL")).collect()
+}
+
+#[test]
+fn ps_flags_a_process_with_nccl_mapped() {
+    let fx = Fixture::new();
+    let nccl = fx.nccl_cuda_target();
+    let plain_cuda = fx.cuda_target();
+
+    for (t, expected) in [(&nccl, true), (&plain_cuda, false)] {
+        let doc: ProcessCommandDoc = fx.json(&["ps", "--tree", &t.arg()], 0);
+        let p = doc.only(t.pid);
+        assert_eq!(p.nccl, Some(expected), "{p:?}");
+        assert_eq!(p.state, State::Running);
+        assert!(p.warnings.is_empty(), "ps only lists: {p:?}");
+
+        let output = fx
+            .cudackpt(&["ps", "--tree", &t.arg()])
+            .assert()
+            .code(0)
+            .get_output()
+            .clone();
+        let (stdout, stderr) = texts(&output);
+        let row: Vec<&str> = stdout
+            .lines()
+            .nth(1)
+            .expect("one row")
+            .split_whitespace()
+            .collect();
+        let pid = t.arg();
+        let flag = if expected { "yes" } else { "no" };
+        assert_eq!(row, [pid.as_str(), "running", pid.as_str(), flag, "sleep"]);
+        assert!(stderr.is_empty(), "{stderr}");
+    }
+    assert!(fx
+        .take_calls()
+        .iter()
+        .all(|c| c.op == "get_state" || c.op == "restore_tid"));
+}
+
+#[test]
+fn suspend_and_resume_warn_about_nccl_and_still_succeed() {
+    let fx = Fixture::new();
+    let nccl = fx.nccl_cuda_target();
+    let other = fx.cuda_target();
+    let pids = [nccl.arg(), other.arg()];
+
+    for (command, state) in [("suspend", State::Checkpointed), ("resume", State::Running)] {
+        let doc: ProcessCommandDoc = fx.json(&[command, &pids[0], &pids[1]], 0);
+        let p = doc.process(nccl.pid);
+        assert!(p.ok && p.state == state, "{command}: {p:?}");
+        assert_eq!(p.nccl, Some(true), "{command}: {p:?}");
+        assert_eq!(nccl_warnings(p).len(), 1, "{command}: {p:?}");
+        let q = doc.process(other.pid);
+        assert!(q.ok && q.state == state, "{command}: {q:?}");
+        assert_eq!(q.nccl, Some(false), "{command}: {q:?}");
+        assert!(q.warnings.is_empty(), "{command}: {q:?}");
+        assert!(doc.warnings.is_empty(), "{command}: {doc:?}");
+    }
+
+    // For people: a warning on stderr naming the process, none for the other.
+    for command in ["suspend", "resume"] {
+        let output = fx
+            .cudackpt(&[command, &pids[0], &pids[1]])
+            .assert()
+            .code(0)
+            .get_output()
+            .clone();
+        let (_, stderr) = texts(&output);
+        let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("NCCL")).collect();
+        assert_eq!(warnings.len(), 1, "{command}: {stderr}");
+        assert!(
+            warnings[0].contains("warning") && warnings[0].contains(&pids[0]),
+            "{command}: {stderr}"
+        );
+        assert!(!stderr.contains(&pids[1]), "{command}: {stderr}");
+    }
+    assert_eq!(fx.state_of(&nccl), "running");
+}
+
+#[test]
+fn single_steps_that_only_lock_or_unlock_do_not_warn() {
+    let fx = Fixture::new();
+    let nccl = fx.nccl_cuda_target();
+    let pid = nccl.arg();
+    for command in ["lock", "unlock"] {
+        let doc: ProcessCommandDoc = fx.json(&[command, &pid], 0);
+        let p = doc.only(nccl.pid);
+        assert!(p.ok, "{command}: {p:?}");
+        assert!(p.warnings.is_empty(), "{command} warned: {p:?}");
+        assert!(doc.warnings.is_empty(), "{command}: {doc:?}");
+        // Undo, then again for people.
+        let undo = if command == "lock" { "unlock" } else { "lock" };
+        fx.cudackpt(&[undo, &pid]).assert().code(0);
+        let output = fx
+            .cudackpt(&[command, &pid])
+            .assert()
+            .code(0)
+            .get_output()
+            .clone();
+        let (_, stderr) = texts(&output);
+        assert!(!stderr.contains("NCCL"), "{command}: {stderr}");
+    }
+    assert_eq!(fx.state_of(&nccl), "running");
+}
+
+/// A NCCL process found by a selector is flagged (and warned about) the same
+/// way as one named by PID.
+#[test]
+fn a_nccl_process_found_by_tree_is_warned_about() {
+    let fx = Fixture::new();
+    let nccl = fx.nccl_cuda_target();
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--tree", &nccl.arg()], 0);
+    let p = doc.only(nccl.pid);
+    assert_eq!(p.nccl, Some(true));
+    assert_eq!(nccl_warnings(p).len(), 1, "{p:?}");
+    assert_eq!(fx.fake_state(nccl.pid), "checkpointed");
+}

@@ -1,0 +1,148 @@
+//! Progress (SPEC section 6): a line on stderr per finished step when stderr
+//! is a terminal and neither --json nor -q was asked for; nothing
+//! otherwise. The terminal is a pseudo-terminal from util-linux `script`.
+
+use std::path::Path;
+
+use crate::support::{cudackpt_bin, texts, Fixture};
+
+/// Runs `sh -c SHELL_COMMAND` under a pseudo-terminal (`script`), with the
+/// fixture's environment, and returns everything written to the terminal
+/// and the exit status. `{bin}` in the command is the cudackpt binary.
+fn on_terminal(fx: &Fixture, shell_command: &str, inject: Option<&str>) -> (String, i32) {
+    let bin = cudackpt_bin();
+    let command = shell_command.replace("{bin}", &format!("'{}'", bin.display()));
+    let mut script = fx.command_for(Path::new("script"), &["-qec", &command, "/dev/null"]);
+    if let Some(rules) = inject {
+        script.env("FAKE_CUDA_INJECT", rules);
+    }
+    let output = script.output().expect("run script (util-linux)");
+    let (stdout, stderr) = texts(&output);
+    assert!(stderr.is_empty(), "script: {stderr}");
+    (
+        stdout.replace("\r\n", "\n"),
+        output.status.code().expect("an exit status"),
+    )
+}
+
+/// The progress lines in `text`.
+fn progress_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| l.contains(" done in ") || l.contains(" FAILED in "))
+        .collect()
+}
+
+fn line_for<'a>(lines: &[&'a str], pid: i32, what: &str) -> Option<&'a str> {
+    lines
+        .iter()
+        .find(|l| l.contains(&format!("PID {pid} ")) && l.contains(&format!(": {what} ")))
+        .copied()
+}
+
+#[test]
+fn a_terminal_shows_a_line_per_step() {
+    let fx = Fixture::new();
+    let (a, b) = (fx.cuda_target(), fx.cuda_target());
+    let (text, code) = on_terminal(&fx, &format!("{{bin}} suspend {} {}", a.pid, b.pid), None);
+    assert_eq!(code, 0, "{text}");
+    let lines = progress_lines(&text);
+    assert_eq!(lines.len(), 4, "two steps each:\n{text}");
+    for t in [&a, &b] {
+        for step in ["lock", "checkpoint"] {
+            let line = line_for(&lines, t.pid, step)
+                .unwrap_or_else(|| panic!("no {step} line for PID {}:\n{text}", t.pid));
+            assert!(line.starts_with("cudackpt: "), "{line}");
+            assert!(line.contains(&format!("{step} done in ")), "{line}");
+            assert!(line.ends_with(" ms") || line.ends_with(" s"), "{line}");
+        }
+    }
+    assert_eq!(fx.state_of(&a), "checkpointed");
+
+    // The lines go to stderr, and it is stderr being a terminal that counts:
+    // with stdout away, they are still there, and the table is not.
+    let (text, code) = on_terminal(
+        &fx,
+        &format!("{{bin}} resume {} {} 2>&1 >/dev/null", a.pid, b.pid),
+        None,
+    );
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(progress_lines(&text).len(), 4, "{text}");
+    for t in [&a, &b] {
+        assert!(line_for(&progress_lines(&text), t.pid, "restore").is_some());
+        assert!(line_for(&progress_lines(&text), t.pid, "unlock").is_some());
+    }
+    assert!(
+        !text.contains("RESULT"),
+        "the table went to stdout:\n{text}"
+    );
+    assert_eq!(fx.state_of(&b), "running");
+}
+
+#[test]
+fn a_terminal_shows_failures_and_rollbacks() {
+    let fx = Fixture::new();
+    let (a, b) = (fx.cuda_target(), fx.cuda_target());
+    let (text, code) = on_terminal(
+        &fx,
+        &format!("{{bin}} --color never suspend {} {}", a.pid, b.pid),
+        Some(&format!("checkpoint@{}=error:999", b.pid)),
+    );
+    assert_eq!(code, 1, "{text}");
+    let lines = progress_lines(&text);
+    let failed = line_for(&lines, b.pid, "checkpoint").expect("the failed checkpoint");
+    assert!(failed.contains("checkpoint FAILED in "), "{failed}");
+    assert!(
+        line_for(&lines, a.pid, "rollback restore").is_some(),
+        "{text}"
+    );
+    assert!(
+        line_for(&lines, a.pid, "rollback unlock").is_some(),
+        "{text}"
+    );
+    for t in [&a, &b] {
+        assert_eq!(fx.state_of(t), "running");
+    }
+}
+
+#[test]
+fn no_progress_without_a_terminal_or_with_json_or_quiet() {
+    let fx = Fixture::new();
+    let (a, b) = (fx.cuda_target(), fx.cuda_target());
+    let pids = [a.arg(), b.arg()];
+
+    // The test harness's stderr is a pipe.
+    let output = fx
+        .cudackpt(&["suspend", &pids[0], &pids[1]])
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let (_, stderr) = texts(&output);
+    assert!(progress_lines(&stderr).is_empty(), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+
+    for (flag, command) in [
+        ("--json", "resume"),
+        ("--json", "suspend"),
+        ("-q", "resume"),
+        ("-q", "suspend"),
+    ] {
+        let (text, code) = on_terminal(
+            &fx,
+            &format!("{{bin}} {flag} {command} {} {}", pids[0], pids[1]),
+            None,
+        );
+        assert_eq!(code, 0, "{flag} {command}: {text}");
+        assert!(
+            progress_lines(&text).is_empty(),
+            "{flag} {command} printed progress:\n{text}"
+        );
+        if flag == "-q" {
+            assert!(text.is_empty(), "-q prints nothing: {text:?}");
+        }
+    }
+    // Queries never show progress.
+    let (text, _) = on_terminal(&fx, &format!("{{bin}} state {}", pids[0]), None);
+    assert!(progress_lines(&text).is_empty(), "{text}");
+    assert_eq!(fx.state_of(&a), "checkpointed");
+}
