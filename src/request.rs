@@ -177,6 +177,17 @@ fn select(selectors: &Selectors, driver: &Driver) -> Result<Vec<(i32, Mapped)>, 
         .collect())
 }
 
+/// Whether a failure only says the process is no longer there to act on
+/// (exited, a zombie, or no longer a CUDA process).
+fn is_gone(failure: Option<&Failure>) -> bool {
+    failure.is_some_and(|f| {
+        matches!(
+            f.kind,
+            FailureKind::NoSuchProcess | FailureKind::NotCudaProcess
+        )
+    })
+}
+
 /// Whether a command is one where NCCL is known to cause trouble.
 fn warns_about_nccl(operation: &Operation) -> bool {
     matches!(
@@ -253,10 +264,14 @@ pub fn run_process_command(request: Request<'_>) -> Report {
 
     let privileges = Privileges::current();
     tracing::debug!(?pids, command, ?privileges, "checking targets");
-    let checked: Vec<Result<Target, Failure>> = pids
+    // A process that was found, not named, and is gone by now simply drops
+    // out of the selection: on a busy host processes come and go.
+    let discovered = |pid: i32| !named.contains(&pid);
+    let (pids, checked): (Vec<i32>, Vec<Result<Target, Failure>>) = pids
         .iter()
-        .map(|&pid| check(pid, &privileges, thread_ids))
-        .collect();
+        .map(|&pid| (pid, check(pid, &privileges, thread_ids)))
+        .filter(|(pid, check)| !(discovered(*pid) && is_gone(check.as_ref().err())))
+        .unzip();
     let valid: Vec<Target> = checked
         .iter()
         .filter_map(|c| c.as_ref().ok().cloned())
@@ -313,6 +328,19 @@ pub fn run_process_command(request: Request<'_>) -> Report {
             warnings: warnings.clone(),
             ..Report::new(command, started.elapsed())
         }
+    };
+    // Queries drop found processes that exited (or stopped being CUDA
+    // processes) while they ran; a group that changes state does not, as
+    // every member's fate must be reported.
+    let changes_state = operation.changes_state();
+    let assemble = |ran: Vec<ProcessReport>, not_run: Option<Failure>| {
+        let mut report = assemble(ran, not_run);
+        if !changes_state {
+            report
+                .processes
+                .retain(|p| !(discovered(p.pid) && is_gone(p.failure.as_ref())));
+        }
+        report
     };
 
     // A group that changes state moves together: one bad target stops all.
