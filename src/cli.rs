@@ -304,6 +304,7 @@ impl Filter {
             trees: self.tree.clone(),
             cgroups: self.cgroup.clone(),
             all: self.tree.is_empty() && self.cgroup.is_empty(),
+            candidates: Vec::new(),
         }
     }
 }
@@ -315,6 +316,7 @@ impl Targets {
             trees: self.tree.clone(),
             cgroups: self.cgroup.clone(),
             all: self.all,
+            candidates: Vec::new(),
         }
     }
 

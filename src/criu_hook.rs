@@ -18,6 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::diagnose::{Failure, FailureKind};
+use crate::discover;
 use crate::plan::Operation;
 use crate::process::{self, parse_pid};
 use crate::report::Report;
@@ -74,12 +75,20 @@ fn init_pid() -> Result<i32, String> {
     parse_pid(&text).map_err(|why| format!("{INIT_PID_VAR}: {why}"))
 }
 
-fn run_on(libcuda: Option<&Path>, pids: Vec<i32>, trees: Vec<i32>, operation: Operation) -> Report {
+/// Runs `operation` on the CUDA processes of `trees` and on `candidates`
+/// (confirmed by the driver, dropped if gone).
+fn run_on(
+    libcuda: Option<&Path>,
+    candidates: Vec<i32>,
+    trees: Vec<i32>,
+    operation: Operation,
+) -> Report {
     let mut report = request::run_process_command(Request {
         libcuda,
-        pids,
+        pids: Vec::new(),
         selectors: Selectors {
             trees,
+            candidates,
             ..Selectors::default()
         },
         confirmed: false,
@@ -124,19 +133,13 @@ pub fn run(libcuda: Option<&Path>, action: &str) -> Report {
                 Ok(root) => root,
                 Err(why) => return hook_failure(why),
             };
-            // Which processes to wait for: the checkpointed CUDA ones of the
-            // tree (a read-only state query; frozen processes answer it).
-            let found = run_on(
-                libcuda,
-                vec![],
-                vec![root],
-                Operation::State { restore_tid: false },
-            );
-            let pids: Vec<i32> = found
-                .processes
-                .iter()
-                .filter(|p| p.state == Some(crate::driver::ProcessState::Checkpointed))
-                .map(|p| p.pid)
+            // Which processes to wait for: the tree's CUDA processes, found
+            // from /proc alone. The tree is frozen, and the driver would not
+            // answer for a stopped process until it runs again.
+            let driver_file = libcuda.and_then(|p| p.file_name()).and_then(|n| n.to_str());
+            let pids: Vec<i32> = discover::cuda_candidates(&discover::tree(root), driver_file)
+                .into_iter()
+                .map(|(pid, _)| pid)
                 .collect();
             if pids.is_empty() {
                 return Report::new("criu-hook", Duration::ZERO);
@@ -179,7 +182,7 @@ fn is_stopped(pid: i32) -> Option<bool> {
     let status = process::read_status(pid).ok().flatten()?;
     match status.state {
         'Z' | 'X' => None,
-        state => Some(matches!(state, 't' | 'T')),
+        state => Some(process::is_stopped_state(state)),
     }
 }
 
@@ -191,6 +194,7 @@ pub fn resume_when_thawed(libcuda: Option<&Path>, pids: &[i32]) -> Report {
     loop {
         waiting.retain(|&pid| is_stopped(pid).is_some());
         if waiting.is_empty() {
+            // They exited: a dump without --leave-running. Nothing to do.
             return Report::new("criu-hook", started.elapsed());
         }
         if waiting.iter().all(|&pid| is_stopped(pid) == Some(false)) {

@@ -29,6 +29,7 @@ pub enum FailureKind {
     RollbackFailed,
     Interrupted,
     DeadlineExceeded,
+    ProcessStopped,
     ProcUnreadable,
     Usage,
 }
@@ -53,6 +54,7 @@ impl FailureKind {
             FailureKind::RollbackFailed => "rollback_failed",
             FailureKind::Interrupted => "interrupted",
             FailureKind::DeadlineExceeded => "deadline_exceeded",
+            FailureKind::ProcessStopped => "process_stopped",
             FailureKind::ProcUnreadable => "proc_unreadable",
             FailureKind::Usage => "usage",
         }
@@ -65,7 +67,7 @@ impl FailureKind {
             | FailureKind::NotCudaProcess => ExitStatus::NoProcess,
             FailureKind::PermissionDenied => ExitStatus::PermissionDenied,
             FailureKind::LockTimeout => ExitStatus::LockTimeout,
-            FailureKind::WrongState => ExitStatus::WrongState,
+            FailureKind::WrongState | FailureKind::ProcessStopped => ExitStatus::WrongState,
             FailureKind::InvalidMap => ExitStatus::PreflightRefused,
             FailureKind::Usage => ExitStatus::Usage,
             FailureKind::Interrupted => ExitStatus::Interrupted,
@@ -129,6 +131,20 @@ pub fn from_target_error(error: &TargetError) -> Failure {
         TargetError::Unreadable { .. } => FailureKind::ProcUnreadable,
     };
     Failure::new(kind, error.to_string(), error.hint())
+}
+
+/// A target whose restore thread is stopped: every driver call but the
+/// restore-thread query would wait until it runs again (measured on driver
+/// 580: GetState blocks on a SIGSTOPped process), so nothing is asked.
+pub fn process_stopped(pid: i32, name: Option<&str>) -> Failure {
+    Failure::new(
+        FailureKind::ProcessStopped,
+        format!(
+            "{} is stopped (SIGSTOP, a debugger or CRIU's freeze), and the driver cannot answer for it until it runs",
+            describe_process(pid, name)
+        ),
+        format!("continue it (`kill -CONT {pid}`), or let whoever stopped it finish"),
+    )
 }
 
 pub fn from_load_error(error: &LoadError) -> Failure {

@@ -343,6 +343,8 @@ impl Executor<'_> {
 
         let mut done: Vec<Vec<Step>> = vec![Vec::new(); targets.len()];
         let mut cause = None;
+        // From here on processes move: a signal must roll back, not kill.
+        self.interrupt.arm();
         for phase in 0..=1 {
             let work: Vec<(usize, Step)> = plans
                 .iter()

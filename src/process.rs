@@ -35,6 +35,8 @@ pub struct Target {
     pub pid: i32,
     /// The command name (`/proc/PID/comm`).
     pub name: String,
+    /// Its main thread is stopped (SIGSTOP, a debugger, CRIU's freeze).
+    pub stopped: bool,
 }
 
 /// What /proc says about a PID.
@@ -196,7 +198,24 @@ pub fn check_target(pid: i32, caller: &Privileges) -> Result<Target, TargetError
     Ok(Target {
         pid,
         name: status.name,
+        stopped: is_stopped_state(status.state),
     })
+}
+
+/// `T` (stopped by a signal) or `t` (stopped by a tracer).
+pub fn is_stopped_state(state: char) -> bool {
+    matches!(state, 'T' | 't')
+}
+
+/// Whether thread `tid` of process `pid` is stopped; `None` when it is gone.
+pub fn thread_stopped(pid: i32, tid: i32) -> Option<bool> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    let state = stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()?;
+    Some(is_stopped_state(state))
 }
 
 /// Who cudackpt runs as, as far as acting on other processes goes.

@@ -44,6 +44,8 @@ pub struct ProcessReport {
     pub rollback_failure: Option<Failure>,
     /// Whether NCCL is mapped in the process, when it was looked at.
     pub nccl: Option<bool>,
+    /// Its restore thread is stopped, so the driver could not be asked.
+    pub stopped: bool,
     /// Remarks that do not make the command fail (e.g. NCCL loaded).
     pub warnings: Vec<String>,
 }

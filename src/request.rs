@@ -37,11 +37,14 @@ pub struct Selectors {
     pub trees: Vec<i32>,
     pub cgroups: Vec<PathBuf>,
     pub all: bool,
+    /// PIDs to consider like found ones: kept only if they are (still)
+    /// CUDA processes, dropped quietly if gone.
+    pub candidates: Vec<i32>,
 }
 
 impl Selectors {
     pub fn is_empty(&self) -> bool {
-        self.trees.is_empty() && self.cgroups.is_empty() && !self.all
+        self.trees.is_empty() && self.cgroups.is_empty() && !self.all && self.candidates.is_empty()
     }
 
     /// Where to look, in words (for "no CUDA process found ...").
@@ -58,6 +61,9 @@ impl Selectors {
         );
         if self.all {
             places.push("this host".to_string());
+        }
+        if !self.candidates.is_empty() {
+            places.push(format!("PIDs {:?}", self.candidates));
         }
         places.join(", ")
     }
@@ -158,6 +164,7 @@ fn select(selectors: &Selectors, driver: &Driver) -> Result<Vec<(i32, Mapped)>, 
         })?;
         pids.extend(members);
     }
+    pids.extend(&selectors.candidates);
     if selectors.all {
         pids = discover::all_pids();
     }
@@ -166,15 +173,39 @@ fn select(selectors: &Selectors, driver: &Driver) -> Result<Vec<(i32, Mapped)>, 
     let driver_path = driver.path();
     let driver_file = driver_path.file_name().and_then(|n| n.to_str());
     let candidates = discover::cuda_candidates(&pids, driver_file);
-    let answers = concurrently(&candidates, |(pid, _)| driver.get_state(*pid));
+    // A stopped candidate is kept unconfirmed: asking the driver would wait
+    // until it runs. The checks after selection report it as stopped.
+    let confirmed = concurrently(&candidates, |(pid, _)| {
+        cannot_answer(driver, *pid)
+            || !matches!(
+                driver.get_state(*pid),
+                Err(CallError::Cuda { error, .. }) if error.is(code::NOT_INITIALIZED) || error.is(code::OPERATING_SYSTEM)
+            )
+    });
     Ok(candidates
         .into_iter()
-        .zip(answers)
-        .filter(|(_, answer)| {
-            !matches!(answer, Err(CallError::Cuda { error, .. }) if error.is(code::NOT_INITIALIZED) || error.is(code::OPERATING_SYSTEM))
-        })
+        .zip(confirmed)
+        .filter(|(_, confirmed)| *confirmed)
         .map(|(candidate, _)| candidate)
         .collect())
+}
+
+/// Whether the driver would wait instead of answering for `pid`: its main
+/// thread and its restore thread are stopped (measured on driver 580:
+/// GetState blocks on a SIGSTOPped process; GetRestoreThreadId does not).
+fn cannot_answer(driver: &Driver, pid: i32) -> bool {
+    let main_stopped = process::read_status(pid)
+        .ok()
+        .flatten()
+        .is_some_and(|status| process::is_stopped_state(status.state));
+    main_stopped && restore_thread_stopped(driver, pid)
+}
+
+/// Whether the restore thread of a process is stopped (or cannot be told).
+fn restore_thread_stopped(driver: &Driver, pid: i32) -> bool {
+    driver
+        .restore_thread_id(pid)
+        .map_or(true, |tid| process::thread_stopped(pid, tid) != Some(false))
 }
 
 /// Whether a failure only says the process is no longer there to act on
@@ -293,8 +324,10 @@ pub fn run_process_command(request: Request<'_>) -> Report {
         }
     }
 
+    // `ran` holds the reports of the targets that ran (or were answered for
+    // without running); every other valid target gets `not_run`, if any.
     let assemble = |ran: Vec<ProcessReport>, not_run: Option<Failure>| {
-        let mut ran = ran.into_iter();
+        let mut ran: HashMap<i32, ProcessReport> = ran.into_iter().map(|r| (r.pid, r)).collect();
         let processes = checked
             .iter()
             .zip(&pids)
@@ -304,14 +337,13 @@ pub fn run_process_command(request: Request<'_>) -> Report {
                         failure: Some(failure.clone()),
                         ..ProcessReport::new(pid, None)
                     },
-                    Ok(target) => match &not_run {
-                        Some(failure) => ProcessReport {
+                    Ok(target) => match (ran.remove(&target.pid), &not_run) {
+                        (Some(report), _) => report,
+                        (None, Some(failure)) => ProcessReport {
                             failure: Some(failure.clone()),
                             ..ProcessReport::new(target.pid, Some(target.name.clone()))
                         },
-                        None => ran.next().unwrap_or_else(|| {
-                            ProcessReport::new(target.pid, Some(target.name.clone()))
-                        }),
+                        (None, None) => ProcessReport::new(target.pid, Some(target.name.clone())),
                     },
                 };
                 if let Some(map) = mapped.get(&report.pid) {
@@ -364,6 +396,36 @@ pub fn run_process_command(request: Request<'_>) -> Report {
         },
     };
 
+    // A stopped process whose restore thread is stopped too cannot be asked
+    // anything: the driver would wait until it runs. Refuse it up front.
+    // (CRIU's plugin resumes just the restore thread before each call,
+    // which passes this check.)
+    let (blocked, valid): (Vec<Target>, Vec<Target>) = valid
+        .into_iter()
+        .partition(|t| t.stopped && restore_thread_stopped(&driver, t.pid));
+    let blocked_reports: Vec<ProcessReport> = blocked
+        .iter()
+        .map(|t| {
+            let mut report = ProcessReport::new(t.pid, Some(t.name.clone()));
+            report.stopped = true;
+            if discovered(t.pid) && !changes_state {
+                // A listing shows it, rather than failing over it.
+                report.note = Some("stopped: its CUDA state can be read once it runs".to_string());
+            } else {
+                report.failure = Some(diagnose::process_stopped(t.pid, Some(&t.name)));
+            }
+            report
+        })
+        .collect();
+    if let (Some(first), true) = (blocked.first(), changes_state) {
+        let skipped = Failure::new(
+            FailureKind::NotAttempted,
+            format!("not attempted: PID {} is stopped", first.pid),
+            "continue the stopped process first; a group changes state together or not at all",
+        );
+        return assemble(blocked_reports, Some(skipped));
+    }
+
     let operation = if entries.is_empty() {
         operation
     } else {
@@ -403,5 +465,7 @@ pub fn run_process_command(request: Request<'_>) -> Report {
         deadline: deadline.as_duration().map(|limit| started + limit),
         progress,
     };
-    assemble(executor.run(&operation, &valid), None)
+    let mut reports = executor.run(&operation, &valid);
+    reports.extend(blocked_reports);
+    assemble(reports, None)
 }

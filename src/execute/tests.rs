@@ -125,6 +125,7 @@ fn targets(pids: &[i32]) -> Vec<Target> {
         .map(|&pid| Target {
             pid,
             name: format!("worker{pid}"),
+            stopped: false,
         })
         .collect()
 }

@@ -58,7 +58,9 @@ fn row(command: &str, p: &ProcessReport, look: Look) -> Vec<String> {
     let tid = p
         .restore_tid
         .map_or_else(|| "-".to_string(), |t| t.to_string());
-    let outcome = if p.failure.is_some() && p.state.is_none() {
+    let outcome = if p.stopped {
+        look.dim("stopped")
+    } else if p.failure.is_some() && p.state.is_none() {
         look.bad("error")
     } else {
         look.state(p.state)
@@ -134,6 +136,7 @@ fn short(failure: &Failure) -> &'static str {
         FailureKind::RollbackFailed => "rollback failed",
         FailureKind::Interrupted => "interrupted",
         FailureKind::DeadlineExceeded => "deadline passed",
+        FailureKind::ProcessStopped => "process stopped",
         FailureKind::ProcUnreadable => "/proc unreadable",
         FailureKind::Usage => "usage error",
     }

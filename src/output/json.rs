@@ -47,6 +47,8 @@ pub struct ProcessDoc<'a> {
     pub rollback_error: Option<ErrorDoc<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nccl: Option<bool>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub warnings: &'a [String],
 }
@@ -107,6 +109,7 @@ fn process_doc(p: &ProcessReport) -> ProcessDoc<'_> {
         error: p.failure.as_ref().map(ErrorDoc::from_failure),
         rollback_error: p.rollback_failure.as_ref().map(ErrorDoc::from_failure),
         nccl: p.nccl,
+        stopped: p.stopped,
         warnings: &p.warnings,
     }
 }

@@ -26,4 +26,5 @@ mod output;
 mod progress;
 mod single_steps;
 mod state;
+mod stopped;
 mod targets;

@@ -56,6 +56,7 @@ pub enum Kind {
     RollbackFailed,
     Interrupted,
     DeadlineExceeded,
+    ProcessStopped,
     ProcUnreadable,
     Usage,
 }
@@ -124,6 +125,10 @@ pub struct ProcessDoc {
     /// Remarks on this process (e.g. NCCL loaded); absent when none.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Its restore thread is stopped, so the driver was not asked; absent
+    /// when false.
+    #[serde(default)]
+    pub stopped: bool,
 }
 
 impl ProcessDoc {
