@@ -6,8 +6,15 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{send_signal, shorts, wait_until, Fixture};
+use crate::support::{proc_state, send_signal, shorts, wait_until, Fixture};
 use crate::wire::{Kind, ProcessCommandDoc, State};
+
+/// Stops a process and waits until the kernel shows it stopped (`kill`
+/// returns before the signal has taken effect).
+fn stop(pid: i32) {
+    send_signal(pid, "STOP");
+    wait_until("the process to stop", || proc_state(pid) == Some('T'));
+}
 
 /// The calls the fake saw for one PID.
 fn calls_for(fx: &Fixture, pid: i32) -> Vec<String> {
@@ -23,7 +30,7 @@ fn calls_for(fx: &Fixture, pid: i32) -> Vec<String> {
 fn state_of_a_stopped_process_is_refused_without_asking_the_driver() {
     let fx = Fixture::new();
     let target = fx.cuda_target();
-    send_signal(target.pid, "STOP");
+    stop(target.pid);
     let doc: ProcessCommandDoc = fx.json(&["state", &target.arg()], 4);
     let process = doc.process(target.pid);
     assert_eq!(process.kind(), Kind::ProcessStopped);
@@ -48,7 +55,7 @@ fn state_of_a_stopped_process_is_refused_without_asking_the_driver() {
 fn ps_lists_a_stopped_process_as_stopped_and_succeeds() {
     let fx = Fixture::new();
     let (stopped, running) = (fx.cuda_target(), fx.cuda_target());
-    send_signal(stopped.pid, "STOP");
+    stop(stopped.pid);
     let doc: ProcessCommandDoc = fx.json(&["ps"], 0);
     let row = doc.process(stopped.pid);
     assert!(
@@ -73,7 +80,7 @@ fn ps_lists_a_stopped_process_as_stopped_and_succeeds() {
 fn a_group_with_a_stopped_member_is_refused_before_any_change() {
     let fx = Fixture::new();
     let (a, b) = (fx.cuda_target(), fx.cuda_target());
-    send_signal(b.pid, "STOP");
+    stop(b.pid);
     let doc: ProcessCommandDoc = fx.json(&["suspend", &a.arg(), &b.arg()], 4);
     assert_eq!(doc.process(b.pid).kind(), Kind::ProcessStopped);
     assert_eq!(doc.process(a.pid).kind(), Kind::NotAttempted);
@@ -90,7 +97,7 @@ fn a_group_with_a_stopped_member_is_refused_before_any_change() {
 fn the_compatible_grammar_refuses_a_stopped_process_with_exit_1() {
     let fx = Fixture::new();
     let target = fx.cuda_target();
-    send_signal(target.pid, "STOP");
+    stop(target.pid);
     let output = fx
         .cudackpt(&["--get-state", "--pid", &target.arg()])
         .assert()
