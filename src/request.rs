@@ -400,9 +400,12 @@ pub fn run_process_command(request: Request<'_>) -> Report {
     // anything: the driver would wait until it runs. Refuse it up front.
     // (CRIU's plugin resumes just the restore thread before each call,
     // which passes this check.)
-    let (blocked, valid): (Vec<Target>, Vec<Target>) = valid
-        .into_iter()
-        .partition(|t| t.stopped && restore_thread_stopped(&driver, t.pid));
+    // The restore-thread query itself never waits (CRIU's plugin asks it of
+    // frozen processes), so `restore-tid` is always answered.
+    let asks_only_restore_tid = matches!(operation, Operation::RestoreTid);
+    let (blocked, valid): (Vec<Target>, Vec<Target>) = valid.into_iter().partition(|t| {
+        t.stopped && !asks_only_restore_tid && restore_thread_stopped(&driver, t.pid)
+    });
     let blocked_reports: Vec<ProcessReport> = blocked
         .iter()
         .map(|t| {

@@ -52,6 +52,27 @@ fn state_of_a_stopped_process_is_refused_without_asking_the_driver() {
 }
 
 #[test]
+fn the_restore_thread_of_a_stopped_process_is_still_answered() {
+    // That query never waits; CRIU's plugin asks it of a frozen tree.
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    stop(target.pid);
+    let doc: ProcessCommandDoc = fx.json(&["restore-tid", &target.arg()], 0);
+    assert_eq!(doc.process(target.pid).restore_tid, Some(target.pid));
+    let output = fx
+        .cudackpt(&["--get-restore-tid", "--pid", &target.arg()])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!("{}\n", target.pid)
+    );
+    send_signal(target.pid, "CONT");
+}
+
+#[test]
 fn ps_lists_a_stopped_process_as_stopped_and_succeeds() {
     let fx = Fixture::new();
     let (stopped, running) = (fx.cuda_target(), fx.cuda_target());
