@@ -120,6 +120,17 @@ pub fn run(cli: Cli) -> ExitStatus {
                 progress: None,
             });
             report.command = "ps";
+            // GPU memory per process, when NVML is there to say.
+            match crate::nvml::open().and_then(|nvml| crate::nvml::memory_by_process(&nvml)) {
+                Ok(used) => {
+                    for process in &mut report.processes {
+                        process.gpu_memory_bytes =
+                            Some(used.get(&process.pid).copied().unwrap_or(0));
+                    }
+                }
+                // Not an error: the column shows "-" and JSON omits the field.
+                Err(why) => tracing::debug!(%why, "no GPU memory figures"),
+            }
             sink.emit(
                 || json::process_report(&report),
                 |look| human::process_report(&report, look),

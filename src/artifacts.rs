@@ -32,14 +32,17 @@ pub fn completions(shell: Shell) -> Vec<u8> {
 pub const JSON_SCHEMA: &str = "\
 With --json, every invocation prints exactly one JSON document on stdout (schema_version 1; fields are only ever added).
 
-Process commands (state, lock, checkpoint, restore, unlock, toggle, suspend, resume, restore-tid, wait): \
-{\"schema_version\":1, \"command\":NAME, \"ok\":BOOL, \"exit_code\":N, \"duration_ms\":MS, \"processes\":[PROCESS...]}. \
-ok is true only if every process succeeded; exit_code is the exit status.
+Process commands (state, lock, checkpoint, restore, unlock, toggle, suspend, resume, restore-tid, wait, ps): \
+{\"schema_version\":1, \"command\":NAME, \"ok\":BOOL, \"exit_code\":N, \"duration_ms\":MS, \"error\":ERROR, \"warnings\":[TEXT], \
+\"processes\":[PROCESS...]}. ok is true only if the command and every process succeeded; exit_code is the exit status; \
+the top-level error (a failure of the command as a whole, e.g. --all without --yes) and warnings (e.g. no CUDA process found) \
+appear only when there are some.
 
 PROCESS: {\"pid\":N, \"name\":COMM, \"ok\":BOOL, \"state_before\":STATE (compound commands), \"state\":STATE, \
-\"restore_tid\":N (state, restore-tid), \"duration_ms\":MS, \"steps\":[{\"step\":lock|checkpoint|restore|unlock, \"ok\":BOOL, \
-\"rollback\":BOOL, \"duration_ms\":MS}], \"note\":TEXT, \"rolled_back\":BOOL, \"error\":ERROR, \"rollback_error\":ERROR}. \
-STATE is running, locked, checkpointed, failed or unknown (after the command).
+\"restore_tid\":N (state, restore-tid, ps), \"duration_ms\":MS, \"steps\":[{\"step\":lock|checkpoint|restore|unlock, \"ok\":BOOL, \
+\"rollback\":BOOL, \"duration_ms\":MS}], \"note\":TEXT, \"rolled_back\":BOOL, \"error\":ERROR, \"rollback_error\":ERROR, \
+\"nccl\":BOOL (when looked at), \"warnings\":[TEXT], \"stopped\":true (when the driver could not be asked), \
+\"gpu_memory_bytes\":N (ps, with NVML)}. STATE is running, locked, checkpointed, failed or unknown (after the command).
 
 ERROR: {\"kind\":KIND, \"message\":TEXT, \"hint\":TEXT, \"cuda_error\":\"CUDA_ERROR_...\", \"code\":N}; cuda_error and code only when the driver answered. \
 KIND is one of no_such_process, thread_not_process, not_cuda_process, permission_denied, lock_timeout, wrong_state, \

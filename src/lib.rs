@@ -23,6 +23,7 @@ pub mod gpu;
 pub mod interrupt;
 pub mod inventory;
 pub mod logging;
+pub mod nvml;
 pub mod output;
 pub mod pattern;
 pub mod plan;

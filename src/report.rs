@@ -46,6 +46,8 @@ pub struct ProcessReport {
     pub nccl: Option<bool>,
     /// Its restore thread is stopped, so the driver could not be asked.
     pub stopped: bool,
+    /// GPU memory it holds over all GPUs (NVML), when that could be known.
+    pub gpu_memory_bytes: Option<u64>,
     /// Remarks that do not make the command fail (e.g. NCCL loaded).
     pub warnings: Vec<String>,
 }

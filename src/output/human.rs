@@ -12,7 +12,7 @@ pub fn process_report(report: &Report, look: Look) -> (String, String) {
         "state" => vec!["PID", "STATE", "RESTORE-TID", "NAME"],
         "restore-tid" => vec!["PID", "RESTORE-TID", "NAME"],
         "wait" => vec!["PID", "STATE", "WAITED", "NAME"],
-        "ps" => vec!["PID", "STATE", "RESTORE-TID", "NCCL", "NAME"],
+        "ps" => vec!["PID", "STATE", "RESTORE-TID", "GPU-MEM", "NCCL", "NAME"],
         _ => vec!["PID", "NAME", "RESULT", "TIME"],
     };
     rows.push(header.into_iter().map(|h| look.dim(h)).collect());
@@ -75,7 +75,10 @@ fn row(command: &str, p: &ProcessReport, look: Look) -> Vec<String> {
                 Some(false) => "no",
                 None => "-",
             };
-            vec![pid, outcome, tid, nccl.to_string(), name]
+            let memory = p
+                .gpu_memory_bytes
+                .map_or("-".to_string(), |bytes| format!("{} MiB", bytes >> 20));
+            vec![pid, outcome, tid, memory, nccl.to_string(), name]
         }
         _ => vec![pid, name, result(p, look), format_duration(p.duration)],
     }

@@ -49,6 +49,8 @@ pub struct ProcessDoc<'a> {
     pub nccl: Option<bool>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stopped: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_bytes: Option<u64>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub warnings: &'a [String],
 }
@@ -110,6 +112,7 @@ fn process_doc(p: &ProcessReport) -> ProcessDoc<'_> {
         rollback_error: p.rollback_failure.as_ref().map(ErrorDoc::from_failure),
         nccl: p.nccl,
         stopped: p.stopped,
+        gpu_memory_bytes: p.gpu_memory_bytes,
         warnings: &p.warnings,
     }
 }

@@ -149,7 +149,10 @@ fn ps_lists_this_tests_cuda_processes_and_no_plain_one() {
         .expect("a header")
         .split_whitespace()
         .collect();
-    assert_eq!(header, ["PID", "STATE", "RESTORE-TID", "NCCL", "NAME"]);
+    assert_eq!(
+        header,
+        ["PID", "STATE", "RESTORE-TID", "GPU-MEM", "NCCL", "NAME"]
+    );
     let rows = table_pids(&stdout);
     assert!(!rows.contains(&plain.pid), "{stdout}");
     let pid = |t: &crate::support::Target| t.pid.to_string();
@@ -159,6 +162,7 @@ fn ps_lists_this_tests_cuda_processes_and_no_plain_one() {
             pid(&a),
             "running".into(),
             pid(&a),
+            "-".into(),
             "no".into(),
             "sleep".into()
         ]
@@ -169,6 +173,7 @@ fn ps_lists_this_tests_cuda_processes_and_no_plain_one() {
             pid(&b),
             "checkpointed".into(),
             pid(&b),
+            "-".into(),
             "no".into(),
             "sleep".into()
         ]

@@ -129,6 +129,9 @@ pub struct ProcessDoc {
     /// when false.
     #[serde(default)]
     pub stopped: bool,
+    /// GPU memory held, from NVML (`ps`); absent when NVML is not there,
+    /// as on the fake host.
+    pub gpu_memory_bytes: Option<u64>,
 }
 
 impl ProcessDoc {

@@ -540,6 +540,8 @@ def ps_scale(tools, t):
             times.append(time.monotonic() - started)
         pids = {p["pid"] for p in doc["processes"]}
         expect(t.pid in pids, f"ps missed the target {t.pid}: {pids}")
+        row = next(p for p in doc["processes"] if p["pid"] == t.pid)
+        expect(row.get("gpu_memory_bytes", 0) >= 256 << 20, f"NVML should show the target's 256 MiB: {row}")
         expect(not pids & {s.pid for s in sleepers}, "ps listed a non-CUDA process")
         expect(tools.state(t.pid) == "running", "ps must not change anything")
         times.sort()

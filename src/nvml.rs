@@ -1,0 +1,47 @@
+//! NVML (`libnvidia-ml.so.1`, loaded at run time through nvml-wrapper) for
+//! what the CUDA driver does not say without a context: how much GPU memory
+//! each process holds. NVML being absent is a fact to report ("unknown"),
+//! never an error; only commands that show memory pay its start-up.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::Nvml;
+
+/// The names tried, in order: the runtime name first (the bare `.so` is
+/// usually only installed with development packages).
+const LIBRARY_NAMES: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia-ml.so"];
+
+/// Loads and initialises NVML, or says why not.
+pub fn open() -> Result<Nvml, String> {
+    let mut reasons = Vec::new();
+    for name in LIBRARY_NAMES {
+        match Nvml::builder().lib_path(OsStr::new(name)).init() {
+            Ok(nvml) => return Ok(nvml),
+            Err(error) => reasons.push(format!("{name}: {error}")),
+        }
+    }
+    Err(format!("NVML is not available ({})", reasons.join("; ")))
+}
+
+/// GPU memory in use per PID, summed over every GPU, for processes running
+/// compute work. A checkpointed process holds none and is not listed.
+pub fn memory_by_process(nvml: &Nvml) -> Result<HashMap<i32, u64>, String> {
+    let mut used: HashMap<i32, u64> = HashMap::new();
+    let count = nvml.device_count().map_err(|e| e.to_string())?;
+    for index in 0..count {
+        let device = nvml.device_by_index(index).map_err(|e| e.to_string())?;
+        let processes = device
+            .running_compute_processes()
+            .map_err(|e| e.to_string())?;
+        for process in processes {
+            if let (Ok(pid), UsedGpuMemory::Used(bytes)) =
+                (i32::try_from(process.pid), process.used_gpu_memory)
+            {
+                *used.entry(pid).or_default() += bytes;
+            }
+        }
+    }
+    Ok(used)
+}
