@@ -134,6 +134,7 @@ fn ps_lists_this_tests_cuda_processes_and_no_plain_one() {
         assert_eq!(p.restore_tid, Some(t.pid), "{p:?}");
         assert_eq!(p.name.as_deref(), Some("sleep"), "{p:?}");
         assert_eq!(p.nccl, Some(false), "{p:?}");
+        assert_eq!(p.gpu_memory_bytes, None, "no NVML on the fake host: {p:?}");
         assert!(p.steps.is_empty() && p.warnings.is_empty(), "{p:?}");
     }
     let queried = assert_read_only(&fx, "ps --json");
