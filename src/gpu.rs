@@ -98,6 +98,11 @@ pub enum MapError {
     },
     #[error("--map needs the GPUs of this host, but they could not be listed: {reason}")]
     DevicesUnavailable { reason: String },
+    #[error(
+        "--map moves GPUs of another host, so cudackpt cannot complete it: the driver needs every GPU of this host to receive exactly one GPU of the checkpoint, and {} receive(s) none",
+        list_gpus(.unreceived)
+    )]
+    Incomplete { unreceived: Vec<GpuUuid> },
 }
 
 fn list_gpus(gpus: &[GpuUuid]) -> String {
@@ -200,6 +205,83 @@ pub fn resolve_map(
         });
     }
     Ok(pairs)
+}
+
+/// A map made ready for the driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Completed {
+    /// Every GPU stays where it was: no map need be passed.
+    NothingMoves,
+    /// The pairs to pass, and whether cudackpt added any to what was given.
+    Pairs { pairs: Vec<GpuPair>, added: bool },
+}
+
+/// Makes a map the driver accepts. The driver (580) takes only a bijection
+/// over every GPU of the host. When every OLD is a GPU of this host (a
+/// move between its GPUs) a partial map is completed: GPUs not named keep
+/// their place where they can, and the displaced ones fill the gaps, so
+/// `A=B` on two GPUs becomes `A=B,B=A`. When some OLD is foreign (a
+/// checkpoint from another host) nothing can be guessed, so the map must
+/// already send something to every local GPU.
+pub fn complete_map(pairs: &[GpuPair], local: &[GpuUuid]) -> Result<Completed, MapError> {
+    let all_local = pairs.iter().all(|p| local.contains(&p.old));
+    let mut completed = pairs.to_vec();
+    if all_local {
+        let unmapped: Vec<GpuUuid> = local
+            .iter()
+            .copied()
+            .filter(|g| !pairs.iter().any(|p| p.old == *g))
+            .collect();
+        let mut free: Vec<GpuUuid> = local
+            .iter()
+            .copied()
+            .filter(|g| !pairs.iter().any(|p| p.new == *g))
+            .collect();
+        let mut displaced = Vec::new();
+        for gpu in unmapped {
+            match free.iter().position(|f| *f == gpu) {
+                Some(at) => {
+                    free.remove(at);
+                    completed.push(GpuPair { old: gpu, new: gpu });
+                }
+                None => displaced.push(gpu),
+            }
+        }
+        // As many displaced GPUs as free places: both sides are `local`
+        // minus the same number of distinct GPUs.
+        completed.extend(
+            displaced
+                .into_iter()
+                .zip(free)
+                .map(|(old, new)| GpuPair { old, new }),
+        );
+    } else {
+        let unreceived: Vec<GpuUuid> = local
+            .iter()
+            .copied()
+            .filter(|g| !pairs.iter().any(|p| p.new == *g))
+            .collect();
+        if !unreceived.is_empty() {
+            return Err(MapError::Incomplete { unreceived });
+        }
+    }
+    if completed.iter().all(|p| p.old == p.new) {
+        return Ok(Completed::NothingMoves);
+    }
+    // The pairs given come first, as given; the ones added follow.
+    Ok(Completed::Pairs {
+        added: completed.len() > pairs.len(),
+        pairs: completed,
+    })
+}
+
+/// `A=B,B=A` with full UUIDs, as `--map` takes it back.
+pub fn format_map(pairs: &[GpuPair]) -> String {
+    pairs
+        .iter()
+        .map(|p| format!("{}={}", p.old, p.new))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[cfg(test)]
@@ -312,6 +394,169 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "--map names GPU index 2, but this host has 2 GPU(s) (indexes 0 to 1)"
+        );
+    }
+
+    #[test]
+    fn a_new_gpu_must_be_on_this_host() {
+        let entries = parse_map(&[format!("{A}={C}")]).expect("valid syntax");
+        let err = resolve_map(&entries, Some(&[uuid(A), uuid(B)])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("--map sends {A} to {C}, which is not a GPU of this host (it has {A}, {B})")
+        );
+        assert!(
+            resolve_map(&entries, None).is_ok(),
+            "unchecked without a GPU list"
+        );
+        let by_index = parse_map(&[format!("{A}=0")]).expect("valid syntax");
+        assert!(uses_indexes(&by_index));
+        assert_eq!(
+            resolve_map(&by_index, None).unwrap_err(),
+            MapError::UnknownIndex { index: 0, count: 0 }
+        );
+    }
+
+    fn gpus(n: u8) -> Vec<GpuUuid> {
+        (0..n).map(|i| GpuUuid::from_bytes([i; 16])).collect()
+    }
+
+    fn pairs_of(map: &[(usize, usize)], g: &[GpuUuid]) -> Vec<GpuPair> {
+        map.iter()
+            .map(|&(o, n)| GpuPair {
+                old: g[o],
+                new: g[n],
+            })
+            .collect()
+    }
+
+    /// Checks a completed map is a bijection over `local` that keeps `given`.
+    fn assert_bijection(completed: &[GpuPair], given: &[GpuPair], local: &[GpuUuid]) {
+        let mut olds: Vec<_> = completed.iter().map(|p| p.old).collect();
+        let mut news: Vec<_> = completed.iter().map(|p| p.new).collect();
+        olds.sort();
+        news.sort();
+        let mut all = local.to_vec();
+        all.sort();
+        assert_eq!(olds, all, "every GPU moved exactly once: {completed:?}");
+        assert_eq!(news, all, "every GPU received exactly once: {completed:?}");
+        for pair in given {
+            assert!(completed.contains(pair), "{pair:?} kept");
+        }
+    }
+
+    #[test]
+    fn a_same_host_move_is_completed_into_a_swap() {
+        let g = gpus(2);
+        let given = pairs_of(&[(0, 1)], &g);
+        let completed = complete_map(&given, &g).expect("completes");
+        assert_eq!(
+            completed,
+            Completed::Pairs {
+                pairs: pairs_of(&[(0, 1), (1, 0)], &g),
+                added: true
+            }
+        );
+    }
+
+    #[test]
+    fn untouched_gpus_keep_their_place_and_displaced_ones_fill_gaps() {
+        let g = gpus(8);
+        for given in [
+            vec![(0, 3)],
+            vec![(0, 1), (1, 2)],
+            vec![(7, 0), (0, 7)],
+            vec![(2, 5), (5, 6), (6, 2)],
+            vec![(4, 4), (1, 0)],
+        ] {
+            let given = pairs_of(&given, &g);
+            let Completed::Pairs { pairs, .. } = complete_map(&given, &g).expect("completes")
+            else {
+                panic!("moves")
+            };
+            assert_bijection(&pairs, &given, &g);
+            let untouched: Vec<_> = g
+                .iter()
+                .filter(|x| !given.iter().any(|p| p.old == **x || p.new == **x))
+                .collect();
+            for gpu in untouched {
+                assert!(
+                    pairs.contains(&GpuPair {
+                        old: *gpu,
+                        new: *gpu
+                    }),
+                    "{gpu} stays"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_single_pair_on_three_gpus_completes() {
+        let g = gpus(3);
+        for old in 0..3 {
+            for new in 0..3 {
+                let given = pairs_of(&[(old, new)], &g);
+                match complete_map(&given, &g).expect("completes") {
+                    Completed::NothingMoves => assert_eq!(old, new),
+                    Completed::Pairs { pairs, .. } => assert_bijection(&pairs, &given, &g),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_map_that_moves_nothing_is_dropped() {
+        let g = gpus(4);
+        assert_eq!(
+            complete_map(&pairs_of(&[(2, 2)], &g), &g),
+            Ok(Completed::NothingMoves)
+        );
+    }
+
+    #[test]
+    fn foreign_gpus_must_cover_every_local_gpu() {
+        let local = gpus(2);
+        let foreign = [
+            GpuUuid::from_bytes([0xf0; 16]),
+            GpuUuid::from_bytes([0xf1; 16]),
+        ];
+        let partial = vec![GpuPair {
+            old: foreign[0],
+            new: local[1],
+        }];
+        assert_eq!(
+            complete_map(&partial, &local),
+            Err(MapError::Incomplete {
+                unreceived: vec![local[0]]
+            })
+        );
+        let full = vec![
+            GpuPair {
+                old: foreign[0],
+                new: local[1],
+            },
+            GpuPair {
+                old: foreign[1],
+                new: local[0],
+            },
+        ];
+        let Completed::Pairs { pairs, added } = complete_map(&full, &local).expect("complete")
+        else {
+            panic!("moves")
+        };
+        assert!(!added);
+        assert_eq!(pairs.len(), 2);
+    }
+
+    #[test]
+    fn maps_print_back_in_the_form_they_are_taken() {
+        let g = gpus(2);
+        let text = format_map(&pairs_of(&[(0, 1), (1, 0)], &g));
+        let parsed = parse_map(&[text]).expect("parses back");
+        assert_eq!(
+            resolve_map(&parsed, Some(&g)).expect("resolves"),
+            pairs_of(&[(0, 1), (1, 0)], &g)
         );
     }
 }

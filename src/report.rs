@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::diagnose::{Failure, FailureKind};
 use crate::driver::ProcessState;
 use crate::exit::ExitStatus;
+use crate::gpu::GpuPair;
 
 /// One command over its targets.
 #[derive(Debug, Clone)]
@@ -19,6 +20,8 @@ pub struct Report {
     pub failure: Option<Failure>,
     /// Remarks about the whole command (e.g. no CUDA process found).
     pub warnings: Vec<String>,
+    /// The GPU map passed to the driver, after completion (restores only).
+    pub map: Option<Vec<GpuPair>>,
 }
 
 /// What happened to one target.
@@ -84,6 +87,7 @@ impl Report {
             duration,
             failure: None,
             warnings: Vec::new(),
+            map: None,
         }
     }
 

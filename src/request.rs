@@ -11,7 +11,7 @@ use crate::diagnose::{self, Failure, FailureKind};
 use crate::discover::{self, Mapped};
 use crate::driver::{code, CallError, CheckpointApi, Driver};
 use crate::execute::{concurrently, Executor, StepDone};
-use crate::gpu::{self, MapError};
+use crate::gpu::{self, Completed, MapError};
 use crate::interrupt::Interrupt;
 use crate::inventory;
 use crate::plan::Operation;
@@ -429,6 +429,8 @@ pub fn run_process_command(request: Request<'_>) -> Report {
         return assemble(blocked_reports, Some(skipped));
     }
 
+    let mut map_remarks = Vec::new();
+    let mut map_used = None;
     let operation = if entries.is_empty() {
         operation
     } else {
@@ -448,10 +450,36 @@ pub fn run_process_command(request: Request<'_>) -> Report {
                 return assemble(vec![], Some(failure));
             }
         };
-        match gpu::resolve_map(&entries, local_gpus.as_deref()) {
-            Ok(pairs) => operation.with_map(pairs),
+        let pairs = match gpu::resolve_map(&entries, local_gpus.as_deref()) {
+            Ok(pairs) => pairs,
             Err(error) => return assemble(vec![], Some(map_failure(&error))),
-        }
+        };
+        // The driver takes only a bijection over every GPU of the host:
+        // complete what was given, or explain what is missing.
+        let pairs = match local_gpus
+            .as_deref()
+            .map(|local| gpu::complete_map(&pairs, local))
+        {
+            None => pairs,
+            Some(Ok(Completed::NothingMoves)) => {
+                map_remarks.push(
+                    "the map moves no GPU, so the processes are restored in place".to_string(),
+                );
+                Vec::new()
+            }
+            Some(Ok(Completed::Pairs { pairs, added })) => {
+                if added {
+                    map_remarks.push(format!(
+                        "completed the map to cover every GPU of this host, as the driver needs: {}",
+                        gpu::format_map(&pairs)
+                    ));
+                }
+                pairs
+            }
+            Some(Err(error)) => return assemble(vec![], Some(map_failure(&error))),
+        };
+        map_used = Some(pairs.clone());
+        operation.with_map(pairs)
     };
 
     let executor = Executor {
@@ -470,5 +498,8 @@ pub fn run_process_command(request: Request<'_>) -> Report {
     };
     let mut reports = executor.run(&operation, &valid);
     reports.extend(blocked_reports);
-    assemble(reports, None)
+    let mut report = assemble(reports, None);
+    report.warnings.extend(map_remarks);
+    report.map = map_used;
+    report
 }

@@ -22,7 +22,16 @@ pub struct ProcessCommandDoc<'a> {
     pub error: Option<ErrorDoc<'a>>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub warnings: &'a [String],
+    /// The GPU map passed to the driver, completed (restores with --map).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub map: Option<Vec<MapPairDoc>>,
     pub processes: Vec<ProcessDoc<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct MapPairDoc {
+    pub old: String,
+    pub new: String,
 }
 
 #[derive(Serialize)]
@@ -127,6 +136,15 @@ pub fn process_report(report: &Report) -> String {
         duration_ms: millis(report.duration),
         error: report.failure.as_ref().map(ErrorDoc::from_failure),
         warnings: &report.warnings,
+        map: report.map.as_ref().map(|pairs| {
+            pairs
+                .iter()
+                .map(|p| MapPairDoc {
+                    old: p.old.to_string(),
+                    new: p.new.to_string(),
+                })
+                .collect()
+        }),
         processes: report.processes.iter().map(process_doc).collect(),
     };
     to_line(&doc)

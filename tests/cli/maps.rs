@@ -4,7 +4,7 @@
 //! can judge is reported as a rejected map (exit 1), the process still
 //! checkpointed.
 
-use crate::support::{fake_uuid, shorts, Fixture, Target};
+use crate::support::{fake_uuid, Fixture, Target};
 use crate::wire::{Kind, ProcessCommandDoc, State};
 
 const TWO_GPUS: &str = "GPU A:1000,GPU B:1000";
@@ -99,14 +99,76 @@ fn resume_and_toggle_take_a_map_too() {
     }
 }
 
-/// The driver needs a bijection over every GPU; `A=B` alone is handed to it
-/// as given and it refuses.
+/// The driver needs a bijection over every GPU; a move between this host's
+/// GPUs given as `A=B` alone is completed to `A=B,B=A` before the driver
+/// sees it, and the report says so.
 #[test]
-fn a_map_the_driver_rejects_leaves_the_process_checkpointed() {
+fn a_partial_map_of_local_gpus_is_completed_for_the_driver() {
     let (fx, target) = two_gpus_with_checkpointed_process();
     let (a, b) = (fake_uuid(0), fake_uuid(1));
     let doc: ProcessCommandDoc =
-        fx.json(&["restore", "--map", &format!("{a}={b}"), &target.arg()], 1);
+        fx.json(&["restore", "--map", &format!("{a}={b}"), &target.arg()], 0);
+    assert_eq!(received_map(&fx), ["A>B", "B>A"]);
+    assert_eq!(fx.fake_record(target.pid), ("locked".to_string(), 1));
+    assert!(
+        doc.warnings.iter().any(|w| w.contains("completed the map")),
+        "{doc:?}"
+    );
+    let used = doc.map.as_ref().expect("the map used");
+    assert_eq!(used.len(), 2);
+    assert!(
+        used[0].old.ends_with(&a) && used[0].new.ends_with(&b),
+        "{used:?}"
+    );
+}
+
+/// A map that moves nothing is dropped: the process is restored in place.
+#[test]
+fn a_map_that_moves_nothing_is_not_passed() {
+    let (fx, target) = two_gpus_with_checkpointed_process();
+    let a = fake_uuid(0);
+    let doc: ProcessCommandDoc =
+        fx.json(&["restore", "--map", &format!("{a}={a}"), &target.arg()], 0);
+    assert!(fx.calls().iter().all(|c| c.map.is_none()), "no map passed");
+    assert!(
+        doc.warnings.iter().any(|w| w.contains("moves no GPU")),
+        "{doc:?}"
+    );
+}
+
+/// GPUs of another host cannot be completed: a map that leaves a GPU of
+/// this host without a GPU to receive is refused before the driver (8);
+/// one that covers them goes to the driver, whose refusal leaves the
+/// process checkpointed for a retry.
+#[test]
+fn a_foreign_map_must_cover_this_host_and_the_driver_judges_the_rest() {
+    let (fx, target) = two_gpus_with_checkpointed_process();
+    let (a, b) = (fake_uuid(0), fake_uuid(1));
+    let (f0, f1) = (
+        "GPU-f0000000-0000-4000-8000-000000000000",
+        "GPU-f1000000-0000-4000-8000-000000000000",
+    );
+    let doc: ProcessCommandDoc = fx.json(
+        &["restore", "--map", &format!("{f0}={b}"), &target.arg()],
+        8,
+    );
+    let error = doc.only(target.pid).error();
+    assert_eq!(error.kind, Kind::InvalidMap);
+    assert!(
+        error.message.contains(&a) && error.message.contains("receive"),
+        "{error:?}"
+    );
+    fx.assert_no_calls("an incomplete foreign map");
+
+    let doc: ProcessCommandDoc = fx.json(
+        &[
+            "restore",
+            "--map",
+            &format!("{f0}={b},{f1}={a}"),
+            &target.arg(),
+        ],
+        1,
+    );
     let p = doc.only(target.pid);
     let error = p.error();
     assert_eq!(error.kind, Kind::MapRejected);
@@ -115,11 +177,7 @@ fn a_map_the_driver_rejects_leaves_the_process_checkpointed() {
         Some("CUDA_ERROR_INVALID_VALUE")
     );
     assert!(error.message.contains("still checkpointed"), "{error:?}");
-    assert!(error.hint.as_deref().is_some_and(|h| h.contains("A=B,B=A")));
     assert_eq!(p.state, State::Checkpointed);
-    let calls = fx.take_calls();
-    assert_eq!(calls[0].map.as_deref(), Some(format!("{a}>{b}").as_str()));
-    assert_eq!(shorts(&calls), ["restore 1", "get_state 0"]);
     assert_eq!(fx.fake_record(target.pid), ("checkpointed".to_string(), 0));
 }
 

@@ -216,7 +216,16 @@ pub struct ProcessCommandDoc {
     /// absent when none.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The GPU map passed to the driver, after completion; absent without
+    /// --map.
+    pub map: Option<Vec<MapPairDoc>>,
     pub processes: Vec<ProcessDoc>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct MapPairDoc {
+    pub old: String,
+    pub new: String,
 }
 
 impl Document for ProcessCommandDoc {
