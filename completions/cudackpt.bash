@@ -28,6 +28,9 @@ _cudackpt() {
             cudackpt,demo)
                 cmd="cudackpt__subcmd__demo"
                 ;;
+            cudackpt,devices)
+                cmd="cudackpt__subcmd__devices"
+                ;;
             cudackpt,doctor)
                 cmd="cudackpt__subcmd__doctor"
                 ;;
@@ -82,6 +85,9 @@ _cudackpt() {
             cudackpt__subcmd__help,demo)
                 cmd="cudackpt__subcmd__help__subcmd__demo"
                 ;;
+            cudackpt__subcmd__help,devices)
+                cmd="cudackpt__subcmd__help__subcmd__devices"
+                ;;
             cudackpt__subcmd__help,doctor)
                 cmd="cudackpt__subcmd__help__subcmd__doctor"
                 ;;
@@ -131,7 +137,7 @@ _cudackpt() {
 
     case "${cmd}" in
         cudackpt)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo criu-hook install-compat completions man help"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps devices doctor demo criu-hook install-compat completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -268,6 +274,28 @@ _cudackpt() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        cudackpt__subcmd__devices)
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         cudackpt__subcmd__doctor)
             opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -291,7 +319,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__help)
-            opts="state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps doctor demo criu-hook install-compat completions man help"
+            opts="state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps devices doctor demo criu-hook install-compat completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -347,6 +375,20 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__help__subcmd__demo)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cudackpt__subcmd__help__subcmd__devices)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

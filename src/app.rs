@@ -16,7 +16,7 @@ use crate::output::{self, human, json, Look};
 use crate::plan::Operation;
 use crate::request::{run_process_command, Request, ThreadIds};
 use crate::timeout::Timeout;
-use crate::{artifacts, compat, criu_hook, demo, doctor, logging};
+use crate::{artifacts, compat, criu_hook, demo, devices, doctor, logging};
 
 /// Runs cudackpt with this process's arguments.
 pub fn main() -> ExitStatus {
@@ -147,6 +147,14 @@ pub fn run(cli: Cli) -> ExitStatus {
             sink.emit(
                 || json::process_report(&report),
                 |look| human::process_report(&report, look),
+            );
+            report.exit_status()
+        }
+        Command::Devices => {
+            let report = devices::list(global.libcuda.as_deref());
+            sink.emit(
+                || devices::render_json(&report),
+                |look| devices::render_human(&report, look),
             );
             report.exit_status()
         }
@@ -331,6 +339,7 @@ fn split(command: Command) -> Option<ProcessCommand> {
             timeout,
         } => plain(targets, Operation::Wait { state, timeout }),
         Command::Doctor
+        | Command::Devices
         | Command::CriuHook { .. }
         | Command::Ps { .. }
         | Command::Demo { .. }

@@ -50,8 +50,12 @@ map_rejected, invalid_map, out_of_memory, driver_error, driver_unavailable, wait
 rollback_failed, interrupted, deadline_exceeded, process_stopped, proc_unreadable, usage.
 
 doctor: {\"schema_version\":1, \"command\":\"doctor\", \"ok\":BOOL, \"exit_code\":N, \"checks\":[{\"name\", \"status\":ok|warn|fail|info, \
-\"detail\", \"hint\"}], \"driver\":{\"path\", \"cuda_version\", \"kernel_module_version\"}, \"gpus\":[{\"index\", \"uuid\", \"name\", \
-\"memory_total_bytes\", \"pci_bus_id\"}]}.
+\"detail\", \"hint\"}], \"driver\":{\"path\", \"cuda_version\", \"kernel_module_version\", \"features\":{\"checkpoint_api\":BOOL, \
+\"lock_timeout\":BOOL, \"gpu_remapping\":BOOL}}, \"gpus\":[GPU]}.
+
+devices: {\"schema_version\":1, \"command\":\"devices\", \"ok\":BOOL, \"exit_code\":N, \"source\":nvml|cuda_driver, \"warnings\":[TEXT], \
+\"gpus\":[GPU]}. GPU: {\"index\", \"uuid\", \"name\", \"pci_bus_id\", \"memory_total_bytes\", \"memory_free_bytes\", \"mig_enabled\", \
+\"persistence_mode\"}, null where unknown (without NVML: free memory, MIG, persistence).
 
 demo: {\"schema_version\":1, \"command\":\"demo\", \"ok\":BOOL, \"exit_code\":N, \"pid\":N, \"size_bytes\":N, \"gpu\":GPU, \
 \"steps\":[{\"step\", \"ok\", \"state\", \"duration_ms\"}], \"data_intact\":BOOL, \"error\":ERROR}.";

@@ -246,6 +246,12 @@ pub enum Command {
         #[command(flatten)]
         filter: Filter,
     },
+    /// List the GPUs of this host.
+    ///
+    /// Shows each GPU's UUID, name, bus id, memory free and total, MIG and
+    /// persistence mode. Uses NVML when it is installed (no CUDA context is created), else the
+    /// CUDA driver, and then says what it could not tell.
+    Devices,
     /// Check whether this host can checkpoint CUDA processes, and say what
     /// to fix.
     Doctor,

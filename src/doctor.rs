@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
+use crate::devices::{self, GpuRow};
 use crate::driver::{format_version, DeviceInfo, Driver, CHECKPOINT_SYMBOLS};
 use crate::exit::ExitStatus;
 use crate::output::{columns, json, Look};
@@ -61,6 +62,53 @@ pub struct DriverFacts {
     pub path: Option<PathBuf>,
     pub cuda_version: Option<String>,
     pub kernel_module_version: Option<String>,
+    pub features: Features,
+}
+
+/// What this driver's checkpoint API can do, for scripts to test rather
+/// than grep help texts.
+#[derive(Debug, Clone, Copy, Serialize, Default, PartialEq, Eq)]
+pub struct Features {
+    /// The six checkpoint functions (driver 570 and newer).
+    pub checkpoint_api: bool,
+    /// `lock --timeout` (part of the same API).
+    pub lock_timeout: bool,
+    /// Restoring onto other GPUs (`--map`).
+    pub gpu_remapping: bool,
+}
+
+/// Per-GPU modes that matter for checkpointing, as NVML reports them.
+fn gpu_mode_checks(gpus: &[GpuRow]) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let off: Vec<String> = gpus
+        .iter()
+        .filter(|g| g.persistence_mode == Some(false))
+        .map(|g| g.index.to_string())
+        .collect();
+    if !off.is_empty() {
+        checks.push(
+            Check::new("persistence mode", Status::Warn, format!("off on GPU {}", off.join(", ")))
+                .hint("without persistence mode the driver tears GPU state down whenever no process uses it, which slows restores; run nvidia-persistenced (or nvidia-smi -pm 1)"),
+        );
+    } else if gpus.iter().any(|g| g.persistence_mode.is_some()) {
+        checks.push(Check::new(
+            "persistence mode",
+            Status::Ok,
+            "on for every GPU",
+        ));
+    }
+    let mig: Vec<String> = gpus
+        .iter()
+        .filter(|g| g.mig_enabled == Some(true))
+        .map(|g| g.index.to_string())
+        .collect();
+    if !mig.is_empty() {
+        checks.push(
+            Check::new("MIG", Status::Warn, format!("enabled on GPU {}", mig.join(", ")))
+                .hint("cudackpt has not been tested on MIG instances; try a round trip (`cudackpt demo`) before relying on it"),
+        );
+    }
+    checks
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -88,7 +136,7 @@ impl From<&DeviceInfo> for GpuFacts {
 pub struct DoctorReport {
     pub checks: Vec<Check>,
     pub driver: DriverFacts,
-    pub gpus: Vec<GpuFacts>,
+    pub gpus: Vec<GpuRow>,
 }
 
 impl DoctorReport {
@@ -222,32 +270,41 @@ pub fn examine(libcuda: Option<&Path>) -> DoctorReport {
                     .hint("the checkpoint API needs display driver 570 or newer (GPU remapping 580); upgrade the driver")
                     .exit(ExitStatus::DriverUnavailable)
             });
-            checks.push(match driver.devices() {
-                Ok(devices) if devices.is_empty() => Check::new(
-                    "GPUs",
-                    Status::Fail,
-                    "the driver sees no GPU",
-                )
-                .hint("check `nvidia-smi`, CUDA_VISIBLE_DEVICES and the container's device access"),
-                Ok(devices) => {
-                    gpus = devices.iter().map(GpuFacts::from).collect();
-                    let names: Vec<String> = devices
-                        .iter()
-                        .map(|d| format!("{} {}", d.ordinal, d.name))
-                        .collect();
-                    Check::new(
-                        "GPUs",
-                        Status::Ok,
-                        format!("{}: {}", devices.len(), names.join("; ")),
-                    )
-                }
-                Err(error) => Check::new(
+            let missing_api = !missing.is_empty();
+            let version = driver.version().ok();
+            facts.features = Features {
+                checkpoint_api: !missing_api,
+                lock_timeout: !missing_api,
+                // The oldest driver cudackpt has seen remap GPUs is 580
+                // (CUDA 13.0).
+                gpu_remapping: !missing_api && version.is_some_and(|v| v >= 13000),
+            };
+            let listing = devices::list(libcuda);
+            checks.push(match (&listing.error, listing.gpus.is_empty()) {
+                (Some(error), _) => Check::new(
                     "GPUs",
                     Status::Fail,
                     format!("could not list GPUs: {error}"),
                 )
                 .hint("check `nvidia-smi`; the driver may be installed without a usable GPU"),
+                (None, true) => Check::new("GPUs", Status::Fail, "the driver sees no GPU").hint(
+                    "check `nvidia-smi`, CUDA_VISIBLE_DEVICES and the container's device access",
+                ),
+                (None, false) => {
+                    let names: Vec<String> = listing
+                        .gpus
+                        .iter()
+                        .map(|g| format!("{} {}", g.index, g.name))
+                        .collect();
+                    Check::new(
+                        "GPUs",
+                        Status::Ok,
+                        format!("{}: {}", listing.gpus.len(), names.join("; ")),
+                    )
+                }
             });
+            checks.extend(gpu_mode_checks(&listing.gpus));
+            gpus = listing.gpus;
         }
     }
     checks.extend(privilege_checks(&Privileges::current_with_ptrace_scope()));
@@ -306,7 +363,7 @@ struct DoctorDoc<'a> {
     exit_code: u8,
     checks: &'a [Check],
     driver: &'a DriverFacts,
-    gpus: &'a [GpuFacts],
+    gpus: &'a [GpuRow],
 }
 
 pub fn render_json(report: &DoctorReport) -> String {

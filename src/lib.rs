@@ -13,6 +13,7 @@ pub mod cli;
 pub mod compat;
 pub mod criu_hook;
 pub mod demo;
+pub mod devices;
 pub mod diagnose;
 pub mod discover;
 pub mod doctor;

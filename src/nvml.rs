@@ -45,3 +45,36 @@ pub fn memory_by_process(nvml: &Nvml) -> Result<HashMap<i32, u64>, String> {
     }
     Ok(used)
 }
+
+/// What NVML says of one GPU, without creating a CUDA context.
+#[derive(Debug, Clone)]
+pub struct NvmlGpu {
+    pub uuid: String,
+    pub name: String,
+    pub pci_bus_id: Option<String>,
+    pub memory_total_bytes: Option<u64>,
+    pub memory_free_bytes: Option<u64>,
+    /// `None` when the GPU does not support MIG.
+    pub mig_enabled: Option<bool>,
+    pub persistence_mode: Option<bool>,
+}
+
+/// Every GPU NVML sees, in its index order (PCI bus order).
+pub fn gpus(nvml: &Nvml) -> Result<Vec<NvmlGpu>, String> {
+    let count = nvml.device_count().map_err(|e| e.to_string())?;
+    (0..count)
+        .map(|index| {
+            let device = nvml.device_by_index(index).map_err(|e| e.to_string())?;
+            let memory = device.memory_info().ok();
+            Ok(NvmlGpu {
+                uuid: device.uuid().map_err(|e| e.to_string())?,
+                name: device.name().map_err(|e| e.to_string())?,
+                pci_bus_id: device.pci_info().ok().map(|pci| pci.bus_id),
+                memory_total_bytes: memory.as_ref().map(|m| m.total),
+                memory_free_bytes: memory.as_ref().map(|m| m.free),
+                mig_enabled: device.mig_mode().ok().map(|mode| mode.current == 1),
+                persistence_mode: device.is_in_persistent_mode().ok(),
+            })
+        })
+        .collect()
+}

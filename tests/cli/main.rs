@@ -13,6 +13,7 @@ mod concurrency;
 mod criu_hook;
 mod deadline;
 mod demo;
+mod devices;
 mod discovery;
 mod doctor;
 mod driver;
