@@ -137,13 +137,17 @@ _cudackpt() {
 
     case "${cmd}" in
         cudackpt)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps devices doctor demo criu-hook install-compat completions man help"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps devices doctor demo criu-hook install-compat completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -159,7 +163,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__checkpoint)
-            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -185,6 +189,10 @@ _cudackpt() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --record-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0
@@ -197,13 +205,17 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__completions)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --color --help --version bash elvish fish powershell zsh"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --color --help --version bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -219,7 +231,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__criu__subcmd__hook)
-            opts="-v -q -y -h -V --resume-when-thawed --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-v -q -y -h -V --resume-when-thawed --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -230,6 +242,10 @@ _cudackpt() {
                     return 0
                     ;;
                 --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -245,7 +261,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__demo)
-            opts="-v -q -y -h -V --size-mib --device --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-v -q -y -h -V --size-mib --device --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -263,6 +279,10 @@ _cudackpt() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --record-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0
@@ -275,13 +295,17 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__devices)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -297,13 +321,17 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__doctor)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -599,13 +627,17 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__install__subcmd__compat)
-            opts="-v -q -y -h -V --force --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-v -q -y -h -V --force --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -621,7 +653,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__lock)
-            opts="-p -t -v -q -y -h -V --pid --tree --cgroup --all --timeout --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-p -t -v -q -y -h -V --pid --tree --cgroup --all --timeout --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -652,6 +684,10 @@ _cudackpt() {
                     return 0
                     ;;
                 --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -667,7 +703,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__man)
-            opts="-v -q -y -h -V --dir --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-v -q -y -h -V --dir --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -678,6 +714,10 @@ _cudackpt() {
                     return 0
                     ;;
                 --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -693,7 +733,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__ps)
-            opts="-v -q -y -h -V --tree --cgroup --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-v -q -y -h -V --tree --cgroup --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -708,6 +748,10 @@ _cudackpt() {
                     return 0
                     ;;
                 --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -723,7 +767,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__restore)
-            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --force --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -754,6 +798,10 @@ _cudackpt() {
                     return 0
                     ;;
                 --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -769,7 +817,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__restore__subcmd__tid)
-            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -792,6 +840,10 @@ _cudackpt() {
                     return 0
                     ;;
                 --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -807,7 +859,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__resume)
-            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --deadline --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --force --deadline --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -842,6 +894,10 @@ _cudackpt() {
                     return 0
                     ;;
                 --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -857,7 +913,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__state)
-            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -883,6 +939,10 @@ _cudackpt() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --record-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0
@@ -895,7 +955,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__suspend)
-            opts="-p -t -v -q -y -h -V --pid --tree --cgroup --all --timeout --deadline --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-p -t -v -q -y -h -V --pid --tree --cgroup --all --timeout --deadline --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -933,6 +993,10 @@ _cudackpt() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --record-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0
@@ -945,7 +1009,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__toggle)
-            opts="-p -t -m -v -q -y -h -V --pid --tree --cgroup --all --timeout --map --deadline --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-p -t -m -v -q -y -h -V --pid --tree --cgroup --all --timeout --map --force --deadline --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -991,6 +1055,10 @@ _cudackpt() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --record-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0
@@ -1003,7 +1071,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__unlock)
-            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1029,6 +1097,10 @@ _cudackpt() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --record-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0
@@ -1041,7 +1113,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__wait)
-            opts="-p -s -t -v -q -y -h -V --pid --tree --cgroup --all --state --timeout --json --verbose --quiet --libcuda --yes --color --help --version"
+            opts="-p -s -t -v -q -y -h -V --pid --tree --cgroup --all --state --timeout --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1080,6 +1152,10 @@ _cudackpt() {
                     return 0
                     ;;
                 --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_cudackpt_global_optspecs
-    string join \n json v/verbose q/quiet libcuda= y/yes color= h/help V/version
+    string join \n json v/verbose q/quiet libcuda= y/yes record-dir= color= h/help V/version
 end
 
 function __fish_cudackpt_needs_command
@@ -25,6 +25,7 @@ function __fish_cudackpt_using_subcommand
 end
 
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -57,6 +58,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s p -l pid -d 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -72,6 +74,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l tree -d 'Ever
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s t -l timeout -d 'How long to wait for the process\'s CUDA work to drain before giving up (the process then keeps running). Milliseconds (500) or a duration (500ms, 5s, 2m); 0, the default, waits as long as it takes' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -86,6 +89,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s p -l pi
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -99,12 +103,14 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s V -l ve
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU; a partial map of this host\'s GPUs is completed. `auto` maps the GPUs recorded at checkpoint onto this host\'s by index (same count and models)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l force -d 'Restore even when the pre-flight finds a target GPU with less free memory than the process held at checkpoint'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s q -l quiet -d 'Print nothing; report through the exit status only'
@@ -115,6 +121,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s p -l pid -d
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -129,13 +136,15 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s p -l pid -d
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s t -l timeout -d 'How long to wait for the process\'s CUDA work to drain before giving up (the process then keeps running). Milliseconds (500) or a duration (500ms, 5s, 2m); 0, the default, waits as long as it takes' -r
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU; a partial map of this host\'s GPUs is completed. `auto` maps the GPUs recorded at checkpoint onto this host\'s by index (same count and models)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l deadline -d 'Give up on the whole group after this long: no new step starts, the group is rolled back and the report names the slowest process. Lock timeouts are shortened to fit. Milliseconds or a duration; 0, the default, sets no deadline' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l force -d 'Restore even when the pre-flight finds a target GPU with less free memory than the process held at checkpoint'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s q -l quiet -d 'Print nothing; report through the exit status only'
@@ -148,6 +157,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l cgroup -d 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s t -l timeout -d 'How long to wait for the process\'s CUDA work to drain before giving up (the process then keeps running). Milliseconds (500) or a duration (500ms, 5s, 2m); 0, the default, waits as long as it takes' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l deadline -d 'Give up on the whole group after this long: no new step starts, the group is rolled back and the report names the slowest process. Lock timeouts are shortened to fit. Milliseconds or a duration; 0, the default, sets no deadline' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -161,13 +171,15 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s V -l versi
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU; a partial map of this host\'s GPUs is completed. `auto` maps the GPUs recorded at checkpoint onto this host\'s by index (same count and models)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l deadline -d 'Give up on the whole group after this long: no new step starts, the group is rolled back and the report names the slowest process. Lock timeouts are shortened to fit. Milliseconds or a duration; 0, the default, sets no deadline' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l force -d 'Restore even when the pre-flight finds a target GPU with less free memory than the process held at checkpoint'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s q -l quiet -d 'Print nothing; report through the exit status only'
@@ -178,6 +190,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s p -l p
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -194,6 +207,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l cgroup -d 'Ev
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s s -l state -d 'The state to wait for: running, locked, checkpointed or failed' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s t -l timeout -d 'Give up after this long (exit 1). Milliseconds or a duration; 0, the default, waits as long as it takes' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -207,6 +221,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s V -l version 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l tree -d 'Only this process\'s tree (repeatable)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l cgroup -d 'Only this cgroup and its child cgroups (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -217,6 +232,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s y -l yes -d 'Co
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -227,6 +243,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s y -l yes -
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -239,6 +256,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s V -l versio
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l size-mib -d 'How much GPU memory to fill and carry through the round trip' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l device -d 'The GPU to use (index)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -250,6 +268,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s h -l help -d 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l resume-when-thawed -d '(Internal) wait until these processes are thawed, then resume them' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -260,6 +279,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -s y -l yes
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -271,6 +291,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s y -
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -282,6 +303,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s h -l h
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l dir -d 'Write cudackpt.1 and one page per command here' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"

@@ -118,6 +118,8 @@ pub fn run(cli: Cli) -> ExitStatus {
                 thread_ids: ThreadIds::Refuse,
                 deadline: Timeout::NONE,
                 progress: None,
+                record_dir: None,
+                force: false,
             });
             report.command = "ps";
             // GPU memory per process, when NVML is there to say.
@@ -200,6 +202,8 @@ pub fn run(cli: Cli) -> ExitStatus {
                 thread_ids: ThreadIds::Refuse,
                 deadline: command.deadline,
                 progress: watched.then_some(progress),
+                record_dir: global.record_dir.as_deref(),
+                force: command.force,
             });
             sink.emit(
                 || json::process_report(&report),
@@ -270,6 +274,8 @@ struct ProcessCommand {
     /// `--map` values as typed (resolved later, against this host).
     map: Vec<String>,
     deadline: Timeout,
+    /// `--force`: restore despite the memory pre-flight.
+    force: bool,
 }
 
 /// The process command in `command`, if it is one.
@@ -279,6 +285,7 @@ fn split(command: Command) -> Option<ProcessCommand> {
         operation,
         map: Vec::new(),
         deadline: Timeout::NONE,
+        force: false,
     };
     Some(match command {
         Command::State { targets } => plain(targets, Operation::State { restore_tid: true }),
@@ -291,6 +298,7 @@ fn split(command: Command) -> Option<ProcessCommand> {
         ),
         Command::Checkpoint { targets } => plain(targets, Operation::Checkpoint),
         Command::Restore { targets, map } => ProcessCommand {
+            force: map.force,
             map: map.map,
             ..plain(targets, Operation::Restore { map: vec![] })
         },
@@ -301,6 +309,7 @@ fn split(command: Command) -> Option<ProcessCommand> {
             map,
             deadline,
         } => ProcessCommand {
+            force: map.force,
             map: map.map,
             deadline: deadline.deadline,
             ..plain(
@@ -329,6 +338,7 @@ fn split(command: Command) -> Option<ProcessCommand> {
             map,
             deadline,
         } => ProcessCommand {
+            force: map.force,
             map: map.map,
             deadline: deadline.deadline,
             ..plain(targets, Operation::Resume { map: vec![] })

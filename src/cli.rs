@@ -69,6 +69,12 @@ pub struct GlobalArgs {
     #[arg(short, long, global = true)]
     pub yes: bool,
 
+    /// Where checkpoint records are kept (default /run/cudackpt; also
+    /// CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel
+    /// with the images.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub record_dir: Option<PathBuf>,
+
     /// When to colour the output.
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
@@ -150,9 +156,17 @@ pub struct MapArg {
     /// Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with
     /// commas). OLD is the UUID of a GPU the process was checkpointed on,
     /// NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`.
-    /// The driver needs every GPU of the host mapped, each to a distinct GPU.
+    /// The driver needs every GPU of the host mapped, each to a distinct GPU;
+    /// a partial map of this host's GPUs is completed. `auto` maps the GPUs
+    /// recorded at checkpoint onto this host's by index (same count and
+    /// models).
     #[arg(short, long, value_name = "OLD=NEW")]
     pub map: Vec<String>,
+
+    /// Restore even when the pre-flight finds a target GPU with less free
+    /// memory than the process held at checkpoint.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Subcommand)]

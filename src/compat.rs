@@ -355,6 +355,9 @@ pub fn main(args: &[OsString]) -> ExitStatus {
         operation: operation.clone(),
         map: &map,
         thread_ids: ThreadIds::ActOnProcess,
+        // Records in the default place; CUDACKPT_RECORD_DIR still applies.
+        record_dir: None,
+        force: false,
     });
     let Some(process) = report.processes.first() else {
         return ExitStatus::Failed;

@@ -97,6 +97,8 @@ fn run_on(
         thread_ids: ThreadIds::Refuse,
         deadline: Timeout::NONE,
         progress: None,
+        record_dir: None,
+        force: false,
     });
     report.command = "criu-hook";
     report

@@ -30,6 +30,7 @@ pub enum FailureKind {
     Interrupted,
     DeadlineExceeded,
     ProcessStopped,
+    InsufficientGpuMemory,
     ProcUnreadable,
     Usage,
 }
@@ -55,6 +56,7 @@ impl FailureKind {
             FailureKind::Interrupted => "interrupted",
             FailureKind::DeadlineExceeded => "deadline_exceeded",
             FailureKind::ProcessStopped => "process_stopped",
+            FailureKind::InsufficientGpuMemory => "insufficient_gpu_memory",
             FailureKind::ProcUnreadable => "proc_unreadable",
             FailureKind::Usage => "usage",
         }
@@ -68,7 +70,9 @@ impl FailureKind {
             FailureKind::PermissionDenied => ExitStatus::PermissionDenied,
             FailureKind::LockTimeout => ExitStatus::LockTimeout,
             FailureKind::WrongState | FailureKind::ProcessStopped => ExitStatus::WrongState,
-            FailureKind::InvalidMap => ExitStatus::PreflightRefused,
+            FailureKind::InvalidMap | FailureKind::InsufficientGpuMemory => {
+                ExitStatus::PreflightRefused
+            }
             FailureKind::Usage => ExitStatus::Usage,
             FailureKind::Interrupted => ExitStatus::Interrupted,
             FailureKind::DriverUnavailable => ExitStatus::DriverUnavailable,

@@ -78,3 +78,24 @@ pub fn gpus(nvml: &Nvml) -> Result<Vec<NvmlGpu>, String> {
         })
         .collect()
 }
+
+/// GPU memory in use per PID and GPU (UUID), for compute processes.
+pub fn memory_by_process_and_gpu(nvml: &Nvml) -> Result<HashMap<i32, Vec<(String, u64)>>, String> {
+    let mut used: HashMap<i32, Vec<(String, u64)>> = HashMap::new();
+    let count = nvml.device_count().map_err(|e| e.to_string())?;
+    for index in 0..count {
+        let device = nvml.device_by_index(index).map_err(|e| e.to_string())?;
+        let uuid = device.uuid().map_err(|e| e.to_string())?;
+        for process in device
+            .running_compute_processes()
+            .map_err(|e| e.to_string())?
+        {
+            if let (Ok(pid), UsedGpuMemory::Used(bytes)) =
+                (i32::try_from(process.pid), process.used_gpu_memory)
+            {
+                used.entry(pid).or_default().push((uuid.clone(), bytes));
+            }
+        }
+    }
+    Ok(used)
+}

@@ -51,6 +51,8 @@ pub struct ProcessReport {
     pub stopped: bool,
     /// GPU memory it holds over all GPUs (NVML), when that could be known.
     pub gpu_memory_bytes: Option<u64>,
+    /// The checkpoint record written for it.
+    pub record: Option<String>,
     /// Remarks that do not make the command fail (e.g. NCCL loaded).
     pub warnings: Vec<String>,
 }

@@ -14,8 +14,10 @@ use crate::execute::{concurrently, Executor, StepDone};
 use crate::gpu::{self, Completed, MapError};
 use crate::interrupt::Interrupt;
 use crate::inventory;
+use crate::migration;
 use crate::plan::Operation;
 use crate::process::{self, Privileges, Target, TargetError};
+use crate::record::{self, Record};
 use crate::report::{ProcessReport, Report};
 use crate::timeout::Timeout;
 
@@ -84,6 +86,10 @@ pub struct Request<'a> {
     pub deadline: Timeout,
     /// Told about every step as it finishes.
     pub progress: Option<&'a (dyn Fn(&StepDone<'_>) + Sync)>,
+    /// Where checkpoint records live (None: the default).
+    pub record_dir: Option<&'a Path>,
+    /// Restore despite the memory pre-flight.
+    pub force: bool,
 }
 
 /// Checks a target, resolving a thread id to its process when asked to.
@@ -248,10 +254,13 @@ pub fn run_process_command(request: Request<'_>) -> Report {
         thread_ids,
         deadline,
         progress,
+        record_dir,
+        force,
     } = request;
+    let auto_map = matches!(map_args, [only] if only.trim().eq_ignore_ascii_case("auto"));
     let command = operation.name();
 
-    let entries = match gpu::parse_map(map_args) {
+    let entries = match gpu::parse_map(if auto_map { &[] } else { map_args }) {
         Ok(entries) => entries,
         Err(error) => return refused(command, &named, map_failure(&error), started),
     };
@@ -431,7 +440,40 @@ pub fn run_process_command(request: Request<'_>) -> Report {
 
     let mut map_remarks = Vec::new();
     let mut map_used = None;
-    let operation = if entries.is_empty() {
+    let records_dir = record::dir(record_dir);
+    let restores = matches!(
+        operation,
+        Operation::Restore { .. } | Operation::Resume { .. } | Operation::Toggle { .. }
+    );
+    let checkpoints = matches!(
+        operation,
+        Operation::Checkpoint | Operation::Suspend { .. } | Operation::Toggle { .. }
+    );
+    let records: HashMap<i32, Record> = if restores {
+        valid
+            .iter()
+            .filter_map(|t| record::read(&records_dir, t.pid, &t.name).map(|r| (t.pid, r)))
+            .collect()
+    } else {
+        HashMap::new()
+    };
+    let operation = if auto_map {
+        match migration::auto_map(&records, &valid, libcuda) {
+            Ok(pairs) if pairs.is_empty() => {
+                map_remarks.push(
+                    "--map auto: the GPUs are the ones recorded at checkpoint; nothing moves"
+                        .to_string(),
+                );
+                operation
+            }
+            Ok(pairs) => {
+                map_remarks.push(format!("--map auto: {}", gpu::format_map(&pairs)));
+                map_used = Some(pairs.clone());
+                operation.with_map(pairs)
+            }
+            Err(failure) => return assemble(vec![], Some(failure)),
+        }
+    } else if entries.is_empty() {
         operation
     } else {
         let local_gpus = match inventory::host_gpus(&driver) {
@@ -482,6 +524,26 @@ pub fn run_process_command(request: Request<'_>) -> Report {
         operation.with_map(pairs)
     };
 
+    // Before a restore: will the target GPUs hold what the processes had?
+    if restores && !force {
+        // A toggle or resume of a process that is running has nothing to
+        // restore; without its record there is nothing to say about it.
+        let to_check: Vec<Target> = valid
+            .iter()
+            .filter(|t| {
+                matches!(operation, Operation::Restore { .. }) || records.contains_key(&t.pid)
+            })
+            .cloned()
+            .collect();
+        let map = map_used.clone().unwrap_or_default();
+        match migration::check_memory(&records, &to_check, &map, libcuda) {
+            Ok(unchecked) => map_remarks.extend(unchecked),
+            Err(failure) => return assemble(vec![], Some(failure)),
+        }
+    }
+    // Before a checkpoint: what the record will hold.
+    let snapshot = checkpoints.then(|| migration::snapshot(&driver, libcuda));
+
     let executor = Executor {
         api: &driver,
         caller_privileged: privileges.is_privileged(),
@@ -497,6 +559,17 @@ pub fn run_process_command(request: Request<'_>) -> Report {
         progress,
     };
     let mut reports = executor.run(&operation, &valid);
+    if let Some(snapshot) = &snapshot {
+        map_remarks.extend(migration::write_records(
+            &records_dir,
+            snapshot,
+            &valid,
+            &mut reports,
+        ));
+    }
+    if restores {
+        migration::clear_records(&records_dir, &reports);
+    }
     reports.extend(blocked_reports);
     let mut report = assemble(reports, None);
     report.warnings.extend(map_remarks);

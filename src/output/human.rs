@@ -140,6 +140,7 @@ fn short(failure: &Failure) -> &'static str {
         FailureKind::Interrupted => "interrupted",
         FailureKind::DeadlineExceeded => "deadline passed",
         FailureKind::ProcessStopped => "process stopped",
+        FailureKind::InsufficientGpuMemory => "not enough GPU memory",
         FailureKind::ProcUnreadable => "/proc unreadable",
         FailureKind::Usage => "usage error",
     }

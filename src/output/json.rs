@@ -60,6 +60,8 @@ pub struct ProcessDoc<'a> {
     pub stopped: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_memory_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<&'a str>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub warnings: &'a [String],
 }
@@ -122,6 +124,7 @@ fn process_doc(p: &ProcessReport) -> ProcessDoc<'_> {
         nccl: p.nccl,
         stopped: p.stopped,
         gpu_memory_bytes: p.gpu_memory_bytes,
+        record: p.record.as_deref(),
         warnings: &p.warnings,
     }
 }

@@ -25,6 +25,7 @@ mod maps;
 mod nccl;
 mod output;
 mod progress;
+mod records;
 mod single_steps;
 mod state;
 mod stopped;

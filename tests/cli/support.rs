@@ -481,6 +481,7 @@ impl Fixture {
         command
             .env("CUDACKPT_LIBCUDA", fake_libcuda())
             .env("FAKE_CUDA_STATE_DIR", self.dir())
+            .env("CUDACKPT_RECORD_DIR", self.dir().join("records"))
             .env_remove("RUST_LOG")
             .env_remove("NO_COLOR")
             .env_remove("CLICOLOR_FORCE")

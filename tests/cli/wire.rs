@@ -57,6 +57,7 @@ pub enum Kind {
     Interrupted,
     DeadlineExceeded,
     ProcessStopped,
+    InsufficientGpuMemory,
     ProcUnreadable,
     Usage,
 }
@@ -132,6 +133,8 @@ pub struct ProcessDoc {
     /// GPU memory held, from NVML (`ps`); absent when NVML is not there,
     /// as on the fake host.
     pub gpu_memory_bytes: Option<u64>,
+    /// The checkpoint record written for it (checkpointing commands).
+    pub record: Option<String>,
 }
 
 impl ProcessDoc {

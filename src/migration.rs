@@ -1,0 +1,240 @@
+//! Around a checkpoint and a restore: what to record before a process is
+//! checkpointed (the host's GPUs, its device memory per GPU), and what to
+//! check before it is restored (`--map auto`, and whether the target GPUs
+//! have the memory). Effects (NVML, files) here; decisions in `record.rs`
+//! and `preflight.rs`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use crate::devices::{self, Source};
+use crate::diagnose::{describe_process, Failure, FailureKind};
+use crate::driver::{format_version, Driver, ProcessState};
+use crate::gpu::{GpuPair, GpuUuid};
+use crate::preflight;
+use crate::process::Target;
+use crate::record::{self, Record, RecordedGpu, RecordedUse};
+use crate::report::ProcessReport;
+
+/// What is known about the host and the targets just before a checkpoint.
+pub struct Snapshot {
+    host: Vec<RecordedGpu>,
+    memory: Option<HashMap<i32, Vec<(String, u64)>>>,
+    cuda_version: Option<String>,
+}
+
+/// Takes the snapshot: GPUs from NVML (or the CUDA driver), per-process
+/// memory from NVML when it is installed.
+pub fn snapshot(driver: &Driver, libcuda: Option<&Path>) -> Snapshot {
+    let host = devices::list(libcuda)
+        .gpus
+        .into_iter()
+        .map(|g| RecordedGpu {
+            index: g.index,
+            uuid: g.uuid,
+            name: g.name,
+            memory_total_bytes: g.memory_total_bytes,
+        })
+        .collect();
+    let memory = crate::nvml::open()
+        .and_then(|nvml| crate::nvml::memory_by_process_and_gpu(&nvml))
+        .ok();
+    Snapshot {
+        host,
+        memory,
+        cuda_version: driver.version().ok().map(|v| format_version(Some(v))),
+    }
+}
+
+/// Writes a record for every process this command checkpointed; returns
+/// the warnings for records that could not be written.
+pub fn write_records(
+    dir: &Path,
+    snapshot: &Snapshot,
+    targets: &[Target],
+    reports: &mut [ProcessReport],
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for report in reports.iter_mut() {
+        let checkpointed_now = report.state == Some(ProcessState::Checkpointed)
+            && report
+                .steps
+                .iter()
+                .any(|s| s.step == "checkpoint" && s.ok && !s.rollback);
+        let Some(target) = targets
+            .iter()
+            .find(|t| t.pid == report.pid)
+            .filter(|_| checkpointed_now)
+        else {
+            continue;
+        };
+        let memory = snapshot.memory.as_ref().map(|by_pid| {
+            by_pid
+                .get(&target.pid)
+                .map(|uses| {
+                    uses.iter()
+                        .map(|(uuid, bytes)| RecordedUse {
+                            uuid: uuid.clone(),
+                            bytes: *bytes,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        });
+        let entry = Record::new(
+            target.pid,
+            &target.name,
+            snapshot.host.clone(),
+            memory,
+            snapshot.cuda_version.clone(),
+        );
+        match record::write(dir, &entry) {
+            Ok(path) => report.record = Some(path.display().to_string()),
+            Err(error) => warnings.push(format!(
+                "could not write the checkpoint record of {} in {}: {error} (a later restore cannot check GPU memory)",
+                describe_process(target.pid, Some(&target.name)),
+                dir.display()
+            )),
+        }
+    }
+    warnings
+}
+
+/// Forgets the records of processes that this command restored.
+pub fn clear_records(dir: &Path, reports: &[ProcessReport]) {
+    for report in reports {
+        if report
+            .steps
+            .iter()
+            .any(|s| s.step == "restore" && s.ok && !s.rollback)
+        {
+            record::remove(dir, report.pid);
+        }
+    }
+}
+
+fn refused(message: String, hint: &str) -> Failure {
+    Failure::new(FailureKind::InvalidMap, message, hint)
+}
+
+/// `--map auto`: the GPUs recorded at checkpoint onto this host's, index
+/// by index. Every target needs a record, all of the same host.
+pub fn auto_map(
+    records: &HashMap<i32, Record>,
+    targets: &[Target],
+    libcuda: Option<&Path>,
+) -> Result<Vec<GpuPair>, Failure> {
+    let hint = "restore without --map (same GPUs), or give the map explicitly (`cudackpt devices` lists this host's GPUs)";
+    let mut recorded: Option<&Vec<RecordedGpu>> = None;
+    for target in targets {
+        let record = records.get(&target.pid).ok_or_else(|| {
+            refused(
+                format!(
+                    "--map auto needs the checkpoint record of {}, and there is none",
+                    describe_process(target.pid, Some(&target.name))
+                ),
+                hint,
+            )
+        })?;
+        match recorded {
+            Some(first)
+                if first
+                    .iter()
+                    .map(|g| &g.uuid)
+                    .ne(record.host_gpus.iter().map(|g| &g.uuid)) =>
+            {
+                return Err(refused(
+                    "--map auto: the processes were checkpointed on different hosts".to_string(),
+                    hint,
+                ));
+            }
+            _ => recorded = Some(&record.host_gpus),
+        }
+    }
+    let local: Vec<(String, String)> = devices::list(libcuda)
+        .gpus
+        .into_iter()
+        .map(|g| (g.uuid, g.name))
+        .collect();
+    let pairs = record::auto_map(recorded.map_or(&[][..], |r| r.as_slice()), &local)
+        .map_err(|why| refused(why, hint))?;
+    pairs
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(old, new)| {
+            let parse = |text: &str| text.parse::<GpuUuid>().map_err(|why| refused(why, hint));
+            Ok(GpuPair {
+                old: parse(&old)?,
+                new: parse(&new)?,
+            })
+        })
+        .collect()
+}
+
+/// The memory pre-flight: refuses (exit 8) when a target GPU lacks the free
+/// memory the restoring processes held at checkpoint. Returns what it could
+/// not check, as warnings.
+pub fn check_memory(
+    records: &HashMap<i32, Record>,
+    targets: &[Target],
+    map: &[GpuPair],
+    libcuda: Option<&Path>,
+) -> Result<Vec<String>, Failure> {
+    let mut warnings = Vec::new();
+    let mut needs = Vec::new();
+    let (mut without_figures, mut without_record) = (Vec::new(), Vec::new());
+    for target in targets {
+        match records.get(&target.pid).map(|r| preflight::needs(r, map)) {
+            Some(Some(found)) => needs.extend(found),
+            Some(None) => without_figures.push(target.pid),
+            None => without_record.push(target.pid),
+        }
+    }
+    // What could not be checked, in one remark per reason.
+    if !without_figures.is_empty() {
+        warnings.push(format!(
+            "GPU memory not checked before restoring PID(s) {without_figures:?}: their checkpoint records have no memory figures (NVML was missing)"
+        ));
+    }
+    if !without_record.is_empty() {
+        warnings.push(format!(
+            "GPU memory not checked before restoring PID(s) {without_record:?}: no checkpoint record (not checkpointed by cudackpt, or records kept elsewhere: --record-dir)"
+        ));
+    }
+    if needs.is_empty() {
+        return Ok(warnings);
+    }
+    let listing = devices::list(libcuda);
+    if listing.source != Some(Source::Nvml) {
+        warnings
+            .push("free GPU memory not checked before restore: NVML is not available".to_string());
+        return Ok(warnings);
+    }
+    let free: BTreeMap<String, u64> = listing
+        .gpus
+        .iter()
+        .filter_map(|g| Some((g.uuid.clone(), g.memory_free_bytes?)))
+        .collect();
+    let short = preflight::shortfalls(&needs, &free);
+    if short.is_empty() {
+        return Ok(warnings);
+    }
+    let mib = |bytes: u64| bytes >> 20;
+    let detail: Vec<String> = short
+        .iter()
+        .map(|s| {
+            format!(
+                "{} has {} MiB free, and restoring PID(s) {:?} there needs {} MiB (their memory at checkpoint)",
+                s.gpu,
+                mib(s.free),
+                s.pids,
+                mib(s.needed)
+            )
+        })
+        .collect();
+    Err(Failure::new(
+        FailureKind::InsufficientGpuMemory,
+        format!("restore refused before any change: {}", detail.join("; ")),
+        "free memory on that GPU or choose another with --map; --force restores anyway, but NVIDIA reports (driver 580.95) that a restore failing for memory can leave the process unrecoverable",
+    ))
+}

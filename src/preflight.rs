@@ -1,0 +1,161 @@
+//! The memory pre-flight before a restore: NVIDIA reports (driver 580.95)
+//! that a restore failing for lack of GPU memory can leave the process
+//! unrecoverable, so a restore is not attempted blind. Pure: the needs come
+//! from checkpoint records, the free memory from NVML.
+
+use std::collections::BTreeMap;
+
+use crate::gpu::GpuPair;
+use crate::record::Record;
+
+/// Memory one process needs on one GPU of this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Need {
+    pub pid: i32,
+    /// The GPU of this host it will land on (UUID, `GPU-` form).
+    pub gpu: String,
+    pub bytes: u64,
+}
+
+/// A GPU that cannot take what is sent to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shortfall {
+    pub gpu: String,
+    pub free: u64,
+    pub needed: u64,
+    pub pids: Vec<i32>,
+}
+
+/// Where each recorded GPU lands: through the map when one is given.
+fn destination(uuid: &str, map: &[GpuPair]) -> String {
+    map.iter()
+        .find(|pair| pair.old.to_string().eq_ignore_ascii_case(uuid))
+        .map_or_else(|| uuid.to_string(), |pair| pair.new.to_string())
+}
+
+/// The needs of a process from its record, mapped onto this host's GPUs;
+/// `None` when the record has no memory figures.
+pub fn needs(record: &Record, map: &[GpuPair]) -> Option<Vec<Need>> {
+    let uses = record.gpu_memory.as_ref()?;
+    Some(
+        uses.iter()
+            .filter(|u| u.bytes > 0)
+            .map(|u| Need {
+                pid: record.pid,
+                gpu: destination(&u.uuid, map),
+                bytes: u.bytes,
+            })
+            .collect(),
+    )
+}
+
+/// The GPUs whose free memory is smaller than what all the restoring
+/// processes together need there. A GPU whose free memory is unknown is
+/// not judged.
+pub fn shortfalls(needs: &[Need], free: &BTreeMap<String, u64>) -> Vec<Shortfall> {
+    let mut by_gpu: BTreeMap<String, (u64, Vec<i32>)> = BTreeMap::new();
+    for need in needs {
+        let entry = by_gpu.entry(need.gpu.to_lowercase()).or_default();
+        entry.0 += need.bytes;
+        entry.1.push(need.pid);
+    }
+    by_gpu
+        .into_iter()
+        .filter_map(|(gpu, (needed, pids))| {
+            let free = *free.iter().find(|(uuid, _)| uuid.to_lowercase() == gpu)?.1;
+            (needed > free).then_some(Shortfall {
+                gpu,
+                free,
+                needed,
+                pids,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::RecordedUse;
+
+    fn record(pid: i32, uses: &[(&str, u64)]) -> Record {
+        let mut record = Record::new(pid, "worker", vec![], None, None);
+        record.gpu_memory = Some(
+            uses.iter()
+                .map(|(uuid, bytes)| RecordedUse {
+                    uuid: uuid.to_string(),
+                    bytes: *bytes,
+                })
+                .collect(),
+        );
+        record
+    }
+
+    const A: &str = "GPU-11111111-2222-3333-4444-555555555555";
+    const B: &str = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
+
+    #[test]
+    fn needs_follow_the_map() {
+        let swap = vec![
+            GpuPair {
+                old: A.parse().expect("uuid"),
+                new: B.parse().expect("uuid"),
+            },
+            GpuPair {
+                old: B.parse().expect("uuid"),
+                new: A.parse().expect("uuid"),
+            },
+        ];
+        let got = needs(&record(7, &[(A, 10), (B, 0)]), &swap).expect("figures");
+        assert_eq!(
+            got,
+            vec![Need {
+                pid: 7,
+                gpu: B.to_string(),
+                bytes: 10
+            }]
+        );
+        assert_eq!(
+            needs(&record(7, &[(A, 10)]), &[]).expect("figures")[0].gpu,
+            A
+        );
+        let mut unknown = record(7, &[]);
+        unknown.gpu_memory = None;
+        assert_eq!(needs(&unknown, &[]), None);
+    }
+
+    #[test]
+    fn a_gpu_short_of_memory_for_the_whole_group_is_named() {
+        let all: Vec<Need> = [
+            record(1, &[(A, 6)]),
+            record(2, &[(A, 5)]),
+            record(3, &[(B, 1)]),
+        ]
+        .iter()
+        .flat_map(|r| needs(r, &[]).expect("figures"))
+        .collect();
+        let free: BTreeMap<String, u64> = [(A.to_uppercase(), 10), (B.to_string(), 100)]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            shortfalls(&all, &free),
+            vec![Shortfall {
+                gpu: A.to_lowercase(),
+                free: 10,
+                needed: 11,
+                pids: vec![1, 2]
+            }]
+        );
+        let roomy: BTreeMap<String, u64> = [(A.to_string(), 11), (B.to_string(), 1)]
+            .into_iter()
+            .collect();
+        assert!(
+            shortfalls(&all, &roomy).is_empty(),
+            "exactly enough is enough"
+        );
+        assert!(
+            shortfalls(&all, &BTreeMap::new()).is_empty(),
+            "unknown free memory is not judged"
+        );
+    }
+}

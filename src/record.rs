@@ -1,0 +1,259 @@
+//! The checkpoint record: what cudackpt writes when it checkpoints a
+//! process, so a later restore can check and plan without guessing. It
+//! holds the host's GPUs (UUID, name, memory), the process's device memory
+//! per GPU (from NVML, when installed), the driver version and the time.
+//!
+//! Records live in one file per PID under `/run/cudackpt` (gone at reboot,
+//! like the checkpointed state), or `--record-dir` / `CUDACKPT_RECORD_DIR`
+//! (e.g. a CRIU images directory, to travel with the images). A record whose
+//! process has since been replaced (another start time and another name) is
+//! ignored.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+pub const DEFAULT_DIR: &str = "/run/cudackpt";
+pub const DIR_VAR: &str = "CUDACKPT_RECORD_DIR";
+const SCHEMA_VERSION: u32 = 1;
+
+/// One GPU of the host the checkpoint was taken on.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RecordedGpu {
+    pub index: usize,
+    pub uuid: String,
+    pub name: String,
+    pub memory_total_bytes: Option<u64>,
+}
+
+/// Device memory the process held on one GPU just before its checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RecordedUse {
+    pub uuid: String,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Record {
+    pub schema_version: u32,
+    pub pid: i32,
+    pub name: String,
+    /// Field 22 of /proc/PID/stat, to tell a reused PID.
+    pub starttime: Option<u64>,
+    /// Seconds since the epoch.
+    pub checkpointed_at: u64,
+    pub cuda_version: Option<String>,
+    pub host_gpus: Vec<RecordedGpu>,
+    /// `None` when NVML could not tell (then memory is not checked).
+    pub gpu_memory: Option<Vec<RecordedUse>>,
+}
+
+impl Record {
+    pub fn new(
+        pid: i32,
+        name: &str,
+        host_gpus: Vec<RecordedGpu>,
+        gpu_memory: Option<Vec<RecordedUse>>,
+        cuda_version: Option<String>,
+    ) -> Record {
+        Record {
+            schema_version: SCHEMA_VERSION,
+            pid,
+            name: name.to_string(),
+            starttime: starttime(pid),
+            checkpointed_at: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            cuda_version,
+            host_gpus,
+            gpu_memory,
+        }
+    }
+
+    /// Device memory the process needs, in bytes, summed over its GPUs.
+    pub fn bytes_needed(&self) -> Option<u64> {
+        self.gpu_memory
+            .as_ref()
+            .map(|uses| uses.iter().map(|u| u.bytes).sum())
+    }
+}
+
+/// The record directory: `--record-dir`, else CUDACKPT_RECORD_DIR, else
+/// /run/cudackpt.
+pub fn dir(explicit: Option<&Path>) -> PathBuf {
+    explicit
+        .map(Path::to_path_buf)
+        .or_else(|| {
+            std::env::var_os(DIR_VAR)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_DIR))
+}
+
+fn path(dir: &Path, pid: i32) -> PathBuf {
+    dir.join(format!("{pid}.json"))
+}
+
+/// Field 22 of /proc/PID/stat.
+fn starttime(pid: i32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// Writes the record (atomically: a temporary file renamed into place).
+pub fn write(dir: &Path, record: &Record) -> io::Result<PathBuf> {
+    fs::create_dir_all(dir)?;
+    let target = path(dir, record.pid);
+    let temporary = dir.join(format!(".{}.json.tmp", record.pid));
+    let text = serde_json::to_string_pretty(record).map_err(io::Error::other)?;
+    fs::write(&temporary, text)?;
+    fs::rename(&temporary, &target)?;
+    Ok(target)
+}
+
+/// The record of `pid` with process name `name`, if there is one that is
+/// about this process (same start time, or, after CRIU restored it as a new
+/// process with the same PID, the same name).
+pub fn read(dir: &Path, pid: i32, name: &str) -> Option<Record> {
+    let text = fs::read_to_string(path(dir, pid)).ok()?;
+    let record: Record = serde_json::from_str(&text).ok()?;
+    let same_process = record.starttime.is_some() && record.starttime == starttime(pid);
+    (record.pid == pid && (same_process || record.name == name)).then_some(record)
+}
+
+/// Removes the record of a process that is running again.
+pub fn remove(dir: &Path, pid: i32) {
+    let _ = fs::remove_file(path(dir, pid));
+}
+
+/// `--map auto`: the recorded GPUs onto this host's, index by index, when
+/// both hosts have the same number of GPUs of the same models. `Ok(None)`
+/// when the GPUs are the same ones (nothing moves).
+pub fn auto_map(
+    recorded: &[RecordedGpu],
+    local: &[(String, String)],
+) -> Result<Option<Vec<(String, String)>>, String> {
+    if recorded.len() != local.len() {
+        return Err(format!(
+            "--map auto needs as many GPUs here as at checkpoint time: the record has {}, this host {}",
+            recorded.len(),
+            local.len()
+        ));
+    }
+    if let Some((was, is)) = recorded
+        .iter()
+        .zip(local)
+        .find(|(r, (_, name))| r.name != *name)
+    {
+        return Err(format!(
+            "--map auto needs the same GPU models by index: GPU {} was a {} and is a {} here",
+            was.index, was.name, is.1
+        ));
+    }
+    if recorded
+        .iter()
+        .zip(local)
+        .all(|(r, (uuid, _))| r.uuid.eq_ignore_ascii_case(uuid))
+    {
+        return Ok(None);
+    }
+    Ok(Some(
+        recorded
+            .iter()
+            .zip(local)
+            .map(|(r, (uuid, _))| (r.uuid.clone(), uuid.clone()))
+            .collect(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(index: usize, uuid: &str, name: &str) -> RecordedGpu {
+        RecordedGpu {
+            index,
+            uuid: uuid.to_string(),
+            name: name.to_string(),
+            memory_total_bytes: None,
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_belong_to_their_process() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let me = std::process::id() as i32;
+        let record = Record::new(
+            me,
+            "tester",
+            vec![gpu(0, "GPU-a", "H100")],
+            Some(vec![RecordedUse {
+                uuid: "GPU-a".into(),
+                bytes: 42,
+            }]),
+            Some("13.0".into()),
+        );
+        let written = write(dir.path(), &record).expect("writes");
+        assert_eq!(written, dir.path().join(format!("{me}.json")));
+        assert_eq!(
+            read(dir.path(), me, "another name"),
+            Some(record.clone()),
+            "same start time"
+        );
+        assert_eq!(record.bytes_needed(), Some(42));
+        let mut stale = record.clone();
+        stale.starttime = Some(1);
+        write(dir.path(), &stale).expect("writes");
+        assert_eq!(
+            read(dir.path(), me, "another name"),
+            None,
+            "a replaced process"
+        );
+        assert!(
+            read(dir.path(), me, "tester").is_some(),
+            "restored by CRIU: same PID and name"
+        );
+        remove(dir.path(), me);
+        assert_eq!(read(dir.path(), me, "tester"), None);
+    }
+
+    #[test]
+    fn auto_maps_by_index_when_the_hosts_match() {
+        let recorded = [gpu(0, "GPU-a", "H100"), gpu(1, "GPU-b", "H100")];
+        let here = |u: [&str; 2], n: [&str; 2]| -> Vec<(String, String)> {
+            u.iter()
+                .zip(n)
+                .map(|(u, n)| (u.to_string(), n.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            auto_map(&recorded, &here(["GPU-A", "GPU-B"], ["H100", "H100"])),
+            Ok(None)
+        );
+        assert_eq!(
+            auto_map(&recorded, &here(["GPU-x", "GPU-y"], ["H100", "H100"])),
+            Ok(Some(vec![
+                ("GPU-a".into(), "GPU-x".into()),
+                ("GPU-b".into(), "GPU-y".into())
+            ]))
+        );
+        assert!(
+            auto_map(&recorded, &here(["GPU-x", "GPU-y"], ["H100", "H200"]))
+                .unwrap_err()
+                .contains("was a H100 and is a H200")
+        );
+        assert!(
+            auto_map(&recorded[..1], &here(["GPU-x", "GPU-y"], ["H100", "H100"]))
+                .unwrap_err()
+                .contains("record has 1, this host 2")
+        );
+    }
+}

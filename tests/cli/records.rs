@@ -1,0 +1,130 @@
+//! Checkpoint records: written when cudackpt checkpoints a process, read
+//! by restore for `--map auto` and the memory pre-flight, removed once the
+//! process is restored. The fake host has no NVML, so records carry no
+//! memory figures and the pre-flight says what it could not check.
+
+use std::fs;
+
+use crate::support::{fake_uuid, Fixture};
+use crate::wire::{Kind, ProcessCommandDoc, State};
+
+fn record_of(fx: &Fixture, pid: i32) -> serde_json::Value {
+    let text =
+        fs::read_to_string(fx.dir().join("records").join(format!("{pid}.json"))).expect("a record");
+    serde_json::from_str(&text).expect("a JSON record")
+}
+
+#[test]
+fn suspend_writes_a_record_and_resume_removes_it() {
+    let fx = Fixture::with_devices("GPU A:1000,GPU B:2000");
+    let target = fx.cuda_target();
+    let doc: ProcessCommandDoc = fx.json(&["suspend", &target.arg()], 0);
+    let path = doc
+        .process(target.pid)
+        .record
+        .clone()
+        .expect("the record's path");
+    assert!(
+        path.ends_with(&format!("records/{}.json", target.pid)),
+        "{path}"
+    );
+    let record = record_of(&fx, target.pid);
+    assert_eq!(record["pid"], target.pid);
+    assert_eq!(record["name"], "sleep");
+    assert_eq!(
+        record["host_gpus"][1]["uuid"],
+        format!("GPU-{}", fake_uuid(1))
+    );
+    assert_eq!(record["host_gpus"][1]["name"], "GPU B");
+    assert!(record["gpu_memory"].is_null(), "no NVML, no figures");
+    let doc: ProcessCommandDoc = fx.json(&["resume", &target.arg()], 0);
+    assert!(
+        doc.warnings.iter().any(|w| w.contains("not checked")),
+        "{doc:?}"
+    );
+    assert!(!fx
+        .dir()
+        .join("records")
+        .join(format!("{}.json", target.pid))
+        .exists());
+}
+
+#[test]
+fn record_dir_puts_records_where_asked() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let elsewhere = fx.dir().join("criu-images");
+    fx.cudackpt(&[
+        "--record-dir",
+        elsewhere.to_str().expect("utf-8"),
+        "suspend",
+        &target.arg(),
+    ])
+    .assert()
+    .success();
+    assert!(elsewhere.join(format!("{}.json", target.pid)).is_file());
+}
+
+#[test]
+fn map_auto_on_the_same_gpus_moves_nothing() {
+    let fx = Fixture::with_devices("GPU A:1000,GPU B:1000");
+    let target = fx.cuda_target();
+    fx.json::<ProcessCommandDoc>(&["suspend", &target.arg()], 0);
+    fx.take_calls();
+    let doc: ProcessCommandDoc = fx.json(&["resume", "--map", "auto", &target.arg()], 0);
+    assert!(fx.calls().iter().all(|c| c.map.is_none()), "no map passed");
+    assert!(
+        doc.warnings
+            .iter()
+            .any(|w| w.contains("--map auto") && w.contains("nothing moves")),
+        "{doc:?}"
+    );
+    assert_eq!(doc.process(target.pid).state, State::Running);
+}
+
+#[test]
+fn map_auto_refuses_other_gpu_models_and_missing_records() {
+    let fx = Fixture::with_devices("GPU A:1000,GPU B:1000");
+    let target = fx.cuda_target();
+    fx.json::<ProcessCommandDoc>(&["suspend", &target.arg()], 0);
+    fx.take_calls();
+    let other_host = fx
+        .cudackpt(&["--json", "resume", "--map", "auto", &target.arg()])
+        .env("FAKE_CUDA_DEVICES", "GPU X:1000,GPU B:1000")
+        .assert()
+        .code(8)
+        .get_output()
+        .clone();
+    let doc: ProcessCommandDoc = crate::support::parse_one_document(&other_host.stdout);
+    let error = doc.process(target.pid).error();
+    assert_eq!(error.kind, Kind::InvalidMap);
+    assert!(
+        error.message.contains("was a GPU A and is a GPU X"),
+        "{error:?}"
+    );
+    assert!(
+        fx.calls()
+            .iter()
+            .all(|c| c.op == "get_state" || c.op == "restore_tid"),
+        "nothing changed"
+    );
+    assert_eq!(fx.fake_state(target.pid), "checkpointed");
+
+    let unrecorded = fx.cuda_target();
+    fx.put_in(&unrecorded, "checkpointed");
+    // put_in checkpoints through cudackpt, which records; forget it.
+    fs::remove_file(
+        fx.dir()
+            .join("records")
+            .join(format!("{}.json", unrecorded.pid)),
+    )
+    .expect("a record to remove");
+    let doc: ProcessCommandDoc = fx.json(&["resume", "--map", "auto", &unrecorded.arg()], 8);
+    assert!(
+        doc.process(unrecorded.pid)
+            .error()
+            .message
+            .contains("checkpoint record"),
+        "{doc:?}"
+    );
+}
