@@ -553,6 +553,80 @@ def ps_scale(tools, t):
             s.wait()
 
 
+def gpu_of(pid):
+    """The UUID of the GPU nvidia-smi shows the process on (None if none)."""
+    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,gpu_uuid", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 2 and fields[0] == str(pid):
+            return fields[1]
+    return None
+
+
+@scenario("devices lists every GPU with free memory, MIG and persistence mode (NVML)")
+def devices_listing(tools):
+    doc = tools.json("devices")
+    expect(doc["source"] == "nvml" and doc["gpus"], f"{doc}")
+    for gpu in doc["gpus"]:
+        expect(gpu["memory_free_bytes"] and gpu["persistence_mode"] is not None, f"{gpu}")
+    features = tools.json("doctor")["driver"]["features"]
+    expect(features == {"checkpoint_api": True, "lock_timeout": True, "gpu_remapping": True}, f"{features}")
+    return ", ".join(f"{g['index']}: {g['name']} {g['memory_free_bytes'] >> 30} GiB free" for g in doc["gpus"])
+
+
+@scenario("memory pre-flight: restore refused while the GPU is full, done once it is freed")
+def preflight_memory(tools):
+    gpus = tools.json("devices")["gpus"]
+    t = Target(tools, size_mib=4096, seed=80)
+    hog = None
+    try:
+        step(tools, "suspend", t.pid, "checkpointed")
+        free_mib = tools.json("devices")["gpus"][0]["memory_free_bytes"] >> 20
+        hog = Target(tools, size_mib=free_mib - 2048, seed=81)  # leaves ~1.5 GiB: too little
+        error = refused(tools, "resume", t.pid, 8, "insufficient_gpu_memory")
+        expect("MiB free" in error["message"], f"{error}")
+        expect(tools.state(t.pid) == "checkpointed", "the pre-flight must change nothing")
+        hog.close()
+        hog = None
+        step(tools, "resume", t.pid, "running")
+        t.verify()
+        return error["message"][:160]
+    finally:
+        if hog:
+            hog.close()
+        t.close()
+
+
+@scenario("two GPUs: a partial map, an index map and --map auto move a process, data intact")
+def two_gpu_moves(tools):
+    gpus = tools.json("devices")["gpus"]
+    if len(gpus) < 2:
+        raise Skipped(f"this host has {len(gpus)} GPU")
+    a, b = gpus[0]["uuid"], gpus[1]["uuid"]
+    t = Target(tools, size_mib=1024, seed=90)
+    try:
+        expect(gpu_of(t.pid) == a, f"the target should start on {a}: {gpu_of(t.pid)}")
+        step(tools, "suspend", t.pid, "checkpointed")
+        doc = tools.json("resume", "--map", f"{a}={b}", t.pid)
+        expect(any("completed the map" in w for w in doc.get("warnings", [])), f"{doc}")
+        expect(len(doc["map"]) == len(gpus), f"completed over every GPU: {doc['map']}")
+        t.verify()
+        expect(gpu_of(t.pid) == b, f"after A=B the process is on {gpu_of(t.pid)}, not {b}")
+        step(tools, "suspend", t.pid, "checkpointed")
+        step(tools, "resume", t.pid, "running", "--map", f"{b}=0")
+        t.verify()
+        expect(gpu_of(t.pid) == a, f"after B=0 the process is on {gpu_of(t.pid)}, not {a}")
+        step(tools, "suspend", t.pid, "checkpointed")
+        doc = tools.json("resume", "--map", "auto", t.pid)
+        expect(any("nothing moves" in w for w in doc.get("warnings", [])), f"{doc}")
+        t.verify()
+        expect(gpu_of(t.pid) == a, "auto on the same host moves nothing")
+        return f"{a[:12]}.. -> {b[:12]}.. and back, data intact"
+    finally:
+        t.close()
+
+
 def bench(tools, out_dir):
     args = [tools.bench, "latency", "--cudackpt", tools.cudackpt, "--target", tools.target_bin, "--runs", "30"]
     if tools.nvidia:
@@ -597,6 +671,9 @@ def main():
     group_interrupted(tools, 1024)
     group_deadline(tools)
     action_script(tools)
+    devices_listing(tools)
+    preflight_memory(tools)
+    two_gpu_moves(tools)
     criu_with_plugin(tools)
 
     count = {status: sum(r["status"] == status for r in RESULTS) for status in ["pass", "fail", "skip"]}
