@@ -100,9 +100,10 @@ class Tools:
 class Target:
     """The project's CUDA target program, driven over stdin/stdout."""
 
-    def __init__(self, tools, size_mib=256, device=0, seed=1):
+    def __init__(self, tools, size_mib=256, device=0, seed=1, fill=True):
         self.p = subprocess.Popen(
-            [tools.target_bin, "--size-mib", str(size_mib), "--device", str(device), "--seed", str(seed)],
+            [tools.target_bin, "--size-mib", str(size_mib), "--device", str(device), "--seed", str(seed)]
+            + ([] if fill else ["--no-fill"]),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         line = self.read(120)
         if not line.startswith("READY"):
@@ -583,7 +584,7 @@ def preflight_memory(tools):
     try:
         step(tools, "suspend", t.pid, "checkpointed")
         free_mib = tools.json("devices")["gpus"][0]["memory_free_bytes"] >> 20
-        hog = Target(tools, size_mib=free_mib - 2048, seed=81)  # leaves ~1.5 GiB: too little
+        hog = Target(tools, size_mib=free_mib - 2048, seed=81, fill=False)  # leaves ~1.5 GiB: too little
         error = refused(tools, "resume", t.pid, 8, "insufficient_gpu_memory")
         expect("MiB free" in error["message"], f"{error}")
         expect(tools.state(t.pid) == "checkpointed", "the pre-flight must change nothing")

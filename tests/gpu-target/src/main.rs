@@ -25,6 +25,9 @@ struct Options {
     seed: u64,
     libcuda: Option<PathBuf>,
     hold: bool,
+    /// Allocate without writing the pattern (a memory hog for pre-flight
+    /// tests; `verify` then means nothing).
+    no_fill: bool,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -34,6 +37,7 @@ fn parse_options() -> Result<Options, String> {
         seed: 1,
         libcuda: None,
         hold: false,
+        no_fill: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -48,6 +52,7 @@ fn parse_options() -> Result<Options, String> {
             "--seed" => options.seed = value()?.parse().map_err(|e| format!("--seed: {e}"))?,
             "--libcuda" => options.libcuda = Some(PathBuf::from(value()?)),
             "--hold" => options.hold = true,
+            "--no-fill" => options.no_fill = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -62,7 +67,11 @@ fn run(options: &Options) -> Result<(), String> {
     let buffer = session
         .alloc(options.size_mib << 20)
         .map_err(|e| e.to_string())?;
-    let expected = pattern::write_pattern(&buffer, options.seed).map_err(|e| e.to_string())?;
+    let expected = if options.no_fill {
+        0
+    } else {
+        pattern::write_pattern(&buffer, options.seed).map_err(|e| e.to_string())?
+    };
     session.synchronize().map_err(|e| e.to_string())?;
     let mut out = io::stdout().lock();
     let say = |out: &mut io::StdoutLock<'_>, line: String| -> Result<(), String> {
