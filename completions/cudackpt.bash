@@ -163,7 +163,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__checkpoint)
-            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
+            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --verify --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -767,7 +767,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__restore)
-            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --force --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
+            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --map-file --force --verify --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -794,6 +794,10 @@ _cudackpt() {
                     return 0
                     ;;
                 -m)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --map-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -859,7 +863,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__resume)
-            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --force --deadline --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
+            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --map-file --force --deadline --verify --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -886,6 +890,10 @@ _cudackpt() {
                     return 0
                     ;;
                 -m)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --map-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -955,7 +963,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__suspend)
-            opts="-p -t -v -q -y -h -V --pid --tree --cgroup --all --timeout --deadline --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
+            opts="-p -t -v -q -y -h -V --pid --tree --cgroup --all --timeout --deadline --verify --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1009,7 +1017,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__toggle)
-            opts="-p -t -m -v -q -y -h -V --pid --tree --cgroup --all --timeout --map --force --deadline --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
+            opts="-p -t -m -v -q -y -h -V --pid --tree --cgroup --all --timeout --map --map-file --force --deadline --verify --json --verbose --quiet --libcuda --yes --record-dir --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1044,6 +1052,10 @@ _cudackpt() {
                     return 0
                     ;;
                 -m)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --map-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

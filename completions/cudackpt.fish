@@ -94,6 +94,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l color -
 always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l verify -d 'Confirm through NVML that a checkpoint left the process holding no GPU memory, and that a restore put it back on the GPUs expected (from its checkpoint record and the map). A mismatch, or no NVML, fails the command'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s q -l quiet -d 'Print nothing; report through the exit status only'
@@ -104,6 +105,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s p -l pid -
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU; a partial map of this host\'s GPUs is completed. `auto` maps the GPUs recorded at checkpoint onto this host\'s by index (same count and models)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l map-file -d 'Read OLD=NEW pairs from a JSON file: {"OLD": "NEW", ...}, a list of "OLD=NEW" strings, or the `map` cudackpt prints with --json' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
@@ -111,6 +113,7 @@ always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l force -d 'Restore even when the pre-flight finds a target GPU with less free memory than the process held at checkpoint'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l verify -d 'Confirm through NVML that a checkpoint left the process holding no GPU memory, and that a restore put it back on the GPUs expected (from its checkpoint record and the map). A mismatch, or no NVML, fails the command'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s q -l quiet -d 'Print nothing; report through the exit status only'
@@ -137,6 +140,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l tree -d 'Ev
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s t -l timeout -d 'How long to wait for the process\'s CUDA work to drain before giving up (the process then keeps running). Milliseconds (500) or a duration (500ms, 5s, 2m); 0, the default, waits as long as it takes' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU; a partial map of this host\'s GPUs is completed. `auto` maps the GPUs recorded at checkpoint onto this host\'s by index (same count and models)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l map-file -d 'Read OLD=NEW pairs from a JSON file: {"OLD": "NEW", ...}, a list of "OLD=NEW" strings, or the `map` cudackpt prints with --json' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l deadline -d 'Give up on the whole group after this long: no new step starts, the group is rolled back and the report names the slowest process. Lock timeouts are shortened to fit. Milliseconds or a duration; 0, the default, sets no deadline' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
@@ -145,6 +149,7 @@ always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l force -d 'Restore even when the pre-flight finds a target GPU with less free memory than the process held at checkpoint'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l verify -d 'Confirm through NVML that a checkpoint left the process holding no GPU memory, and that a restore put it back on the GPUs expected (from its checkpoint record and the map). A mismatch, or no NVML, fails the command'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s q -l quiet -d 'Print nothing; report through the exit status only'
@@ -162,6 +167,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l color -d '
 always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l verify -d 'Confirm through NVML that a checkpoint left the process holding no GPU memory, and that a restore put it back on the GPUs expected (from its checkpoint record and the map). A mismatch, or no NVML, fails the command'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s q -l quiet -d 'Print nothing; report through the exit status only'
@@ -172,6 +178,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s p -l pid -d
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU; a partial map of this host\'s GPUs is completed. `auto` maps the GPUs recorded at checkpoint onto this host\'s by index (same count and models)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l map-file -d 'Read OLD=NEW pairs from a JSON file: {"OLD": "NEW", ...}, a list of "OLD=NEW" strings, or the `map` cudackpt prints with --json' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l deadline -d 'Give up on the whole group after this long: no new step starts, the group is rolled back and the report names the slowest process. Lock timeouts are shortened to fit. Milliseconds or a duration; 0, the default, sets no deadline' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
@@ -180,6 +187,7 @@ always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l force -d 'Restore even when the pre-flight finds a target GPU with less free memory than the process held at checkpoint'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l verify -d 'Confirm through NVML that a checkpoint left the process holding no GPU memory, and that a restore put it back on the GPUs expected (from its checkpoint record and the map). A mismatch, or no NVML, fails the command'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s q -l quiet -d 'Print nothing; report through the exit status only'

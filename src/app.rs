@@ -120,6 +120,7 @@ pub fn run(cli: Cli) -> ExitStatus {
                 progress: None,
                 record_dir: None,
                 force: false,
+                verify: false,
             });
             report.command = "ps";
             // GPU memory per process, when NVML is there to say.
@@ -185,9 +186,28 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Man { dir: Some(dir) } => emit_artifact(artifacts::write_man_pages(&dir)),
         Command::InstallCompat { dir, force } => install_compat(&dir, force, &sink),
         process_command => {
-            let Some(command) = split(process_command) else {
+            let Some(mut command) = split(process_command) else {
                 return ExitStatus::Usage;
             };
+            if let Some(file) = command.map_file.take() {
+                let read = std::fs::read_to_string(&file)
+                    .map_err(|e| e.to_string())
+                    .and_then(|text| crate::gpu::parse_map_file(&text));
+                match read {
+                    Ok(pairs) => command.map.extend(pairs),
+                    Err(why) => {
+                        let message = format!("cannot use --map-file {}: {why}", file.display());
+                        if sink.json {
+                            let _ = output::write_stdout(&json::usage_error(
+                                "invalid --map-file",
+                                &message,
+                            ));
+                        }
+                        output::write_stderr(&format!("cudackpt: {message}\n"));
+                        return ExitStatus::Usage;
+                    }
+                }
+            }
             // Progress only where a person watches it: a terminal, and
             // neither JSON nor quiet asked for.
             let watched = !sink.json && !sink.quiet && std::io::stderr().is_terminal();
@@ -204,6 +224,7 @@ pub fn run(cli: Cli) -> ExitStatus {
                 progress: watched.then_some(progress),
                 record_dir: global.record_dir.as_deref(),
                 force: command.force,
+                verify: command.verify,
             });
             sink.emit(
                 || json::process_report(&report),
@@ -276,6 +297,10 @@ struct ProcessCommand {
     deadline: Timeout,
     /// `--force`: restore despite the memory pre-flight.
     force: bool,
+    /// `--verify`: confirm through NVML.
+    verify: bool,
+    /// `--map-file`, read before anything else happens.
+    map_file: Option<PathBuf>,
 }
 
 /// The process command in `command`, if it is one.
@@ -286,6 +311,8 @@ fn split(command: Command) -> Option<ProcessCommand> {
         map: Vec::new(),
         deadline: Timeout::NONE,
         force: false,
+        verify: false,
+        map_file: None,
     };
     Some(match command {
         Command::State { targets } => plain(targets, Operation::State { restore_tid: true }),
@@ -296,9 +323,18 @@ fn split(command: Command) -> Option<ProcessCommand> {
                 timeout: timeout.timeout,
             },
         ),
-        Command::Checkpoint { targets } => plain(targets, Operation::Checkpoint),
-        Command::Restore { targets, map } => ProcessCommand {
+        Command::Checkpoint { targets, verify } => ProcessCommand {
+            verify: verify.verify,
+            ..plain(targets, Operation::Checkpoint)
+        },
+        Command::Restore {
+            targets,
+            map,
+            verify,
+        } => ProcessCommand {
+            verify: verify.verify,
             force: map.force,
+            map_file: map.map_file,
             map: map.map,
             ..plain(targets, Operation::Restore { map: vec![] })
         },
@@ -308,8 +344,11 @@ fn split(command: Command) -> Option<ProcessCommand> {
             timeout,
             map,
             deadline,
+            verify,
         } => ProcessCommand {
+            verify: verify.verify,
             force: map.force,
+            map_file: map.map_file,
             map: map.map,
             deadline: deadline.deadline,
             ..plain(
@@ -324,7 +363,9 @@ fn split(command: Command) -> Option<ProcessCommand> {
             targets,
             timeout,
             deadline,
+            verify,
         } => ProcessCommand {
+            verify: verify.verify,
             deadline: deadline.deadline,
             ..plain(
                 targets,
@@ -337,8 +378,11 @@ fn split(command: Command) -> Option<ProcessCommand> {
             targets,
             map,
             deadline,
+            verify,
         } => ProcessCommand {
+            verify: verify.verify,
             force: map.force,
+            map_file: map.map_file,
             map: map.map,
             deadline: deadline.deadline,
             ..plain(targets, Operation::Resume { map: vec![] })

@@ -150,6 +150,17 @@ pub struct DeadlineArg {
     pub deadline: Timeout,
 }
 
+/// Checking a checkpoint or restore through NVML.
+#[derive(Debug, Args, Clone)]
+pub struct VerifyArg {
+    /// Confirm through NVML that a checkpoint left the process holding no
+    /// GPU memory, and that a restore put it back on the GPUs expected
+    /// (from its checkpoint record and the map). A mismatch, or no NVML,
+    /// fails the command.
+    #[arg(long)]
+    pub verify: bool,
+}
+
 /// A GPU remapping for restore.
 #[derive(Debug, Args, Clone)]
 pub struct MapArg {
@@ -162,6 +173,11 @@ pub struct MapArg {
     /// models).
     #[arg(short, long, value_name = "OLD=NEW")]
     pub map: Vec<String>,
+
+    /// Read OLD=NEW pairs from a JSON file: {"OLD": "NEW", ...}, a list of
+    /// "OLD=NEW" strings, or the `map` cudackpt prints with --json.
+    #[arg(long, value_name = "FILE")]
+    pub map_file: Option<PathBuf>,
 
     /// Restore even when the pre-flight finds a target GPU with less free
     /// memory than the process held at checkpoint.
@@ -189,6 +205,8 @@ pub enum Command {
     Checkpoint {
         #[command(flatten)]
         targets: Targets,
+        #[command(flatten)]
+        verify: VerifyArg,
     },
     /// Reacquire GPUs and copy memory back (checkpointed → locked).
     Restore {
@@ -196,6 +214,8 @@ pub enum Command {
         targets: Targets,
         #[command(flatten)]
         map: MapArg,
+        #[command(flatten)]
+        verify: VerifyArg,
     },
     /// Let CUDA calls run again (locked → running).
     Unlock {
@@ -212,6 +232,8 @@ pub enum Command {
         map: MapArg,
         #[command(flatten)]
         deadline: DeadlineArg,
+        #[command(flatten)]
+        verify: VerifyArg,
     },
     /// Lock and checkpoint: running → checkpointed (already checkpointed is
     /// success). A group moves together or not at all.
@@ -222,6 +244,8 @@ pub enum Command {
         timeout: TimeoutArg,
         #[command(flatten)]
         deadline: DeadlineArg,
+        #[command(flatten)]
+        verify: VerifyArg,
     },
     /// Restore and unlock: checkpointed → running (already running is
     /// success). A group moves together or not at all.
@@ -232,6 +256,8 @@ pub enum Command {
         map: MapArg,
         #[command(flatten)]
         deadline: DeadlineArg,
+        #[command(flatten)]
+        verify: VerifyArg,
     },
     /// Print the id of the thread that restores each process's CUDA state
     /// (CRIU needs it unfrozen during restore).

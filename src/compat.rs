@@ -358,6 +358,7 @@ pub fn main(args: &[OsString]) -> ExitStatus {
         // Records in the default place; CUDACKPT_RECORD_DIR still applies.
         record_dir: None,
         force: false,
+        verify: false,
     });
     let Some(process) = report.processes.first() else {
         return ExitStatus::Failed;

@@ -99,6 +99,7 @@ fn run_on(
         progress: None,
         record_dir: None,
         force: false,
+        verify: false,
     });
     report.command = "criu-hook";
     report

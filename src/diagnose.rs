@@ -31,6 +31,7 @@ pub enum FailureKind {
     DeadlineExceeded,
     ProcessStopped,
     InsufficientGpuMemory,
+    VerifyFailed,
     ProcUnreadable,
     Usage,
 }
@@ -57,6 +58,7 @@ impl FailureKind {
             FailureKind::DeadlineExceeded => "deadline_exceeded",
             FailureKind::ProcessStopped => "process_stopped",
             FailureKind::InsufficientGpuMemory => "insufficient_gpu_memory",
+            FailureKind::VerifyFailed => "verify_failed",
             FailureKind::ProcUnreadable => "proc_unreadable",
             FailureKind::Usage => "usage",
         }
@@ -84,6 +86,7 @@ impl FailureKind {
             | FailureKind::RolledBack
             | FailureKind::RollbackFailed
             | FailureKind::DeadlineExceeded
+            | FailureKind::VerifyFailed
             | FailureKind::ProcUnreadable => ExitStatus::Failed,
         }
     }

@@ -284,6 +284,44 @@ pub fn format_map(pairs: &[GpuPair]) -> String {
         .join(",")
 }
 
+/// The text of a `--map-file`: a JSON object `{"OLD": "NEW", ...}`, a list
+/// of `"OLD=NEW"` strings, or a list of `{"old": ..., "new": ...}` (the
+/// `map` cudackpt prints with --json). Returns `OLD=NEW` values for
+/// [`parse_map`]; the error says what is wrong with the file.
+pub fn parse_map_file(text: &str) -> Result<Vec<String>, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let as_text = |v: &serde_json::Value| {
+        v.as_str()
+            .map(str::to_string)
+            .ok_or(format!("{v} is not a string"))
+    };
+    match value {
+        serde_json::Value::Object(pairs) => pairs
+            .iter()
+            .map(|(old, new)| Ok(format!("{old}={}", as_text(new)?)))
+            .collect(),
+        serde_json::Value::Array(items) => items
+            .iter()
+            .map(|item| match item {
+                serde_json::Value::String(pair) => Ok(pair.clone()),
+                serde_json::Value::Object(pair) => {
+                    let field = |name: &str| {
+                        pair.get(name)
+                            .ok_or(format!("{item} has no \"{name}\""))
+                            .and_then(as_text)
+                    };
+                    Ok(format!("{}={}", field("old")?, field("new")?))
+                }
+                other => Err(format!(
+                    "{other} is neither \"OLD=NEW\" nor {{\"old\": ..., \"new\": ...}}"
+                )),
+            })
+            .collect(),
+        _ => Err("expected an object {\"OLD\": \"NEW\"} or a list of pairs".to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -558,5 +596,27 @@ mod tests {
             resolve_map(&parsed, Some(&g)).expect("resolves"),
             pairs_of(&[(0, 1), (1, 0)], &g)
         );
+    }
+
+    #[test]
+    fn map_files_take_three_shapes() {
+        let object = format!(r#"{{"{A}": "{B}", "{B}": "1"}}"#);
+        let strings = format!(r#"["{A}={B}", "{B}=1"]"#);
+        let printed = format!(r#"[{{"old": "{A}", "new": "{B}"}}, {{"old": "{B}", "new": "1"}}]"#);
+        for text in [object, strings, printed] {
+            let values = parse_map_file(&text).expect("a map file");
+            let entries = parse_map(&values).expect("valid pairs");
+            assert_eq!(entries.len(), 2, "{text}");
+            assert_eq!(entries[1].new, DeviceRef::Index(1), "{text}");
+        }
+        for (bad, why) in [
+            ("nope", "not JSON"),
+            ("42", "expected an object"),
+            (r#"[{"old": "x"}]"#, "no \"new\""),
+            ("[7]", "neither"),
+        ] {
+            let err = parse_map_file(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
     }
 }

@@ -88,6 +88,8 @@ pub fn write_records(
             memory,
             snapshot.cuda_version.clone(),
         );
+        // What the checkpoint moved to host memory, when NVML could tell.
+        report.gpu_memory_bytes = entry.bytes_needed();
         match record::write(dir, &entry) {
             Ok(path) => report.record = Some(path.display().to_string()),
             Err(error) => warnings.push(format!(
@@ -237,4 +239,94 @@ pub fn check_memory(
         format!("restore refused before any change: {}", detail.join("; ")),
         "free memory on that GPU or choose another with --map; --force restores anyway, but NVIDIA reports (driver 580.95) that a restore failing for memory can leave the process unrecoverable",
     ))
+}
+
+/// `--verify`: checks through NVML that what the driver reported really
+/// happened. After a checkpoint the process holds no GPU memory; after a
+/// restore it holds memory again, on the GPUs its record (through the map)
+/// says. A mismatch, or no NVML to check with, fails the process.
+pub fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map: &[GpuPair]) {
+    let moved: Vec<usize> = reports
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| {
+            r.failure.is_none()
+                && r.steps
+                    .iter()
+                    .any(|s| s.ok && !s.rollback && (s.step == "checkpoint" || s.step == "restore"))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if moved.is_empty() {
+        return;
+    }
+    let usage =
+        match crate::nvml::open().and_then(|nvml| crate::nvml::memory_by_process_and_gpu(&nvml)) {
+            Ok(usage) => usage,
+            Err(why) => {
+                for &i in &moved {
+                    reports[i].failure = Some(Failure::new(
+                        FailureKind::VerifyFailed,
+                        format!(
+                            "could not verify {}: {why}",
+                            describe_process(reports[i].pid, reports[i].name.as_deref())
+                        ),
+                        "install NVML (it comes with the NVIDIA driver), or drop --verify",
+                    ));
+                }
+                return;
+            }
+        };
+    for i in moved {
+        let report = &mut reports[i];
+        let who = describe_process(report.pid, report.name.as_deref());
+        let held: Vec<(String, u64)> = usage
+            .get(&report.pid)
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(_, b)| *b > 0)
+            .collect();
+        let problem = match report.state {
+            Some(ProcessState::Checkpointed) if !held.is_empty() => Some(format!(
+                "{who} is checkpointed but NVML shows it holding {} MiB on {}",
+                held.iter().map(|(_, b)| b).sum::<u64>() >> 20,
+                held.iter()
+                    .map(|(g, _)| g.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            Some(ProcessState::Locked | ProcessState::Running) => {
+                let expected: Vec<String> = records
+                    .get(&report.pid)
+                    .and_then(|r| preflight::needs(r, map))
+                    .map(|needs| needs.into_iter().map(|n| n.gpu.to_lowercase()).collect())
+                    .unwrap_or_default();
+                let on: Vec<String> = held.iter().map(|(g, _)| g.to_lowercase()).collect();
+                if on.is_empty() {
+                    Some(format!(
+                        "{who} was restored but NVML shows it holding no GPU memory"
+                    ))
+                } else if let Some(missing) = expected.iter().find(|g| !on.contains(g)) {
+                    Some(format!(
+                        "{who} was restored but is not on {missing} (NVML shows it on {})",
+                        on.join(", ")
+                    ))
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        match problem {
+            Some(message) => {
+                report.failure = Some(Failure::new(
+                    FailureKind::VerifyFailed,
+                    message,
+                    "check `nvidia-smi`; the driver reported success, so report this with `cudackpt -vv` output",
+                ))
+            }
+            None => report.gpu_memory_bytes = Some(held.iter().map(|(_, b)| b).sum()),
+        }
+    }
 }

@@ -90,6 +90,9 @@ pub struct Request<'a> {
     pub record_dir: Option<&'a Path>,
     /// Restore despite the memory pre-flight.
     pub force: bool,
+    /// Confirm through NVML that checkpoints freed the GPUs and restores
+    /// brought the processes back where expected.
+    pub verify: bool,
 }
 
 /// Checks a target, resolving a thread id to its process when asked to.
@@ -256,6 +259,7 @@ pub fn run_process_command(request: Request<'_>) -> Report {
         progress,
         record_dir,
         force,
+        verify,
     } = request;
     let auto_map = matches!(map_args, [only] if only.trim().eq_ignore_ascii_case("auto"));
     let command = operation.name();
@@ -559,6 +563,13 @@ pub fn run_process_command(request: Request<'_>) -> Report {
         progress,
     };
     let mut reports = executor.run(&operation, &valid);
+    if verify {
+        migration::verify(
+            &mut reports,
+            &records,
+            map_used.as_deref().unwrap_or_default(),
+        );
+    }
     if let Some(snapshot) = &snapshot {
         map_remarks.extend(migration::write_records(
             &records_dir,

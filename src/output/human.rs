@@ -141,6 +141,7 @@ fn short(failure: &Failure) -> &'static str {
         FailureKind::DeadlineExceeded => "deadline passed",
         FailureKind::ProcessStopped => "process stopped",
         FailureKind::InsufficientGpuMemory => "not enough GPU memory",
+        FailureKind::VerifyFailed => "verification failed",
         FailureKind::ProcUnreadable => "/proc unreadable",
         FailureKind::Usage => "usage error",
     }

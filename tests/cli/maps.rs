@@ -226,3 +226,54 @@ fn a_new_gpu_that_is_not_on_this_host_is_refused_before_the_driver() {
     fx.assert_no_calls("a map onto a GPU this host lacks");
     assert_eq!(fx.fake_state(target.pid), "checkpointed");
 }
+
+#[test]
+fn a_map_file_is_read_in_any_of_its_shapes() {
+    let (a, b) = (fake_uuid(0), fake_uuid(1));
+    for text in [
+        format!(r#"{{"{a}": "{b}", "{b}": "{a}"}}"#),
+        format!(r#"["{a}={b}", "{b}=0"]"#),
+        format!(r#"[{{"old": "GPU-{a}", "new": "GPU-{b}"}}]"#),
+    ] {
+        let (fx, target) = two_gpus_with_checkpointed_process();
+        let file = fx.dir().join("map.json");
+        std::fs::write(&file, &text).expect("map file");
+        fx.cudackpt(&[
+            "restore",
+            "--map-file",
+            file.to_str().expect("utf-8"),
+            &target.arg(),
+        ])
+        .assert()
+        .success();
+        assert_eq!(received_map(&fx), ["A>B", "B>A"], "{text}");
+    }
+}
+
+#[test]
+fn a_bad_map_file_is_a_usage_error_before_any_driver_call() {
+    let (fx, target) = two_gpus_with_checkpointed_process();
+    let file = fx.dir().join("map.json");
+    std::fs::write(&file, "{not json").expect("map file");
+    let output = fx
+        .cudackpt(&[
+            "restore",
+            "--map-file",
+            file.to_str().expect("utf-8"),
+            &target.arg(),
+        ])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    assert!(String::from_utf8_lossy(&output.stderr).contains("map.json"));
+    fx.assert_no_calls("a bad map file");
+    fx.cudackpt(&[
+        "restore",
+        "--map-file",
+        "/nonexistent/map.json",
+        &target.arg(),
+    ])
+    .assert()
+    .code(2);
+}

@@ -128,3 +128,22 @@ fn map_auto_refuses_other_gpu_models_and_missing_records() {
         "{doc:?}"
     );
 }
+
+#[test]
+fn verify_without_nvml_fails_and_says_so_but_undoes_nothing() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--verify", &target.arg()], 1);
+    let p = doc.process(target.pid);
+    assert_eq!(p.error().kind, Kind::VerifyFailed);
+    assert!(p.error().message.contains("NVML"), "{p:?}");
+    assert_eq!(
+        p.state,
+        State::Checkpointed,
+        "verification reports, it does not roll back"
+    );
+    assert_eq!(fx.fake_state(target.pid), "checkpointed");
+    // Without --verify the same command succeeds.
+    let doc: ProcessCommandDoc = fx.json(&["resume", &target.arg()], 0);
+    assert_eq!(doc.process(target.pid).state, State::Running);
+}

@@ -58,6 +58,7 @@ pub enum Kind {
     DeadlineExceeded,
     ProcessStopped,
     InsufficientGpuMemory,
+    VerifyFailed,
     ProcUnreadable,
     Usage,
 }
