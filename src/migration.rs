@@ -307,13 +307,13 @@ pub fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map
                     Some(format!(
                         "{who} was restored but NVML shows it holding no GPU memory"
                     ))
-                } else if let Some(missing) = expected.iter().find(|g| !on.contains(g)) {
-                    Some(format!(
-                        "{who} was restored but is not on {missing} (NVML shows it on {})",
-                        on.join(", ")
-                    ))
                 } else {
-                    None
+                    expected.iter().find(|g| !on.contains(g)).map(|missing| {
+                        format!(
+                            "{who} was restored but is not on {missing} (NVML shows it on {})",
+                            on.join(", ")
+                        )
+                    })
                 }
             }
             _ => None,
