@@ -576,6 +576,21 @@ def devices_listing(tools):
     return ", ".join(f"{g['index']}: {g['name']} {g['memory_free_bytes'] >> 30} GiB free" for g in doc["gpus"])
 
 
+@scenario("--verify: NVML confirms the checkpoint freed the GPU and the restore brought the memory back")
+def verify_round_trip(tools):
+    t = Target(tools, size_mib=1024, seed=85)
+    try:
+        down = step(tools, "suspend", t.pid, "checkpointed", "--verify")
+        expect(down.get("gpu_memory_bytes", 0) >= 1024 << 20, f"memory moved: {down}")
+        expect(down.get("record"), f"a checkpoint record: {down}")
+        up = step(tools, "resume", t.pid, "running", "--verify")
+        expect(up.get("gpu_memory_bytes", 0) >= 1024 << 20, f"memory back: {up}")
+        t.verify()
+        return f"moved {down['gpu_memory_bytes'] >> 20} MiB out and {up['gpu_memory_bytes'] >> 20} MiB back"
+    finally:
+        t.close()
+
+
 @scenario("memory pre-flight: restore refused while the GPU is full, done once it is freed")
 def preflight_memory(tools):
     gpus = tools.json("devices")["gpus"]
@@ -609,13 +624,13 @@ def two_gpu_moves(tools):
     try:
         expect(gpu_of(t.pid) == a, f"the target should start on {a}: {gpu_of(t.pid)}")
         step(tools, "suspend", t.pid, "checkpointed")
-        doc = tools.json("resume", "--map", f"{a}={b}", t.pid)
+        doc = tools.json("resume", "--verify", "--map", f"{a}={b}", t.pid)
         expect(any("completed the map" in w for w in doc.get("warnings", [])), f"{doc}")
         expect(len(doc["map"]) == len(gpus), f"completed over every GPU: {doc['map']}")
         t.verify()
         expect(gpu_of(t.pid) == b, f"after A=B the process is on {gpu_of(t.pid)}, not {b}")
         step(tools, "suspend", t.pid, "checkpointed")
-        step(tools, "resume", t.pid, "running", "--map", f"{b}=0")
+        step(tools, "resume", t.pid, "running", "--verify", "--map", f"{b}=0")
         t.verify()
         expect(gpu_of(t.pid) == a, f"after B=0 the process is on {gpu_of(t.pid)}, not {a}")
         step(tools, "suspend", t.pid, "checkpointed")
@@ -673,6 +688,7 @@ def main():
     group_deadline(tools)
     action_script(tools)
     devices_listing(tools)
+    verify_round_trip(tools)
     preflight_memory(tools)
     two_gpu_moves(tools)
     criu_with_plugin(tools)
