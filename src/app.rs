@@ -109,18 +109,11 @@ pub fn run(cli: Cli) -> ExitStatus {
     match command {
         Command::Ps { filter } => {
             let mut report = run_process_command(Request {
-                libcuda: global.libcuda.as_deref(),
-                pids: Vec::new(),
                 selectors: filter.selectors(),
-                confirmed: false,
-                operation: Operation::State { restore_tid: true },
-                map: &[],
-                thread_ids: ThreadIds::Refuse,
-                deadline: Timeout::NONE,
-                progress: None,
-                record_dir: None,
-                force: false,
-                verify: false,
+                ..Request::new(
+                    global.libcuda.as_deref(),
+                    Operation::State { restore_tid: true },
+                )
             });
             report.command = "ps";
             // GPU memory per process, when NVML is there to say.

@@ -18,7 +18,7 @@ use crate::exit::ExitStatus;
 use crate::output::{self, human};
 use crate::plan::Operation;
 use crate::process::parse_pid;
-use crate::request::{self, Request, Selectors, ThreadIds};
+use crate::request::{self, Request, ThreadIds};
 use crate::timeout::{parse_timeout, Timeout};
 
 /// The name NVIDIA's tool is installed under.
@@ -346,19 +346,11 @@ pub fn main(args: &[OsString]) -> ExitStatus {
         }
     };
     let report = request::run_process_command(Request {
-        libcuda: libcuda.as_deref(),
         pids: vec![pid],
-        selectors: Selectors::default(),
-        confirmed: false,
-        deadline: Timeout::NONE,
-        progress: None,
-        operation: operation.clone(),
         map: &map,
+        // CRIU's plugin passes the restore thread's id.
         thread_ids: ThreadIds::ActOnProcess,
-        // Records in the default place; CUDACKPT_RECORD_DIR still applies.
-        record_dir: None,
-        force: false,
-        verify: false,
+        ..Request::new(libcuda.as_deref(), operation.clone())
     });
     let Some(process) = report.processes.first() else {
         return ExitStatus::Failed;

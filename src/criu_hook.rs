@@ -22,7 +22,7 @@ use crate::discover;
 use crate::plan::Operation;
 use crate::process::{self, parse_pid};
 use crate::report::Report;
-use crate::request::{self, Request, Selectors, ThreadIds};
+use crate::request::{self, Request, Selectors};
 use crate::timeout::Timeout;
 
 /// The environment CRIU sets for action scripts.
@@ -84,22 +84,12 @@ fn run_on(
     operation: Operation,
 ) -> Report {
     let mut report = request::run_process_command(Request {
-        libcuda,
-        pids: Vec::new(),
         selectors: Selectors {
             trees,
             candidates,
             ..Selectors::default()
         },
-        confirmed: false,
-        operation,
-        map: &[],
-        thread_ids: ThreadIds::Refuse,
-        deadline: Timeout::NONE,
-        progress: None,
-        record_dir: None,
-        force: false,
-        verify: false,
+        ..Request::new(libcuda, operation)
     });
     report.command = "criu-hook";
     report

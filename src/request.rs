@@ -95,6 +95,27 @@ pub struct Request<'a> {
     pub verify: bool,
 }
 
+impl<'a> Request<'a> {
+    /// `operation` on no target yet, with every option at its default:
+    /// callers set what differs with struct-update syntax.
+    pub fn new(libcuda: Option<&'a Path>, operation: Operation) -> Request<'a> {
+        Request {
+            libcuda,
+            pids: Vec::new(),
+            selectors: Selectors::default(),
+            confirmed: false,
+            operation,
+            map: &[],
+            thread_ids: ThreadIds::Refuse,
+            deadline: Timeout::NONE,
+            progress: None,
+            record_dir: None,
+            force: false,
+            verify: false,
+        }
+    }
+}
+
 /// Checks a target, resolving a thread id to its process when asked to.
 fn check(pid: i32, privileges: &Privileges, thread_ids: ThreadIds) -> Result<Target, Failure> {
     match process::check_target(pid, privileges) {
