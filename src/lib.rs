@@ -34,4 +34,6 @@ pub mod process;
 pub mod record;
 pub mod report;
 pub mod request;
+#[cfg(test)]
+mod surface_tests;
 pub mod timeout;
