@@ -47,7 +47,7 @@ PROCESS: {\"pid\":N, \"name\":COMM, \"ok\":BOOL, \"state_before\":STATE (compoun
 ERROR: {\"kind\":KIND, \"message\":TEXT, \"hint\":TEXT, \"cuda_error\":\"CUDA_ERROR_...\", \"code\":N}; cuda_error and code only when the driver answered. \
 KIND is one of no_such_process, thread_not_process, not_cuda_process, permission_denied, lock_timeout, wrong_state, \
 map_rejected, invalid_map, out_of_memory, driver_error, driver_unavailable, wait_timeout, not_attempted, rolled_back, \
-rollback_failed, interrupted, deadline_exceeded, process_stopped, insufficient_gpu_memory, verify_failed, proc_unreadable, usage.
+rollback_failed, interrupted, deadline_exceeded, process_stopped, insufficient_gpu_memory, verify_failed, in_use, proc_unreadable, usage.
 
 doctor: {\"schema_version\":1, \"command\":\"doctor\", \"ok\":BOOL, \"exit_code\":N, \"checks\":[{\"name\", \"status\":ok|warn|fail|info, \
 \"detail\", \"hint\"}], \"driver\":{\"path\", \"cuda_version\", \"kernel_module_version\", \"features\":{\"checkpoint_api\":BOOL, \

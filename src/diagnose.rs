@@ -32,6 +32,7 @@ pub enum FailureKind {
     ProcessStopped,
     InsufficientGpuMemory,
     VerifyFailed,
+    InUse,
     ProcUnreadable,
     Usage,
 }
@@ -59,6 +60,7 @@ impl FailureKind {
             FailureKind::ProcessStopped => "process_stopped",
             FailureKind::InsufficientGpuMemory => "insufficient_gpu_memory",
             FailureKind::VerifyFailed => "verify_failed",
+            FailureKind::InUse => "in_use",
             FailureKind::ProcUnreadable => "proc_unreadable",
             FailureKind::Usage => "usage",
         }
@@ -71,7 +73,9 @@ impl FailureKind {
             | FailureKind::NotCudaProcess => ExitStatus::NoProcess,
             FailureKind::PermissionDenied => ExitStatus::PermissionDenied,
             FailureKind::LockTimeout => ExitStatus::LockTimeout,
-            FailureKind::WrongState | FailureKind::ProcessStopped => ExitStatus::WrongState,
+            FailureKind::WrongState | FailureKind::ProcessStopped | FailureKind::InUse => {
+                ExitStatus::WrongState
+            }
             FailureKind::InvalidMap | FailureKind::InsufficientGpuMemory => {
                 ExitStatus::PreflightRefused
             }

@@ -433,10 +433,24 @@ impl Executor<'_> {
         cause: RollbackCause,
     ) {
         let indexes: Vec<usize> = (0..targets.len()).collect();
+        // A process that is gone has nothing left to roll back.
+        let gone: Vec<bool> = reports
+            .iter()
+            .map(|r| {
+                r.failure
+                    .as_ref()
+                    .is_some_and(|f| f.kind == FailureKind::NoSuchProcess)
+            })
+            .collect();
         let outcomes = concurrently(&indexes, |&i| {
             let mut records = Vec::new();
             let mut last_state = None;
-            for step in plan::rollback_steps(&done[i], ROLLBACK_LOCK_TIMEOUT) {
+            let undo = if gone[i] {
+                Vec::new()
+            } else {
+                plan::rollback_steps(&done[i], ROLLBACK_LOCK_TIMEOUT)
+            };
+            for step in undo {
                 let outcome = self.step(targets[i].pid, &step);
                 self.tell(&targets[i], &step, &outcome, true);
                 let (result, took) = outcome;
@@ -506,7 +520,11 @@ impl Executor<'_> {
                     "give it a longer --deadline; `cudackpt -v` shows how long each step took",
                 )),
             };
-            let failure = if report.rollback_failure.is_some() {
+            let failure = if report.failure.is_some() {
+                // Its own failure says it all (a failed rollback of it is in
+                // rollback_error).
+                continue;
+            } else if report.rollback_failure.is_some() {
                 Failure::new(
                     FailureKind::RollbackFailed,
                     format!("{because}, and this process could not be rolled back: it is left {now}"),
@@ -515,8 +533,8 @@ impl Executor<'_> {
                         report.pid
                     ),
                 )
-            } else if report.failure.is_some() || (report.note.is_some() && stopped.is_none()) {
-                // Its own failure says it all; or it needed nothing.
+            } else if report.note.is_some() && stopped.is_none() {
+                // It needed nothing.
                 continue;
             } else if let Some((kind, hint)) = stopped {
                 let what = if report.rolled_back {

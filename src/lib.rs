@@ -28,6 +28,7 @@ pub mod migration;
 pub mod nvml;
 pub mod output;
 pub mod pattern;
+pub mod pidlock;
 pub mod plan;
 pub mod preflight;
 pub mod process;

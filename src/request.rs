@@ -15,6 +15,7 @@ use crate::gpu::{self, Completed, MapError};
 use crate::interrupt::Interrupt;
 use crate::inventory;
 use crate::migration;
+use crate::pidlock;
 use crate::plan::Operation;
 use crate::process::{self, Privileges, Target, TargetError};
 use crate::record::{self, Record};
@@ -547,6 +548,45 @@ pub fn run_process_command(request: Request<'_>) -> Report {
         };
         map_used = Some(pairs.clone());
         operation.with_map(pairs)
+    };
+
+    // One cudackpt at a time per process: held until this function returns.
+    let _locks = if changes_state {
+        let pids: Vec<i32> = valid.iter().map(|t| t.pid).collect();
+        match pidlock::acquire(&pids) {
+            Ok(held) => Some(held),
+            Err(busy) => {
+                let holder = busy.holder.map_or("another cudackpt".to_string(), |pid| {
+                    format!("cudackpt PID {pid}")
+                });
+                let mut reports = blocked_reports;
+                reports.push(ProcessReport {
+                    failure: Some(Failure::new(
+                        FailureKind::InUse,
+                        format!("PID {} is being changed by {holder} right now", busy.pid),
+                        "wait for that command to finish, then check with `cudackpt state`",
+                    )),
+                    ..ProcessReport::new(
+                        busy.pid,
+                        valid
+                            .iter()
+                            .find(|t| t.pid == busy.pid)
+                            .map(|t| t.name.clone()),
+                    )
+                });
+                let skipped = Failure::new(
+                    FailureKind::NotAttempted,
+                    format!(
+                        "not attempted: PID {} is in use by another cudackpt",
+                        busy.pid
+                    ),
+                    "a group changes state together or not at all",
+                );
+                return assemble(reports, Some(skipped));
+            }
+        }
+    } else {
+        None
     };
 
     // Before a restore: will the target GPUs hold what the processes had?

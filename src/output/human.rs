@@ -142,6 +142,7 @@ fn short(failure: &Failure) -> &'static str {
         FailureKind::ProcessStopped => "process stopped",
         FailureKind::InsufficientGpuMemory => "not enough GPU memory",
         FailureKind::VerifyFailed => "verification failed",
+        FailureKind::InUse => "in use by another cudackpt",
         FailureKind::ProcUnreadable => "/proc unreadable",
         FailureKind::Usage => "usage error",
     }

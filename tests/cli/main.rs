@@ -19,6 +19,7 @@ mod doctor;
 mod driver;
 mod errors;
 mod groups;
+mod hardening;
 mod help;
 mod json_contract;
 mod maps;

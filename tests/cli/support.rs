@@ -482,6 +482,7 @@ impl Fixture {
             .env("CUDACKPT_LIBCUDA", fake_libcuda())
             .env("FAKE_CUDA_STATE_DIR", self.dir())
             .env("CUDACKPT_RECORD_DIR", self.dir().join("records"))
+            .env("CUDACKPT_LOCK_DIR", self.dir().join("locks"))
             .env_remove("RUST_LOG")
             .env_remove("NO_COLOR")
             .env_remove("CLICOLOR_FORCE")

@@ -59,6 +59,7 @@ pub enum Kind {
     ProcessStopped,
     InsufficientGpuMemory,
     VerifyFailed,
+    InUse,
     ProcUnreadable,
     Usage,
 }

@@ -120,7 +120,13 @@ fn perform(pid: i32, request: &Request) -> Reply {
             }
             return Reply::code(code);
         }
-        Some(Effect::Delay(ms)) => sleep(Duration::from_millis(ms)),
+        Some(Effect::Delay(ms)) => {
+            sleep(Duration::from_millis(ms));
+            // Like the real driver, notice a process that died meanwhile.
+            if let Err(code) = procfs::resolve(pid) {
+                return Reply::code(code);
+            }
+        }
         Some(Effect::Busy(ms)) => busy_ms = Some(ms),
         Some(Effect::Corrupt) => corrupt = true,
         None => {}
