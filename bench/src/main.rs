@@ -12,6 +12,7 @@
 mod group;
 mod latency;
 mod spawn;
+mod throughput;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -83,6 +84,27 @@ enum BenchCommand {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Suspend and resume time and throughput of one process, per size.
+    Throughput {
+        /// The cudackpt binary to measure.
+        #[arg(long)]
+        cudackpt: PathBuf,
+        /// The GPU target program to start (tests/gpu-target).
+        #[arg(long)]
+        target: PathBuf,
+        /// Device memory sizes, MiB (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "16,1024,8192")]
+        sizes_mib: Vec<u64>,
+        /// Rounds per size.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// NVIDIA's cuda-checkpoint, timed with --toggle beside cudackpt.
+        #[arg(long)]
+        nvidia: Option<PathBuf>,
+        /// Where to write every sample as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
 }
 
 fn bare(op: &str, pid: i32) -> ExitCode {
@@ -135,6 +157,21 @@ fn main() -> ExitCode {
             sizes_mib: &sizes_mib,
             counts: &counts,
             runs,
+            nvidia: nvidia.as_deref(),
+            json: json.as_deref(),
+        }),
+        BenchCommand::Throughput {
+            cudackpt,
+            target,
+            sizes_mib,
+            runs,
+            nvidia,
+            json,
+        } => throughput::throughput(&throughput::Options {
+            cudackpt: &cudackpt,
+            target: &target,
+            sizes_mib: &sizes_mib,
+            runs: runs.max(1),
             nvidia: nvidia.as_deref(),
             json: json.as_deref(),
         }),
