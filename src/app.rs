@@ -117,7 +117,7 @@ pub fn run(cli: Cli) -> ExitStatus {
             });
             report.command = "ps";
             // GPU memory per process, when NVML is there to say.
-            match crate::nvml::open().and_then(|nvml| crate::nvml::memory_by_process(&nvml)) {
+            match crate::nvml::open().and_then(crate::nvml::memory_by_process) {
                 Ok(used) => {
                     for process in &mut report.processes {
                         process.gpu_memory_bytes =

@@ -52,7 +52,7 @@ impl DevicesReport {
 
 /// Lists the GPUs: NVML first, else the CUDA driver (which costs a cuInit).
 pub fn list(libcuda: Option<&Path>) -> DevicesReport {
-    let nvml_problem = match crate::nvml::open().and_then(|nvml| crate::nvml::gpus(&nvml)) {
+    let nvml_problem = match crate::nvml::open().and_then(crate::nvml::gpus) {
         Ok(gpus) => {
             return DevicesReport {
                 gpus: gpus

@@ -37,7 +37,7 @@ pub fn snapshot(driver: &Driver, libcuda: Option<&Path>) -> Snapshot {
         })
         .collect();
     let memory = crate::nvml::open()
-        .and_then(|nvml| crate::nvml::memory_by_process_and_gpu(&nvml))
+        .and_then(crate::nvml::memory_by_process_and_gpu)
         .ok();
     Snapshot {
         host,
@@ -260,23 +260,22 @@ pub fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map
     if moved.is_empty() {
         return;
     }
-    let usage =
-        match crate::nvml::open().and_then(|nvml| crate::nvml::memory_by_process_and_gpu(&nvml)) {
-            Ok(usage) => usage,
-            Err(why) => {
-                for &i in &moved {
-                    reports[i].failure = Some(Failure::new(
-                        FailureKind::VerifyFailed,
-                        format!(
-                            "could not verify {}: {why}",
-                            describe_process(reports[i].pid, reports[i].name.as_deref())
-                        ),
-                        "install NVML (it comes with the NVIDIA driver), or drop --verify",
-                    ));
-                }
-                return;
+    let usage = match crate::nvml::open().and_then(crate::nvml::memory_by_process_and_gpu) {
+        Ok(usage) => usage,
+        Err(why) => {
+            for &i in &moved {
+                reports[i].failure = Some(Failure::new(
+                    FailureKind::VerifyFailed,
+                    format!(
+                        "could not verify {}: {why}",
+                        describe_process(reports[i].pid, reports[i].name.as_deref())
+                    ),
+                    "install NVML (it comes with the NVIDIA driver), or drop --verify",
+                ));
             }
-        };
+            return;
+        }
+    };
     for i in moved {
         let report = &mut reports[i];
         let who = describe_process(report.pid, report.name.as_deref());

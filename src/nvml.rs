@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::sync::OnceLock;
 
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::Nvml;
@@ -13,8 +14,15 @@ use nvml_wrapper::Nvml;
 /// usually only installed with development packages).
 const LIBRARY_NAMES: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia-ml.so"];
 
+/// NVML for this process: loaded and initialised on first use only (its
+/// start-up costs tens of milliseconds), then shared by every caller.
+pub fn open() -> Result<&'static Nvml, String> {
+    static SHARED: OnceLock<Result<Nvml, String>> = OnceLock::new();
+    SHARED.get_or_init(load).as_ref().map_err(Clone::clone)
+}
+
 /// Loads and initialises NVML, or says why not.
-pub fn open() -> Result<Nvml, String> {
+fn load() -> Result<Nvml, String> {
     let mut reasons = Vec::new();
     for name in LIBRARY_NAMES {
         match Nvml::builder().lib_path(OsStr::new(name)).init() {
