@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::diagnose::{self, Attempt, Facts, Failure, FailureKind};
 use crate::doctor::{self, DoctorReport, GpuFacts};
 use crate::driver::{CallError, CheckpointApi, Driver, ProcessState};
+use crate::execute;
 use crate::exit::ExitStatus;
 use crate::output::json::{self, ErrorDoc};
 use crate::output::{columns, format_duration, human, millis, Look};
@@ -153,12 +154,7 @@ fn round_trip(driver: &Driver, device: i32, report: &mut DemoReport) -> Result<(
         Step::Unlock,
     ];
     for step in &steps {
-        let (result, took) = timed(|| match step {
-            Step::Lock { timeout } => driver.lock(pid, timeout.as_millis()),
-            Step::Checkpoint => driver.checkpoint(pid),
-            Step::Restore { map } => driver.restore(pid, map),
-            Step::Unlock => driver.unlock(pid),
-        });
+        let (result, took) = timed(|| execute::call(driver, pid, step));
         let state = driver.get_state(pid).ok();
         report.steps.push(DemoStep {
             name: step.name(),

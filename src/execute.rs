@@ -47,6 +47,16 @@ pub struct StepDone<'a> {
     pub rollback: bool,
 }
 
+/// The one driver call a step is.
+pub fn call(api: &dyn CheckpointApi, pid: i32, step: &Step) -> Result<(), CallError> {
+    match step {
+        Step::Lock { timeout } => api.lock(pid, timeout.as_millis()),
+        Step::Checkpoint => api.checkpoint(pid),
+        Step::Restore { map } => api.restore(pid, map),
+        Step::Unlock => api.unlock(pid),
+    }
+}
+
 /// Runs `work` on every item, one thread per item when there are several,
 /// and returns the results in item order.
 pub fn concurrently<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
@@ -203,12 +213,7 @@ impl Executor<'_> {
     fn step(&self, pid: i32, step: &Step) -> (Result<(), CallError>, Duration) {
         tracing::debug!(pid, step = step.name(), "driver call");
         let started = Instant::now();
-        let result = match step {
-            Step::Lock { timeout } => self.api.lock(pid, timeout.as_millis()),
-            Step::Checkpoint => self.api.checkpoint(pid),
-            Step::Restore { map } => self.api.restore(pid, map),
-            Step::Unlock => self.api.unlock(pid),
-        };
+        let result = call(self.api, pid, step);
         let took = started.elapsed();
         match &result {
             Ok(()) => tracing::debug!(pid, step = step.name(), ?took, "done"),
