@@ -36,22 +36,10 @@ fn load() -> Result<Nvml, String> {
 /// GPU memory in use per PID, summed over every GPU, for processes running
 /// compute work. A checkpointed process holds none and is not listed.
 pub fn memory_by_process(nvml: &Nvml) -> Result<HashMap<i32, u64>, String> {
-    let mut used: HashMap<i32, u64> = HashMap::new();
-    let count = nvml.device_count().map_err(|e| e.to_string())?;
-    for index in 0..count {
-        let device = nvml.device_by_index(index).map_err(|e| e.to_string())?;
-        let processes = device
-            .running_compute_processes()
-            .map_err(|e| e.to_string())?;
-        for process in processes {
-            if let (Ok(pid), UsedGpuMemory::Used(bytes)) =
-                (i32::try_from(process.pid), process.used_gpu_memory)
-            {
-                *used.entry(pid).or_default() += bytes;
-            }
-        }
-    }
-    Ok(used)
+    Ok(memory_by_process_and_gpu(nvml)?
+        .into_iter()
+        .map(|(pid, uses)| (pid, uses.iter().map(|(_, bytes)| bytes).sum()))
+        .collect())
 }
 
 /// What NVML says of one GPU, without creating a CUDA context.
