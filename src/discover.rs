@@ -24,11 +24,9 @@ pub fn all_pids() -> Vec<i32> {
     pids
 }
 
-/// The parent PID from the text of `/proc/PID/stat` (the command name may
-/// hold spaces and parentheses, so fields are counted after the last `)`).
+/// The parent PID (field 4) from the text of `/proc/PID/stat`.
 pub fn parse_ppid(stat: &str) -> Option<i32> {
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(1)?.parse().ok()
+    crate::process::stat_fields(stat)?.nth(1)?.parse().ok()
 }
 
 /// `root` and every descendant of it, root first, then by PID.

@@ -207,14 +207,16 @@ pub fn is_stopped_state(state: char) -> bool {
     matches!(state, 'T' | 't')
 }
 
+/// The fields of a `/proc/.../stat` text after the command name, which may
+/// hold spaces and parentheses: field 3 (the state) comes first.
+pub fn stat_fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
+    Some(stat[stat.rfind(')')? + 1..].split_whitespace())
+}
+
 /// Whether thread `tid` of process `pid` is stopped; `None` when it is gone.
 pub fn thread_stopped(pid: i32, tid: i32) -> Option<bool> {
     let stat = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-    let state = stat[stat.rfind(')')? + 1..]
-        .split_whitespace()
-        .next()?
-        .chars()
-        .next()?;
+    let state = stat_fields(&stat)?.next()?.chars().next()?;
     Some(is_stopped_state(state))
 }
 
