@@ -222,15 +222,16 @@ pub fn from_call(
         CallError::Cuda { error, .. } => *error,
     };
     let failure = match cuda.code {
+        // A process that died during the call can also answer this way.
+        code::NOT_INITIALIZED | code::OPERATING_SYSTEM if !facts.alive => Failure::new(
+            FailureKind::NoSuchProcess,
+            format!("could not {verb} {who}: the process has exited"),
+            "check the PID",
+        ),
         code::NOT_INITIALIZED => Failure::new(
             FailureKind::NotCudaProcess,
             format!("{who} is not a CUDA process: the driver has no CUDA state for it"),
             "check the PID; a process must have initialised CUDA before it can be checkpointed (`nvidia-smi` lists GPU processes)",
-        ),
-        code::OPERATING_SYSTEM if !facts.alive => Failure::new(
-            FailureKind::NoSuchProcess,
-            format!("could not {verb} {who}: the process has exited"),
-            "check the PID",
         ),
         code::OPERATING_SYSTEM if !facts.caller_privileged => Failure::new(
             FailureKind::PermissionDenied,
@@ -347,6 +348,13 @@ mod tests {
             (
                 Attempt::Step(&lock),
                 304,
+                Facts::default(),
+                FailureKind::NoSuchProcess,
+                5,
+            ),
+            (
+                Attempt::Step(&lock),
+                3,
                 Facts::default(),
                 FailureKind::NoSuchProcess,
                 5,
