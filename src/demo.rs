@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::devices::GpuRow;
 use crate::diagnose::{self, Attempt, Facts, Failure, FailureKind};
-use crate::doctor::{self, DoctorReport, GpuFacts};
+use crate::doctor::{self, DoctorReport};
 use crate::driver::{CallError, CheckpointApi, Driver, ProcessState};
 use crate::execute;
 use crate::exit::ExitStatus;
@@ -38,7 +39,7 @@ pub struct DemoStep {
 pub struct DemoReport {
     pub pid: i32,
     pub size_bytes: u64,
-    pub gpu: Option<GpuFacts>,
+    pub gpu: Option<GpuRow>,
     pub steps: Vec<DemoStep>,
     /// Some(true) when the data read back matched, None when never checked.
     pub data_intact: Option<bool>,
@@ -95,7 +96,7 @@ pub fn run(libcuda: Option<&Path>, size_mib: u64, device: i32) -> DemoReport {
         Ok(devices) => devices
             .iter()
             .find(|d| d.ordinal == device)
-            .map(GpuFacts::from),
+            .map(GpuRow::from),
         Err(error) => {
             report.failure = Some(call_failure("list the GPUs", &error));
             report.diagnosis = Some(doctor::examine(libcuda));
@@ -282,7 +283,7 @@ struct DemoDoc<'a> {
     exit_code: u8,
     pid: i32,
     size_bytes: u64,
-    gpu: Option<&'a GpuFacts>,
+    gpu: Option<&'a GpuRow>,
     steps: Vec<StepDoc>,
     data_intact: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]

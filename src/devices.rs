@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::driver::Driver;
+use crate::driver::{DeviceInfo, Driver};
 use crate::exit::ExitStatus;
 use crate::output::{columns, json, Look};
 
@@ -22,6 +22,22 @@ pub struct GpuRow {
     pub memory_free_bytes: Option<u64>,
     pub mig_enabled: Option<bool>,
     pub persistence_mode: Option<bool>,
+}
+
+/// What the CUDA driver alone can tell of a GPU (no free memory, no modes).
+impl From<&DeviceInfo> for GpuRow {
+    fn from(device: &DeviceInfo) -> GpuRow {
+        GpuRow {
+            index: usize::try_from(device.ordinal).unwrap_or_default(),
+            uuid: device.uuid.to_string(),
+            name: device.name.clone(),
+            pci_bus_id: device.pci_bus_id.clone(),
+            memory_total_bytes: Some(device.total_bytes),
+            memory_free_bytes: None,
+            mig_enabled: None,
+            persistence_mode: None,
+        }
+    }
 }
 
 /// Where the figures came from.
@@ -81,20 +97,7 @@ pub fn list(libcuda: Option<&Path>) -> DevicesReport {
         .and_then(|driver| driver.devices().map_err(|e| e.to_string()));
     match listed {
         Ok(devices) => DevicesReport {
-            gpus: devices
-                .into_iter()
-                .enumerate()
-                .map(|(index, d)| GpuRow {
-                    index,
-                    uuid: d.uuid.to_string(),
-                    name: d.name,
-                    pci_bus_id: d.pci_bus_id,
-                    memory_total_bytes: Some(d.total_bytes),
-                    memory_free_bytes: None,
-                    mig_enabled: None,
-                    persistence_mode: None,
-                })
-                .collect(),
+            gpus: devices.iter().map(GpuRow::from).collect(),
             source: Some(Source::CudaDriver),
             warnings: vec![format!(
                 "{nvml_problem}; free memory, MIG and persistence mode are unknown, and indexes follow CUDA's order"

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use serde::Serialize;
 
 use crate::devices::{self, GpuRow};
-use crate::driver::{format_version, DeviceInfo, Driver, CHECKPOINT_SYMBOLS};
+use crate::driver::{format_version, Driver, CHECKPOINT_SYMBOLS};
 use crate::exit::ExitStatus;
 use crate::output::{columns, json, Look};
 use crate::process::Privileges;
@@ -109,27 +109,6 @@ fn gpu_mode_checks(gpus: &[GpuRow]) -> Vec<Check> {
         );
     }
     checks
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct GpuFacts {
-    pub index: i32,
-    pub uuid: String,
-    pub name: String,
-    pub memory_total_bytes: u64,
-    pub pci_bus_id: Option<String>,
-}
-
-impl From<&DeviceInfo> for GpuFacts {
-    fn from(device: &DeviceInfo) -> GpuFacts {
-        GpuFacts {
-            index: device.ordinal,
-            uuid: device.uuid.to_string(),
-            name: device.name.clone(),
-            memory_total_bytes: device.total_bytes,
-            pci_bus_id: device.pci_bus_id.clone(),
-        }
-    }
 }
 
 #[derive(Debug, Clone)]
