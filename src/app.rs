@@ -81,6 +81,12 @@ impl Sink {
         }
     }
 
+    /// Shows a result as asked and returns the exit status it decides.
+    pub fn finish(&self, result: &dyn output::Rendered) -> ExitStatus {
+        self.emit(|| result.json(), |look| result.human(look));
+        result.exit_status()
+    }
+
     /// Emits a rendered result: `json` or the human (stdout, stderr) pair.
     pub fn emit(
         &self,
@@ -127,11 +133,7 @@ pub fn run(cli: Cli) -> ExitStatus {
                 // Not an error: the column shows "-" and JSON omits the field.
                 Err(why) => tracing::debug!(%why, "no GPU memory figures"),
             }
-            sink.emit(
-                || json::process_report(&report),
-                |look| human::process_report(&report, look),
-            );
-            report.exit_status()
+            sink.finish(&report)
         }
         Command::CriuHook { resume_when_thawed } => {
             let report = if resume_when_thawed.is_empty() {
@@ -140,35 +142,19 @@ pub fn run(cli: Cli) -> ExitStatus {
             } else {
                 criu_hook::resume_when_thawed(global.libcuda.as_deref(), &resume_when_thawed)
             };
-            sink.emit(
-                || json::process_report(&report),
-                |look| human::process_report(&report, look),
-            );
-            report.exit_status()
+            sink.finish(&report)
         }
         Command::Devices => {
             let report = devices::list(global.libcuda.as_deref());
-            sink.emit(
-                || devices::render_json(&report),
-                |look| devices::render_human(&report, look),
-            );
-            report.exit_status()
+            sink.finish(&report)
         }
         Command::Doctor => {
             let report = doctor::examine(global.libcuda.as_deref());
-            sink.emit(
-                || doctor::render_json(&report),
-                |look| (doctor::render_human(&report, look), String::new()),
-            );
-            report.exit_status()
+            sink.finish(&report)
         }
         Command::Demo { size_mib, device } => {
             let report = demo::run(global.libcuda.as_deref(), size_mib, device);
-            sink.emit(
-                || demo::render_json(&report),
-                |look| demo::render_human(&report, look),
-            );
-            report.exit_status()
+            sink.finish(&report)
         }
         Command::Completions { shell } => emit_artifact(output::write_stdout(
             &String::from_utf8_lossy(&artifacts::completions(shell)),
@@ -219,11 +205,7 @@ pub fn run(cli: Cli) -> ExitStatus {
                 force: command.force,
                 verify: command.verify,
             });
-            sink.emit(
-                || json::process_report(&report),
-                |look| human::process_report(&report, look),
-            );
-            report.exit_status()
+            sink.finish(&report)
         }
     }
 }

@@ -322,3 +322,17 @@ pub fn render_json(report: &DemoReport) -> String {
         error: report.failure.as_ref().map(ErrorDoc::from_failure),
     })
 }
+
+impl crate::output::Rendered for DemoReport {
+    fn json(&self) -> String {
+        render_json(self)
+    }
+
+    fn human(&self, look: Look) -> (String, String) {
+        render_human(self, look)
+    }
+
+    fn exit_status(&self) -> ExitStatus {
+        DemoReport::exit_status(self)
+    }
+}

@@ -197,3 +197,17 @@ pub fn render_json(report: &DevicesReport) -> String {
         gpus: &report.gpus,
     })
 }
+
+impl crate::output::Rendered for DevicesReport {
+    fn json(&self) -> String {
+        render_json(self)
+    }
+
+    fn human(&self, look: Look) -> (String, String) {
+        render_human(self, look)
+    }
+
+    fn exit_status(&self) -> ExitStatus {
+        DevicesReport::exit_status(self)
+    }
+}

@@ -356,3 +356,17 @@ pub fn render_json(report: &DoctorReport) -> String {
         gpus: &report.gpus,
     })
 }
+
+impl crate::output::Rendered for DoctorReport {
+    fn json(&self) -> String {
+        render_json(self)
+    }
+
+    fn human(&self, look: Look) -> (String, String) {
+        (render_human(self, look), String::new())
+    }
+
+    fn exit_status(&self) -> ExitStatus {
+        DoctorReport::exit_status(self)
+    }
+}

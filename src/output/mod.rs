@@ -72,6 +72,29 @@ pub fn colour_suits(stream: &impl IsTerminal) -> bool {
     stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// A result that can be shown both ways and decides the exit status.
+pub trait Rendered {
+    /// One JSON document and a newline.
+    fn json(&self) -> String;
+    /// (stdout, stderr) for people.
+    fn human(&self, look: Look) -> (String, String);
+    fn exit_status(&self) -> crate::exit::ExitStatus;
+}
+
+impl Rendered for crate::report::Report {
+    fn json(&self) -> String {
+        json::process_report(self)
+    }
+
+    fn human(&self, look: Look) -> (String, String) {
+        human::process_report(self, look)
+    }
+
+    fn exit_status(&self) -> crate::exit::ExitStatus {
+        crate::report::Report::exit_status(self)
+    }
+}
+
 /// A duration the way people read it: `0.412 ms`, `12.3 ms`, `1.302 s`.
 pub fn format_duration(duration: Duration) -> String {
     let millis = duration.as_secs_f64() * 1000.0;
