@@ -12,7 +12,7 @@ use crate::cli::{Cli, Command, GlobalArgs, Targets};
 use crate::diagnose;
 use crate::execute::StepDone;
 use crate::exit::ExitStatus;
-use crate::output::{self, human, json, Look};
+use crate::output::{self, json, Look};
 use crate::plan::Operation;
 use crate::request::{run_process_command, Request, ThreadIds};
 use crate::timeout::Timeout;
@@ -31,10 +31,13 @@ pub fn main() -> ExitStatus {
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);
         let report = criu_hook::run(libcuda.as_deref(), &action);
-        let (out, err) = human::process_report(&report, Look::plain());
-        output::write_stderr(&err);
-        let _ = output::write_stdout(&out);
-        return report.exit_status();
+        // CRIU logs what the script prints: plain text, no colour.
+        let sink = Sink {
+            json: false,
+            quiet: false,
+            look: Look::plain(),
+        };
+        return sink.finish(&report);
     }
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
