@@ -4,10 +4,11 @@
 //! have the memory). Effects (NVML, files) here; decisions in `record.rs`
 //! and `preflight.rs`.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use crate::devices::{self, Source};
+use crate::devices::{self, DevicesReport, Source};
 use crate::diagnose::{describe_process, Failure, FailureKind};
 use crate::driver::{format_version, Driver, ProcessState};
 use crate::gpu::{GpuPair, GpuUuid};
@@ -15,6 +16,26 @@ use crate::preflight;
 use crate::process::Target;
 use crate::record::{self, Record, RecordedGpu, RecordedUse};
 use crate::report::ProcessReport;
+
+/// This host's GPUs, listed at most once per command however many steps
+/// (record, `--map auto`, pre-flight) ask for them.
+pub struct HostGpus<'a> {
+    libcuda: Option<&'a Path>,
+    listing: OnceCell<DevicesReport>,
+}
+
+impl<'a> HostGpus<'a> {
+    pub fn new(libcuda: Option<&'a Path>) -> HostGpus<'a> {
+        HostGpus {
+            libcuda,
+            listing: OnceCell::new(),
+        }
+    }
+
+    fn get(&self) -> &DevicesReport {
+        self.listing.get_or_init(|| devices::list(self.libcuda))
+    }
+}
 
 /// What is known about the host and the targets just before a checkpoint.
 pub struct Snapshot {
@@ -25,10 +46,12 @@ pub struct Snapshot {
 
 /// Takes the snapshot: GPUs from NVML (or the CUDA driver), per-process
 /// memory from NVML when it is installed.
-pub fn snapshot(driver: &Driver, libcuda: Option<&Path>) -> Snapshot {
-    let host = devices::list(libcuda)
+pub fn snapshot(driver: &Driver, host: &HostGpus<'_>) -> Snapshot {
+    let gpus = host
+        .get()
         .gpus
-        .into_iter()
+        .iter()
+        .cloned()
         .map(|g| RecordedGpu {
             index: g.index,
             uuid: g.uuid,
@@ -40,7 +63,7 @@ pub fn snapshot(driver: &Driver, libcuda: Option<&Path>) -> Snapshot {
         .and_then(crate::nvml::memory_by_process_and_gpu)
         .ok();
     Snapshot {
-        host,
+        host: gpus,
         memory,
         cuda_version: driver.version().ok().map(|v| format_version(Some(v))),
     }
@@ -124,7 +147,7 @@ fn refused(message: String, hint: &str) -> Failure {
 pub fn auto_map(
     records: &HashMap<i32, Record>,
     targets: &[Target],
-    libcuda: Option<&Path>,
+    host: &HostGpus<'_>,
 ) -> Result<Vec<GpuPair>, Failure> {
     let hint = "restore without --map (same GPUs), or give the map explicitly (`cudackpt devices` lists this host's GPUs)";
     let mut recorded: Option<&Vec<RecordedGpu>> = None;
@@ -153,9 +176,11 @@ pub fn auto_map(
             _ => recorded = Some(&record.host_gpus),
         }
     }
-    let local: Vec<(String, String)> = devices::list(libcuda)
+    let local: Vec<(String, String)> = host
+        .get()
         .gpus
-        .into_iter()
+        .iter()
+        .cloned()
         .map(|g| (g.uuid, g.name))
         .collect();
     let pairs = record::auto_map(recorded.map_or(&[][..], |r| r.as_slice()), &local)
@@ -180,7 +205,7 @@ pub fn check_memory(
     records: &HashMap<i32, Record>,
     targets: &[Target],
     map: &[GpuPair],
-    libcuda: Option<&Path>,
+    host: &HostGpus<'_>,
 ) -> Result<Vec<String>, Failure> {
     let mut warnings = Vec::new();
     let mut needs = Vec::new();
@@ -206,7 +231,7 @@ pub fn check_memory(
     if needs.is_empty() {
         return Ok(warnings);
     }
-    let listing = devices::list(libcuda);
+    let listing = host.get();
     if listing.source != Some(Source::Nvml) {
         warnings
             .push("free GPU memory not checked before restore: NVML is not available".to_string());

@@ -467,6 +467,7 @@ pub fn run_process_command(request: Request<'_>) -> Report {
     let mut map_remarks = Vec::new();
     let mut map_used = None;
     let records_dir = record::dir(record_dir);
+    let host_gpus = migration::HostGpus::new(libcuda);
     let restores = matches!(
         operation,
         Operation::Restore { .. } | Operation::Resume { .. } | Operation::Toggle { .. }
@@ -484,7 +485,7 @@ pub fn run_process_command(request: Request<'_>) -> Report {
         HashMap::new()
     };
     let operation = if auto_map {
-        match migration::auto_map(&records, &valid, libcuda) {
+        match migration::auto_map(&records, &valid, &host_gpus) {
             Ok(pairs) if pairs.is_empty() => {
                 map_remarks.push(
                     "--map auto: the GPUs are the ones recorded at checkpoint; nothing moves"
@@ -601,13 +602,13 @@ pub fn run_process_command(request: Request<'_>) -> Report {
             .cloned()
             .collect();
         let map = map_used.clone().unwrap_or_default();
-        match migration::check_memory(&records, &to_check, &map, libcuda) {
+        match migration::check_memory(&records, &to_check, &map, &host_gpus) {
             Ok(unchecked) => map_remarks.extend(unchecked),
             Err(failure) => return assemble(vec![], Some(failure)),
         }
     }
     // Before a checkpoint: what the record will hold.
-    let snapshot = checkpoints.then(|| migration::snapshot(&driver, libcuda));
+    let snapshot = checkpoints.then(|| migration::snapshot(&driver, &host_gpus));
 
     let executor = Executor {
         api: &driver,
