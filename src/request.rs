@@ -11,7 +11,7 @@ use crate::diagnose::{self, Failure, FailureKind};
 use crate::discover::{self, Mapped};
 use crate::driver::{code, CallError, CheckpointApi, Driver};
 use crate::execute::{concurrently, Executor, StepDone};
-use crate::gpu::{self, Completed, MapError};
+use crate::gpu::{self, Completed, GpuPair, MapEntry, MapError};
 use crate::interrupt::Interrupt;
 use crate::inventory;
 use crate::migration;
@@ -265,6 +265,92 @@ fn warns_about_nccl(operation: &Operation) -> bool {
 const NCCL_WARNING: &str =
     "NCCL is loaded: multi-process NCCL jobs are a known source of hangs and failed restores; suspend every rank together, and test a round trip first";
 
+/// The GPU map a restore passes to the driver, and remarks on it.
+struct PlannedMap {
+    /// `None`: pass no map.
+    pairs: Option<Vec<GpuPair>>,
+    remarks: Vec<String>,
+}
+
+/// Turns `--map` (or `--map auto`) into the map the driver gets: indexes
+/// resolved against this host's GPUs, every NEW checked to be here, a
+/// partial map completed into the bijection the driver needs.
+fn plan_map(
+    auto: bool,
+    entries: &[MapEntry],
+    records: &HashMap<i32, Record>,
+    targets: &[Target],
+    driver: &Driver,
+    host_gpus: &migration::HostGpus<'_>,
+) -> Result<PlannedMap, Failure> {
+    let mut remarks = Vec::new();
+    if auto {
+        let pairs = migration::auto_map(records, targets, host_gpus)?;
+        if pairs.is_empty() {
+            remarks.push(
+                "--map auto: the GPUs are the ones recorded at checkpoint; nothing moves"
+                    .to_string(),
+            );
+            return Ok(PlannedMap {
+                pairs: None,
+                remarks,
+            });
+        }
+        remarks.push(format!("--map auto: {}", gpu::format_map(&pairs)));
+        return Ok(PlannedMap {
+            pairs: Some(pairs),
+            remarks,
+        });
+    }
+    if entries.is_empty() {
+        return Ok(PlannedMap {
+            pairs: None,
+            remarks,
+        });
+    }
+    let local_gpus = match inventory::host_gpus(driver) {
+        Ok((gpus, source)) => {
+            tracing::debug!(?source, count = gpus.len(), "listed the GPUs of this host");
+            Some(gpus)
+        }
+        // UUID-only maps can still go to the driver, which judges them;
+        // indexes cannot be resolved.
+        Err(reason) if !gpu::uses_indexes(entries) => {
+            tracing::debug!(%reason, "cannot list GPUs; the driver will judge the map");
+            None
+        }
+        Err(reason) => return Err(map_failure(&MapError::DevicesUnavailable { reason })),
+    };
+    let pairs = gpu::resolve_map(entries, local_gpus.as_deref()).map_err(|e| map_failure(&e))?;
+    // The driver takes only a bijection over every GPU of the host:
+    // complete what was given, or explain what is missing.
+    let pairs = match local_gpus
+        .as_deref()
+        .map(|local| gpu::complete_map(&pairs, local))
+    {
+        None => pairs,
+        Some(Ok(Completed::NothingMoves)) => {
+            remarks
+                .push("the map moves no GPU, so the processes are restored in place".to_string());
+            Vec::new()
+        }
+        Some(Ok(Completed::Pairs { pairs, added })) => {
+            if added {
+                remarks.push(format!(
+                    "completed the map to cover every GPU of this host, as the driver needs: {}",
+                    gpu::format_map(&pairs)
+                ));
+            }
+            pairs
+        }
+        Some(Err(error)) => return Err(map_failure(&error)),
+    };
+    Ok(PlannedMap {
+        pairs: Some(pairs),
+        remarks,
+    })
+}
+
 /// Validates, selects and checks targets, loads the driver and runs one
 /// process command.
 pub fn run_process_command(request: Request<'_>) -> Report {
@@ -465,7 +551,6 @@ pub fn run_process_command(request: Request<'_>) -> Report {
     }
 
     let mut map_remarks = Vec::new();
-    let mut map_used = None;
     let records_dir = record::dir(record_dir);
     let host_gpus = migration::HostGpus::new(libcuda);
     let restores = matches!(
@@ -484,71 +569,15 @@ pub fn run_process_command(request: Request<'_>) -> Report {
     } else {
         HashMap::new()
     };
-    let operation = if auto_map {
-        match migration::auto_map(&records, &valid, &host_gpus) {
-            Ok(pairs) if pairs.is_empty() => {
-                map_remarks.push(
-                    "--map auto: the GPUs are the ones recorded at checkpoint; nothing moves"
-                        .to_string(),
-                );
-                operation
-            }
-            Ok(pairs) => {
-                map_remarks.push(format!("--map auto: {}", gpu::format_map(&pairs)));
-                map_used = Some(pairs.clone());
-                operation.with_map(pairs)
-            }
-            Err(failure) => return assemble(vec![], Some(failure)),
-        }
-    } else if entries.is_empty() {
-        operation
-    } else {
-        let local_gpus = match inventory::host_gpus(&driver) {
-            Ok((gpus, source)) => {
-                tracing::debug!(?source, count = gpus.len(), "listed the GPUs of this host");
-                Some(gpus)
-            }
-            // UUID-only maps can still go to the driver, which judges them;
-            // indexes cannot be resolved.
-            Err(reason) if !gpu::uses_indexes(&entries) => {
-                tracing::debug!(%reason, "cannot list GPUs; the driver will judge the map");
-                None
-            }
-            Err(reason) => {
-                let failure = map_failure(&MapError::DevicesUnavailable { reason });
-                return assemble(vec![], Some(failure));
-            }
-        };
-        let pairs = match gpu::resolve_map(&entries, local_gpus.as_deref()) {
-            Ok(pairs) => pairs,
-            Err(error) => return assemble(vec![], Some(map_failure(&error))),
-        };
-        // The driver takes only a bijection over every GPU of the host:
-        // complete what was given, or explain what is missing.
-        let pairs = match local_gpus
-            .as_deref()
-            .map(|local| gpu::complete_map(&pairs, local))
-        {
-            None => pairs,
-            Some(Ok(Completed::NothingMoves)) => {
-                map_remarks.push(
-                    "the map moves no GPU, so the processes are restored in place".to_string(),
-                );
-                Vec::new()
-            }
-            Some(Ok(Completed::Pairs { pairs, added })) => {
-                if added {
-                    map_remarks.push(format!(
-                        "completed the map to cover every GPU of this host, as the driver needs: {}",
-                        gpu::format_map(&pairs)
-                    ));
-                }
-                pairs
-            }
-            Some(Err(error)) => return assemble(vec![], Some(map_failure(&error))),
-        };
-        map_used = Some(pairs.clone());
-        operation.with_map(pairs)
+    let planned = match plan_map(auto_map, &entries, &records, &valid, &driver, &host_gpus) {
+        Ok(planned) => planned,
+        Err(failure) => return assemble(vec![], Some(failure)),
+    };
+    map_remarks.extend(planned.remarks);
+    let map_used = planned.pairs;
+    let operation = match &map_used {
+        Some(pairs) => operation.with_map(pairs.clone()),
+        None => operation,
     };
 
     // One cudackpt at a time per process: held until this function returns.
