@@ -660,6 +660,18 @@ impl Fixture {
         for path in [self.dir(), dir.as_path(), bin.as_path()] {
             fs::set_permissions(path, fs::Permissions::from_mode(0o755)).expect("chmod");
         }
+        // A child another test thread forked while the copy was open for
+        // writing holds it until that child execs; until then executing the
+        // copy fails with ETXTBSY ("text file busy"). Wait that out.
+        const TEXT_FILE_BUSY: i32 = 26;
+        for _ in 0..100 {
+            match StdCommand::new(&bin).arg("--version").output() {
+                Err(e) if e.raw_os_error() == Some(TEXT_FILE_BUSY) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                _ => break,
+            }
+        }
         bin
     }
 }
