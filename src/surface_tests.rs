@@ -6,11 +6,11 @@
 
 use proptest::prelude::*;
 
-use crate::gpu::{
+use crate::gpu::map::{
     complete_map, parse_map, parse_map_file, resolve_map, Completed, GpuPair, GpuUuid,
 };
-use crate::process::{parse_pid, parse_status};
-use crate::timeout::parse_timeout;
+use crate::ops::timeout::parse_timeout;
+use crate::targets::process::{parse_pid, parse_status};
 
 /// Words that make the grammars take their interesting paths.
 fn token() -> impl Strategy<Value = String> {
@@ -120,7 +120,7 @@ proptest! {
                 for pair in &given {
                     prop_assert!(pairs.contains(pair));
                 }
-                let printed = crate::gpu::format_map(&pairs);
+                let printed = crate::gpu::map::format_map(&pairs);
                 let parsed = parse_map(&[printed]).expect("printed maps parse");
                 prop_assert_eq!(resolve_map(&parsed, Some(&local)).expect("and resolve"), pairs);
             }
@@ -129,7 +129,7 @@ proptest! {
 
     #[test]
     fn the_compatible_grammar_never_panics(args in prop::collection::vec(token(), 0..8)) {
-        if let Ok(crate::compat::CompatCommand::GetState { pid } | crate::compat::CompatCommand::GetRestoreTid { pid }) = crate::compat::parse(&args) {
+        if let Ok(crate::cli::compat::CompatCommand::GetState { pid } | crate::cli::compat::CompatCommand::GetRestoreTid { pid }) = crate::cli::compat::parse(&args) {
             prop_assert!(pid > 0);
         }
     }
@@ -137,18 +137,18 @@ proptest! {
     #[test]
     fn the_command_line_never_panics(args in prop::collection::vec(token(), 0..8)) {
         use clap::Parser;
-        let _ = crate::cli::Cli::try_parse_from(std::iter::once("cudackpt".to_string()).chain(args));
+        let _ = crate::cli::args::Cli::try_parse_from(std::iter::once("cudackpt".to_string()).chain(args));
     }
 
     #[test]
     fn proc_text_never_panics(text in ".{0,400}") {
         let _ = parse_status(&text);
-        let _ = crate::discover::parse_ppid(&text);
-        let _ = crate::discover::scan_maps(text.as_bytes(), Some("libcuda.so.1"));
+        let _ = crate::targets::discover::parse_ppid(&text);
+        let _ = crate::targets::discover::scan_maps(text.as_bytes(), Some("libcuda.so.1"));
     }
 
     #[test]
     fn cgroup_paths_never_panic(path in "[/a-z0-9._-]{0,40}") {
-        let _ = crate::discover::resolve_cgroup(std::path::Path::new(&path));
+        let _ = crate::targets::discover::resolve_cgroup(std::path::Path::new(&path));
     }
 }

@@ -19,7 +19,7 @@ pub use error::{
 pub use ffi::CHECKPOINT_SYMBOLS;
 pub use state::ProcessState;
 
-use crate::gpu::{GpuPair, GpuUuid};
+use crate::gpu::map::{GpuPair, GpuUuid};
 use ffi::Call;
 
 /// The names tried, in order, when no library is named explicitly.
@@ -137,7 +137,7 @@ impl Driver {
     pub fn path(&self) -> PathBuf {
         self.symbols
             .address_hint()
-            .and_then(crate::process::mapped_file_containing)
+            .and_then(crate::targets::process::mapped_file_containing)
             .unwrap_or_else(|| PathBuf::from(&self.requested))
     }
 

@@ -1,9 +1,9 @@
 //! Text for people: one aligned line per process on stdout, and for each
 //! failure a message and a hint on stderr.
 
-use crate::diagnose::{Failure, FailureKind};
+use crate::ops::diagnose::{Failure, FailureKind};
+use crate::ops::report::{ProcessReport, Report};
 use crate::output::{columns, format_duration, Look};
-use crate::report::{ProcessReport, Report};
 
 /// Renders a process command's report: (stdout, stderr).
 pub fn process_report(report: &Report, look: Look) -> (String, String) {
@@ -28,7 +28,7 @@ pub fn process_report(report: &Report, look: Look) -> (String, String) {
     }
     for process in &report.processes {
         for warning in &process.warnings {
-            let who = crate::diagnose::describe_process(process.pid, process.name.as_deref());
+            let who = crate::ops::diagnose::describe_process(process.pid, process.name.as_deref());
             errors.push_str(&format!("cudackpt: warning: {who}: {warning}\n"));
         }
         for failure in [&process.failure, &process.rollback_failure]

@@ -4,9 +4,9 @@
 
 use serde::Serialize;
 
-use crate::diagnose::Failure;
+use crate::ops::diagnose::Failure;
+use crate::ops::report::{ProcessReport, Report, StepRecord};
 use crate::output::millis;
-use crate::report::{ProcessReport, Report, StepRecord};
 
 pub const SCHEMA_VERSION: u32 = 1;
 

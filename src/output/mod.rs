@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anstyle::{AnsiColor, Style};
 
-use crate::cli::ColorChoice;
+use crate::cli::args::ColorChoice;
 use crate::driver::ProcessState;
 
 /// How output looks.
@@ -81,7 +81,7 @@ pub trait Rendered {
     fn exit_status(&self) -> crate::exit::ExitStatus;
 }
 
-impl Rendered for crate::report::Report {
+impl Rendered for crate::ops::report::Report {
     fn json(&self) -> String {
         json::process_report(self)
     }
@@ -91,7 +91,7 @@ impl Rendered for crate::report::Report {
     }
 
     fn exit_status(&self) -> crate::exit::ExitStatus {
-        crate::report::Report::exit_status(self)
+        crate::ops::report::Report::exit_status(self)
     }
 }
 

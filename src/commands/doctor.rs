@@ -8,11 +8,11 @@ use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
-use crate::devices::{self, GpuRow};
+use crate::commands::devices::{self, GpuRow};
 use crate::driver::{format_version, Driver, CHECKPOINT_SYMBOLS};
 use crate::exit::ExitStatus;
 use crate::output::{columns, json, Look};
-use crate::process::Privileges;
+use crate::targets::process::Privileges;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::gpu::GpuPair;
-use crate::record::Record;
+use crate::gpu::map::GpuPair;
+use crate::gpu::record::Record;
 
 /// Memory one process needs on one GPU of this host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +76,7 @@ pub fn shortfalls(needs: &[Need], free: &BTreeMap<String, u64>) -> Vec<Shortfall
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::RecordedUse;
+    use crate::gpu::record::RecordedUse;
 
     fn record(pid: i32, uses: &[(&str, u64)]) -> Record {
         let mut record = Record::new(pid, "worker", vec![], None, None);

@@ -17,13 +17,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::diagnose::{Failure, FailureKind};
-use crate::discover;
-use crate::plan::Operation;
-use crate::process::{self, parse_pid};
-use crate::report::Report;
-use crate::request::{self, Request, Selectors};
-use crate::timeout::Timeout;
+use crate::ops::diagnose::{Failure, FailureKind};
+use crate::ops::plan::Operation;
+use crate::ops::report::Report;
+use crate::ops::timeout::Timeout;
+use crate::ops::{self as request, Request, Selectors};
+use crate::targets::discover;
+use crate::targets::process::{self, parse_pid};
 
 /// The environment CRIU sets for action scripts.
 pub const ACTION_VAR: &str = "CRTOOLS_SCRIPT_ACTION";

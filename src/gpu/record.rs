@@ -101,7 +101,10 @@ fn path(dir: &Path, pid: i32) -> PathBuf {
 /// Field 22 of /proc/PID/stat.
 fn starttime(pid: i32) -> Option<u64> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    crate::process::stat_fields(&stat)?.nth(19)?.parse().ok()
+    crate::targets::process::stat_fields(&stat)?
+        .nth(19)?
+        .parse()
+        .ok()
 }
 
 /// Writes the record (atomically: a temporary file renamed into place).

@@ -7,13 +7,13 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::diagnose::{self, Attempt, Facts, Failure, FailureKind};
 use crate::driver::{CallError, CheckpointApi, ProcessState};
-use crate::interrupt::{self, Interrupt};
-use crate::plan::{self, Operation, Plan, Step};
-use crate::process::Target;
-use crate::report::{ProcessReport, StepRecord};
-use crate::timeout::Timeout;
+use crate::ops::diagnose::{self, Attempt, Facts, Failure, FailureKind};
+use crate::ops::interrupt::{self, Interrupt};
+use crate::ops::plan::{self, Operation, Plan, Step};
+use crate::ops::report::{ProcessReport, StepRecord};
+use crate::ops::timeout::Timeout;
+use crate::targets::process::Target;
 
 /// How long a rollback waits to re-lock a process it had already unlocked.
 /// Bounded so a rollback can never hang on a busy process.

@@ -26,7 +26,10 @@ pub fn all_pids() -> Vec<i32> {
 
 /// The parent PID (field 4) from the text of `/proc/PID/stat`.
 pub fn parse_ppid(stat: &str) -> Option<i32> {
-    crate::process::stat_fields(stat)?.nth(1)?.parse().ok()
+    crate::targets::process::stat_fields(stat)?
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// `root` and every descendant of it, root first, then by PID.

@@ -8,14 +8,14 @@ use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use crate::devices::{self, DevicesReport, Source};
-use crate::diagnose::{describe_process, Failure, FailureKind};
+use crate::commands::devices::{self, DevicesReport, Source};
 use crate::driver::{format_version, Driver, ProcessState};
-use crate::gpu::{GpuPair, GpuUuid};
-use crate::preflight;
-use crate::process::Target;
-use crate::record::{self, Record, RecordedGpu, RecordedUse};
-use crate::report::ProcessReport;
+use crate::gpu::map::{GpuPair, GpuUuid};
+use crate::gpu::record::{self, Record, RecordedGpu, RecordedUse};
+use crate::ops::diagnose::{describe_process, Failure, FailureKind};
+use crate::ops::preflight;
+use crate::ops::report::ProcessReport;
+use crate::targets::process::Target;
 
 /// This host's GPUs, listed at most once per command however many steps
 /// (record, `--map auto`, pre-flight) ask for them.
@@ -59,8 +59,8 @@ pub fn snapshot(driver: &Driver, host: &HostGpus<'_>) -> Snapshot {
             memory_total_bytes: g.memory_total_bytes,
         })
         .collect();
-    let memory = crate::nvml::open()
-        .and_then(crate::nvml::memory_by_process_and_gpu)
+    let memory = crate::gpu::nvml::open()
+        .and_then(crate::gpu::nvml::memory_by_process_and_gpu)
         .ok();
     Snapshot {
         host: gpus,
@@ -285,7 +285,8 @@ pub fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map
     if moved.is_empty() {
         return;
     }
-    let usage = match crate::nvml::open().and_then(crate::nvml::memory_by_process_and_gpu) {
+    let usage = match crate::gpu::nvml::open().and_then(crate::gpu::nvml::memory_by_process_and_gpu)
+    {
         Ok(usage) => usage,
         Err(why) => {
             for &i in &moved {

@@ -8,15 +8,21 @@ use std::path::{Path, PathBuf};
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, GlobalArgs, Targets};
-use crate::diagnose;
-use crate::execute::StepDone;
+pub mod args;
+pub mod artifacts;
+pub mod compat;
+pub mod criu_hook;
+pub mod logging;
+
+use crate::cli::args::{Cli, Command, GlobalArgs, Targets};
+use crate::commands::{demo, devices, doctor};
 use crate::exit::ExitStatus;
+use crate::ops::diagnose;
+use crate::ops::execute::StepDone;
+use crate::ops::plan::Operation;
+use crate::ops::timeout::Timeout;
+use crate::ops::{run_process_command, Request, ThreadIds};
 use crate::output::{self, json, Look};
-use crate::plan::Operation;
-use crate::request::{run_process_command, Request, ThreadIds};
-use crate::timeout::Timeout;
-use crate::{artifacts, compat, criu_hook, demo, devices, doctor, logging};
 
 /// Runs cudackpt with this process's arguments.
 pub fn main() -> ExitStatus {
@@ -126,7 +132,7 @@ pub fn run(cli: Cli) -> ExitStatus {
             });
             report.command = "ps";
             // GPU memory per process, when NVML is there to say.
-            match crate::nvml::open().and_then(crate::nvml::memory_by_process) {
+            match crate::gpu::nvml::open().and_then(crate::gpu::nvml::memory_by_process) {
                 Ok(used) => {
                     for process in &mut report.processes {
                         process.gpu_memory_bytes =
@@ -174,7 +180,7 @@ pub fn run(cli: Cli) -> ExitStatus {
             if let Some(file) = command.map_file.take() {
                 let read = std::fs::read_to_string(&file)
                     .map_err(|e| e.to_string())
-                    .and_then(|text| crate::gpu::parse_map_file(&text));
+                    .and_then(|text| crate::gpu::map::parse_map_file(&text));
                 match read {
                     Ok(pairs) => command.map.extend(pairs),
                     Err(why) => {

@@ -3,24 +3,32 @@
 //! them, load the driver, resolve the map and execute. Returns a report;
 //! never prints.
 
+pub mod diagnose;
+pub mod execute;
+pub mod interrupt;
+pub mod migration;
+pub mod pidlock;
+pub mod plan;
+pub mod preflight;
+pub mod report;
+pub mod timeout;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::diagnose::{self, Failure, FailureKind};
-use crate::discover::{self, Mapped};
 use crate::driver::{code, CallError, CheckpointApi, Driver};
-use crate::execute::{concurrently, Executor, StepDone};
-use crate::gpu::{self, Completed, GpuPair, MapEntry, MapError};
-use crate::interrupt::Interrupt;
-use crate::inventory;
-use crate::migration;
-use crate::pidlock;
-use crate::plan::Operation;
-use crate::process::{self, Privileges, Target, TargetError};
-use crate::record::{self, Record};
-use crate::report::{ProcessReport, Report};
-use crate::timeout::Timeout;
+use crate::gpu::inventory;
+use crate::gpu::map::{self as gpu, Completed, GpuPair, MapEntry, MapError};
+use crate::gpu::record::{self, Record};
+use crate::ops::execute::{concurrently, Executor, StepDone};
+use crate::ops::interrupt::Interrupt;
+use crate::ops::plan::Operation;
+use crate::ops::report::{ProcessReport, Report};
+use crate::ops::timeout::Timeout;
+use crate::targets::discover::{self, Mapped};
+use crate::targets::process::{self, Privileges, Target, TargetError};
+use diagnose::{Failure, FailureKind};
 
 /// What to do about a thread id given as a target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 use roff::{bold, roman, Roff};
 
-use crate::cli::Cli;
+use crate::cli::args::Cli;
 use crate::exit;
 
 /// The shells whose completion scripts are committed, with file names.

@@ -9,7 +9,7 @@ use std::fs;
 use std::path::Path;
 
 use crate::driver::Driver;
-use crate::gpu::GpuUuid;
+use crate::gpu::map::GpuUuid;
 
 /// Where a GPU list came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

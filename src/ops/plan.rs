@@ -3,8 +3,8 @@
 //! to undo them. Pure logic; the executor (`execute.rs`) runs the plan.
 
 use crate::driver::ProcessState;
-use crate::gpu::GpuPair;
-use crate::timeout::Timeout;
+use crate::gpu::map::GpuPair;
+use crate::ops::timeout::Timeout;
 
 /// A validated process command.
 #[derive(Debug, Clone, PartialEq, Eq)]

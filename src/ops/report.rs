@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use crate::diagnose::{Failure, FailureKind};
 use crate::driver::ProcessState;
 use crate::exit::ExitStatus;
-use crate::gpu::GpuPair;
+use crate::gpu::map::GpuPair;
+use crate::ops::diagnose::{Failure, FailureKind};
 
 /// One command over its targets.
 #[derive(Debug, Clone)]

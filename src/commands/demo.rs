@@ -9,17 +9,17 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::devices::GpuRow;
-use crate::diagnose::{self, Attempt, Facts, Failure, FailureKind};
-use crate::doctor::{self, DoctorReport};
+use crate::commands::devices::GpuRow;
+use crate::commands::doctor::{self, DoctorReport};
+use crate::commands::pattern;
 use crate::driver::{CallError, CheckpointApi, Driver, ProcessState};
-use crate::execute;
 use crate::exit::ExitStatus;
+use crate::ops::diagnose::{self, Attempt, Facts, Failure, FailureKind};
+use crate::ops::execute;
+use crate::ops::plan::Step;
+use crate::ops::timeout::Timeout;
 use crate::output::json::{self, ErrorDoc};
 use crate::output::{columns, format_duration, human, millis, Look};
-use crate::pattern;
-use crate::plan::Step;
-use crate::timeout::Timeout;
 
 /// The demo's pattern stream.
 const DEMO_SEED: u64 = 0x00C0_FFEE;

@@ -5,9 +5,9 @@
 
 use crate::driver::{code, CallError, CudaError, LoadError, ProcessState};
 use crate::exit::ExitStatus;
-use crate::plan::{wrong_state_hint, Step};
-use crate::process::{TargetError, PERMISSION_HINT};
-use crate::timeout::Timeout;
+use crate::ops::plan::{wrong_state_hint, Step};
+use crate::ops::timeout::Timeout;
+use crate::targets::process::{TargetError, PERMISSION_HINT};
 
 /// The kinds of failure, as stable snake_case names in JSON.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -315,7 +315,7 @@ fn illegal_state(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::GpuPair;
+    use crate::gpu::map::GpuPair;
 
     fn cuda(code: i32) -> CallError {
         CallError::Cuda {

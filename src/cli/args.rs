@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::driver::ProcessState;
-use crate::process::parse_pid;
-use crate::request::Selectors;
-use crate::timeout::{parse_timeout, Timeout};
+use crate::ops::timeout::{parse_timeout, Timeout};
+use crate::ops::Selectors;
+use crate::targets::process::parse_pid;
 
 /// Checkpoint and restore the CUDA state of running processes.
 ///

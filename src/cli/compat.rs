@@ -15,11 +15,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::exit::ExitStatus;
+use crate::ops::plan::Operation;
+use crate::ops::timeout::{parse_timeout, Timeout};
+use crate::ops::{self as request, Request, ThreadIds};
 use crate::output::{self, human};
-use crate::plan::Operation;
-use crate::process::parse_pid;
-use crate::request::{self, Request, ThreadIds};
-use crate::timeout::{parse_timeout, Timeout};
+use crate::targets::process::parse_pid;
 
 /// The name NVIDIA's tool is installed under.
 pub const COMPAT_NAME: &str = "cuda-checkpoint";

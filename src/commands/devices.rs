@@ -68,7 +68,7 @@ impl DevicesReport {
 
 /// Lists the GPUs: NVML first, else the CUDA driver (which costs a cuInit).
 pub fn list(libcuda: Option<&Path>) -> DevicesReport {
-    let nvml_problem = match crate::nvml::open().and_then(crate::nvml::gpus) {
+    let nvml_problem = match crate::gpu::nvml::open().and_then(crate::gpu::nvml::gpus) {
         Ok(gpus) => {
             return DevicesReport {
                 gpus: gpus

@@ -1,0 +1,4 @@
+//! Processes.
+
+pub mod discover;
+pub mod process;
