@@ -4,11 +4,12 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
 use crate::driver::ProcessState;
 use crate::ops::timeout::{parse_timeout, Timeout};
 use crate::ops::Selectors;
+use crate::output::ColorChoice;
 use crate::targets::process::parse_pid;
 
 /// Checkpoint and restore the CUDA state of running processes.
@@ -78,14 +79,6 @@ pub struct GlobalArgs {
     /// When to colour the output.
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ColorChoice {
-    /// Colour when stdout is a terminal and NO_COLOR is unset.
-    Auto,
-    Always,
-    Never,
 }
 
 /// The processes a command acts on.

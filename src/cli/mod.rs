@@ -17,6 +17,7 @@ pub mod logging;
 use crate::cli::args::{Cli, Command, GlobalArgs, Targets};
 use crate::commands::{demo, devices, doctor};
 use crate::exit::ExitStatus;
+use crate::gpu::inventory::Inventory;
 use crate::ops::diagnose;
 use crate::ops::execute::StepDone;
 use crate::ops::plan::Operation;
@@ -154,7 +155,7 @@ pub fn run(cli: Cli) -> ExitStatus {
             sink.finish(&report)
         }
         Command::Devices => {
-            let report = devices::list(global.libcuda.as_deref());
+            let report = devices::list(&Inventory::loading(global.libcuda.as_deref()));
             sink.finish(&report)
         }
         Command::Doctor => {

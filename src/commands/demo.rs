@@ -7,19 +7,15 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
-use crate::commands::devices::GpuRow;
 use crate::commands::doctor::{self, DoctorReport};
 use crate::commands::pattern;
 use crate::driver::{CallError, CheckpointApi, Driver, ProcessState};
 use crate::exit::ExitStatus;
+use crate::gpu::inventory::Gpu;
 use crate::ops::diagnose::{self, Attempt, Facts, Failure, FailureKind};
 use crate::ops::execute;
 use crate::ops::plan::Step;
 use crate::ops::timeout::Timeout;
-use crate::output::json::{self, ErrorDoc};
-use crate::output::{columns, format_duration, human, millis, Look};
 
 /// The demo's pattern stream.
 const DEMO_SEED: u64 = 0x00C0_FFEE;
@@ -39,7 +35,7 @@ pub struct DemoStep {
 pub struct DemoReport {
     pub pid: i32,
     pub size_bytes: u64,
-    pub gpu: Option<GpuRow>,
+    pub gpu: Option<Gpu>,
     pub steps: Vec<DemoStep>,
     /// Some(true) when the data read back matched, None when never checked.
     pub data_intact: Option<bool>,
@@ -93,10 +89,7 @@ pub fn run(libcuda: Option<&Path>, size_mib: u64, device: i32) -> DemoReport {
         }
     };
     report.gpu = match driver.devices() {
-        Ok(devices) => devices
-            .iter()
-            .find(|d| d.ordinal == device)
-            .map(GpuRow::from),
+        Ok(devices) => devices.iter().find(|d| d.ordinal == device).map(Gpu::from),
         Err(error) => {
             report.failure = Some(call_failure("list the GPUs", &error));
             report.diagnosis = Some(doctor::examine(libcuda));
@@ -200,139 +193,4 @@ fn undo(driver: &Driver, pid: i32, state: Option<ProcessState>) {
         let _ = driver.restore(pid, &[]);
     }
     let _ = driver.unlock(pid);
-}
-
-/// GiB/s for the steps that move the memory.
-fn throughput(step: &DemoStep, bytes: u64) -> String {
-    match step.name {
-        "fill" | "checkpoint" | "restore" | "verify" if step.duration > Duration::ZERO => {
-            format!(
-                "{:.2} GiB/s",
-                bytes as f64 / (1u64 << 30) as f64 / step.duration.as_secs_f64()
-            )
-        }
-        _ => String::new(),
-    }
-}
-
-pub fn render_human(report: &DemoReport, look: Look) -> (String, String) {
-    let mut out = String::new();
-    let mut err = String::new();
-    let gpu = report.gpu.as_ref().map_or("no GPU".to_string(), |g| {
-        format!("GPU {} {} ({})", g.index, g.name, g.uuid)
-    });
-    out.push_str(&format!(
-        "demo: PID {}, {gpu}, {} MiB\n",
-        report.pid,
-        report.size_bytes >> 20
-    ));
-    let rows: Vec<Vec<String>> = report
-        .steps
-        .iter()
-        .map(|step| {
-            let result = match (step.name, step.ok, step.state) {
-                ("verify", true, _) => "data intact".to_string(),
-                ("verify", false, _) => look.bad("DATA CHANGED"),
-                ("fill", _, _) => "pattern written".to_string(),
-                (_, ok, state) => format!(
-                    "{}{}",
-                    if ok { "→ " } else { "FAILED, now " },
-                    look.state(state)
-                ),
-            };
-            vec![
-                format!("  {}", step.name),
-                result,
-                format_duration(step.duration),
-                throughput(step, report.size_bytes),
-            ]
-        })
-        .collect();
-    out.push_str(&columns(&rows));
-    if let Some(failure) = &report.failure {
-        err.push_str(&human::failure_text(failure));
-    }
-    if let Some(diagnosis) = &report.diagnosis {
-        for check in diagnosis.failures() {
-            err.push_str(&format!(
-                "  doctor: {}: {}\n",
-                check.name,
-                check.detail.replace('\n', "; ")
-            ));
-            if let Some(hint) = &check.hint {
-                err.push_str(&format!("    hint: {hint}\n"));
-            }
-        }
-    }
-    out.push_str(&if report.ok() {
-        format!(
-            "PASS: {} MiB of GPU memory survived checkpoint and restore\n",
-            report.size_bytes >> 20
-        )
-    } else {
-        format!("{}\n", look.bad("FAIL"))
-    });
-    (out, err)
-}
-
-#[derive(Serialize)]
-struct DemoDoc<'a> {
-    schema_version: u32,
-    command: &'static str,
-    ok: bool,
-    exit_code: u8,
-    pid: i32,
-    size_bytes: u64,
-    gpu: Option<&'a GpuRow>,
-    steps: Vec<StepDoc>,
-    data_intact: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<ErrorDoc<'a>>,
-}
-
-#[derive(Serialize)]
-struct StepDoc {
-    step: &'static str,
-    ok: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    state: Option<&'static str>,
-    duration_ms: f64,
-}
-
-pub fn render_json(report: &DemoReport) -> String {
-    json::to_line(&DemoDoc {
-        schema_version: json::SCHEMA_VERSION,
-        command: "demo",
-        ok: report.ok(),
-        exit_code: report.exit_status().code(),
-        pid: report.pid,
-        size_bytes: report.size_bytes,
-        gpu: report.gpu.as_ref(),
-        steps: report
-            .steps
-            .iter()
-            .map(|s| StepDoc {
-                step: s.name,
-                ok: s.ok,
-                state: s.state.map(|st| st.as_str()),
-                duration_ms: millis(s.duration),
-            })
-            .collect(),
-        data_intact: report.data_intact,
-        error: report.failure.as_ref().map(ErrorDoc::from_failure),
-    })
-}
-
-impl crate::output::Rendered for DemoReport {
-    fn json(&self) -> String {
-        render_json(self)
-    }
-
-    fn human(&self, look: Look) -> (String, String) {
-        render_human(self, look)
-    }
-
-    fn exit_status(&self) -> ExitStatus {
-        DemoReport::exit_status(self)
-    }
 }

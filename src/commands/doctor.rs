@@ -6,16 +6,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use serde::Serialize;
-
-use crate::commands::devices::{self, GpuRow};
+use crate::commands::devices;
 use crate::driver::{format_version, Driver, CHECKPOINT_SYMBOLS};
 use crate::exit::ExitStatus;
-use crate::output::{columns, json, Look};
+use crate::gpu::inventory::{Gpu, Inventory};
 use crate::targets::process::Privileges;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
     Ok,
     Warn,
@@ -23,15 +20,13 @@ pub enum Status {
     Info,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Check {
     pub name: &'static str,
     pub status: Status,
     pub detail: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
     /// The exit status a failure of this check means.
-    #[serde(skip)]
     pub exit: ExitStatus,
 }
 
@@ -57,7 +52,7 @@ impl Check {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct DriverFacts {
     pub path: Option<PathBuf>,
     pub cuda_version: Option<String>,
@@ -67,7 +62,7 @@ pub struct DriverFacts {
 
 /// What this driver's checkpoint API can do, for scripts to test rather
 /// than grep help texts.
-#[derive(Debug, Clone, Copy, Serialize, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Features {
     /// The six checkpoint functions (driver 570 and newer).
     pub checkpoint_api: bool,
@@ -78,7 +73,7 @@ pub struct Features {
 }
 
 /// Per-GPU modes that matter for checkpointing, as NVML reports them.
-fn gpu_mode_checks(gpus: &[GpuRow]) -> Vec<Check> {
+fn gpu_mode_checks(gpus: &[Gpu]) -> Vec<Check> {
     let mut checks = Vec::new();
     let off: Vec<String> = gpus
         .iter()
@@ -115,7 +110,7 @@ fn gpu_mode_checks(gpus: &[GpuRow]) -> Vec<Check> {
 pub struct DoctorReport {
     pub checks: Vec<Check>,
     pub driver: DriverFacts,
-    pub gpus: Vec<GpuRow>,
+    pub gpus: Vec<Gpu>,
 }
 
 impl DoctorReport {
@@ -258,7 +253,7 @@ pub fn examine(libcuda: Option<&Path>) -> DoctorReport {
                 // (CUDA 13.0).
                 gpu_remapping: !missing_api && version.is_some_and(|v| v >= 13000),
             };
-            let listing = devices::list(libcuda);
+            let listing = devices::list(&Inventory::with_driver(&driver));
             checks.push(match (&listing.error, listing.gpus.is_empty()) {
                 (Some(error), _) => Check::new(
                     "GPUs",
@@ -292,81 +287,5 @@ pub fn examine(libcuda: Option<&Path>) -> DoctorReport {
         checks,
         driver: facts,
         gpus,
-    }
-}
-
-pub fn render_human(report: &DoctorReport, look: Look) -> String {
-    let mut rows = Vec::new();
-    for check in &report.checks {
-        let label = match check.status {
-            Status::Ok => look.paint(
-                anstyle::Style::new().fg_color(Some(anstyle::AnsiColor::Green.into())),
-                "ok",
-            ),
-            Status::Warn => look.paint(
-                anstyle::Style::new().fg_color(Some(anstyle::AnsiColor::Yellow.into())),
-                "warn",
-            ),
-            Status::Fail => look.bad("FAIL"),
-            Status::Info => look.dim("info"),
-        };
-        rows.push(vec![
-            label,
-            check.name.to_string(),
-            check.detail.replace('\n', "; "),
-        ]);
-    }
-    let mut text = columns(&rows);
-    for check in report
-        .checks
-        .iter()
-        .filter(|c| c.hint.is_some() && c.status != Status::Ok)
-    {
-        if let Some(hint) = &check.hint {
-            text.push_str(&format!("{}: {hint}\n", check.name));
-        }
-    }
-    text.push_str(if report.ok() {
-        "checkpointing can work on this host\n"
-    } else {
-        "checkpointing cannot work on this host yet: fix the checks marked FAIL\n"
-    });
-    text
-}
-
-#[derive(Serialize)]
-struct DoctorDoc<'a> {
-    schema_version: u32,
-    command: &'static str,
-    ok: bool,
-    exit_code: u8,
-    checks: &'a [Check],
-    driver: &'a DriverFacts,
-    gpus: &'a [GpuRow],
-}
-
-pub fn render_json(report: &DoctorReport) -> String {
-    json::to_line(&DoctorDoc {
-        schema_version: json::SCHEMA_VERSION,
-        command: "doctor",
-        ok: report.ok(),
-        exit_code: report.exit_status().code(),
-        checks: &report.checks,
-        driver: &report.driver,
-        gpus: &report.gpus,
-    })
-}
-
-impl crate::output::Rendered for DoctorReport {
-    fn json(&self) -> String {
-        render_json(self)
-    }
-
-    fn human(&self, look: Look) -> (String, String) {
-        (render_human(self, look), String::new())
-    }
-
-    fn exit_status(&self) -> ExitStatus {
-        DoctorReport::exit_status(self)
     }
 }

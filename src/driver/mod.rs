@@ -7,6 +7,7 @@
 
 mod error;
 mod ffi;
+mod gpu_id;
 mod state;
 
 use std::ffi::OsString;
@@ -19,8 +20,8 @@ pub use error::{
 pub use ffi::CHECKPOINT_SYMBOLS;
 pub use state::ProcessState;
 
-use crate::gpu::map::{GpuPair, GpuUuid};
 use ffi::Call;
+pub use gpu_id::{GpuPair, GpuUuid};
 
 /// The names tried, in order, when no library is named explicitly.
 pub const DEFAULT_LIBRARY_NAMES: [&str; 2] = ["libcuda.so.1", "libcuda.so"];
@@ -137,7 +138,7 @@ impl Driver {
     pub fn path(&self) -> PathBuf {
         self.symbols
             .address_hint()
-            .and_then(crate::targets::process::mapped_file_containing)
+            .and_then(mapped_file_containing)
             .unwrap_or_else(|| PathBuf::from(&self.requested))
     }
 
@@ -206,6 +207,19 @@ impl Driver {
         checked("cuCtxSetCurrent", ffi::ctx_set_current(s, context))?;
         Ok(session)
     }
+}
+
+/// The file mapped at `address` in this process (from /proc/self/maps).
+fn mapped_file_containing(address: usize) -> Option<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (start, end) = fields.next()?.split_once('-')?;
+        let start = usize::from_str_radix(start, 16).ok()?;
+        let end = usize::from_str_radix(end, 16).ok()?;
+        let path = fields.nth(4)?;
+        (start <= address && address < end && path.starts_with('/')).then(|| PathBuf::from(path))
+    })
 }
 
 impl CheckpointApi for Driver {

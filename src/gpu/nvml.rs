@@ -10,6 +10,9 @@ use std::sync::OnceLock;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::Nvml;
 
+use crate::driver::GpuUuid;
+use crate::gpu::inventory::Gpu;
+
 /// The names tried, in order: the runtime name first (the bare `.so` is
 /// usually only installed with development packages).
 const LIBRARY_NAMES: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia-ml.so"];
@@ -42,28 +45,17 @@ pub fn memory_by_process(nvml: &Nvml) -> Result<HashMap<i32, u64>, String> {
         .collect())
 }
 
-/// What NVML says of one GPU, without creating a CUDA context.
-#[derive(Debug, Clone)]
-pub struct NvmlGpu {
-    pub uuid: String,
-    pub name: String,
-    pub pci_bus_id: Option<String>,
-    pub memory_total_bytes: Option<u64>,
-    pub memory_free_bytes: Option<u64>,
-    /// `None` when the GPU does not support MIG.
-    pub mig_enabled: Option<bool>,
-    pub persistence_mode: Option<bool>,
-}
-
-/// Every GPU NVML sees, in its index order (PCI bus order).
-pub fn gpus(nvml: &Nvml) -> Result<Vec<NvmlGpu>, String> {
+/// Every GPU NVML sees, in its index order (PCI bus order), without
+/// creating a CUDA context.
+pub fn gpus(nvml: &Nvml) -> Result<Vec<Gpu>, String> {
     let count = nvml.device_count().map_err(|e| e.to_string())?;
     (0..count)
         .map(|index| {
             let device = nvml.device_by_index(index).map_err(|e| e.to_string())?;
             let memory = device.memory_info().ok();
-            Ok(NvmlGpu {
-                uuid: device.uuid().map_err(|e| e.to_string())?,
+            Ok(Gpu {
+                index: index as usize,
+                uuid: uuid_of(&device)?,
                 name: device.name().map_err(|e| e.to_string())?,
                 pci_bus_id: device.pci_info().ok().map(|pci| pci.bus_id),
                 memory_total_bytes: memory.as_ref().map(|m| m.total),
@@ -75,13 +67,17 @@ pub fn gpus(nvml: &Nvml) -> Result<Vec<NvmlGpu>, String> {
         .collect()
 }
 
+fn uuid_of(device: &nvml_wrapper::Device<'_>) -> Result<GpuUuid, String> {
+    device.uuid().map_err(|e| e.to_string())?.parse()
+}
+
 /// GPU memory in use per PID and GPU (UUID), for compute processes.
-pub fn memory_by_process_and_gpu(nvml: &Nvml) -> Result<HashMap<i32, Vec<(String, u64)>>, String> {
-    let mut used: HashMap<i32, Vec<(String, u64)>> = HashMap::new();
+pub fn memory_by_process_and_gpu(nvml: &Nvml) -> Result<HashMap<i32, Vec<(GpuUuid, u64)>>, String> {
+    let mut used: HashMap<i32, Vec<(GpuUuid, u64)>> = HashMap::new();
     let count = nvml.device_count().map_err(|e| e.to_string())?;
     for index in 0..count {
         let device = nvml.device_by_index(index).map_err(|e| e.to_string())?;
-        let uuid = device.uuid().map_err(|e| e.to_string())?;
+        let uuid = uuid_of(&device)?;
         for process in device
             .running_compute_processes()
             .map_err(|e| e.to_string())?
@@ -89,7 +85,7 @@ pub fn memory_by_process_and_gpu(nvml: &Nvml) -> Result<HashMap<i32, Vec<(String
             if let (Ok(pid), UsedGpuMemory::Used(bytes)) =
                 (i32::try_from(process.pid), process.used_gpu_memory)
             {
-                used.entry(pid).or_default().push((uuid.clone(), bytes));
+                used.entry(pid).or_default().push((uuid, bytes));
             }
         }
     }

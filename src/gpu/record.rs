@@ -16,15 +16,21 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::driver::{GpuPair, GpuUuid};
+use crate::files;
+use crate::gpu::inventory::Gpu;
+
 pub const DEFAULT_DIR: &str = "/run/cudackpt";
 pub const DIR_VAR: &str = "CUDACKPT_RECORD_DIR";
 const SCHEMA_VERSION: u32 = 1;
+/// A record is a few KiB; anything much larger was not written by cudackpt.
+const RECORD_CAP: u64 = 1 << 20;
 
 /// One GPU of the host the checkpoint was taken on.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RecordedGpu {
     pub index: usize,
-    pub uuid: String,
+    pub uuid: GpuUuid,
     pub name: String,
     pub memory_total_bytes: Option<u64>,
 }
@@ -32,7 +38,7 @@ pub struct RecordedGpu {
 /// Device memory the process held on one GPU just before its checkpoint.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RecordedUse {
-    pub uuid: String,
+    pub uuid: GpuUuid,
     pub bytes: u64,
 }
 
@@ -122,7 +128,7 @@ pub fn write(dir: &Path, record: &Record) -> io::Result<PathBuf> {
 /// about this process (same start time, or, after CRIU restored it as a new
 /// process with the same PID, the same name).
 pub fn read(dir: &Path, pid: i32, name: &str) -> Option<Record> {
-    let text = fs::read_to_string(path(dir, pid)).ok()?;
+    let text = files::read_capped(&path(dir, pid), RECORD_CAP).ok()?;
     let record: Record = serde_json::from_str(&text).ok()?;
     let same_process = record.starttime.is_some() && record.starttime == starttime(pid);
     (record.pid == pid && (same_process || record.name == name)).then_some(record)
@@ -133,42 +139,52 @@ pub fn remove(dir: &Path, pid: i32) {
     let _ = fs::remove_file(path(dir, pid));
 }
 
+/// Why `--map auto` cannot map the recorded GPUs onto this host's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AutoMapError {
+    #[error("--map auto needs as many GPUs here as at checkpoint time: the record has {recorded}, this host {local}")]
+    CountDiffers { recorded: usize, local: usize },
+    #[error(
+        "--map auto needs the same GPU models by index: GPU {index} was a {was} and is a {is} here"
+    )]
+    ModelDiffers {
+        index: usize,
+        was: String,
+        is: String,
+    },
+}
+
 /// `--map auto`: the recorded GPUs onto this host's, index by index, when
 /// both hosts have the same number of GPUs of the same models. `Ok(None)`
 /// when the GPUs are the same ones (nothing moves).
 pub fn auto_map(
     recorded: &[RecordedGpu],
-    local: &[(String, String)],
-) -> Result<Option<Vec<(String, String)>>, String> {
+    local: &[Gpu],
+) -> Result<Option<Vec<GpuPair>>, AutoMapError> {
     if recorded.len() != local.len() {
-        return Err(format!(
-            "--map auto needs as many GPUs here as at checkpoint time: the record has {}, this host {}",
-            recorded.len(),
-            local.len()
-        ));
+        return Err(AutoMapError::CountDiffers {
+            recorded: recorded.len(),
+            local: local.len(),
+        });
     }
-    if let Some((was, is)) = recorded
-        .iter()
-        .zip(local)
-        .find(|(r, (_, name))| r.name != *name)
-    {
-        return Err(format!(
-            "--map auto needs the same GPU models by index: GPU {} was a {} and is a {} here",
-            was.index, was.name, is.1
-        ));
+    if let Some((was, is)) = recorded.iter().zip(local).find(|(r, l)| r.name != l.name) {
+        return Err(AutoMapError::ModelDiffers {
+            index: was.index,
+            was: was.name.clone(),
+            is: is.name.clone(),
+        });
     }
-    if recorded
-        .iter()
-        .zip(local)
-        .all(|(r, (uuid, _))| r.uuid.eq_ignore_ascii_case(uuid))
-    {
+    if recorded.iter().zip(local).all(|(r, l)| r.uuid == l.uuid) {
         return Ok(None);
     }
     Ok(Some(
         recorded
             .iter()
             .zip(local)
-            .map(|(r, (uuid, _))| (r.uuid.clone(), uuid.clone()))
+            .map(|(r, l)| GpuPair {
+                old: r.uuid,
+                new: l.uuid,
+            })
             .collect(),
     ))
 }
@@ -177,12 +193,32 @@ pub fn auto_map(
 mod tests {
     use super::*;
 
-    fn gpu(index: usize, uuid: &str, name: &str) -> RecordedGpu {
+    /// A UUID whose last digits are `n`.
+    fn uuid(n: u8) -> GpuUuid {
+        format!("GPU-00000000-0000-0000-0000-0000000000{n:02x}")
+            .parse()
+            .expect("test UUID")
+    }
+
+    fn gpu(index: usize, n: u8, name: &str) -> RecordedGpu {
         RecordedGpu {
             index,
-            uuid: uuid.to_string(),
+            uuid: uuid(n),
             name: name.to_string(),
             memory_total_bytes: None,
+        }
+    }
+
+    fn here(index: usize, n: u8, name: &str) -> Gpu {
+        Gpu {
+            index,
+            uuid: uuid(n),
+            name: name.to_string(),
+            pci_bus_id: None,
+            memory_total_bytes: None,
+            memory_free_bytes: None,
+            mig_enabled: None,
+            persistence_mode: None,
         }
     }
 
@@ -193,9 +229,9 @@ mod tests {
         let record = Record::new(
             me,
             "tester",
-            vec![gpu(0, "GPU-a", "H100")],
+            vec![gpu(0, 0xa, "H100")],
             Some(vec![RecordedUse {
-                uuid: "GPU-a".into(),
+                uuid: uuid(0xa),
                 bytes: 42,
             }]),
             Some("13.0".into()),
@@ -226,32 +262,35 @@ mod tests {
 
     #[test]
     fn auto_maps_by_index_when_the_hosts_match() {
-        let recorded = [gpu(0, "GPU-a", "H100"), gpu(1, "GPU-b", "H100")];
-        let here = |u: [&str; 2], n: [&str; 2]| -> Vec<(String, String)> {
-            u.iter()
-                .zip(n)
-                .map(|(u, n)| (u.to_string(), n.to_string()))
-                .collect()
+        let recorded = [gpu(0, 0xa, "H100"), gpu(1, 0xb, "H100")];
+        let host = |u: [u8; 2], n: [&str; 2]| -> Vec<Gpu> {
+            (0..2).map(|i| here(i, u[i], n[i])).collect()
         };
         assert_eq!(
-            auto_map(&recorded, &here(["GPU-A", "GPU-B"], ["H100", "H100"])),
+            auto_map(&recorded, &host([0xa, 0xb], ["H100", "H100"])),
             Ok(None)
         );
         assert_eq!(
-            auto_map(&recorded, &here(["GPU-x", "GPU-y"], ["H100", "H100"])),
+            auto_map(&recorded, &host([0x1, 0x2], ["H100", "H100"])),
             Ok(Some(vec![
-                ("GPU-a".into(), "GPU-x".into()),
-                ("GPU-b".into(), "GPU-y".into())
+                GpuPair {
+                    old: uuid(0xa),
+                    new: uuid(0x1)
+                },
+                GpuPair {
+                    old: uuid(0xb),
+                    new: uuid(0x2)
+                }
             ]))
         );
+        assert!(auto_map(&recorded, &host([0x1, 0x2], ["H100", "H200"]))
+            .unwrap_err()
+            .to_string()
+            .contains("was a H100 and is a H200"));
         assert!(
-            auto_map(&recorded, &here(["GPU-x", "GPU-y"], ["H100", "H200"]))
+            auto_map(&recorded[..1], &host([0x1, 0x2], ["H100", "H100"]))
                 .unwrap_err()
-                .contains("was a H100 and is a H200")
-        );
-        assert!(
-            auto_map(&recorded[..1], &here(["GPU-x", "GPU-y"], ["H100", "H100"]))
-                .unwrap_err()
+                .to_string()
                 .contains("record has 1, this host 2")
         );
     }

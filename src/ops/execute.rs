@@ -492,7 +492,7 @@ impl Executor<'_> {
             } => format!(
                 "the deadline passed; the slowest step was {}'s ({})",
                 diagnose::describe_process(targets[i].pid, Some(&targets[i].name)),
-                crate::output::format_duration(took)
+                crate::ops::timeout::format_duration(took)
             ),
             RollbackCause::Deadline { slowest: None } => "the deadline passed".to_string(),
         };

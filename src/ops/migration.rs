@@ -4,61 +4,43 @@
 //! have the memory). Effects (NVML, files) here; decisions in `record.rs`
 //! and `preflight.rs`.
 
-use std::cell::OnceCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 
-use crate::commands::devices::{self, DevicesReport, Source};
-use crate::driver::{format_version, Driver, ProcessState};
-use crate::gpu::map::{GpuPair, GpuUuid};
+use crate::driver::{format_version, Driver, GpuPair, GpuUuid, ProcessState};
+use crate::gpu::inventory::Inventory;
 use crate::gpu::record::{self, Record, RecordedGpu, RecordedUse};
 use crate::ops::diagnose::{describe_process, Failure, FailureKind};
 use crate::ops::preflight;
 use crate::ops::report::ProcessReport;
 use crate::targets::process::Target;
 
-/// This host's GPUs, listed at most once per command however many steps
-/// (record, `--map auto`, pre-flight) ask for them.
-pub struct HostGpus<'a> {
-    libcuda: Option<&'a Path>,
-    listing: OnceCell<DevicesReport>,
-}
-
-impl<'a> HostGpus<'a> {
-    pub fn new(libcuda: Option<&'a Path>) -> HostGpus<'a> {
-        HostGpus {
-            libcuda,
-            listing: OnceCell::new(),
-        }
-    }
-
-    fn get(&self) -> &DevicesReport {
-        self.listing.get_or_init(|| devices::list(self.libcuda))
-    }
-}
-
 /// What is known about the host and the targets just before a checkpoint.
 pub struct Snapshot {
     host: Vec<RecordedGpu>,
-    memory: Option<HashMap<i32, Vec<(String, u64)>>>,
+    memory: Option<HashMap<i32, Vec<(GpuUuid, u64)>>>,
     cuda_version: Option<String>,
 }
 
-/// Takes the snapshot: GPUs from NVML (or the CUDA driver), per-process
-/// memory from NVML when it is installed.
-pub fn snapshot(driver: &Driver, host: &HostGpus<'_>) -> Snapshot {
+/// Takes the snapshot: GPUs from NVML or the kernel driver (never the CUDA
+/// driver, whose listing costs a `cuInit`), per-process memory from NVML
+/// when it is installed.
+pub fn snapshot(driver: &Driver, host: &Inventory<'_>) -> Snapshot {
     let gpus = host
-        .get()
-        .gpus
-        .iter()
-        .cloned()
-        .map(|g| RecordedGpu {
-            index: g.index,
-            uuid: g.uuid,
-            name: g.name,
-            memory_total_bytes: g.memory_total_bytes,
+        .without_cuda()
+        .map(|listing| {
+            listing
+                .gpus
+                .iter()
+                .map(|g| RecordedGpu {
+                    index: g.index,
+                    uuid: g.uuid,
+                    name: g.name.clone(),
+                    memory_total_bytes: g.memory_total_bytes,
+                })
+                .collect()
         })
-        .collect();
+        .unwrap_or_default();
     let memory = crate::gpu::nvml::open()
         .and_then(crate::gpu::nvml::memory_by_process_and_gpu)
         .ok();
@@ -97,7 +79,7 @@ pub fn write_records(
                 .map(|uses| {
                     uses.iter()
                         .map(|(uuid, bytes)| RecordedUse {
-                            uuid: uuid.clone(),
+                            uuid: *uuid,
                             bytes: *bytes,
                         })
                         .collect()
@@ -147,7 +129,7 @@ fn refused(message: String, hint: &str) -> Failure {
 pub fn auto_map(
     records: &HashMap<i32, Record>,
     targets: &[Target],
-    host: &HostGpus<'_>,
+    host: &Inventory<'_>,
 ) -> Result<Vec<GpuPair>, Failure> {
     let hint = "restore without --map (same GPUs), or give the map explicitly (`cudackpt devices` lists this host's GPUs)";
     let mut recorded: Option<&Vec<RecordedGpu>> = None;
@@ -165,8 +147,8 @@ pub fn auto_map(
             Some(first)
                 if first
                     .iter()
-                    .map(|g| &g.uuid)
-                    .ne(record.host_gpus.iter().map(|g| &g.uuid)) =>
+                    .map(|g| g.uuid)
+                    .ne(record.host_gpus.iter().map(|g| g.uuid)) =>
             {
                 return Err(refused(
                     "--map auto: the processes were checkpointed on different hosts".to_string(),
@@ -176,26 +158,14 @@ pub fn auto_map(
             _ => recorded = Some(&record.host_gpus),
         }
     }
-    let local: Vec<(String, String)> = host
-        .get()
-        .gpus
-        .iter()
-        .cloned()
-        .map(|g| (g.uuid, g.name))
-        .collect();
-    let pairs = record::auto_map(recorded.map_or(&[][..], |r| r.as_slice()), &local)
-        .map_err(|why| refused(why, hint))?;
-    pairs
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(old, new)| {
-            let parse = |text: &str| text.parse::<GpuUuid>().map_err(|why| refused(why, hint));
-            Ok(GpuPair {
-                old: parse(&old)?,
-                new: parse(&new)?,
-            })
-        })
-        .collect()
+    // A host whose GPUs cannot be listed has none to map onto.
+    let local = host
+        .models()
+        .map(|listing| listing.gpus)
+        .unwrap_or_default();
+    let pairs = record::auto_map(recorded.map_or(&[][..], |r| r.as_slice()), local)
+        .map_err(|why| refused(why.to_string(), hint))?;
+    Ok(pairs.unwrap_or_default())
 }
 
 /// The memory pre-flight: refuses (exit 8) when a target GPU lacks the free
@@ -205,7 +175,7 @@ pub fn check_memory(
     records: &HashMap<i32, Record>,
     targets: &[Target],
     map: &[GpuPair],
-    host: &HostGpus<'_>,
+    host: &Inventory<'_>,
 ) -> Result<Vec<String>, Failure> {
     let mut warnings = Vec::new();
     let mut needs = Vec::new();
@@ -231,17 +201,11 @@ pub fn check_memory(
     if needs.is_empty() {
         return Ok(warnings);
     }
-    let listing = host.get();
-    if listing.source != Some(Source::Nvml) {
+    let Ok(free) = host.free_memory() else {
         warnings
             .push("free GPU memory not checked before restore: NVML is not available".to_string());
         return Ok(warnings);
-    }
-    let free: BTreeMap<String, u64> = listing
-        .gpus
-        .iter()
-        .filter_map(|g| Some((g.uuid.clone(), g.memory_free_bytes?)))
-        .collect();
+    };
     let short = preflight::shortfalls(&needs, &free);
     if short.is_empty() {
         return Ok(warnings);
@@ -305,7 +269,7 @@ pub fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map
     for i in moved {
         let report = &mut reports[i];
         let who = describe_process(report.pid, report.name.as_deref());
-        let held: Vec<(String, u64)> = usage
+        let held: Vec<(GpuUuid, u64)> = usage
             .get(&report.pid)
             .cloned()
             .unwrap_or_default()
@@ -317,17 +281,17 @@ pub fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map
                 "{who} is checkpointed but NVML shows it holding {} MiB on {}",
                 held.iter().map(|(_, b)| b).sum::<u64>() >> 20,
                 held.iter()
-                    .map(|(g, _)| g.as_str())
+                    .map(|(g, _)| g.to_string())
                     .collect::<Vec<_>>()
                     .join(", ")
             )),
             Some(ProcessState::Locked | ProcessState::Running) => {
-                let expected: Vec<String> = records
+                let expected: Vec<GpuUuid> = records
                     .get(&report.pid)
                     .and_then(|r| preflight::needs(r, map))
-                    .map(|needs| needs.into_iter().map(|n| n.gpu.to_lowercase()).collect())
+                    .map(|needs| needs.into_iter().map(|n| n.gpu).collect())
                     .unwrap_or_default();
-                let on: Vec<String> = held.iter().map(|(g, _)| g.to_lowercase()).collect();
+                let on: Vec<GpuUuid> = held.iter().map(|(g, _)| *g).collect();
                 if on.is_empty() {
                     Some(format!(
                         "{who} was restored but NVML shows it holding no GPU memory"
@@ -336,7 +300,10 @@ pub fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map
                     expected.iter().find(|g| !on.contains(g)).map(|missing| {
                         format!(
                             "{who} was restored but is not on {missing} (NVML shows it on {})",
-                            on.join(", ")
+                            on.iter()
+                                .map(ToString::to_string)
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         )
                     })
                 }

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::driver::{code, CallError, CheckpointApi, Driver};
-use crate::gpu::inventory;
+use crate::gpu::inventory::Inventory;
 use crate::gpu::map::{self as gpu, Completed, GpuPair, MapEntry, MapError};
 use crate::gpu::record::{self, Record};
 use crate::ops::execute::{concurrently, Executor, StepDone};
@@ -288,8 +288,7 @@ fn plan_map(
     entries: &[MapEntry],
     records: &HashMap<i32, Record>,
     targets: &[Target],
-    driver: &Driver,
-    host_gpus: &migration::HostGpus<'_>,
+    host_gpus: &Inventory<'_>,
 ) -> Result<PlannedMap, Failure> {
     let mut remarks = Vec::new();
     if auto {
@@ -316,18 +315,22 @@ fn plan_map(
             remarks,
         });
     }
-    let local_gpus = match inventory::host_gpus(driver) {
-        Ok((gpus, source)) => {
-            tracing::debug!(?source, count = gpus.len(), "listed the GPUs of this host");
-            Some(gpus)
+    let local_gpus = match host_gpus.for_map() {
+        Ok(listing) => {
+            tracing::debug!(source = ?listing.source, count = listing.gpus.len(), "listed the GPUs of this host");
+            Some(listing.uuids())
         }
         // UUID-only maps can still go to the driver, which judges them;
         // indexes cannot be resolved.
-        Err(reason) if !gpu::uses_indexes(entries) => {
+        Err(unlisted) if !gpu::uses_indexes(entries) => {
+            let reason = unlisted.cuda.unwrap_or_default();
             tracing::debug!(%reason, "cannot list GPUs; the driver will judge the map");
             None
         }
-        Err(reason) => return Err(map_failure(&MapError::DevicesUnavailable { reason })),
+        Err(unlisted) => {
+            let reason = unlisted.cuda.unwrap_or_default();
+            return Err(map_failure(&MapError::DevicesUnavailable { reason }));
+        }
     };
     let pairs = gpu::resolve_map(entries, local_gpus.as_deref()).map_err(|e| map_failure(&e))?;
     // The driver takes only a bijection over every GPU of the host:
@@ -560,7 +563,7 @@ pub fn run_process_command(request: Request<'_>) -> Report {
 
     let mut map_remarks = Vec::new();
     let records_dir = record::dir(record_dir);
-    let host_gpus = migration::HostGpus::new(libcuda);
+    let host_gpus = Inventory::with_driver(&driver);
     let restores = matches!(
         operation,
         Operation::Restore { .. } | Operation::Resume { .. } | Operation::Toggle { .. }
@@ -577,7 +580,7 @@ pub fn run_process_command(request: Request<'_>) -> Report {
     } else {
         HashMap::new()
     };
-    let planned = match plan_map(auto_map, &entries, &records, &valid, &driver, &host_gpus) {
+    let planned = match plan_map(auto_map, &entries, &records, &valid, &host_gpus) {
         Ok(planned) => planned,
         Err(failure) => return assemble(vec![], Some(failure)),
     };

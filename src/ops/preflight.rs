@@ -5,32 +5,32 @@
 
 use std::collections::BTreeMap;
 
-use crate::gpu::map::GpuPair;
+use crate::driver::{GpuPair, GpuUuid};
 use crate::gpu::record::Record;
 
 /// Memory one process needs on one GPU of this host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Need {
     pub pid: i32,
-    /// The GPU of this host it will land on (UUID, `GPU-` form).
-    pub gpu: String,
+    /// The GPU of this host it will land on.
+    pub gpu: GpuUuid,
     pub bytes: u64,
 }
 
 /// A GPU that cannot take what is sent to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shortfall {
-    pub gpu: String,
+    pub gpu: GpuUuid,
     pub free: u64,
     pub needed: u64,
     pub pids: Vec<i32>,
 }
 
 /// Where each recorded GPU lands: through the map when one is given.
-fn destination(uuid: &str, map: &[GpuPair]) -> String {
+fn destination(uuid: GpuUuid, map: &[GpuPair]) -> GpuUuid {
     map.iter()
-        .find(|pair| pair.old.to_string().eq_ignore_ascii_case(uuid))
-        .map_or_else(|| uuid.to_string(), |pair| pair.new.to_string())
+        .find(|pair| pair.old == uuid)
+        .map_or(uuid, |pair| pair.new)
 }
 
 /// The needs of a process from its record, mapped onto this host's GPUs;
@@ -42,7 +42,7 @@ pub fn needs(record: &Record, map: &[GpuPair]) -> Option<Vec<Need>> {
             .filter(|u| u.bytes > 0)
             .map(|u| Need {
                 pid: record.pid,
-                gpu: destination(&u.uuid, map),
+                gpu: destination(u.uuid, map),
                 bytes: u.bytes,
             })
             .collect(),
@@ -52,17 +52,17 @@ pub fn needs(record: &Record, map: &[GpuPair]) -> Option<Vec<Need>> {
 /// The GPUs whose free memory is smaller than what all the restoring
 /// processes together need there. A GPU whose free memory is unknown is
 /// not judged.
-pub fn shortfalls(needs: &[Need], free: &BTreeMap<String, u64>) -> Vec<Shortfall> {
-    let mut by_gpu: BTreeMap<String, (u64, Vec<i32>)> = BTreeMap::new();
+pub fn shortfalls(needs: &[Need], free: &BTreeMap<GpuUuid, u64>) -> Vec<Shortfall> {
+    let mut by_gpu: BTreeMap<GpuUuid, (u64, Vec<i32>)> = BTreeMap::new();
     for need in needs {
-        let entry = by_gpu.entry(need.gpu.to_lowercase()).or_default();
+        let entry = by_gpu.entry(need.gpu).or_default();
         entry.0 += need.bytes;
         entry.1.push(need.pid);
     }
     by_gpu
         .into_iter()
         .filter_map(|(gpu, (needed, pids))| {
-            let free = *free.iter().find(|(uuid, _)| uuid.to_lowercase() == gpu)?.1;
+            let free = *free.get(&gpu)?;
             (needed > free).then_some(Shortfall {
                 gpu,
                 free,
@@ -83,7 +83,7 @@ mod tests {
         record.gpu_memory = Some(
             uses.iter()
                 .map(|(uuid, bytes)| RecordedUse {
-                    uuid: uuid.to_string(),
+                    uuid: uuid.parse().expect("test UUID"),
                     bytes: *bytes,
                 })
                 .collect(),
@@ -111,13 +111,13 @@ mod tests {
             got,
             vec![Need {
                 pid: 7,
-                gpu: B.to_string(),
+                gpu: B.parse().expect("uuid"),
                 bytes: 10
             }]
         );
         assert_eq!(
             needs(&record(7, &[(A, 10)]), &[]).expect("figures")[0].gpu,
-            A
+            A.parse().expect("uuid")
         );
         let mut unknown = record(7, &[]);
         unknown.gpu_memory = None;
@@ -134,21 +134,20 @@ mod tests {
         .iter()
         .flat_map(|r| needs(r, &[]).expect("figures"))
         .collect();
-        let free: BTreeMap<String, u64> = [(A.to_uppercase(), 10), (B.to_string(), 100)]
+        let uuid = |text: &str| text.parse::<GpuUuid>().expect("uuid");
+        let free: BTreeMap<GpuUuid, u64> = [(uuid(&A.to_uppercase()), 10), (uuid(B), 100)]
             .into_iter()
             .collect();
         assert_eq!(
             shortfalls(&all, &free),
             vec![Shortfall {
-                gpu: A.to_lowercase(),
+                gpu: uuid(&A.to_lowercase()),
                 free: 10,
                 needed: 11,
                 pids: vec![1, 2]
             }]
         );
-        let roomy: BTreeMap<String, u64> = [(A.to_string(), 11), (B.to_string(), 1)]
-            .into_iter()
-            .collect();
+        let roomy: BTreeMap<GpuUuid, u64> = [(uuid(A), 11), (uuid(B), 1)].into_iter().collect();
         assert!(
             shortfalls(&all, &roomy).is_empty(),
             "exactly enough is enough"

@@ -65,6 +65,18 @@ pub fn parse_timeout(text: &str) -> Result<Timeout, String> {
         .map_err(|_| too_long())
 }
 
+/// A duration the way people read it: `0.412 ms`, `12.3 ms`, `1.302 s`.
+pub fn format_duration(duration: Duration) -> String {
+    let millis = duration.as_secs_f64() * 1000.0;
+    if millis < 10.0 {
+        format!("{millis:.3} ms")
+    } else if millis < 1000.0 {
+        format!("{millis:.1} ms")
+    } else {
+        format!("{:.3} s", millis / 1000.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

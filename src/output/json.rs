@@ -1,8 +1,16 @@
-//! The JSON contract (schema_version 1): wire types kept apart from the
-//! internal report so the document changes only on purpose, and only by
-//! adding fields. Exactly one document per invocation, on stdout.
+//! The JSON contract (schema_version 1), every document in this one file:
+//! wire types kept apart from the internal reports so a document changes
+//! only on purpose, and only by adding fields. Exactly one document per
+//! invocation, on stdout.
+
+use std::path::Path;
 
 use serde::Serialize;
+
+use crate::commands::demo::DemoReport;
+use crate::commands::devices::DevicesReport;
+use crate::commands::doctor::{Check, DoctorReport, DriverFacts, Status};
+use crate::gpu::inventory::{Gpu, Source};
 
 use crate::ops::diagnose::Failure;
 use crate::ops::report::{ProcessReport, Report, StepRecord};
@@ -206,5 +214,200 @@ pub fn install_compat(ok: bool, message: &str) -> String {
         command: "install-compat",
         ok,
         message,
+    })
+}
+
+/// One GPU, as `devices`, `doctor` and `demo` show it; `null` fields could
+/// not be known.
+#[derive(Serialize)]
+pub struct GpuDoc {
+    pub index: usize,
+    pub uuid: String,
+    pub name: String,
+    pub pci_bus_id: Option<String>,
+    pub memory_total_bytes: Option<u64>,
+    pub memory_free_bytes: Option<u64>,
+    pub mig_enabled: Option<bool>,
+    pub persistence_mode: Option<bool>,
+}
+
+impl GpuDoc {
+    fn from_gpu(gpu: &Gpu) -> GpuDoc {
+        GpuDoc {
+            index: gpu.index,
+            uuid: gpu.uuid.to_string(),
+            name: gpu.name.clone(),
+            pci_bus_id: gpu.pci_bus_id.clone(),
+            memory_total_bytes: gpu.memory_total_bytes,
+            memory_free_bytes: gpu.memory_free_bytes,
+            mig_enabled: gpu.mig_enabled,
+            persistence_mode: gpu.persistence_mode,
+        }
+    }
+}
+
+fn source_name(source: Source) -> &'static str {
+    match source {
+        Source::KernelDriver => "kernel_driver",
+        Source::Nvml => "nvml",
+        Source::CudaDriver => "cuda_driver",
+    }
+}
+
+#[derive(Serialize)]
+struct DevicesDoc<'a> {
+    schema_version: u32,
+    command: &'static str,
+    ok: bool,
+    exit_code: u8,
+    source: Option<&'static str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    gpus: Vec<GpuDoc>,
+}
+
+/// The document for `devices`.
+pub fn devices(report: &DevicesReport) -> String {
+    to_line(&DevicesDoc {
+        schema_version: SCHEMA_VERSION,
+        command: "devices",
+        ok: report.error.is_none(),
+        exit_code: report.exit_status().code(),
+        source: report.source.map(source_name),
+        warnings: &report.warnings,
+        error: report.error.as_deref(),
+        gpus: report.gpus.iter().map(GpuDoc::from_gpu).collect(),
+    })
+}
+
+#[derive(Serialize)]
+struct CheckDoc<'a> {
+    name: &'static str,
+    status: &'static str,
+    detail: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hint: Option<&'a str>,
+}
+
+fn status_name(status: Status) -> &'static str {
+    match status {
+        Status::Ok => "ok",
+        Status::Warn => "warn",
+        Status::Fail => "fail",
+        Status::Info => "info",
+    }
+}
+
+#[derive(Serialize)]
+struct DriverDoc<'a> {
+    path: Option<&'a Path>,
+    cuda_version: Option<&'a str>,
+    kernel_module_version: Option<&'a str>,
+    features: FeaturesDoc,
+}
+
+#[derive(Serialize)]
+struct FeaturesDoc {
+    checkpoint_api: bool,
+    lock_timeout: bool,
+    gpu_remapping: bool,
+}
+
+impl<'a> DriverDoc<'a> {
+    fn from_facts(facts: &'a DriverFacts) -> DriverDoc<'a> {
+        DriverDoc {
+            path: facts.path.as_deref(),
+            cuda_version: facts.cuda_version.as_deref(),
+            kernel_module_version: facts.kernel_module_version.as_deref(),
+            features: FeaturesDoc {
+                checkpoint_api: facts.features.checkpoint_api,
+                lock_timeout: facts.features.lock_timeout,
+                gpu_remapping: facts.features.gpu_remapping,
+            },
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct DoctorDoc<'a> {
+    schema_version: u32,
+    command: &'static str,
+    ok: bool,
+    exit_code: u8,
+    checks: Vec<CheckDoc<'a>>,
+    driver: DriverDoc<'a>,
+    gpus: Vec<GpuDoc>,
+}
+
+fn check_doc(check: &Check) -> CheckDoc<'_> {
+    CheckDoc {
+        name: check.name,
+        status: status_name(check.status),
+        detail: &check.detail,
+        hint: check.hint.as_deref(),
+    }
+}
+
+/// The document for `doctor`.
+pub fn doctor(report: &DoctorReport) -> String {
+    to_line(&DoctorDoc {
+        schema_version: SCHEMA_VERSION,
+        command: "doctor",
+        ok: report.ok(),
+        exit_code: report.exit_status().code(),
+        checks: report.checks.iter().map(check_doc).collect(),
+        driver: DriverDoc::from_facts(&report.driver),
+        gpus: report.gpus.iter().map(GpuDoc::from_gpu).collect(),
+    })
+}
+
+#[derive(Serialize)]
+struct DemoDoc<'a> {
+    schema_version: u32,
+    command: &'static str,
+    ok: bool,
+    exit_code: u8,
+    pid: i32,
+    size_bytes: u64,
+    gpu: Option<GpuDoc>,
+    steps: Vec<DemoStepDoc>,
+    data_intact: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct DemoStepDoc {
+    step: &'static str,
+    ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<&'static str>,
+    duration_ms: f64,
+}
+
+/// The document for `demo`.
+pub fn demo(report: &DemoReport) -> String {
+    to_line(&DemoDoc {
+        schema_version: SCHEMA_VERSION,
+        command: "demo",
+        ok: report.ok(),
+        exit_code: report.exit_status().code(),
+        pid: report.pid,
+        size_bytes: report.size_bytes,
+        gpu: report.gpu.as_ref().map(GpuDoc::from_gpu),
+        steps: report
+            .steps
+            .iter()
+            .map(|s| DemoStepDoc {
+                step: s.name,
+                ok: s.ok,
+                state: s.state.map(|st| st.as_str()),
+                duration_ms: millis(s.duration),
+            })
+            .collect(),
+        data_intact: report.data_intact,
+        error: report.failure.as_ref().map(ErrorDoc::from_failure),
     })
 }

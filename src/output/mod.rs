@@ -2,6 +2,9 @@
 //! Results go to stdout; diagnostics to stderr; colour only when asked for
 //! or when stdout is a terminal. A closed stdout pipe is not an error.
 
+mod demo;
+mod devices;
+mod doctor;
 pub mod human;
 pub mod json;
 
@@ -10,8 +13,16 @@ use std::time::Duration;
 
 use anstyle::{AnsiColor, Style};
 
-use crate::cli::args::ColorChoice;
 use crate::driver::ProcessState;
+
+/// When to colour (`--color`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// Colour when stdout is a terminal and NO_COLOR is unset.
+    Auto,
+    Always,
+    Never,
+}
 
 /// How output looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +92,48 @@ pub trait Rendered {
     fn exit_status(&self) -> crate::exit::ExitStatus;
 }
 
+impl Rendered for crate::commands::devices::DevicesReport {
+    fn json(&self) -> String {
+        json::devices(self)
+    }
+
+    fn human(&self, look: Look) -> (String, String) {
+        devices::devices(self, look)
+    }
+
+    fn exit_status(&self) -> crate::exit::ExitStatus {
+        crate::commands::devices::DevicesReport::exit_status(self)
+    }
+}
+
+impl Rendered for crate::commands::doctor::DoctorReport {
+    fn json(&self) -> String {
+        json::doctor(self)
+    }
+
+    fn human(&self, look: Look) -> (String, String) {
+        (doctor::doctor(self, look), String::new())
+    }
+
+    fn exit_status(&self) -> crate::exit::ExitStatus {
+        crate::commands::doctor::DoctorReport::exit_status(self)
+    }
+}
+
+impl Rendered for crate::commands::demo::DemoReport {
+    fn json(&self) -> String {
+        json::demo(self)
+    }
+
+    fn human(&self, look: Look) -> (String, String) {
+        demo::demo(self, look)
+    }
+
+    fn exit_status(&self) -> crate::exit::ExitStatus {
+        crate::commands::demo::DemoReport::exit_status(self)
+    }
+}
+
 impl Rendered for crate::ops::report::Report {
     fn json(&self) -> String {
         json::process_report(self)
@@ -95,17 +148,7 @@ impl Rendered for crate::ops::report::Report {
     }
 }
 
-/// A duration the way people read it: `0.412 ms`, `12.3 ms`, `1.302 s`.
-pub fn format_duration(duration: Duration) -> String {
-    let millis = duration.as_secs_f64() * 1000.0;
-    if millis < 10.0 {
-        format!("{millis:.3} ms")
-    } else if millis < 1000.0 {
-        format!("{millis:.1} ms")
-    } else {
-        format!("{:.3} s", millis / 1000.0)
-    }
-}
+pub use crate::ops::timeout::format_duration;
 
 /// Milliseconds for JSON, to the microsecond.
 pub fn millis(duration: Duration) -> f64 {

@@ -4,7 +4,6 @@
 
 use std::fs;
 use std::io::{self, Read};
-use std::path::PathBuf;
 
 /// Parses a PID as given on the command line. Rejects what can never be a
 /// process: text, 0, negative numbers and numbers beyond `pid_t`.
@@ -279,19 +278,6 @@ fn has_cap_sys_ptrace() -> bool {
             u64::from_str_radix(hex.trim(), 16).ok()
         })
         .is_some_and(|caps| caps & (1 << CAP_SYS_PTRACE_BIT) != 0)
-}
-
-/// The file mapped at `address` in this process (from /proc/self/maps).
-pub fn mapped_file_containing(address: usize) -> Option<PathBuf> {
-    let maps = fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines().find_map(|line| {
-        let mut fields = line.split_whitespace();
-        let (start, end) = fields.next()?.split_once('-')?;
-        let start = usize::from_str_radix(start, 16).ok()?;
-        let end = usize::from_str_radix(end, 16).ok()?;
-        let path = fields.nth(4)?;
-        (start <= address && address < end && path.starts_with('/')).then(|| PathBuf::from(path))
-    })
 }
 
 #[cfg(test)]

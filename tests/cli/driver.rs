@@ -90,6 +90,56 @@ fn an_old_driver_names_the_missing_checkpoint_functions() {
     }
 }
 
+/// SPEC section 1: no process command *calls* `cuInit`, on a host without
+/// NVML (as here) whether or not the kernel driver lists the GPUs. Before
+/// the GPU inventory was one, `suspend` listed the GPUs for its record
+/// through the CUDA driver, a second libcuda load and a `cuInit`. With the
+/// kernel listing, a map (given, or `auto`) needs no `cuInit` either.
+#[test]
+fn no_process_command_calls_cuinit() {
+    for (fx, with_kernel_listing) in [
+        (Fixture::with_devices("GPU A:1000,GPU B:1000"), true),
+        (Fixture::without_kernel_gpus(), false),
+    ] {
+        let target = fx.cuda_target();
+        let pid = target.arg();
+        let (a, b) = (fake_uuid(0), fake_uuid(1));
+        let swap = format!("{a}={b},{b}={a}");
+        let mut commands: Vec<Vec<&str>> = vec![
+            vec!["state", &pid],
+            vec!["restore-tid", &pid],
+            vec!["lock", &pid],
+            vec!["checkpoint", &pid],
+            vec!["restore", &pid],
+            vec!["unlock", &pid],
+            vec!["suspend", &pid],
+            vec!["resume", &pid],
+            vec!["toggle", &pid],
+            vec!["toggle", &pid],
+            vec!["wait", "--state", "running", &pid],
+            vec!["ps"],
+        ];
+        if with_kernel_listing {
+            commands.extend([
+                vec!["suspend", &pid],
+                vec!["resume", "--map", &swap, &pid],
+                vec!["suspend", &pid],
+                vec!["resume", "--map", "auto", &pid],
+            ]);
+        }
+        for args in &commands {
+            fx.cudackpt(args).assert().success();
+            assert_eq!(
+                fx.init_calls(),
+                0,
+                "`cudackpt {}` called cuInit (kernel listing: {with_kernel_listing})",
+                args.join(" ")
+            );
+        }
+        assert_eq!(fx.fake_state(target.pid), "running");
+    }
+}
+
 /// SPEC section 1: the process path never calls `cuInit`, so a driver whose
 /// cuInit fails still checkpoints (a UUID-only map needs no device list).
 #[test]

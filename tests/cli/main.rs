@@ -22,6 +22,7 @@ mod groups;
 mod hardening;
 mod help;
 mod json_contract;
+mod layout;
 mod maps;
 mod nccl;
 mod output;

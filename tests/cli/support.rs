@@ -251,6 +251,9 @@ pub fn proc_state(pid: i32) -> Option<char> {
 pub struct Fixture {
     dir: tempfile::TempDir,
     devices: Option<String>,
+    /// Whether the host shows its GPUs the way the kernel driver does
+    /// (`/proc/driver/nvidia/gpus`), as every host with the driver does.
+    kernel_gpus: bool,
 }
 
 impl Fixture {
@@ -263,6 +266,7 @@ impl Fixture {
                 .tempdir()
                 .expect("tempdir"),
             devices: None,
+            kernel_gpus: true,
         }
     }
 
@@ -272,6 +276,49 @@ impl Fixture {
             devices: Some(devices.to_string()),
             ..Fixture::new()
         }
+    }
+
+    /// A fixture whose host has no kernel driver listing of its GPUs (a
+    /// container without /proc/driver/nvidia): only the CUDA driver lists
+    /// them.
+    pub fn without_kernel_gpus() -> Fixture {
+        Fixture {
+            kernel_gpus: false,
+            ..Fixture::new()
+        }
+    }
+
+    /// A stand-in for `/proc/driver/nvidia/gpus` listing these devices
+    /// (`NAME:MIB,...`, the fake driver's format), as the kernel driver of
+    /// a host with them would: one `<bus id>/information` file per GPU,
+    /// with the UUIDs the fake driver gives them.
+    pub fn kernel_gpus_dir(&self, devices: &str) -> PathBuf {
+        let dir = self
+            .dir()
+            .join(format!("driver-gpus-{:x}", hash_text(devices)));
+        for (i, entry) in devices.split(',').enumerate() {
+            let model = entry.rsplit_once(':').map_or(entry, |(name, _)| name);
+            let gpu = dir.join(format!("0000:{:02x}:00.0", 0x10 + i));
+            fs::create_dir_all(&gpu).expect("a fake kernel GPU directory");
+            let i = u8::try_from(i).expect("few devices");
+            fs::write(
+                gpu.join("information"),
+                format!(
+                    "Model: \t\t {model}\nIRQ:   \t\t 42\nGPU UUID: \t GPU-{}\nBus Type: \t PCIe\n",
+                    fake_uuid(i)
+                ),
+            )
+            .expect("a fake information file");
+        }
+        dir
+    }
+
+    /// How many times the fake driver's `cuInit` was called since the
+    /// fixture began, by any process.
+    pub fn init_calls(&self) -> usize {
+        fs::read_to_string(self.dir().join("init.log"))
+            .map(|log| log.lines().count())
+            .unwrap_or(0)
     }
 
     /// The fake driver's state directory (also a scratch directory).
@@ -496,6 +543,16 @@ impl Fixture {
             Some(devices) => command.env("FAKE_CUDA_DEVICES", devices),
             None => command.env_remove("FAKE_CUDA_DEVICES"),
         };
+        if self.kernel_gpus {
+            let devices = self.devices.as_deref().unwrap_or(FAKE_DEFAULT_DEVICES);
+            command.env("CUDACKPT_DRIVER_GPUS_DIR", self.kernel_gpus_dir(devices));
+        } else {
+            // A directory that does not exist: no kernel listing.
+            command.env(
+                "CUDACKPT_DRIVER_GPUS_DIR",
+                self.dir().join("no-driver-gpus"),
+            );
+        }
     }
 
     /// cudackpt with these arguments, as a std command (for what assert_cmd
@@ -714,6 +771,16 @@ pub fn texts(output: &Output) -> (String, String) {
 }
 
 /// The UUID the fake gives device `i`.
+/// The fake driver's devices when `FAKE_CUDA_DEVICES` is unset.
+pub const FAKE_DEFAULT_DEVICES: &str = "NVIDIA Fake H100:81559";
+
+fn hash_text(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
+}
+
 pub fn fake_uuid(i: u8) -> String {
     format!("fa4e0000-0000-4000-8000-0000000000{i:02x}")
 }

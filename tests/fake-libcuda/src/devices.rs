@@ -137,8 +137,17 @@ pub fn remap(pairs: &[(Uuid, Uuid)], count: usize, from: usize) -> Option<usize>
 /// The device list, once `cuInit` has succeeded in this process.
 static INITIALIZED: Mutex<Option<Vec<Device>>> = Mutex::new(None);
 
-/// `cuInit(flags)`.
+/// `cuInit(flags)`, journalled in `init.log`.
 pub fn init(flags: u32) -> i32 {
+    let code = init_unlogged(flags);
+    let line = format!("init {} {code}", std::process::id());
+    if let Err(e) = crate::state::Store::from_env().log_init(&line) {
+        crate::warn(&format!("cannot append to init.log: {e}"));
+    }
+    code
+}
+
+fn init_unlogged(flags: u32) -> i32 {
     match inject::for_caller(RuleOp::Init) {
         Some(Effect::Error { code, .. }) => return code,
         Some(Effect::Delay(ms)) => std::thread::sleep(std::time::Duration::from_millis(ms)),

@@ -202,11 +202,22 @@ impl Store {
 
     /// Appends one line to `calls.log`.
     pub fn log_call(&self, line: &str) -> io::Result<()> {
+        self.append("calls.log", line)
+    }
+
+    /// Appends one line to `init.log`: one per `cuInit` call, `init <caller
+    /// pid> <code>`, kept apart from `calls.log` (which holds process
+    /// operations only) so tests can count them.
+    pub fn log_init(&self, line: &str) -> io::Result<()> {
+        self.append("init.log", line)
+    }
+
+    fn append(&self, file: &str, line: &str) -> io::Result<()> {
         self.ensure_dir()?;
         let mut file = OpenOptions::new()
             .append(true)
             .create(true)
-            .open(self.dir.join("calls.log"))?;
+            .open(self.dir.join(file))?;
         flock(&file, libc::LOCK_EX)?;
         file.write_all(format!("{line}\n").as_bytes())
     }

@@ -1,0 +1,44 @@
+//! `doctor` for people: one aligned row per check, then the hints of the
+//! checks that need something done, then the verdict.
+
+use crate::commands::doctor::{DoctorReport, Status};
+use crate::output::{columns, Look};
+
+pub fn doctor(report: &DoctorReport, look: Look) -> String {
+    let mut rows = Vec::new();
+    for check in &report.checks {
+        let label = match check.status {
+            Status::Ok => look.paint(
+                anstyle::Style::new().fg_color(Some(anstyle::AnsiColor::Green.into())),
+                "ok",
+            ),
+            Status::Warn => look.paint(
+                anstyle::Style::new().fg_color(Some(anstyle::AnsiColor::Yellow.into())),
+                "warn",
+            ),
+            Status::Fail => look.bad("FAIL"),
+            Status::Info => look.dim("info"),
+        };
+        rows.push(vec![
+            label,
+            check.name.to_string(),
+            check.detail.replace('\n', "; "),
+        ]);
+    }
+    let mut text = columns(&rows);
+    for check in report
+        .checks
+        .iter()
+        .filter(|c| c.hint.is_some() && c.status != Status::Ok)
+    {
+        if let Some(hint) = &check.hint {
+            text.push_str(&format!("{}: {hint}\n", check.name));
+        }
+    }
+    text.push_str(if report.ok() {
+        "checkpointing can work on this host\n"
+    } else {
+        "checkpointing cannot work on this host yet: fix the checks marked FAIL\n"
+    });
+    text
+}

@@ -1,0 +1,155 @@
+//! The house keeps its floors: every `crate::` path in `src/` points from a
+//! room (a folder, or a file at the top of `src/`) to the same room or to a
+//! lower floor, never up, so there is no import circle between rooms. The
+//! floors are the ones `src/lib.rs` describes.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The rooms, top floor first. A room may use any room below it.
+const FLOORS: [&[&str]; 8] = [
+    &["main"],
+    &["cli"],
+    &["output"],
+    &["commands"],
+    &["ops"],
+    &["gpu"],
+    &["targets", "driver"],
+    &["exit", "files"],
+];
+
+/// Files outside the floors: the crate root and tests over every surface.
+const EXEMPT: [&str; 2] = ["lib", "surface_tests"];
+
+fn floor_of(room: &str) -> Option<usize> {
+    FLOORS.iter().position(|rooms| rooms.contains(&room))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).expect("src/ is readable") {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The room a file belongs to: its folder under `src/`, or its stem.
+fn room_of(src: &Path, file: &Path) -> String {
+    let relative = file.strip_prefix(src).expect("under src/");
+    let first = relative
+        .components()
+        .next()
+        .expect("a path")
+        .as_os_str()
+        .to_string_lossy()
+        .into_owned();
+    first.trim_end_matches(".rs").to_string()
+}
+
+/// Every room a piece of code names through `crate::`, grouped imports
+/// (`use crate::{a, b::c}`) included. Comment lines are skipped.
+fn rooms_named(code: &str) -> BTreeSet<String> {
+    let mut rooms = BTreeSet::new();
+    for line in code.lines() {
+        let line = line.trim_start();
+        if line.starts_with("//") {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("crate::") {
+            rest = &rest[at + "crate::".len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                let inner = group.split('}').next().unwrap_or_default();
+                for item in inner.split(',') {
+                    let name: String = item
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    if !name.is_empty() && name != "self" {
+                        rooms.insert(name);
+                    }
+                }
+                continue;
+            }
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                rooms.insert(name);
+            }
+        }
+    }
+    rooms
+}
+
+#[test]
+fn every_import_points_down_a_floor_or_stays_in_its_room() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut wrong = Vec::new();
+    for file in &files {
+        let from = room_of(&src, file);
+        if EXEMPT.contains(&from.as_str()) {
+            continue;
+        }
+        let Some(from_floor) = floor_of(&from) else {
+            wrong.push(format!(
+                "{}: room {from:?} is on no floor; add it to FLOORS and lib.rs",
+                file.display()
+            ));
+            continue;
+        };
+        let code = fs::read_to_string(file).expect("a source file");
+        for to in rooms_named(&code) {
+            if to == from {
+                continue;
+            }
+            match floor_of(&to) {
+                Some(to_floor) if to_floor > from_floor => {}
+                Some(_) => wrong.push(format!(
+                    "{}: {from} uses {to}, which is not on a lower floor",
+                    file.display()
+                )),
+                None => wrong.push(format!(
+                    "{}: {from} uses {to:?}, a room on no floor",
+                    file.display()
+                )),
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports against the floors:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_parser_sees_plain_grouped_and_inline_paths() {
+    let code = "use crate::ops::{Request};\nuse crate::{gpu, driver::GpuUuid};\n// crate::cli in a comment\nlet x = crate::exit::ExitStatus::Success;";
+    let rooms: Vec<String> = rooms_named(code).into_iter().collect();
+    assert_eq!(rooms, ["driver", "exit", "gpu", "ops"]);
+}
+
+#[test]
+fn lib_rs_declares_every_room_on_a_floor() {
+    let lib = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+        .expect("src/lib.rs");
+    for room in FLOORS.iter().flat_map(|rooms| rooms.iter()) {
+        if *room == "main" {
+            continue;
+        }
+        assert!(
+            lib.contains(&format!("pub mod {room};")),
+            "lib.rs does not declare {room}"
+        );
+    }
+}
