@@ -6,9 +6,8 @@
 
 use proptest::prelude::*;
 
-use crate::gpu::map::{
-    complete_map, parse_map, parse_map_file, resolve_map, Completed, GpuPair, GpuUuid,
-};
+use crate::driver::{GpuPair, GpuUuid};
+use crate::gpu::map::{complete_map, parse_map, parse_map_file, resolve_map, Completed};
 use crate::ops::timeout::parse_timeout;
 use crate::targets::process::{parse_pid, parse_status};
 

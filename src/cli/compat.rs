@@ -10,19 +10,17 @@
 //! printed before the answer: no logging in this mode.
 
 use std::ffi::OsString;
-use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::exit::ExitStatus;
+use crate::gpu::map::MapSpec;
 use crate::ops::plan::Operation;
 use crate::ops::timeout::{parse_timeout, Timeout};
 use crate::ops::{self as request, Request, ThreadIds};
 use crate::output::{self, human};
 use crate::targets::process::parse_pid;
 
-/// The name NVIDIA's tool is installed under.
-pub const COMPAT_NAME: &str = "cuda-checkpoint";
+pub use crate::commands::install_compat::COMPAT_NAME;
 
 /// First arguments that select this grammar under any program name.
 const COMPAT_OPERATIONS: [&str; 4] = ["--get-state", "--get-restore-tid", "--action", "--toggle"];
@@ -322,14 +320,7 @@ pub fn main(args: &[OsString]) -> ExitStatus {
             pid,
             timeout,
             device_map,
-        } => (
-            pid,
-            Operation::Toggle {
-                timeout,
-                map: vec![],
-            },
-            device_map,
-        ),
+        } => (pid, Operation::Toggle { timeout }, device_map),
         CompatCommand::Action {
             action,
             pid,
@@ -339,19 +330,22 @@ pub fn main(args: &[OsString]) -> ExitStatus {
             let operation = match action {
                 Action::Lock => Operation::Lock { timeout },
                 Action::Checkpoint => Operation::Checkpoint,
-                Action::Restore => Operation::Restore { map: vec![] },
+                Action::Restore => Operation::Restore,
                 Action::Unlock => Operation::Unlock,
             };
             (pid, operation, device_map)
         }
     };
-    let report = request::run_process_command(Request {
-        pids: vec![pid],
-        map: &map,
-        // CRIU's plugin passes the restore thread's id.
-        thread_ids: ThreadIds::ActOnProcess,
-        ..Request::new(libcuda.as_deref(), operation.clone())
-    });
+    let report = match MapSpec::parse(&map) {
+        Ok(map) => request::run(Request {
+            pids: vec![pid],
+            map,
+            // CRIU's plugin passes the restore thread's id.
+            thread_ids: ThreadIds::ActOnProcess,
+            ..Request::new(libcuda.as_deref(), operation.clone())
+        }),
+        Err(error) => request::refused_map(&operation, &[pid], &error),
+    };
     let Some(process) = report.processes.first() else {
         return ExitStatus::Failed;
     };
@@ -372,42 +366,6 @@ pub fn main(args: &[OsString]) -> ExitStatus {
         let _ = output::write_stdout(&answer);
     }
     ExitStatus::Success
-}
-
-/// What `install-compat` did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Installed {
-    Created,
-    AlreadyThere,
-    Replaced,
-}
-
-/// Creates `dir/cuda-checkpoint` as a symlink to `exe`. An existing file is
-/// replaced only with `force` (it may be NVIDIA's own tool).
-pub fn install(dir: &Path, exe: &Path, force: bool) -> io::Result<(PathBuf, Installed)> {
-    let link = dir.join(COMPAT_NAME);
-    let outcome = match fs::symlink_metadata(&link) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Installed::Created,
-        Err(e) => return Err(e),
-        Ok(_) if fs::read_link(&link).is_ok_and(|target| target == exe) => {
-            return Ok((link, Installed::AlreadyThere))
-        }
-        Ok(_) if !force => {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!(
-                "{} already exists (perhaps NVIDIA's cuda-checkpoint); pass --force to replace it",
-                link.display()
-            ),
-            ))
-        }
-        Ok(_) => {
-            fs::remove_file(&link)?;
-            Installed::Replaced
-        }
-    };
-    std::os::unix::fs::symlink(exe, &link)?;
-    Ok((link, outcome))
 }
 
 #[cfg(test)]
@@ -512,33 +470,5 @@ mod tests {
             let error = parse(&args(line)).expect_err(line);
             assert!(error.contains(words), "{line}: {error}");
         }
-    }
-
-    #[test]
-    fn install_links_refuses_to_clobber_and_is_idempotent() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let exe = dir.path().join("cudackpt");
-        fs::write(&exe, b"").expect("exe");
-        let (link, outcome) = install(dir.path(), &exe, false).expect("installs");
-        assert_eq!(
-            (fs::read_link(&link).expect("link"), outcome),
-            (exe.clone(), Installed::Created)
-        );
-        assert_eq!(
-            install(dir.path(), &exe, false).expect("again").1,
-            Installed::AlreadyThere
-        );
-        fs::remove_file(&link).expect("rm");
-        fs::write(&link, b"nvidia").expect("a real file");
-        assert_eq!(
-            install(dir.path(), &exe, false)
-                .expect_err("refused")
-                .kind(),
-            io::ErrorKind::AlreadyExists
-        );
-        assert_eq!(
-            install(dir.path(), &exe, true).expect("forced").1,
-            Installed::Replaced
-        );
     }
 }

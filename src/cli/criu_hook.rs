@@ -83,7 +83,7 @@ fn run_on(
     trees: Vec<i32>,
     operation: Operation,
 ) -> Report {
-    let mut report = request::run_process_command(Request {
+    let mut report = request::run(Request {
         selectors: Selectors {
             trees,
             candidates,
@@ -117,7 +117,7 @@ pub fn run(libcuda: Option<&Path>, action: &str) -> Report {
                     timeout: Timeout::NONE,
                 }
             } else {
-                Operation::Resume { map: vec![] }
+                Operation::Resume
             };
             run_on(libcuda, vec![], vec![root], operation)
         }
@@ -191,7 +191,7 @@ pub fn resume_when_thawed(libcuda: Option<&Path>, pids: &[i32]) -> Report {
             return Report::new("criu-hook", started.elapsed());
         }
         if waiting.iter().all(|&pid| is_stopped(pid) == Some(false)) {
-            return run_on(libcuda, waiting, vec![], Operation::Resume { map: vec![] });
+            return run_on(libcuda, waiting, vec![], Operation::Resume);
         }
         if started.elapsed() > THAW_WAIT_LIMIT {
             return hook_failure(format!(

@@ -1,29 +1,31 @@
-//! From a parsed command line to an exit status: picks the grammar, parses,
-//! dispatches each command to the module that does it (process commands to
-//! `request.rs`) and hands the result to a renderer.
-
-use std::ffi::OsString;
-use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
-
-use clap::Parser;
+//! The edge: argv in, exit status out. Picks the grammar (modern, NVIDIA's
+//! compatible one, CRIU's action script), parses and validates it, runs the
+//! command and shows its report through `output`.
+//!
+//! May use every other room.
 
 pub mod args;
 pub mod artifacts;
 pub mod compat;
 pub mod criu_hook;
 pub mod logging;
+pub mod validate;
 
-use crate::cli::args::{Cli, Command, GlobalArgs, Targets};
-use crate::commands::{demo, devices, doctor};
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::cli::args::{Cli, Command, GlobalArgs};
+use crate::cli::validate::{Invalid, Invocation};
+use crate::commands::{demo, devices, doctor, install_compat, ps};
 use crate::exit::ExitStatus;
 use crate::gpu::inventory::Inventory;
 use crate::ops::diagnose;
 use crate::ops::execute::StepDone;
-use crate::ops::plan::Operation;
-use crate::ops::timeout::Timeout;
-use crate::ops::{run_process_command, Request, ThreadIds};
-use crate::output::{self, json, Look};
+use crate::ops::{Request, ThreadIds};
+use crate::output::{self, json, Look, Sink};
 
 /// Runs cudackpt with this process's arguments.
 pub fn main() -> ExitStatus {
@@ -39,12 +41,7 @@ pub fn main() -> ExitStatus {
             .map(PathBuf::from);
         let report = criu_hook::run(libcuda.as_deref(), &action);
         // CRIU logs what the script prints: plain text, no colour.
-        let sink = Sink {
-            json: false,
-            quiet: false,
-            look: Look::plain(),
-        };
-        return sink.finish(&report);
+        return Sink::plain().finish(&report);
     }
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
@@ -75,97 +72,32 @@ fn clap_error(error: clap::Error, args: &[OsString]) -> ExitStatus {
     status
 }
 
-/// Where a run's output goes, and how it looks.
-pub struct Sink {
-    pub json: bool,
-    pub quiet: bool,
-    pub look: Look,
-}
-
-impl Sink {
-    pub fn new(global: &GlobalArgs) -> Sink {
-        Sink {
-            json: global.json,
-            quiet: global.quiet,
-            look: Look::for_stdout(global.color),
-        }
-    }
-
-    /// Shows a result as asked and returns the exit status it decides.
-    pub fn finish(&self, result: &dyn output::Rendered) -> ExitStatus {
-        self.emit(|| result.json(), |look| result.human(look));
-        result.exit_status()
-    }
-
-    /// Emits a rendered result: `json` or the human (stdout, stderr) pair.
-    pub fn emit(
-        &self,
-        json: impl FnOnce() -> String,
-        human: impl FnOnce(Look) -> (String, String),
-    ) {
-        if self.quiet {
-            return;
-        }
-        let written = if self.json {
-            output::write_stdout(&json())
-        } else {
-            let (out, err) = human(self.look);
-            output::write_stderr(&err);
-            output::write_stdout(&out)
-        };
-        if let Err(error) = written {
-            tracing::warn!(%error, "could not write the result to stdout");
-        }
+fn sink(global: &GlobalArgs) -> Sink {
+    Sink {
+        json: global.json,
+        quiet: global.quiet,
+        look: Look::for_stdout(global.color),
     }
 }
 
 pub fn run(cli: Cli) -> ExitStatus {
     let Cli { global, command } = cli;
-    let sink = Sink::new(&global);
+    let sink = sink(&global);
+    let libcuda = global.libcuda.as_deref();
     match command {
-        Command::Ps { filter } => {
-            let mut report = run_process_command(Request {
-                selectors: filter.selectors(),
-                ..Request::new(
-                    global.libcuda.as_deref(),
-                    Operation::State { restore_tid: true },
-                )
-            });
-            report.command = "ps";
-            // GPU memory per process, when NVML is there to say.
-            match crate::gpu::nvml::open().and_then(crate::gpu::nvml::memory_by_process) {
-                Ok(used) => {
-                    for process in &mut report.processes {
-                        process.gpu_memory_bytes =
-                            Some(used.get(&process.pid).copied().unwrap_or(0));
-                    }
-                }
-                // Not an error: the column shows "-" and JSON omits the field.
-                Err(why) => tracing::debug!(%why, "no GPU memory figures"),
-            }
-            sink.finish(&report)
-        }
+        Command::Ps { filter } => sink.finish(&ps::run(libcuda, filter.selectors())),
         Command::CriuHook { resume_when_thawed } => {
             let report = if resume_when_thawed.is_empty() {
                 let action = std::env::var(criu_hook::ACTION_VAR).unwrap_or_default();
-                criu_hook::run(global.libcuda.as_deref(), &action)
+                criu_hook::run(libcuda, &action)
             } else {
-                criu_hook::resume_when_thawed(global.libcuda.as_deref(), &resume_when_thawed)
+                criu_hook::resume_when_thawed(libcuda, &resume_when_thawed)
             };
             sink.finish(&report)
         }
-        Command::Devices => {
-            let report = devices::list(&Inventory::loading(global.libcuda.as_deref()));
-            sink.finish(&report)
-        }
-        Command::Doctor => {
-            let report = doctor::examine(global.libcuda.as_deref());
-            sink.finish(&report)
-        }
-        Command::Demo { size_mib, device } => {
-            let report = demo::run(global.libcuda.as_deref(), size_mib, device);
-            sink.finish(&report)
-        }
+        Command::Devices => sink.finish(&devices::list(&Inventory::loading(libcuda))),
+        Command::Doctor => sink.finish(&doctor::examine(libcuda)),
+        Command::Demo { size_mib, device } => sink.finish(&demo::run(libcuda, size_mib, device)),
         Command::Completions { shell } => emit_artifact(output::write_stdout(
             &String::from_utf8_lossy(&artifacts::completions(shell)),
         )),
@@ -173,94 +105,54 @@ pub fn run(cli: Cli) -> ExitStatus {
             &String::from_utf8_lossy(&artifacts::root_man_page()),
         )),
         Command::Man { dir: Some(dir) } => emit_artifact(artifacts::write_man_pages(&dir)),
-        Command::InstallCompat { dir, force } => install_compat(&dir, force, &sink),
+        Command::InstallCompat { dir, force } => sink.finish(&install_compat::run(&dir, force)),
         process_command => {
-            let Some(mut command) = split(process_command) else {
+            let Some(raw) = validate::split(process_command) else {
                 return ExitStatus::Usage;
             };
-            if let Some(file) = command.map_file.take() {
-                let read = std::fs::read_to_string(&file)
-                    .map_err(|e| e.to_string())
-                    .and_then(|text| crate::gpu::map::parse_map_file(&text));
-                match read {
-                    Ok(pairs) => command.map.extend(pairs),
-                    Err(why) => {
-                        let message = format!("cannot use --map-file {}: {why}", file.display());
-                        if sink.json {
-                            let _ = output::write_stdout(&json::usage_error(
-                                "invalid --map-file",
-                                &message,
-                            ));
-                        }
-                        output::write_stderr(&format!("cudackpt: {message}\n"));
-                        return ExitStatus::Usage;
+            match Invocation::try_from(raw) {
+                Ok(invocation) => run_process_command(invocation, &global, &sink),
+                Err(Invalid::Map {
+                    operation,
+                    pids,
+                    error,
+                }) => sink.finish(&crate::ops::refused_map(&operation, &pids, &error)),
+                Err(Invalid::MapFile { file, why }) => {
+                    let message = format!("cannot use --map-file {}: {why}", file.display());
+                    if sink.json {
+                        let _ = output::write_stdout(&json::usage_error(
+                            "invalid --map-file",
+                            &message,
+                        ));
                     }
+                    output::write_stderr(&format!("cudackpt: {message}\n"));
+                    ExitStatus::Usage
                 }
             }
-            // Progress only where a person watches it: a terminal, and
-            // neither JSON nor quiet asked for.
-            let watched = !sink.json && !sink.quiet && std::io::stderr().is_terminal();
-            let progress: &(dyn Fn(&StepDone<'_>) + Sync) = &print_progress;
-            let report = run_process_command(Request {
-                libcuda: global.libcuda.as_deref(),
-                pids: command.targets.pids(),
-                selectors: command.targets.selectors(),
-                confirmed: global.yes,
-                operation: command.operation,
-                map: &command.map,
-                thread_ids: ThreadIds::Refuse,
-                deadline: command.deadline,
-                progress: watched.then_some(progress),
-                record_dir: global.record_dir.as_deref(),
-                force: command.force,
-                verify: command.verify,
-            });
-            sink.finish(&report)
         }
     }
 }
 
-fn install_compat(dir: &Path, force: bool, sink: &Sink) -> ExitStatus {
-    let outcome = std::env::current_exe()
-        .and_then(|exe| exe.canonicalize())
-        .and_then(|exe| compat::install(dir, &exe, force).map(|(link, done)| (link, exe, done)));
-    let (ok, message) = match &outcome {
-        Ok((link, exe, done)) => {
-            let verb = match done {
-                compat::Installed::Created => "installed",
-                compat::Installed::Replaced => "replaced",
-                compat::Installed::AlreadyThere => "already installed:",
-            };
-            (
-                true,
-                format!("{verb} {} -> {}", link.display(), exe.display()),
-            )
-        }
-        Err(error) => (
-            false,
-            format!(
-                "could not install {}: {error}",
-                dir.join(compat::COMPAT_NAME).display()
-            ),
-        ),
-    };
-    sink.emit(
-        || json::install_compat(ok, &message),
-        |_| {
-            if ok {
-                (format!("{message}\n"), String::new())
-            } else {
-                (String::new(), format!("cudackpt: {message}\n"))
-            }
-        },
-    );
-    if ok {
-        ExitStatus::Success
-    } else if matches!(&outcome, Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied) {
-        ExitStatus::PermissionDenied
-    } else {
-        ExitStatus::Failed
-    }
+fn run_process_command(invocation: Invocation, global: &GlobalArgs, sink: &Sink) -> ExitStatus {
+    // Progress only where a person watches it: a terminal, and neither
+    // JSON nor quiet asked for.
+    let watched = !sink.json && !sink.quiet && std::io::stderr().is_terminal();
+    let progress: &(dyn Fn(&StepDone<'_>) + Sync) = &print_progress;
+    let report = crate::ops::run(Request {
+        libcuda: global.libcuda.as_deref(),
+        pids: invocation.pids,
+        selectors: invocation.selectors,
+        confirmed: global.yes,
+        operation: invocation.operation,
+        map: invocation.map,
+        thread_ids: ThreadIds::Refuse,
+        deadline: invocation.deadline,
+        progress: watched.then_some(progress),
+        record_dir: global.record_dir.as_deref(),
+        force: invocation.force,
+        verify: invocation.verify,
+    });
+    sink.finish(&report)
 }
 
 fn emit_artifact(result: std::io::Result<()>) -> ExitStatus {
@@ -271,121 +163,6 @@ fn emit_artifact(result: std::io::Result<()>) -> ExitStatus {
             ExitStatus::Failed
         }
     }
-}
-
-/// A process command as the modern grammar gives it.
-struct ProcessCommand {
-    targets: Targets,
-    operation: Operation,
-    /// `--map` values as typed (resolved later, against this host).
-    map: Vec<String>,
-    deadline: Timeout,
-    /// `--force`: restore despite the memory pre-flight.
-    force: bool,
-    /// `--verify`: confirm through NVML.
-    verify: bool,
-    /// `--map-file`, read before anything else happens.
-    map_file: Option<PathBuf>,
-}
-
-/// The process command in `command`, if it is one.
-fn split(command: Command) -> Option<ProcessCommand> {
-    let plain = |targets, operation| ProcessCommand {
-        targets,
-        operation,
-        map: Vec::new(),
-        deadline: Timeout::NONE,
-        force: false,
-        verify: false,
-        map_file: None,
-    };
-    Some(match command {
-        Command::State { targets } => plain(targets, Operation::State { restore_tid: true }),
-        Command::RestoreTid { targets } => plain(targets, Operation::RestoreTid),
-        Command::Lock { targets, timeout } => plain(
-            targets,
-            Operation::Lock {
-                timeout: timeout.timeout,
-            },
-        ),
-        Command::Checkpoint { targets, verify } => ProcessCommand {
-            verify: verify.verify,
-            ..plain(targets, Operation::Checkpoint)
-        },
-        Command::Restore {
-            targets,
-            map,
-            verify,
-        } => ProcessCommand {
-            verify: verify.verify,
-            force: map.force,
-            map_file: map.map_file,
-            map: map.map,
-            ..plain(targets, Operation::Restore { map: vec![] })
-        },
-        Command::Unlock { targets } => plain(targets, Operation::Unlock),
-        Command::Toggle {
-            targets,
-            timeout,
-            map,
-            deadline,
-            verify,
-        } => ProcessCommand {
-            verify: verify.verify,
-            force: map.force,
-            map_file: map.map_file,
-            map: map.map,
-            deadline: deadline.deadline,
-            ..plain(
-                targets,
-                Operation::Toggle {
-                    timeout: timeout.timeout,
-                    map: vec![],
-                },
-            )
-        },
-        Command::Suspend {
-            targets,
-            timeout,
-            deadline,
-            verify,
-        } => ProcessCommand {
-            verify: verify.verify,
-            deadline: deadline.deadline,
-            ..plain(
-                targets,
-                Operation::Suspend {
-                    timeout: timeout.timeout,
-                },
-            )
-        },
-        Command::Resume {
-            targets,
-            map,
-            deadline,
-            verify,
-        } => ProcessCommand {
-            verify: verify.verify,
-            force: map.force,
-            map_file: map.map_file,
-            map: map.map,
-            deadline: deadline.deadline,
-            ..plain(targets, Operation::Resume { map: vec![] })
-        },
-        Command::Wait {
-            targets,
-            state,
-            timeout,
-        } => plain(targets, Operation::Wait { state, timeout }),
-        Command::Doctor
-        | Command::Devices
-        | Command::CriuHook { .. }
-        | Command::Ps { .. }
-        | Command::Demo { .. }
-        | Command::Completions { .. }
-        | Command::Man { .. }
-        | Command::InstallCompat { .. } => return None,
-    })
 }
 
 /// One stderr line per finished step, for a person watching a terminal.

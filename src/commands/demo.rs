@@ -151,7 +151,7 @@ fn round_trip(driver: &Driver, device: i32, report: &mut DemoReport) -> Result<(
         let (result, took) = timed(|| execute::call(driver, pid, step));
         let state = driver.get_state(pid).ok();
         report.steps.push(DemoStep {
-            name: step.name(),
+            name: step.kind().as_str(),
             ok: result.is_ok(),
             state,
             duration: took,

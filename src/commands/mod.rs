@@ -1,6 +1,12 @@
-//! Commands that are not the process pipeline.
+//! The commands that are not one pass of the process pipeline: doctor,
+//! demo, devices, ps (the pipeline's `state` plus NVML) and install-compat.
+//! Each returns a report value and never prints; `output` renders it.
+//!
+//! May use: `ops`, `gpu`, `targets`, `driver`, `exit`, `files`.
 
 pub mod demo;
 pub mod devices;
 pub mod doctor;
+pub mod install_compat;
 pub mod pattern;
+pub mod ps;

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-pub use crate::driver::{GpuPair, GpuUuid};
+use crate::driver::{GpuPair, GpuUuid};
 
 /// A GPU named on the right of `OLD=NEW`: a UUID, or an index on this host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +64,37 @@ fn list_gpus(gpus: &[GpuUuid]) -> String {
 impl MapError {
     pub fn is_syntax(&self) -> bool {
         matches!(self, MapError::Syntax { .. })
+    }
+}
+
+/// `--map` as given, parsed once at the edge.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum MapSpec {
+    /// No map: restore onto the same GPUs.
+    #[default]
+    None,
+    /// `--map auto`: the GPUs recorded at checkpoint onto this host's, by
+    /// index.
+    Auto,
+    /// OLD=NEW pairs, not yet resolved against this host.
+    Entries(Vec<MapEntry>),
+}
+
+impl MapSpec {
+    /// Parses the `--map` values (and `--map-file` pairs, as `OLD=NEW`
+    /// text): `auto` alone, or OLD=NEW pairs.
+    pub fn parse(values: &[String]) -> Result<MapSpec, MapError> {
+        if let [only] = values {
+            if only.trim().eq_ignore_ascii_case("auto") {
+                return Ok(MapSpec::Auto);
+            }
+        }
+        let entries = parse_map(values)?;
+        Ok(if entries.is_empty() {
+            MapSpec::None
+        } else {
+            MapSpec::Entries(entries)
+        })
     }
 }
 

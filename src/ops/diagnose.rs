@@ -315,7 +315,7 @@ fn illegal_state(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::map::GpuPair;
+    use crate::driver::GpuPair;
 
     fn cuda(code: i32) -> CallError {
         CallError::Cuda {

@@ -7,10 +7,11 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::driver::GpuPair;
 use crate::driver::{CallError, CheckpointApi, ProcessState};
 use crate::ops::diagnose::{self, Attempt, Facts, Failure, FailureKind};
 use crate::ops::interrupt::{self, Interrupt};
-use crate::ops::plan::{self, Operation, Plan, Step};
+use crate::ops::plan::{self, Operation, Plan, Step, StepKind};
 use crate::ops::report::{ProcessReport, StepRecord};
 use crate::ops::timeout::Timeout;
 use crate::targets::process::Target;
@@ -41,7 +42,7 @@ pub struct Executor<'a> {
 /// A step that just finished, for progress reports.
 pub struct StepDone<'a> {
     pub target: &'a Target,
-    pub step: &'static str,
+    pub step: StepKind,
     pub ok: bool,
     pub took: Duration,
     pub rollback: bool,
@@ -81,7 +82,14 @@ pub fn concurrently<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync
 }
 
 impl Executor<'_> {
-    pub fn run(&self, operation: &Operation, targets: &[Target]) -> Vec<ProcessReport> {
+    /// Runs `operation` on every target; a restore goes through `map`
+    /// (empty: in place).
+    pub fn run(
+        &self,
+        operation: &Operation,
+        targets: &[Target],
+        map: &[GpuPair],
+    ) -> Vec<ProcessReport> {
         match operation {
             Operation::State { restore_tid } => {
                 concurrently(targets, |t| self.query(t, true, *restore_tid))
@@ -90,7 +98,7 @@ impl Executor<'_> {
             Operation::Wait { state, timeout } => {
                 concurrently(targets, |t| self.wait(t, *state, *timeout))
             }
-            _ => self.change_state(operation, targets),
+            _ => self.change_state(operation, targets, map),
         }
     }
 
@@ -211,13 +219,13 @@ impl Executor<'_> {
 
     /// Runs one step, timing it.
     fn step(&self, pid: i32, step: &Step) -> (Result<(), CallError>, Duration) {
-        tracing::debug!(pid, step = step.name(), "driver call");
+        tracing::debug!(pid, step = %step.kind(), "driver call");
         let started = Instant::now();
         let result = call(self.api, pid, step);
         let took = started.elapsed();
         match &result {
-            Ok(()) => tracing::debug!(pid, step = step.name(), ?took, "done"),
-            Err(error) => tracing::debug!(pid, step = step.name(), ?took, %error, "failed"),
+            Ok(()) => tracing::debug!(pid, step = %step.kind(), ?took, "done"),
+            Err(error) => tracing::debug!(pid, step = %step.kind(), ?took, %error, "failed"),
         }
         (result, took)
     }
@@ -252,7 +260,7 @@ impl Executor<'_> {
         if let Some(progress) = self.progress {
             progress(&StepDone {
                 target,
-                step: step.name(),
+                step: step.kind(),
                 ok: outcome.0.is_ok(),
                 took: outcome.1,
                 rollback,
@@ -262,7 +270,12 @@ impl Executor<'_> {
 
     /// Every state-changing command: plan each process, run the plan phase
     /// by phase across the group, and roll everyone back if a step fails.
-    fn change_state(&self, operation: &Operation, targets: &[Target]) -> Vec<ProcessReport> {
+    fn change_state(
+        &self,
+        operation: &Operation,
+        targets: &[Target],
+        map: &[GpuPair],
+    ) -> Vec<ProcessReport> {
         let mut reports: Vec<ProcessReport> = targets
             .iter()
             .map(|t| ProcessReport::new(t.pid, Some(t.name.clone())))
@@ -317,7 +330,7 @@ impl Executor<'_> {
 
         let plans: Vec<Plan> = current
             .iter()
-            .map(|state| plan::plan(operation, *state))
+            .map(|state| plan::plan(operation, *state, map))
             .collect();
         let mut refused = false;
         for ((report, target), plan) in reports.iter_mut().zip(targets).zip(&plans) {
@@ -385,7 +398,7 @@ impl Executor<'_> {
                 let report = &mut reports[i];
                 report.duration += took;
                 report.steps.push(StepRecord {
-                    step: step.name(),
+                    step: step.kind(),
                     duration: took,
                     ok: result.is_ok(),
                     rollback: false,
@@ -460,7 +473,7 @@ impl Executor<'_> {
                 self.tell(&targets[i], &step, &outcome, true);
                 let (result, took) = outcome;
                 records.push(StepRecord {
-                    step: step.name(),
+                    step: step.kind(),
                     duration: took,
                     ok: result.is_ok(),
                     rollback: true,

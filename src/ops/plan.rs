@@ -2,8 +2,9 @@
 //! before any state changes: the driver steps to run, in which phase, and how
 //! to undo them. Pure logic; the executor (`execute.rs`) runs the plan.
 
-use crate::driver::ProcessState;
-use crate::gpu::map::GpuPair;
+use std::fmt;
+
+use crate::driver::{GpuPair, ProcessState};
 use crate::ops::timeout::Timeout;
 
 /// A validated process command.
@@ -18,20 +19,16 @@ pub enum Operation {
         timeout: Timeout,
     },
     Checkpoint,
-    Restore {
-        map: Vec<GpuPair>,
-    },
+    /// Restores through the map the pipeline chose (none: in place).
+    Restore,
     Unlock,
     Toggle {
         timeout: Timeout,
-        map: Vec<GpuPair>,
     },
     Suspend {
         timeout: Timeout,
     },
-    Resume {
-        map: Vec<GpuPair>,
-    },
+    Resume,
     Wait {
         state: ProcessState,
         timeout: Timeout,
@@ -46,11 +43,11 @@ impl Operation {
             Operation::RestoreTid => "restore-tid",
             Operation::Lock { .. } => "lock",
             Operation::Checkpoint => "checkpoint",
-            Operation::Restore { .. } => "restore",
+            Operation::Restore => "restore",
             Operation::Unlock => "unlock",
             Operation::Toggle { .. } => "toggle",
             Operation::Suspend { .. } => "suspend",
-            Operation::Resume { .. } => "resume",
+            Operation::Resume => "resume",
             Operation::Wait { .. } => "wait",
         }
     }
@@ -64,24 +61,33 @@ impl Operation {
         )
     }
 
-    /// The same operation restoring through `map` (for those that restore).
-    pub fn with_map(self, pairs: Vec<GpuPair>) -> Operation {
-        match self {
-            Operation::Restore { .. } => Operation::Restore { map: pairs },
-            Operation::Resume { .. } => Operation::Resume { map: pairs },
-            Operation::Toggle { timeout, .. } => Operation::Toggle {
-                timeout,
-                map: pairs,
-            },
-            other => other,
-        }
+    /// Whether the command may restore a process (and so may take a map).
+    pub fn restores(&self) -> bool {
+        matches!(
+            self,
+            Operation::Restore | Operation::Resume | Operation::Toggle { .. }
+        )
+    }
+
+    /// Whether the command may checkpoint a process.
+    pub fn checkpoints(&self) -> bool {
+        matches!(
+            self,
+            Operation::Checkpoint | Operation::Suspend { .. } | Operation::Toggle { .. }
+        )
+    }
+
+    /// Whether the command moves GPU memory, where NCCL is known to cause
+    /// trouble.
+    pub fn moves_memory(&self) -> bool {
+        self.restores() || self.checkpoints()
     }
 
     /// Whether the plan depends on the current state (compound commands).
     pub fn needs_current_state(&self) -> bool {
         matches!(
             self,
-            Operation::Toggle { .. } | Operation::Suspend { .. } | Operation::Resume { .. }
+            Operation::Toggle { .. } | Operation::Suspend { .. } | Operation::Resume
         )
     }
 }
@@ -95,13 +101,41 @@ pub enum Step {
     Unlock,
 }
 
-impl Step {
-    pub fn name(&self) -> &'static str {
+/// Which driver call a step is, without its arguments: what reports keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepKind {
+    Lock,
+    Checkpoint,
+    Restore,
+    Unlock,
+}
+
+impl StepKind {
+    /// The step's name as logs, reports and progress lines show it; never
+    /// compared to learn what happened (compare the kind).
+    pub fn as_str(self) -> &'static str {
         match self {
-            Step::Lock { .. } => "lock",
-            Step::Checkpoint => "checkpoint",
-            Step::Restore { .. } => "restore",
-            Step::Unlock => "unlock",
+            StepKind::Lock => "lock",
+            StepKind::Checkpoint => "checkpoint",
+            StepKind::Restore => "restore",
+            StepKind::Unlock => "unlock",
+        }
+    }
+}
+
+impl fmt::Display for StepKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Step {
+    pub fn kind(&self) -> StepKind {
+        match self {
+            Step::Lock { .. } => StepKind::Lock,
+            Step::Checkpoint => StepKind::Checkpoint,
+            Step::Restore { .. } => StepKind::Restore,
+            Step::Unlock => StepKind::Unlock,
         }
     }
 
@@ -159,27 +193,28 @@ pub struct WrongState {
 
 /// Plans a state-changing command for a process in `current` (only
 /// compound commands need `current`; single steps are planned blind and the
-/// driver judges them).
-pub fn plan(operation: &Operation, current: Option<ProcessState>) -> Plan {
+/// driver judges them). A restore goes through `map` (empty: in place).
+pub fn plan(operation: &Operation, current: Option<ProcessState>, map: &[GpuPair]) -> Plan {
     use ProcessState::*;
     let suspend = |timeout: Timeout| vec![Step::Lock { timeout }, Step::Checkpoint];
-    let resume = |map: &Vec<GpuPair>| vec![Step::Restore { map: map.clone() }, Step::Unlock];
+    let restore = || Step::Restore { map: map.to_vec() };
+    let resume = || vec![restore(), Step::Unlock];
     match (operation, current) {
         (Operation::Lock { timeout }, _) => Plan::Steps(vec![Step::Lock { timeout: *timeout }]),
         (Operation::Checkpoint, _) => Plan::Steps(vec![Step::Checkpoint]),
-        (Operation::Restore { map }, _) => Plan::Steps(vec![Step::Restore { map: map.clone() }]),
+        (Operation::Restore, _) => Plan::Steps(vec![restore()]),
         (Operation::Unlock, _) => Plan::Steps(vec![Step::Unlock]),
 
         (Operation::Suspend { timeout }, Some(Running)) => Plan::Steps(suspend(*timeout)),
         (Operation::Suspend { .. }, Some(Locked)) => Plan::Steps(vec![Step::Checkpoint]),
         (Operation::Suspend { .. }, Some(Checkpointed)) => Plan::AlreadyThere,
 
-        (Operation::Resume { map }, Some(Checkpointed)) => Plan::Steps(resume(map)),
-        (Operation::Resume { .. }, Some(Locked)) => Plan::Steps(vec![Step::Unlock]),
-        (Operation::Resume { .. }, Some(Running)) => Plan::AlreadyThere,
+        (Operation::Resume, Some(Checkpointed)) => Plan::Steps(resume()),
+        (Operation::Resume, Some(Locked)) => Plan::Steps(vec![Step::Unlock]),
+        (Operation::Resume, Some(Running)) => Plan::AlreadyThere,
 
-        (Operation::Toggle { timeout, .. }, Some(Running)) => Plan::Steps(suspend(*timeout)),
-        (Operation::Toggle { map, .. }, Some(Checkpointed)) => Plan::Steps(resume(map)),
+        (Operation::Toggle { timeout }, Some(Running)) => Plan::Steps(suspend(*timeout)),
+        (Operation::Toggle { .. }, Some(Checkpointed)) => Plan::Steps(resume()),
         (Operation::Toggle { .. }, Some(Locked)) => Plan::Refused(WrongState {
             state: Locked,
             hint: "toggle goes between running and checkpointed; a locked process needs `unlock` (back to running) or `checkpoint` (on to checkpointed), or use `resume`/`suspend`".to_string(),
@@ -245,48 +280,51 @@ mod tests {
     fn suspend_starts_wherever_the_process_is() {
         let op = Operation::Suspend { timeout: t(500) };
         assert_eq!(
-            plan(&op, Some(Running)),
+            plan(&op, Some(Running), &[]),
             Plan::Steps(vec![Step::Lock { timeout: t(500) }, Step::Checkpoint])
         );
-        assert_eq!(plan(&op, Some(Locked)), Plan::Steps(vec![Step::Checkpoint]));
-        assert_eq!(plan(&op, Some(Checkpointed)), Plan::AlreadyThere);
+        assert_eq!(
+            plan(&op, Some(Locked), &[]),
+            Plan::Steps(vec![Step::Checkpoint])
+        );
+        assert_eq!(plan(&op, Some(Checkpointed), &[]), Plan::AlreadyThere);
         assert!(matches!(
-            plan(&op, Some(Failed)),
+            plan(&op, Some(Failed), &[]),
             Plan::Refused(WrongState { state: Failed, .. })
         ));
     }
 
     #[test]
     fn resume_finishes_a_half_done_restore() {
-        let op = Operation::Resume { map: vec![] };
+        let op = Operation::Resume;
         assert_eq!(
-            plan(&op, Some(Checkpointed)),
+            plan(&op, Some(Checkpointed), &[]),
             Plan::Steps(vec![Step::Restore { map: vec![] }, Step::Unlock])
         );
-        assert_eq!(plan(&op, Some(Locked)), Plan::Steps(vec![Step::Unlock]));
-        assert_eq!(plan(&op, Some(Running)), Plan::AlreadyThere);
+        assert_eq!(
+            plan(&op, Some(Locked), &[]),
+            Plan::Steps(vec![Step::Unlock])
+        );
+        assert_eq!(plan(&op, Some(Running), &[]), Plan::AlreadyThere);
     }
 
     #[test]
     fn toggle_flips_and_refuses_locked() {
-        let op = Operation::Toggle {
-            timeout: t(0),
-            map: vec![],
-        };
+        let op = Operation::Toggle { timeout: t(0) };
         assert_eq!(
-            plan(&op, Some(Running)),
+            plan(&op, Some(Running), &[]),
             Plan::Steps(vec![Step::Lock { timeout: t(0) }, Step::Checkpoint])
         );
         assert_eq!(
-            plan(&op, Some(Checkpointed)),
+            plan(&op, Some(Checkpointed), &[]),
             Plan::Steps(vec![Step::Restore { map: vec![] }, Step::Unlock])
         );
-        let Plan::Refused(refusal) = plan(&op, Some(Locked)) else {
+        let Plan::Refused(refusal) = plan(&op, Some(Locked), &[]) else {
             panic!("locked must be refused")
         };
         assert!(refusal.hint.contains("unlock"));
         assert!(matches!(
-            plan(&op, Some(Unknown(9))),
+            plan(&op, Some(Unknown(9)), &[]),
             Plan::Refused(WrongState {
                 state: Unknown(9),
                 ..
@@ -297,11 +335,11 @@ mod tests {
     #[test]
     fn single_steps_are_planned_blind() {
         assert_eq!(
-            plan(&Operation::Unlock, None),
+            plan(&Operation::Unlock, None, &[]),
             Plan::Steps(vec![Step::Unlock])
         );
         assert_eq!(
-            plan(&Operation::Checkpoint, None),
+            plan(&Operation::Checkpoint, None, &[]),
             Plan::Steps(vec![Step::Checkpoint])
         );
     }
@@ -330,7 +368,7 @@ mod tests {
             Step::Unlock,
         ] {
             let back = step.inverse(t(1)).inverse(t(1));
-            assert_eq!(back.name(), step.name());
+            assert_eq!(back.kind(), step.kind());
         }
     }
 

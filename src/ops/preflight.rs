@@ -1,12 +1,42 @@
-//! The memory pre-flight before a restore: NVIDIA reports (driver 580.95)
-//! that a restore failing for lack of GPU memory can leave the process
-//! unrecoverable, so a restore is not attempted blind. Pure: the needs come
-//! from checkpoint records, the free memory from NVML.
+//! Stage 5, the pre-flight: before a restore, will the target GPUs hold
+//! what the processes had? NVIDIA reports (driver 580.95) that a restore
+//! failing for lack of GPU memory can leave the process unrecoverable, so
+//! a restore is not attempted blind. The decision (`needs`, `shortfalls`)
+//! is pure: the needs come from checkpoint records, the free memory from
+//! NVML.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::driver::{GpuPair, GpuUuid};
+use crate::gpu::inventory::Inventory;
 use crate::gpu::record::Record;
+use crate::ops::diagnose::{Failure, FailureKind};
+use crate::ops::plan::Operation;
+use crate::ops::{Request, Stop};
+use crate::targets::process::Target;
+
+/// The memory pre-flight of a request: nothing for commands that do not
+/// restore or that are forced. Returns what it could not check, as
+/// remarks, or stops the command.
+pub fn check_memory(
+    request: &Request<'_>,
+    targets: &[Target],
+    records: &HashMap<i32, Record>,
+    map: &[GpuPair],
+    host: &Inventory<'_>,
+) -> Result<Vec<String>, Stop> {
+    if !request.operation.restores() || request.force {
+        return Ok(Vec::new());
+    }
+    // A toggle or resume of a process that is running has nothing to
+    // restore; without its record there is nothing to say about it.
+    let to_check: Vec<Target> = targets
+        .iter()
+        .filter(|t| matches!(request.operation, Operation::Restore) || records.contains_key(&t.pid))
+        .cloned()
+        .collect();
+    memory_fits(records, &to_check, map, host).map_err(Stop::not_run)
+}
 
 /// Memory one process needs on one GPU of this host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +101,68 @@ pub fn shortfalls(needs: &[Need], free: &BTreeMap<GpuUuid, u64>) -> Vec<Shortfal
             })
         })
         .collect()
+}
+
+/// The memory pre-flight: refuses (exit 8) when a target GPU lacks the free
+/// memory the restoring processes held at checkpoint. Returns what it could
+/// not check, as warnings.
+fn memory_fits(
+    records: &HashMap<i32, Record>,
+    targets: &[Target],
+    map: &[GpuPair],
+    host: &Inventory<'_>,
+) -> Result<Vec<String>, Failure> {
+    let mut warnings = Vec::new();
+    let mut all_needs = Vec::new();
+    let (mut without_figures, mut without_record) = (Vec::new(), Vec::new());
+    for target in targets {
+        match records.get(&target.pid).map(|r| needs(r, map)) {
+            Some(Some(found)) => all_needs.extend(found),
+            Some(None) => without_figures.push(target.pid),
+            None => without_record.push(target.pid),
+        }
+    }
+    // What could not be checked, in one remark per reason.
+    if !without_figures.is_empty() {
+        warnings.push(format!(
+            "GPU memory not checked before restoring PID(s) {without_figures:?}: their checkpoint records have no memory figures (NVML was missing)"
+        ));
+    }
+    if !without_record.is_empty() {
+        warnings.push(format!(
+            "GPU memory not checked before restoring PID(s) {without_record:?}: no checkpoint record (not checkpointed by cudackpt, or records kept elsewhere: --record-dir)"
+        ));
+    }
+    if all_needs.is_empty() {
+        return Ok(warnings);
+    }
+    let Ok(free) = host.free_memory() else {
+        warnings
+            .push("free GPU memory not checked before restore: NVML is not available".to_string());
+        return Ok(warnings);
+    };
+    let short = shortfalls(&all_needs, &free);
+    if short.is_empty() {
+        return Ok(warnings);
+    }
+    let mib = |bytes: u64| bytes >> 20;
+    let detail: Vec<String> = short
+        .iter()
+        .map(|s| {
+            format!(
+                "{} has {} MiB free, and restoring PID(s) {:?} there needs {} MiB (their memory at checkpoint)",
+                s.gpu,
+                mib(s.free),
+                s.pids,
+                mib(s.needed)
+            )
+        })
+        .collect();
+    Err(Failure::new(
+        FailureKind::InsufficientGpuMemory,
+        format!("restore refused before any change: {}", detail.join("; ")),
+        "free memory on that GPU or choose another with --map; --force restores anyway, but NVIDIA reports (driver 580.95) that a restore failing for memory can leave the process unrecoverable",
+    ))
 }
 
 #[cfg(test)]

@@ -4,15 +4,44 @@
 
 use std::time::Duration;
 
+use crate::driver::GpuPair;
 use crate::driver::ProcessState;
 use crate::exit::ExitStatus;
-use crate::gpu::map::GpuPair;
 use crate::ops::diagnose::{Failure, FailureKind};
+use crate::ops::plan::{Operation, StepKind};
+
+/// How a report is laid out for people: which columns its rows have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// State, restore thread and name (`state`).
+    State,
+    /// Restore thread and name (`restore-tid`).
+    RestoreTid,
+    /// State and time waited (`wait`).
+    Wait,
+    /// The listing of `ps`: state, restore thread, GPU memory, NCCL.
+    Listing,
+    /// What each process went through (commands that change state).
+    Change,
+}
+
+impl Layout {
+    pub fn of(operation: &Operation) -> Layout {
+        match operation {
+            Operation::State { .. } => Layout::State,
+            Operation::RestoreTid => Layout::RestoreTid,
+            Operation::Wait { .. } => Layout::Wait,
+            _ => Layout::Change,
+        }
+    }
+}
 
 /// One command over its targets.
 #[derive(Debug, Clone)]
 pub struct Report {
+    /// The command's name in JSON.
     pub command: &'static str,
+    pub layout: Layout,
     pub processes: Vec<ProcessReport>,
     pub duration: Duration,
     /// A failure of the command itself, before any process was examined
@@ -49,8 +78,8 @@ pub struct ProcessReport {
     pub nccl: Option<bool>,
     /// Its restore thread is stopped, so the driver could not be asked.
     pub stopped: bool,
-    /// GPU memory it holds over all GPUs (NVML), when that could be known.
-    pub gpu_memory_bytes: Option<u64>,
+    /// GPU memory figures (NVML), when they could be known.
+    pub gpu_memory: Option<GpuMemory>,
     /// The checkpoint record written for it.
     pub record: Option<String>,
     /// Remarks that do not make the command fail (e.g. NCCL loaded).
@@ -69,22 +98,54 @@ impl ProcessReport {
     pub fn ok(&self) -> bool {
         self.failure.is_none() && self.rollback_failure.is_none()
     }
+
+    /// Whether the command itself (not a rollback) ran this step on it.
+    pub fn did(&self, kind: StepKind) -> bool {
+        self.steps.iter().any(|s| s.did(kind))
+    }
+}
+
+/// What NVML says of a process's GPU memory, over all GPUs, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuMemory {
+    /// What it holds now (`ps`; a restore confirmed by `--verify`).
+    Held(u64),
+    /// What its checkpoint moved to host memory (held just before it).
+    Moved(u64),
+}
+
+impl GpuMemory {
+    pub fn bytes(self) -> u64 {
+        match self {
+            GpuMemory::Held(bytes) | GpuMemory::Moved(bytes) => bytes,
+        }
+    }
 }
 
 /// One driver call made on a process.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepRecord {
-    pub step: &'static str,
+    pub step: StepKind,
     pub duration: Duration,
     pub ok: bool,
     /// True for calls made to undo earlier steps.
     pub rollback: bool,
 }
 
+impl StepRecord {
+    /// Whether this is a step of the command itself that worked, not one
+    /// undoing it.
+    pub fn did(&self, kind: StepKind) -> bool {
+        self.step == kind && self.ok && !self.rollback
+    }
+}
+
 impl Report {
+    /// A report laid out as changes; set `layout` for the others.
     pub fn new(command: &'static str, duration: Duration) -> Report {
         Report {
             command,
+            layout: Layout::Change,
             processes: Vec::new(),
             duration,
             failure: None,

@@ -2,22 +2,22 @@
 //! failure a message and a hint on stderr.
 
 use crate::ops::diagnose::{Failure, FailureKind};
-use crate::ops::report::{ProcessReport, Report};
+use crate::ops::report::{Layout, ProcessReport, Report};
 use crate::output::{columns, format_duration, Look};
 
 /// Renders a process command's report: (stdout, stderr).
 pub fn process_report(report: &Report, look: Look) -> (String, String) {
     let mut rows: Vec<Vec<String>> = Vec::with_capacity(report.processes.len() + 1);
-    let header = match report.command {
-        "state" => vec!["PID", "STATE", "RESTORE-TID", "NAME"],
-        "restore-tid" => vec!["PID", "RESTORE-TID", "NAME"],
-        "wait" => vec!["PID", "STATE", "WAITED", "NAME"],
-        "ps" => vec!["PID", "STATE", "RESTORE-TID", "GPU-MEM", "NCCL", "NAME"],
-        _ => vec!["PID", "NAME", "RESULT", "TIME"],
+    let header = match report.layout {
+        Layout::State => vec!["PID", "STATE", "RESTORE-TID", "NAME"],
+        Layout::RestoreTid => vec!["PID", "RESTORE-TID", "NAME"],
+        Layout::Wait => vec!["PID", "STATE", "WAITED", "NAME"],
+        Layout::Listing => vec!["PID", "STATE", "RESTORE-TID", "GPU-MEM", "NCCL", "NAME"],
+        Layout::Change => vec!["PID", "NAME", "RESULT", "TIME"],
     };
     rows.push(header.into_iter().map(|h| look.dim(h)).collect());
     for process in &report.processes {
-        rows.push(row(report.command, process, look));
+        rows.push(row(report.layout, process, look));
     }
     let mut errors = String::new();
     if let Some(failure) = &report.failure {
@@ -52,7 +52,7 @@ pub fn process_report(report: &Report, look: Look) -> (String, String) {
     (table, errors)
 }
 
-fn row(command: &str, p: &ProcessReport, look: Look) -> Vec<String> {
+fn row(layout: Layout, p: &ProcessReport, look: Look) -> Vec<String> {
     let pid = p.pid.to_string();
     let name = p.name.clone().unwrap_or_else(|| "-".to_string());
     let tid = p
@@ -65,22 +65,22 @@ fn row(command: &str, p: &ProcessReport, look: Look) -> Vec<String> {
     } else {
         look.state(p.state)
     };
-    match command {
-        "state" => vec![pid, outcome, tid, name],
-        "restore-tid" => vec![pid, if p.ok() { tid } else { look.bad("error") }, name],
-        "wait" => vec![pid, outcome, format_duration(p.duration), name],
-        "ps" => {
+    match layout {
+        Layout::State => vec![pid, outcome, tid, name],
+        Layout::RestoreTid => vec![pid, if p.ok() { tid } else { look.bad("error") }, name],
+        Layout::Wait => vec![pid, outcome, format_duration(p.duration), name],
+        Layout::Listing => {
             let nccl = match p.nccl {
                 Some(true) => "yes",
                 Some(false) => "no",
                 None => "-",
             };
             let memory = p
-                .gpu_memory_bytes
-                .map_or("-".to_string(), |bytes| format!("{} MiB", bytes >> 20));
+                .gpu_memory
+                .map_or("-".to_string(), |m| format!("{} MiB", m.bytes() >> 20));
             vec![pid, outcome, tid, memory, nccl.to_string(), name]
         }
-        _ => vec![pid, name, result(p, look), format_duration(p.duration)],
+        Layout::Change => vec![pid, name, result(p, look), format_duration(p.duration)],
     }
 }
 

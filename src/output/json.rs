@@ -13,7 +13,7 @@ use crate::commands::doctor::{Check, DoctorReport, DriverFacts, Status};
 use crate::gpu::inventory::{Gpu, Source};
 
 use crate::ops::diagnose::Failure;
-use crate::ops::report::{ProcessReport, Report, StepRecord};
+use crate::ops::report::{GpuMemory, ProcessReport, Report, StepRecord};
 use crate::output::millis;
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -66,8 +66,14 @@ pub struct ProcessDoc<'a> {
     pub nccl: Option<bool>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stopped: bool,
+    /// Held now (`ps`, a verified restore) or moved at checkpoint: the two
+    /// fields below say which.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_memory_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_held_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_moved_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub record: Option<&'a str>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
@@ -76,7 +82,7 @@ pub struct ProcessDoc<'a> {
 
 #[derive(Serialize)]
 pub struct StepDoc {
-    pub step: &'static str,
+    pub step: String,
     pub ok: bool,
     pub rollback: bool,
     pub duration_ms: f64,
@@ -108,7 +114,7 @@ impl<'a> ErrorDoc<'a> {
 
 fn step_doc(step: &StepRecord) -> StepDoc {
     StepDoc {
-        step: step.step,
+        step: step.step.to_string(),
         ok: step.ok,
         rollback: step.rollback,
         duration_ms: millis(step.duration),
@@ -131,7 +137,15 @@ fn process_doc(p: &ProcessReport) -> ProcessDoc<'_> {
         rollback_error: p.rollback_failure.as_ref().map(ErrorDoc::from_failure),
         nccl: p.nccl,
         stopped: p.stopped,
-        gpu_memory_bytes: p.gpu_memory_bytes,
+        gpu_memory_bytes: p.gpu_memory.map(GpuMemory::bytes),
+        gpu_memory_held_bytes: match p.gpu_memory {
+            Some(GpuMemory::Held(bytes)) => Some(bytes),
+            _ => None,
+        },
+        gpu_memory_moved_bytes: match p.gpu_memory {
+            Some(GpuMemory::Moved(bytes)) => Some(bytes),
+            _ => None,
+        },
         record: p.record.as_deref(),
         warnings: &p.warnings,
     }

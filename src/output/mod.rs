@@ -1,6 +1,11 @@
-//! Renderers: pure functions from a report to text or JSON on a writer.
-//! Results go to stdout; diagnostics to stderr; colour only when asked for
-//! or when stdout is a terminal. A closed stdout pipe is not an error.
+//! Everything cudackpt shows: renderers (pure functions from a report to
+//! text or JSON), the JSON contract (`json.rs`, every document), how output
+//! looks (`Look`) and where it goes (`Sink`). Results go to stdout;
+//! diagnostics to stderr; colour only when asked for or when stdout is a
+//! terminal. A closed stdout pipe is not an error.
+//!
+//! May use: `commands`, `ops`, `gpu`, `driver`, `exit` (for the reports it
+//! renders); never `cli`.
 
 mod demo;
 mod devices;
@@ -83,6 +88,51 @@ pub fn colour_suits(stream: &impl IsTerminal) -> bool {
     stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// Where a run's output goes, and how it looks.
+pub struct Sink {
+    pub json: bool,
+    pub quiet: bool,
+    pub look: Look,
+}
+
+impl Sink {
+    /// Plain text, nothing held back: what CRIU logs of its action script.
+    pub fn plain() -> Sink {
+        Sink {
+            json: false,
+            quiet: false,
+            look: Look::plain(),
+        }
+    }
+
+    /// Shows a result as asked and returns the exit status it decides.
+    pub fn finish(&self, result: &dyn Rendered) -> crate::exit::ExitStatus {
+        self.emit(|| result.json(), |look| result.human(look));
+        result.exit_status()
+    }
+
+    /// Emits a rendered result: `json` or the human (stdout, stderr) pair.
+    pub fn emit(
+        &self,
+        json: impl FnOnce() -> String,
+        human: impl FnOnce(Look) -> (String, String),
+    ) {
+        if self.quiet {
+            return;
+        }
+        let written = if self.json {
+            write_stdout(&json())
+        } else {
+            let (out, err) = human(self.look);
+            write_stderr(&err);
+            write_stdout(&out)
+        };
+        if let Err(error) = written {
+            tracing::warn!(%error, "could not write the result to stdout");
+        }
+    }
+}
+
 /// A result that can be shown both ways and decides the exit status.
 pub trait Rendered {
     /// One JSON document and a newline.
@@ -131,6 +181,24 @@ impl Rendered for crate::commands::demo::DemoReport {
 
     fn exit_status(&self) -> crate::exit::ExitStatus {
         crate::commands::demo::DemoReport::exit_status(self)
+    }
+}
+
+impl Rendered for crate::commands::install_compat::InstallReport {
+    fn json(&self) -> String {
+        json::install_compat(self.ok, &self.message)
+    }
+
+    fn human(&self, _look: Look) -> (String, String) {
+        if self.ok {
+            (format!("{}\n", self.message), String::new())
+        } else {
+            (String::new(), format!("cudackpt: {}\n", self.message))
+        }
+    }
+
+    fn exit_status(&self) -> crate::exit::ExitStatus {
+        self.exit
     }
 }
 

@@ -105,7 +105,7 @@ impl CheckpointApi for Model {
             ProcessState::Checkpointed,
         )
     }
-    fn restore(&self, pid: i32, _map: &[crate::gpu::map::GpuPair]) -> Result<(), CallError> {
+    fn restore(&self, pid: i32, _map: &[crate::driver::GpuPair]) -> Result<(), CallError> {
         self.transition(
             pid,
             "restore",
@@ -158,7 +158,7 @@ fn run_full(
         deadline,
         progress: None,
     };
-    executor.run(&operation, &targets(pids))
+    executor.run(&operation, &targets(pids), &[])
 }
 
 fn suspend() -> Operation {
@@ -190,7 +190,7 @@ fn a_group_suspends_phase_by_phase() {
     );
     assert_eq!(
         reports[0].steps.iter().map(|s| s.step).collect::<Vec<_>>(),
-        ["lock", "checkpoint"]
+        [StepKind::Lock, StepKind::Checkpoint]
     );
 }
 
@@ -266,7 +266,7 @@ fn a_lock_timeout_unlocks_the_others_and_exits_3() {
 #[test]
 fn resume_failures_put_restored_processes_back_to_checkpointed() {
     let model = Model::with(&[(1, Checkpointed), (2, Checkpointed)]).failing(2, "restore", 2);
-    let reports = run(&model, Operation::Resume { map: vec![] }, &[1, 2]);
+    let reports = run(&model, Operation::Resume, &[1, 2]);
     assert_eq!(model.state(1), Checkpointed);
     assert_eq!(model.state(2), Checkpointed);
     assert_eq!(
@@ -307,7 +307,6 @@ fn mixed_toggles_are_refused_before_any_call() {
         &model,
         Operation::Toggle {
             timeout: Timeout::NONE,
-            map: vec![],
         },
         &[1, 2],
     );

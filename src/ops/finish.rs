@@ -1,8 +1,8 @@
-//! Around a checkpoint and a restore: what to record before a process is
-//! checkpointed (the host's GPUs, its device memory per GPU), and what to
-//! check before it is restored (`--map auto`, and whether the target GPUs
-//! have the memory). Effects (NVML, files) here; decisions in `record.rs`
-//! and `preflight.rs`.
+//! Stage 7, finish: what follows the driver calls. `--verify` checks
+//! through NVML that what the driver reported really happened; processes
+//! this command checkpointed get a checkpoint record (the host's GPUs and
+//! their memory, for a later `--map auto` and pre-flight), and processes it
+//! restored lose theirs.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -11,9 +11,45 @@ use crate::driver::{format_version, Driver, GpuPair, GpuUuid, ProcessState};
 use crate::gpu::inventory::Inventory;
 use crate::gpu::record::{self, Record, RecordedGpu, RecordedUse};
 use crate::ops::diagnose::{describe_process, Failure, FailureKind};
+use crate::ops::plan::StepKind;
 use crate::ops::preflight;
-use crate::ops::report::ProcessReport;
+use crate::ops::report::{GpuMemory, ProcessReport};
+use crate::ops::Request;
 use crate::targets::process::Target;
+
+/// What the command moved, and what it knew before.
+pub struct Moved<'a> {
+    pub targets: &'a [Target],
+    pub records: &'a HashMap<i32, Record>,
+    pub map: &'a [GpuPair],
+    pub records_dir: &'a Path,
+    /// Taken before the checkpoints, for their records.
+    pub snapshot: Option<&'a Snapshot>,
+}
+
+/// Verifies, writes and clears records; returns remarks for the report.
+pub fn finish(
+    request: &Request<'_>,
+    reports: &mut [ProcessReport],
+    moved: &Moved<'_>,
+) -> Vec<String> {
+    if request.verify {
+        verify(reports, moved.records, moved.map);
+    }
+    let mut remarks = Vec::new();
+    if let Some(snapshot) = moved.snapshot {
+        remarks.extend(write_records(
+            moved.records_dir,
+            snapshot,
+            moved.targets,
+            reports,
+        ));
+    }
+    if request.operation.restores() {
+        clear_records(moved.records_dir, reports);
+    }
+    remarks
+}
 
 /// What is known about the host and the targets just before a checkpoint.
 pub struct Snapshot {
@@ -53,7 +89,7 @@ pub fn snapshot(driver: &Driver, host: &Inventory<'_>) -> Snapshot {
 
 /// Writes a record for every process this command checkpointed; returns
 /// the warnings for records that could not be written.
-pub fn write_records(
+fn write_records(
     dir: &Path,
     snapshot: &Snapshot,
     targets: &[Target],
@@ -61,11 +97,8 @@ pub fn write_records(
 ) -> Vec<String> {
     let mut warnings = Vec::new();
     for report in reports.iter_mut() {
-        let checkpointed_now = report.state == Some(ProcessState::Checkpointed)
-            && report
-                .steps
-                .iter()
-                .any(|s| s.step == "checkpoint" && s.ok && !s.rollback);
+        let checkpointed_now =
+            report.state == Some(ProcessState::Checkpointed) && report.did(StepKind::Checkpoint);
         let Some(target) = targets
             .iter()
             .find(|t| t.pid == report.pid)
@@ -94,7 +127,7 @@ pub fn write_records(
             snapshot.cuda_version.clone(),
         );
         // What the checkpoint moved to host memory, when NVML could tell.
-        report.gpu_memory_bytes = entry.bytes_needed();
+        report.gpu_memory = entry.bytes_needed().map(GpuMemory::Moved);
         match record::write(dir, &entry) {
             Ok(path) => report.record = Some(path.display().to_string()),
             Err(error) => warnings.push(format!(
@@ -108,141 +141,24 @@ pub fn write_records(
 }
 
 /// Forgets the records of processes that this command restored.
-pub fn clear_records(dir: &Path, reports: &[ProcessReport]) {
+fn clear_records(dir: &Path, reports: &[ProcessReport]) {
     for report in reports {
-        if report
-            .steps
-            .iter()
-            .any(|s| s.step == "restore" && s.ok && !s.rollback)
-        {
+        if report.did(StepKind::Restore) {
             record::remove(dir, report.pid);
         }
     }
-}
-
-fn refused(message: String, hint: &str) -> Failure {
-    Failure::new(FailureKind::InvalidMap, message, hint)
-}
-
-/// `--map auto`: the GPUs recorded at checkpoint onto this host's, index
-/// by index. Every target needs a record, all of the same host.
-pub fn auto_map(
-    records: &HashMap<i32, Record>,
-    targets: &[Target],
-    host: &Inventory<'_>,
-) -> Result<Vec<GpuPair>, Failure> {
-    let hint = "restore without --map (same GPUs), or give the map explicitly (`cudackpt devices` lists this host's GPUs)";
-    let mut recorded: Option<&Vec<RecordedGpu>> = None;
-    for target in targets {
-        let record = records.get(&target.pid).ok_or_else(|| {
-            refused(
-                format!(
-                    "--map auto needs the checkpoint record of {}, and there is none",
-                    describe_process(target.pid, Some(&target.name))
-                ),
-                hint,
-            )
-        })?;
-        match recorded {
-            Some(first)
-                if first
-                    .iter()
-                    .map(|g| g.uuid)
-                    .ne(record.host_gpus.iter().map(|g| g.uuid)) =>
-            {
-                return Err(refused(
-                    "--map auto: the processes were checkpointed on different hosts".to_string(),
-                    hint,
-                ));
-            }
-            _ => recorded = Some(&record.host_gpus),
-        }
-    }
-    // A host whose GPUs cannot be listed has none to map onto.
-    let local = host
-        .models()
-        .map(|listing| listing.gpus)
-        .unwrap_or_default();
-    let pairs = record::auto_map(recorded.map_or(&[][..], |r| r.as_slice()), local)
-        .map_err(|why| refused(why.to_string(), hint))?;
-    Ok(pairs.unwrap_or_default())
-}
-
-/// The memory pre-flight: refuses (exit 8) when a target GPU lacks the free
-/// memory the restoring processes held at checkpoint. Returns what it could
-/// not check, as warnings.
-pub fn check_memory(
-    records: &HashMap<i32, Record>,
-    targets: &[Target],
-    map: &[GpuPair],
-    host: &Inventory<'_>,
-) -> Result<Vec<String>, Failure> {
-    let mut warnings = Vec::new();
-    let mut needs = Vec::new();
-    let (mut without_figures, mut without_record) = (Vec::new(), Vec::new());
-    for target in targets {
-        match records.get(&target.pid).map(|r| preflight::needs(r, map)) {
-            Some(Some(found)) => needs.extend(found),
-            Some(None) => without_figures.push(target.pid),
-            None => without_record.push(target.pid),
-        }
-    }
-    // What could not be checked, in one remark per reason.
-    if !without_figures.is_empty() {
-        warnings.push(format!(
-            "GPU memory not checked before restoring PID(s) {without_figures:?}: their checkpoint records have no memory figures (NVML was missing)"
-        ));
-    }
-    if !without_record.is_empty() {
-        warnings.push(format!(
-            "GPU memory not checked before restoring PID(s) {without_record:?}: no checkpoint record (not checkpointed by cudackpt, or records kept elsewhere: --record-dir)"
-        ));
-    }
-    if needs.is_empty() {
-        return Ok(warnings);
-    }
-    let Ok(free) = host.free_memory() else {
-        warnings
-            .push("free GPU memory not checked before restore: NVML is not available".to_string());
-        return Ok(warnings);
-    };
-    let short = preflight::shortfalls(&needs, &free);
-    if short.is_empty() {
-        return Ok(warnings);
-    }
-    let mib = |bytes: u64| bytes >> 20;
-    let detail: Vec<String> = short
-        .iter()
-        .map(|s| {
-            format!(
-                "{} has {} MiB free, and restoring PID(s) {:?} there needs {} MiB (their memory at checkpoint)",
-                s.gpu,
-                mib(s.free),
-                s.pids,
-                mib(s.needed)
-            )
-        })
-        .collect();
-    Err(Failure::new(
-        FailureKind::InsufficientGpuMemory,
-        format!("restore refused before any change: {}", detail.join("; ")),
-        "free memory on that GPU or choose another with --map; --force restores anyway, but NVIDIA reports (driver 580.95) that a restore failing for memory can leave the process unrecoverable",
-    ))
 }
 
 /// `--verify`: checks through NVML that what the driver reported really
 /// happened. After a checkpoint the process holds no GPU memory; after a
 /// restore it holds memory again, on the GPUs its record (through the map)
 /// says. A mismatch, or no NVML to check with, fails the process.
-pub fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map: &[GpuPair]) {
+fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map: &[GpuPair]) {
     let moved: Vec<usize> = reports
         .iter()
         .enumerate()
         .filter(|(_, r)| {
-            r.failure.is_none()
-                && r.steps
-                    .iter()
-                    .any(|s| s.ok && !s.rollback && (s.step == "checkpoint" || s.step == "restore"))
+            r.failure.is_none() && (r.did(StepKind::Checkpoint) || r.did(StepKind::Restore))
         })
         .map(|(i, _)| i)
         .collect();
@@ -318,7 +234,7 @@ pub fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map
                     "check `nvidia-smi`; the driver reported success, so report this with `cudackpt -vv` output",
                 ))
             }
-            None => report.gpu_memory_bytes = Some(held.iter().map(|(_, b)| b).sum()),
+            None => report.gpu_memory = Some(GpuMemory::Held(held.iter().map(|(_, b)| b).sum())),
         }
     }
 }

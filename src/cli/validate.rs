@@ -1,0 +1,254 @@
+//! From clap's values to what the pipeline takes: the raw → validated step
+//! (ripgrep's lowargs → hiargs). A process command's targets, operation and
+//! options are gathered from its variant, `--map-file` is read and the map
+//! parsed once, here at the edge.
+
+use std::path::{Path, PathBuf};
+
+use crate::cli::args::{Command, Targets};
+use crate::files;
+use crate::gpu::map::{self, MapError, MapSpec};
+use crate::ops::plan::Operation;
+use crate::ops::timeout::Timeout;
+use crate::ops::Selectors;
+
+/// A process command as the modern grammar gives it, not yet validated.
+pub struct RawProcessCommand {
+    targets: Targets,
+    operation: Operation,
+    /// `--map` values as typed (resolved later, against this host).
+    map: Vec<String>,
+    deadline: Timeout,
+    /// `--force`: restore despite the memory pre-flight.
+    force: bool,
+    /// `--verify`: confirm through NVML.
+    verify: bool,
+    /// `--map-file`, read before anything else happens.
+    map_file: Option<PathBuf>,
+}
+
+/// The process command in `command`, if it is one.
+pub fn split(command: Command) -> Option<RawProcessCommand> {
+    let plain = |targets, operation| RawProcessCommand {
+        targets,
+        operation,
+        map: Vec::new(),
+        deadline: Timeout::NONE,
+        force: false,
+        verify: false,
+        map_file: None,
+    };
+    Some(match command {
+        Command::State { targets } => plain(targets, Operation::State { restore_tid: true }),
+        Command::RestoreTid { targets } => plain(targets, Operation::RestoreTid),
+        Command::Lock { targets, timeout } => plain(
+            targets,
+            Operation::Lock {
+                timeout: timeout.timeout,
+            },
+        ),
+        Command::Checkpoint { targets, verify } => RawProcessCommand {
+            verify: verify.verify,
+            ..plain(targets, Operation::Checkpoint)
+        },
+        Command::Restore {
+            targets,
+            map,
+            verify,
+        } => RawProcessCommand {
+            verify: verify.verify,
+            force: map.force,
+            map_file: map.map_file,
+            map: map.map,
+            ..plain(targets, Operation::Restore)
+        },
+        Command::Unlock { targets } => plain(targets, Operation::Unlock),
+        Command::Toggle {
+            targets,
+            timeout,
+            map,
+            deadline,
+            verify,
+        } => RawProcessCommand {
+            verify: verify.verify,
+            force: map.force,
+            map_file: map.map_file,
+            map: map.map,
+            deadline: deadline.deadline,
+            ..plain(
+                targets,
+                Operation::Toggle {
+                    timeout: timeout.timeout,
+                },
+            )
+        },
+        Command::Suspend {
+            targets,
+            timeout,
+            deadline,
+            verify,
+        } => RawProcessCommand {
+            verify: verify.verify,
+            deadline: deadline.deadline,
+            ..plain(
+                targets,
+                Operation::Suspend {
+                    timeout: timeout.timeout,
+                },
+            )
+        },
+        Command::Resume {
+            targets,
+            map,
+            deadline,
+            verify,
+        } => RawProcessCommand {
+            verify: verify.verify,
+            force: map.force,
+            map_file: map.map_file,
+            map: map.map,
+            deadline: deadline.deadline,
+            ..plain(targets, Operation::Resume)
+        },
+        Command::Wait {
+            targets,
+            state,
+            timeout,
+        } => plain(targets, Operation::Wait { state, timeout }),
+        Command::Doctor
+        | Command::Devices
+        | Command::CriuHook { .. }
+        | Command::Ps { .. }
+        | Command::Demo { .. }
+        | Command::Completions { .. }
+        | Command::Man { .. }
+        | Command::InstallCompat { .. } => return None,
+    })
+}
+
+/// A process command ready for the pipeline.
+pub struct Invocation {
+    pub pids: Vec<i32>,
+    pub selectors: Selectors,
+    pub operation: Operation,
+    pub map: MapSpec,
+    pub deadline: Timeout,
+    pub force: bool,
+    pub verify: bool,
+}
+
+/// Why a process command cannot start.
+#[derive(Debug)]
+pub enum Invalid {
+    /// `--map-file` could not be read or is not a map file.
+    MapFile { file: PathBuf, why: String },
+    /// The map is malformed or cannot be a valid remapping: the pipeline's
+    /// refusal, for the PIDs named.
+    Map {
+        operation: Operation,
+        pids: Vec<i32>,
+        error: MapError,
+    },
+}
+
+/// A map file is a few KiB.
+const MAP_FILE_CAP: u64 = 1 << 20;
+
+fn read_map_file(file: &Path) -> Result<Vec<String>, String> {
+    let text = files::read_capped(file, MAP_FILE_CAP).map_err(|e| e.to_string())?;
+    map::parse_map_file(&text)
+}
+
+impl TryFrom<RawProcessCommand> for Invocation {
+    type Error = Invalid;
+
+    fn try_from(raw: RawProcessCommand) -> Result<Invocation, Invalid> {
+        let mut values = raw.map;
+        if let Some(file) = raw.map_file {
+            match read_map_file(&file) {
+                Ok(pairs) => values.extend(pairs),
+                Err(why) => return Err(Invalid::MapFile { file, why }),
+            }
+        }
+        let pids = raw.targets.pids();
+        let map = match MapSpec::parse(&values) {
+            Ok(map) => map,
+            Err(error) => {
+                return Err(Invalid::Map {
+                    operation: raw.operation,
+                    pids,
+                    error,
+                })
+            }
+        };
+        Ok(Invocation {
+            pids,
+            selectors: raw.targets.selectors(),
+            operation: raw.operation,
+            map,
+            deadline: raw.deadline,
+            force: raw.force,
+            verify: raw.verify,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::args::Cli;
+    use clap::Parser;
+
+    fn raw(line: &str) -> RawProcessCommand {
+        let cli = Cli::try_parse_from(line.split_whitespace()).expect("parses");
+        split(cli.command).expect("a process command")
+    }
+
+    #[test]
+    fn every_option_reaches_the_invocation() {
+        let invocation = Invocation::try_from(raw(
+            "cudackpt resume --map auto --force --verify --deadline 2s 7 -p 9",
+        ))
+        .expect("valid");
+        assert_eq!(invocation.pids, [7, 9]);
+        assert_eq!(invocation.operation, Operation::Resume);
+        assert_eq!(invocation.map, MapSpec::Auto);
+        assert!(invocation.force && invocation.verify);
+        assert_eq!(invocation.deadline, Timeout::from_millis(2000));
+    }
+
+    #[test]
+    fn a_bad_map_is_refused_with_the_pids_named() {
+        let Err(Invalid::Map { pids, error, .. }) =
+            Invocation::try_from(raw("cudackpt restore --map nonsense 4"))
+        else {
+            panic!("a bad map must be refused")
+        };
+        assert_eq!(pids, [4]);
+        assert!(error.is_syntax());
+    }
+
+    #[test]
+    fn a_missing_map_file_is_named() {
+        let Err(Invalid::MapFile { file, .. }) =
+            Invocation::try_from(raw("cudackpt restore --map-file /nonexistent/map.json 4"))
+        else {
+            panic!("an unreadable map file must be refused")
+        };
+        assert_eq!(file, PathBuf::from("/nonexistent/map.json"));
+    }
+
+    #[test]
+    fn queries_are_process_commands_and_doctor_is_not() {
+        assert!(split(
+            Cli::try_parse_from(["cudackpt", "doctor"])
+                .expect("parses")
+                .command
+        )
+        .is_none());
+        assert_eq!(
+            raw("cudackpt state 3").operation,
+            Operation::State { restore_tid: true }
+        );
+    }
+}

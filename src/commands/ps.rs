@@ -1,0 +1,32 @@
+//! `ps`: every CUDA process on this host (or in the trees and cgroups
+//! given) with its state, restore thread, GPU memory and NCCL. Read-only:
+//! the pipeline's `state` over discovered processes, plus what NVML says
+//! each one holds.
+
+use std::path::Path;
+
+use crate::gpu::nvml;
+use crate::ops::plan::Operation;
+use crate::ops::report::{GpuMemory, Layout, Report};
+use crate::ops::{Request, Selectors};
+
+pub fn run(libcuda: Option<&Path>, selectors: Selectors) -> Report {
+    let mut report = crate::ops::run(Request {
+        selectors,
+        ..Request::new(libcuda, Operation::State { restore_tid: true })
+    });
+    report.command = "ps";
+    report.layout = Layout::Listing;
+    // GPU memory per process, when NVML is there to say.
+    match nvml::open().and_then(nvml::memory_by_process) {
+        Ok(used) => {
+            for process in &mut report.processes {
+                let held = used.get(&process.pid).copied().unwrap_or(0);
+                process.gpu_memory = Some(GpuMemory::Held(held));
+            }
+        }
+        // Not an error: the column shows "-" and JSON omits the field.
+        Err(why) => tracing::debug!(%why, "no GPU memory figures"),
+    }
+    report
+}

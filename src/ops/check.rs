@@ -1,0 +1,352 @@
+//! Stage 2, check: every selected PID is checked (alive, a process and not
+//! a thread, ours to act on); a group that changes state goes on only when
+//! all pass. Then the driver is loaded, and a stopped target whose restore
+//! thread is stopped too is set aside: the driver would wait until it runs.
+//!
+//! The checked targets also assemble the report, once, at the end.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use crate::driver::Driver;
+use crate::ops::diagnose::{self, Failure, FailureKind};
+use crate::ops::report::{Layout, ProcessReport, Report};
+use crate::ops::select::{restore_thread_stopped, Selection};
+use crate::ops::{Finished, Request, Stop, ThreadIds};
+use crate::targets::discover::{self, Mapped};
+use crate::targets::process::{self, Privileges, Target, TargetError};
+
+const NCCL_WARNING: &str =
+    "NCCL is loaded: multi-process NCCL jobs are a known source of hangs and failed restores; suspend every rank together, and test a round trip first";
+
+/// The targets after their checks, in selection order.
+pub struct Checked {
+    command: &'static str,
+    layout: Layout,
+    named: Vec<i32>,
+    pids: Vec<i32>,
+    results: Vec<Result<Target, Failure>>,
+    mapped: HashMap<i32, Mapped>,
+    warnings: Vec<String>,
+    changes_state: bool,
+    nccl_matters: bool,
+    /// Loaded during selection, taken when the targets are ready.
+    driver: Option<Driver>,
+}
+
+/// Targets that passed every check, and the driver to act on them.
+pub struct Ready {
+    pub driver: Driver,
+    pub targets: Vec<Target>,
+    /// Stopped targets the driver cannot be asked about, already reported.
+    pub blocked: Vec<ProcessReport>,
+}
+
+/// Checks a target, resolving a thread id to its process when asked to.
+fn check_one(pid: i32, privileges: &Privileges, thread_ids: ThreadIds) -> Result<Target, Failure> {
+    match process::check_target(pid, privileges) {
+        Err(TargetError::Thread { tgid, .. }) if thread_ids == ThreadIds::ActOnProcess => {
+            tracing::debug!(
+                tid = pid,
+                pid = tgid,
+                "acting on the process of a thread id"
+            );
+            process::check_target(tgid, privileges)
+        }
+        other => other,
+    }
+    .map_err(|e| diagnose::from_target_error(&e))
+}
+
+/// Whether a failure only says the process is no longer there to act on
+/// (exited, a zombie, or no longer a CUDA process).
+fn is_gone(failure: Option<&Failure>) -> bool {
+    failure.is_some_and(|f| {
+        matches!(
+            f.kind,
+            FailureKind::NoSuchProcess | FailureKind::NotCudaProcess
+        )
+    })
+}
+
+/// Checks every selected PID. A process that was found, not named, and is
+/// gone by now simply drops out: on a busy host processes come and go.
+pub fn check(request: &Request<'_>, selection: Selection) -> Checked {
+    let privileges = Privileges::current();
+    let named = request.pids.clone();
+    tracing::debug!(pids = ?selection.pids, command = request.operation.name(), ?privileges, "checking targets");
+    let (pids, results): (Vec<i32>, Vec<Result<Target, Failure>>) = selection
+        .pids
+        .iter()
+        .map(|&pid| (pid, check_one(pid, &privileges, request.thread_ids)))
+        .filter(|(pid, result)| named.contains(pid) || !is_gone(result.as_ref().err()))
+        .unzip();
+    let mut mapped = selection.mapped;
+    // Named PIDs were not scanned during selection; scan them where NCCL
+    // matters (one read of /proc/PID/maps each, off the fast paths).
+    let nccl_matters = request.operation.moves_memory();
+    if nccl_matters {
+        for target in results.iter().flatten() {
+            if let Some(map) = discover::mapped(target.pid, None) {
+                mapped.entry(target.pid).or_insert(map);
+            }
+        }
+    }
+    Checked {
+        command: request.operation.name(),
+        layout: Layout::of(&request.operation),
+        named,
+        pids,
+        results,
+        mapped,
+        warnings: selection.warnings,
+        changes_state: request.operation.changes_state(),
+        nccl_matters,
+        driver: selection.driver,
+    }
+}
+
+/// The targets ready to act on, or why the command stops here: a group
+/// that changes state moves together, so one bad or stopped target stops
+/// it before any driver call.
+pub fn ready(request: &Request<'_>, checked: &mut Checked) -> Result<Ready, Stop> {
+    let first_bad = checked
+        .results
+        .iter()
+        .zip(&checked.pids)
+        .find(|(result, _)| result.is_err())
+        .map(|(_, pid)| *pid);
+    if let (Some(bad), true) = (first_bad, checked.changes_state) {
+        return Err(Stop::not_run(Failure::new(
+            FailureKind::NotAttempted,
+            format!("not attempted: PID {bad} failed its checks"),
+            "fix or drop that PID; a group changes state together or not at all",
+        )));
+    }
+    let valid: Vec<Target> = checked.results.iter().flatten().cloned().collect();
+    if valid.is_empty() {
+        return Err(Stop::Halted {
+            ran: Vec::new(),
+            not_run: None,
+        });
+    }
+    let driver = match checked.driver.take() {
+        Some(driver) => driver,
+        None => super::load_driver(request.libcuda).map_err(Stop::not_run)?,
+    };
+    let (blocked, targets) = set_aside_stopped(request, checked, &driver, valid);
+    if let (Some(first), true) = (blocked.first(), checked.changes_state) {
+        let pid = first.pid;
+        return Err(Stop::Halted {
+            ran: blocked,
+            not_run: Some(Failure::new(
+                FailureKind::NotAttempted,
+                format!("not attempted: PID {pid} is stopped"),
+                "continue the stopped process first; a group changes state together or not at all",
+            )),
+        });
+    }
+    Ok(Ready {
+        driver,
+        targets,
+        blocked,
+    })
+}
+
+/// A stopped process whose restore thread is stopped too cannot be asked
+/// anything: the driver would wait until it runs. (CRIU's plugin resumes
+/// just the restore thread before each call, which passes this check.) The
+/// restore-thread query itself never waits (CRIU's plugin asks it of frozen
+/// processes), so `restore-tid` is always answered. Returns the reports of
+/// the stopped ones, and the others.
+fn set_aside_stopped(
+    request: &Request<'_>,
+    checked: &Checked,
+    driver: &Driver,
+    valid: Vec<Target>,
+) -> (Vec<ProcessReport>, Vec<Target>) {
+    let asks_only_restore_tid = matches!(request.operation, super::plan::Operation::RestoreTid);
+    let (blocked, targets): (Vec<Target>, Vec<Target>) = valid.into_iter().partition(|t| {
+        t.stopped && !asks_only_restore_tid && restore_thread_stopped(driver, t.pid)
+    });
+    let reports = blocked
+        .iter()
+        .map(|t| {
+            let mut report = ProcessReport::new(t.pid, Some(t.name.clone()));
+            report.stopped = true;
+            if checked.discovered(t.pid) && !checked.changes_state {
+                // A listing shows it, rather than failing over it.
+                report.note = Some("stopped: its CUDA state can be read once it runs".to_string());
+            } else {
+                report.failure = Some(diagnose::process_stopped(t.pid, Some(&t.name)));
+            }
+            report
+        })
+        .collect();
+    (reports, targets)
+}
+
+impl Checked {
+    /// Found by a selector, not named.
+    fn discovered(&self, pid: i32) -> bool {
+        !self.named.contains(&pid)
+    }
+
+    /// The report, assembled once whatever stage the command ended at.
+    pub(super) fn assemble(&self, outcome: Result<Finished, Stop>, started: Instant) -> Report {
+        match outcome {
+            Ok(finished) => {
+                let mut report = self.report(finished.reports, None, started);
+                report.warnings.extend(finished.remarks);
+                report.map = finished.map;
+                report
+            }
+            Err(Stop::Halted { ran, not_run }) => self.report(ran, not_run, started),
+            Err(Stop::Refused(failure)) => self.report(Vec::new(), Some(failure), started),
+        }
+    }
+
+    /// `ran` holds the reports of the targets that ran (or were answered
+    /// for without running); every other valid target gets `not_run`, if
+    /// any. Queries drop found processes that exited (or stopped being CUDA
+    /// processes) while they ran; a group that changes state does not, as
+    /// every member's fate must be reported.
+    fn report(
+        &self,
+        ran: Vec<ProcessReport>,
+        not_run: Option<Failure>,
+        started: Instant,
+    ) -> Report {
+        let mut ran: HashMap<i32, ProcessReport> = ran.into_iter().map(|r| (r.pid, r)).collect();
+        let mut processes: Vec<ProcessReport> = self
+            .results
+            .iter()
+            .zip(&self.pids)
+            .map(|(result, &pid)| {
+                let mut report = match result {
+                    Err(failure) => ProcessReport {
+                        failure: Some(failure.clone()),
+                        ..ProcessReport::new(pid, None)
+                    },
+                    Ok(target) => match (ran.remove(&target.pid), &not_run) {
+                        (Some(report), _) => report,
+                        (None, Some(failure)) => ProcessReport {
+                            failure: Some(failure.clone()),
+                            ..ProcessReport::new(target.pid, Some(target.name.clone()))
+                        },
+                        (None, None) => ProcessReport::new(target.pid, Some(target.name.clone())),
+                    },
+                };
+                if let Some(map) = self.mapped.get(&report.pid) {
+                    report.nccl = Some(map.nccl);
+                    if map.nccl && self.nccl_matters {
+                        report.warnings.push(NCCL_WARNING.to_string());
+                    }
+                }
+                report
+            })
+            .collect();
+        if !self.changes_state {
+            processes.retain(|p| !(self.discovered(p.pid) && is_gone(p.failure.as_ref())));
+        }
+        Report {
+            processes,
+            warnings: self.warnings.clone(),
+            layout: self.layout,
+            ..Report::new(self.command, started.elapsed())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::plan::Operation;
+
+    fn target(pid: i32) -> Target {
+        Target {
+            pid,
+            name: format!("p{pid}"),
+            stopped: false,
+        }
+    }
+
+    fn checked(results: Vec<Result<Target, Failure>>, named: Vec<i32>, changes: bool) -> Checked {
+        let pids = results
+            .iter()
+            .map(|r| r.as_ref().map_or(99, |t| t.pid))
+            .collect();
+        Checked {
+            command: "suspend",
+            layout: Layout::Change,
+            named,
+            pids,
+            results,
+            mapped: HashMap::new(),
+            warnings: Vec::new(),
+            changes_state: changes,
+            nccl_matters: false,
+            driver: None,
+        }
+    }
+
+    fn gone() -> Failure {
+        Failure::new(FailureKind::NoSuchProcess, "gone", "")
+    }
+
+    #[test]
+    fn one_bad_target_stops_a_group_before_the_driver_is_loaded() {
+        let request = Request::new(None, Operation::Unlock);
+        let mut checked = checked(vec![Ok(target(1)), Err(gone())], vec![1, 99], true);
+        let Err(Stop::Halted { ran, not_run }) = ready(&request, &mut checked) else {
+            panic!("the group must stop")
+        };
+        assert!(ran.is_empty());
+        let not_run = not_run.expect("the others are not attempted");
+        assert_eq!(not_run.kind, FailureKind::NotAttempted);
+        assert!(not_run.message.contains("PID 99 failed its checks"));
+    }
+
+    #[test]
+    fn no_valid_target_stops_with_nothing_run() {
+        let request = Request::new(None, Operation::State { restore_tid: true });
+        let mut checked = checked(vec![Err(gone())], vec![99], false);
+        assert!(matches!(
+            ready(&request, &mut checked),
+            Err(Stop::Halted { not_run: None, .. })
+        ));
+    }
+
+    #[test]
+    fn the_report_gives_every_valid_target_the_failure_of_a_stop() {
+        let checked = checked(vec![Ok(target(1)), Ok(target(2))], vec![1, 2], true);
+        let stop = Stop::not_run(Failure::new(FailureKind::InUse, "busy", ""));
+        let report = checked.assemble(Err(stop), Instant::now());
+        assert_eq!(report.processes.len(), 2);
+        assert!(report
+            .processes
+            .iter()
+            .all(|p| p.failure.as_ref().map(|f| f.kind) == Some(FailureKind::InUse)));
+        assert_eq!(report.command, "suspend");
+    }
+
+    #[test]
+    fn queries_drop_found_processes_that_went_away_but_keep_named_ones() {
+        let mut listing = checked(vec![Ok(target(1)), Err(gone())], vec![], false);
+        listing.pids = vec![1, 2];
+        let report = listing.report(Vec::new(), None, Instant::now());
+        assert_eq!(
+            report.processes.iter().map(|p| p.pid).collect::<Vec<_>>(),
+            [1]
+        );
+        let mut named = checked(vec![Ok(target(1)), Err(gone())], vec![1, 2], false);
+        named.pids = vec![1, 2];
+        assert_eq!(
+            named
+                .report(Vec::new(), None, Instant::now())
+                .processes
+                .len(),
+            2
+        );
+    }
+}

@@ -1,0 +1,163 @@
+//! Stage 3, choose the map: the GPU map a restore hands to the driver.
+//! `--map auto` maps the GPUs recorded at checkpoint onto this host's by
+//! index; OLD=NEW pairs are resolved against this host's GPUs (indexes to
+//! UUIDs, every NEW checked to be here) and a partial map is completed into
+//! the bijection the driver needs. Reads the checkpoint records of the
+//! targets a restore may touch; the pre-flight and the records stage use
+//! them too.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::driver::GpuPair;
+use crate::gpu::inventory::Inventory;
+use crate::gpu::map::{self, Completed, MapEntry, MapError, MapSpec};
+use crate::gpu::record::{self, Record, RecordedGpu};
+use crate::ops::diagnose::{describe_process, Failure, FailureKind};
+use crate::ops::{map_failure, Request, Stop};
+use crate::targets::process::Target;
+
+/// The map to pass, why, and the records read on the way.
+pub struct Chosen {
+    /// `None`: pass no map.
+    pub pairs: Option<Vec<GpuPair>>,
+    pub remarks: Vec<String>,
+    /// The checkpoint records of the targets, for restores.
+    pub records: HashMap<i32, Record>,
+}
+
+/// Chooses the map for a request's targets, or stops the command.
+pub fn choose(
+    request: &Request<'_>,
+    targets: &[Target],
+    records_dir: &Path,
+    host: &Inventory<'_>,
+) -> Result<Chosen, Stop> {
+    let records: HashMap<i32, Record> = if request.operation.restores() {
+        targets
+            .iter()
+            .filter_map(|t| record::read(records_dir, t.pid, &t.name).map(|r| (t.pid, r)))
+            .collect()
+    } else {
+        HashMap::new()
+    };
+    let (pairs, remarks) = match &request.map {
+        MapSpec::None => (None, Vec::new()),
+        MapSpec::Auto => auto(&records, targets, host).map_err(Stop::not_run)?,
+        MapSpec::Entries(entries) => given(entries, host).map_err(Stop::not_run)?,
+    };
+    Ok(Chosen {
+        pairs,
+        remarks,
+        records,
+    })
+}
+
+/// `--map auto`, and the remark saying what it chose.
+fn auto(
+    records: &HashMap<i32, Record>,
+    targets: &[Target],
+    host: &Inventory<'_>,
+) -> Result<(Option<Vec<GpuPair>>, Vec<String>), Failure> {
+    let pairs = auto_map(records, targets, host)?;
+    if pairs.is_empty() {
+        let remark = "--map auto: the GPUs are the ones recorded at checkpoint; nothing moves";
+        return Ok((None, vec![remark.to_string()]));
+    }
+    let remark = format!("--map auto: {}", map::format_map(&pairs));
+    Ok((Some(pairs), vec![remark]))
+}
+
+fn auto_refused(message: String) -> Failure {
+    Failure::new(
+        FailureKind::InvalidMap,
+        message,
+        "restore without --map (same GPUs), or give the map explicitly (`cudackpt devices` lists this host's GPUs)",
+    )
+}
+
+/// The GPUs recorded at checkpoint onto this host's, index by index. Every
+/// target needs a record, all of the same host.
+fn auto_map(
+    records: &HashMap<i32, Record>,
+    targets: &[Target],
+    host: &Inventory<'_>,
+) -> Result<Vec<GpuPair>, Failure> {
+    let mut recorded: Option<&Vec<RecordedGpu>> = None;
+    for target in targets {
+        let record = records.get(&target.pid).ok_or_else(|| {
+            auto_refused(format!(
+                "--map auto needs the checkpoint record of {}, and there is none",
+                describe_process(target.pid, Some(&target.name))
+            ))
+        })?;
+        match recorded {
+            Some(first)
+                if first
+                    .iter()
+                    .map(|g| g.uuid)
+                    .ne(record.host_gpus.iter().map(|g| g.uuid)) =>
+            {
+                return Err(auto_refused(
+                    "--map auto: the processes were checkpointed on different hosts".to_string(),
+                ));
+            }
+            _ => recorded = Some(&record.host_gpus),
+        }
+    }
+    // A host whose GPUs cannot be listed has none to map onto.
+    let local = host
+        .models()
+        .map(|listing| listing.gpus)
+        .unwrap_or_default();
+    let pairs = record::auto_map(recorded.map_or(&[][..], |r| r.as_slice()), local)
+        .map_err(|why| auto_refused(why.to_string()))?;
+    Ok(pairs.unwrap_or_default())
+}
+
+/// OLD=NEW pairs as given: indexes resolved against this host's GPUs,
+/// every NEW checked to be here, a partial map completed.
+fn given(
+    entries: &[MapEntry],
+    host: &Inventory<'_>,
+) -> Result<(Option<Vec<GpuPair>>, Vec<String>), Failure> {
+    let local_gpus = match host.for_map() {
+        Ok(listing) => {
+            tracing::debug!(source = ?listing.source, count = listing.gpus.len(), "listed the GPUs of this host");
+            Some(listing.uuids())
+        }
+        // UUID-only maps can still go to the driver, which judges them;
+        // indexes cannot be resolved.
+        Err(unlisted) if !map::uses_indexes(entries) => {
+            tracing::debug!(reason = ?unlisted.cuda, "cannot list GPUs; the driver will judge the map");
+            None
+        }
+        Err(unlisted) => {
+            let reason = unlisted.cuda.unwrap_or_default();
+            return Err(map_failure(&MapError::DevicesUnavailable { reason }));
+        }
+    };
+    let pairs = map::resolve_map(entries, local_gpus.as_deref()).map_err(|e| map_failure(&e))?;
+    let Some(local) = local_gpus else {
+        return Ok((Some(pairs), Vec::new()));
+    };
+    // The driver takes only a bijection over every GPU of the host:
+    // complete what was given, or explain what is missing.
+    match map::complete_map(&pairs, &local).map_err(|e| map_failure(&e))? {
+        Completed::NothingMoves => Ok((
+            Some(Vec::new()),
+            vec!["the map moves no GPU, so the processes are restored in place".to_string()],
+        )),
+        Completed::Pairs { pairs, added } => {
+            let remarks = if added {
+                vec![format!(
+                    "completed the map to cover every GPU of this host, as the driver needs: {}",
+                    map::format_map(&pairs)
+                )]
+            } else {
+                Vec::new()
+            };
+            Ok((Some(pairs), remarks))
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! Stage 1, select: the targets named, plus the CUDA processes found in
+//! process trees, cgroups or the whole host. Finding is read-only:
+//! candidates come from /proc (libcuda mapped) and the driver's GetState
+//! confirms them; nothing is locked to find out.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use crate::driver::{code, CallError, CheckpointApi, Driver};
+use crate::ops::diagnose::{Failure, FailureKind};
+use crate::ops::execute::concurrently;
+use crate::ops::Request;
+use crate::targets::discover::{self, Mapped};
+use crate::targets::process::{self, TargetError};
+
+/// Targets found rather than named: every CUDA process in these trees and
+/// cgroups, or on the whole host.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selectors {
+    pub trees: Vec<i32>,
+    pub cgroups: Vec<PathBuf>,
+    pub all: bool,
+    /// PIDs to consider like found ones: kept only if they are (still)
+    /// CUDA processes, dropped quietly if gone.
+    pub candidates: Vec<i32>,
+}
+
+impl Selectors {
+    pub fn is_empty(&self) -> bool {
+        self.trees.is_empty() && self.cgroups.is_empty() && !self.all && self.candidates.is_empty()
+    }
+
+    /// Where to look, in words (for "no CUDA process found ...").
+    pub fn describe(&self) -> String {
+        let mut places: Vec<String> = self
+            .trees
+            .iter()
+            .map(|pid| format!("the tree of PID {pid}"))
+            .collect();
+        places.extend(
+            self.cgroups
+                .iter()
+                .map(|c| format!("cgroup {}", c.display())),
+        );
+        if self.all {
+            places.push("this host".to_string());
+        }
+        if !self.candidates.is_empty() {
+            places.push(format!("PIDs {:?}", self.candidates));
+        }
+        places.join(", ")
+    }
+}
+
+/// What selection found.
+pub struct Selection {
+    /// Named PIDs first, in order, then the ones found.
+    pub pids: Vec<i32>,
+    /// What each found process has mapped (libcuda, NCCL).
+    pub mapped: HashMap<i32, Mapped>,
+    /// Remarks on the selection (nothing found).
+    pub warnings: Vec<String>,
+    /// The driver, when selection had to load it.
+    pub driver: Option<Driver>,
+}
+
+/// Selects the targets of a request, or refuses the whole command.
+pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
+    let command = request.operation.name();
+    if request.selectors.all && request.operation.changes_state() && !request.confirmed {
+        return Err(Failure::new(
+            FailureKind::Usage,
+            format!("--all would {command} every CUDA process on this host"),
+            "add --yes to confirm, or name the processes (--tree, --cgroup, PIDs)",
+        ));
+    }
+    let mut selection = Selection {
+        pids: request.pids.clone(),
+        mapped: HashMap::new(),
+        warnings: Vec::new(),
+        driver: None,
+    };
+    if request.selectors.is_empty() {
+        return Ok(selection);
+    }
+    // The driver is needed this early only to confirm discovered processes.
+    let driver = super::load_driver(request.libcuda)?;
+    let found = find(&request.selectors, &driver)?;
+    if found.is_empty() {
+        selection.warnings.push(format!(
+            "no CUDA process found in {}",
+            request.selectors.describe()
+        ));
+    }
+    for (pid, map) in found {
+        selection.mapped.insert(pid, map);
+        if !selection.pids.contains(&pid) {
+            selection.pids.push(pid);
+        }
+    }
+    selection.driver = Some(driver);
+    Ok(selection)
+}
+
+/// The PIDs the selectors name, before any is confirmed.
+fn candidate_pids(selectors: &Selectors) -> Result<Vec<i32>, Failure> {
+    let mut pids = Vec::new();
+    for &root in &selectors.trees {
+        if !process::is_alive(root) {
+            let error = TargetError::NoSuchProcess { pid: root };
+            return Err(Failure::new(
+                FailureKind::NoSuchProcess,
+                format!("--tree {root}: {error}"),
+                error.hint(),
+            ));
+        }
+        pids.extend(discover::tree(root));
+    }
+    for cgroup in &selectors.cgroups {
+        let dir = discover::resolve_cgroup(cgroup).map_err(|why| {
+            Failure::new(
+                FailureKind::Usage,
+                format!("--cgroup: {why}"),
+                "give a cgroup directory, e.g. /sys/fs/cgroup/kubepods.slice/...",
+            )
+        })?;
+        let members = discover::cgroup_pids(&dir).map_err(|e| {
+            Failure::new(
+                FailureKind::ProcUnreadable,
+                format!("could not read cgroup {}: {e}", dir.display()),
+                "",
+            )
+        })?;
+        pids.extend(members);
+    }
+    pids.extend(&selectors.candidates);
+    if selectors.all {
+        pids = discover::all_pids();
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    Ok(pids)
+}
+
+/// The CUDA processes the selectors pick, with what each has mapped.
+/// Processes that never initialised CUDA, or that vanish meanwhile, are
+/// skipped.
+fn find(selectors: &Selectors, driver: &Driver) -> Result<Vec<(i32, Mapped)>, Failure> {
+    let pids = candidate_pids(selectors)?;
+    let driver_path = driver.path();
+    let driver_file = driver_path.file_name().and_then(|n| n.to_str());
+    let candidates = discover::cuda_candidates(&pids, driver_file);
+    // A stopped candidate is kept unconfirmed: asking the driver would wait
+    // until it runs. The checks after selection report it as stopped.
+    let confirmed = concurrently(&candidates, |(pid, _)| {
+        cannot_answer(driver, *pid)
+            || !matches!(
+                driver.get_state(*pid),
+                Err(CallError::Cuda { error, .. }) if error.is(code::NOT_INITIALIZED) || error.is(code::OPERATING_SYSTEM)
+            )
+    });
+    Ok(candidates
+        .into_iter()
+        .zip(confirmed)
+        .filter(|(_, confirmed)| *confirmed)
+        .map(|(candidate, _)| candidate)
+        .collect())
+}
+
+/// Whether the driver would wait instead of answering for `pid`: its main
+/// thread and its restore thread are stopped (measured on driver 580:
+/// GetState blocks on a SIGSTOPped process; GetRestoreThreadId does not).
+fn cannot_answer(driver: &Driver, pid: i32) -> bool {
+    let main_stopped = process::read_status(pid)
+        .ok()
+        .flatten()
+        .is_some_and(|status| process::is_stopped_state(status.state));
+    main_stopped && restore_thread_stopped(driver, pid)
+}
+
+/// Whether the restore thread of a process is stopped (or cannot be told).
+pub fn restore_thread_stopped(driver: &Driver, pid: i32) -> bool {
+    driver
+        .restore_thread_id(pid)
+        .map_or(true, |tid| process::thread_stopped(pid, tid) != Some(false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::plan::Operation;
+    use crate::ops::timeout::Timeout;
+
+    fn request(operation: Operation, all: bool, confirmed: bool) -> Request<'static> {
+        Request {
+            selectors: Selectors {
+                all,
+                ..Selectors::default()
+            },
+            confirmed,
+            pids: vec![7, 3],
+            ..Request::new(None, operation)
+        }
+    }
+
+    #[test]
+    fn all_needs_yes_only_to_change_state() {
+        let suspend = Operation::Suspend {
+            timeout: Timeout::NONE,
+        };
+        let refused = select(&request(suspend, true, false))
+            .err()
+            .expect("--all without --yes is refused");
+        assert_eq!(refused.kind, FailureKind::Usage);
+        assert!(
+            refused.message.contains("every CUDA process"),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn named_pids_alone_need_no_driver_and_keep_their_order() {
+        let selection = select(&request(Operation::Unlock, false, false)).expect("selected");
+        assert_eq!(selection.pids, [7, 3]);
+        assert!(
+            selection.driver.is_none(),
+            "no driver loaded for named PIDs"
+        );
+        assert!(selection.warnings.is_empty());
+    }
+
+    #[test]
+    fn a_missing_tree_root_is_no_such_process() {
+        let selectors = Selectors {
+            trees: vec![i32::MAX],
+            ..Selectors::default()
+        };
+        let failure = candidate_pids(&selectors).expect_err("no such process");
+        assert_eq!(failure.kind, FailureKind::NoSuchProcess);
+        assert!(failure.message.starts_with(&format!("--tree {}", i32::MAX)));
+    }
+
+    #[test]
+    fn selectors_describe_where_they_looked() {
+        let selectors = Selectors {
+            trees: vec![4],
+            cgroups: vec![PathBuf::from("/sys/fs/cgroup/pod")],
+            all: true,
+            candidates: vec![9],
+        };
+        assert_eq!(
+            selectors.describe(),
+            "the tree of PID 4, cgroup /sys/fs/cgroup/pod, this host, PIDs [9]"
+        );
+    }
+}
