@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::args::{Command, Targets};
+use crate::cli::args::{Command, DeadlineArg, MapArg, Targets, VerifyArg};
 use crate::files;
 use crate::gpu::map::{self, MapError, MapSpec};
 use crate::ops::plan::Operation;
@@ -27,94 +27,109 @@ pub struct RawProcessCommand {
     map_file: Option<PathBuf>,
 }
 
+impl RawProcessCommand {
+    /// `operation` on `targets`, every option at its default.
+    fn new(targets: Targets, operation: Operation) -> RawProcessCommand {
+        RawProcessCommand {
+            targets,
+            operation,
+            map: Vec::new(),
+            deadline: Timeout::NONE,
+            force: false,
+            verify: false,
+            map_file: None,
+        }
+    }
+
+    fn verify(self, verify: VerifyArg) -> RawProcessCommand {
+        RawProcessCommand {
+            verify: verify.verify,
+            ..self
+        }
+    }
+
+    fn deadline(self, deadline: DeadlineArg) -> RawProcessCommand {
+        RawProcessCommand {
+            deadline: deadline.deadline,
+            ..self
+        }
+    }
+
+    fn map(self, map: MapArg) -> RawProcessCommand {
+        RawProcessCommand {
+            map: map.map,
+            map_file: map.map_file,
+            force: map.force,
+            ..self
+        }
+    }
+}
+
 /// The process command in `command`, if it is one.
 pub fn split(command: Command) -> Option<RawProcessCommand> {
-    let plain = |targets, operation| RawProcessCommand {
-        targets,
-        operation,
-        map: Vec::new(),
-        deadline: Timeout::NONE,
-        force: false,
-        verify: false,
-        map_file: None,
-    };
+    use RawProcessCommand as Raw;
     Some(match command {
-        Command::State { targets } => plain(targets, Operation::State { restore_tid: true }),
-        Command::RestoreTid { targets } => plain(targets, Operation::RestoreTid),
-        Command::Lock { targets, timeout } => plain(
+        Command::State { targets } => Raw::new(targets, Operation::State { restore_tid: true }),
+        Command::RestoreTid { targets } => Raw::new(targets, Operation::RestoreTid),
+        Command::Lock { targets, timeout } => Raw::new(
             targets,
             Operation::Lock {
                 timeout: timeout.timeout,
             },
         ),
-        Command::Checkpoint { targets, verify } => RawProcessCommand {
-            verify: verify.verify,
-            ..plain(targets, Operation::Checkpoint)
-        },
+        Command::Checkpoint { targets, verify } => {
+            Raw::new(targets, Operation::Checkpoint).verify(verify)
+        }
         Command::Restore {
             targets,
             map,
             verify,
-        } => RawProcessCommand {
-            verify: verify.verify,
-            force: map.force,
-            map_file: map.map_file,
-            map: map.map,
-            ..plain(targets, Operation::Restore)
-        },
-        Command::Unlock { targets } => plain(targets, Operation::Unlock),
+        } => Raw::new(targets, Operation::Restore)
+            .map(map)
+            .verify(verify),
+        Command::Unlock { targets } => Raw::new(targets, Operation::Unlock),
         Command::Toggle {
             targets,
             timeout,
             map,
             deadline,
             verify,
-        } => RawProcessCommand {
-            verify: verify.verify,
-            force: map.force,
-            map_file: map.map_file,
-            map: map.map,
-            deadline: deadline.deadline,
-            ..plain(
-                targets,
-                Operation::Toggle {
-                    timeout: timeout.timeout,
-                },
-            )
-        },
+        } => Raw::new(
+            targets,
+            Operation::Toggle {
+                timeout: timeout.timeout,
+            },
+        )
+        .map(map)
+        .deadline(deadline)
+        .verify(verify),
         Command::Suspend {
             targets,
             timeout,
             deadline,
             verify,
-        } => RawProcessCommand {
-            verify: verify.verify,
-            deadline: deadline.deadline,
-            ..plain(
-                targets,
-                Operation::Suspend {
-                    timeout: timeout.timeout,
-                },
-            )
-        },
+        } => Raw::new(
+            targets,
+            Operation::Suspend {
+                timeout: timeout.timeout,
+            },
+        )
+        .deadline(deadline)
+        .verify(verify),
         Command::Resume {
             targets,
             map,
             deadline,
             verify,
-        } => RawProcessCommand {
-            verify: verify.verify,
-            force: map.force,
-            map_file: map.map_file,
-            map: map.map,
-            deadline: deadline.deadline,
-            ..plain(targets, Operation::Resume)
-        },
+        } => Raw::new(targets, Operation::Resume)
+            .map(map)
+            .deadline(deadline)
+            .verify(verify),
         Command::Wait {
             targets,
             state,
             timeout,
-        } => plain(targets, Operation::Wait { state, timeout }),
+        } => Raw::new(targets, Operation::Wait { state, timeout }),
         Command::Doctor
         | Command::Devices
         | Command::CriuHook { .. }

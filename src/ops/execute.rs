@@ -280,89 +280,79 @@ impl Executor<'_> {
             .iter()
             .map(|t| ProcessReport::new(t.pid, Some(t.name.clone())))
             .collect();
-
-        let current: Vec<Option<ProcessState>> = if operation.needs_current_state() {
-            let answers = concurrently(targets, |t| {
-                let started = Instant::now();
-                (self.api.get_state(t.pid), started.elapsed())
-            });
-            let mut states = Vec::with_capacity(targets.len());
-            for ((report, target), (answer, took)) in reports.iter_mut().zip(targets).zip(answers) {
-                report.duration += took;
-                match answer {
-                    Ok(state) => {
-                        report.state_before = Some(state);
-                        report.state = Some(state);
-                        states.push(Some(state));
-                    }
-                    Err(error) => {
-                        let (failure, state_now) = self.explain(Attempt::GetState, target, &error);
-                        report.failure = Some(failure);
-                        report.state = state_now;
-                        states.push(None);
-                    }
-                }
+        let current = if operation.needs_current_state() {
+            match self.current_states(targets, &mut reports) {
+                Some(states) => states,
+                None => return reports,
             }
-            if reports.iter().any(|r| r.failure.is_some()) {
-                mark_not_attempted(&mut reports, "another process could not be queried");
-                return reports;
-            }
-            states
         } else {
             vec![None; targets.len()]
         };
-
         if let Operation::Toggle { .. } = operation {
-            let known: Vec<ProcessState> = current.iter().flatten().copied().collect();
-            if let Some((first, other)) = plan::mixed_toggle(&known) {
-                for report in &mut reports {
-                    report.failure = Some(Failure::new(
-                        FailureKind::WrongState,
-                        format!(
-                            "toggle refused for the whole group: some processes are {first} and some {other}, so toggle would move them in opposite directions"
-                        ),
-                        "use `suspend` or `resume` to move the group one way",
-                    ));
-                }
+            if refuse_mixed_toggle(&current, &mut reports) {
                 return reports;
             }
         }
-
         let plans: Vec<Plan> = current
             .iter()
             .map(|state| plan::plan(operation, *state, map))
             .collect();
-        let mut refused = false;
-        for ((report, target), plan) in reports.iter_mut().zip(targets).zip(&plans) {
-            match plan {
-                Plan::Refused(wrong) => {
-                    refused = true;
-                    report.failure = Some(Failure::new(
-                        FailureKind::WrongState,
-                        format!(
-                            "cannot {} {}: it is {}",
-                            operation.name(),
-                            diagnose::describe_process(target.pid, Some(&target.name)),
-                            wrong.state
-                        ),
-                        wrong.hint.clone(),
-                    ));
-                }
-                Plan::AlreadyThere => {
-                    report.note = report.state.map(|state| format!("already {state}"));
-                }
-                Plan::Steps(_) => {}
-            }
-        }
-        if refused {
-            mark_not_attempted(&mut reports, "another process is in the wrong state");
+        if refuse_wrong_states(operation, targets, &plans, &mut reports) {
             return reports;
         }
-
         let mut done: Vec<Vec<Step>> = vec![Vec::new(); targets.len()];
-        let mut cause = None;
         // From here on processes move: a signal must roll back, not kill.
         self.interrupt.arm();
+        if let Some(cause) = self.run_phases(targets, &plans, &mut reports, &mut done) {
+            self.roll_back(targets, &mut reports, &done, cause);
+        }
+        reports
+    }
+
+    /// Asks every process its state, before anything moves. `None` when one
+    /// could not be asked: the group is then reported and goes no further.
+    fn current_states(
+        &self,
+        targets: &[Target],
+        reports: &mut [ProcessReport],
+    ) -> Option<Vec<Option<ProcessState>>> {
+        let answers = concurrently(targets, |t| {
+            let started = Instant::now();
+            (self.api.get_state(t.pid), started.elapsed())
+        });
+        let mut states = Vec::with_capacity(targets.len());
+        for ((report, target), (answer, took)) in reports.iter_mut().zip(targets).zip(answers) {
+            report.duration += took;
+            match answer {
+                Ok(state) => {
+                    report.state_before = Some(state);
+                    report.state = Some(state);
+                    states.push(Some(state));
+                }
+                Err(error) => {
+                    let (failure, state_now) = self.explain(Attempt::GetState, target, &error);
+                    report.failure = Some(failure);
+                    report.state = state_now;
+                    states.push(None);
+                }
+            }
+        }
+        if reports.iter().any(|r| r.failure.is_some()) {
+            mark_not_attempted(reports, "another process could not be queried");
+            return None;
+        }
+        Some(states)
+    }
+
+    /// Runs the plans phase by phase (all first steps, then all second
+    /// steps). Returns why the group must be rolled back, if it must.
+    fn run_phases(
+        &self,
+        targets: &[Target],
+        plans: &[Plan],
+        reports: &mut [ProcessReport],
+        done: &mut [Vec<Step>],
+    ) -> Option<RollbackCause> {
         for phase in 0..=1 {
             let work: Vec<(usize, Step)> = plans
                 .iter()
@@ -376,69 +366,78 @@ impl Executor<'_> {
             if work.is_empty() {
                 continue;
             }
-            if self
-                .deadline
-                .is_some_and(|deadline| Instant::now() >= deadline)
-            {
-                cause = Some(RollbackCause::Deadline { slowest: None });
-                break;
+            if self.past_deadline() {
+                return Some(RollbackCause::Deadline { slowest: None });
             }
-            let results = concurrently(&work, |(i, step)| {
-                let outcome = self.step(targets[*i].pid, step);
-                self.tell(&targets[*i], step, &outcome, false);
-                outcome
-            });
-            let slowest = work
-                .iter()
-                .zip(&results)
-                .max_by_key(|(_, (_, took))| *took)
-                .map(|((i, _), (_, took))| (*i, *took));
-            for ((i, step), (result, took)) in work.iter().zip(results) {
-                let (i, step) = (*i, step);
-                let report = &mut reports[i];
-                report.duration += took;
-                report.steps.push(StepRecord {
-                    step: step.kind(),
-                    duration: took,
-                    ok: result.is_ok(),
-                    rollback: false,
-                });
-                match result {
-                    Ok(()) => {
-                        done[i].push(step.clone());
-                        report.state = Some(step.resulting_state());
-                    }
-                    Err(error) => {
-                        let (failure, state_now) =
-                            self.explain(Attempt::Step(step), &targets[i], &error);
-                        report.failure = Some(failure);
-                        report.state = state_now;
-                        cause.get_or_insert(RollbackCause::Failed(i));
-                    }
-                }
-            }
+            let (mut cause, slowest) = self.run_phase(targets, &work, reports, done);
             // A signal stops the group between phases, even after the last:
             // whoever interrupted us expects the processes as they were. So
             // does a deadline that passed while this phase ran.
             if let (None, Some(signal)) = (&cause, self.interrupt.signal()) {
                 cause = Some(RollbackCause::Interrupted(signal));
             }
-            if cause.is_none()
-                && self
-                    .deadline
-                    .is_some_and(|deadline| Instant::now() > deadline)
-            {
+            let overran = self
+                .deadline
+                .is_some_and(|deadline| Instant::now() > deadline);
+            if cause.is_none() && overran {
                 cause = Some(RollbackCause::Deadline { slowest });
             }
             if cause.is_some() {
-                break;
+                return cause;
             }
         }
+        None
+    }
 
-        if let Some(cause) = cause {
-            self.roll_back(targets, &mut reports, &done, cause);
+    fn past_deadline(&self) -> bool {
+        self.deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+    }
+
+    /// Runs one phase's steps concurrently and records them. Returns the
+    /// first failure's cause, and the slowest step (for a deadline).
+    fn run_phase(
+        &self,
+        targets: &[Target],
+        work: &[(usize, Step)],
+        reports: &mut [ProcessReport],
+        done: &mut [Vec<Step>],
+    ) -> (Option<RollbackCause>, Option<(usize, Duration)>) {
+        let results = concurrently(work, |(i, step)| {
+            let outcome = self.step(targets[*i].pid, step);
+            self.tell(&targets[*i], step, &outcome, false);
+            outcome
+        });
+        let slowest = work
+            .iter()
+            .zip(&results)
+            .max_by_key(|(_, (_, took))| *took)
+            .map(|((i, _), (_, took))| (*i, *took));
+        let mut cause = None;
+        for ((i, step), (result, took)) in work.iter().zip(results) {
+            let report = &mut reports[*i];
+            report.duration += took;
+            report.steps.push(StepRecord {
+                step: step.kind(),
+                duration: took,
+                ok: result.is_ok(),
+                rollback: false,
+            });
+            match result {
+                Ok(()) => {
+                    done[*i].push(step.clone());
+                    report.state = Some(step.resulting_state());
+                }
+                Err(error) => {
+                    let (failure, state_now) =
+                        self.explain(Attempt::Step(step), &targets[*i], &error);
+                    report.failure = Some(failure);
+                    report.state = state_now;
+                    cause.get_or_insert(RollbackCause::Failed(*i));
+                }
+            }
         }
-        reports
+        (cause, slowest)
     }
 
     /// Undoes every completed step of every process, newest first, each
@@ -450,25 +449,51 @@ impl Executor<'_> {
         done: &[Vec<Step>],
         cause: RollbackCause,
     ) {
+        let outcomes = self.undo_all(targets, reports, done);
+        let because = cause.because(targets);
+        for ((report, steps_done), (records, outcome)) in reports.iter_mut().zip(done).zip(outcomes)
+        {
+            report.duration += records.iter().map(|r| r.duration).sum::<Duration>();
+            report.steps.extend(records);
+            match outcome {
+                Ok(Some(state)) => {
+                    report.rolled_back = true;
+                    report.state = Some(state);
+                }
+                Ok(None) => {}
+                Err((failure, state_now)) => {
+                    report.rollback_failure = Some(failure);
+                    report.state = state_now;
+                }
+            }
+            if let Some(failure) = group_failure(report, cause, &because, steps_done.is_empty()) {
+                report.note = None;
+                report.failure = Some(failure);
+            }
+        }
+    }
+
+    /// Runs every process's undo steps, concurrently: what each ran, and the
+    /// state it ended in (or why its rollback failed).
+    fn undo_all(
+        &self,
+        targets: &[Target],
+        reports: &[ProcessReport],
+        done: &[Vec<Step>],
+    ) -> Vec<(Vec<StepRecord>, Undone)> {
         let indexes: Vec<usize> = (0..targets.len()).collect();
-        // A process that is gone has nothing left to roll back.
-        let gone: Vec<bool> = reports
-            .iter()
-            .map(|r| {
-                r.failure
-                    .as_ref()
-                    .is_some_and(|f| f.kind == FailureKind::NoSuchProcess)
-            })
-            .collect();
-        let outcomes = concurrently(&indexes, |&i| {
+        concurrently(&indexes, |&i| {
+            // A process that is gone has nothing left to roll back.
+            let gone = reports[i]
+                .failure
+                .as_ref()
+                .is_some_and(|f| f.kind == FailureKind::NoSuchProcess);
             let mut records = Vec::new();
             let mut last_state = None;
-            let undo = if gone[i] {
-                Vec::new()
-            } else {
-                plan::rollback_steps(&done[i], ROLLBACK_LOCK_TIMEOUT)
-            };
-            for step in undo {
+            if gone {
+                return (records, Ok(last_state));
+            }
+            for step in plan::rollback_steps(&done[i], ROLLBACK_LOCK_TIMEOUT) {
                 let outcome = self.step(targets[i].pid, &step);
                 self.tell(&targets[i], &step, &outcome, true);
                 let (result, took) = outcome;
@@ -488,96 +513,128 @@ impl Executor<'_> {
                 }
             }
             (records, Ok(last_state))
-        });
-        let because = match cause {
-            RollbackCause::Failed(i) => format!(
-                "{} failed",
-                diagnose::describe_process(targets[i].pid, Some(&targets[i].name))
+        })
+    }
+}
+
+/// How one process's rollback ended: the state it reached (`None`: it had
+/// nothing to undo), or the failure and the state it was left in.
+type Undone = Result<Option<ProcessState>, (Failure, Option<ProcessState>)>;
+
+/// Refuses a toggle over processes in different states (it would move them
+/// in opposite directions). Returns whether it did.
+fn refuse_mixed_toggle(current: &[Option<ProcessState>], reports: &mut [ProcessReport]) -> bool {
+    let known: Vec<ProcessState> = current.iter().flatten().copied().collect();
+    let Some((first, other)) = plan::mixed_toggle(&known) else {
+        return false;
+    };
+    for report in reports {
+        report.failure = Some(Failure::new(
+            FailureKind::WrongState,
+            format!(
+                "toggle refused for the whole group: some processes are {first} and some {other}, so toggle would move them in opposite directions"
             ),
-            RollbackCause::Interrupted(signal) => {
-                format!(
-                    "cudackpt was interrupted by {}",
-                    interrupt::signal_name(signal)
-                )
-            }
-            RollbackCause::Deadline {
-                slowest: Some((i, took)),
-            } => format!(
-                "the deadline passed; the slowest step was {}'s ({})",
-                diagnose::describe_process(targets[i].pid, Some(&targets[i].name)),
-                crate::ops::timeout::format_duration(took)
-            ),
-            RollbackCause::Deadline { slowest: None } => "the deadline passed".to_string(),
-        };
-        for ((report, steps_done), (records, outcome)) in reports.iter_mut().zip(done).zip(outcomes)
-        {
-            report.duration += records.iter().map(|r| r.duration).sum::<Duration>();
-            report.steps.extend(records);
-            match outcome {
-                Ok(Some(state)) => {
-                    report.rolled_back = true;
-                    report.state = Some(state);
-                }
-                Ok(None) => {}
-                Err((failure, state_now)) => {
-                    report.rollback_failure = Some(failure);
-                    report.state = state_now;
-                }
-            }
-            let now = report
-                .state
-                .map_or("an unknown state".to_string(), |s| s.to_string());
-            let stopped = match cause {
-                RollbackCause::Failed(_) => None,
-                RollbackCause::Interrupted(_) => Some((
-                    FailureKind::Interrupted,
-                    "run the command again when it may finish",
-                )),
-                RollbackCause::Deadline { .. } => Some((
-                    FailureKind::DeadlineExceeded,
-                    "give it a longer --deadline; `cudackpt -v` shows how long each step took",
-                )),
-            };
-            let failure = if report.failure.is_some() {
-                // Its own failure says it all (a failed rollback of it is in
-                // rollback_error).
-                continue;
-            } else if report.rollback_failure.is_some() {
-                Failure::new(
-                    FailureKind::RollbackFailed,
-                    format!("{because}, and this process could not be rolled back: it is left {now}"),
+            "use `suspend` or `resume` to move the group one way",
+        ));
+    }
+    true
+}
+
+/// Reports the plans that cannot start (and notes the processes already
+/// there). Returns whether any was refused: the group then does nothing.
+fn refuse_wrong_states(
+    operation: &Operation,
+    targets: &[Target],
+    plans: &[Plan],
+    reports: &mut [ProcessReport],
+) -> bool {
+    let mut refused = false;
+    for ((report, target), plan) in reports.iter_mut().zip(targets).zip(plans) {
+        match plan {
+            Plan::Refused(wrong) => {
+                refused = true;
+                report.failure = Some(Failure::new(
+                    FailureKind::WrongState,
                     format!(
-                        "bring it back by hand (`cudackpt resume {}` or `unlock`); see rollback_error",
-                        report.pid
+                        "cannot {} {}: it is {}",
+                        operation.name(),
+                        diagnose::describe_process(target.pid, Some(&target.name)),
+                        wrong.state
                     ),
-                )
-            } else if report.note.is_some() && stopped.is_none() {
-                // It needed nothing.
-                continue;
-            } else if let Some((kind, hint)) = stopped {
-                let what = if report.rolled_back {
-                    format!("rolled back to {now}")
-                } else {
-                    format!("left {now}")
-                };
-                Failure::new(kind, format!("{because}; {what}"), hint)
-            } else if steps_done.is_empty() {
-                Failure::new(
-                    FailureKind::NotAttempted,
-                    format!("not attempted: {because} first"),
-                    "see the failure of the other process",
-                )
-            } else {
-                Failure::new(
-                    FailureKind::RolledBack,
-                    format!("rolled back to {now} because {because}"),
-                    "see the failure of the other process",
-                )
-            };
-            report.note = None;
-            report.failure = Some(failure);
+                    wrong.hint.clone(),
+                ));
+            }
+            Plan::AlreadyThere => {
+                report.note = report.state.map(|state| format!("already {state}"));
+            }
+            Plan::Steps(_) => {}
         }
     }
+    if refused {
+        mark_not_attempted(reports, "another process is in the wrong state");
+    }
+    refused
+}
+
+/// What a rolled-back group says of one process that has no failure of its
+/// own (`None`: its own failure says it all, or it needed nothing).
+fn group_failure(
+    report: &ProcessReport,
+    cause: RollbackCause,
+    because: &str,
+    nothing_done: bool,
+) -> Option<Failure> {
+    if report.failure.is_some() {
+        // Its own failure says it all (a failed rollback of it is in
+        // rollback_error).
+        return None;
+    }
+    let now = report
+        .state
+        .map_or("an unknown state".to_string(), |s| s.to_string());
+    if report.rollback_failure.is_some() {
+        return Some(Failure::new(
+            FailureKind::RollbackFailed,
+            format!("{because}, and this process could not be rolled back: it is left {now}"),
+            format!(
+                "bring it back by hand (`cudackpt resume {}` or `unlock`); see rollback_error",
+                report.pid
+            ),
+        ));
+    }
+    let stopped = match cause {
+        RollbackCause::Failed(_) => None,
+        RollbackCause::Interrupted(_) => Some((
+            FailureKind::Interrupted,
+            "run the command again when it may finish",
+        )),
+        RollbackCause::Deadline { .. } => Some((
+            FailureKind::DeadlineExceeded,
+            "give it a longer --deadline; `cudackpt -v` shows how long each step took",
+        )),
+    };
+    Some(match stopped {
+        // It needed nothing.
+        None if report.note.is_some() => return None,
+        Some((kind, hint)) => {
+            let what = if report.rolled_back {
+                format!("rolled back to {now}")
+            } else {
+                format!("left {now}")
+            };
+            Failure::new(kind, format!("{because}; {what}"), hint)
+        }
+        None if nothing_done => Failure::new(
+            FailureKind::NotAttempted,
+            format!("not attempted: {because} first"),
+            "see the failure of the other process",
+        ),
+        None => Failure::new(
+            FailureKind::RolledBack,
+            format!("rolled back to {now} because {because}"),
+            "see the failure of the other process",
+        ),
+    })
 }
 
 /// Why a group is being rolled back.
@@ -589,6 +646,28 @@ enum RollbackCause {
     Interrupted(i32),
     /// The deadline passed; the slowest step of the last phase, if one ran.
     Deadline { slowest: Option<(usize, Duration)> },
+}
+
+impl RollbackCause {
+    /// The cause in words, for every process's report.
+    fn because(self, targets: &[Target]) -> String {
+        let who = |i: usize| diagnose::describe_process(targets[i].pid, Some(&targets[i].name));
+        match self {
+            RollbackCause::Failed(i) => format!("{} failed", who(i)),
+            RollbackCause::Interrupted(signal) => format!(
+                "cudackpt was interrupted by {}",
+                interrupt::signal_name(signal)
+            ),
+            RollbackCause::Deadline {
+                slowest: Some((i, took)),
+            } => format!(
+                "the deadline passed; the slowest step was {}'s ({})",
+                who(i),
+                crate::ops::timeout::format_duration(took)
+            ),
+            RollbackCause::Deadline { slowest: None } => "the deadline passed".to_string(),
+        }
+    }
 }
 
 /// Marks every process without a failure of its own as not attempted.

@@ -491,3 +491,58 @@ fn a_deadline_shortens_lock_timeouts_and_stops_before_a_phase_past_it() {
         Some(FailureKind::DeadlineExceeded)
     );
 }
+
+#[test]
+fn a_rolled_back_group_says_of_each_process_what_happened_to_it() {
+    let report = |failure: Option<FailureKind>, note: bool, rolled_back: bool| ProcessReport {
+        failure: failure.map(|kind| Failure::new(kind, "own", "")),
+        note: note.then(|| "already running".to_string()),
+        rolled_back,
+        state: Some(Running),
+        ..ProcessReport::new(1, None)
+    };
+    let failed = RollbackCause::Failed(0);
+    let because = "PID 2 failed";
+    assert!(
+        group_failure(
+            &report(Some(FailureKind::LockTimeout), false, false),
+            failed,
+            because,
+            false
+        )
+        .is_none(),
+        "its own failure stands"
+    );
+    assert!(
+        group_failure(&report(None, true, false), failed, because, true).is_none(),
+        "it needed nothing"
+    );
+    let kind = |r: &ProcessReport, cause, nothing_done| {
+        group_failure(r, cause, because, nothing_done).map(|f| f.kind)
+    };
+    assert_eq!(
+        kind(&report(None, false, false), failed, true),
+        Some(FailureKind::NotAttempted)
+    );
+    assert_eq!(
+        kind(&report(None, false, true), failed, false),
+        Some(FailureKind::RolledBack)
+    );
+    assert_eq!(
+        kind(
+            &report(None, true, false),
+            RollbackCause::Interrupted(15),
+            true
+        ),
+        Some(FailureKind::Interrupted),
+        "an interrupted group explains even the processes that needed nothing"
+    );
+    let mut unrolled = report(None, false, false);
+    unrolled.rollback_failure = Some(Failure::new(FailureKind::DriverError, "x", ""));
+    let failure = group_failure(&unrolled, failed, because, false).expect("a failure");
+    assert_eq!(failure.kind, FailureKind::RollbackFailed);
+    assert!(
+        failure.message.contains("it is left running"),
+        "{failure:?}"
+    );
+}
