@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::commands::devices;
-use crate::driver::{format_version, Driver, CHECKPOINT_SYMBOLS};
+use crate::driver::{format_version, Driver, CHECKPOINT_FUNCTIONS};
 use crate::exit::ExitStatus;
 use crate::gpu::inventory::{Gpu, Inventory};
 use crate::targets::process::Privileges;
@@ -238,7 +238,7 @@ pub fn examine(libcuda: Option<&Path>) -> DoctorReport {
             });
             let missing = driver.missing_checkpoint_functions();
             checks.push(if missing.is_empty() {
-                Check::new("checkpoint API", Status::Ok, format!("all {} functions present", CHECKPOINT_SYMBOLS.len()))
+                Check::new("checkpoint API", Status::Ok, format!("all {} functions present", CHECKPOINT_FUNCTIONS))
             } else {
                 Check::new("checkpoint API", Status::Fail, format!("missing {}", missing.join(", ")))
                     .hint("the checkpoint API needs display driver 570 or newer (GPU remapping 580); upgrade the driver")

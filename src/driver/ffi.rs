@@ -111,46 +111,51 @@ type LaunchKernelFn = unsafe extern "C" fn(
     *mut *mut c_void,
 ) -> CuResult;
 
-/// Every driver function cudackpt may call, by symbol name. The first six are
-/// the checkpoint API; a driver without them cannot checkpoint.
-pub const CHECKPOINT_SYMBOLS: [&str; 6] = [
-    "cuCheckpointProcessGetState",
-    "cuCheckpointProcessGetRestoreThreadId",
-    "cuCheckpointProcessLock",
-    "cuCheckpointProcessCheckpoint",
-    "cuCheckpointProcessRestore",
-    "cuCheckpointProcessUnlock",
-];
+/// A driver function: its symbol name (written once, here in the table
+/// below) and its address, when the library has it.
+pub struct Sym<F> {
+    pub name: &'static str,
+    pub f: Option<F>,
+}
+
+impl<F> Sym<F> {
+    pub fn is_present(&self) -> bool {
+        self.f.is_some()
+    }
+}
+
+/// How many functions the checkpoint API has.
+pub const CHECKPOINT_FUNCTIONS: usize = 6;
 
 /// The loaded library and the functions resolved from it.
 pub struct Symbols {
-    pub get_state: Option<GetStateFn>,
-    pub get_restore_tid: Option<GetRestoreTidFn>,
-    pub lock: Option<LockFn>,
-    pub checkpoint: Option<CheckpointFn>,
-    pub restore: Option<RestoreFn>,
-    pub unlock: Option<UnlockFn>,
-    pub driver_get_version: Option<DriverGetVersionFn>,
-    pub get_error_name: Option<GetErrorTextFn>,
-    pub get_error_string: Option<GetErrorTextFn>,
-    pub init: Option<InitFn>,
-    pub device_get_count: Option<DeviceGetCountFn>,
-    pub device_get: Option<DeviceGetFn>,
-    pub device_get_name: Option<DeviceGetNameFn>,
-    pub device_get_uuid: Option<DeviceGetUuidFn>,
-    pub device_total_mem: Option<DeviceTotalMemFn>,
-    pub device_get_pci_bus_id: Option<DeviceGetPciBusIdFn>,
-    pub primary_ctx_retain: Option<PrimaryCtxRetainFn>,
-    pub primary_ctx_release: Option<PrimaryCtxReleaseFn>,
-    pub ctx_set_current: Option<CtxSetCurrentFn>,
-    pub ctx_synchronize: Option<CtxSynchronizeFn>,
-    pub mem_alloc: Option<MemAllocFn>,
-    pub mem_free: Option<MemFreeFn>,
-    pub memcpy_htod: Option<MemcpyHtoDFn>,
-    pub memcpy_dtoh: Option<MemcpyDtoHFn>,
-    pub module_load_data: Option<ModuleLoadDataFn>,
-    pub module_get_function: Option<ModuleGetFunctionFn>,
-    pub launch_kernel: Option<LaunchKernelFn>,
+    pub get_state: Sym<GetStateFn>,
+    pub get_restore_tid: Sym<GetRestoreTidFn>,
+    pub lock: Sym<LockFn>,
+    pub checkpoint: Sym<CheckpointFn>,
+    pub restore: Sym<RestoreFn>,
+    pub unlock: Sym<UnlockFn>,
+    pub driver_get_version: Sym<DriverGetVersionFn>,
+    pub get_error_name: Sym<GetErrorTextFn>,
+    pub get_error_string: Sym<GetErrorTextFn>,
+    pub init: Sym<InitFn>,
+    pub device_get_count: Sym<DeviceGetCountFn>,
+    pub device_get: Sym<DeviceGetFn>,
+    pub device_get_name: Sym<DeviceGetNameFn>,
+    pub device_get_uuid: Sym<DeviceGetUuidFn>,
+    pub device_total_mem: Sym<DeviceTotalMemFn>,
+    pub device_get_pci_bus_id: Sym<DeviceGetPciBusIdFn>,
+    pub primary_ctx_retain: Sym<PrimaryCtxRetainFn>,
+    pub primary_ctx_release: Sym<PrimaryCtxReleaseFn>,
+    pub ctx_set_current: Sym<CtxSetCurrentFn>,
+    pub ctx_synchronize: Sym<CtxSynchronizeFn>,
+    pub mem_alloc: Sym<MemAllocFn>,
+    pub mem_free: Sym<MemFreeFn>,
+    pub memcpy_htod: Sym<MemcpyHtoDFn>,
+    pub memcpy_dtoh: Sym<MemcpyDtoHFn>,
+    pub module_load_data: Sym<ModuleLoadDataFn>,
+    pub module_get_function: Sym<ModuleGetFunctionFn>,
+    pub launch_kernel: Sym<LaunchKernelFn>,
     // Declared last so it is dropped after nothing can call through the
     // pointers above any more (they are plain copies, valid while it lives).
     _library: Library,
@@ -168,14 +173,15 @@ pub fn open_library(name: &OsStr) -> Result<Library, String> {
 ///
 /// # Safety
 /// `T` must be the exact C signature of the symbol named `name`.
-unsafe fn resolve<T: Copy>(library: &Library, name: &str) -> Option<T> {
+unsafe fn resolve<T: Copy>(library: &Library, name: &'static str) -> Sym<T> {
     let mut c_name = Vec::with_capacity(name.len() + 1);
     c_name.extend_from_slice(name.as_bytes());
     c_name.push(0);
     // SAFETY: the caller promises `T` matches the symbol's signature; the
     // copied pointer is used only while `library` is alive (both live in
     // `Symbols`).
-    unsafe { library.get::<T>(&c_name).ok().map(|symbol| *symbol) }
+    let f = unsafe { library.get::<T>(&c_name).ok().map(|symbol| *symbol) };
+    Sym { name, f }
 }
 
 impl Symbols {
@@ -199,8 +205,14 @@ impl Symbols {
                 device_get_count: resolve(&library, "cuDeviceGetCount"),
                 device_get: resolve(&library, "cuDeviceGet"),
                 device_get_name: resolve(&library, "cuDeviceGetName"),
-                device_get_uuid: resolve(&library, "cuDeviceGetUuid_v2")
-                    .or_else(|| resolve(&library, "cuDeviceGetUuid")),
+                device_get_uuid: {
+                    let v2 = resolve(&library, "cuDeviceGetUuid_v2");
+                    if v2.is_present() {
+                        v2
+                    } else {
+                        resolve(&library, "cuDeviceGetUuid")
+                    }
+                },
                 device_total_mem: resolve(&library, "cuDeviceTotalMem_v2"),
                 device_get_pci_bus_id: resolve(&library, "cuDeviceGetPCIBusId"),
                 primary_ctx_retain: resolve(&library, "cuDevicePrimaryCtxRetain"),
@@ -221,21 +233,39 @@ impl Symbols {
 
     /// An address inside the library, to find its file in /proc/self/maps.
     pub fn address_hint(&self) -> Option<usize> {
-        self.driver_get_version.map(|f| f as usize)
+        self.driver_get_version.f.map(|f| f as usize)
+    }
+
+    /// The checkpoint API's functions: name, and whether this library has it.
+    pub fn checkpoint_api(&self) -> [(&'static str, bool); CHECKPOINT_FUNCTIONS] {
+        [
+            (self.get_state.name, self.get_state.is_present()),
+            (self.get_restore_tid.name, self.get_restore_tid.is_present()),
+            (self.lock.name, self.lock.is_present()),
+            (self.checkpoint.name, self.checkpoint.is_present()),
+            (self.restore.name, self.restore.is_present()),
+            (self.unlock.name, self.unlock.is_present()),
+        ]
     }
 }
 
-/// A foreign call's outcome: the function was absent, or it returned a code.
+/// A foreign call's outcome, named by its function: the function was
+/// absent, or it returned a code (and a value).
 pub enum Call<T> {
-    Missing,
-    Returned(CuResult, T),
+    Missing(&'static str),
+    Returned(&'static str, CuResult, T),
 }
 
+/// Calls through `$symbol` when the library has it: `$body` gives the code
+/// and the value.
 macro_rules! absent_or {
     ($symbol:expr, $f:ident => $body:expr) => {
-        match $symbol {
-            None => Call::Missing,
-            Some($f) => $body,
+        match $symbol.f {
+            None => Call::Missing($symbol.name),
+            Some($f) => {
+                let (code, value) = $body;
+                Call::Returned($symbol.name, code, value)
+            }
         }
     };
 }
@@ -245,7 +275,7 @@ pub fn get_state(s: &Symbols, pid: c_int) -> Call<c_int> {
         let mut state: c_int = -1;
         // SAFETY: `state` is a valid, initialised out-parameter for the call.
         let code = unsafe { f(pid, &mut state) };
-        Call::Returned(code, state)
+        (code, state)
     })
 }
 
@@ -254,7 +284,7 @@ pub fn get_restore_tid(s: &Symbols, pid: c_int) -> Call<c_int> {
         let mut tid: c_int = 0;
         // SAFETY: `tid` is a valid, initialised out-parameter for the call.
         let code = unsafe { f(pid, &mut tid) };
-        Call::Returned(code, tid)
+        (code, tid)
     })
 }
 
@@ -264,7 +294,7 @@ pub fn lock(s: &Symbols, pid: c_int, timeout_ms: c_uint) -> Call<()> {
         // SAFETY: `args` is a fully initialised 64-byte CUcheckpointLockArgs
         // that outlives the call.
         let code = unsafe { f(pid, &mut args) };
-        Call::Returned(code, ())
+        (code, ())
     })
 }
 
@@ -273,14 +303,15 @@ pub fn checkpoint(s: &Symbols, pid: c_int) -> Call<()> {
         let mut args = ReservedArgs::default();
         // SAFETY: `args` is 64 zeroed bytes, the layout the driver expects.
         let code = unsafe { f(pid, &mut args) };
-        Call::Returned(code, ())
+        (code, ())
     })
 }
 
 pub fn restore(s: &Symbols, pid: c_int, pairs: &[GpuPair]) -> Call<()> {
     absent_or!(s.restore, f => {
         let Ok(count) = c_uint::try_from(pairs.len()) else {
-            return Call::Returned(1, ()); // CUDA_ERROR_INVALID_VALUE, as the driver would say
+            // CUDA_ERROR_INVALID_VALUE, as the driver would say.
+            return Call::Returned(s.restore.name, 1, ());
         };
         let mut args = RestoreArgs {
             gpu_pairs: if pairs.is_empty() { ptr::null() } else { pairs.as_ptr() },
@@ -290,7 +321,7 @@ pub fn restore(s: &Symbols, pid: c_int, pairs: &[GpuPair]) -> Call<()> {
         // SAFETY: `args` is a fully initialised CUcheckpointRestoreArgs whose
         // `gpu_pairs` points at `count` pairs borrowed for the whole call.
         let code = unsafe { f(pid, &mut args) };
-        Call::Returned(code, ())
+        (code, ())
     })
 }
 
@@ -299,7 +330,7 @@ pub fn unlock(s: &Symbols, pid: c_int) -> Call<()> {
         let mut args = ReservedArgs::default();
         // SAFETY: `args` is 64 zeroed bytes, the layout the driver expects.
         let code = unsafe { f(pid, &mut args) };
-        Call::Returned(code, ())
+        (code, ())
     })
 }
 
@@ -308,7 +339,7 @@ pub fn driver_get_version(s: &Symbols) -> Call<c_int> {
         let mut version: c_int = 0;
         // SAFETY: `version` is a valid, initialised out-parameter.
         let code = unsafe { f(&mut version) };
-        Call::Returned(code, version)
+        (code, version)
     })
 }
 
@@ -328,18 +359,18 @@ fn error_text(f: Option<GetErrorTextFn>, code: CuResult) -> Option<String> {
 }
 
 pub fn get_error_name(s: &Symbols, code: CuResult) -> Option<String> {
-    error_text(s.get_error_name, code)
+    error_text(s.get_error_name.f, code)
 }
 
 pub fn get_error_string(s: &Symbols, code: CuResult) -> Option<String> {
-    error_text(s.get_error_string, code)
+    error_text(s.get_error_string.f, code)
 }
 
 pub fn init(s: &Symbols) -> Call<()> {
     absent_or!(s.init, f => {
         // SAFETY: cuInit takes a flags word that must be 0.
         let code = unsafe { f(0) };
-        Call::Returned(code, ())
+        (code, ())
     })
 }
 
@@ -348,7 +379,7 @@ pub fn device_get_count(s: &Symbols) -> Call<c_int> {
         let mut count: c_int = 0;
         // SAFETY: `count` is a valid, initialised out-parameter.
         let code = unsafe { f(&mut count) };
-        Call::Returned(code, count)
+        (code, count)
     })
 }
 
@@ -357,7 +388,7 @@ pub fn device_get(s: &Symbols, ordinal: c_int) -> Call<CuDevice> {
         let mut device: CuDevice = 0;
         // SAFETY: `device` is a valid, initialised out-parameter.
         let code = unsafe { f(&mut device, ordinal) };
-        Call::Returned(code, device)
+        (code, device)
     })
 }
 
@@ -372,7 +403,7 @@ pub fn device_get_name(s: &Symbols, device: CuDevice) -> Call<String> {
         let mut buffer = [0u8; 256];
         // SAFETY: the buffer is 256 writable bytes and we pass that length.
         let code = unsafe { f(buffer.as_mut_ptr().cast(), buffer.len() as c_int, device) };
-        Call::Returned(code, string_from_buffer(&buffer))
+        (code, string_from_buffer(&buffer))
     })
 }
 
@@ -381,7 +412,7 @@ pub fn device_get_pci_bus_id(s: &Symbols, device: CuDevice) -> Call<String> {
         let mut buffer = [0u8; 64];
         // SAFETY: the buffer is 64 writable bytes and we pass that length.
         let code = unsafe { f(buffer.as_mut_ptr().cast(), buffer.len() as c_int, device) };
-        Call::Returned(code, string_from_buffer(&buffer))
+        (code, string_from_buffer(&buffer))
     })
 }
 
@@ -390,7 +421,7 @@ pub fn device_get_uuid(s: &Symbols, device: CuDevice) -> Call<CuUuid> {
         let mut uuid = CuUuid::default();
         // SAFETY: `uuid` is a valid, initialised 16-byte out-parameter.
         let code = unsafe { f(&mut uuid, device) };
-        Call::Returned(code, uuid)
+        (code, uuid)
     })
 }
 
@@ -399,7 +430,7 @@ pub fn device_total_mem(s: &Symbols, device: CuDevice) -> Call<usize> {
         let mut bytes: usize = 0;
         // SAFETY: `bytes` is a valid, initialised out-parameter.
         let code = unsafe { f(&mut bytes, device) };
-        Call::Returned(code, bytes)
+        (code, bytes)
     })
 }
 
@@ -408,7 +439,7 @@ pub fn primary_ctx_retain(s: &Symbols, device: CuDevice) -> Call<CuContext> {
         let mut context: CuContext = ptr::null_mut();
         // SAFETY: `context` is a valid, initialised out-parameter.
         let code = unsafe { f(&mut context, device) };
-        Call::Returned(code, context)
+        (code, context)
     })
 }
 
@@ -416,7 +447,7 @@ pub fn primary_ctx_release(s: &Symbols, device: CuDevice) -> Call<()> {
     absent_or!(s.primary_ctx_release, f => {
         // SAFETY: releases a reference this process took with retain.
         let code = unsafe { f(device) };
-        Call::Returned(code, ())
+        (code, ())
     })
 }
 
@@ -424,7 +455,7 @@ pub fn ctx_set_current(s: &Symbols, context: CuContext) -> Call<()> {
     absent_or!(s.ctx_set_current, f => {
         // SAFETY: `context` came from cuDevicePrimaryCtxRetain and is retained.
         let code = unsafe { f(context) };
-        Call::Returned(code, ())
+        (code, ())
     })
 }
 
@@ -432,7 +463,7 @@ pub fn ctx_synchronize(s: &Symbols) -> Call<()> {
     absent_or!(s.ctx_synchronize, f => {
         // SAFETY: no arguments; acts on the calling thread's current context.
         let code = unsafe { f() };
-        Call::Returned(code, ())
+        (code, ())
     })
 }
 
@@ -441,7 +472,7 @@ pub fn mem_alloc(s: &Symbols, bytes: usize) -> Call<CuDevicePtr> {
         let mut address: CuDevicePtr = 0;
         // SAFETY: `address` is a valid, initialised out-parameter.
         let code = unsafe { f(&mut address, bytes) };
-        Call::Returned(code, address)
+        (code, address)
     })
 }
 
@@ -450,7 +481,7 @@ pub fn mem_free(s: &Symbols, address: CuDevicePtr) -> Call<()> {
         // SAFETY: `address` was returned by cuMemAlloc and is freed once (the
         // safe layer owns it in a guard).
         let code = unsafe { f(address) };
-        Call::Returned(code, ())
+        (code, ())
     })
 }
 
@@ -460,7 +491,7 @@ pub fn memcpy_htod(s: &Symbols, dst: CuDevicePtr, src: &[u8]) -> Call<()> {
         // synchronous copy; the safe layer keeps `dst..dst+len` inside one
         // allocation.
         let code = unsafe { f(dst, src.as_ptr().cast(), src.len()) };
-        Call::Returned(code, ())
+        (code, ())
     })
 }
 
@@ -470,7 +501,7 @@ pub fn memcpy_dtoh(s: &Symbols, dst: &mut [u8], src: CuDevicePtr) -> Call<()> {
         // synchronous copy; the safe layer keeps `src..src+len` inside one
         // allocation.
         let code = unsafe { f(dst.as_mut_ptr().cast(), src, dst.len()) };
-        Call::Returned(code, ())
+        (code, ())
     })
 }
 
@@ -481,7 +512,7 @@ pub fn module_load_data(s: &Symbols, ptx: &CStr) -> Call<CuModule> {
         // SAFETY: `ptx` is a NUL-terminated image that outlives the call;
         // `module` is a valid out-parameter.
         let code = unsafe { f(&mut module, ptx.as_ptr().cast()) };
-        Call::Returned(code, module)
+        (code, module)
     })
 }
 
@@ -491,7 +522,7 @@ pub fn module_get_function(s: &Symbols, module: CuModule, name: &CStr) -> Call<C
         // SAFETY: `module` came from cuModuleLoadData; `name` is
         // NUL-terminated; `function` is a valid out-parameter.
         let code = unsafe { f(&mut function, module, name.as_ptr()) };
-        Call::Returned(code, function)
+        (code, function)
     })
 }
 
@@ -507,6 +538,6 @@ pub fn launch_single_thread(s: &Symbols, function: CuFunction, argument: u64) ->
         let code = unsafe {
             f(function, 1, 1, 1, 1, 1, 1, 0, ptr::null_mut(), params.as_mut_ptr(), ptr::null_mut())
         };
-        Call::Returned(code, ())
+        (code, ())
     })
 }

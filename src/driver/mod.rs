@@ -17,7 +17,7 @@ pub use error::{
     code, cuda_error_name, format_version, CallError, CudaError, LoadAttempt, LoadError,
     MissingFunction,
 };
-pub use ffi::CHECKPOINT_SYMBOLS;
+pub use ffi::CHECKPOINT_FUNCTIONS;
 pub use state::ProcessState;
 
 use ffi::Call;
@@ -50,11 +50,11 @@ pub struct Driver {
 }
 
 /// Turns a raw foreign-call outcome into a result, naming the function.
-fn checked<T>(function: &'static str, call: Call<T>) -> Result<T, CallError> {
+fn checked<T>(call: Call<T>) -> Result<T, CallError> {
     match call {
-        Call::Missing => Err(MissingFunction { function }.into()),
-        Call::Returned(0, value) => Ok(value),
-        Call::Returned(code, _) => Err(CallError::Cuda {
+        Call::Missing(function) => Err(MissingFunction { function }.into()),
+        Call::Returned(_, 0, value) => Ok(value),
+        Call::Returned(function, code, _) => Err(CallError::Cuda {
             function,
             error: CudaError { code },
         }),
@@ -78,7 +78,7 @@ impl Driver {
                 Ok(library) => {
                     let symbols = ffi::Symbols::resolve_all(library);
                     let driver = Driver { symbols, requested };
-                    if driver.symbols.driver_get_version.is_none() {
+                    if !driver.symbols.driver_get_version.is_present() {
                         return Err(LoadError::NotADriver {
                             path: driver.path(),
                         });
@@ -116,20 +116,11 @@ impl Driver {
 
     /// The checkpoint functions this driver lacks (empty on driver 570+).
     pub fn missing_checkpoint_functions(&self) -> Vec<&'static str> {
-        let s = &self.symbols;
-        let present = [
-            s.get_state.is_some(),
-            s.get_restore_tid.is_some(),
-            s.lock.is_some(),
-            s.checkpoint.is_some(),
-            s.restore.is_some(),
-            s.unlock.is_some(),
-        ];
-        CHECKPOINT_SYMBOLS
-            .iter()
-            .zip(present)
+        self.symbols
+            .checkpoint_api()
+            .into_iter()
             .filter(|(_, present)| !present)
-            .map(|(name, _)| *name)
+            .map(|(name, _)| name)
             .collect()
     }
 
@@ -145,7 +136,7 @@ impl Driver {
     /// `cuDriverGetVersion`: the CUDA version the driver supports (13000 is
     /// CUDA 13.0). Needs no `cuInit`.
     pub fn version(&self) -> Result<i32, CallError> {
-        checked("cuDriverGetVersion", ffi::driver_get_version(&self.symbols))
+        checked(ffi::driver_get_version(&self.symbols))
     }
 
     /// The driver's description of an error code, when it has one.
@@ -161,30 +152,23 @@ impl Driver {
     /// `cuInit(0)`: needed before any device query, never for process
     /// operations.
     pub fn init(&self) -> Result<(), CallError> {
-        checked("cuInit", ffi::init(&self.symbols))
+        checked(ffi::init(&self.symbols))
     }
 
     /// Every GPU the driver exposes to this process. Calls `cuInit`.
     pub fn devices(&self) -> Result<Vec<DeviceInfo>, CallError> {
         self.init()?;
         let s = &self.symbols;
-        let count = checked("cuDeviceGetCount", ffi::device_get_count(s))?;
+        let count = checked(ffi::device_get_count(s))?;
         (0..count)
             .map(|ordinal| {
-                let handle = checked("cuDeviceGet", ffi::device_get(s, ordinal))?;
+                let handle = checked(ffi::device_get(s, ordinal))?;
                 Ok(DeviceInfo {
                     ordinal,
-                    name: checked("cuDeviceGetName", ffi::device_get_name(s, handle))?,
-                    uuid: GpuUuid::from_bytes(
-                        checked("cuDeviceGetUuid_v2", ffi::device_get_uuid(s, handle))?.bytes,
-                    ),
-                    total_bytes: checked("cuDeviceTotalMem_v2", ffi::device_total_mem(s, handle))?
-                        as u64,
-                    pci_bus_id: checked(
-                        "cuDeviceGetPCIBusId",
-                        ffi::device_get_pci_bus_id(s, handle),
-                    )
-                    .ok(),
+                    name: checked(ffi::device_get_name(s, handle))?,
+                    uuid: GpuUuid::from_bytes(checked(ffi::device_get_uuid(s, handle))?.bytes),
+                    total_bytes: checked(ffi::device_total_mem(s, handle))? as u64,
+                    pci_bus_id: checked(ffi::device_get_pci_bus_id(s, handle)).ok(),
                 })
             })
             .collect()
@@ -195,16 +179,13 @@ impl Driver {
     pub fn open_device(&self, ordinal: i32) -> Result<DeviceSession<'_>, CallError> {
         self.init()?;
         let s = &self.symbols;
-        let device = checked("cuDeviceGet", ffi::device_get(s, ordinal))?;
-        let context = checked(
-            "cuDevicePrimaryCtxRetain",
-            ffi::primary_ctx_retain(s, device),
-        )?;
+        let device = checked(ffi::device_get(s, ordinal))?;
+        let context = checked(ffi::primary_ctx_retain(s, device))?;
         let session = DeviceSession {
             driver: self,
             device,
         };
-        checked("cuCtxSetCurrent", ffi::ctx_set_current(s, context))?;
+        checked(ffi::ctx_set_current(s, context))?;
         Ok(session)
     }
 }
@@ -224,32 +205,19 @@ fn mapped_file_containing(address: usize) -> Option<PathBuf> {
 
 impl CheckpointApi for Driver {
     fn get_state(&self, pid: i32) -> Result<ProcessState, CallError> {
-        checked(
-            "cuCheckpointProcessGetState",
-            ffi::get_state(&self.symbols, pid),
-        )
-        .map(ProcessState::from_raw)
+        checked(ffi::get_state(&self.symbols, pid)).map(ProcessState::from_raw)
     }
 
     fn restore_thread_id(&self, pid: i32) -> Result<i32, CallError> {
-        checked(
-            "cuCheckpointProcessGetRestoreThreadId",
-            ffi::get_restore_tid(&self.symbols, pid),
-        )
+        checked(ffi::get_restore_tid(&self.symbols, pid))
     }
 
     fn lock(&self, pid: i32, timeout_ms: u32) -> Result<(), CallError> {
-        checked(
-            "cuCheckpointProcessLock",
-            ffi::lock(&self.symbols, pid, timeout_ms),
-        )
+        checked(ffi::lock(&self.symbols, pid, timeout_ms))
     }
 
     fn checkpoint(&self, pid: i32) -> Result<(), CallError> {
-        checked(
-            "cuCheckpointProcessCheckpoint",
-            ffi::checkpoint(&self.symbols, pid),
-        )
+        checked(ffi::checkpoint(&self.symbols, pid))
     }
 
     fn restore(&self, pid: i32, map: &[GpuPair]) -> Result<(), CallError> {
@@ -264,14 +232,11 @@ impl CheckpointApi for Driver {
                 },
             })
             .collect();
-        checked(
-            "cuCheckpointProcessRestore",
-            ffi::restore(&self.symbols, pid, &pairs),
-        )
+        checked(ffi::restore(&self.symbols, pid, &pairs))
     }
 
     fn unlock(&self, pid: i32) -> Result<(), CallError> {
-        checked("cuCheckpointProcessUnlock", ffi::unlock(&self.symbols, pid))
+        checked(ffi::unlock(&self.symbols, pid))
     }
 
     fn describe_error(&self, error: CudaError) -> Option<String> {
@@ -298,7 +263,7 @@ pub struct DeviceSession<'d> {
 
 impl DeviceSession<'_> {
     pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer<'_>, CallError> {
-        let address = checked("cuMemAlloc_v2", ffi::mem_alloc(&self.driver.symbols, bytes))?;
+        let address = checked(ffi::mem_alloc(&self.driver.symbols, bytes))?;
         Ok(DeviceBuffer {
             session: self,
             address,
@@ -307,26 +272,17 @@ impl DeviceSession<'_> {
     }
 
     pub fn synchronize(&self) -> Result<(), CallError> {
-        checked(
-            "cuCtxSynchronize",
-            ffi::ctx_synchronize(&self.driver.symbols),
-        )
+        checked(ffi::ctx_synchronize(&self.driver.symbols))
     }
 
     /// Starts a kernel that keeps the GPU busy for `duration` without
     /// waiting for it (a long kernel, to test lock timeouts against).
     pub fn launch_spin(&self, duration: std::time::Duration) -> Result<(), CallError> {
         let s = &self.driver.symbols;
-        let module = checked("cuModuleLoadData", ffi::module_load_data(s, SPIN_PTX))?;
-        let function = checked(
-            "cuModuleGetFunction",
-            ffi::module_get_function(s, module, c"spin"),
-        )?;
+        let module = checked(ffi::module_load_data(s, SPIN_PTX))?;
+        let function = checked(ffi::module_get_function(s, module, c"spin"))?;
         let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
-        checked(
-            "cuLaunchKernel",
-            ffi::launch_single_thread(s, function, nanos),
-        )
+        checked(ffi::launch_single_thread(s, function, nanos))
     }
 }
 
@@ -375,20 +331,20 @@ impl DeviceBuffer<'_> {
 
     /// Copies `data` to `offset`; refuses a range outside the allocation.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), CallError> {
-        let address = self.address_of("cuMemcpyHtoD_v2", offset, data.len())?;
-        checked(
-            "cuMemcpyHtoD_v2",
-            ffi::memcpy_htod(&self.session.driver.symbols, address, data),
-        )
+        let symbols = &self.session.driver.symbols;
+        let address = self.address_of(symbols.memcpy_htod.name, offset, data.len())?;
+        checked(ffi::memcpy_htod(
+            &self.session.driver.symbols,
+            address,
+            data,
+        ))
     }
 
     /// Copies from `offset` into `out`; refuses a range outside the allocation.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), CallError> {
-        let address = self.address_of("cuMemcpyDtoH_v2", offset, out.len())?;
-        checked(
-            "cuMemcpyDtoH_v2",
-            ffi::memcpy_dtoh(&self.session.driver.symbols, out, address),
-        )
+        let symbols = &self.session.driver.symbols;
+        let address = self.address_of(symbols.memcpy_dtoh.name, offset, out.len())?;
+        checked(ffi::memcpy_dtoh(&self.session.driver.symbols, out, address))
     }
 
     fn address_of(
