@@ -25,12 +25,21 @@ impl fmt::Display for GpuUuid {
     }
 }
 
+/// Text that is not a GPU UUID, quoted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UuidError {
+    #[error("{text:?} is not a GPU UUID (expected GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, as nvidia-smi -L prints)")]
+    Malformed { text: String },
+    #[error("{text:?} is not a GPU UUID: {why}")]
+    Invalid { text: String, why: String },
+}
+
 impl FromStr for GpuUuid {
-    type Err = String;
+    type Err = UuidError;
 
     /// Accepts `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, the same without
     /// the prefix, and the 32-digit form, in any case.
-    fn from_str(text: &str) -> Result<GpuUuid, String> {
+    fn from_str(text: &str) -> Result<GpuUuid, UuidError> {
         let trimmed = text.trim();
         let bare = match trimmed.get(..4) {
             Some(prefix) if prefix.eq_ignore_ascii_case("GPU-") => &trimmed[4..],
@@ -41,13 +50,16 @@ impl FromStr for GpuUuid {
             && bare.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
             && (bare.len() == 32 || bare.len() == 36);
         if !well_formed {
-            return Err(format!(
-                "{text:?} is not a GPU UUID (expected GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, as nvidia-smi -L prints)"
-            ));
+            return Err(UuidError::Malformed {
+                text: text.to_string(),
+            });
         }
         uuid::Uuid::parse_str(bare)
             .map(GpuUuid)
-            .map_err(|e| format!("{text:?} is not a GPU UUID: {e}"))
+            .map_err(|e| UuidError::Invalid {
+                text: text.to_string(),
+                why: e.to_string(),
+            })
     }
 }
 
@@ -70,5 +82,51 @@ impl<'de> serde::Deserialize<'de> for GpuUuid {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<GpuUuid, D::Error> {
         let text = String::deserialize(deserializer)?;
         text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "GPU-11111111-2222-3333-4444-555555555555";
+    const B: &str = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
+
+    fn uuid(text: &str) -> GpuUuid {
+        text.parse().expect("test UUID")
+    }
+
+    #[test]
+    fn uuids_parse_with_or_without_prefix_in_any_case() {
+        let canonical = uuid(A);
+        assert_eq!(uuid(&A[4..]), canonical);
+        assert_eq!(uuid(&A.to_lowercase()), canonical);
+        assert_eq!(uuid("gpu-11111111222233334444555555555555"), canonical);
+        assert_eq!(uuid(&B.to_uppercase()).to_string(), B);
+    }
+
+    #[test]
+    fn malformed_uuids_are_quoted() {
+        for bad in [
+            "",
+            "GPU-",
+            "GPU-1234",
+            "MIG-11111111-2222-3333-4444-555555555555",
+            "{11111111-2222-3333-4444-555555555555}",
+        ] {
+            let err = bad.parse::<GpuUuid>().unwrap_err().to_string();
+            assert!(err.contains(&format!("{bad:?}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn uuids_travel_through_json_as_nvidia_smi_prints_them() {
+        let json = serde_json::to_string(&uuid(A)).expect("serialises");
+        assert_eq!(json, format!("\"{A}\""));
+        assert_eq!(
+            serde_json::from_str::<GpuUuid>(&json).expect("parses"),
+            uuid(A)
+        );
+        assert!(serde_json::from_str::<GpuUuid>("\"GPU-1\"").is_err());
     }
 }

@@ -21,7 +21,7 @@ pub use ffi::CHECKPOINT_FUNCTIONS;
 pub use state::ProcessState;
 
 use ffi::Call;
-pub use gpu_id::{GpuPair, GpuUuid};
+pub use gpu_id::{GpuPair, GpuUuid, UuidError};
 
 /// The names tried, in order, when no library is named explicitly.
 pub const DEFAULT_LIBRARY_NAMES: [&str; 2] = ["libcuda.so.1", "libcuda.so"];

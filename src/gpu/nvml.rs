@@ -68,7 +68,11 @@ pub fn gpus(nvml: &Nvml) -> Result<Vec<Gpu>, String> {
 }
 
 fn uuid_of(device: &nvml_wrapper::Device<'_>) -> Result<GpuUuid, String> {
-    device.uuid().map_err(|e| e.to_string())?.parse()
+    device
+        .uuid()
+        .map_err(|e| e.to_string())?
+        .parse()
+        .map_err(|e: crate::driver::UuidError| e.to_string())
 }
 
 /// GPU memory in use per PID and GPU (UUID), for compute processes.
