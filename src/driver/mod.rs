@@ -4,6 +4,8 @@
 //!
 //! The process path never calls `cuInit`: the checkpoint functions do not need
 //! it, and it costs milliseconds per invocation.
+//!
+//! May use: `exit`, `files`.
 
 mod error;
 mod ffi;

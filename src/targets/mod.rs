@@ -1,4 +1,8 @@
-//! Processes.
+//! The processes a command acts on: one process's /proc facts and the
+//! caller's privileges (`process`), and discovery of CUDA processes in
+//! trees, cgroups or the whole host (`discover`), read-only.
+//!
+//! May use: `exit`, `files`.
 
 pub mod discover;
 pub mod process;

@@ -135,6 +135,10 @@ pub struct ProcessDoc {
     /// GPU memory held, from NVML (`ps`); absent when NVML is not there,
     /// as on the fake host.
     pub gpu_memory_bytes: Option<u64>,
+    /// The same figure when it is what the process holds now.
+    pub gpu_memory_held_bytes: Option<u64>,
+    /// The same figure when it is what a checkpoint moved to host memory.
+    pub gpu_memory_moved_bytes: Option<u64>,
     /// The checkpoint record written for it (checkpointing commands).
     pub record: Option<String>,
 }
@@ -142,6 +146,16 @@ pub struct ProcessDoc {
 impl ProcessDoc {
     fn check(&self) {
         assert!(self.pid > 0, "{self:?}");
+        // One figure, named once more by what it means.
+        let named = self.gpu_memory_held_bytes.or(self.gpu_memory_moved_bytes);
+        assert!(
+            named.is_none() || named == self.gpu_memory_bytes,
+            "{self:?}"
+        );
+        assert!(
+            self.gpu_memory_held_bytes.is_none() || self.gpu_memory_moved_bytes.is_none(),
+            "{self:?}"
+        );
         assert!(self.name.as_deref().is_none_or(|n| !n.is_empty()));
         assert!(self.restore_tid.is_none_or(|tid| tid > 0), "{self:?}");
         assert!(self.duration_ms.is_finite() && self.duration_ms >= 0.0);
