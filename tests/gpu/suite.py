@@ -2,10 +2,12 @@
 """cudackpt's real-GPU suite: one command, run as root on a host with an
 NVIDIA GPU and driver 570+ (see docs/gpu-results.md for how and where).
 
-    python3 tests/gpu/suite.py --bin-dir DIR [--json FILE] [--bench]
+    python3 tests/gpu/suite.py --bin-dir DIR [--json FILE] [--bench] [--criu-dir C]
 
 DIR holds the release binaries `cudackpt`, `cudackpt-gpu-target` and
 `cudackpt-bench`, and optionally NVIDIA's `cuda-checkpoint` to compare with.
+C holds a CRIU built elsewhere (`criu`, `cuda_plugin.so`, and the shared
+libraries it needs under `lib/`), for hosts without one installed.
 Each scenario drives real CUDA processes (the project's own target program,
 holding a seeded pattern in device memory) through cudackpt and checks the
 states, the exit codes and JSON, and that the data survived. Prints a
@@ -315,7 +317,22 @@ def compat_grammar(tools, t):
     expect(tools.state(t.pid) == "running", "nothing may have changed")
 
 
+# A CRIU carried in with --criu-dir: (binary, plugin dir, library dir).
+CARRIED_CRIU = None
+
+
+def criu_command():
+    """The criu to run and the environment it needs, or None."""
+    if CARRIED_CRIU:
+        binary, _, libs = CARRIED_CRIU
+        return binary, {"LD_LIBRARY_PATH": libs}
+    found = shutil.which("criu")
+    return (found, {}) if found else None
+
+
 def find_cuda_plugin():
+    if CARRIED_CRIU:
+        return CARRIED_CRIU[1]
     for directory in ["/usr/lib/criu", "/usr/local/lib/criu", "/usr/lib64/criu", "/usr/lib/x86_64-linux-gnu/criu", "/usr/local/lib64/criu"]:
         if os.path.exists(os.path.join(directory, "cuda_plugin.so")):
             return directory
@@ -337,10 +354,12 @@ def wait_for_line(path, prefix, after_lines, timeout):
     raise Failed(f"no {prefix!r} line in {path} within {timeout} s")
 
 
-def criu_round_trip(tools, plugin_dir, tool_dir, work):
+def criu_round_trip(tools, plugin_dir, tool_dir, work, hook=None):
     """Dumps and restores a held target with CRIU and the CUDA plugin, with
-    `cuda-checkpoint` resolved from tool_dir. Returns (dump s, restore s)."""
-    criu = shutil.which("criu")
+    `cuda-checkpoint` resolved from tool_dir; or, with `hook`, with that
+    program as CRIU's --action-script and no plugin. Returns (dump s,
+    restore s)."""
+    criu, criu_env = criu_command()
     log_path = os.path.join(work, "target.log")
     images = os.path.join(work, "images")
     os.makedirs(images)
@@ -349,9 +368,14 @@ def criu_round_trip(tools, plugin_dir, tool_dir, work):
     try:
         ready, seen = wait_for_line(log_path, "READY", 0, 60)
         line, seen = wait_for_line(log_path, "OK", seen, 30)
-        env = dict(os.environ, PATH=tool_dir + os.pathsep + os.environ["PATH"])
+        env = dict(os.environ, PATH=tool_dir + os.pathsep + os.environ["PATH"], **criu_env)
         started = time.monotonic()
-        dump = subprocess.run([criu, "dump", "-t", str(p.pid), "-D", images, "--libdir", plugin_dir, "-v4", "-o", "dump.log"], env=env, capture_output=True, text=True)
+        # Without a plugin, point --libdir at an empty folder so no installed
+        # plugin is loaded behind the action script's back.
+        libdir = plugin_dir or os.path.join(work, "no-plugins")
+        os.makedirs(libdir, exist_ok=True)
+        extra = ["--action-script", hook] if hook else []
+        dump = subprocess.run([criu, "dump", "-t", str(p.pid), "-D", images, "--libdir", libdir, "-v4", "-o", "dump.log", *extra], env=env, capture_output=True, text=True)
         dumped = time.monotonic() - started
         if dump.returncode != 0:
             tail = open(os.path.join(images, "dump.log")).read()[-1500:]
@@ -360,7 +384,7 @@ def criu_round_trip(tools, plugin_dir, tool_dir, work):
         with open(log_path) as f:
             seen = len(f.read().splitlines())
         started = time.monotonic()
-        restore = subprocess.run([criu, "restore", "-D", images, "--libdir", plugin_dir, "-d", "-v4", "-o", "restore.log"], env=env, capture_output=True, text=True)
+        restore = subprocess.run([criu, "restore", "-D", images, "--libdir", libdir, "-d", "-v4", "-o", "restore.log", *extra], env=env, capture_output=True, text=True)
         restored = time.monotonic() - started
         if restore.returncode != 0:
             tail = open(os.path.join(images, "restore.log")).read()[-1500:]
@@ -378,14 +402,27 @@ def criu_round_trip(tools, plugin_dir, tool_dir, work):
 
 @scenario("CRIU dump and restore with its CUDA plugin, cudackpt as cuda-checkpoint; data intact")
 def criu_with_plugin(tools):
-    if not shutil.which("criu"):
-        raise Skipped("criu is not installed on this host")
+    found = criu_command()
+    if not found:
+        raise Skipped("criu is not installed on this host (carry one with --criu-dir)")
     plugin_dir = find_cuda_plugin()
     if not plugin_dir:
         raise Skipped("CRIU's cuda_plugin.so not found")
-    version = subprocess.run(["criu", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    criu, criu_env = found
+    version = subprocess.run([criu, "--version"], capture_output=True, text=True, env=dict(os.environ, **criu_env)).stdout.split("\n")[0]
     dumped, restored = criu_round_trip(tools, plugin_dir, tools.compat_dir, tempfile.mkdtemp(prefix="cudackpt-criu-"))
     return f"{version}, plugin in {plugin_dir}: dump {dumped:.1f} s, restore {restored:.1f} s"
+
+
+@scenario("CRIU dump and restore with cudackpt as its action script (no plugin); data intact")
+def criu_with_action_script(tools):
+    found = criu_command()
+    if not found:
+        raise Skipped("criu is not installed on this host (carry one with --criu-dir)")
+    criu, criu_env = found
+    version = subprocess.run([criu, "--version"], capture_output=True, text=True, env=dict(os.environ, **criu_env)).stdout.split("\n")[0]
+    dumped, restored = criu_round_trip(tools, None, tools.compat_dir, tempfile.mkdtemp(prefix="cudackpt-criu-hook-"), hook=tools.cudackpt)
+    return f"{version}: dump {dumped:.1f} s, restore {restored:.1f} s"
 
 
 @scenario("group of 4: suspend and resume together; data intact")
@@ -659,7 +696,12 @@ def main():
     parser.add_argument("--json", help="write the results table here")
     parser.add_argument("--bench", action="store_true", help="also run the latency benchmark")
     parser.add_argument("--big-mib", type=int, default=1024, help="size of the larger demo")
+    parser.add_argument("--criu-dir", help="a carried CRIU: criu, cuda_plugin.so and lib/")
     args = parser.parse_args()
+    if args.criu_dir:
+        global CARRIED_CRIU
+        criu_dir = os.path.abspath(args.criu_dir)
+        CARRIED_CRIU = (os.path.join(criu_dir, "criu"), criu_dir, os.path.join(criu_dir, "lib"))
     tools = Tools(args.bin_dir)
 
     doctor(tools)
@@ -692,6 +734,7 @@ def main():
     preflight_memory(tools)
     two_gpu_moves(tools)
     criu_with_plugin(tools)
+    criu_with_action_script(tools)
 
     count = {status: sum(r["status"] == status for r in RESULTS) for status in ["pass", "fail", "skip"]}
     print(f"\n{'scenario':<90} result")
