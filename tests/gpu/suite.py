@@ -62,6 +62,8 @@ def scenario(name):
 
 class Tools:
     def __init__(self, bin_dir):
+        # Absolute: CRIU runs its action script from another directory.
+        bin_dir = os.path.abspath(bin_dir)
         self.cudackpt = os.path.join(bin_dir, "cudackpt")
         self.target_bin = os.path.join(bin_dir, "cudackpt-gpu-target")
         self.bench = os.path.join(bin_dir, "cudackpt-bench")
