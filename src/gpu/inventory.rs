@@ -134,6 +134,22 @@ impl<'a> Inventory<'a> {
         let kernel_dir = std::env::var_os(KERNEL_GPUS_DIR_VAR)
             .filter(|dir| !dir.is_empty())
             .map_or_else(|| PathBuf::from(KERNEL_GPUS_DIR), PathBuf::from);
+        Inventory::reading(kernel_dir, cuda)
+    }
+
+    /// An inventory whose kernel listing is `kernel_dir`'s, with no NVML
+    /// whatever the host has, loading the CUDA driver from `libcuda` if it
+    /// must (tests of the views).
+    #[cfg(test)]
+    pub fn over(kernel_dir: &Path, libcuda: Option<&'a Path>) -> Inventory<'a> {
+        let inventory = Inventory::reading(kernel_dir.to_path_buf(), CudaAccess::Load(libcuda));
+        let _ = inventory
+            .nvml
+            .set(Err("NVML is not asked in tests".to_string()));
+        inventory
+    }
+
+    fn reading(kernel_dir: PathBuf, cuda: CudaAccess<'a>) -> Inventory<'a> {
         Inventory {
             cuda,
             kernel_dir,
@@ -292,6 +308,21 @@ fn parse_information(text: &str) -> Option<(GpuUuid, String)> {
     };
     let uuid = field("GPU UUID")?.parse().ok()?;
     Some((uuid, field("Model").unwrap_or_default()))
+}
+
+/// Writes a kernel listing of GPUs (`(bus id, uuid, model)`) under `dir`,
+/// as `/proc/driver/nvidia/gpus` holds it (tests of what reads it).
+#[cfg(test)]
+pub fn write_kernel_listing(dir: &Path, gpus: &[(&str, GpuUuid, &str)]) {
+    for (bus, uuid, model) in gpus {
+        let gpu = dir.join(bus);
+        fs::create_dir_all(&gpu).expect("a GPU directory");
+        fs::write(
+            gpu.join("information"),
+            format!("Model: \t\t {model}\nGPU UUID: \t {uuid}\n"),
+        )
+        .expect("an information file");
+    }
 }
 
 #[cfg(test)]

@@ -161,3 +161,103 @@ fn given(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::inventory::write_kernel_listing;
+    use crate::gpu::map::parse_map;
+
+    fn uuid(n: u8) -> crate::driver::GpuUuid {
+        crate::driver::GpuUuid::from_bytes([n; 16])
+    }
+
+    /// A host of two H100s, A and B, as the kernel driver lists them; no
+    /// CUDA driver to fall back on.
+    fn two_gpus() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_kernel_listing(
+            dir.path(),
+            &[
+                ("0000:0a:00.0", uuid(0xa), "H100"),
+                ("0000:0b:00.0", uuid(0xb), "H100"),
+            ],
+        );
+        dir
+    }
+
+    const NO_DRIVER: &str = "/nonexistent/libcuda.so.1";
+
+    fn target(pid: i32) -> Target {
+        Target {
+            pid,
+            name: "worker".to_string(),
+            stopped: false,
+        }
+    }
+
+    #[test]
+    fn a_partial_map_is_completed_and_said_to_be() {
+        let dir = two_gpus();
+        let host = Inventory::over(dir.path(), Some(Path::new(NO_DRIVER)));
+        let entries = parse_map(&[format!("{}=1", uuid(0xa))]).expect("a map");
+        let (pairs, remarks) = given(&entries, &host).expect("completed");
+        let pairs = pairs.expect("a map to pass");
+        assert_eq!(pairs.len(), 2);
+        assert_eq!((pairs[0].old, pairs[0].new), (uuid(0xa), uuid(0xb)));
+        assert_eq!((pairs[1].old, pairs[1].new), (uuid(0xb), uuid(0xa)));
+        assert!(remarks[0].starts_with("completed the map"), "{remarks:?}");
+    }
+
+    #[test]
+    fn a_map_that_moves_nothing_is_passed_empty() {
+        let dir = two_gpus();
+        let host = Inventory::over(dir.path(), Some(Path::new(NO_DRIVER)));
+        let entries = parse_map(&[format!("{0}={0}", uuid(0xa))]).expect("a map");
+        let (pairs, remarks) = given(&entries, &host).expect("fine");
+        assert_eq!(pairs, Some(Vec::new()));
+        assert!(remarks[0].contains("moves no GPU"), "{remarks:?}");
+    }
+
+    #[test]
+    fn an_index_needs_the_host_gpus() {
+        let empty = tempfile::tempdir().expect("tempdir");
+        let host = Inventory::over(empty.path(), Some(Path::new(NO_DRIVER)));
+        let entries = parse_map(&[format!("{}=1", uuid(0xa))]).expect("a map");
+        let failure = given(&entries, &host).expect_err("cannot resolve an index");
+        assert_eq!(failure.kind, FailureKind::InvalidMap);
+        assert!(
+            failure.message.contains("could not be listed"),
+            "{failure:?}"
+        );
+        // A UUID-only map goes to the driver, which judges it.
+        let entries = parse_map(&[format!("{}={}", uuid(0xa), uuid(0xb))]).expect("a map");
+        let (pairs, _) = given(&entries, &host).expect("passed as given");
+        assert_eq!(pairs.expect("pairs").len(), 1);
+    }
+
+    #[test]
+    fn auto_needs_a_record_for_every_target_and_moves_nothing_on_the_same_host() {
+        let dir = two_gpus();
+        let host = Inventory::over(dir.path(), Some(Path::new(NO_DRIVER)));
+        let missing = auto(&HashMap::new(), &[target(7)], &host).expect_err("no record");
+        assert!(missing.message.contains("checkpoint record"), "{missing:?}");
+        let recorded = |n: u8, index| RecordedGpu {
+            index,
+            uuid: uuid(n),
+            name: "H100".to_string(),
+            memory_total_bytes: None,
+        };
+        let record = Record::new(
+            7,
+            "worker",
+            vec![recorded(0xa, 0), recorded(0xb, 1)],
+            None,
+            None,
+        );
+        let records = HashMap::from([(7, record)]);
+        let (pairs, remarks) = auto(&records, &[target(7)], &host).expect("same host");
+        assert_eq!(pairs, None);
+        assert!(remarks[0].contains("nothing moves"), "{remarks:?}");
+    }
+}

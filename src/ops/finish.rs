@@ -153,6 +153,42 @@ fn clear_records(dir: &Path, reports: &[ProcessReport]) {
 /// happened. After a checkpoint the process holds no GPU memory; after a
 /// restore it holds memory again, on the GPUs its record (through the map)
 /// says. A mismatch, or no NVML to check with, fails the process.
+/// What NVML shows that contradicts the driver, if anything: a
+/// checkpointed process still holding GPU memory, or a restored one holding
+/// none or missing from a GPU it should be on (`expected`).
+fn mismatch(
+    who: &str,
+    state: Option<ProcessState>,
+    held: &[(GpuUuid, u64)],
+    expected: &[GpuUuid],
+) -> Option<String> {
+    let list = |gpus: &mut dyn Iterator<Item = GpuUuid>| {
+        gpus.map(|g| g.to_string()).collect::<Vec<_>>().join(", ")
+    };
+    match state {
+        Some(ProcessState::Checkpointed) if !held.is_empty() => Some(format!(
+            "{who} is checkpointed but NVML shows it holding {} MiB on {}",
+            held.iter().map(|(_, b)| b).sum::<u64>() >> 20,
+            list(&mut held.iter().map(|(g, _)| *g))
+        )),
+        Some(ProcessState::Locked | ProcessState::Running) => {
+            let on: Vec<GpuUuid> = held.iter().map(|(g, _)| *g).collect();
+            if on.is_empty() {
+                return Some(format!(
+                    "{who} was restored but NVML shows it holding no GPU memory"
+                ));
+            }
+            expected.iter().find(|g| !on.contains(g)).map(|missing| {
+                format!(
+                    "{who} was restored but is not on {missing} (NVML shows it on {})",
+                    list(&mut on.iter().copied())
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
 fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map: &[GpuPair]) {
     let moved: Vec<usize> = reports
         .iter()
@@ -192,40 +228,12 @@ fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map: &[
             .into_iter()
             .filter(|(_, b)| *b > 0)
             .collect();
-        let problem = match report.state {
-            Some(ProcessState::Checkpointed) if !held.is_empty() => Some(format!(
-                "{who} is checkpointed but NVML shows it holding {} MiB on {}",
-                held.iter().map(|(_, b)| b).sum::<u64>() >> 20,
-                held.iter()
-                    .map(|(g, _)| g.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-            Some(ProcessState::Locked | ProcessState::Running) => {
-                let expected: Vec<GpuUuid> = records
-                    .get(&report.pid)
-                    .and_then(|r| preflight::needs(r, map))
-                    .map(|needs| needs.into_iter().map(|n| n.gpu).collect())
-                    .unwrap_or_default();
-                let on: Vec<GpuUuid> = held.iter().map(|(g, _)| *g).collect();
-                if on.is_empty() {
-                    Some(format!(
-                        "{who} was restored but NVML shows it holding no GPU memory"
-                    ))
-                } else {
-                    expected.iter().find(|g| !on.contains(g)).map(|missing| {
-                        format!(
-                            "{who} was restored but is not on {missing} (NVML shows it on {})",
-                            on.iter()
-                                .map(ToString::to_string)
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )
-                    })
-                }
-            }
-            _ => None,
-        };
+        let expected: Vec<GpuUuid> = records
+            .get(&report.pid)
+            .and_then(|r| preflight::needs(r, map))
+            .map(|needs| needs.into_iter().map(|n| n.gpu).collect())
+            .unwrap_or_default();
+        let problem = mismatch(&who, report.state, &held, &expected);
         match problem {
             Some(message) => {
                 report.failure = Some(Failure::new(
@@ -236,5 +244,29 @@ fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map: &[
             }
             None => report.gpu_memory = Some(GpuMemory::Held(held.iter().map(|(_, b)| b).sum())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn uuid(n: u8) -> GpuUuid {
+        GpuUuid::from_bytes([n; 16])
+    }
+
+    #[test]
+    fn nvml_contradicting_the_driver_is_named() {
+        use ProcessState::*;
+        let (a, b) = (uuid(1), uuid(2));
+        assert_eq!(mismatch("P", Some(Checkpointed), &[], &[]), None);
+        let still = mismatch("P", Some(Checkpointed), &[(a, 3 << 20)], &[]).expect("held");
+        assert!(still.contains("holding 3 MiB on GPU-0101"), "{still}");
+        let empty = mismatch("P", Some(Running), &[], &[a]).expect("nothing held");
+        assert!(empty.contains("holding no GPU memory"), "{empty}");
+        let moved = mismatch("P", Some(Locked), &[(a, 1)], &[b]).expect("wrong GPU");
+        assert!(moved.contains(&format!("is not on {b}")), "{moved}");
+        assert_eq!(mismatch("P", Some(Running), &[(b, 1)], &[b]), None);
+        assert_eq!(mismatch("P", None, &[(a, 1)], &[b]), None);
     }
 }
