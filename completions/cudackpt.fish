@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_cudackpt_global_optspecs
-    string join \n json v/verbose q/quiet libcuda= y/yes record-dir= color= h/help V/version
+    string join \n json v/verbose q/quiet libcuda= y/yes record-dir= no-lock color= h/help V/version
 end
 
 function __fish_cudackpt_needs_command
@@ -25,7 +25,7 @@ function __fish_cudackpt_using_subcommand
 end
 
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_needs_command" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -33,6 +33,7 @@ complete -c cudackpt -n "__fish_cudackpt_needs_command" -l json -d 'Print one JS
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "state" -d 'Print each process\'s CUDA state and restore thread id'
@@ -58,7 +59,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s p -l pid -d 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -67,6 +68,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l json -d 'Pri
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
@@ -74,7 +76,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l tree -d 'Ever
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s t -l timeout -d 'How long to wait for the process\'s CUDA work to drain before giving up (the process then keeps running). Milliseconds (500) or a duration (500ms, 5s, 2m); 0, the default, waits as long as it takes' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -83,13 +85,14 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l json -d 'Prin
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -99,6 +102,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l json -d
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
@@ -107,7 +111,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l cgroup -d 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU; a partial map of this host\'s GPUs is completed. `auto` maps the GPUs recorded at checkpoint onto this host\'s by index (same count and models)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l map-file -d 'Read OLD=NEW pairs from a JSON file: {"OLD": "NEW", ...}, a list of "OLD=NEW" strings, or the `map` cudackpt prints with --json' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -118,13 +122,14 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l json -d 'P
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -133,6 +138,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l json -d 'Pr
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
@@ -143,7 +149,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s m -l map -d
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l map-file -d 'Read OLD=NEW pairs from a JSON file: {"OLD": "NEW", ...}, a list of "OLD=NEW" strings, or the `map` cudackpt prints with --json' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l deadline -d 'Give up on the whole group after this long: no new step starts, the group is rolled back and the report names the slowest process. Lock timeouts are shortened to fit. Milliseconds or a duration; 0, the default, sets no deadline' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -154,6 +160,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l json -d 'Pr
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
@@ -162,7 +169,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l cgroup -d 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s t -l timeout -d 'How long to wait for the process\'s CUDA work to drain before giving up (the process then keeps running). Milliseconds (500) or a duration (500ms, 5s, 2m); 0, the default, waits as long as it takes' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l deadline -d 'Give up on the whole group after this long: no new step starts, the group is rolled back and the report names the slowest process. Lock timeouts are shortened to fit. Milliseconds or a duration; 0, the default, sets no deadline' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -172,6 +179,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l json -d 'P
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
@@ -181,7 +189,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s m -l map -d
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l map-file -d 'Read OLD=NEW pairs from a JSON file: {"OLD": "NEW", ...}, a list of "OLD=NEW" strings, or the `map` cudackpt prints with --json' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l deadline -d 'Give up on the whole group after this long: no new step starts, the group is rolled back and the report names the slowest process. Lock timeouts are shortened to fit. Milliseconds or a duration; 0, the default, sets no deadline' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -192,13 +200,14 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l json -d 'Pr
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -207,6 +216,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l json -
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r
@@ -215,7 +225,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l cgroup -d 'Ev
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s s -l state -d 'The state to wait for: running, locked, checkpointed or failed' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s t -l timeout -d 'Give up after this long (exit 1). Milliseconds or a duration; 0, the default, waits as long as it takes' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -224,12 +234,13 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l json -d 'Prin
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l tree -d 'Only this process\'s tree (repeatable)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l cgroup -d 'Only this cgroup and its child cgroups (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -237,10 +248,11 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l json -d 'Print 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -248,10 +260,11 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l json -d 'P
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -259,12 +272,13 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l json -d 'Pr
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l size-mib -d 'How much GPU memory to fill and carry through the round trip' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l device -d 'The GPU to use (index)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -272,11 +286,12 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l json -d 'Prin
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l resume-when-thawed -d '(Internal) wait until these processes are thawed, then resume them' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -284,10 +299,11 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l json -d 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -296,10 +312,11 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l jso
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -307,11 +324,12 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l json -
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l dir -d 'Write cudackpt.1 and one page per command here' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
@@ -319,6 +337,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l json -d 'Print
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s q -l quiet -d 'Print nothing; report through the exit status only'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand help; and not __fish_seen_subcommand_from state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps devices doctor demo criu-hook install-compat completions man help" -f -a "state" -d 'Print each process\'s CUDA state and restore thread id'

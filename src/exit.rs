@@ -29,7 +29,7 @@ impl ExitStatus {
             ExitStatus::LockTimeout => "lock timed out; the process is still running",
             ExitStatus::WrongState => "the process is in the wrong state for this operation",
             ExitStatus::NoProcess => "no such process, a thread rather than a process, or not a CUDA process",
-            ExitStatus::PermissionDenied => "permission denied (needs root or CAP_SYS_PTRACE; see ptrace_scope)",
+            ExitStatus::PermissionDenied => "permission denied (needs root or CAP_SYS_PTRACE; see ptrace_scope), or a file or directory cudackpt will not trust as root (another user's, writable by others, a link)",
             ExitStatus::DriverUnavailable => "driver unavailable: libcuda not found, or too old for the checkpoint API",
             ExitStatus::PreflightRefused => "refused before any state changed: invalid GPU map (or, for restore, not enough GPU memory)",
             ExitStatus::Interrupted => "interrupted by SIGINT, SIGTERM or SIGHUP; the processes were rolled back (a second signal exits at once)",

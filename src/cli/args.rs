@@ -70,11 +70,17 @@ pub struct GlobalArgs {
     #[arg(short, long, global = true)]
     pub yes: bool,
 
-    /// Where checkpoint records are kept (default /run/cudackpt; also
-    /// CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel
-    /// with the images.
+    /// Where checkpoint records are kept (default /run/cudackpt as root,
+    /// else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU
+    /// images directory so they travel with the images. It must belong to
+    /// root (or to you, when not root) and not be writable by others.
     #[arg(long, global = true, value_name = "DIR")]
     pub record_dir: Option<PathBuf>,
+
+    /// Change processes without taking cudackpt's per-process locks (when
+    /// the lock directory cannot be used and nothing else can act on them).
+    #[arg(long, global = true)]
+    pub no_lock: bool,
 
     /// When to colour the output.
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]

@@ -151,6 +151,7 @@ fn run_process_command(invocation: Invocation, global: &GlobalArgs, sink: &Sink)
         record_dir: global.record_dir.as_deref(),
         force: invocation.force,
         verify: invocation.verify,
+        use_locks: !global.no_lock,
     });
     sink.finish(&report)
 }

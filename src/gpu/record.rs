@@ -3,11 +3,12 @@
 //! holds the host's GPUs (UUID, name, memory), the process's device memory
 //! per GPU (from NVML, when installed), the driver version and the time.
 //!
-//! Records live in one file per PID under `/run/cudackpt` (gone at reboot,
-//! like the checkpointed state), or `--record-dir` / `CUDACKPT_RECORD_DIR`
-//! (e.g. a CRIU images directory, to travel with the images). A record whose
-//! process has since been replaced (another start time and another name) is
-//! ignored.
+//! Records live in one file per PID under the run directory (root's
+//! `/run/cudackpt`, gone at reboot like the checkpointed state), or
+//! `--record-dir` / `CUDACKPT_RECORD_DIR` (e.g. a CRIU images directory of
+//! root's, to travel with the images), always through a checked
+//! [`SafeDir`]. A record whose process has since been replaced (another
+//! start time and another name) is ignored.
 
 use std::fs;
 use std::io;
@@ -17,10 +18,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::driver::{GpuPair, GpuUuid};
-use crate::files;
+use crate::files::{self, SafeDir};
 use crate::gpu::inventory::Gpu;
 
-pub const DEFAULT_DIR: &str = "/run/cudackpt";
 pub const DIR_VAR: &str = "CUDACKPT_RECORD_DIR";
 const SCHEMA_VERSION: u32 = 1;
 /// A record is a few KiB; anything much larger was not written by cudackpt.
@@ -88,7 +88,7 @@ impl Record {
 }
 
 /// The record directory: `--record-dir`, else CUDACKPT_RECORD_DIR, else
-/// /run/cudackpt.
+/// the run directory.
 pub fn dir(explicit: Option<&Path>) -> PathBuf {
     explicit
         .map(Path::to_path_buf)
@@ -97,11 +97,11 @@ pub fn dir(explicit: Option<&Path>) -> PathBuf {
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
         })
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_DIR))
+        .unwrap_or_else(files::run_dir)
 }
 
-fn path(dir: &Path, pid: i32) -> PathBuf {
-    dir.join(format!("{pid}.json"))
+fn file_name(pid: i32) -> String {
+    format!("{pid}.json")
 }
 
 /// Field 22 of /proc/PID/stat.
@@ -113,30 +113,29 @@ fn starttime(pid: i32) -> Option<u64> {
         .ok()
 }
 
-/// Writes the record (atomically: a temporary file renamed into place).
-pub fn write(dir: &Path, record: &Record) -> io::Result<PathBuf> {
-    fs::create_dir_all(dir)?;
-    let target = path(dir, record.pid);
-    let temporary = dir.join(format!(".{}.json.tmp", record.pid));
+/// Writes the record atomically (a fresh private temporary file renamed
+/// into place, never through a link).
+pub fn write(dir: &SafeDir, record: &Record) -> io::Result<PathBuf> {
     let text = serde_json::to_string_pretty(record).map_err(io::Error::other)?;
-    fs::write(&temporary, text)?;
-    fs::rename(&temporary, &target)?;
-    Ok(target)
+    dir.write_atomic(&file_name(record.pid), text.as_bytes())
 }
 
 /// The record of `pid` with process name `name`, if there is one that is
 /// about this process (same start time, or, after CRIU restored it as a new
 /// process with the same PID, the same name).
-pub fn read(dir: &Path, pid: i32, name: &str) -> Option<Record> {
-    let text = files::read_capped(&path(dir, pid), RECORD_CAP).ok()?;
+pub fn read(dir: &SafeDir, pid: i32, name: &str) -> Option<Record> {
+    let text = dir
+        .read_capped(&file_name(pid), RECORD_CAP)
+        .map_err(|why| tracing::warn!(pid, %why, "ignoring a checkpoint record"))
+        .ok()??;
     let record: Record = serde_json::from_str(&text).ok()?;
     let same_process = record.starttime.is_some() && record.starttime == starttime(pid);
     (record.pid == pid && (same_process || record.name == name)).then_some(record)
 }
 
 /// Removes the record of a process that is running again.
-pub fn remove(dir: &Path, pid: i32) {
-    let _ = fs::remove_file(path(dir, pid));
+pub fn remove(dir: &SafeDir, pid: i32) {
+    let _ = dir.remove(&file_name(pid));
 }
 
 /// Why `--map auto` cannot map the recorded GPUs onto this host's.
@@ -224,7 +223,8 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_belong_to_their_process() {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let temp = tempfile::tempdir().expect("tempdir");
+        let dir = SafeDir::create(temp.path()).expect("a safe dir");
         let me = std::process::id() as i32;
         let record = Record::new(
             me,
@@ -236,28 +236,24 @@ mod tests {
             }]),
             Some("13.0".into()),
         );
-        let written = write(dir.path(), &record).expect("writes");
-        assert_eq!(written, dir.path().join(format!("{me}.json")));
+        let written = write(&dir, &record).expect("writes");
+        assert_eq!(written, temp.path().join(format!("{me}.json")));
         assert_eq!(
-            read(dir.path(), me, "another name"),
+            read(&dir, me, "another name"),
             Some(record.clone()),
             "same start time"
         );
         assert_eq!(record.bytes_needed(), Some(42));
         let mut stale = record.clone();
         stale.starttime = Some(1);
-        write(dir.path(), &stale).expect("writes");
-        assert_eq!(
-            read(dir.path(), me, "another name"),
-            None,
-            "a replaced process"
-        );
+        write(&dir, &stale).expect("writes");
+        assert_eq!(read(&dir, me, "another name"), None, "a replaced process");
         assert!(
-            read(dir.path(), me, "tester").is_some(),
+            read(&dir, me, "tester").is_some(),
             "restored by CRIU: same PID and name"
         );
-        remove(dir.path(), me);
-        assert_eq!(read(dir.path(), me, "tester"), None);
+        remove(&dir, me);
+        assert_eq!(read(&dir, me, "tester"), None);
     }
 
     #[test]

@@ -6,16 +6,15 @@
 //! targets a restore may touch; the pre-flight and the records stage use
 //! them too.
 
-use std::collections::HashMap;
-use std::path::Path;
-
 use crate::driver::GpuPair;
+use crate::files::SafeDir;
 use crate::gpu::inventory::Inventory;
 use crate::gpu::map::{self, Completed, MapEntry, MapError, MapSpec};
 use crate::gpu::record::{self, Record, RecordedGpu};
 use crate::ops::diagnose::{describe_process, Failure, FailureKind};
 use crate::ops::{map_failure, Request, Stop};
 use crate::targets::process::Target;
+use std::collections::HashMap;
 
 /// The map to pass, why, and the records read on the way.
 pub struct Chosen {
@@ -30,16 +29,15 @@ pub struct Chosen {
 pub fn choose(
     request: &Request<'_>,
     targets: &[Target],
-    records_dir: &Path,
+    records_dir: Option<&SafeDir>,
     host: &Inventory<'_>,
 ) -> Result<Chosen, Stop> {
-    let records: HashMap<i32, Record> = if request.operation.restores() {
-        targets
+    let records: HashMap<i32, Record> = match records_dir {
+        Some(dir) if request.operation.restores() => targets
             .iter()
-            .filter_map(|t| record::read(records_dir, t.pid, &t.name).map(|r| (t.pid, r)))
-            .collect()
-    } else {
-        HashMap::new()
+            .filter_map(|t| record::read(dir, t.pid, &t.name).map(|r| (t.pid, r)))
+            .collect(),
+        _ => HashMap::new(),
     };
     let (pairs, remarks) = match &request.map {
         MapSpec::None => (None, Vec::new()),
@@ -167,6 +165,7 @@ mod tests {
     use super::*;
     use crate::gpu::inventory::write_kernel_listing;
     use crate::gpu::map::parse_map;
+    use std::path::Path;
 
     fn uuid(n: u8) -> crate::driver::GpuUuid {
         crate::driver::GpuUuid::from_bytes([n; 16])

@@ -34,6 +34,10 @@ pub enum FailureKind {
     VerifyFailed,
     InUse,
     ProcUnreadable,
+    /// A directory or file cudackpt will not trust (owner, mode, a link).
+    UnsafePath,
+    /// The per-PID lock could not be taken (not held elsewhere: broken).
+    LockUnavailable,
     Usage,
 }
 
@@ -62,6 +66,8 @@ impl FailureKind {
             FailureKind::VerifyFailed => "verify_failed",
             FailureKind::InUse => "in_use",
             FailureKind::ProcUnreadable => "proc_unreadable",
+            FailureKind::UnsafePath => "unsafe_path",
+            FailureKind::LockUnavailable => "lock_unavailable",
             FailureKind::Usage => "usage",
         }
     }
@@ -71,7 +77,7 @@ impl FailureKind {
             FailureKind::NoSuchProcess
             | FailureKind::ThreadNotProcess
             | FailureKind::NotCudaProcess => ExitStatus::NoProcess,
-            FailureKind::PermissionDenied => ExitStatus::PermissionDenied,
+            FailureKind::PermissionDenied | FailureKind::UnsafePath => ExitStatus::PermissionDenied,
             FailureKind::LockTimeout => ExitStatus::LockTimeout,
             FailureKind::WrongState | FailureKind::ProcessStopped | FailureKind::InUse => {
                 ExitStatus::WrongState
@@ -91,7 +97,8 @@ impl FailureKind {
             | FailureKind::RollbackFailed
             | FailureKind::DeadlineExceeded
             | FailureKind::VerifyFailed
-            | FailureKind::ProcUnreadable => ExitStatus::Failed,
+            | FailureKind::ProcUnreadable
+            | FailureKind::LockUnavailable => ExitStatus::Failed,
         }
     }
 }

@@ -5,14 +5,15 @@
 //! restored lose theirs.
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use crate::driver::{format_version, Driver, GpuPair, GpuUuid, ProcessState};
+use crate::files::SafeDir;
 use crate::gpu::inventory::Inventory;
 use crate::gpu::record::{self, Record, RecordedGpu, RecordedUse};
 use crate::ops::diagnose::{describe_process, Failure, FailureKind};
 use crate::ops::plan::StepKind;
 use crate::ops::preflight;
+use crate::ops::records::Records;
 use crate::ops::report::{GpuMemory, ProcessReport};
 use crate::ops::Request;
 use crate::targets::process::Target;
@@ -22,7 +23,7 @@ pub struct Moved<'a> {
     pub targets: &'a [Target],
     pub records: &'a HashMap<i32, Record>,
     pub map: &'a [GpuPair],
-    pub records_dir: &'a Path,
+    pub store: &'a Records,
     /// Taken before the checkpoints, for their records.
     pub snapshot: Option<&'a Snapshot>,
 }
@@ -38,15 +39,10 @@ pub fn finish(
     }
     let mut remarks = Vec::new();
     if let Some(snapshot) = moved.snapshot {
-        remarks.extend(write_records(
-            moved.records_dir,
-            snapshot,
-            moved.targets,
-            reports,
-        ));
+        remarks.extend(write_records(moved.store, snapshot, moved.targets, reports));
     }
-    if request.operation.restores() {
-        clear_records(moved.records_dir, reports);
+    if let Some(dir) = &moved.store.dir {
+        clear_records(dir, reports);
     }
     remarks
 }
@@ -90,7 +86,7 @@ pub fn snapshot(driver: &Driver, host: &Inventory<'_>) -> Snapshot {
 /// Writes a record for every process this command checkpointed; returns
 /// the warnings for records that could not be written.
 fn write_records(
-    dir: &Path,
+    records: &Records,
     snapshot: &Snapshot,
     targets: &[Target],
     reports: &mut [ProcessReport],
@@ -128,24 +124,41 @@ fn write_records(
         );
         // What the checkpoint moved to host memory, when NVML could tell.
         report.gpu_memory = entry.bytes_needed().map(GpuMemory::Moved);
-        match record::write(dir, &entry) {
+        let written = match (&records.dir, &records.unavailable) {
+            (Some(dir), _) => record::write(dir, &entry).map_err(|e| e.to_string()),
+            (None, why) => Err(why.clone().unwrap_or_default()),
+        };
+        match written {
             Ok(path) => report.record = Some(path.display().to_string()),
             Err(error) => warnings.push(format!(
                 "could not write the checkpoint record of {} in {}: {error} (a later restore cannot check GPU memory)",
                 describe_process(target.pid, Some(&target.name)),
-                dir.display()
+                records.path.display()
             )),
         }
     }
     warnings
 }
 
-/// Forgets the records of processes that this command restored.
-fn clear_records(dir: &Path, reports: &[ProcessReport]) {
+/// Forgets the record of a process that no longer needs it: one this
+/// command left running, or restored (and left locked). A restore that was
+/// rolled back leaves the process checkpointed, and its record stays for
+/// the retry (`--map auto`, the pre-flight).
+fn clear_records(dir: &SafeDir, reports: &[ProcessReport]) {
     for report in reports {
-        if report.did(StepKind::Restore) {
+        if record_is_done(report) {
             record::remove(dir, report.pid);
         }
+    }
+}
+
+fn record_is_done(report: &ProcessReport) -> bool {
+    match report.state {
+        Some(ProcessState::Running) => {
+            report.did(StepKind::Unlock) || report.did(StepKind::Restore)
+        }
+        Some(ProcessState::Locked) => report.did(StepKind::Restore),
+        _ => false,
     }
 }
 

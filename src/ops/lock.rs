@@ -5,47 +5,56 @@
 
 use crate::ops::check::Ready;
 use crate::ops::diagnose::{Failure, FailureKind};
-use crate::ops::pidlock::{self, Held};
+use crate::ops::pidlock::{self, Held, LockError};
 use crate::ops::plan::Operation;
 use crate::ops::report::ProcessReport;
 use crate::ops::Stop;
 
 /// The locks of every target (none for a query), or the stop that names
 /// the process held elsewhere and who holds it.
-pub fn lock(operation: &Operation, ready: &Ready) -> Result<Option<Held>, Stop> {
-    if !operation.changes_state() {
-        return Ok(None);
+pub fn lock(operation: &Operation, ready: &Ready, use_locks: bool) -> Result<Held, Stop> {
+    if !operation.changes_state() || !use_locks {
+        return Ok(Held::none());
     }
     let pids: Vec<i32> = ready.targets.iter().map(|t| t.pid).collect();
-    let busy = match pidlock::acquire(&pids) {
-        Ok(held) => return Ok(Some(held)),
-        Err(busy) => busy,
+    let (busy_pid, holder) = match pidlock::acquire(&pids) {
+        Ok(held) => return Ok(held),
+        Err(LockError::Busy { pid, holder }) => (pid, holder),
+        Err(LockError::Unusable(why)) => {
+            return Err(Stop::not_run(Failure::new(
+                FailureKind::LockUnavailable,
+                format!(
+                    "refused before any change: the per-process lock that keeps two cudackpt apart could not be taken: {why}"
+                ),
+                format!(
+                    "{}; or run with --no-lock if nothing else can act on these processes",
+                    why.hint()
+                ),
+            )))
+        }
     };
-    let holder = busy.holder.map_or("another cudackpt".to_string(), |pid| {
+    let holder = holder.map_or("another cudackpt".to_string(), |pid| {
         format!("cudackpt PID {pid}")
     });
     let name = ready
         .targets
         .iter()
-        .find(|t| t.pid == busy.pid)
+        .find(|t| t.pid == busy_pid)
         .map(|t| t.name.clone());
     let mut ran = ready.blocked.clone();
     ran.push(ProcessReport {
         failure: Some(Failure::new(
             FailureKind::InUse,
-            format!("PID {} is being changed by {holder} right now", busy.pid),
+            format!("PID {busy_pid} is being changed by {holder} right now"),
             "wait for that command to finish, then check with `cudackpt state`",
         )),
-        ..ProcessReport::new(busy.pid, name)
+        ..ProcessReport::new(busy_pid, name)
     });
     Err(Stop::Halted {
         ran,
         not_run: Some(Failure::new(
             FailureKind::NotAttempted,
-            format!(
-                "not attempted: PID {} is in use by another cudackpt",
-                busy.pid
-            ),
+            format!("not attempted: PID {busy_pid} is in use by another cudackpt"),
             "a group changes state together or not at all",
         )),
     })

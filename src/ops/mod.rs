@@ -19,6 +19,7 @@ pub mod lock;
 pub mod pidlock;
 pub mod plan;
 pub mod preflight;
+pub mod records;
 pub mod report;
 pub mod select;
 pub mod timeout;
@@ -29,7 +30,6 @@ use std::time::Instant;
 use crate::driver::{Driver, GpuPair};
 use crate::gpu::inventory::Inventory;
 use crate::gpu::map::{MapError, MapSpec};
-use crate::gpu::record;
 use crate::targets::process::{self, Privileges};
 use diagnose::{Failure, FailureKind};
 use execute::{Executor, StepDone};
@@ -72,6 +72,8 @@ pub struct Request<'a> {
     /// Confirm through NVML that checkpoints freed the GPUs and restores
     /// brought the processes back where expected.
     pub verify: bool,
+    /// Take the per-PID locks (`--no-lock` clears it).
+    pub use_locks: bool,
 }
 
 impl<'a> Request<'a> {
@@ -91,6 +93,7 @@ impl<'a> Request<'a> {
             record_dir: None,
             force: false,
             verify: false,
+            use_locks: true,
         }
     }
 }
@@ -146,10 +149,10 @@ fn proceed(
 ) -> Result<Finished, Stop> {
     let ready = check::ready(request, checked)?;
     let host = Inventory::with_driver(&ready.driver);
-    let records_dir = record::dir(request.record_dir);
-    let chosen = choose_map::choose(request, &ready.targets, &records_dir, &host)?;
+    let records = records::open(request)?;
+    let chosen = choose_map::choose(request, &ready.targets, records.dir.as_ref(), &host)?;
     // One cudackpt at a time per process: held until the command ends.
-    let _locks = lock::lock(&request.operation, &ready)?;
+    let _locks = lock::lock(&request.operation, &ready, request.use_locks)?;
     let mut remarks = chosen.remarks;
     remarks.extend(preflight::check_memory(
         request,
@@ -179,7 +182,7 @@ fn proceed(
             targets: &ready.targets,
             records: &chosen.records,
             map,
-            records_dir: &records_dir,
+            store: &records,
             snapshot: snapshot.as_ref(),
         },
     ));

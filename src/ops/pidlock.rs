@@ -1,71 +1,96 @@
 //! One cudackpt at a time per process: a command that changes a process's
-//! state holds an advisory lock (`flock`) on `/run/cudackpt/locks/PID.lock`
-//! (or `$CUDACKPT_LOCK_DIR`) for its whole run, rollback included. A second
-//! invocation on the same process gets a clear answer at once instead of
-//! interleaving its driver calls with the first's. The kernel drops the lock
-//! when its holder exits, however it exits, so a lock never goes stale.
+//! state holds an advisory lock (`flock`) on `PID.lock` in the lock
+//! directory (`locks/` in the run directory, or `$CUDACKPT_LOCK_DIR`) for
+//! its whole run, rollback included. A second invocation on the same
+//! process gets a clear answer at once instead of interleaving its driver
+//! calls with the first's. The kernel drops the lock when its holder exits,
+//! however it exits, so a lock never goes stale; the file is removed when
+//! released.
+//!
+//! The lock fails closed: a directory that cannot be made or trusted, or a
+//! lock file that cannot be opened (EMFILE, a planted link), refuses the
+//! command rather than running it unlocked (`--no-lock` runs it anyway).
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Seek, Write};
+use std::fs::File;
+use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{flock, FlockOperation};
 
+use crate::files::{self, SafeDir, UnsafeDir};
+
 pub const DIR_VAR: &str = "CUDACKPT_LOCK_DIR";
-const DEFAULT_DIR: &str = "/run/cudackpt/locks";
 
-/// Locks held until dropped.
+/// A lock file's content is a PID.
+const HOLDER_CAP: u64 = 32;
+
+/// Locks held until dropped; their files are removed then.
 pub struct Held {
-    _files: Vec<File>,
+    dir: Option<SafeDir>,
+    files: Vec<(String, File)>,
 }
 
-/// Another cudackpt holds the lock of `pid`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Busy {
-    pub pid: i32,
-    /// The PID of the cudackpt that holds it, when it could be read.
-    pub holder: Option<i32>,
+impl Held {
+    /// No lock at all (`--no-lock`).
+    pub fn none() -> Held {
+        Held {
+            dir: None,
+            files: Vec::new(),
+        }
+    }
 }
 
-fn dir() -> PathBuf {
+impl Drop for Held {
+    fn drop(&mut self) {
+        // Unlink while still holding the lock, so nobody can take a lock on
+        // a file that is about to vanish; a waiter then makes a fresh one.
+        if let Some(dir) = &self.dir {
+            for (name, _file) in &self.files {
+                let _ = dir.remove(name);
+            }
+        }
+    }
+}
+
+/// Why the locks could not be taken.
+#[derive(Debug)]
+pub enum LockError {
+    /// Another cudackpt holds the lock of `pid`.
+    Busy {
+        pid: i32,
+        /// The PID of the cudackpt that holds it, when it could be read.
+        holder: Option<i32>,
+    },
+    /// The lock directory or a lock file cannot be used.
+    Unusable(UnsafeDir),
+}
+
+/// The lock directory: `$CUDACKPT_LOCK_DIR`, else `locks` in the run
+/// directory.
+pub fn dir() -> PathBuf {
     std::env::var_os(DIR_VAR)
         .filter(|v| !v.is_empty())
-        .map_or_else(|| PathBuf::from(DEFAULT_DIR), PathBuf::from)
+        .map_or_else(|| files::run_dir().join("locks"), PathBuf::from)
 }
 
-/// Takes the locks of every PID, or none. Where the lock directory cannot
-/// be used (no permission to /run), locking is skipped, not fatal: the
-/// caller could not act on other users' processes anyway.
-pub fn acquire(pids: &[i32]) -> Result<Held, Busy> {
+/// Takes the locks of every PID, or none.
+pub fn acquire(pids: &[i32]) -> Result<Held, LockError> {
     acquire_in(&dir(), pids)
 }
 
 /// [`acquire`] with the lock directory given.
-pub fn acquire_in(dir: &Path, pids: &[i32]) -> Result<Held, Busy> {
-    if let Err(error) = fs::create_dir_all(dir) {
-        tracing::debug!(%error, dir = %dir.display(), "no lock directory; not locking");
-        return Ok(Held { _files: Vec::new() });
-    }
-    let mut files = Vec::with_capacity(pids.len());
+pub fn acquire_in(dir: &Path, pids: &[i32]) -> Result<Held, LockError> {
+    let dir = SafeDir::create(dir).map_err(LockError::Unusable)?;
+    let mut held = Held {
+        dir: None,
+        files: Vec::with_capacity(pids.len()),
+    };
     for &pid in pids {
-        let path = dir.join(format!("{pid}.lock"));
-        let mut file = match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-        {
-            Ok(file) => file,
-            Err(error) => {
-                tracing::debug!(%error, path = %path.display(), "cannot open a lock file; not locking it");
-                continue;
-            }
-        };
+        let name = format!("{pid}.lock");
+        let mut file = dir.open_lock_file(&name).map_err(LockError::Unusable)?;
         if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
-            let mut text = String::new();
-            let _ = file.read_to_string(&mut text);
-            return Err(Busy {
+            let text = SafeDir::read_open(&mut file, HOLDER_CAP);
+            return Err(LockError::Busy {
                 pid,
                 holder: text.trim().parse().ok(),
             });
@@ -75,32 +100,67 @@ pub fn acquire_in(dir: &Path, pids: &[i32]) -> Result<Held, Busy> {
             .set_len(0)
             .and_then(|()| file.rewind())
             .and_then(|()| write!(file, "{}", std::process::id()));
-        files.push(file);
+        held.files.push((name, file));
     }
-    Ok(Held { _files: files })
+    held.dir = Some(dir);
+    Ok(held)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn busy(result: Result<Held, LockError>) -> (i32, Option<i32>) {
+        match result {
+            Err(LockError::Busy { pid, holder }) => (pid, holder),
+            Err(LockError::Unusable(why)) => panic!("unusable: {why}"),
+            Ok(_) => panic!("taken"),
+        }
+    }
+
     #[test]
     fn a_second_holder_is_refused_until_the_first_lets_go() {
         let dir = tempfile::tempdir().expect("tempdir");
         let first = acquire_in(dir.path(), &[4242, 4243]).expect("free");
-        let busy = acquire_in(dir.path(), &[4243]).err().expect("held");
         assert_eq!(
-            busy,
-            Busy {
-                pid: 4243,
-                holder: Some(std::process::id() as i32)
-            }
+            busy(acquire_in(dir.path(), &[4243])),
+            (4243, Some(std::process::id() as i32))
         );
         assert!(
             acquire_in(dir.path(), &[4244]).is_ok(),
             "other processes are free"
         );
         drop(first);
+        assert!(
+            !dir.path().join("4242.lock").exists(),
+            "released lock files are removed"
+        );
         assert!(acquire_in(dir.path(), &[4243]).is_ok(), "released on drop");
+    }
+
+    #[test]
+    fn a_planted_link_or_an_unsafe_directory_fails_closed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").expect("victim");
+        let locks = dir.path().join("locks");
+        std::fs::create_dir(&locks).expect("locks");
+        std::os::unix::fs::symlink(&victim, locks.join("7.lock")).expect("link");
+        assert!(matches!(
+            acquire_in(&locks, &[7]),
+            Err(LockError::Unusable(UnsafeDir::Symlink { .. }))
+        ));
+        assert_eq!(
+            std::fs::read_to_string(&victim).expect("victim"),
+            "precious"
+        );
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).expect("dir");
+        std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .expect("chmod");
+        assert!(matches!(
+            acquire_in(&open, &[7]),
+            Err(LockError::Unusable(UnsafeDir::Writable { .. }))
+        ));
     }
 }

@@ -144,6 +144,8 @@ fn short(failure: &Failure) -> &'static str {
         FailureKind::VerifyFailed => "verification failed",
         FailureKind::InUse => "in use by another cudackpt",
         FailureKind::ProcUnreadable => "/proc unreadable",
+        FailureKind::UnsafePath => "untrusted path",
+        FailureKind::LockUnavailable => "lock unavailable",
         FailureKind::Usage => "usage error",
     }
 }

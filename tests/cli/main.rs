@@ -7,6 +7,7 @@ mod support;
 mod wire;
 
 mod artifacts;
+mod attacks;
 mod compat;
 mod compound;
 mod concurrency;

@@ -61,6 +61,8 @@ pub enum Kind {
     VerifyFailed,
     InUse,
     ProcUnreadable,
+    UnsafePath,
+    LockUnavailable,
     Usage,
 }
 

@@ -1,14 +1,37 @@
-//! Reading small files that someone else may have planted: cudackpt runs as
-//! root, so a file it reads may be a symlink to a device, a FIFO that never
-//! answers, or far larger than it should be. Every read here opens without
-//! following a final symlink and without blocking, insists on a regular
-//! file, and stops at a size cap.
+//! Files someone else may have planted: cudackpt runs as root, so a file it
+//! reads may be a symlink to a device, a FIFO that never answers, or far
+//! larger than it should be, and a directory it writes in may hold a link
+//! to `/etc/ld.so.preload`. Every read here opens without following a final
+//! symlink and without blocking, insists on a regular file, and stops at a
+//! size cap; `safe_dir` keeps cudackpt's own directories safe to write in.
+//!
+//! May use: nothing else of cudackpt (the bottom floor).
+
+pub mod safe_dir;
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::path::Path;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags};
+
+pub use safe_dir::{SafeDir, UnsafeDir};
+
+/// Where cudackpt keeps its own files (records, per-PID locks): root's
+/// `/run/cudackpt`; another user's `$XDG_RUNTIME_DIR/cudackpt` (private to
+/// them, gone at logout), or `/run/cudackpt` when that is unset. Root
+/// ignores `XDG_RUNTIME_DIR`, which whoever ran it could have set.
+pub fn run_dir() -> PathBuf {
+    const SYSTEM: &str = "/run/cudackpt";
+    if rustix::process::geteuid().is_root() {
+        return PathBuf::from(SYSTEM);
+    }
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute())
+        .map_or_else(|| PathBuf::from(SYSTEM), |dir| dir.join("cudackpt"))
+}
 
 /// Why a small file could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +44,8 @@ pub enum ReadError {
     TooLarge { cap: u64 },
     #[error("it is not UTF-8 text")]
     NotText,
+    #[error("{0}")]
+    Unsafe(Box<UnsafeDir>),
 }
 
 /// Reads at most `cap` bytes of text from `path`: no symlink followed at the
@@ -36,6 +61,11 @@ pub fn read_capped(path: &Path, cap: u64) -> Result<String, ReadError> {
     if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
         return Err(ReadError::NotRegular);
     }
+    read_fd_capped(fd, cap)
+}
+
+/// Reads at most `cap` bytes of text from a regular file already open.
+fn read_fd_capped(fd: OwnedFd, cap: u64) -> Result<String, ReadError> {
     let mut bytes = Vec::new();
     File::from(fd).take(cap + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > cap {

@@ -1,0 +1,448 @@
+//! A directory cudackpt keeps its own files in (checkpoint records, per-PID
+//! locks), used safely when it runs as root next to other users:
+//!
+//! - opened once, `O_DIRECTORY|O_NOFOLLOW`, and used only through `*at`
+//!   calls on that descriptor, so no path is resolved twice;
+//! - trusted only when owned by root or by the user cudackpt runs as, and
+//!   not writable by group or others unless sticky (like /tmp), so nobody
+//!   else can plant or swap files in it;
+//! - created 0700 when missing, and files in it created 0600 with
+//!   `O_CREAT|O_EXCL|O_NOFOLLOW`, whatever the umask;
+//! - files read or locked in it must be regular and owned by root or that
+//!   user, so a planted file (in a sticky directory) is never believed.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, CWD};
+
+/// Mode bits that let others write into a directory.
+const GROUP_OR_OTHER_WRITE: u32 = 0o022;
+const STICKY: u32 = 0o1000;
+
+/// Why a directory (or a file in it) is not used.
+#[derive(Debug, thiserror::Error)]
+pub enum UnsafeDir {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{path} is a symbolic link; cudackpt does not follow links it did not make")]
+    Symlink { path: PathBuf },
+    #[error("{path} is not a directory")]
+    NotDirectory { path: PathBuf },
+    #[error("{path} belongs to uid {owner}, not to root{also}", also = also_user(*.expected))]
+    Owner {
+        path: PathBuf,
+        owner: u32,
+        expected: u32,
+    },
+    #[error("{path} is writable by {who} (mode {mode:04o}) and not sticky, so anyone could plant files in it")]
+    Writable {
+        path: PathBuf,
+        mode: u32,
+        who: &'static str,
+    },
+    #[error("{path} is not a regular file")]
+    NotRegular { path: PathBuf },
+}
+
+fn also_user(expected: u32) -> String {
+    if expected == 0 {
+        String::new()
+    } else {
+        format!(" or to uid {expected} (this user)")
+    }
+}
+
+impl UnsafeDir {
+    /// What to do about it, in words.
+    pub fn hint(&self) -> String {
+        match self {
+            UnsafeDir::Io { .. } => {
+                "check the path and its permissions, or choose another directory".to_string()
+            }
+            UnsafeDir::Symlink { .. } | UnsafeDir::NotDirectory { .. } => {
+                "give a real directory (not a link), owned by root or by you".to_string()
+            }
+            UnsafeDir::Owner { path, .. } | UnsafeDir::Writable { path, .. } => format!(
+                "use a directory only root (or you) can write to, e.g. `install -d -m 0700 DIR`, or fix this one: `chown root: {0} && chmod 0700 {0}`",
+                path.display()
+            ),
+            UnsafeDir::NotRegular { path } => {
+                format!("remove {} (cudackpt did not make it)", path.display())
+            }
+        }
+    }
+}
+
+/// Who may own cudackpt's directories and files: root, and the user it
+/// runs as.
+fn trusted(owner: u32, me: u32) -> bool {
+    owner == 0 || owner == me
+}
+
+fn my_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// The verdict on a directory's owner and mode (pure, for tests).
+pub fn judge_dir(path: &Path, owner: u32, mode: u32, me: u32) -> Result<(), UnsafeDir> {
+    if !trusted(owner, me) {
+        return Err(UnsafeDir::Owner {
+            path: path.to_path_buf(),
+            owner,
+            expected: me,
+        });
+    }
+    if mode & GROUP_OR_OTHER_WRITE != 0 && mode & STICKY == 0 {
+        let who = if mode & 0o002 != 0 {
+            "everyone"
+        } else {
+            "its group"
+        };
+        return Err(UnsafeDir::Writable {
+            path: path.to_path_buf(),
+            mode: mode & 0o7777,
+            who,
+        });
+    }
+    Ok(())
+}
+
+/// A checked directory, held open.
+#[derive(Debug)]
+pub struct SafeDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl SafeDir {
+    /// Opens `path` if it exists and is safe; `Ok(None)` when it does not
+    /// exist (nothing to read from).
+    pub fn open_existing(path: &Path) -> Result<Option<SafeDir>, UnsafeDir> {
+        match SafeDir::open(path) {
+            Err(UnsafeDir::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                Ok(None)
+            }
+            other => other.map(Some),
+        }
+    }
+
+    /// Opens `path`, creating it and any missing parent 0700 first.
+    pub fn create(path: &Path) -> Result<SafeDir, UnsafeDir> {
+        let io = |source: io::Error, at: &Path| UnsafeDir::Io {
+            path: at.to_path_buf(),
+            source,
+        };
+        let mut at = PathBuf::new();
+        for component in path.components() {
+            at.push(component);
+            if !matches!(component, Component::Normal(_)) {
+                continue;
+            }
+            match rustix::fs::mkdirat(CWD, &at, Mode::from_raw_mode(0o700)) {
+                // The umask may have taken bits away; give exactly 0700.
+                Ok(()) => {
+                    rustix::fs::chmod(&at, Mode::from_raw_mode(0o700))
+                        .map_err(|e| io(e.into(), &at))?;
+                }
+                Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(io(e.into(), &at)),
+            }
+        }
+        SafeDir::open(path)
+    }
+
+    fn open(path: &Path) -> Result<SafeDir, UnsafeDir> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::LOOP => UnsafeDir::Symlink {
+                path: path.to_path_buf(),
+            },
+            rustix::io::Errno::NOTDIR if is_symlink(path) => UnsafeDir::Symlink {
+                path: path.to_path_buf(),
+            },
+            rustix::io::Errno::NOTDIR => UnsafeDir::NotDirectory {
+                path: path.to_path_buf(),
+            },
+            e => UnsafeDir::Io {
+                path: path.to_path_buf(),
+                source: e.into(),
+            },
+        })?;
+        let stat = rustix::fs::fstat(&fd).map_err(|e| UnsafeDir::Io {
+            path: path.to_path_buf(),
+            source: e.into(),
+        })?;
+        judge_dir(path, stat.st_uid, stat.st_mode, my_uid())?;
+        Ok(SafeDir {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Checks a file opened in this directory: regular, and owned by root
+    /// or this user.
+    fn check_file(&self, name: &str, fd: &OwnedFd) -> Result<(), UnsafeDir> {
+        let path = self.path.join(name);
+        let stat = rustix::fs::fstat(fd).map_err(|e| UnsafeDir::Io {
+            path: path.clone(),
+            source: e.into(),
+        })?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(UnsafeDir::NotRegular { path });
+        }
+        if !trusted(stat.st_uid, my_uid()) {
+            return Err(UnsafeDir::Owner {
+                path,
+                owner: stat.st_uid,
+                expected: my_uid(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes `name` atomically: a fresh temporary file (exclusive, no
+    /// link followed, 0600) renamed over it. Returns its path.
+    pub fn write_atomic(&self, name: &str, contents: &[u8]) -> io::Result<PathBuf> {
+        let mut attempt = 0;
+        let (temporary, fd) = loop {
+            let temporary = format!(".{name}.{:016x}.tmp", unpredictable());
+            match rustix::fs::openat(
+                &self.fd,
+                temporary.as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            ) {
+                Ok(fd) => break (temporary, fd),
+                Err(rustix::io::Errno::EXIST) if attempt < 16 => attempt += 1,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let written = rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))
+            .map_err(io::Error::from)
+            .and_then(|()| File::from(fd).write_all(contents))
+            .and_then(|()| {
+                rustix::fs::renameat(&self.fd, temporary.as_str(), &self.fd, name)
+                    .map_err(io::Error::from)
+            });
+        if written.is_err() {
+            let _ = rustix::fs::unlinkat(&self.fd, temporary.as_str(), AtFlags::empty());
+        }
+        written.map(|()| self.path.join(name))
+    }
+
+    /// Reads at most `cap` bytes of `name`; `Ok(None)` when there is no
+    /// such file. Refuses links, FIFOs, devices and files of other users.
+    pub fn read_capped(&self, name: &str, cap: u64) -> Result<Option<String>, super::ReadError> {
+        let fd = match rustix::fs::openat(
+            &self.fd,
+            name,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(io::Error::from(e).into()),
+        };
+        self.check_file(name, &fd)
+            .map_err(|e| super::ReadError::Unsafe(Box::new(e)))?;
+        super::read_fd_capped(fd, cap).map(Some)
+    }
+
+    /// Removes `name` if it is there.
+    pub fn remove(&self, name: &str) -> io::Result<()> {
+        match rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Opens (creating 0600 if needed) `name` for locking: a regular file
+    /// of root or this user, never through a link.
+    pub fn open_lock_file(&self, name: &str) -> Result<File, UnsafeDir> {
+        let fd = rustix::fs::openat(
+            &self.fd,
+            name,
+            OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::LOOP => UnsafeDir::Symlink {
+                path: self.path.join(name),
+            },
+            e => UnsafeDir::Io {
+                path: self.path.join(name),
+                source: e.into(),
+            },
+        })?;
+        self.check_file(name, &fd)?;
+        Ok(File::from(fd))
+    }
+
+    /// The text of a small file that is already open (a lock file's holder).
+    pub fn read_open(file: &mut File, cap: u64) -> String {
+        let mut text = String::new();
+        let _ = file.take(cap).read_to_string(&mut text);
+        text
+    }
+}
+
+/// 64 bits nobody else can guess, so a temporary name cannot be planted in
+/// advance: the standard library seeds its hasher keys from the OS.
+fn unpredictable() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.finish()
+}
+
+fn is_symlink(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+/// A name for a file in a directory: one plain component.
+pub fn is_plain_name(name: &OsStr) -> bool {
+    !name.is_empty()
+        && !name.as_bytes().contains(&b'/')
+        && name != OsStr::new(".")
+        && name != OsStr::new("..")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+
+    use super::*;
+
+    #[test]
+    fn only_root_or_this_user_and_no_foreign_writers() {
+        let p = Path::new("/d");
+        assert!(judge_dir(p, 0, 0o40700, 0).is_ok());
+        assert!(
+            judge_dir(p, 1000, 0o40700, 1000).is_ok(),
+            "my own, not root"
+        );
+        assert!(judge_dir(p, 0, 0o41777, 1000).is_ok(), "sticky, like /tmp");
+        assert!(matches!(
+            judge_dir(p, 1000, 0o40700, 0),
+            Err(UnsafeDir::Owner { owner: 1000, .. })
+        ));
+        assert!(matches!(
+            judge_dir(p, 0, 0o40777, 0),
+            Err(UnsafeDir::Writable {
+                who: "everyone",
+                ..
+            })
+        ));
+        assert!(matches!(
+            judge_dir(p, 0, 0o40770, 0),
+            Err(UnsafeDir::Writable {
+                who: "its group",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn created_directories_and_files_are_private_whatever_the_umask() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let old = rustix::process::umask(Mode::empty());
+        let dir = SafeDir::create(&root.path().join("a/b"));
+        rustix::process::umask(old);
+        let dir = dir.expect("created");
+        for path in [root.path().join("a"), root.path().join("a/b")] {
+            let mode = std::fs::metadata(&path).expect("made").permissions().mode();
+            assert_eq!(mode & 0o777, 0o700, "{}", path.display());
+        }
+        let old = rustix::process::umask(Mode::empty());
+        let file = dir.write_atomic("x.json", b"{}");
+        rustix::process::umask(old);
+        let file = file.expect("written");
+        let mode = std::fs::metadata(&file).expect("file").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(
+            dir.read_capped("x.json", 10).expect("read"),
+            Some("{}".into())
+        );
+        assert_eq!(dir.read_capped("missing", 10).expect("none"), None);
+        dir.remove("x.json").expect("removed");
+        dir.remove("x.json").expect("removing twice is fine");
+    }
+
+    #[test]
+    fn a_planted_temporary_link_is_never_written_through() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let victim = root.path().join("victim");
+        std::fs::write(&victim, "precious").expect("victim");
+        let dir = SafeDir::create(&root.path().join("records")).expect("dir");
+        // Temporary names cannot be guessed; a link at the names a naive
+        // writer would use changes nothing.
+        for name in [".7.json.tmp", "7.json.tmp", ".7.json.swp"] {
+            symlink(&victim, root.path().join("records").join(name)).expect("link");
+        }
+        symlink(&victim, root.path().join("records/7.json")).expect("link");
+        dir.write_atomic("7.json", b"record")
+            .expect("written beside the links");
+        assert_eq!(
+            std::fs::read_to_string(&victim).expect("victim"),
+            "precious"
+        );
+        let written =
+            std::fs::symlink_metadata(root.path().join("records/7.json")).expect("the record");
+        assert!(
+            written.file_type().is_file(),
+            "the link was replaced, not followed"
+        );
+    }
+
+    #[test]
+    fn links_to_directories_and_foreign_files_are_refused() {
+        let root = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(root.path().join("real")).expect("dir");
+        symlink(root.path().join("real"), root.path().join("link")).expect("link");
+        assert!(matches!(
+            SafeDir::create(&root.path().join("link")),
+            Err(UnsafeDir::Symlink { .. })
+        ));
+        let dir = SafeDir::create(&root.path().join("real")).expect("dir");
+        symlink("/etc/passwd", root.path().join("real/lnk")).expect("link");
+        assert!(dir.read_capped("lnk", 100).is_err());
+        assert!(matches!(
+            dir.open_lock_file("lnk"),
+            Err(UnsafeDir::Symlink { .. })
+        ));
+        if rustix::process::geteuid().is_root() {
+            let foreign = root.path().join("real/foreign");
+            std::fs::write(&foreign, "x").expect("file");
+            std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).expect("chown");
+            assert_eq!(std::fs::metadata(&foreign).expect("f").uid(), 65534);
+            assert!(dir.read_capped("foreign", 100).is_err());
+            assert!(matches!(
+                dir.open_lock_file("foreign"),
+                Err(UnsafeDir::Owner { owner: 65534, .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn names_are_single_components() {
+        assert!(is_plain_name(OsStr::new("4242.json")));
+        for bad in ["", ".", "..", "a/b", "/x"] {
+            assert!(!is_plain_name(OsStr::new(bad)), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! cudackpt runs as root next to other users' processes: each test here
+//! plays a user who plants something where root will write or read (a
+//! symlink, a FIFO, a device, a directory of their own, a umask of 000) and
+//! shows that root neither writes through it nor hangs on it, and that a
+//! refusal comes before any driver call. These tests need root (as CI has);
+//! as another user each says so and checks what it can.
+
+use std::fs;
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::support::{cudackpt_bin, Fixture};
+use crate::wire::{Kind, ProcessCommandDoc, State};
+
+const NOBODY: u32 = 65534;
+
+fn is_root() -> bool {
+    fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) == 0
+}
+
+fn mode(path: &Path) -> u32 {
+    fs::symlink_metadata(path)
+        .expect("exists")
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+fn victim(fx: &Fixture) -> std::path::PathBuf {
+    let victim = fx.dir().join("victim");
+    fs::write(&victim, "precious").expect("victim");
+    victim
+}
+
+fn untouched(victim: &Path) {
+    assert_eq!(fs::read_to_string(victim).expect("victim"), "precious");
+}
+
+#[test]
+fn a_record_directory_of_another_user_is_refused_before_any_driver_call() {
+    if !is_root() {
+        eprintln!("skipped: chown to another user needs root");
+        return;
+    }
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let victim = victim(&fx);
+    // The user's CRIU images directory, with the links of the exploit.
+    let images = fx.dir().join("images");
+    fs::create_dir(&images).expect("images");
+    symlink(&victim, images.join(format!(".{}.json.tmp", target.pid))).expect("link");
+    symlink(&victim, images.join(format!("{}.json", target.pid))).expect("link");
+    std::os::unix::fs::chown(&images, Some(NOBODY), Some(NOBODY)).expect("chown");
+    let doc: ProcessCommandDoc = fx.json(
+        &[
+            "--record-dir",
+            images.to_str().expect("utf-8"),
+            "suspend",
+            &target.arg(),
+        ],
+        6,
+    );
+    let error = doc.process(target.pid).error();
+    assert_eq!(error.kind, Kind::UnsafePath);
+    assert!(error.message.contains("uid 65534"), "{error:?}");
+    fx.assert_no_calls("an unsafe record directory");
+    untouched(&victim);
+    assert_eq!(fx.fake_state(target.pid), "running");
+}
+
+#[test]
+fn a_directory_anyone_can_write_is_refused_unless_sticky() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let open = fx.dir().join("open");
+    fs::create_dir(&open).expect("dir");
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).expect("chmod");
+    let record_dir = open.to_str().expect("utf-8");
+    let doc: ProcessCommandDoc =
+        fx.json(&["--record-dir", record_dir, "suspend", &target.arg()], 6);
+    let error = doc.process(target.pid).error();
+    assert!(error.message.contains("writable by everyone"), "{error:?}");
+    fx.assert_no_calls("a world-writable record directory");
+    // Sticky, like /tmp: others cannot replace cudackpt's files there.
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o1777)).expect("chmod");
+    fx.json::<ProcessCommandDoc>(&["--record-dir", record_dir, "suspend", &target.arg()], 0);
+    assert_eq!(mode(&open.join(format!("{}.json", target.pid))), 0o600);
+}
+
+#[test]
+fn under_umask_000_directories_are_private_and_records_too() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let bin = cudackpt_bin();
+    let script = format!("umask 000; exec {} suspend {}", bin.display(), target.pid);
+    let status = fx
+        .command_for(Path::new("/bin/sh"), &["-c", &script])
+        .status()
+        .expect("sh");
+    assert!(status.success());
+    assert_eq!(mode(&fx.dir().join("records")), 0o700);
+    assert_eq!(mode(&fx.dir().join("locks")), 0o700);
+    assert_eq!(
+        mode(&fx.dir().join(format!("records/{}.json", target.pid))),
+        0o600
+    );
+    assert!(
+        !fx.dir().join(format!("locks/{}.lock", target.pid)).exists(),
+        "released lock files are removed"
+    );
+}
+
+#[test]
+fn a_fifo_or_a_device_as_a_record_neither_hangs_nor_grows() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let record = fx.dir().join(format!("records/{}.json", target.pid));
+    for plant in ["fifo", "/dev/zero"] {
+        fx.json::<ProcessCommandDoc>(&["suspend", &target.arg()], 0);
+        fs::remove_file(&record).expect("the record to replace");
+        if plant == "fifo" {
+            let made = std::process::Command::new("mkfifo")
+                .arg(&record)
+                .status()
+                .expect("mkfifo");
+            assert!(made.success());
+        } else {
+            symlink(plant, &record).expect("link");
+        }
+        let started = Instant::now();
+        let doc: ProcessCommandDoc = fx.json(&["restore", &target.arg()], 0);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{plant}: restore took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(doc.process(target.pid).state, State::Locked);
+        assert!(
+            doc.warnings.iter().any(|w| w.contains("no checkpoint record")),
+            "{plant}: the planted record is ignored, and the report says what was not checked: {doc:?}"
+        );
+        fx.json::<ProcessCommandDoc>(&["unlock", &target.arg()], 0);
+        let _ = fs::remove_file(&record);
+    }
+}
+
+#[test]
+fn a_planted_lock_link_fails_closed_and_the_victim_is_untouched() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let victim = victim(&fx);
+    let locks = fx.dir().join("locks");
+    fs::create_dir(&locks).expect("locks");
+    symlink(&victim, locks.join(format!("{}.lock", target.pid))).expect("link");
+    let doc: ProcessCommandDoc = fx.json(&["suspend", &target.arg()], 1);
+    let error = doc.process(target.pid).error();
+    assert_eq!(error.kind, Kind::LockUnavailable);
+    assert!(
+        error
+            .hint
+            .as_deref()
+            .is_some_and(|h| h.contains("--no-lock")),
+        "{error:?}"
+    );
+    fx.assert_no_calls("an unusable lock");
+    untouched(&victim);
+    // The way out, when nothing else acts on the process.
+    fx.json::<ProcessCommandDoc>(&["--no-lock", "suspend", &target.arg()], 0);
+    untouched(&victim);
+    assert_eq!(fx.fake_state(target.pid), "checkpointed");
+}
+
+#[test]
+fn an_unusable_lock_directory_fails_closed() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let not_a_dir = fx.dir().join("file");
+    fs::write(&not_a_dir, "").expect("file");
+    let doc: ProcessCommandDoc = fx
+        .cudackpt(&["--json", "lock", &target.arg()])
+        .env("CUDACKPT_LOCK_DIR", &not_a_dir)
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone()
+        .pipe(|out| crate::support::parse_one_document(&out));
+    assert_eq!(doc.process(target.pid).error().kind, Kind::LockUnavailable);
+    fx.assert_no_calls("an unusable lock directory");
+}
+
+#[test]
+fn a_resume_that_rolls_back_keeps_its_record_for_the_retry() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let record = fx.dir().join(format!("records/{}.json", target.pid));
+    fx.json::<ProcessCommandDoc>(&["suspend", &target.arg()], 0);
+    assert!(record.exists());
+    let doc: ProcessCommandDoc =
+        fx.json_with_inject(&["resume", &target.arg()], "unlock=error:999", 1);
+    let p = doc.process(target.pid);
+    assert!(p.rolled_back, "{p:?}");
+    assert_eq!(p.state, State::Checkpointed);
+    assert!(
+        record.exists(),
+        "the record stays while the process is checkpointed"
+    );
+    fx.json::<ProcessCommandDoc>(&["resume", &target.arg()], 0);
+    assert!(!record.exists(), "and goes once it runs");
+}
+
+/// `value.pipe(f)`: f(value), to keep a chain readable.
+trait Pipe: Sized {
+    fn pipe<R>(self, f: impl FnOnce(Self) -> R) -> R {
+        f(self)
+    }
+}
+
+impl<T> Pipe for T {}
