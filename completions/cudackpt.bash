@@ -137,7 +137,7 @@ _cudackpt() {
 
     case "${cmd}" in
         cudackpt)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps devices doctor demo criu-hook install-compat completions man help"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps devices doctor demo criu-hook install-compat completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -163,7 +163,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__checkpoint)
-            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --verify --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --verify --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -205,7 +205,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__completions)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version bash elvish fish powershell zsh"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -231,7 +231,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__criu__subcmd__hook)
-            opts="-v -q -y -h -V --resume-when-thawed --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-v -q -y -h -V --resume-when-thawed --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -261,7 +261,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__demo)
-            opts="-v -q -y -h -V --size-mib --device --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-v -q -y -h -V --size-mib --device --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -295,7 +295,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__devices)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -321,7 +321,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__doctor)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -627,7 +627,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__install__subcmd__compat)
-            opts="-v -q -y -h -V --force --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-v -q -y -h -V --force --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -653,7 +653,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__lock)
-            opts="-p -t -v -q -y -h -V --pid --tree --cgroup --all --timeout --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-p -t -v -q -y -h -V --pid --tree --cgroup --all --timeout --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -703,7 +703,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__man)
-            opts="-v -q -y -h -V --dir --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-v -q -y -h -V --dir --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -733,7 +733,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__ps)
-            opts="-v -q -y -h -V --tree --cgroup --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-v -q -y -h -V --tree --cgroup --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -767,7 +767,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__restore)
-            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --map-file --force --verify --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --map-file --force --verify --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -821,7 +821,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__restore__subcmd__tid)
-            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -863,7 +863,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__resume)
-            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --map-file --force --deadline --verify --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --map-file --force --deadline --verify --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -921,7 +921,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__state)
-            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -963,7 +963,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__suspend)
-            opts="-p -t -v -q -y -h -V --pid --tree --cgroup --all --timeout --deadline --verify --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-p -t -v -q -y -h -V --pid --tree --cgroup --all --timeout --deadline --verify --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1017,7 +1017,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__toggle)
-            opts="-p -t -m -v -q -y -h -V --pid --tree --cgroup --all --timeout --map --map-file --force --deadline --verify --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-p -t -m -v -q -y -h -V --pid --tree --cgroup --all --timeout --map --map-file --force --deadline --verify --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1083,7 +1083,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__unlock)
-            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1125,7 +1125,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__wait)
-            opts="-p -s -t -v -q -y -h -V --pid --tree --cgroup --all --state --timeout --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-p -s -t -v -q -y -h -V --pid --tree --cgroup --all --state --timeout --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -60,10 +60,26 @@ devices: {\"schema_version\":1, \"command\":\"devices\", \"ok\":BOOL, \"exit_cod
 demo: {\"schema_version\":1, \"command\":\"demo\", \"ok\":BOOL, \"exit_code\":N, \"pid\":N, \"size_bytes\":N, \"gpu\":GPU, \
 \"steps\":[{\"step\", \"ok\", \"state\", \"duration_ms\"}], \"data_intact\":BOOL, \"error\":ERROR}.";
 
-const ENVIRONMENT: [(&str, &str); 3] = [
+const ENVIRONMENT: [(&str, &str); 7] = [
     (
         "CUDACKPT_LIBCUDA",
-        "The CUDA driver library to load (as --libcuda).",
+        "The CUDA driver library to load (as --libcuda). As root, only a library owned by root and writable by nobody else.",
+    ),
+    (
+        "CUDACKPT_LIBCUDA_UNSAFE",
+        "1: load CUDACKPT_LIBCUDA whoever owns it (as --libcuda-unsafe); for tests.",
+    ),
+    (
+        "CUDACKPT_RECORD_DIR",
+        "Where checkpoint records are kept (as --record-dir).",
+    ),
+    (
+        "CUDACKPT_LOCK_DIR",
+        "Where the per-process lock files are kept (default: locks/ in /run/cudackpt, or in $XDG_RUNTIME_DIR/cudackpt when not root).",
+    ),
+    (
+        "CUDACKPT_DRIVER_GPUS_DIR",
+        "A directory read instead of /proc/driver/nvidia/gpus (for tests).",
     ),
     (
         "RUST_LOG",
@@ -101,7 +117,23 @@ fn common_sections(roff: &mut Roff) {
         roff.text([bold(name)]);
         roff.text([roman(meaning)]);
     }
+    section(roff, "SECURITY");
+    for paragraph in TRUST_MODEL.split("\n\n") {
+        roff.control("PP", []);
+        roff.text([roman(paragraph)]);
+    }
 }
+
+/// What a sudo rule for cudackpt grants, for the man page (the README has
+/// it at length).
+const TRUST_MODEL: &str = "\
+A sudo rule for cudackpt lets its users lock, checkpoint, restore and unlock the CUDA state of any process on the host, and nothing else.
+
+Records and locks live in a directory owned by root (or by the user running cudackpt) and writable by nobody else unless sticky: /run/cudackpt, --record-dir, CUDACKPT_RECORD_DIR, CUDACKPT_LOCK_DIR. Another directory is refused before any driver call (exit 6). Files are created 0600, exclusively and never through a link; links, FIFOs, devices and other users' files there are never read or written. The per-process lock fails closed (exit 1) unless --no-lock.
+
+As root, --libcuda loads only a library owned by root and writable by nobody else, checked and loaded through the same descriptor (--libcuda-unsafe overrides). Under sudo, --map-file is read only if the user who ran sudo could read it.
+
+Keep sudo's env_reset, so that no CUDACKPT_* variable passes through: %gpu-ops ALL=(root) NOPASSWD: /usr/local/bin/cudackpt";
 
 fn render(man: &clap_mangen::Man, with_subcommands: bool, see_also: &str) -> io::Result<Vec<u8>> {
     let mut page = Vec::new();

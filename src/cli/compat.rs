@@ -306,6 +306,7 @@ pub fn main(args: &[OsString]) -> ExitStatus {
             return ExitStatus::Failed;
         }
     };
+    super::trust_library_from_env();
     let libcuda = std::env::var_os("CUDACKPT_LIBCUDA")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);

@@ -35,6 +35,7 @@ pub fn main() -> ExitStatus {
     }
     if criu_hook::is_hook_invocation(args.len().saturating_sub(1)) {
         logging::init(0);
+        trust_library_from_env();
         let action = std::env::var(criu_hook::ACTION_VAR).unwrap_or_default();
         let libcuda = std::env::var_os("CUDACKPT_LIBCUDA")
             .filter(|v| !v.is_empty())
@@ -48,7 +49,20 @@ pub fn main() -> ExitStatus {
         Err(error) => return clap_error(error, &args),
     };
     logging::init(cli.global.verbose);
+    if cli.global.libcuda_unsafe {
+        crate::driver::trust_any_library();
+    }
     run(cli)
+}
+
+/// `CUDACKPT_LIBCUDA_UNSAFE=1` for the modes that take no flags (NVIDIA's
+/// grammar, CRIU's action script).
+pub fn trust_library_from_env() {
+    let set = std::env::var("CUDACKPT_LIBCUDA_UNSAFE")
+        .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on"));
+    if set {
+        crate::driver::trust_any_library();
+    }
 }
 
 /// Help and version are successes; anything else is a usage error, also

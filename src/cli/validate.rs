@@ -170,7 +170,7 @@ pub enum Invalid {
 const MAP_FILE_CAP: u64 = 1 << 20;
 
 fn read_map_file(file: &Path) -> Result<Vec<String>, String> {
-    let text = files::read_capped(file, MAP_FILE_CAP).map_err(|e| e.to_string())?;
+    let text = files::read_for_invoker(file, MAP_FILE_CAP).map_err(|e| e.to_string())?;
     map::parse_map_file(&text)
 }
 

@@ -178,6 +178,8 @@ pub enum LoadError {
         version: Option<i32>,
         missing: Vec<&'static str>,
     },
+    #[error("refused to load {0}")]
+    Untrusted(#[from] crate::files::UntrustedLibrary),
 }
 
 impl LoadError {
@@ -189,6 +191,9 @@ impl LoadError {
             LoadError::NotADriver { .. } => "point --libcuda or CUDACKPT_LIBCUDA at NVIDIA's libcuda.so.1",
             LoadError::NoCheckpointApi { .. } => {
                 "the checkpoint API needs display driver 570 or newer (GPU remapping needs 580); upgrade the driver"
+            }
+            LoadError::Untrusted(_) => {
+                "as root, --libcuda and CUDACKPT_LIBCUDA name only libraries owned by root and writable by nobody else (`chown root: FILE; chmod go-w FILE`); --libcuda-unsafe (or CUDACKPT_LIBCUDA_UNSAFE=1) loads it anyway"
             }
         }
     }

@@ -14,6 +14,7 @@ mod state;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use error::{
     code, cuda_error_name, format_version, CallError, CudaError, LoadAttempt, LoadError,
@@ -24,6 +25,15 @@ pub use state::ProcessState;
 
 use ffi::Call;
 pub use gpu_id::{GpuPair, GpuUuid, UuidError};
+
+/// Set by `--libcuda-unsafe`: load an explicit library whoever owns it.
+static TRUST_ANY_LIBRARY: AtomicBool = AtomicBool::new(false);
+
+/// Lets root load an explicit `--libcuda` that fails the ownership check
+/// (`--libcuda-unsafe`, `CUDACKPT_LIBCUDA_UNSAFE=1`).
+pub fn trust_any_library() {
+    TRUST_ANY_LIBRARY.store(true, Ordering::Relaxed);
+}
 
 /// The names tried, in order, when no library is named explicitly.
 pub const DEFAULT_LIBRARY_NAMES: [&str; 2] = ["libcuda.so.1", "libcuda.so"];
@@ -69,13 +79,41 @@ impl Driver {
     /// for any CUDA driver; [`Driver::require_checkpoint_api`] says whether
     /// it can checkpoint.
     pub fn load(explicit: Option<&Path>) -> Result<Driver, LoadError> {
-        let candidates: Vec<OsString> = match explicit {
-            Some(path) => vec![path.as_os_str().to_owned()],
-            None => DEFAULT_LIBRARY_NAMES.iter().map(OsString::from).collect(),
+        // An explicit library is opened and checked first, then loaded
+        // through its descriptor: what was checked is what runs.
+        let pinned = match explicit {
+            Some(path) if !TRUST_ANY_LIBRARY.load(Ordering::Relaxed) => {
+                match crate::files::open_library_for_root(path) {
+                    Ok(fd) => Some(fd),
+                    // Not there (or unreadable): say so as the loader would.
+                    Err(crate::files::UntrustedLibrary::Io { path, source }) => {
+                        return Err(LoadError::NotFound {
+                            attempts: vec![LoadAttempt {
+                                name: path.display().to_string(),
+                                reason: source.to_string(),
+                            }],
+                        })
+                    }
+                    Err(untrusted) => return Err(untrusted.into()),
+                }
+            }
+            _ => None,
+        };
+        let candidates: Vec<OsString> = match (explicit, &pinned) {
+            (_, Some(fd)) => vec![OsString::from(format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(fd)
+            ))],
+            (Some(path), None) => vec![path.as_os_str().to_owned()],
+            (None, _) => DEFAULT_LIBRARY_NAMES.iter().map(OsString::from).collect(),
         };
         let mut attempts = Vec::new();
         for candidate in candidates {
-            let requested = candidate.to_string_lossy().into_owned();
+            // Name the library as asked for, not by its descriptor.
+            let requested = match explicit {
+                Some(path) => path.display().to_string(),
+                None => candidate.to_string_lossy().into_owned(),
+            };
             match ffi::open_library(&candidate) {
                 Ok(library) => {
                     let symbols = ffi::Symbols::resolve_all(library);

@@ -33,6 +33,115 @@ pub fn run_dir() -> PathBuf {
         .map_or_else(|| PathBuf::from(SYSTEM), |dir| dir.join("cudackpt"))
 }
 
+/// Why root will not load a library.
+#[derive(Debug, thiserror::Error)]
+pub enum UntrustedLibrary {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{path} is not a regular file")]
+    NotRegular { path: PathBuf },
+    #[error("{path} belongs to uid {owner}, not to root: loading it as root would run that user's code as root")]
+    Owner { path: PathBuf, owner: u32 },
+    #[error("{path} is writable by {who} (mode {mode:04o}): anyone who can write it could run code as root")]
+    Writable {
+        path: PathBuf,
+        mode: u32,
+        who: &'static str,
+    },
+}
+
+/// Opens a shared library that root is about to load, and checks the file
+/// itself (not its name, which could be swapped): a regular file owned by
+/// root and writable by nobody else. The caller loads it through
+/// `/proc/self/fd/N`, so what was checked is what runs. Other users load
+/// what they like into their own process: for them only the opening counts.
+pub fn open_library_for_root(path: &Path) -> Result<OwnedFd, UntrustedLibrary> {
+    let fd =
+        rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).map_err(|e| {
+            UntrustedLibrary::Io {
+                path: path.to_path_buf(),
+                source: e.into(),
+            }
+        })?;
+    if !rustix::process::geteuid().is_root() {
+        return Ok(fd);
+    }
+    let stat = rustix::fs::fstat(&fd).map_err(|e| UntrustedLibrary::Io {
+        path: path.to_path_buf(),
+        source: e.into(),
+    })?;
+    judge_library(path, stat.st_uid, stat.st_mode)?;
+    Ok(fd)
+}
+
+/// The verdict on a library's owner and mode, as root (pure, for tests).
+pub fn judge_library(path: &Path, owner: u32, mode: u32) -> Result<(), UntrustedLibrary> {
+    if rustix::fs::FileType::from_raw_mode(mode) != rustix::fs::FileType::RegularFile {
+        return Err(UntrustedLibrary::NotRegular {
+            path: path.to_path_buf(),
+        });
+    }
+    if owner != 0 {
+        return Err(UntrustedLibrary::Owner {
+            path: path.to_path_buf(),
+            owner,
+        });
+    }
+    if mode & 0o022 != 0 {
+        let who = if mode & 0o002 != 0 {
+            "everyone"
+        } else {
+            "its group"
+        };
+        return Err(UntrustedLibrary::Writable {
+            path: path.to_path_buf(),
+            mode: mode & 0o7777,
+            who,
+        });
+    }
+    Ok(())
+}
+
+/// The user cudackpt acts for: the real user, or under sudo the user who
+/// ran sudo (`SUDO_UID`, set by sudo itself). `None`: root itself.
+pub fn invoking_user() -> Option<u32> {
+    let real = rustix::process::getuid().as_raw();
+    if real != 0 {
+        return Some(real);
+    }
+    std::env::var("SUDO_UID")
+        .ok()
+        .and_then(|uid| uid.trim().parse::<u32>().ok())
+        .filter(|&uid| uid != 0)
+}
+
+/// Reads a small file that a user named on the command line, on their
+/// behalf: as root for someone else (sudo), only a file that user could
+/// read themselves (their own, or readable by everyone), so root never
+/// shows them what they could not see. Capped, no link followed at the
+/// last component, no FIFO.
+pub fn read_for_invoker(path: &Path, cap: u64) -> Result<String, ReadError> {
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io::Error::from)?;
+    let stat = rustix::fs::fstat(&fd).map_err(io::Error::from)?;
+    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
+        return Err(ReadError::NotRegular);
+    }
+    if let (true, Some(user)) = (rustix::process::geteuid().is_root(), invoking_user()) {
+        if stat.st_uid != user && stat.st_mode & 0o004 == 0 {
+            return Err(ReadError::NotTheirs {
+                owner: stat.st_uid,
+                user,
+            });
+        }
+    }
+    read_fd_capped(fd, cap)
+}
+
 /// Why a small file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -46,6 +155,8 @@ pub enum ReadError {
     NotText,
     #[error("{0}")]
     Unsafe(Box<UnsafeDir>),
+    #[error("it belongs to uid {owner} and uid {user}, who ran cudackpt, may not read it")]
+    NotTheirs { owner: u32, user: u32 },
 }
 
 /// Reads at most `cap` bytes of text from `path`: no symlink followed at the
@@ -77,6 +188,35 @@ fn read_fd_capped(fd: OwnedFd, cap: u64) -> Result<String, ReadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn root_loads_only_libraries_only_root_can_change() {
+        let p = Path::new("/lib/x.so");
+        assert!(judge_library(p, 0, 0o100644).is_ok());
+        assert!(judge_library(p, 0, 0o100755).is_ok());
+        assert!(matches!(
+            judge_library(p, 1000, 0o100644),
+            Err(UntrustedLibrary::Owner { owner: 1000, .. })
+        ));
+        assert!(matches!(
+            judge_library(p, 0, 0o100666),
+            Err(UntrustedLibrary::Writable {
+                who: "everyone",
+                ..
+            })
+        ));
+        assert!(matches!(
+            judge_library(p, 0, 0o100664),
+            Err(UntrustedLibrary::Writable {
+                who: "its group",
+                ..
+            })
+        ));
+        assert!(matches!(
+            judge_library(p, 0, 0o020644),
+            Err(UntrustedLibrary::NotRegular { .. })
+        ));
+    }
 
     #[test]
     fn a_small_regular_file_is_read() {

@@ -166,11 +166,11 @@ pub fn process_stopped(pid: i32, name: Option<&str>) -> Failure {
 }
 
 pub fn from_load_error(error: &LoadError) -> Failure {
-    Failure::new(
-        FailureKind::DriverUnavailable,
-        error.to_string(),
-        error.hint(),
-    )
+    let kind = match error {
+        LoadError::Untrusted(_) => FailureKind::UnsafePath,
+        _ => FailureKind::DriverUnavailable,
+    };
+    Failure::new(kind, error.to_string(), error.hint())
 }
 
 /// What a failed call was trying to do.

@@ -96,6 +96,7 @@ fn under_umask_000_directories_are_private_and_records_too() {
     let script = format!("umask 000; exec {} suspend {}", bin.display(), target.pid);
     let status = fx
         .command_for(Path::new("/bin/sh"), &["-c", &script])
+        .stdout(std::process::Stdio::null())
         .status()
         .expect("sh");
     assert!(status.success());
@@ -218,3 +219,98 @@ trait Pipe: Sized {
 }
 
 impl<T> Pipe for T {}
+
+/// A library whose constructor leaves a mark: the code a user would have
+/// root run by naming it in --libcuda.
+const MARKING_LIBRARY: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((constructor)) static void mark(void) {
+    const char *path = getenv("MARK_FILE");
+    if (path) { FILE *f = fopen(path, "w"); if (f) { fputs("ran as root", f); fclose(f); } }
+}
+int cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+"#;
+
+#[test]
+fn root_refuses_a_library_another_user_could_have_written() {
+    if !is_root() {
+        eprintln!("skipped: a library of another user needs root to make");
+        return;
+    }
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let library = fx.compile_library("evil", MARKING_LIBRARY);
+    std::os::unix::fs::chown(&library, Some(NOBODY), Some(NOBODY)).expect("chown");
+    let mark = fx.dir().join("mark");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--json", "--libcuda", library.to_str().expect("utf-8")];
+        args.extend_from_slice(extra);
+        args.extend(["state", "--pid"]);
+        let pid = target.arg();
+        let mut command = fx.cudackpt(&[&args[..], &[pid.as_str()]].concat());
+        command.env("MARK_FILE", &mark);
+        command.assert().get_output().clone()
+    };
+    // The harm, on purpose: with the override, the user's code runs as root.
+    let output = run(&["--libcuda-unsafe"]);
+    assert!(mark.exists(), "the override loads it: {output:?}");
+    fs::remove_file(&mark).expect("reset");
+    // Without it, cudackpt refuses before loading anything.
+    let output = run(&[]);
+    assert_eq!(output.status.code(), Some(6), "{output:?}");
+    let doc: ProcessCommandDoc = crate::support::parse_one_document(&output.stdout);
+    let error = doc.process(target.pid).error();
+    assert_eq!(error.kind, Kind::UnsafePath);
+    assert!(error.message.contains("uid 65534"), "{error:?}");
+    assert!(!mark.exists(), "its constructor never ran");
+    // Writable by others is as bad as owned by them.
+    std::os::unix::fs::chown(&library, Some(0), Some(0)).expect("chown");
+    fs::set_permissions(&library, fs::Permissions::from_mode(0o666)).expect("chmod");
+    assert_eq!(run(&[]).status.code(), Some(6));
+    assert!(!mark.exists());
+}
+
+#[test]
+fn a_map_file_the_invoking_user_cannot_read_is_not_echoed() {
+    if !is_root() {
+        eprintln!("skipped: acting for another user needs root");
+        return;
+    }
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let secret = fx.dir().join("secret.json");
+    fs::write(&secret, r#"{"token": "hunter2-secret-token"}"#).expect("secret");
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).expect("chmod");
+    let run = |sudo_uid: Option<&str>| {
+        let mut command = fx.cudackpt(&[
+            "restore",
+            "--map-file",
+            secret.to_str().expect("utf-8"),
+            &target.arg(),
+        ]);
+        match sudo_uid {
+            Some(uid) => command.env("SUDO_UID", uid),
+            None => command.env_remove("SUDO_UID"),
+        };
+        command.assert().code(2).get_output().clone()
+    };
+    // Root itself asked: it may see what it reads.
+    let (_, err) = crate::support::texts(&run(None));
+    assert!(
+        err.contains("hunter2"),
+        "root's own error shows the entry: {err}"
+    );
+    // Through sudo, for a user who could not read the file: no content.
+    let (_, err) = crate::support::texts(&run(Some("65534")));
+    assert!(!err.contains("hunter2"), "{err}");
+    assert!(
+        err.contains("uid 65534") && err.contains("may not read it"),
+        "{err}"
+    );
+    fx.assert_no_calls("an unreadable map file");
+    // A file the user may read is used as before.
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o644)).expect("chmod");
+    let (_, err) = crate::support::texts(&run(Some("65534")));
+    assert!(err.contains("hunter2"), "{err}");
+}
