@@ -10,7 +10,6 @@
 //! [`SafeDir`]. A record whose process has since been replaced (another
 //! start time and another name) is ignored.
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -69,7 +68,7 @@ impl Record {
             schema_version: SCHEMA_VERSION,
             pid,
             name: name.to_string(),
-            starttime: starttime(pid),
+            starttime: crate::targets::process::starttime(pid),
             checkpointed_at: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
@@ -104,15 +103,6 @@ fn file_name(pid: i32) -> String {
     format!("{pid}.json")
 }
 
-/// Field 22 of /proc/PID/stat.
-fn starttime(pid: i32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    crate::targets::process::stat_fields(&stat)?
-        .nth(19)?
-        .parse()
-        .ok()
-}
-
 /// Writes the record atomically (a fresh private temporary file renamed
 /// into place, never through a link).
 pub fn write(dir: &SafeDir, record: &Record) -> io::Result<PathBuf> {
@@ -129,7 +119,8 @@ pub fn read(dir: &SafeDir, pid: i32, name: &str) -> Option<Record> {
         .map_err(|why| tracing::warn!(pid, %why, "ignoring a checkpoint record"))
         .ok()??;
     let record: Record = serde_json::from_str(&text).ok()?;
-    let same_process = record.starttime.is_some() && record.starttime == starttime(pid);
+    let same_process =
+        record.starttime.is_some() && record.starttime == crate::targets::process::starttime(pid);
     (record.pid == pid && (same_process || record.name == name)).then_some(record)
 }
 

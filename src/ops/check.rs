@@ -268,6 +268,7 @@ mod tests {
             pid,
             name: format!("p{pid}"),
             stopped: false,
+            identity: Default::default(),
         }
     }
 

@@ -192,6 +192,7 @@ mod tests {
             pid,
             name: "worker".to_string(),
             stopped: false,
+            identity: Default::default(),
         }
     }
 

@@ -11,11 +11,56 @@ use crate::ops::report::ProcessReport;
 use crate::ops::Stop;
 
 /// The locks of every target (none for a query), or the stop that names
-/// the process held elsewhere and who holds it.
+/// the process held elsewhere and who holds it. With the locks held, every
+/// target must still be the process that was checked: a PID that was
+/// reused since is never handed to the driver.
 pub fn lock(operation: &Operation, ready: &Ready, use_locks: bool) -> Result<Held, Stop> {
-    if !operation.changes_state() || !use_locks {
+    if !operation.changes_state() {
         return Ok(Held::none());
     }
+    let held = if use_locks {
+        take(ready)?
+    } else {
+        Held::none()
+    };
+    confirm_identities(ready)?;
+    Ok(held)
+}
+
+/// Stops the group if any target is no longer the process checked.
+fn confirm_identities(ready: &Ready) -> Result<(), Stop> {
+    let Some((target, lost)) = ready
+        .targets
+        .iter()
+        .find_map(|t| t.still_the_same().err().map(|lost| (t, lost)))
+    else {
+        return Ok(());
+    };
+    let mut ran = ready.blocked.clone();
+    ran.push(ProcessReport {
+        failure: Some(Failure::new(
+            FailureKind::NoSuchProcess,
+            format!("refused before any change: {lost}"),
+            "check the PID again (`cudackpt ps`); nothing was done to the process now behind it",
+        )),
+        ..ProcessReport::new(target.pid, Some(target.name.clone()))
+    });
+    Err(Stop::Halted {
+        ran,
+        not_run: Some(Failure::new(
+            FailureKind::NotAttempted,
+            format!(
+                "not attempted: PID {} is no longer the process checked",
+                target.pid
+            ),
+            "a group changes state together or not at all",
+        )),
+    })
+}
+
+/// Takes the per-PID locks, or says who holds one or why they cannot be
+/// taken.
+fn take(ready: &Ready) -> Result<Held, Stop> {
     let pids: Vec<i32> = ready.targets.iter().map(|t| t.pid).collect();
     let (busy_pid, holder) = match pidlock::acquire(&pids) {
         Ok(held) => return Ok(held),

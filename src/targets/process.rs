@@ -4,6 +4,8 @@
 
 use std::fs;
 use std::io::{self, Read};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
 /// Parses a PID as given on the command line. Rejects what can never be a
 /// process: text, 0, negative numbers and numbers beyond `pid_t`.
@@ -36,6 +38,112 @@ pub struct Target {
     pub name: String,
     /// Its main thread is stopped (SIGSTOP, a debugger, CRIU's freeze).
     pub stopped: bool,
+    /// Which process it was when checked, to tell it from a later process
+    /// that reuses its PID.
+    pub identity: Identity,
+}
+
+/// A process's identity at its check: a pidfd held from then on (it
+/// refers to that process, never to a later one with the same PID), its
+/// start time and its owner.
+#[derive(Debug, Clone, Default)]
+pub struct Identity {
+    pidfd: Option<Arc<OwnedFd>>,
+    starttime: Option<u64>,
+    owner: Option<u32>,
+}
+
+/// Two identities are the same process when their start times and owners
+/// agree (a descriptor has no value to compare).
+impl PartialEq for Identity {
+    fn eq(&self, other: &Identity) -> bool {
+        self.starttime == other.starttime && self.owner == other.owner
+    }
+}
+
+impl Eq for Identity {}
+
+/// How a target stopped being the process that was checked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdentityLost {
+    #[error("PID {pid} ({name}) exited after it was checked")]
+    Exited { pid: i32, name: String },
+    #[error("PID {pid} is no longer the process that was checked ({name}): it exited and its PID now belongs to another process{owner}", owner = .owner.map_or(String::new(), |uid| format!(" of uid {uid}")))]
+    Replaced {
+        pid: i32,
+        name: String,
+        owner: Option<u32>,
+    },
+}
+
+impl Target {
+    /// Whether the process behind this PID is still the one checked: its
+    /// pidfd does not say it exited, and /proc shows the same start time
+    /// and owner. Done just before the first driver call, after the
+    /// per-PID lock, so a PID reused meanwhile is never acted on.
+    pub fn still_the_same(&self) -> Result<(), IdentityLost> {
+        let exited = || IdentityLost::Exited {
+            pid: self.pid,
+            name: self.name.clone(),
+        };
+        if let Some(pidfd) = &self.identity.pidfd {
+            // A pidfd becomes readable when its process exits.
+            use rustix::event::{poll, PollFd, PollFlags, Timespec};
+            let mut fds = [PollFd::new(pidfd.as_ref(), PollFlags::IN)];
+            let now = Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            if poll(&mut fds, Some(&now)).is_ok_and(|ready| ready > 0)
+                && fds[0].revents().contains(PollFlags::IN)
+            {
+                return Err(exited());
+            }
+        }
+        let now = identity_of(self.pid, None);
+        let status = read_status(self.pid).ok().flatten();
+        if status.is_none() {
+            return Err(exited());
+        }
+        let replaced = (self.identity.starttime.is_some()
+            && now.starttime != self.identity.starttime)
+            || (self.identity.owner.is_some() && now.owner != self.identity.owner);
+        if replaced {
+            return Err(IdentityLost::Replaced {
+                pid: self.pid,
+                name: self.name.clone(),
+                owner: now.owner,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Field 22 of /proc/PID/stat: when the process started, in clock ticks
+/// since boot; a reused PID has another.
+pub fn starttime(pid: i32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_fields(&stat)?.nth(19)?.parse().ok()
+}
+
+/// The identity of `pid` now, with a pidfd when `status` says it is the
+/// process being checked.
+fn identity_of(pid: i32, status: Option<&ProcStatus>) -> Identity {
+    let owner = match status {
+        Some(status) => Some(status.uids[0]),
+        None => read_status(pid).ok().flatten().map(|s| s.uids[0]),
+    };
+    let pidfd = status.and_then(|_| {
+        let pid = rustix::process::Pid::from_raw(pid)?;
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+            .ok()
+            .map(Arc::new)
+    });
+    Identity {
+        pidfd,
+        starttime: starttime(pid),
+        owner,
+    }
 }
 
 /// What /proc says about a PID.
@@ -160,9 +268,16 @@ pub fn read_status(pid: i32) -> Result<Option<ProcStatus>, TargetError> {
     }
 }
 
-/// Whether a PID names a live (non-zombie) process right now.
+/// Whether a PID names a live (non-zombie) process right now, as far as can
+/// be told: only /proc saying it is gone (or a zombie) makes it dead. A
+/// read that fails for another reason (EMFILE, ENOMEM) is no verdict about
+/// the process.
 pub fn is_alive(pid: i32) -> bool {
-    matches!(read_status(pid), Ok(Some(status)) if status.state != 'Z')
+    match read_status(pid) {
+        Ok(Some(status)) => status.state != 'Z',
+        Ok(None) => false,
+        Err(_) => true,
+    }
 }
 
 /// The checks every target passes before any driver call: the PID is live,
@@ -194,10 +309,12 @@ pub fn check_target(pid: i32, caller: &Privileges) -> Result<Target, TargetError
             caller: caller.uid,
         });
     }
+    let identity = identity_of(pid, Some(&status));
     Ok(Target {
         pid,
         name: status.name,
         stopped: is_stopped_state(status.state),
+        identity,
     })
 }
 
@@ -283,6 +400,52 @@ fn has_cap_sys_ptrace() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn root() -> Privileges {
+        Privileges {
+            uid: 0,
+            euid: 0,
+            cap_sys_ptrace: true,
+            ptrace_scope: None,
+        }
+    }
+
+    #[test]
+    fn a_target_that_exits_after_its_check_is_caught_by_its_pidfd() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id() as i32;
+        let target = check_target(pid, &root()).expect("a live process");
+        assert_eq!(target.still_the_same(), Ok(()));
+        child.kill().expect("kill");
+        child.wait().expect("reap");
+        assert!(matches!(
+            target.still_the_same(),
+            Err(IdentityLost::Exited { .. })
+        ));
+    }
+
+    #[test]
+    fn a_pid_now_behind_another_process_is_named_as_replaced() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id() as i32;
+        let mut target = check_target(pid, &root()).expect("a live process");
+        // What a reused PID looks like: the same number, another start time
+        // (the pidfd is of the process now there, so only /proc can tell).
+        target.identity.pidfd = None;
+        target.identity.starttime = target.identity.starttime.map(|t| t + 1);
+        assert!(matches!(
+            target.still_the_same(),
+            Err(IdentityLost::Replaced { .. })
+        ));
+        child.kill().expect("kill");
+        child.wait().expect("reap");
+    }
 
     #[test]
     fn pids_are_positive_numbers() {

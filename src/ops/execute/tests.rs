@@ -126,6 +126,7 @@ fn targets(pids: &[i32]) -> Vec<Target> {
             pid,
             name: format!("worker{pid}"),
             stopped: false,
+            identity: Default::default(),
         })
         .collect()
 }
