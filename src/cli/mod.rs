@@ -49,10 +49,26 @@ pub fn main() -> ExitStatus {
         Err(error) => return clap_error(error, &args),
     };
     logging::init(cli.global.verbose);
+    allow_open_files_up_to_the_hard_limit();
     if cli.global.libcuda_unsafe {
         crate::driver::trust_any_library();
     }
     run(cli)
+}
+
+/// A group holds a lock file and a pidfd per process: raise the soft limit
+/// on open files to the hard one, as CRIU does, so a large group does not
+/// run out at 1024. Where that cannot be done the limit stays, and running
+/// out is reported as such (never as a verdict about a process).
+fn allow_open_files_up_to_the_hard_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(error) = setrlimit(Resource::Nofile, limit) {
+            tracing::debug!(%error, "could not raise the open-file limit");
+        }
+    }
 }
 
 /// `CUDACKPT_LIBCUDA_UNSAFE=1` for the modes that take no flags (NVIDIA's

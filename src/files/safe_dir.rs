@@ -62,6 +62,10 @@ impl UnsafeDir {
     /// What to do about it, in words.
     pub fn hint(&self) -> String {
         match self {
+            // EMFILE, ENFILE: out of descriptors, not a problem of the path.
+            UnsafeDir::Io { source, .. } if matches!(source.raw_os_error(), Some(23 | 24)) => {
+                "too many open files: raise the limit (`ulimit -n`, LimitNOFILE=) or act on fewer processes at once".to_string()
+            }
             UnsafeDir::Io { .. } => {
                 "check the path and its permissions, or choose another directory".to_string()
             }

@@ -43,15 +43,20 @@ pub struct Ready {
 }
 
 /// Checks a target, resolving a thread id to its process when asked to.
-fn check_one(pid: i32, privileges: &Privileges, thread_ids: ThreadIds) -> Result<Target, Failure> {
-    match process::check_target(pid, privileges) {
+fn check_one(
+    pid: i32,
+    privileges: &Privileges,
+    thread_ids: ThreadIds,
+    hold: bool,
+) -> Result<Target, Failure> {
+    match process::check_target(pid, privileges, hold) {
         Err(TargetError::Thread { tgid, .. }) if thread_ids == ThreadIds::ActOnProcess => {
             tracing::debug!(
                 tid = pid,
                 pid = tgid,
                 "acting on the process of a thread id"
             );
-            process::check_target(tgid, privileges)
+            process::check_target(tgid, privileges, hold)
         }
         other => other,
     }
@@ -78,7 +83,10 @@ pub fn check(request: &Request<'_>, selection: Selection) -> Checked {
     let (pids, results): (Vec<i32>, Vec<Result<Target, Failure>>) = selection
         .pids
         .iter()
-        .map(|&pid| (pid, check_one(pid, &privileges, request.thread_ids)))
+        .map(|&pid| {
+            let hold = request.operation.changes_state();
+            (pid, check_one(pid, &privileges, request.thread_ids, hold))
+        })
         .filter(|(pid, result)| named.contains(pid) || !is_gone(result.as_ref().err()))
         .unzip();
     let mut mapped = selection.mapped;

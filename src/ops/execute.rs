@@ -4,6 +4,7 @@
 //! all-or-nothing: when any step fails, every process already moved is
 //! rolled back to where it started. Returns per-process reports; never prints.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -58,27 +59,71 @@ pub fn call(api: &dyn CheckpointApi, pid: i32, step: &Step) -> Result<(), CallEr
     }
 }
 
-/// Runs `work` on every item, one thread per item when there are several,
-/// and returns the results in item order.
+/// The most worker threads one group runs at once: driver calls mostly
+/// wait on the GPU, so a few per core help, but not without bound (a pids
+/// limit, `TasksMax`, memory for stacks).
+fn max_workers() -> usize {
+    let cores = thread::available_parallelism().map_or(4, usize::from);
+    (cores * 4).clamp(8, 64)
+}
+
+/// Runs `work` on every item with a bounded pool of worker threads (the
+/// calling thread is one of them) and returns the results in item order.
+/// A thread that cannot be started (a pids limit) only means fewer
+/// workers: the work still gets done, by those that did start.
 pub fn concurrently<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    in_pool(items, work, max_workers(), &|_| true)
+}
+
+/// [`concurrently`] with the pool's size, and whether worker `n` may be
+/// started (false stands for a failed start, as a test injects it).
+fn in_pool<T: Sync, R: Send>(
+    items: &[T],
+    work: impl Fn(&T) -> R + Sync,
+    workers: usize,
+    may_start: &(dyn Fn(usize) -> bool + Sync),
+) -> Vec<R> {
     if items.len() <= 1 {
         return items.iter().map(work).collect();
     }
-    thread::scope(|scope| {
-        let work = &work;
-        let handles: Vec<_> = items
-            .iter()
-            .map(|item| scope.spawn(move || work(item)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| {
-                handle
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    })
+    let next = AtomicUsize::new(0);
+    let drain = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(item) = items.get(i) else {
+                return done;
+            };
+            done.push((i, work(item)));
+        }
+    };
+    let mut results: Vec<(usize, R)> = thread::scope(|scope| {
+        let mut handles = Vec::new();
+        for n in 1..workers.min(items.len()) {
+            let started = if may_start(n) {
+                thread::Builder::new().spawn_scoped(scope, drain)
+            } else {
+                Err(std::io::Error::other("not started"))
+            };
+            match started {
+                Ok(handle) => handles.push(handle),
+                Err(error) => {
+                    tracing::debug!(%error, workers = n, "no more worker threads; going on with these");
+                    break;
+                }
+            }
+        }
+        let mut results = drain();
+        for handle in handles {
+            match handle.join() {
+                Ok(done) => results.extend(done),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        results
+    });
+    results.sort_unstable_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, result)| result).collect()
 }
 
 impl Executor<'_> {

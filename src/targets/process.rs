@@ -5,7 +5,8 @@
 use std::fs;
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// Parses a PID as given on the command line. Rejects what can never be a
 /// process: text, 0, negative numbers and numbers beyond `pid_t`.
@@ -100,23 +101,41 @@ impl Target {
                 return Err(exited());
             }
         }
-        let now = identity_of(self.pid, None);
-        let status = read_status(self.pid).ok().flatten();
-        if status.is_none() {
+        let Some(status) = read_status(self.pid).ok().flatten() else {
             return Err(exited());
-        }
+        };
+        let owner = Some(status.uids[0]);
         let replaced = (self.identity.starttime.is_some()
-            && now.starttime != self.identity.starttime)
-            || (self.identity.owner.is_some() && now.owner != self.identity.owner);
+            && starttime(self.pid) != self.identity.starttime)
+            || (self.identity.owner.is_some() && owner != self.identity.owner);
         if replaced {
             return Err(IdentityLost::Replaced {
                 pid: self.pid,
                 name: self.name.clone(),
-                owner: now.owner,
+                owner,
             });
         }
         Ok(())
     }
+}
+
+/// How many pidfds one cudackpt may hold: a quarter of its open-file limit,
+/// so that a group of thousands still has descriptors for /proc, the driver
+/// and its lock files. Targets beyond it are told apart by start time and
+/// owner alone.
+static PIDFD_BUDGET: OnceLock<AtomicUsize> = OnceLock::new();
+
+fn take_pidfd_budget() -> bool {
+    let budget = PIDFD_BUDGET.get_or_init(|| {
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        let soft = limit.current.unwrap_or(1 << 20);
+        AtomicUsize::new(usize::try_from(soft / 4).unwrap_or(usize::MAX))
+    });
+    budget
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+            left.checked_sub(1)
+        })
+        .is_ok()
 }
 
 /// Field 22 of /proc/PID/stat: when the process started, in clock ticks
@@ -126,23 +145,18 @@ pub fn starttime(pid: i32) -> Option<u64> {
     stat_fields(&stat)?.nth(19)?.parse().ok()
 }
 
-/// The identity of `pid` now, with a pidfd when `status` says it is the
-/// process being checked.
-fn identity_of(pid: i32, status: Option<&ProcStatus>) -> Identity {
-    let owner = match status {
-        Some(status) => Some(status.uids[0]),
-        None => read_status(pid).ok().flatten().map(|s| s.uids[0]),
-    };
-    let pidfd = status.and_then(|_| {
-        let pid = rustix::process::Pid::from_raw(pid)?;
-        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
-            .ok()
-            .map(Arc::new)
-    });
+/// The identity of the process `status` describes, held by a pidfd while
+/// the budget lasts.
+fn identity_of(pid: i32, status: &ProcStatus) -> Identity {
+    let pidfd = take_pidfd_budget()
+        .then(|| rustix::process::Pid::from_raw(pid))
+        .flatten()
+        .and_then(|pid| rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok())
+        .map(Arc::new);
     Identity {
         pidfd,
         starttime: starttime(pid),
-        owner,
+        owner: Some(status.uids[0]),
     }
 }
 
@@ -281,8 +295,10 @@ pub fn is_alive(pid: i32) -> bool {
 }
 
 /// The checks every target passes before any driver call: the PID is live,
-/// is a process rather than a thread, and the caller may act on it.
-pub fn check_target(pid: i32, caller: &Privileges) -> Result<Target, TargetError> {
+/// is a process rather than a thread, and the caller may act on it. With
+/// `hold`, the target is also held by a pidfd (while the budget lasts), for
+/// commands that will change it.
+pub fn check_target(pid: i32, caller: &Privileges, hold: bool) -> Result<Target, TargetError> {
     let status = read_status(pid)?.ok_or(TargetError::NoSuchProcess { pid })?;
     if status.tgid != pid {
         let name = read_status(status.tgid)
@@ -309,7 +325,11 @@ pub fn check_target(pid: i32, caller: &Privileges) -> Result<Target, TargetError
             caller: caller.uid,
         });
     }
-    let identity = identity_of(pid, Some(&status));
+    let identity = if hold {
+        identity_of(pid, &status)
+    } else {
+        Identity::default()
+    };
     Ok(Target {
         pid,
         name: status.name,
@@ -417,7 +437,7 @@ mod tests {
             .spawn()
             .expect("sleep");
         let pid = child.id() as i32;
-        let target = check_target(pid, &root()).expect("a live process");
+        let target = check_target(pid, &root(), true).expect("a live process");
         assert_eq!(target.still_the_same(), Ok(()));
         child.kill().expect("kill");
         child.wait().expect("reap");
@@ -434,7 +454,7 @@ mod tests {
             .spawn()
             .expect("sleep");
         let pid = child.id() as i32;
-        let mut target = check_target(pid, &root()).expect("a live process");
+        let mut target = check_target(pid, &root(), true).expect("a live process");
         // What a reused PID looks like: the same number, another start time
         // (the pidfd is of the process now there, so only /proc can tell).
         target.identity.pidfd = None;
@@ -508,7 +528,7 @@ mod tests {
     #[test]
     fn this_process_is_a_valid_target_and_its_threads_are_not() {
         let me = std::process::id() as i32;
-        let target = check_target(me, &Privileges::current()).expect("self is a target");
+        let target = check_target(me, &Privileges::current(), false).expect("self is a target");
         assert_eq!(target.pid, me);
         let (tx, rx) = std::sync::mpsc::channel();
         let handle = std::thread::spawn(move || {
@@ -517,7 +537,7 @@ mod tests {
             std::thread::park();
         });
         let tid = rx.recv().expect("tid");
-        let err = check_target(tid, &Privileges::current()).unwrap_err();
+        let err = check_target(tid, &Privileges::current(), false).unwrap_err();
         assert!(
             matches!(err, TargetError::Thread { tgid, .. } if tgid == me),
             "{err:?}"

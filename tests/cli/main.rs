@@ -24,6 +24,7 @@ mod hardening;
 mod help;
 mod json_contract;
 mod layout;
+mod limits;
 mod maps;
 mod nccl;
 mod output;

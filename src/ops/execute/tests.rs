@@ -547,3 +547,40 @@ fn a_rolled_back_group_says_of_each_process_what_happened_to_it() {
         "{failure:?}"
     );
 }
+
+#[test]
+fn a_pool_that_cannot_start_its_threads_still_does_all_the_work_in_order() {
+    let items: Vec<usize> = (0..200).collect();
+    let square = |i: &usize| i * i;
+    let expected: Vec<usize> = items.iter().map(square).collect();
+    // All workers start; a few start, then the OS says no; none at all.
+    for may_start in [
+        &(|_| true) as &(dyn Fn(usize) -> bool + Sync),
+        &|n| n < 3,
+        &|_| false,
+    ] {
+        assert_eq!(in_pool(&items, square, 16, may_start), expected);
+    }
+    assert_eq!(in_pool(&items[..1], square, 16, &|_| false), [0]);
+    assert!(in_pool(&items[..0], square, 16, &|_| true).is_empty());
+}
+
+#[test]
+fn the_pool_runs_its_workers_at_once_but_never_more_than_its_size() {
+    let running = AtomicUsize::new(0);
+    let peak = AtomicUsize::new(0);
+    let items: Vec<usize> = (0..40).collect();
+    in_pool(
+        &items,
+        |_| {
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(20));
+            running.fetch_sub(1, Ordering::SeqCst);
+        },
+        8,
+        &|_| true,
+    );
+    let peak = peak.load(Ordering::SeqCst);
+    assert!(peak > 1 && peak <= 8, "peak {peak}");
+}

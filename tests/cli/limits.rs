@@ -1,0 +1,158 @@
+//! Resource limits a scheduler or container puts on cudackpt: a pids limit
+//! (systemd's TasksMax, a container's pids.max) and a small open-file
+//! limit. A group must still complete, or be refused with nothing moved
+//! and the reason said; running out is never a verdict about a process.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::support::{cudackpt_bin, parse_one_document, Fixture, Target};
+use crate::wire::{Kind, ProcessCommandDoc, State};
+
+/// A fresh cgroup with the pids controller (v2, or v1's pids hierarchy),
+/// removed on drop; `None` (with the reason printed) where none can be made.
+struct PidsCgroup {
+    dir: PathBuf,
+}
+
+impl PidsCgroup {
+    fn new(max: u32) -> Option<PidsCgroup> {
+        let name = format!("cudackpt-test-{}-{max}", std::process::id());
+        let v2 = Path::new("/sys/fs/cgroup");
+        let candidates = [
+            (v2.join("pids"), false),
+            (v2.to_path_buf(), true),
+            (v2.join("unified"), true),
+        ];
+        for (root, is_v2) in candidates {
+            if is_v2
+                && !fs::read_to_string(root.join("cgroup.subtree_control"))
+                    .is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"))
+            {
+                continue;
+            }
+            if !root.join("pids.max").exists() && !is_v2 && !root.join("tasks").exists() {
+                continue;
+            }
+            let dir = root.join(&name);
+            if fs::create_dir(&dir).is_err() {
+                continue;
+            }
+            if fs::write(dir.join("pids.max"), max.to_string()).is_ok() {
+                return Some(PidsCgroup { dir });
+            }
+            let _ = fs::remove_dir(&dir);
+        }
+        eprintln!(
+            "skipped: no writable pids cgroup on this machine (needs root and the pids controller)"
+        );
+        None
+    }
+}
+
+impl Drop for PidsCgroup {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir(&self.dir);
+    }
+}
+
+fn targets(fx: &Fixture, count: usize) -> Vec<Target> {
+    (0..count).map(|_| fx.cuda_target()).collect()
+}
+
+#[test]
+fn a_group_of_200_under_a_pids_limit_of_8_moves_together() {
+    let Some(cgroup) = PidsCgroup::new(8) else {
+        return;
+    };
+    let fx = Fixture::new();
+    let group = targets(&fx, 200);
+    let pids: Vec<String> = group.iter().map(Target::arg).collect();
+    let script = format!(
+        "echo $$ > {}/cgroup.procs && exec {} --json suspend {}",
+        cgroup.dir.display(),
+        cudackpt_bin().display(),
+        pids.join(" ")
+    );
+    let output = fx
+        .command_for(Path::new("/bin/sh"), &["-c", &script])
+        .output()
+        .expect("sh");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+    assert!(doc.processes.iter().all(|p| p.state == State::Checkpointed));
+    assert!(group.iter().all(|t| fx.fake_state(t.pid) == "checkpointed"));
+}
+
+#[test]
+fn under_1024_open_files_1100_processes_are_never_reported_as_exited() {
+    let fx = Fixture::new();
+    let group = targets(&fx, 1100);
+    let pids: Vec<String> = group.iter().map(Target::arg).collect();
+    let run = |command: &str| {
+        let script = format!(
+            "ulimit -n 1024 && exec {} --json {command} {}",
+            cudackpt_bin().display(),
+            pids.join(" ")
+        );
+        let output = fx
+            .command_for(Path::new("/bin/sh"), &["-c", &script])
+            .output()
+            .expect("sh");
+        (
+            output.status.code(),
+            parse_one_document::<ProcessCommandDoc>(&output.stdout),
+        )
+    };
+    let first_error = |doc: &ProcessCommandDoc| {
+        doc.processes
+            .iter()
+            .find_map(|p| p.error.as_ref().map(|e| format!("PID {}: {e:?}", p.pid)))
+    };
+    let (code, doc) = run("state");
+    assert_eq!(code, Some(0), "{:?}", first_error(&doc));
+    assert_eq!(doc.processes.len(), 1100);
+    assert!(doc.processes.iter().all(|p| p.state == State::Running));
+    // A group holds a lock file per process: it either fits, or is refused
+    // with nothing moved and the reason given; no process is called gone.
+    let (code, doc) = run("suspend");
+    let gone = doc
+        .processes
+        .iter()
+        .filter(|p| {
+            p.error
+                .as_ref()
+                .is_some_and(|e| e.kind == Kind::NoSuchProcess)
+        })
+        .count();
+    assert_eq!(gone, 0, "{:?}", first_error(&doc));
+    eprintln!(
+        "suspend of 1100 under 1024 open files: exit {code:?}, {:?}",
+        first_error(&doc)
+    );
+    match code {
+        Some(0) => assert!(group.iter().all(|t| fx.fake_state(t.pid) == "checkpointed")),
+        _ => {
+            let error = doc
+                .processes
+                .iter()
+                .find_map(|p| p.error.as_ref())
+                .expect("a reason");
+            assert_eq!(error.kind, Kind::LockUnavailable, "{error:?}");
+            assert!(error.message.contains("open files"), "{error:?}");
+            assert!(
+                error
+                    .hint
+                    .as_deref()
+                    .is_some_and(|h| h.contains("ulimit -n")),
+                "{error:?}"
+            );
+            assert!(group.iter().all(|t| fx.fake_state(t.pid) == "running"));
+        }
+    }
+}
