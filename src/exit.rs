@@ -13,6 +13,9 @@ pub enum ExitStatus {
     PermissionDenied = 6,
     DriverUnavailable = 7,
     PreflightRefused = 8,
+    RollbackFailed = 9,
+    InUse = 10,
+    Abandoned = 11,
     Interrupted = 130,
 }
 
@@ -32,13 +35,16 @@ impl ExitStatus {
             ExitStatus::PermissionDenied => "permission denied (needs root or CAP_SYS_PTRACE; see ptrace_scope), or a file or directory cudackpt will not trust as root (another user's, writable by others, a link)",
             ExitStatus::DriverUnavailable => "driver unavailable: libcuda not found, or too old for the checkpoint API",
             ExitStatus::PreflightRefused => "refused before any state changed: invalid GPU map (or, for restore, not enough GPU memory)",
-            ExitStatus::Interrupted => "interrupted by SIGINT, SIGTERM or SIGHUP; the processes were rolled back (a second signal exits at once)",
+            ExitStatus::RollbackFailed => "a step failed and so did undoing it: some processes are not where they started; the report (rollback_error) says where each one is",
+            ExitStatus::InUse => "another cudackpt is changing one of the processes right now; nothing was done",
+            ExitStatus::Abandoned => "a second signal ended cudackpt in the middle of a change: the processes it names on stderr were left where it says (bring them back with resume or unlock)",
+            ExitStatus::Interrupted => "interrupted by SIGINT, SIGTERM, SIGHUP or SIGQUIT; the processes were rolled back to where they started",
         }
     }
 }
 
 /// Every status, in order, for documentation.
-pub const ALL: [ExitStatus; 10] = [
+pub const ALL: [ExitStatus; 13] = [
     ExitStatus::Success,
     ExitStatus::Failed,
     ExitStatus::Usage,
@@ -48,6 +54,9 @@ pub const ALL: [ExitStatus; 10] = [
     ExitStatus::PermissionDenied,
     ExitStatus::DriverUnavailable,
     ExitStatus::PreflightRefused,
+    ExitStatus::RollbackFailed,
+    ExitStatus::InUse,
+    ExitStatus::Abandoned,
     ExitStatus::Interrupted,
 ];
 
@@ -58,6 +67,6 @@ mod tests {
     #[test]
     fn numbers_are_the_documented_interface() {
         let codes: Vec<u8> = ALL.iter().map(|s| s.code()).collect();
-        assert_eq!(codes, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 130]);
+        assert_eq!(codes, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 130]);
     }
 }

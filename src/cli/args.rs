@@ -36,7 +36,8 @@ pub struct Cli {
 
 const AFTER_LONG_HELP: &str = "\
 Exit status: 0 success, 1 failed, 2 usage, 3 lock timed out, 4 wrong state, 5 no such (CUDA) process, \
-6 permission denied, 7 driver unavailable, 8 refused by pre-flight. See cudackpt(1).
+6 permission denied or untrusted path, 7 driver unavailable, 8 refused by pre-flight, 9 rollback failed, \
+10 in use by another cudackpt, 11 stopped by a second signal, 130 interrupted and rolled back. See cudackpt(1).
 
 Examples:
   cudackpt state 4242                 # running, locked, checkpointed or failed

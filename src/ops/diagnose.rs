@@ -79,9 +79,9 @@ impl FailureKind {
             | FailureKind::NotCudaProcess => ExitStatus::NoProcess,
             FailureKind::PermissionDenied | FailureKind::UnsafePath => ExitStatus::PermissionDenied,
             FailureKind::LockTimeout => ExitStatus::LockTimeout,
-            FailureKind::WrongState | FailureKind::ProcessStopped | FailureKind::InUse => {
-                ExitStatus::WrongState
-            }
+            FailureKind::WrongState | FailureKind::ProcessStopped => ExitStatus::WrongState,
+            FailureKind::InUse => ExitStatus::InUse,
+            FailureKind::RollbackFailed => ExitStatus::RollbackFailed,
             FailureKind::InvalidMap | FailureKind::InsufficientGpuMemory => {
                 ExitStatus::PreflightRefused
             }
@@ -94,7 +94,6 @@ impl FailureKind {
             | FailureKind::WaitTimeout
             | FailureKind::NotAttempted
             | FailureKind::RolledBack
-            | FailureKind::RollbackFailed
             | FailureKind::DeadlineExceeded
             | FailureKind::VerifyFailed
             | FailureKind::ProcUnreadable

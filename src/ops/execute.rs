@@ -9,9 +9,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::driver::GpuPair;
-use crate::driver::{CallError, CheckpointApi, ProcessState};
+use crate::driver::{code, CallError, CheckpointApi, ProcessState};
 use crate::ops::diagnose::{self, Attempt, Facts, Failure, FailureKind};
-use crate::ops::interrupt::{self, Interrupt};
+use crate::ops::interrupt::{self, Interrupt, Place};
 use crate::ops::plan::{self, Operation, Plan, Step, StepKind};
 use crate::ops::report::{ProcessReport, StepRecord};
 use crate::ops::timeout::Timeout;
@@ -20,6 +20,10 @@ use crate::targets::process::Target;
 /// How long a rollback waits to re-lock a process it had already unlocked.
 /// Bounded so a rollback can never hang on a busy process.
 pub const ROLLBACK_LOCK_TIMEOUT: Timeout = Timeout::from_millis(30_000);
+
+/// The longest single lock call: how long a signal may wait to be noticed
+/// while a process drains its work.
+const LOCK_SLICE: Duration = Duration::from_millis(1000);
 
 /// How often `wait` polls, at most.
 const WAIT_POLL_MAX: Duration = Duration::from_millis(100);
@@ -265,14 +269,45 @@ impl Executor<'_> {
     /// Runs one step, timing it.
     fn step(&self, pid: i32, step: &Step) -> (Result<(), CallError>, Duration) {
         tracing::debug!(pid, step = %step.kind(), "driver call");
+        self.interrupt.note(pid, Some(step.kind()), None);
         let started = Instant::now();
-        let result = call(self.api, pid, step);
+        let result = match step {
+            Step::Lock { timeout } => self.lock_in_slices(pid, *timeout),
+            _ => call(self.api, pid, step),
+        };
         let took = started.elapsed();
         match &result {
             Ok(()) => tracing::debug!(pid, step = %step.kind(), ?took, "done"),
             Err(error) => tracing::debug!(pid, step = %step.kind(), ?took, %error, "failed"),
         }
+        let now = result.is_ok().then(|| step.resulting_state());
+        self.interrupt.note(pid, None, now);
         (result, took)
+    }
+
+    /// A lock taken in slices of at most [`LOCK_SLICE`]: a lock that times
+    /// out leaves the process running (SPEC 2), so it is simply asked again
+    /// until the whole timeout has passed (0: for as long as it takes), or
+    /// a signal came in between. A signal is thus acted on within a slice,
+    /// even under a lock with no timeout (the default, and CRIU's pre-dump).
+    /// A timeout shorter than a slice is one call, as before.
+    fn lock_in_slices(&self, pid: i32, timeout: Timeout) -> Result<(), CallError> {
+        let started = Instant::now();
+        let total = timeout.as_duration();
+        loop {
+            let left = total.map(|total| total.saturating_sub(started.elapsed()));
+            let slice = left.map_or(LOCK_SLICE, |left| left.min(LOCK_SLICE));
+            let slice_ms = u32::try_from(slice.as_millis()).unwrap_or(u32::MAX).max(1);
+            let result = self.api.lock(pid, slice_ms);
+            let drained_too_slowly = matches!(
+                &result,
+                Err(CallError::Cuda { error, .. }) if error.is(code::NOT_READY)
+            );
+            let time_left = total.is_none_or(|total| started.elapsed() < total);
+            if !drained_too_slowly || !time_left || self.interrupt.signal().is_some() {
+                return result;
+            }
+        }
     }
 
     /// A lock that may not outlast the deadline: its timeout is clamped to
@@ -346,6 +381,18 @@ impl Executor<'_> {
             return reports;
         }
         let mut done: Vec<Vec<Step>> = vec![Vec::new(); targets.len()];
+        self.interrupt.track(
+            targets
+                .iter()
+                .zip(reports.iter())
+                .map(|(t, r)| Place {
+                    pid: t.pid,
+                    name: t.name.clone(),
+                    state: r.state,
+                    in_flight: None,
+                })
+                .collect(),
+        );
         // From here on processes move: a signal must roll back, not kill.
         self.interrupt.arm();
         if let Some(cause) = self.run_phases(targets, &plans, &mut reports, &mut done) {
@@ -474,15 +521,46 @@ impl Executor<'_> {
                     report.state = Some(step.resulting_state());
                 }
                 Err(error) => {
-                    let (failure, state_now) =
-                        self.explain(Attempt::Step(step), &targets[*i], &error);
+                    let (failure, state_now, why) = match self.interrupted_lock(step, &error) {
+                        Some(signal) => (
+                            Failure::new(
+                                FailureKind::Interrupted,
+                                format!(
+                                    "stopped locking {}: interrupted by {}",
+                                    diagnose::describe_process(
+                                        targets[*i].pid,
+                                        Some(&targets[*i].name)
+                                    ),
+                                    interrupt::signal_name(signal)
+                                ),
+                                "run the command again when it may finish",
+                            ),
+                            Some(ProcessState::Running),
+                            RollbackCause::Interrupted(signal),
+                        ),
+                        None => {
+                            let (failure, state_now) =
+                                self.explain(Attempt::Step(step), &targets[*i], &error);
+                            (failure, state_now, RollbackCause::Failed(*i))
+                        }
+                    };
                     report.failure = Some(failure);
                     report.state = state_now;
-                    cause.get_or_insert(RollbackCause::Failed(*i));
+                    cause.get_or_insert(why);
                 }
             }
         }
         (cause, slowest)
+    }
+
+    /// The signal that cut a lock short (its last slice timed out because a
+    /// signal stopped the slicing, not because its timeout passed).
+    fn interrupted_lock(&self, step: &Step, error: &CallError) -> Option<i32> {
+        let timed_out = matches!(error, CallError::Cuda { error, .. } if error.is(code::NOT_READY));
+        match step {
+            Step::Lock { .. } if timed_out => self.interrupt.signal(),
+            _ => None,
+        }
     }
 
     /// Undoes every completed step of every process, newest first, each

@@ -1,63 +1,106 @@
-//! SIGINT, SIGTERM and SIGHUP during an operation that changes process
-//! state. CRIU and container runtimes interrupt tools on their own timeouts;
-//! dying then could leave a process locked. So once a state change is about
-//! to start (`arm`), the first signal only raises a flag: the driver calls in
-//! flight finish, no new step starts, and the executor rolls the group back.
-//! Before that nothing has moved, and a signal ends cudackpt at once (a
-//! query can wait for as long as its target is stopped). A second signal
-//! always exits at once, as a last resort for a call that never returns.
+//! SIGINT, SIGTERM, SIGHUP and SIGQUIT during a command. CRIU, container
+//! runtimes and schedulers interrupt tools on their own timeouts; dying then
+//! could leave a process locked. So once a state change is about to start
+//! (`arm`), the first signal only raises a flag: the driver calls in flight
+//! finish (a lock with no timeout is taken in slices of a second, so it
+//! notices within one), no new step starts, and the executor rolls the
+//! group back (exit 130). Before that nothing has moved, and a signal ends
+//! cudackpt at once (a query can wait for as long as its target is
+//! stopped).
+//!
+//! A second signal is the caller insisting: cudackpt prints, from the board
+//! the executor keeps, where each process was left and which call was in
+//! flight, then exits 11 (`Abandoned`), a status of its own. Signals are
+//! taken by a thread of their own (signal-hook's iterator), so all of this
+//! runs outside signal-handler context.
 
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use signal_hook::iterator::Signals;
 
-const SIGNALS: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+use crate::driver::ProcessState;
+use crate::exit::ExitStatus;
+use crate::ops::plan::StepKind;
 
-/// Which signal arrived, if any.
+const SIGNALS: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
+
+/// Where one process of a group is, as far as the executor knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub pid: i32,
+    pub name: String,
+    /// The state after its last finished call (`None`: not yet asked).
+    pub state: Option<ProcessState>,
+    /// The driver call under way on it, if any.
+    pub in_flight: Option<StepKind>,
+}
+
+/// Which signal arrived, if any, and where the group is.
 #[derive(Clone, Default)]
 pub struct Interrupt {
     signal: Arc<AtomicUsize>,
     /// True until `arm`: while nothing has moved, a signal exits at once.
     nothing_moved: Arc<AtomicBool>,
+    board: Arc<Mutex<Vec<Place>>>,
 }
 
 impl Interrupt {
-    /// Catches the signals from now on. If the handlers cannot be installed
-    /// the signals keep their default effect (the process dies), which is
-    /// what happened before; that is logged, not fatal.
+    /// Catches the signals from now on. If they cannot be caught they keep
+    /// their default effect (the process dies), which is logged, not fatal.
     pub fn install() -> Interrupt {
         let interrupt = Interrupt::default();
         interrupt.nothing_moved.store(true, Ordering::SeqCst);
-        let seen = Arc::new(AtomicBool::new(false));
-        for signal in SIGNALS {
-            // Order matters: the shutdown hooks run first. One exits while
-            // nothing has moved, the other if a signal came before.
-            let installed = signal_hook::flag::register_conditional_shutdown(
-                signal,
-                128 + signal,
-                Arc::clone(&interrupt.nothing_moved),
-            )
-            .and_then(|_| {
-                signal_hook::flag::register_conditional_shutdown(
-                    signal,
-                    128 + signal,
-                    Arc::clone(&seen),
-                )
-            })
-            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&seen)))
-            .and_then(|_| {
-                signal_hook::flag::register_usize(
-                    signal,
-                    Arc::clone(&interrupt.signal),
-                    signal as usize,
-                )
+        // The watcher registers the handlers itself, so that without a
+        // watcher (no thread could be started) nothing is caught and the
+        // signals keep their default effect, rather than being swallowed.
+        let (registered, outcome) = std::sync::mpsc::channel();
+        let watcher = interrupt.clone();
+        let spawned = std::thread::Builder::new()
+            .name("signals".to_string())
+            .spawn(move || {
+                let mut signals = match Signals::new(SIGNALS) {
+                    Ok(signals) => signals,
+                    Err(error) => {
+                        let _ = registered.send(Err(error));
+                        return;
+                    }
+                };
+                let _ = registered.send(Ok(()));
+                for signal in signals.forever() {
+                    watcher.arrived(signal);
+                }
             });
-            if let Err(error) = installed {
-                tracing::warn!(signal, %error, "could not catch the signal; it will end cudackpt at once");
-            }
+        let result = match spawned {
+            Ok(_) => outcome
+                .recv()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the watcher ended"))),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = result {
+            tracing::warn!(%error, "could not catch signals; they will end cudackpt at once");
         }
         interrupt
+    }
+
+    /// What the watcher does with each signal.
+    fn arrived(&self, signal: i32) {
+        // `_exit`: no atexit handler (the driver's among them) may run
+        // while other threads are inside driver calls.
+        if self.nothing_moved.load(Ordering::SeqCst) {
+            signal_hook::low_level::exit(128 + signal);
+        }
+        let first = self
+            .signal
+            .compare_exchange(0, signal as usize, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok();
+        if !first {
+            let text = abandon_text(signal, &self.places());
+            let _ = std::io::stderr().lock().write_all(text.as_bytes());
+            signal_hook::low_level::exit(i32::from(ExitStatus::Abandoned.code()));
+        }
     }
 
     /// An interrupt that never fires (for callers that catch nothing).
@@ -83,6 +126,55 @@ impl Interrupt {
     pub fn raise(&self, signal: i32) {
         self.signal.store(signal as usize, Ordering::SeqCst);
     }
+
+    /// Starts the board: every process of the group, where it is now.
+    pub fn track(&self, places: Vec<Place>) {
+        *self.board.lock().unwrap_or_else(PoisonError::into_inner) = places;
+    }
+
+    /// A call on `pid` starts (`Some`) or ends with its state now.
+    pub fn note(&self, pid: i32, in_flight: Option<StepKind>, state: Option<ProcessState>) {
+        let mut board = self.board.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(place) = board.iter_mut().find(|p| p.pid == pid) {
+            place.in_flight = in_flight;
+            if state.is_some() {
+                place.state = state;
+            }
+        }
+    }
+
+    fn places(&self) -> Vec<Place> {
+        self.board
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// What a second signal leaves on stderr: each process and where it is.
+pub fn abandon_text(signal: i32, places: &[Place]) -> String {
+    let mut text = format!(
+        "cudackpt: {} again: stopped at once, without rolling back; where each process was left:\n",
+        signal_name(signal)
+    );
+    for place in places {
+        let state = place
+            .state
+            .map_or("in an unknown state".to_string(), |s| s.to_string());
+        let flight = place.in_flight.map_or(String::new(), |step| {
+            format!(" ({step} was in flight: it may finish, or may have)")
+        });
+        text.push_str(&format!(
+            "cudackpt:   PID {} ({}): {state}{flight}\n",
+            place.pid, place.name
+        ));
+    }
+    let pids: Vec<String> = places.iter().map(|p| p.pid.to_string()).collect();
+    text.push_str(&format!(
+        "cudackpt: check with `cudackpt state {0}`; bring them back with `cudackpt resume {0}` (or `unlock` for a locked one)\n",
+        pids.join(" ")
+    ));
+    text
 }
 
 /// `SIGTERM` for 15, and so on.
@@ -91,6 +183,42 @@ pub fn signal_name(signal: i32) -> String {
         SIGINT => "SIGINT".to_string(),
         SIGTERM => "SIGTERM".to_string(),
         SIGHUP => "SIGHUP".to_string(),
+        SIGQUIT => "SIGQUIT".to_string(),
         other => format!("signal {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_board_says_where_each_process_was_left() {
+        let interrupt = Interrupt::never();
+        interrupt.track(vec![
+            Place {
+                pid: 7,
+                name: "a".into(),
+                state: Some(ProcessState::Running),
+                in_flight: None,
+            },
+            Place {
+                pid: 8,
+                name: "b".into(),
+                state: Some(ProcessState::Running),
+                in_flight: None,
+            },
+        ]);
+        interrupt.note(7, Some(StepKind::Lock), None);
+        interrupt.note(7, None, Some(ProcessState::Locked));
+        interrupt.note(8, Some(StepKind::Lock), None);
+        let text = abandon_text(SIGTERM, &interrupt.places());
+        assert!(text.starts_with("cudackpt: SIGTERM again"), "{text}");
+        assert!(text.contains("PID 7 (a): locked\n"), "{text}");
+        assert!(
+            text.contains("PID 8 (b): running (lock was in flight"),
+            "{text}"
+        );
+        assert!(text.contains("`cudackpt resume 7 8`"), "{text}");
     }
 }

@@ -166,6 +166,11 @@ impl Report {
         if let Some(failure) = &self.failure {
             return failure.kind.exit_status();
         }
+        // A group that could not be put back is the news, whatever started
+        // it: not all-or-nothing any more.
+        if self.processes.iter().any(|p| p.rollback_failure.is_some()) {
+            return ExitStatus::RollbackFailed;
+        }
         let primary = self.processes.iter().find_map(|p| {
             p.failure.as_ref().filter(|f| {
                 !matches!(

@@ -222,7 +222,7 @@ fn a_rollback_that_fails_is_reported_as_such() {
     let doc: ProcessCommandDoc = fx.json_with_inject(
         &args("suspend", &pids(&[&a, &b])),
         &format!("checkpoint@{}=error:999;restore@{}=error:999", b.pid, a.pid),
-        1,
+        9,
     );
     let culprit = doc.process(b.pid);
     assert_eq!(culprit.kind(), Kind::DriverError);

@@ -20,7 +20,7 @@ fn a_second_cudackpt_on_the_same_process_is_told_and_changes_nothing() {
     wait_until("the first to lock", || {
         fx.calls().iter().any(|c| c.op == "lock")
     });
-    let second: ProcessCommandDoc = fx.json(&["suspend", &target.arg()], 4);
+    let second: ProcessCommandDoc = fx.json(&["suspend", &target.arg()], 10);
     let error = second.process(target.pid).error();
     assert_eq!(error.kind, Kind::InUse);
     assert!(

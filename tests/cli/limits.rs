@@ -89,14 +89,17 @@ fn a_group_of_200_under_a_pids_limit_of_8_moves_together() {
     assert!(group.iter().all(|t| fx.fake_state(t.pid) == "checkpointed"));
 }
 
+/// The case was 1,100 targets under `ulimit -n 1024`; the same
+/// proportion, more targets than descriptors, at a third of the load so
+/// that the timing tests running beside it on a 2-core CI stay honest.
 #[test]
-fn under_1024_open_files_1100_processes_are_never_reported_as_exited() {
+fn with_fewer_open_files_than_targets_none_is_reported_as_exited() {
     let fx = Fixture::new();
-    let group = targets(&fx, 1100);
+    let group = targets(&fx, 330);
     let pids: Vec<String> = group.iter().map(Target::arg).collect();
     let run = |command: &str| {
         let script = format!(
-            "ulimit -n 1024 && exec {} --json {command} {}",
+            "ulimit -n 300 && exec {} --json {command} {}",
             cudackpt_bin().display(),
             pids.join(" ")
         );
@@ -116,7 +119,7 @@ fn under_1024_open_files_1100_processes_are_never_reported_as_exited() {
     };
     let (code, doc) = run("state");
     assert_eq!(code, Some(0), "{:?}", first_error(&doc));
-    assert_eq!(doc.processes.len(), 1100);
+    assert_eq!(doc.processes.len(), 330);
     assert!(doc.processes.iter().all(|p| p.state == State::Running));
     // A group holds a lock file per process: it either fits, or is refused
     // with nothing moved and the reason given; no process is called gone.
@@ -132,7 +135,7 @@ fn under_1024_open_files_1100_processes_are_never_reported_as_exited() {
         .count();
     assert_eq!(gone, 0, "{:?}", first_error(&doc));
     eprintln!(
-        "suspend of 1100 under 1024 open files: exit {code:?}, {:?}",
+        "suspend of 330 under 300 open files: exit {code:?}, {:?}",
         first_error(&doc)
     );
     match code {

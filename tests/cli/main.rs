@@ -30,6 +30,7 @@ mod nccl;
 mod output;
 mod progress;
 mod records;
+mod signals;
 mod single_steps;
 mod state;
 mod stopped;

@@ -14,7 +14,7 @@ use crate::devices::{self, Uuid};
 use crate::inject::{self, Effect, RuleOp};
 use crate::memory;
 use crate::procfs::{self, Target};
-use crate::state::{ProcOp, ProcState, Store};
+use crate::state::{Drain, ProcOp, ProcState, Store};
 
 /// A call with its arguments, already read from C memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -193,21 +193,63 @@ fn transition(store: &Store, target: Target, op: ProcOp) -> Result<i32, i32> {
 
 /// Lock; with a `busy:MS` rule the process needs `MS` ms to drain, and a
 /// shorter non-zero timeout ends in `CUDA_ERROR_NOT_READY` (still running).
+/// The drain is wall-clock time: lock attempts that follow each other
+/// closely (a caller retrying in slices) keep waiting on the same drain, as
+/// a real process's long kernel goes on between attempts; after a pause of
+/// more than `DRAIN_RESTARTS_AFTER_MS` without an attempt, new work has come
+/// in and the drain starts over.
 fn lock(store: &Store, target: Target, timeout_ms: u32, busy_ms: Option<u64>) -> Result<i32, i32> {
     if let Some(drain_ms) = busy_ms {
-        let record = store
-            .read(target.tgid, target.starttime)
+        let now = now_ms();
+        let until = store
+            .update(target.tgid, target.starttime, |record| {
+                if record.state != ProcState::Running {
+                    return None;
+                }
+                let until = match record.drain {
+                    Some(d) if now.saturating_sub(d.last_ms) <= DRAIN_RESTARTS_AFTER_MS => {
+                        d.until_ms
+                    }
+                    _ => now + drain_ms,
+                };
+                record.drain = Some(Drain {
+                    until_ms: until,
+                    last_ms: now,
+                });
+                Some(until)
+            })
             .map_err(|e| store_error(&e))?;
-        if record.state != ProcState::Running {
+        let Some(until) = until else {
             return Ok(CUDA_ERROR_ILLEGAL_STATE);
-        }
-        if timeout_ms != 0 && u64::from(timeout_ms) < drain_ms {
+        };
+        let remaining = until.saturating_sub(now);
+        if timeout_ms != 0 && u64::from(timeout_ms) < remaining {
             sleep(Duration::from_millis(u64::from(timeout_ms)));
+            let ended = now_ms();
+            store
+                .update(target.tgid, target.starttime, |record| {
+                    if let Some(drain) = &mut record.drain {
+                        drain.last_ms = ended;
+                    }
+                })
+                .map_err(|e| store_error(&e))?;
             return Ok(CUDA_ERROR_NOT_READY);
         }
-        sleep(Duration::from_millis(drain_ms));
+        sleep(Duration::from_millis(remaining));
     }
+    store
+        .update(target.tgid, target.starttime, |record| record.drain = None)
+        .map_err(|e| store_error(&e))?;
     transition(store, target, ProcOp::Lock)
+}
+
+/// How long without a lock attempt lets new work in (the drain restarts).
+const DRAIN_RESTARTS_AFTER_MS: u64 = 250;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Restore, checking a non-empty GPU map against every fake device; a bad

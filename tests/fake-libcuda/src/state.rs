@@ -103,6 +103,17 @@ pub struct Record {
     /// Index of the fake device the process is on.
     #[serde(default)]
     pub device: usize,
+    /// Work still draining under `busy:MS` lock attempts (see `ops::lock`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<Drain>,
+}
+
+/// A drain in progress: when it ends, and when a lock attempt last waited
+/// on it (milliseconds since the epoch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drain {
+    pub until_ms: u64,
+    pub last_ms: u64,
 }
 
 impl Record {
@@ -111,6 +122,7 @@ impl Record {
             state: ProcState::Running,
             starttime,
             device: 0,
+            drain: None,
         }
     }
 

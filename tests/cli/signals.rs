@@ -1,0 +1,149 @@
+//! Signals always end in a known state. One signal rolls the group back
+//! (exit 130); SIGQUIT is handled like the others; a second signal stops at
+//! once with a status of its own (11) after saying where each process was
+//! left; and a lock with no timeout still notices a signal within about a
+//! second.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{parse_one_document, send_signal, wait_until, Fixture, Target};
+use crate::wire::{Kind, ProcessCommandDoc};
+
+/// Starts `suspend` of the group with slow checkpoints, and waits until
+/// every lock is done (the checkpoints then are in flight).
+fn suspend_in_flight(fx: &Fixture, group: &[Target], delay_ms: u32) -> Child {
+    let mut args = vec!["--json".to_string(), "suspend".to_string()];
+    args.extend(group.iter().map(Target::arg));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let child = fx
+        .std_command(&args)
+        .env("FAKE_CUDA_INJECT", format!("checkpoint=delay:{delay_ms}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start suspend");
+    wait_until("every lock", || {
+        fx.calls().iter().filter(|c| c.short() == "lock 0").count() == group.len()
+    });
+    child
+}
+
+/// Puts every process back to running, whatever a run left.
+fn reset(fx: &Fixture, group: &[Target]) {
+    let mut args = vec!["resume".to_string()];
+    args.extend(group.iter().map(Target::arg));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    fx.cudackpt(&args).assert().success();
+    fx.take_calls();
+}
+
+#[test]
+fn two_signals_0_to_98_ms_apart_always_say_where_every_process_is() {
+    let fx = Fixture::new();
+    let group: Vec<Target> = (0..3).map(|_| fx.cuda_target()).collect();
+    let (mut rolled_back, mut abandoned) = (0, 0);
+    for run in 0..50u64 {
+        fx.take_calls();
+        let child = suspend_in_flight(&fx, &group, 120);
+        let pid = i32::try_from(child.id()).expect("pid");
+        send_signal(pid, "TERM");
+        std::thread::sleep(Duration::from_millis(run * 2));
+        send_signal(pid, "TERM");
+        let output = child.wait_with_output().expect("exits");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        match output.status.code() {
+            Some(130) => {
+                rolled_back += 1;
+                for t in &group {
+                    assert_eq!(fx.fake_state(t.pid), "running", "run {run}: {stderr}");
+                }
+                let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+                assert!(
+                    doc.processes.iter().all(|p| p.rolled_back),
+                    "run {run}: {doc:?}"
+                );
+            }
+            Some(11) => {
+                abandoned += 1;
+                assert!(stderr.contains("SIGTERM again"), "run {run}: {stderr}");
+                for t in &group {
+                    let line = stderr
+                        .lines()
+                        .find(|l| l.contains(&format!("PID {} ", t.pid)))
+                        .unwrap_or_else(|| panic!("run {run}: PID {} not named: {stderr}", t.pid));
+                    let said = ["running", "locked", "checkpointed"]
+                        .into_iter()
+                        .find(|s| line.contains(&format!("): {s}")))
+                        .unwrap_or_else(|| panic!("run {run}: no state in {line:?}"));
+                    let now = fx.fake_state(t.pid);
+                    // A call in flight died with cudackpt: it did not happen,
+                    // or it had just happened.
+                    let in_flight = line.contains("in flight");
+                    assert!(
+                        now == said || (in_flight && now != "running"),
+                        "run {run}: PID {} said {said:?}, is {now:?}: {line}",
+                        t.pid
+                    );
+                }
+            }
+            other => panic!("run {run}: exit {other:?}: {stderr}"),
+        }
+        reset(&fx, &group);
+    }
+    eprintln!("two signals: {rolled_back} rolled back (130), {abandoned} abandoned (11)");
+    assert!(rolled_back + abandoned == 50);
+}
+
+#[test]
+fn sigquit_rolls_back_like_the_others() {
+    let fx = Fixture::new();
+    let group: Vec<Target> = (0..2).map(|_| fx.cuda_target()).collect();
+    for run in 0..50 {
+        fx.take_calls();
+        let child = suspend_in_flight(&fx, &group, 60);
+        send_signal(i32::try_from(child.id()).expect("pid"), "QUIT");
+        let output = child.wait_with_output().expect("exits");
+        assert_eq!(output.status.code(), Some(130), "run {run}: {output:?}");
+        for t in &group {
+            assert_eq!(fx.fake_state(t.pid), "running", "run {run}");
+        }
+        let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+        assert!(
+            doc.processes.iter().any(|p| p
+                .error
+                .as_ref()
+                .is_some_and(|e| e.message.contains("SIGQUIT"))),
+            "run {run}: {doc:?}"
+        );
+    }
+}
+
+#[test]
+fn a_lock_with_no_timeout_notices_a_signal_within_a_slice() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let child = fx
+        .std_command(&["--json", "suspend", &target.arg()])
+        .env("FAKE_CUDA_INJECT", "lock=busy:60000")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start suspend");
+    wait_until("the first lock attempt", || {
+        fx.calls().iter().any(|c| c.op == "lock")
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let signalled = Instant::now();
+    send_signal(i32::try_from(child.id()).expect("pid"), "TERM");
+    let output = child.wait_with_output().expect("exits");
+    let took = signalled.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "a signal waited {took:?} for a lock"
+    );
+    assert_eq!(output.status.code(), Some(130));
+    let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+    let error = doc.process(target.pid).error();
+    assert_eq!(error.kind, Kind::Interrupted, "{error:?}");
+    assert_eq!(fx.fake_state(target.pid), "running");
+}
