@@ -231,13 +231,17 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__criu__subcmd__hook)
-            opts="-v -q -y -h -V --resume-when-thawed --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
+            opts="-v -q -y -h -V --resume-when-thawed --after-criu --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --resume-when-thawed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --after-criu)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

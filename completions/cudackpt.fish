@@ -305,6 +305,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l no-lock -d 'C
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l resume-when-thawed -d '(Internal) wait until these processes are thawed, then resume them' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l after-criu -d '(Internal) wait until CRIU (the first PID) ends, then resume the other PIDs if they are still checkpointed' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'

@@ -324,6 +324,10 @@ pub enum Command {
         /// them.
         #[arg(long, hide = true, num_args = 1.., value_name = "PID", value_parser = parse_pid)]
         resume_when_thawed: Vec<i32>,
+        /// (Internal) wait until CRIU (the first PID) ends, then resume the
+        /// other PIDs if they are still checkpointed.
+        #[arg(long, hide = true, num_args = 2.., value_name = "PID", value_parser = parse_pid, conflicts_with = "resume_when_thawed")]
+        after_criu: Vec<i32>,
     },
     /// Install cudackpt as `cuda-checkpoint` (a symlink), so CRIU's CUDA
     /// plugin and scripts written for NVIDIA's tool use it unchanged.

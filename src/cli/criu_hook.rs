@@ -4,7 +4,12 @@
 //!
 //! - `pre-dump`: the tree still runs; suspend every CUDA process in it (all
 //!   or nothing: a failure rolls the group back and exits non-zero, which
-//!   makes CRIU abort the dump).
+//!   makes CRIU abort the dump). Locks wait at most `CUDACKPT_LOCK_TIMEOUT`
+//!   (10 s by default, as CRIU's CUDA plugin). Then a detached watcher
+//!   waits for the CRIU process (the hook's parent) to end: a dump that
+//!   fails after pre-dump thaws the tree and runs no hook cudackpt acts on,
+//!   so the watcher resumes whatever it finds alive and still checkpointed
+//!   (a plain dump has killed the tree; nothing to do).
 //! - `post-dump`: the tree is still frozen, and a restore needs the
 //!   process's restore thread to run, so resuming here would never finish.
 //!   Instead a detached waiter resumes the processes once CRIU thaws them
@@ -28,6 +33,14 @@ use crate::targets::process::{self, parse_pid};
 /// The environment CRIU sets for action scripts.
 pub const ACTION_VAR: &str = "CRTOOLS_SCRIPT_ACTION";
 pub const INIT_PID_VAR: &str = "CRTOOLS_INIT_PID";
+
+/// The lock timeout of pre-dump, unless `CUDACKPT_LOCK_TIMEOUT` says.
+const LOCK_TIMEOUT_VAR: &str = "CUDACKPT_LOCK_TIMEOUT";
+const DEFAULT_LOCK_TIMEOUT: Timeout = Timeout::from_millis(10_000);
+
+/// What a CRIU action script's caller confirms by setting it: acting on the
+/// whole host (a tree rooted at PID 1).
+const YES_VAR: &str = "CUDACKPT_YES";
 
 /// How long the post-dump waiter waits for CRIU to thaw the tree.
 const THAW_WAIT_LIMIT: Duration = Duration::from_secs(3600);
@@ -83,27 +96,54 @@ fn run_on(
     trees: Vec<i32>,
     operation: Operation,
 ) -> Report {
+    let confirmed = std::env::var(YES_VAR).is_ok_and(|v| v == "1");
     let mut report = request::run(Request {
         selectors: Selectors {
             trees,
             candidates,
             ..Selectors::default()
         },
+        confirmed,
         ..Request::new(libcuda, operation)
     });
     report.command = "criu-hook";
     report
 }
 
+/// The action CRIU names, or why it cannot be read.
+pub fn action_from_env() -> Result<String, String> {
+    match std::env::var(ACTION_VAR) {
+        Ok(action) => Ok(action),
+        Err(std::env::VarError::NotPresent) => Ok(String::new()),
+        Err(std::env::VarError::NotUnicode(raw)) => Err(format!(
+            "{ACTION_VAR} is not UTF-8 text ({}), so it names no CRIU action",
+            raw.to_string_lossy()
+        )),
+    }
+}
+
+/// The lock timeout for pre-dump: `CUDACKPT_LOCK_TIMEOUT`, else 10 s.
+fn lock_timeout() -> Result<Timeout, String> {
+    match std::env::var(LOCK_TIMEOUT_VAR) {
+        Ok(text) if !text.trim().is_empty() => crate::ops::timeout::parse_timeout(&text)
+            .map_err(|why| format!("{LOCK_TIMEOUT_VAR}: {why}")),
+        _ => Ok(DEFAULT_LOCK_TIMEOUT),
+    }
+}
+
 /// Runs the step CRIU's current action asks for. `action` is the value of
-/// CRTOOLS_SCRIPT_ACTION.
-pub fn run(libcuda: Option<&Path>, action: &str) -> Report {
+/// CRTOOLS_SCRIPT_ACTION (or why it could not be read).
+pub fn run(libcuda: Option<&Path>, action: Result<String, String>) -> Report {
+    let action = match action {
+        Ok(action) => action,
+        Err(why) => return hook_failure(why),
+    };
     if action.is_empty() {
         return hook_failure(format!(
             "{ACTION_VAR} is not set: this is CRIU's action-script mode"
         ));
     }
-    let step = step_for(action);
+    let step = step_for(&action);
     tracing::debug!(action, ?step, "CRIU action");
     match step {
         HookStep::Nothing => Report::new("criu-hook", Duration::ZERO),
@@ -112,14 +152,16 @@ pub fn run(libcuda: Option<&Path>, action: &str) -> Report {
                 Ok(root) => root,
                 Err(why) => return hook_failure(why),
             };
-            let operation = if step == HookStep::SuspendTree {
-                Operation::Suspend {
-                    timeout: Timeout::NONE,
-                }
-            } else {
-                Operation::Resume
+            if step == HookStep::ResumeTree {
+                return run_on(libcuda, vec![], vec![root], Operation::Resume);
+            }
+            let timeout = match lock_timeout() {
+                Ok(timeout) => timeout,
+                Err(why) => return hook_failure(why),
             };
-            run_on(libcuda, vec![], vec![root], operation)
+            let mut report = run_on(libcuda, vec![], vec![root], Operation::Suspend { timeout });
+            watch_criu(libcuda, &mut report);
+            report
         }
         HookStep::ResumeWhenThawed => {
             let root = match init_pid() {
@@ -153,14 +195,21 @@ pub fn run(libcuda: Option<&Path>, action: &str) -> Report {
 /// Starts `cudackpt criu-hook --resume-when-thawed PIDS` detached from CRIU
 /// (own process group, no inherited stdio), so CRIU can finish.
 fn spawn_waiter(libcuda: Option<&Path>, pids: &[i32]) -> std::io::Result<()> {
+    let mut args = vec!["criu-hook".to_string(), "--resume-when-thawed".to_string()];
+    args.extend(pids.iter().map(ToString::to_string));
+    spawn_detached(libcuda, &args)
+}
+
+/// Starts `cudackpt ARGS` detached from CRIU (own process group, no
+/// inherited stdio), so CRIU can finish while it waits.
+fn spawn_detached(libcuda: Option<&Path>, args: &[String]) -> std::io::Result<()> {
     use std::os::unix::process::CommandExt;
     let mut command = Command::new(std::env::current_exe()?);
     if let Some(path) = libcuda {
         command.arg("--libcuda").arg(path);
     }
     command
-        .args(["criu-hook", "--resume-when-thawed"])
-        .args(pids.iter().map(ToString::to_string))
+        .args(args)
         .env_remove(ACTION_VAR)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -169,6 +218,109 @@ fn spawn_waiter(libcuda: Option<&Path>, pids: &[i32]) -> std::io::Result<()> {
         .spawn()
         .map(drop)
 }
+
+/// After a pre-dump that suspended processes: starts a detached watcher
+/// that outlives this hook and waits for CRIU (the hook's parent) to end,
+/// then resumes whatever of the group it finds alive and checkpointed.
+fn watch_criu(libcuda: Option<&Path>, report: &mut Report) {
+    let suspended: Vec<i32> = report
+        .processes
+        .iter()
+        .filter(|p| p.ok() && p.did(crate::ops::plan::StepKind::Checkpoint))
+        .map(|p| p.pid)
+        .collect();
+    if suspended.is_empty() {
+        return;
+    }
+    let criu = rustix::process::getppid().map_or(0, |pid| pid.as_raw_nonzero().get());
+    let mut args = vec![
+        "criu-hook".to_string(),
+        "--after-criu".to_string(),
+        criu.to_string(),
+    ];
+    args.extend(suspended.iter().map(ToString::to_string));
+    match spawn_detached(libcuda, &args) {
+        Ok(()) => report.warnings.push(format!(
+            "a detached cudackpt resumes {suspended:?} if CRIU (PID {criu}) ends without dumping them (a failed dump)"
+        )),
+        Err(error) => report.warnings.push(format!(
+            "could not start the watcher that resumes {suspended:?} if the dump fails: {error}; if it does, run `cudackpt resume` on them"
+        )),
+    }
+}
+
+/// The watcher: waits for CRIU to end, then resumes what it left alive and
+/// checkpointed, once thawed. A tree CRIU killed (a plain dump) drops out.
+pub fn after_criu(libcuda: Option<&Path>, criu: i32, pids: &[i32]) -> Report {
+    wait_for_exit(criu);
+    resume_when_thawed(libcuda, pids)
+}
+
+/// Blocks until `pid` has exited: on its pidfd, or by polling /proc.
+fn wait_for_exit(pid: i32) {
+    let pidfd = rustix::process::Pid::from_raw(pid).and_then(|pid| {
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+    });
+    if let Some(fd) = pidfd {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+        while poll(&mut fds, None).is_err() {}
+        return;
+    }
+    while process::is_alive(pid) {
+        std::thread::sleep(THAW_POLL);
+    }
+}
+
+/// Writes what a detached helper (the thaw waiter, the CRIU watcher) did
+/// where an administrator finds it: syslog (`/dev/log`, read by journald),
+/// else `criu-hook.log` in the run directory.
+pub fn log_outcome(report: &Report) {
+    let verdict = if report.ok() { "done" } else { "FAILED" };
+    let mut line = format!("criu-hook {verdict}:");
+    for p in &report.processes {
+        let state = p.state.map_or("unknown".to_string(), |s| s.to_string());
+        line.push_str(&format!(" PID {} {state}", p.pid));
+        if let Some(failure) = &p.failure {
+            line.push_str(&format!(" ({})", failure.message));
+        }
+        line.push(';');
+    }
+    for warning in report
+        .warnings
+        .iter()
+        .chain(report.failure.iter().map(|f| &f.message))
+    {
+        line.push_str(&format!(" {warning};"));
+    }
+    if report.processes.is_empty() && report.failure.is_none() {
+        line.push_str(" nothing to resume (the processes are gone);");
+    }
+    let syslog = format!("<13>cudackpt[{}]: {line}", std::process::id());
+    let sent = std::os::unix::net::UnixDatagram::unbound()
+        .and_then(|socket| socket.send_to(syslog.as_bytes(), "/dev/log"));
+    if sent.is_ok() {
+        return;
+    }
+    // The record directory: the run directory unless moved (for tests).
+    let dir = crate::gpu::record::dir(None);
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let written = crate::files::SafeDir::create(&dir).and_then(|dir| {
+        dir.append(
+            LOG_FILE,
+            &format!("{stamp} pid {} {line}\n", std::process::id()),
+        )
+    });
+    if let Err(error) = written {
+        tracing::warn!(%error, "could not log the CRIU hook's outcome");
+    }
+}
+
+/// The log of the detached helpers, in the run directory (or wherever
+/// CUDACKPT_RECORD_DIR moves records), when there is no syslog.
+pub const LOG_FILE: &str = "criu-hook.log";
 
 /// Whether a process is stopped by a debugger or a signal (CRIU's freeze).
 fn is_stopped(pid: i32) -> Option<bool> {

@@ -36,11 +36,10 @@ pub fn main() -> ExitStatus {
     if criu_hook::is_hook_invocation(args.len().saturating_sub(1)) {
         logging::init(0);
         trust_library_from_env();
-        let action = std::env::var(criu_hook::ACTION_VAR).unwrap_or_default();
         let libcuda = std::env::var_os("CUDACKPT_LIBCUDA")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);
-        let report = criu_hook::run(libcuda.as_deref(), &action);
+        let report = criu_hook::run(libcuda.as_deref(), criu_hook::action_from_env());
         // CRIU logs what the script prints: plain text, no colour.
         return Sink::plain().finish(&report);
     }
@@ -116,13 +115,19 @@ pub fn run(cli: Cli) -> ExitStatus {
     let libcuda = global.libcuda.as_deref();
     match command {
         Command::Ps { filter } => sink.finish(&ps::run(libcuda, filter.selectors())),
-        Command::CriuHook { resume_when_thawed } => {
-            let report = if resume_when_thawed.is_empty() {
-                let action = std::env::var(criu_hook::ACTION_VAR).unwrap_or_default();
-                criu_hook::run(libcuda, &action)
-            } else {
-                criu_hook::resume_when_thawed(libcuda, &resume_when_thawed)
+        Command::CriuHook {
+            resume_when_thawed,
+            after_criu,
+        } => {
+            let report = match (&resume_when_thawed[..], &after_criu[..]) {
+                ([], [criu, pids @ ..]) => criu_hook::after_criu(libcuda, *criu, pids),
+                ([], []) => criu_hook::run(libcuda, criu_hook::action_from_env()),
+                (pids, _) => criu_hook::resume_when_thawed(libcuda, pids),
             };
+            // The detached helpers have no terminal: log what they did.
+            if !resume_when_thawed.is_empty() || !after_criu.is_empty() {
+                criu_hook::log_outcome(&report);
+            }
             sink.finish(&report)
         }
         Command::Devices => sink.finish(&devices::list(&Inventory::loading(libcuda))),

@@ -266,6 +266,29 @@ impl SafeDir {
         super::read_fd_capped(fd, cap).map(Some)
     }
 
+    /// Appends `line` to `name` (created 0600), never through a link, and
+    /// only to a regular file of root or this user.
+    pub fn append(&self, name: &str, line: &str) -> Result<(), UnsafeDir> {
+        let path = self.path.join(name);
+        let fd = rustix::fs::openat(
+            &self.fd,
+            name,
+            OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::LOOP => UnsafeDir::Symlink { path: path.clone() },
+            e => UnsafeDir::Io {
+                path: path.clone(),
+                source: e.into(),
+            },
+        })?;
+        self.check_file(name, &fd)?;
+        File::from(fd)
+            .write_all(line.as_bytes())
+            .map_err(|source| UnsafeDir::Io { path, source })
+    }
+
     /// Removes `name` if it is there.
     pub fn remove(&self, name: &str) -> io::Result<()> {
         match rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()) {

@@ -103,6 +103,13 @@ impl MapSpec {
 pub fn parse_map(values: &[String]) -> Result<Vec<MapEntry>, MapError> {
     let mut entries: Vec<MapEntry> = Vec::new();
     for value in values {
+        if value.split(',').all(|item| item.trim().is_empty()) {
+            return Err(MapError::Syntax {
+                text: value.clone(),
+                reason: "an empty map; give OLD=NEW pairs, `auto`, or no --map to restore in place"
+                    .to_string(),
+            });
+        }
         for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let entry = parse_entry(item)?;
             if entries.iter().any(|e| e.old == entry.old) {
@@ -309,6 +316,16 @@ mod tests {
 
     fn uuid(text: &str) -> GpuUuid {
         text.parse().expect("test UUID")
+    }
+
+    #[test]
+    fn an_empty_map_is_a_usage_error_not_no_map() {
+        for empty in ["", " ", ",", " , "] {
+            let error = parse_map(&[empty.to_string()]).expect_err(empty);
+            assert!(error.is_syntax(), "{empty:?}: {error}");
+            assert!(error.to_string().contains("an empty map"), "{error}");
+        }
+        assert_eq!(MapSpec::parse(&[]), Ok(MapSpec::None));
     }
 
     #[test]

@@ -255,9 +255,13 @@ pub fn from_call(
                 Attempt::Step(Step::Lock { timeout }) => *timeout,
                 _ => Timeout::NONE,
             };
+            let waited = match timeout.as_duration() {
+                Some(_) => format!("within {timeout}"),
+                None => "before the driver gave up waiting".to_string(),
+            };
             Failure::new(
                 FailureKind::LockTimeout,
-                format!("could not lock {who}: its CUDA work did not finish within {timeout}; the process is still running"),
+                format!("could not lock {who}: its CUDA work did not finish {waited}; the process is still running"),
                 "retry with a longer --timeout (0 waits as long as it takes), or when the process is idle",
             )
         }

@@ -292,13 +292,21 @@ impl Executor<'_> {
     /// even under a lock with no timeout (the default, and CRIU's pre-dump).
     /// A timeout shorter than a slice is one call, as before.
     fn lock_in_slices(&self, pid: i32, timeout: Timeout) -> Result<(), CallError> {
+        let slice_ms = u32::try_from(LOCK_SLICE.as_millis()).unwrap_or(u32::MAX);
+        if (1..=slice_ms).contains(&timeout.as_millis()) {
+            return self.api.lock(pid, timeout.as_millis());
+        }
         let started = Instant::now();
         let total = timeout.as_duration();
         loop {
-            let left = total.map(|total| total.saturating_sub(started.elapsed()));
-            let slice = left.map_or(LOCK_SLICE, |left| left.min(LOCK_SLICE));
-            let slice_ms = u32::try_from(slice.as_millis()).unwrap_or(u32::MAX).max(1);
-            let result = self.api.lock(pid, slice_ms);
+            // What is left, in whole milliseconds rounded up (0: none).
+            let left_ms = total.map(|total| {
+                let left = total.saturating_sub(started.elapsed());
+                let ms = left.as_millis() + u128::from(left.subsec_nanos() % 1_000_000 != 0);
+                u32::try_from(ms).unwrap_or(u32::MAX)
+            });
+            let this_slice = left_ms.map_or(slice_ms, |left| left.min(slice_ms));
+            let result = self.api.lock(pid, this_slice.max(1));
             let drained_too_slowly = matches!(
                 &result,
                 Err(CallError::Cuda { error, .. }) if error.is(code::NOT_READY)

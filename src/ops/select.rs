@@ -67,11 +67,15 @@ pub struct Selection {
 /// Selects the targets of a request, or refuses the whole command.
 pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
     let command = request.operation.name();
-    if request.selectors.all && request.operation.changes_state() && !request.confirmed {
+    if let (Some(what), true, false) = (
+        whole_host(&request.selectors),
+        request.operation.changes_state(),
+        request.confirmed,
+    ) {
         return Err(Failure::new(
             FailureKind::Usage,
-            format!("--all would {command} every CUDA process on this host"),
-            "add --yes to confirm, or name the processes (--tree, --cgroup, PIDs)",
+            format!("{what} would {command} every CUDA process on this host"),
+            "add --yes to confirm (CUDACKPT_YES=1 for CRIU's action script), or name the processes (--tree, --cgroup, PIDs)",
         ));
     }
     let mut selection = Selection {
@@ -100,6 +104,23 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
     }
     selection.driver = Some(driver);
     Ok(selection)
+}
+
+/// The selector that reaches every process of the host, in words: `--all`,
+/// but also the tree of PID 1 (`--tree 1`, CRIU's `CRTOOLS_INIT_PID=1`) and
+/// the root cgroup (`--cgroup /`), which are the whole host too.
+fn whole_host(selectors: &Selectors) -> Option<String> {
+    if selectors.all {
+        return Some("--all".to_string());
+    }
+    if selectors.trees.contains(&1) {
+        return Some("the tree of PID 1 (the whole host)".to_string());
+    }
+    selectors.cgroups.iter().find_map(|cgroup| {
+        let dir = discover::resolve_cgroup(cgroup).ok()?;
+        discover::is_root_cgroup(&dir)
+            .then(|| format!("cgroup {} (the root: the whole host)", cgroup.display()))
+    })
 }
 
 /// The PIDs the selectors name, before any is confirmed.
@@ -216,6 +237,28 @@ mod tests {
             refused.message.contains("every CUDA process"),
             "{refused:?}"
         );
+    }
+
+    #[test]
+    fn the_tree_of_pid_1_is_the_whole_host() {
+        let request = Request {
+            selectors: Selectors {
+                trees: vec![1],
+                ..Selectors::default()
+            },
+            ..Request::new(
+                None,
+                Operation::Suspend {
+                    timeout: Timeout::NONE,
+                },
+            )
+        };
+        let refused = select(&request).err().expect("refused without --yes");
+        assert!(
+            refused.message.starts_with("the tree of PID 1"),
+            "{refused:?}"
+        );
+        assert_eq!(whole_host(&Selectors::default()), None);
     }
 
     #[test]

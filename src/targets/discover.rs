@@ -49,12 +49,16 @@ pub fn tree(root: i32) -> Vec<i32> {
 
 /// Walks a parent → children map from `root` (pure, for tests).
 pub fn descendants(root: i32, children: &HashMap<i32, Vec<i32>>) -> Vec<i32> {
+    // A snapshot of /proc taken while processes come and go can hold a
+    // cycle (a PID reused by a new child of its old descendant): visit each
+    // PID once.
+    let mut seen = std::collections::HashSet::from([root]);
     let mut found = vec![root];
     let mut next = 0;
     while next < found.len() {
         let parent = found[next];
         if let Some(kids) = children.get(&parent) {
-            found.extend(kids.iter().filter(|&&kid| kid != parent));
+            found.extend(kids.iter().filter(|&&kid| seen.insert(kid)));
         }
         next += 1;
     }
@@ -77,6 +81,15 @@ fn cgroup2_root() -> Option<PathBuf> {
 /// A cgroup as the user named it: an absolute directory as is, anything
 /// else relative to the cgroup v2 mount (e.g. `kubepods.slice/...`, or the
 /// path `/proc/PID/cgroup` shows when it is not a directory here).
+/// Whether a cgroup directory is the root of the cgroup v2 hierarchy (every
+/// process of the host is in it or below).
+pub fn is_root_cgroup(dir: &Path) -> bool {
+    match (cgroup2_root(), dir.canonicalize()) {
+        (Some(root), Ok(dir)) => root.canonicalize().is_ok_and(|root| root == dir),
+        _ => false,
+    }
+}
+
 pub fn resolve_cgroup(path: &Path) -> Result<PathBuf, String> {
     if path.is_absolute() && path.join("cgroup.procs").is_file() {
         return Ok(path.to_path_buf());
@@ -197,6 +210,12 @@ pub fn cuda_candidates(pids: &[i32], driver_file: Option<&str>) -> Vec<(i32, Map
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cycle_in_a_racy_snapshot_ends() {
+        let children = HashMap::from([(1, vec![2]), (2, vec![3]), (3, vec![2, 1])]);
+        assert_eq!(descendants(1, &children), [1, 2, 3]);
+    }
 
     #[test]
     fn parent_pids_survive_odd_command_names() {

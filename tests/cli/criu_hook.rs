@@ -421,3 +421,96 @@ fn arguments_turn_the_hook_mode_off() {
     assert_eq!(fx.fake_state(a), "running");
     assert_eq!(fx.fake_state(tree.pid("g")), "running");
 }
+
+/// CRIU's failing dump, replayed: CRIU runs `pre-dump` (cudackpt suspends
+/// the tree), then the dump fails, CRIU thaws the tree and exits without
+/// any further hook that cudackpt acts on. A watcher bound to the CRIU
+/// process (the hook's parent) sees it end and resumes the tree; what it
+/// did is logged (syslog, else `criu-hook.log` beside the records).
+#[test]
+fn a_dump_that_fails_after_pre_dump_gets_its_tree_resumed() {
+    let fx = Fixture::new();
+    let tree = family(&fx);
+    let cuda = [tree.pid("a"), tree.pid("g")];
+    // The stand-in for CRIU: runs the hook as CRIU does (fork and exec,
+    // itself the parent), then fails and exits.
+    let criu = format!(
+        "CRTOOLS_SCRIPT_ACTION=pre-dump CRTOOLS_INIT_PID={} {}; exit 1",
+        tree.root(),
+        crate::support::cudackpt_bin().display()
+    );
+    let output = fx
+        .command_for(std::path::Path::new("/bin/sh"), &["-c", &criu])
+        .output()
+        .expect("the stand-in CRIU");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let (stdout, stderr) = texts(&output);
+    assert!(
+        stderr.contains("if CRIU") && stderr.contains("ends without dumping"),
+        "the hook says a watcher is there: {stdout}{stderr}"
+    );
+    wait_until("the watcher to resume the tree", || {
+        cuda.iter()
+            .all(|&pid| fx.fake_state_while_changing(pid).as_deref() == Some("running"))
+    });
+    if !std::path::Path::new("/dev/log").exists() {
+        let log = fx.dir().join("records").join("criu-hook.log");
+        wait_until("the watcher's log line", || {
+            fs::read_to_string(&log).is_ok_and(|text| text.contains("criu-hook done"))
+        });
+        let text = fs::read_to_string(&log).expect("the log");
+        for pid in cuda {
+            assert!(text.contains(&format!("PID {pid} running")), "{text}");
+        }
+    }
+}
+
+#[test]
+fn pre_dump_locks_wait_at_most_the_hook_timeout() {
+    let fx = Fixture::new();
+    let tree = family(&fx);
+    let mut command = hook(&fx, "pre-dump", Some(&tree.root().to_string()));
+    command
+        .env("CUDACKPT_LOCK_TIMEOUT", "300ms")
+        .env("FAKE_CUDA_INJECT", "lock=busy:60000");
+    let started = Instant::now();
+    let output = run(command, 3);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let (_, stderr) = texts(&output);
+    assert!(stderr.contains("within 300 ms"), "{stderr}");
+    for pid in [tree.pid("a"), tree.pid("g")] {
+        assert_eq!(fx.fake_state(pid), "running");
+    }
+    let mut bad = hook(&fx, "pre-dump", Some(&tree.root().to_string()));
+    bad.env("CUDACKPT_LOCK_TIMEOUT", "soon");
+    let (_, stderr) = texts(&run(bad, 2));
+    assert!(stderr.contains("CUDACKPT_LOCK_TIMEOUT"), "{stderr}");
+}
+
+#[test]
+fn a_non_utf8_action_is_named_as_such() {
+    use std::os::unix::ffi::OsStrExt;
+    let fx = Fixture::new();
+    let mut command = fx.std_command(&[]);
+    command.env(
+        "CRTOOLS_SCRIPT_ACTION",
+        std::ffi::OsStr::from_bytes(b"pre-\xffdump"),
+    );
+    let (_, stderr) = texts(&run(command, 2));
+    assert!(stderr.contains("not UTF-8"), "{stderr}");
+    fx.assert_no_calls("an unreadable action");
+}
+
+#[test]
+fn the_tree_of_pid_1_is_the_whole_host_and_needs_confirming() {
+    let fx = Fixture::new();
+    let output = run(hook(&fx, "pre-dump", Some("1")), 2);
+    let (_, stderr) = texts(&output);
+    assert!(stderr.contains("the tree of PID 1"), "{stderr}");
+    assert!(stderr.contains("CUDACKPT_YES=1"), "{stderr}");
+    fx.assert_no_calls("the whole host, unconfirmed");
+}

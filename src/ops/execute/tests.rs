@@ -584,3 +584,16 @@ fn the_pool_runs_its_workers_at_once_but_never_more_than_its_size() {
     let peak = peak.load(Ordering::SeqCst);
     assert!(peak > 1 && peak <= 8, "peak {peak}");
 }
+
+#[test]
+fn a_lock_timeout_within_one_slice_is_one_call_of_exactly_that_timeout() {
+    let model = Model::with(&[(1, Running)]);
+    run(
+        &model,
+        Operation::Lock {
+            timeout: Timeout::from_millis(200),
+        },
+        &[1],
+    );
+    assert_eq!(*model.lock_timeouts.lock().expect("model lock"), [200]);
+}
