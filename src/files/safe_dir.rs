@@ -197,6 +197,27 @@ impl SafeDir {
         &self.path
     }
 
+    /// Whether the directory at its path is still this one (not removed,
+    /// not replaced by another).
+    pub fn is_still_at_its_path(&self) -> bool {
+        let (Ok(held), Ok(there)) = (rustix::fs::fstat(&self.fd), rustix::fs::stat(&self.path))
+        else {
+            return false;
+        };
+        held.st_dev == there.st_dev && held.st_ino == there.st_ino && held.st_nlink > 0
+    }
+
+    /// Whether `name` in this directory is still the file held open.
+    pub fn still_holds(&self, name: &str, file: &File) -> bool {
+        let (Ok(held), Ok(there)) = (
+            rustix::fs::fstat(file),
+            rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW),
+        ) else {
+            return false;
+        };
+        held.st_dev == there.st_dev && held.st_ino == there.st_ino
+    }
+
     /// Checks a file opened in this directory: regular, and owned by root
     /// or this user.
     fn check_file(&self, name: &str, fd: &OwnedFd) -> Result<(), UnsafeDir> {

@@ -42,6 +42,9 @@ pub struct Executor<'a> {
     pub deadline: Option<Instant>,
     /// Told about every step as it finishes (progress on a terminal).
     pub progress: Option<&'a (dyn Fn(&StepDone<'_>) + Sync)>,
+    /// Asked between phases whether the per-PID locks still keep other
+    /// cudackpt out (`Some(why)` when not): a lost lock rolls back.
+    pub locks_lost: Option<&'a (dyn Fn() -> Option<String> + Sync)>,
 }
 
 /// A step that just finished, for progress reports.
@@ -482,6 +485,11 @@ impl Executor<'_> {
             if cause.is_none() && overran {
                 cause = Some(RollbackCause::Deadline { slowest });
             }
+            if cause.is_none() {
+                if let Some(why) = self.locks_lost.and_then(|lost| lost()) {
+                    cause = Some(RollbackCause::LockLost(why));
+                }
+            }
             if cause.is_some() {
                 return cause;
             }
@@ -582,6 +590,7 @@ impl Executor<'_> {
     ) {
         let outcomes = self.undo_all(targets, reports, done);
         let because = cause.because(targets);
+        let cause = &cause;
         for ((report, steps_done), (records, outcome)) in reports.iter_mut().zip(done).zip(outcomes)
         {
             report.duration += records.iter().map(|r| r.duration).sum::<Duration>();
@@ -711,7 +720,7 @@ fn refuse_wrong_states(
 /// own (`None`: its own failure says it all, or it needed nothing).
 fn group_failure(
     report: &ProcessReport,
-    cause: RollbackCause,
+    cause: &RollbackCause,
     because: &str,
     nothing_done: bool,
 ) -> Option<Failure> {
@@ -743,6 +752,10 @@ fn group_failure(
             FailureKind::DeadlineExceeded,
             "give it a longer --deadline; `cudackpt -v` shows how long each step took",
         )),
+        RollbackCause::LockLost(_) => Some((
+            FailureKind::LockUnavailable,
+            "something removed cudackpt's lock directory mid-run (a tmpfiles cleaner?); keep it (/run/cudackpt/locks) and run the command again",
+        )),
     };
     Some(match stopped {
         // It needed nothing.
@@ -769,7 +782,7 @@ fn group_failure(
 }
 
 /// Why a group is being rolled back.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum RollbackCause {
     /// The process at this index failed a step.
     Failed(usize),
@@ -777,13 +790,16 @@ enum RollbackCause {
     Interrupted(i32),
     /// The deadline passed; the slowest step of the last phase, if one ran.
     Deadline { slowest: Option<(usize, Duration)> },
+    /// The per-PID locks stopped keeping others out (why, in words).
+    LockLost(String),
 }
 
 impl RollbackCause {
     /// The cause in words, for every process's report.
-    fn because(self, targets: &[Target]) -> String {
+    fn because(&self, targets: &[Target]) -> String {
         let who = |i: usize| diagnose::describe_process(targets[i].pid, Some(&targets[i].name));
-        match self {
+        match *self {
+            RollbackCause::LockLost(ref why) => format!("cudackpt lost its locks: {why}"),
             RollbackCause::Failed(i) => format!("{} failed", who(i)),
             RollbackCause::Interrupted(signal) => format!(
                 "cudackpt was interrupted by {}",

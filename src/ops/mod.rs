@@ -152,7 +152,8 @@ fn proceed(
     let records = records::open(request)?;
     let chosen = choose_map::choose(request, &ready.targets, records.dir.as_ref(), &host)?;
     // One cudackpt at a time per process: held until the command ends.
-    let _locks = lock::lock(&request.operation, &ready, request.use_locks)?;
+    let locks = lock::lock(&request.operation, &ready, request.use_locks)?;
+    let locks_lost = || locks.lost();
     let mut remarks = chosen.remarks;
     remarks.extend(preflight::check_memory(
         request,
@@ -172,6 +173,7 @@ fn proceed(
         interrupt: interrupt_for(&request.operation),
         deadline: request.deadline.as_duration().map(|limit| started + limit),
         progress: request.progress,
+        locks_lost: Some(&locks_lost),
     };
     let map = chosen.pairs.as_deref().unwrap_or_default();
     let mut reports = executor.run(&request.operation, &ready.targets, map);

@@ -38,6 +38,28 @@ impl Held {
             files: Vec::new(),
         }
     }
+
+    /// Why these locks no longer keep others out, if they do not: the lock
+    /// directory was removed or replaced, or a lock file unlinked, so a
+    /// second cudackpt would make a fresh one and get in.
+    pub fn lost(&self) -> Option<String> {
+        let dir = self.dir.as_ref()?;
+        if !dir.is_still_at_its_path() {
+            return Some(format!(
+                "the lock directory {} was removed or replaced while this command held its locks",
+                dir.path().display()
+            ));
+        }
+        self.files
+            .iter()
+            .find(|(name, file)| !dir.still_holds(name, file))
+            .map(|(name, _)| {
+                format!(
+                    "the lock file {} was removed while this command held it",
+                    dir.path().join(name).display()
+                )
+            })
+    }
 }
 
 impl Drop for Held {
@@ -136,6 +158,22 @@ mod tests {
             "released lock files are removed"
         );
         assert!(acquire_in(dir.path(), &[4243]).is_ok(), "released on drop");
+    }
+
+    #[test]
+    fn a_lock_directory_removed_under_its_holder_is_noticed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let locks = dir.path().join("locks");
+        let held = acquire_in(&locks, &[7, 8]).expect("free");
+        assert_eq!(held.lost(), None);
+        std::fs::remove_file(locks.join("8.lock")).expect("unlink");
+        assert!(held.lost().is_some_and(|why| why.contains("8.lock")));
+        std::fs::remove_dir_all(&locks).expect("rm -rf");
+        std::fs::create_dir(&locks).expect("a fresh one");
+        assert!(held
+            .lost()
+            .is_some_and(|why| why.contains("removed or replaced")));
+        assert_eq!(Held::none().lost(), None);
     }
 
     #[test]

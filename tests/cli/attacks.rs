@@ -314,3 +314,29 @@ fn a_map_file_the_invoking_user_cannot_read_is_not_echoed() {
     let (_, err) = crate::support::texts(&run(Some("65534")));
     assert!(err.contains("hunter2"), "{err}");
 }
+
+#[test]
+fn a_lock_directory_removed_mid_run_rolls_the_group_back() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let child = fx
+        .std_command(&["--json", "suspend", &target.arg()])
+        .env("FAKE_CUDA_INJECT", "checkpoint=delay:600")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("suspend");
+    crate::support::wait_until("the lock", || {
+        fx.calls().iter().any(|c| c.short() == "lock 0")
+    });
+    // What a careless cleaner does: now a second cudackpt would make a
+    // fresh directory and get in, so the first must not carry on.
+    fs::remove_dir_all(fx.dir().join("locks")).expect("rm -rf");
+    let output = child.wait_with_output().expect("suspend ends");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let doc: ProcessCommandDoc = crate::support::parse_one_document(&output.stdout);
+    let p = doc.process(target.pid);
+    assert_eq!(p.error().kind, Kind::LockUnavailable, "{p:?}");
+    assert!(p.error().message.contains("lost its locks"), "{p:?}");
+    assert!(p.rolled_back);
+    assert_eq!(fx.fake_state(target.pid), "running");
+}

@@ -158,6 +158,7 @@ fn run_full(
         interrupt,
         deadline,
         progress: None,
+        locks_lost: None,
     };
     executor.run(&operation, &targets(pids), &[])
 }
@@ -502,7 +503,7 @@ fn a_rolled_back_group_says_of_each_process_what_happened_to_it() {
         state: Some(Running),
         ..ProcessReport::new(1, None)
     };
-    let failed = RollbackCause::Failed(0);
+    let failed = &RollbackCause::Failed(0);
     let because = "PID 2 failed";
     assert!(
         group_failure(
@@ -518,7 +519,7 @@ fn a_rolled_back_group_says_of_each_process_what_happened_to_it() {
         group_failure(&report(None, true, false), failed, because, true).is_none(),
         "it needed nothing"
     );
-    let kind = |r: &ProcessReport, cause, nothing_done| {
+    let kind = |r: &ProcessReport, cause: &RollbackCause, nothing_done| {
         group_failure(r, cause, because, nothing_done).map(|f| f.kind)
     };
     assert_eq!(
@@ -532,7 +533,7 @@ fn a_rolled_back_group_says_of_each_process_what_happened_to_it() {
     assert_eq!(
         kind(
             &report(None, true, false),
-            RollbackCause::Interrupted(15),
+            &RollbackCause::Interrupted(15),
             true
         ),
         Some(FailureKind::Interrupted),
