@@ -427,6 +427,107 @@ def criu_with_action_script(tools):
     return f"{version}: dump {dumped:.1f} s, restore {restored:.1f} s"
 
 
+@scenario("CRIU dump that fails after pre-dump: cudackpt's watcher resumes the tree; data intact")
+def criu_failed_dump(tools):
+    """CRIU runs cudackpt's pre-dump (the tree is suspended), then the dump
+    fails (here: an action script that fails post-dump), CRIU thaws the tree
+    and exits, and no hook that cudackpt acts on runs again. The watcher
+    bound to CRIU at pre-dump must resume the tree."""
+    found = criu_command()
+    if not found:
+        raise Skipped("criu is not installed on this host (carry one with --criu-dir)")
+    criu, criu_env = found
+    work = tempfile.mkdtemp(prefix="cudackpt-criu-fail-")
+    images = os.path.join(work, "images")
+    os.makedirs(images)
+    no_plugins = os.path.join(work, "no-plugins")
+    os.makedirs(no_plugins)
+    script = os.path.join(work, "hook.sh")
+    with open(script, "w") as f:
+        f.write(f"""#!/bin/sh
+case "$CRTOOLS_SCRIPT_ACTION" in
+  pre-dump) exec {tools.cudackpt} ;;
+  post-dump) echo "failing the dump on purpose" >&2; exit 1 ;;
+  *) exit 0 ;;
+esac
+""")
+    os.chmod(script, 0o755)
+    log_path = os.path.join(work, "target.log")
+    with open(log_path, "w") as log:
+        p = subprocess.Popen([tools.target_bin, "--size-mib", "256", "--hold"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        ready, seen = wait_for_line(log_path, "READY", 0, 60)
+        line, seen = wait_for_line(log_path, "OK", seen, 30)
+        dump = subprocess.run([criu, "dump", "-t", str(p.pid), "-D", images, "--libdir", no_plugins, "--action-script", script, "-v4", "-o", "dump.log"], env=dict(os.environ, **criu_env), capture_output=True, text=True)
+        expect(dump.returncode != 0, "the dump was meant to fail at post-dump")
+        expect(p.poll() is None, "the target must survive a failed dump")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and tools.state(p.pid) != "running":
+            time.sleep(0.2)
+        state = tools.state(p.pid)
+        expect(state == "running", f"after the failed dump the target is {state}: the watcher did not resume it")
+        with open(log_path) as f:
+            seen = len(f.read().splitlines())
+        line, _ = wait_for_line(log_path, "OK", seen, 60)
+        expect(line == f"OK {ready.split()[2]}", f"after the failed dump the target says {line!r}")
+        return f"criu dump exited {dump.returncode}; the tree was resumed, data intact"
+    finally:
+        subprocess.run(["kill", "-9", str(p.pid)], capture_output=True)
+        try:
+            p.wait(timeout=5)
+        except Exception:
+            pass
+
+
+def pids_cgroup(limit):
+    """A child cgroup (v2) with pids.max = limit, or None."""
+    root = "/sys/fs/cgroup"
+    try:
+        controllers = open(os.path.join(root, "cgroup.controllers")).read().split()
+        if "pids" not in controllers:
+            return None
+        with open(os.path.join(root, "cgroup.subtree_control"), "w") as f:
+            f.write("+pids")
+        path = os.path.join(root, f"cudackpt-suite-{os.getpid()}")
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "pids.max"), "w") as f:
+            f.write(str(limit))
+        return path
+    except OSError:
+        return None
+
+
+@scenario("64 processes under a pids limit of 12: suspend and resume together; data intact")
+def group_under_pids_limit(tools):
+    cgroup = pids_cgroup(12)
+    if not cgroup:
+        raise Skipped("no cgroup v2 with the pids controller here")
+    targets = []
+    try:
+        for i in range(64):
+            targets.append(Target(tools, size_mib=16, seed=100 + i))
+        pids = [str(t.pid) for t in targets]
+        times = {}
+        for command, state in [("suspend", "checkpointed"), ("resume", "running")]:
+            line = f"echo $$ > {cgroup}/cgroup.procs && exec {tools.cudackpt} --json {command} {' '.join(pids)}"
+            started = time.monotonic()
+            p = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=600)
+            times[command] = time.monotonic() - started
+            expect(p.returncode == 0, f"{command} under pids.max=12 exited {p.returncode}: {p.stderr[-800:]}")
+            doc = json.loads(p.stdout)
+            expect(all(q["state"] == state for q in doc["processes"]), f"{command}: not all {state}")
+        for t in targets:
+            t.verify()
+        return f"64 x 16 MiB: suspend {times['suspend']:.1f} s, resume {times['resume']:.1f} s"
+    finally:
+        for t in targets:
+            t.close()
+        try:
+            os.rmdir(cgroup)
+        except OSError:
+            pass
+
+
 @scenario("group of 4: suspend and resume together; data intact")
 def group(tools, size_mib):
     targets = [Target(tools, size_mib=size_mib, seed=10 + i) for i in range(4)]
@@ -737,6 +838,8 @@ def main():
     two_gpu_moves(tools)
     criu_with_plugin(tools)
     criu_with_action_script(tools)
+    criu_failed_dump(tools)
+    group_under_pids_limit(tools)
 
     count = {status: sum(r["status"] == status for r in RESULTS) for status in ["pass", "fail", "skip"]}
     print(f"\n{'scenario':<90} result")
