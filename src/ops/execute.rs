@@ -69,9 +69,14 @@ pub fn call(api: &dyn CheckpointApi, pid: i32, step: &Step) -> Result<(), CallEr
 /// The most worker threads one group runs at once: driver calls mostly
 /// wait on the GPU, so a few per core help, but not without bound (a pids
 /// limit, `TasksMax`, memory for stacks).
+/// Asked once per process, and only for a pool of several items: std reads
+/// the cgroup's CPU quota from /proc and /sys to answer.
 fn max_workers() -> usize {
-    let cores = thread::available_parallelism().map_or(4, usize::from);
-    (cores * 4).clamp(8, 64)
+    static WORKERS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *WORKERS.get_or_init(|| {
+        let cores = thread::available_parallelism().map_or(4, usize::from);
+        (cores * 4).clamp(8, 64)
+    })
 }
 
 /// Runs `work` on every item with a bounded pool of worker threads (the
@@ -79,6 +84,9 @@ fn max_workers() -> usize {
 /// A thread that cannot be started (a pids limit) only means fewer
 /// workers: the work still gets done, by those that did start.
 pub fn concurrently<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    if items.len() <= 1 {
+        return items.iter().map(work).collect();
+    }
     in_pool(items, work, max_workers(), &|_| true)
 }
 
