@@ -138,6 +138,10 @@ impl SafeDir {
 
     /// Opens `path`, creating it and any missing parent 0700 first.
     pub fn create(path: &Path) -> Result<SafeDir, UnsafeDir> {
+        // Usually it is there already: one open, no mkdir per component.
+        if let Some(dir) = SafeDir::open_existing(path)? {
+            return Ok(dir);
+        }
         let io = |source: io::Error, at: &Path| UnsafeDir::Io {
             path: at.to_path_buf(),
             source,

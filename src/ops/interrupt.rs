@@ -53,34 +53,27 @@ impl Interrupt {
     pub fn install() -> Interrupt {
         let interrupt = Interrupt::default();
         interrupt.nothing_moved.store(true, Ordering::SeqCst);
-        // The watcher registers the handlers itself, so that without a
-        // watcher (no thread could be started) nothing is caught and the
-        // signals keep their default effect, rather than being swallowed.
-        let (registered, outcome) = std::sync::mpsc::channel();
+        // Registered here, so that no signal slips by once this returns;
+        // read by a watcher thread. Should the thread not start, dropping
+        // `signals` with its closure unregisters the handlers, and signals
+        // keep their default effect rather than being swallowed.
+        let mut signals = match Signals::new(SIGNALS) {
+            Ok(signals) => signals,
+            Err(error) => {
+                tracing::warn!(%error, "could not catch signals; they will end cudackpt at once");
+                return interrupt;
+            }
+        };
         let watcher = interrupt.clone();
         let spawned = std::thread::Builder::new()
             .name("signals".to_string())
             .spawn(move || {
-                let mut signals = match Signals::new(SIGNALS) {
-                    Ok(signals) => signals,
-                    Err(error) => {
-                        let _ = registered.send(Err(error));
-                        return;
-                    }
-                };
-                let _ = registered.send(Ok(()));
                 for signal in signals.forever() {
                     watcher.arrived(signal);
                 }
             });
-        let result = match spawned {
-            Ok(_) => outcome
-                .recv()
-                .unwrap_or_else(|_| Err(std::io::Error::other("the watcher ended"))),
-            Err(error) => Err(error),
-        };
-        if let Err(error) = result {
-            tracing::warn!(%error, "could not catch signals; they will end cudackpt at once");
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "could not start the signal watcher; signals end cudackpt at once");
         }
         interrupt
     }
