@@ -167,6 +167,16 @@ pub struct VerifyArg {
     pub verify: bool,
 }
 
+/// Checkpointing what cannot be restored, on purpose.
+#[derive(Debug, Args, Clone)]
+pub struct ForceArg {
+    /// Checkpoint even when the pre-flight finds a process this driver is
+    /// known not to restore (a CUDA IPC party, a rank of an NCCL job over
+    /// P2P or shared memory): its restore will fail and it will be lost.
+    #[arg(long)]
+    pub force: bool,
+}
+
 /// A GPU remapping for restore.
 #[derive(Debug, Args, Clone)]
 pub struct MapArg {
@@ -185,8 +195,9 @@ pub struct MapArg {
     #[arg(long, value_name = "FILE")]
     pub map_file: Option<PathBuf>,
 
-    /// Restore even when the pre-flight finds a target GPU with less free
-    /// memory than the process held at checkpoint.
+    /// Go on despite the pre-flights: restore onto a GPU with less free
+    /// memory than the process held, and (toggle) checkpoint a process this
+    /// driver is known not to restore.
     #[arg(long)]
     pub force: bool,
 }
@@ -213,6 +224,8 @@ pub enum Command {
         targets: Targets,
         #[command(flatten)]
         verify: VerifyArg,
+        #[command(flatten)]
+        force: ForceArg,
     },
     /// Reacquire GPUs and copy memory back (checkpointed → locked).
     Restore {
@@ -252,6 +265,8 @@ pub enum Command {
         deadline: DeadlineArg,
         #[command(flatten)]
         verify: VerifyArg,
+        #[command(flatten)]
+        force: ForceArg,
     },
     /// Restore and unlock: checkpointed → running (already running is
     /// success). A group moves together or not at all.

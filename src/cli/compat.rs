@@ -343,6 +343,7 @@ pub fn main(args: &[OsString]) -> ExitStatus {
             map,
             // CRIU's plugin passes the restore thread's id.
             thread_ids: ThreadIds::ActOnProcess,
+            force: super::force_from_env(),
             ..Request::new(libcuda.as_deref(), operation.clone())
         }),
         Err(error) => request::refused_map(&operation, &[pid], &error),

@@ -104,6 +104,7 @@ fn run_on(
             ..Selectors::default()
         },
         confirmed,
+        force: super::force_from_env(),
         ..Request::new(libcuda, operation)
     });
     report.command = "criu-hook";

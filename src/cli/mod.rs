@@ -70,6 +70,12 @@ fn allow_open_files_up_to_the_hard_limit() {
     }
 }
 
+/// `CUDACKPT_FORCE=1`: `--force` for the modes that take no flags (NVIDIA's
+/// grammar, CRIU's action script).
+pub fn force_from_env() -> bool {
+    std::env::var("CUDACKPT_FORCE").is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on"))
+}
+
 /// `CUDACKPT_LIBCUDA_UNSAFE=1` for the modes that take no flags (NVIDIA's
 /// grammar, CRIU's action script).
 pub fn trust_library_from_env() {

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::args::{Command, DeadlineArg, MapArg, Targets, VerifyArg};
+use crate::cli::args::{Command, DeadlineArg, ForceArg, MapArg, Targets, VerifyArg};
 use crate::files;
 use crate::gpu::map::{self, MapError, MapSpec};
 use crate::ops::plan::Operation;
@@ -55,6 +55,13 @@ impl RawProcessCommand {
         }
     }
 
+    fn force(self, force: ForceArg) -> RawProcessCommand {
+        RawProcessCommand {
+            force: force.force,
+            ..self
+        }
+    }
+
     fn map(self, map: MapArg) -> RawProcessCommand {
         RawProcessCommand {
             map: map.map,
@@ -77,9 +84,13 @@ pub fn split(command: Command) -> Option<RawProcessCommand> {
                 timeout: timeout.timeout,
             },
         ),
-        Command::Checkpoint { targets, verify } => {
-            Raw::new(targets, Operation::Checkpoint).verify(verify)
-        }
+        Command::Checkpoint {
+            targets,
+            verify,
+            force,
+        } => Raw::new(targets, Operation::Checkpoint)
+            .verify(verify)
+            .force(force),
         Command::Restore {
             targets,
             map,
@@ -108,6 +119,7 @@ pub fn split(command: Command) -> Option<RawProcessCommand> {
             timeout,
             deadline,
             verify,
+            force,
         } => Raw::new(
             targets,
             Operation::Suspend {
@@ -115,7 +127,8 @@ pub fn split(command: Command) -> Option<RawProcessCommand> {
             },
         )
         .deadline(deadline)
-        .verify(verify),
+        .verify(verify)
+        .force(force),
         Command::Resume {
             targets,
             map,

@@ -175,6 +175,19 @@ pub fn read_capped(path: &Path, cap: u64) -> Result<String, ReadError> {
     read_fd_capped(fd, cap)
 }
 
+/// [`read_capped`] for bytes that need not be text (a /proc environ).
+pub fn read_capped_bytes(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io::Error::from)?;
+    let mut bytes = Vec::new();
+    File::from(fd).take(cap).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Reads at most `cap` bytes of text from a regular file already open.
 fn read_fd_capped(fd: OwnedFd, cap: u64) -> Result<String, ReadError> {
     let mut bytes = Vec::new();

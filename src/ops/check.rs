@@ -16,9 +16,6 @@ use crate::ops::{Finished, Request, Stop, ThreadIds};
 use crate::targets::discover::{self, Mapped};
 use crate::targets::process::{self, Privileges, Target, TargetError};
 
-const NCCL_WARNING: &str =
-    "NCCL is loaded: multi-process NCCL jobs are a known source of hangs and failed restores; suspend every rank together, and test a round trip first";
-
 /// The targets after their checks, in selection order.
 pub struct Checked {
     command: &'static str,
@@ -29,7 +26,6 @@ pub struct Checked {
     mapped: HashMap<i32, Mapped>,
     warnings: Vec<String>,
     changes_state: bool,
-    nccl_matters: bool,
     /// Loaded during selection, taken when the targets are ready.
     driver: Option<Driver>,
 }
@@ -92,8 +88,7 @@ pub fn check(request: &Request<'_>, selection: Selection) -> Checked {
     let mut mapped = selection.mapped;
     // Named PIDs were not scanned during selection; scan them where NCCL
     // matters (one read of /proc/PID/maps each, off the fast paths).
-    let nccl_matters = request.operation.moves_memory();
-    if nccl_matters {
+    if request.operation.moves_memory() {
         for target in results.iter().flatten() {
             if let Some(map) = discover::mapped(target.pid, None) {
                 mapped.entry(target.pid).or_insert(map);
@@ -109,7 +104,6 @@ pub fn check(request: &Request<'_>, selection: Selection) -> Checked {
         mapped,
         warnings: selection.warnings,
         changes_state: request.operation.changes_state(),
-        nccl_matters,
         driver: selection.driver,
     }
 }
@@ -245,11 +239,10 @@ impl Checked {
                         (None, None) => ProcessReport::new(target.pid, Some(target.name.clone())),
                     },
                 };
+                // Whether NCCL is mapped, as a fact; only a real rank is
+                // warned about (`restorable`), not every PyTorch process.
                 if let Some(map) = self.mapped.get(&report.pid) {
                     report.nccl = Some(map.nccl);
-                    if map.nccl && self.nccl_matters {
-                        report.warnings.push(NCCL_WARNING.to_string());
-                    }
                 }
                 report
             })
@@ -294,7 +287,6 @@ mod tests {
             mapped: HashMap::new(),
             warnings: Vec::new(),
             changes_state: changes,
-            nccl_matters: false,
             driver: None,
         }
     }

@@ -36,6 +36,8 @@ pub enum FailureKind {
     ProcUnreadable,
     /// A directory or file cudackpt will not trust (owner, mode, a link).
     UnsafePath,
+    /// The driver is known not to restore this process after a checkpoint.
+    Unrestorable,
     /// The per-PID lock could not be taken (not held elsewhere: broken).
     LockUnavailable,
     Usage,
@@ -67,6 +69,7 @@ impl FailureKind {
             FailureKind::InUse => "in_use",
             FailureKind::ProcUnreadable => "proc_unreadable",
             FailureKind::UnsafePath => "unsafe_path",
+            FailureKind::Unrestorable => "unrestorable",
             FailureKind::LockUnavailable => "lock_unavailable",
             FailureKind::Usage => "usage",
         }
@@ -82,9 +85,9 @@ impl FailureKind {
             FailureKind::WrongState | FailureKind::ProcessStopped => ExitStatus::WrongState,
             FailureKind::InUse => ExitStatus::InUse,
             FailureKind::RollbackFailed => ExitStatus::RollbackFailed,
-            FailureKind::InvalidMap | FailureKind::InsufficientGpuMemory => {
-                ExitStatus::PreflightRefused
-            }
+            FailureKind::InvalidMap
+            | FailureKind::InsufficientGpuMemory
+            | FailureKind::Unrestorable => ExitStatus::PreflightRefused,
             FailureKind::Usage => ExitStatus::Usage,
             FailureKind::Interrupted => ExitStatus::Interrupted,
             FailureKind::DriverUnavailable => ExitStatus::DriverUnavailable,

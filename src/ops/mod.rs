@@ -21,6 +21,7 @@ pub mod plan;
 pub mod preflight;
 pub mod records;
 pub mod report;
+pub mod restorable;
 pub mod select;
 pub mod timeout;
 
@@ -148,6 +149,7 @@ fn proceed(
     started: Instant,
 ) -> Result<Finished, Stop> {
     let ready = check::ready(request, checked)?;
+    let rank_warnings = restorable::check(request, &ready)?;
     let host = Inventory::with_driver(&ready.driver);
     let records = records::open(request)?;
     let chosen = choose_map::choose(request, &ready.targets, records.dir.as_ref(), &host)?;
@@ -188,6 +190,11 @@ fn proceed(
             snapshot: snapshot.as_ref(),
         },
     ));
+    for (pid, warning) in rank_warnings {
+        if let Some(report) = reports.iter_mut().find(|r| r.pid == pid) {
+            report.warnings.push(warning);
+        }
+    }
     reports.extend(ready.blocked);
     Ok(Finished {
         reports,

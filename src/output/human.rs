@@ -145,6 +145,7 @@ fn short(failure: &Failure) -> &'static str {
         FailureKind::InUse => "in use by another cudackpt",
         FailureKind::ProcUnreadable => "/proc unreadable",
         FailureKind::UnsafePath => "untrusted path",
+        FailureKind::Unrestorable => "could not be restored",
         FailureKind::LockUnavailable => "lock unavailable",
         FailureKind::Usage => "usage error",
     }

@@ -5,4 +5,5 @@
 //! May use: `exit`, `files`.
 
 pub mod discover;
+pub mod evidence;
 pub mod process;

@@ -29,6 +29,7 @@ mod nccl;
 mod output;
 mod progress;
 mod records;
+mod restorable;
 mod single_steps;
 mod state;
 mod stopped;

@@ -1,7 +1,9 @@
-//! NCCL (SPEC section 4): a process with `libnccl` mapped is flagged by
-//! `ps`, and the commands that checkpoint or restore it warn (multi-process
-//! NCCL jobs are a known source of hangs and failed restores); single steps
-//! that only lock or unlock do not. A warning never fails the command.
+//! NCCL (SPEC sections 4 and 10): a process with `libnccl` mapped is flagged
+//! by `ps`; only a real rank of a multi-process job (a launcher's world
+//! size, PyTorch's watchdog thread) is warned about, and only by commands
+//! that checkpoint it, when its transports restore (sockets only; the
+//! others are refused: `restorable.rs`). Every PyTorch process maps
+//! libnccl, so that alone says nothing. A warning never fails the command.
 
 use crate::support::{texts, Fixture};
 use crate::wire::{ProcessCommandDoc, State};
@@ -51,25 +53,45 @@ fn ps_flags_a_process_with_nccl_mapped() {
         .all(|c| c.op == "get_state" || c.op == "restore_tid"));
 }
 
-#[test]
-fn suspend_and_resume_warn_about_nccl_and_still_succeed() {
-    let fx = Fixture::new();
-    let nccl = fx.nccl_cuda_target();
-    let other = fx.cuda_target();
-    let pids = [nccl.arg(), other.arg()];
+/// A rank over NCCL's socket transport, as a launcher starts it.
+const SOCKET_RANK: [(&str, &str); 3] = [
+    ("WORLD_SIZE", "2"),
+    ("NCCL_P2P_DISABLE", "1"),
+    ("NCCL_SHM_DISABLE", "1"),
+];
 
-    for (command, state) in [("suspend", State::Checkpointed), ("resume", State::Running)] {
-        let doc: ProcessCommandDoc = fx.json(&[command, &pids[0], &pids[1]], 0);
-        let p = doc.process(nccl.pid);
+#[test]
+fn a_real_rank_is_warned_about_when_checkpointed_and_libnccl_alone_is_not() {
+    let fx = Fixture::new();
+    let rank = fx.nccl_cuda_target_with(&SOCKET_RANK);
+    let pytorch = fx.nccl_cuda_target();
+    let other = fx.cuda_target();
+    let pids = [rank.arg(), pytorch.arg(), other.arg()];
+
+    for (command, state, warned) in [
+        ("suspend", State::Checkpointed, 1),
+        ("resume", State::Running, 0),
+    ] {
+        let doc: ProcessCommandDoc = fx.json(&[command, &pids[0], &pids[1], &pids[2]], 0);
+        let p = doc.process(rank.pid);
         assert!(p.ok && p.state == state, "{command}: {p:?}");
         assert_eq!(p.nccl, Some(true), "{command}: {p:?}");
-        assert_eq!(nccl_warnings(p).len(), 1, "{command}: {p:?}");
-        let q = doc.process(other.pid);
-        assert!(q.ok && q.state == state, "{command}: {q:?}");
-        assert_eq!(q.nccl, Some(false), "{command}: {q:?}");
-        assert!(q.warnings.is_empty(), "{command}: {q:?}");
-        // The only remark on the command: the fake host has no NVML, so the
-        // restore's memory pre-flight says it checked nothing.
+        assert_eq!(nccl_warnings(p).len(), warned, "{command}: {p:?}");
+        if warned > 0 {
+            let warning = nccl_warnings(p)[0];
+            assert!(
+                warning.contains(&format!("WORLD_SIZE=2 in /proc/{}/environ", rank.pid))
+                    && warning.contains("socket transport"),
+                "the evidence and the verdict: {warning}"
+            );
+        }
+        for q in [doc.process(pytorch.pid), doc.process(other.pid)] {
+            assert!(q.ok && q.state == state, "{command}: {q:?}");
+            assert!(
+                q.warnings.is_empty(),
+                "{command}: libnccl alone is no rank: {q:?}"
+            );
+        }
         assert!(
             doc.warnings
                 .iter()
@@ -78,27 +100,24 @@ fn suspend_and_resume_warn_about_nccl_and_still_succeed() {
         );
     }
 
-    // For people: a warning on stderr naming the process, none for the other.
-    for command in ["suspend", "resume"] {
-        let output = fx
-            .cudackpt(&[command, &pids[0], &pids[1]])
-            .assert()
-            .code(0)
-            .get_output()
-            .clone();
-        let (_, stderr) = texts(&output);
-        let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("NCCL")).collect();
-        assert_eq!(warnings.len(), 1, "{command}: {stderr}");
-        assert!(
-            warnings[0].contains("warning") && warnings[0].contains(&pids[0]),
-            "{command}: {stderr}"
-        );
-        assert!(
-            !warnings.iter().any(|w| w.contains(&pids[1])),
-            "{command}: no NCCL warning for the other: {stderr}"
-        );
-    }
-    assert_eq!(fx.state_of(&nccl), "running");
+    // For people: a warning on stderr naming the rank, none for the others.
+    let output = fx
+        .cudackpt(&["suspend", &pids[0], &pids[1], &pids[2]])
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let (_, stderr) = texts(&output);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("NCCL")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].contains("warning") && warnings[0].contains(&pids[0]),
+        "{stderr}"
+    );
+    fx.cudackpt(&["resume", &pids[0], &pids[1], &pids[2]])
+        .assert()
+        .code(0);
+    assert_eq!(fx.state_of(&rank), "running");
 }
 
 #[test]
@@ -127,12 +146,12 @@ fn single_steps_that_only_lock_or_unlock_do_not_warn() {
     assert_eq!(fx.state_of(&nccl), "running");
 }
 
-/// A NCCL process found by a selector is flagged (and warned about) the same
-/// way as one named by PID.
+/// A rank found by a selector is flagged (and warned about) the same way as
+/// one named by PID.
 #[test]
 fn a_nccl_process_found_by_tree_is_warned_about() {
     let fx = Fixture::new();
-    let nccl = fx.nccl_cuda_target();
+    let nccl = fx.nccl_cuda_target_with(&SOCKET_RANK);
     let doc: ProcessCommandDoc = fx.json(&["suspend", "--tree", &nccl.arg()], 0);
     let p = doc.only(nccl.pid);
     assert_eq!(p.nccl, Some(true));

@@ -361,6 +361,11 @@ impl Fixture {
         target
     }
 
+    /// A CUDA process running `program` (with the fake preloaded).
+    pub fn cuda_program(&self, program: &Path, args: &[&str]) -> Target {
+        self.spawn(program.as_os_str(), args, true)
+    }
+
     /// A CUDA process: `sleep 600` with the fake libcuda preloaded, returned
     /// once its maps show the fake.
     pub fn cuda_target(&self) -> Target {
@@ -418,10 +423,17 @@ impl Fixture {
     /// A CUDA process that also has "NCCL" (see [`Fixture::nccl_library`])
     /// mapped, returned once its maps show both.
     pub fn nccl_cuda_target(&self) -> Target {
+        self.nccl_cuda_target_with(&[])
+    }
+
+    /// [`Fixture::nccl_cuda_target`] with these environment variables (a
+    /// launcher's `WORLD_SIZE`, NCCL's transport switches).
+    pub fn nccl_cuda_target_with(&self, env: &[(&str, &str)]) -> Target {
         let nccl = self.nccl_library();
         let preload = format!("{}:{}", fake_libcuda().display(), nccl.display());
         let child = StdCommand::new("sleep")
             .arg("600")
+            .envs(env.iter().copied())
             .env("FAKE_CUDA_STATE_DIR", self.dir())
             .env("LD_PRELOAD", preload)
             .env_remove("FAKE_CUDA_INJECT")

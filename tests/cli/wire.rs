@@ -62,6 +62,7 @@ pub enum Kind {
     InUse,
     ProcUnreadable,
     UnsafePath,
+    Unrestorable,
     LockUnavailable,
     Usage,
 }

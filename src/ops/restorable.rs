@@ -1,0 +1,300 @@
+//! Never start what cannot be undone (SPEC 10): before the first lock of a
+//! command that will checkpoint, each target is examined for what the
+//! driver is known not to restore, and such a target refuses the whole
+//! group (exit 8) with the evidence, what the driver does, and the fix.
+//! `--force` (`CUDACKPT_FORCE=1` for the compatible grammar and CRIU's hook)
+//! checkpoints anyway. The facts are keyed by driver version, so a driver
+//! that restores more turns a refusal into a warning.
+//!
+//! A rank that is accepted (NCCL over sockets only) gets a warning: every
+//! rank must be suspended together. A process that merely maps libnccl
+//! (every PyTorch process does) is no rank and gets none.
+
+use crate::driver::{CheckpointApi, Driver, ProcessState};
+use crate::ops::check::Ready;
+use crate::ops::diagnose::{describe_process, Failure, FailureKind};
+use crate::ops::execute::concurrently;
+use crate::ops::plan::Operation;
+use crate::ops::report::ProcessReport;
+use crate::ops::{Request, Stop};
+use crate::targets::evidence::{self, Evidence, RankSign};
+use crate::targets::process::Target;
+
+/// What a driver does with a checkpoint of such a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The checkpoint succeeds and no restore ever does: refuse.
+    Lost,
+    /// Restorable on this driver, with care: warn.
+    Restorable,
+}
+
+/// What one range of drivers restores, as measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriverFacts {
+    /// The oldest driver (CUDA version, 13000 = 13.0) this row is about.
+    pub from_cuda: i32,
+    /// A process that shares GPU memory through CUDA IPC.
+    pub ipc: Verdict,
+    /// A rank of a multi-process NCCL job using P2P or SHM transports.
+    pub nccl_p2p_shm: Verdict,
+    /// Where the row comes from.
+    pub source: &'static str,
+}
+
+/// The facts, oldest driver first. Drivers newer than the last measured one
+/// are taken to behave like it (and the report says so), until measured.
+pub const FACTS: [DriverFacts; 1] = [DriverFacts {
+    from_cuda: 0,
+    ipc: Verdict::Lost,
+    nccl_p2p_shm: Verdict::Lost,
+    source:
+        "measured on driver 580.159.04 (CUDA 13.0): the checkpoint succeeds, every restore fails",
+}];
+
+/// The newest CUDA version the facts were measured on.
+const LAST_MEASURED_CUDA: i32 = 13000;
+
+/// The facts in force for a driver (CUDA version, when known).
+pub fn facts_for(cuda_version: Option<i32>) -> DriverFacts {
+    let version = cuda_version.unwrap_or(LAST_MEASURED_CUDA);
+    FACTS
+        .iter()
+        .rev()
+        .find(|row| row.from_cuda <= version)
+        .copied()
+        .unwrap_or(FACTS[0])
+}
+
+/// What the pre-flight found about one target.
+#[derive(Debug, Clone, PartialEq)]
+struct Finding {
+    pid: i32,
+    verdict: Verdict,
+    failure: Failure,
+}
+
+/// The pre-flight of a request. Returns warnings for the processes it
+/// lets through (PID, words), or stops the group before any lock.
+pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<(i32, String)>, Stop> {
+    if !request.operation.checkpoints() {
+        return Ok(Vec::new());
+    }
+    let facts = facts_for(ready.driver.version().ok());
+    let evidence = concurrently(&ready.targets, |t| evidence::gather(t.pid));
+    let mut findings: Vec<Finding> = ready
+        .targets
+        .iter()
+        .zip(&evidence)
+        .filter_map(|(target, found)| judge(target, found, &facts))
+        .collect();
+    // A toggle checkpoints only the running ones: ask the suspects (a
+    // read-only query; the clean ones cost no driver call).
+    if matches!(request.operation, Operation::Toggle { .. }) {
+        findings.retain(|f| will_checkpoint(&ready.driver, f.pid));
+    }
+    let mut warnings = Vec::new();
+    let mut refused = Vec::new();
+    for finding in findings {
+        match (finding.verdict, request.force) {
+            (Verdict::Restorable, _) => warnings.push((finding.pid, finding.failure.message)),
+            (Verdict::Lost, true) => warnings.push((
+                finding.pid,
+                format!(
+                    "{} (checkpointing anyway: --force)",
+                    finding.failure.message
+                ),
+            )),
+            (Verdict::Lost, false) => refused.push(finding),
+        }
+    }
+    let Some(first) = refused.first().map(|f| f.pid) else {
+        return Ok(warnings);
+    };
+    let ran = refused
+        .into_iter()
+        .map(|f| ProcessReport {
+            failure: Some(f.failure),
+            ..ProcessReport::new(f.pid, name_of(ready, f.pid))
+        })
+        .collect();
+    Err(Stop::Halted {
+        ran,
+        not_run: Some(Failure::new(
+            FailureKind::NotAttempted,
+            format!("not attempted: PID {first} could not be restored after a checkpoint"),
+            "a group changes state together or not at all",
+        )),
+    })
+}
+
+fn name_of(ready: &Ready, pid: i32) -> Option<String> {
+    ready
+        .targets
+        .iter()
+        .find(|t| t.pid == pid)
+        .map(|t| t.name.clone())
+}
+
+/// Whether a toggle would checkpoint `pid` (it is running or locked).
+fn will_checkpoint(driver: &Driver, pid: i32) -> bool {
+    !matches!(
+        driver.get_state(pid),
+        Ok(ProcessState::Checkpointed | ProcessState::Failed)
+    )
+}
+
+/// The finding about one target, if any (pure).
+fn judge(target: &Target, found: &Evidence, facts: &DriverFacts) -> Option<Finding> {
+    let who = describe_process(target.pid, Some(&target.name));
+    let force = "or checkpoint anyway with --force (CUDACKPT_FORCE=1 for NVIDIA's grammar and CRIU's hook), knowing the restore will fail";
+    if found.is_ipc_party() {
+        let peers: Vec<String> = found
+            .ipc_files
+            .iter()
+            .filter_map(|f| f.exporter)
+            .filter(|&p| p != target.pid)
+            .map(|p| format!("PID {p}"))
+            .collect();
+        let with = if peers.is_empty() {
+            "exports GPU memory to other processes".to_string()
+        } else {
+            format!("shares GPU memory with {}", peers.join(", "))
+        };
+        let files: Vec<&str> = found.ipc_files.iter().map(|f| f.path.as_str()).collect();
+        return Some(Finding {
+            pid: target.pid,
+            verdict: facts.ipc,
+            failure: Failure::new(
+                FailureKind::Unrestorable,
+                format!(
+                    "refused before any change: {who} {with} through CUDA IPC ({} in /proc/{}/maps); {}: the process would be lost",
+                    files.join(", "),
+                    target.pid,
+                    facts.source
+                ),
+                format!("stop sharing CUDA memory between processes before checkpointing (no CUDA IPC, e.g. torch.multiprocessing with CUDA tensors), {force}"),
+            ),
+        });
+    }
+    if found.is_nccl_rank() {
+        let signs: Vec<String> = found
+            .rank_signs
+            .iter()
+            .map(|sign| match sign {
+                RankSign::WatchdogThread { tid } => format!(
+                    "thread {} (TID {tid}) in /proc/{}/task",
+                    evidence::NCCL_WATCHDOG_THREAD,
+                    target.pid
+                ),
+                RankSign::WorldSize { var, size } => {
+                    format!("{var}={size} in /proc/{}/environ", target.pid)
+                }
+            })
+            .collect();
+        let rank = format!(
+            "{who} is a rank of a multi-process NCCL job ({})",
+            signs.join("; ")
+        );
+        if found.socket_transport_only {
+            return Some(Finding {
+                pid: target.pid,
+                verdict: Verdict::Restorable,
+                failure: Failure::new(
+                    FailureKind::Unrestorable,
+                    format!("{rank}, over NCCL's socket transport (restorable): suspend and resume every rank together"),
+                    "",
+                ),
+            });
+        }
+        return Some(Finding {
+            pid: target.pid,
+            verdict: facts.nccl_p2p_shm,
+            failure: Failure::new(
+                FailureKind::Unrestorable,
+                format!(
+                    "refused before any change: {rank} whose P2P or shared-memory transport is in use; {}: the job would be lost",
+                    facts.source
+                ),
+                format!("relaunch the job with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 (the socket transport restores) and suspend every rank together, {force}"),
+            ),
+        });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::targets::evidence::IpcFile;
+
+    fn target(pid: i32) -> Target {
+        Target {
+            pid,
+            name: "python3".to_string(),
+            stopped: false,
+            identity: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_facts_of_the_last_measured_driver_hold_for_newer_ones() {
+        assert_eq!(facts_for(Some(12080)).ipc, Verdict::Lost);
+        assert_eq!(facts_for(Some(13000)).nccl_p2p_shm, Verdict::Lost);
+        assert_eq!(facts_for(Some(99000)), FACTS[FACTS.len() - 1]);
+        assert_eq!(facts_for(None), FACTS[FACTS.len() - 1]);
+    }
+
+    #[test]
+    fn an_ipc_importer_names_its_exporter_and_the_fix() {
+        let found = Evidence {
+            ipc_files: vec![IpcFile {
+                path: "/dev/shm/cuda.shm.0.1f4a.1".into(),
+                exporter: Some(0x1f4a),
+            }],
+            ..Evidence::default()
+        };
+        let finding = judge(&target(42), &found, &FACTS[0]).expect("a finding");
+        assert_eq!(finding.verdict, Verdict::Lost);
+        let message = &finding.failure.message;
+        assert!(
+            message.contains("shares GPU memory with PID 8010"),
+            "{message}"
+        );
+        assert!(message.contains("/proc/42/maps"), "{message}");
+        assert!(finding
+            .failure
+            .hint
+            .as_deref()
+            .is_some_and(|h| h.contains("--force")));
+    }
+
+    #[test]
+    fn ranks_are_refused_unless_over_sockets_and_libnccl_alone_is_nothing() {
+        let rank = Evidence {
+            rank_signs: vec![RankSign::WorldSize {
+                var: "WORLD_SIZE".into(),
+                size: 2,
+            }],
+            ..Evidence::default()
+        };
+        let refused = judge(&target(7), &rank, &FACTS[0]).expect("a finding");
+        assert_eq!(refused.verdict, Verdict::Lost);
+        assert!(refused
+            .failure
+            .message
+            .contains("WORLD_SIZE=2 in /proc/7/environ"));
+        assert!(refused
+            .failure
+            .hint
+            .as_deref()
+            .is_some_and(|h| h.contains("NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1")));
+        let sockets = Evidence {
+            socket_transport_only: true,
+            ..rank
+        };
+        let accepted = judge(&target(7), &sockets, &FACTS[0]).expect("a warning");
+        assert_eq!(accepted.verdict, Verdict::Restorable);
+        assert_eq!(judge(&target(7), &Evidence::default(), &FACTS[0]), None);
+    }
+}

@@ -1,0 +1,204 @@
+//! What /proc shows about a process that decides whether the driver can
+//! restore it after a checkpoint (SPEC 2, measured on driver 580):
+//!
+//! - CUDA IPC: a process that exported or imported device memory maps a
+//!   driver file `/dev/shm/cuda.shm.<n>.<exporter pid, hex>.<n>`;
+//! - a rank of a multi-process NCCL job: PyTorch's `pt_nccl_watchdg` thread
+//!   (a live process group), or a launcher's world size above 1 in its
+//!   environment (`WORLD_SIZE`, `OMPI_COMM_WORLD_SIZE`, `PMI_SIZE`,
+//!   `SLURM_NTASKS`), and whether its environment disables NCCL's P2P and
+//!   SHM transports (the socket transport is the one that round-trips).
+//!
+//! Read-only, and capped: a process's environment is its own to fill.
+
+use std::fs;
+
+use memchr::memmem;
+
+use crate::files;
+
+/// The thread PyTorch starts for a live NCCL process group.
+pub const NCCL_WATCHDOG_THREAD: &str = "pt_nccl_watchdg";
+
+/// Launcher variables that give a job's world size.
+pub const WORLD_SIZE_VARS: [&str; 4] = [
+    "WORLD_SIZE",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "SLURM_NTASKS",
+];
+
+/// The prefix of the driver's CUDA IPC files.
+const IPC_PREFIX: &[u8] = b"/dev/shm/cuda.shm.";
+
+/// An environment is rarely more than a few KiB; a larger one is cut.
+const ENVIRON_CAP: u64 = 1 << 20;
+
+/// One CUDA IPC file a process maps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpcFile {
+    pub path: String,
+    /// The process that exported the memory (from the file name).
+    pub exporter: Option<i32>,
+}
+
+/// Why a process looks like a rank of a multi-process NCCL job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RankSign {
+    /// PyTorch's NCCL watchdog thread, by its thread id.
+    WatchdogThread { tid: i32 },
+    /// A launcher's world size above 1.
+    WorldSize { var: String, size: u64 },
+}
+
+/// Everything /proc shows that bears on restorability.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Evidence {
+    pub ipc_files: Vec<IpcFile>,
+    pub rank_signs: Vec<RankSign>,
+    /// `NCCL_P2P_DISABLE` and `NCCL_SHM_DISABLE` both set to 1.
+    pub socket_transport_only: bool,
+}
+
+impl Evidence {
+    pub fn is_ipc_party(&self) -> bool {
+        !self.ipc_files.is_empty()
+    }
+
+    pub fn is_nccl_rank(&self) -> bool {
+        !self.rank_signs.is_empty()
+    }
+}
+
+/// Gathers the evidence for `pid`; what cannot be read is left out.
+pub fn gather(pid: i32) -> Evidence {
+    let maps = fs::read(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let environ = files::read_capped_bytes(
+        std::path::Path::new(&format!("/proc/{pid}/environ")),
+        ENVIRON_CAP,
+    )
+    .unwrap_or_default();
+    let mut rank_signs: Vec<RankSign> = watchdog_threads(pid)
+        .into_iter()
+        .map(|tid| RankSign::WatchdogThread { tid })
+        .collect();
+    rank_signs.extend(world_sizes(&environ));
+    Evidence {
+        ipc_files: ipc_files(&maps),
+        rank_signs,
+        socket_transport_only: env_is(&environ, "NCCL_P2P_DISABLE", "1")
+            && env_is(&environ, "NCCL_SHM_DISABLE", "1"),
+    }
+}
+
+/// The CUDA IPC files in the text of /proc/PID/maps (pure).
+pub fn ipc_files(maps: &[u8]) -> Vec<IpcFile> {
+    let mut found: Vec<IpcFile> = Vec::new();
+    for at in memmem::find_iter(maps, IPC_PREFIX) {
+        let end = maps[at..]
+            .iter()
+            .position(|&b| b == b'\n' || b == b' ')
+            .map_or(maps.len(), |n| at + n);
+        let path = String::from_utf8_lossy(&maps[at..end]).into_owned();
+        if found.iter().any(|f| f.path == path) {
+            continue;
+        }
+        // cuda.shm.<n>.<exporter pid in hex>.<n>
+        let exporter = path[IPC_PREFIX.len()..]
+            .split('.')
+            .nth(1)
+            .and_then(|hex| i32::from_str_radix(hex, 16).ok());
+        found.push(IpcFile { path, exporter });
+    }
+    found
+}
+
+/// The threads of `pid` named as PyTorch's NCCL watchdog.
+fn watchdog_threads(pid: i32) -> Vec<i32> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let tid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let comm = fs::read_to_string(entry.path().join("comm")).ok()?;
+            (comm.trim_end() == NCCL_WATCHDOG_THREAD).then_some(tid)
+        })
+        .collect()
+}
+
+/// The variables of a NUL-separated environment (pure).
+fn variables(environ: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    environ.split(|&b| b == 0).filter_map(|entry| {
+        let eq = entry.iter().position(|&b| b == b'=')?;
+        Some((&entry[..eq], &entry[eq + 1..]))
+    })
+}
+
+fn env_is(environ: &[u8], name: &str, value: &str) -> bool {
+    variables(environ).any(|(k, v)| k == name.as_bytes() && v == value.as_bytes())
+}
+
+/// Launcher world sizes above 1 in an environment (pure).
+pub fn world_sizes(environ: &[u8]) -> Vec<RankSign> {
+    variables(environ)
+        .filter_map(|(name, value)| {
+            let var = WORLD_SIZE_VARS.iter().find(|v| v.as_bytes() == name)?;
+            let size: u64 = std::str::from_utf8(value).ok()?.trim().parse().ok()?;
+            (size > 1).then(|| RankSign::WorldSize {
+                var: (*var).to_string(),
+                size,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipc_files_name_their_exporter() {
+        let maps = b"7f00-7f10 rw-s 00000000 00:1a 12 /dev/shm/cuda.shm.0.1f4a.1\n\
+7f10-7f20 rw-s 00000000 00:1a 12 /dev/shm/cuda.shm.0.1f4a.1\n\
+7f20-7f30 r-xp 00000000 08:01 99 /usr/lib/libcuda.so.1\n";
+        let files = ipc_files(maps);
+        assert_eq!(
+            files,
+            [IpcFile {
+                path: "/dev/shm/cuda.shm.0.1f4a.1".into(),
+                exporter: Some(0x1f4a)
+            }]
+        );
+        assert!(ipc_files(b"7f20-7f30 r-xp 0 08:01 99 /usr/lib/libnccl.so.2\n").is_empty());
+    }
+
+    #[test]
+    fn world_sizes_above_one_are_rank_signs() {
+        let environ = b"PATH=/bin\0WORLD_SIZE=2\0SLURM_NTASKS=1\0PMI_SIZE=x\0";
+        assert_eq!(
+            world_sizes(environ),
+            [RankSign::WorldSize {
+                var: "WORLD_SIZE".into(),
+                size: 2
+            }]
+        );
+        assert!(env_is(
+            b"A=1\0NCCL_P2P_DISABLE=1\0",
+            "NCCL_P2P_DISABLE",
+            "1"
+        ));
+        assert!(!env_is(b"NCCL_P2P_DISABLE=0\0", "NCCL_P2P_DISABLE", "1"));
+    }
+
+    #[test]
+    fn this_process_is_no_ipc_party_and_no_rank() {
+        let me = gather(std::process::id() as i32);
+        assert!(!me.is_ipc_party());
+        assert!(!me
+            .rank_signs
+            .iter()
+            .any(|s| matches!(s, RankSign::WatchdogThread { .. })));
+    }
+}

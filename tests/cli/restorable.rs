@@ -1,0 +1,182 @@
+//! Never start what cannot be undone (SPEC 10): a checkpoint of a process
+//! the driver is known not to restore is refused before any driver call
+//! (exit 8, `unrestorable`), naming the evidence in /proc and the fix;
+//! `--force` (`CUDACKPT_FORCE=1` for NVIDIA's grammar) checkpoints anyway.
+//! What is recognised: a CUDA IPC party (it maps the driver's
+//! /dev/shm/cuda.shm.* file), and a rank of a multi-process NCCL job
+//! (PyTorch's watchdog thread, or a launcher's world size) whose transports
+//! are not sockets only.
+
+use std::fs;
+use std::path::PathBuf;
+
+use crate::support::{texts, wait_until, Fixture, Target};
+use crate::wire::{Kind, ProcessCommandDoc, State};
+
+/// A driver IPC file named as the driver names them, for an exporter PID;
+/// removed on drop.
+struct IpcFile(PathBuf);
+
+impl IpcFile {
+    fn new(exporter: i32) -> IpcFile {
+        let path = PathBuf::from(format!(
+            "/dev/shm/cuda.shm.{}.{exporter:x}.1",
+            std::process::id()
+        ));
+        fs::write(&path, vec![0u8; 4096]).expect("an IPC file in /dev/shm");
+        IpcFile(path)
+    }
+}
+
+impl Drop for IpcFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+/// A CUDA process that maps `file` shared, as an importer of CUDA IPC does.
+fn importer(fx: &Fixture, file: &IpcFile) -> Target {
+    let program = fx.compile_program(
+        "importer",
+        "#include <fcntl.h>\n#include <sys/mman.h>\n#include <unistd.h>\n\
+         int main(int argc, char **argv) { (void)argc; int fd = open(argv[1], O_RDWR);\n\
+         if (fd < 0 || mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED) return 1;\n\
+         for (;;) pause(); }\n",
+    );
+    let path = file.0.to_str().expect("utf-8").to_string();
+    let target = fx.cuda_program(&program, &[&path]);
+    wait_until("the IPC file to be mapped", || {
+        fs::read_to_string(format!("/proc/{}/maps", target.pid)).is_ok_and(|m| m.contains(&path))
+    });
+    target
+}
+
+/// A CUDA process with a thread named as PyTorch's NCCL watchdog.
+fn watchdog_rank(fx: &Fixture) -> Target {
+    let program = fx.compile_program(
+        "rank",
+        "#define _GNU_SOURCE\n#include <pthread.h>\n#include <sys/prctl.h>\n#include <unistd.h>\n\
+         static void *watch(void *arg) { (void)arg; prctl(PR_SET_NAME, \"pt_nccl_watchdg\"); for (;;) pause(); return 0; }\n\
+         int main(void) { pthread_t t; pthread_create(&t, 0, watch, 0); for (;;) pause(); }\n",
+    );
+    let target = fx.cuda_program(&program, &[]);
+    wait_until("the watchdog thread", || {
+        target.threads().iter().any(|tid| {
+            fs::read_to_string(format!("/proc/{}/task/{tid}/comm", target.pid))
+                .is_ok_and(|c| c.trim_end() == "pt_nccl_watchdg")
+        })
+    });
+    target
+}
+
+#[test]
+fn a_cuda_ipc_importer_is_refused_before_any_driver_call_and_forced_on_request() {
+    let fx = Fixture::new();
+    let file = IpcFile::new(0x1f4a);
+    let party = importer(&fx, &file);
+    let bystander = fx.cuda_target();
+    fx.take_calls();
+    let doc: ProcessCommandDoc = fx.json(&["suspend", &party.arg(), &bystander.arg()], 8);
+    let error = doc.process(party.pid).error();
+    assert_eq!(error.kind, Kind::Unrestorable);
+    assert!(
+        error.message.contains("shares GPU memory with PID 8010"),
+        "{error:?}"
+    );
+    assert!(
+        error.message.contains(&format!("/proc/{}/maps", party.pid)),
+        "the evidence: {error:?}"
+    );
+    assert!(error.message.contains("would be lost"), "{error:?}");
+    assert!(error.hint.as_deref().is_some_and(|h| h.contains("--force")));
+    assert_eq!(doc.process(bystander.pid).error().kind, Kind::NotAttempted);
+    fx.assert_no_calls("a refused IPC party");
+
+    // The harm is the driver's, on a real GPU; here, the override works.
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--force", &party.arg()], 0);
+    let p = doc.process(party.pid);
+    assert_eq!(p.state, State::Checkpointed);
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("checkpointing anyway")),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn a_nccl_rank_is_refused_by_its_watchdog_thread_or_its_launcher() {
+    let fx = Fixture::new();
+    let by_thread = watchdog_rank(&fx);
+    let by_env =
+        fx.nccl_cuda_target_with(&[("OMPI_COMM_WORLD_SIZE", "4"), ("NCCL_P2P_DISABLE", "1")]);
+    fx.take_calls();
+    for (target, evidence) in [
+        (&by_thread, "thread pt_nccl_watchdg".to_string()),
+        (
+            &by_env,
+            format!("OMPI_COMM_WORLD_SIZE=4 in /proc/{}/environ", by_env.pid),
+        ),
+    ] {
+        for command in ["suspend", "checkpoint"] {
+            let doc: ProcessCommandDoc = fx.json(&[command, &target.arg()], 8);
+            let error = doc.process(target.pid).error();
+            assert_eq!(error.kind, Kind::Unrestorable, "{command}");
+            assert!(error.message.contains(&evidence), "{command}: {error:?}");
+            assert!(
+                error
+                    .hint
+                    .as_deref()
+                    .is_some_and(|h| h.contains("NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1")),
+                "{error:?}"
+            );
+        }
+    }
+    fx.assert_no_calls("refused ranks");
+    // Lock and unlock never checkpoint: no pre-flight.
+    fx.json::<ProcessCommandDoc>(&["lock", &by_env.arg()], 0);
+    fx.json::<ProcessCommandDoc>(&["unlock", &by_env.arg()], 0);
+}
+
+#[test]
+fn a_toggle_refuses_only_the_way_down() {
+    let fx = Fixture::new();
+    let file = IpcFile::new(0x77);
+    let party = importer(&fx, &file);
+    fx.json::<ProcessCommandDoc>(&["toggle", &party.arg()], 8);
+    assert_eq!(fx.fake_state(party.pid), "running");
+    // Checkpointed anyway (as by an earlier --force): toggling it back up is
+    // its only way home, and is never refused.
+    fx.json::<ProcessCommandDoc>(&["suspend", "--force", &party.arg()], 0);
+    fx.json::<ProcessCommandDoc>(&["toggle", &party.arg()], 0);
+    assert_eq!(fx.fake_state(party.pid), "running");
+}
+
+#[test]
+fn nvidias_grammar_refuses_too_and_takes_cuda_checkpoint_force() {
+    let fx = Fixture::new();
+    let file = IpcFile::new(0x99);
+    let party = importer(&fx, &file);
+    let pid = party.arg();
+    fx.cudackpt(&["--action", "lock", "--pid", &pid])
+        .assert()
+        .code(0);
+    fx.take_calls();
+    let output = fx
+        .cudackpt(&["--action", "checkpoint", "--pid", &pid])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let (_, stderr) = texts(&output);
+    assert!(
+        stderr.starts_with("cuda-checkpoint: refused before any change"),
+        "{stderr}"
+    );
+    fx.assert_no_calls("a refused compatible checkpoint");
+    fx.cudackpt(&["--action", "checkpoint", "--pid", &pid])
+        .env("CUDACKPT_FORCE", "1")
+        .assert()
+        .code(0);
+    assert_eq!(fx.fake_state(party.pid), "checkpointed");
+}
