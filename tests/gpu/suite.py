@@ -40,9 +40,15 @@ def expect(condition, message):
         raise Failed(message)
 
 
+# Scenario function names to run (--only); empty: all of them.
+ONLY = set()
+
+
 def scenario(name):
     def wrap(fn):
         def run(*args, **kwargs):
+            if ONLY and fn.__name__ not in ONLY:
+                return
             started = time.monotonic()
             status = "pass"
             try:
@@ -528,6 +534,100 @@ def group_under_pids_limit(tools):
             pass
 
 
+TORCH_TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_target.py")
+
+
+class TorchTargets:
+    """tests/gpu/torch_target.py: PyTorch processes reporting their data."""
+
+    def __init__(self, mode):
+        self.dir = tempfile.mkdtemp(prefix="cudackpt-torch-")
+        self.p = subprocess.Popen([sys.executable, TORCH_TARGET, mode, self.dir], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        ready, _, _ = select.select([self.p.stdout], [], [], 180)
+        line = self.p.stdout.readline().strip() if ready else ""
+        if not line.startswith("PIDS"):
+            self.close()
+            raise Failed(f"torch target ({mode}) did not start: {line!r}")
+        self.pids = [int(x) for x in line.split()[1:]]
+
+    def all_ok_since(self, since, timeout=60):
+        """Waits until every process reported `ok` after `since`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            fresh = []
+            for pid in self.pids:
+                try:
+                    word, _, stamp = open(os.path.join(self.dir, str(pid))).read().split()
+                    fresh.append(word == "ok" and float(stamp) > since)
+                except (OSError, ValueError):
+                    fresh.append(False)
+            if all(fresh):
+                return True
+            time.sleep(0.3)
+        return False
+
+    def close(self):
+        try:
+            os.killpg(self.p.pid, 9)
+        except OSError:
+            pass
+        self.p.wait(timeout=30)
+
+
+@scenario("CUDA IPC pair (torch.multiprocessing): suspend refused before any change (exit 8); data intact")
+def ipc_pair_refused(tools):
+    pair = TorchTargets("ipc")
+    try:
+        expect(pair.all_ok_since(0), "the pair never reported its data")
+        maps = [open(f"/proc/{pid}/maps").read() for pid in pair.pids]
+        expect(all("/dev/shm/cuda.shm." in m for m in maps), "both should map the driver's IPC file")
+        doc = tools.json("suspend", *pair.pids, expect_code=8)
+        kinds = sorted(p["error"]["kind"] for p in doc["processes"])
+        expect("unrestorable" in kinds, f"kinds {kinds}")
+        for pid in pair.pids:
+            expect(tools.state(pid) == "running", f"PID {pid} must still run")
+        expect(pair.all_ok_since(time.time()), "the pair stopped reporting good data after the refusal")
+        message = next(p["error"]["message"] for p in doc["processes"] if p["error"]["kind"] == "unrestorable")
+        return message[:160]
+    finally:
+        pair.close()
+
+
+@scenario("the harm the refusal prevents: the same pair suspended with --force cannot be resumed")
+def ipc_pair_forced(tools):
+    pair = TorchTargets("ipc")
+    try:
+        expect(pair.all_ok_since(0), "the pair never reported its data")
+        down = tools.json("suspend", "--force", *pair.pids)
+        expect(all(p["state"] == "checkpointed" for p in down["processes"]), f"suspend --force: {down}")
+        code, out, _ = tools.run("--json", "resume", *pair.pids)
+        up = json.loads(out)
+        expect(code != 0, f"the resume was expected to fail on this driver: {up}")
+        states = {p["pid"]: tools.state(p["pid"]) for p in up["processes"]}
+        errors = [p.get("error", {}).get("cuda_error") for p in up["processes"]]
+        return f"resume exited {code}; states after {states}; driver errors {errors}"
+    finally:
+        pair.close()
+
+
+@scenario("single-GPU PyTorch process: no NCCL warning; suspend and resume; data intact")
+def torch_single(tools):
+    one = TorchTargets("single")
+    try:
+        expect(one.all_ok_since(0), "the process never reported its data")
+        pid = one.pids[0]
+        expect("libnccl" in open(f"/proc/{pid}/maps").read(), "PyTorch maps libnccl (else this proves nothing)")
+        down = tools.json("suspend", pid)
+        p = down["processes"][0]
+        expect(p["state"] == "checkpointed" and not p.get("warnings"), f"suspend: {p}")
+        up = tools.json("resume", pid)
+        expect(up["processes"][0]["state"] == "running", f"resume: {up}")
+        expect(one.all_ok_since(time.time()), "data after the round trip")
+        return "libnccl mapped, no warning"
+    finally:
+        one.close()
+
+
 @scenario("group of 4: suspend and resume together; data intact")
 def group(tools, size_mib):
     targets = [Target(tools, size_mib=size_mib, seed=10 + i) for i in range(4)]
@@ -800,7 +900,10 @@ def main():
     parser.add_argument("--bench", action="store_true", help="also run the latency benchmark")
     parser.add_argument("--big-mib", type=int, default=1024, help="size of the larger demo")
     parser.add_argument("--criu-dir", help="a carried CRIU: criu, cuda_plugin.so and lib/")
+    parser.add_argument("--only", help="run only the scenarios whose function names are given, comma-separated")
     args = parser.parse_args()
+    if args.only:
+        ONLY.update(name.strip() for name in args.only.split(","))
     if args.criu_dir:
         global CARRIED_CRIU
         criu_dir = os.path.abspath(args.criu_dir)
@@ -840,6 +943,9 @@ def main():
     criu_with_action_script(tools)
     criu_failed_dump(tools)
     group_under_pids_limit(tools)
+    ipc_pair_refused(tools)
+    ipc_pair_forced(tools)
+    torch_single(tools)
 
     count = {status: sum(r["status"] == status for r in RESULTS) for status in ["pass", "fail", "skip"]}
     print(f"\n{'scenario':<90} result")
