@@ -540,9 +540,9 @@ TORCH_TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_t
 class TorchTargets:
     """tests/gpu/torch_target.py: PyTorch processes reporting their data."""
 
-    def __init__(self, mode):
+    def __init__(self, mode, env=None):
         self.dir = tempfile.mkdtemp(prefix="cudackpt-torch-")
-        self.p = subprocess.Popen([sys.executable, TORCH_TARGET, mode, self.dir], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        self.p = subprocess.Popen([sys.executable, TORCH_TARGET, mode, self.dir], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True, env=dict(os.environ, **(env or {})))
         ready, _, _ = select.select([self.p.stdout], [], [], 180)
         line = self.p.stdout.readline().strip() if ready else ""
         if not line.startswith("PIDS"):
@@ -608,6 +608,42 @@ def ipc_pair_forced(tools):
         return f"resume exited {code}; states after {states}; driver errors {errors}"
     finally:
         pair.close()
+
+
+@scenario("two-rank NCCL job: refused by default; over sockets it suspends, resumes and goes on")
+def nccl_job(tools):
+    if torch_gpu_count() < 2:
+        raise Skipped("needs two GPUs")
+    job = TorchTargets("nccl")
+    try:
+        expect(job.all_ok_since(0, timeout=120), "the job never all-reduced")
+        doc = tools.json("suspend", *job.pids, expect_code=8)
+        kinds = sorted(p["error"]["kind"] for p in doc["processes"])
+        expect(kinds.count("unrestorable") == 2, f"both ranks refused: {kinds}")
+        expect(job.all_ok_since(time.time()), "the job stopped after the refusal")
+    finally:
+        job.close()
+    sockets = TorchTargets("nccl", env={"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})
+    try:
+        expect(sockets.all_ok_since(0, timeout=120), "the socket job never all-reduced")
+        down = tools.json("suspend", *sockets.pids)
+        expect(all(p["state"] == "checkpointed" for p in down["processes"]), f"{down}")
+        warned = [w for p in down["processes"] for w in p.get("warnings", [])]
+        expect(len(warned) == 2 and all("socket transport" in w for w in warned), f"warnings {warned}")
+        up = tools.json("resume", *sockets.pids)
+        expect(all(p["state"] == "running" for p in up["processes"]), f"{up}")
+        expect(sockets.all_ok_since(time.time(), timeout=120), "the job did not go on after the round trip")
+        return "P2P/SHM job refused (2 x unrestorable); socket job round-tripped and all-reduced again"
+    finally:
+        sockets.close()
+
+
+def torch_gpu_count():
+    out = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"], capture_output=True, text=True)
+    try:
+        return int(out.stdout.strip())
+    except ValueError:
+        return 0
 
 
 @scenario("single-GPU PyTorch process: no NCCL warning; suspend and resume; data intact")
@@ -946,6 +982,7 @@ def main():
     ipc_pair_refused(tools)
     ipc_pair_forced(tools)
     torch_single(tools)
+    nccl_job(tools)
 
     count = {status: sum(r["status"] == status for r in RESULTS) for status in ["pass", "fail", "skip"]}
     print(f"\n{'scenario':<90} result")
