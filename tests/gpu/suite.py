@@ -623,7 +623,7 @@ def nccl_job(tools):
         expect(job.all_ok_since(time.time()), "the job stopped after the refusal")
     finally:
         job.close()
-    sockets = TorchTargets("nccl", env={"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})
+    sockets = TorchTargets("nccl", env={"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "MASTER_PORT": "29532"})
     try:
         expect(sockets.all_ok_since(0, timeout=120), "the socket job never all-reduced")
         down = tools.json("suspend", *sockets.pids)

@@ -61,7 +61,8 @@ def rank(index, status_dir):
 def main():
     mode, status_dir = sys.argv[1], sys.argv[2]
     if mode == "nccl":
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29531", WORLD_SIZE="2", NCCL_NVLS_ENABLE="0")
+        os.environ.setdefault("MASTER_PORT", "29531")
+        os.environ.update(MASTER_ADDR="127.0.0.1", WORLD_SIZE="2", NCCL_NVLS_ENABLE="0")
         ctx = mp.get_context("spawn")
         ranks = [ctx.Process(target=rank, args=(i, status_dir), daemon=True) for i in range(2)]
         for r in ranks:
