@@ -38,6 +38,8 @@ pub enum FailureKind {
     UnsafePath,
     /// The driver is known not to restore this process after a checkpoint.
     Unrestorable,
+    /// The host copy of a checkpoint would not fit (host or cgroup memory).
+    InsufficientHostMemory,
     /// The per-PID lock could not be taken (not held elsewhere: broken).
     LockUnavailable,
     Usage,
@@ -70,6 +72,7 @@ impl FailureKind {
             FailureKind::ProcUnreadable => "proc_unreadable",
             FailureKind::UnsafePath => "unsafe_path",
             FailureKind::Unrestorable => "unrestorable",
+            FailureKind::InsufficientHostMemory => "insufficient_host_memory",
             FailureKind::LockUnavailable => "lock_unavailable",
             FailureKind::Usage => "usage",
         }
@@ -87,7 +90,8 @@ impl FailureKind {
             FailureKind::RollbackFailed => ExitStatus::RollbackFailed,
             FailureKind::InvalidMap
             | FailureKind::InsufficientGpuMemory
-            | FailureKind::Unrestorable => ExitStatus::PreflightRefused,
+            | FailureKind::Unrestorable
+            | FailureKind::InsufficientHostMemory => ExitStatus::PreflightRefused,
             FailureKind::Usage => ExitStatus::Usage,
             FailureKind::Interrupted => ExitStatus::Interrupted,
             FailureKind::DriverUnavailable => ExitStatus::DriverUnavailable,

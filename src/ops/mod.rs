@@ -14,6 +14,7 @@ pub mod choose_map;
 pub mod diagnose;
 pub mod execute;
 pub mod finish;
+pub mod host_memory;
 pub mod interrupt;
 pub mod lock;
 pub mod pidlock;
@@ -150,13 +151,15 @@ fn proceed(
 ) -> Result<Finished, Stop> {
     let ready = check::ready(request, checked)?;
     let rank_warnings = restorable::check(request, &ready)?;
+    let memory_remarks = host_memory::check(request, &ready)?;
     let host = Inventory::with_driver(&ready.driver);
     let records = records::open(request)?;
     let chosen = choose_map::choose(request, &ready.targets, records.dir.as_ref(), &host)?;
     // One cudackpt at a time per process: held until the command ends.
     let locks = lock::lock(&request.operation, &ready, request.use_locks)?;
     let locks_lost = || locks.lost();
-    let mut remarks = chosen.remarks;
+    let mut remarks = memory_remarks;
+    remarks.extend(chosen.remarks);
     remarks.extend(preflight::check_memory(
         request,
         &ready.targets,

@@ -146,6 +146,7 @@ fn short(failure: &Failure) -> &'static str {
         FailureKind::ProcUnreadable => "/proc unreadable",
         FailureKind::UnsafePath => "untrusted path",
         FailureKind::Unrestorable => "could not be restored",
+        FailureKind::InsufficientHostMemory => "not enough host memory",
         FailureKind::LockUnavailable => "lock unavailable",
         FailureKind::Usage => "usage error",
     }

@@ -68,7 +68,7 @@ pub fn descendants(root: i32, children: &HashMap<i32, Vec<i32>>) -> Vec<i32> {
 }
 
 /// Where cgroup v2 is mounted, from /proc/self/mountinfo.
-fn cgroup2_root() -> Option<PathBuf> {
+pub fn cgroup2_root() -> Option<PathBuf> {
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
     mountinfo.lines().find_map(|line| {
         let (before, after) = line.split_once(" - ")?;

@@ -6,4 +6,5 @@
 
 pub mod discover;
 pub mod evidence;
+pub mod memory;
 pub mod process;

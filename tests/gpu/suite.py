@@ -534,6 +534,55 @@ def group_under_pids_limit(tools):
             pass
 
 
+@scenario("a target whose cgroup memory.max is below its GPU footprint: refused, data intact; with --force the kernel OOM-kills it")
+def cgroup_memory_limit(tools):
+    root = "/sys/fs/cgroup"
+    try:
+        if "memory" not in open(os.path.join(root, "cgroup.controllers")).read().split():
+            raise Skipped("no cgroup v2 memory controller here")
+        with open(os.path.join(root, "cgroup.subtree_control"), "w") as f:
+            f.write("+memory")
+    except OSError as e:
+        raise Skipped(f"cannot use cgroup v2 memory limits here: {e}")
+    cg = os.path.join(root, f"cudackpt-mem-{os.getpid()}")
+    os.makedirs(cg, exist_ok=True)
+    with open(os.path.join(cg, "memory.max"), "w") as f:
+        f.write(str(2 << 30))
+    work = tempfile.mkdtemp(prefix="cudackpt-oom-")
+    log_path = os.path.join(work, "target.log")
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(["sh", "-c", f"echo $$ > {cg}/cgroup.procs && exec {tools.target_bin} --size-mib 4096 --hold"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        ready, seen = wait_for_line(log_path, "READY", 0, 120)
+        line, seen = wait_for_line(log_path, "OK", seen, 60)
+        pid = p.pid
+        doc = tools.json("suspend", pid, expect_code=8)
+        error = doc["processes"][0]["error"]
+        expect(error["kind"] == "insufficient_host_memory", f"{error}")
+        expect(tools.state(pid) == "running", "refused, so still running")
+        with open(log_path) as f:
+            seen = len(f.read().splitlines())
+        line, _ = wait_for_line(log_path, "OK", seen, 60)
+        expect(line == f"OK {ready.split()[2]}", f"data after the refusal: {line}")
+        oom_before = int(dict(l.split() for l in open(os.path.join(cg, "memory.events")))["oom_kill"])
+        code, out, _ = tools.run("--json", "suspend", "--force", pid)
+        p.wait(timeout=120)
+        oom_after = int(dict(l.split() for l in open(os.path.join(cg, "memory.events")))["oom_kill"])
+        expect(oom_after > oom_before, f"the forced suspend was expected to get it OOM-killed (oom_kill {oom_before} -> {oom_after})")
+        said = json.loads(out)["processes"][0].get("error", {}).get("kind")
+        return f"refused: {error['message'][:150]}...; forced: exit {code} ({said}), oom_kill {oom_before} -> {oom_after}, the process is gone"
+    finally:
+        subprocess.run(["kill", "-9", str(p.pid)], capture_output=True)
+        try:
+            p.wait(timeout=10)
+        except Exception:
+            pass
+        try:
+            os.rmdir(cg)
+        except OSError:
+            pass
+
+
 TORCH_TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_target.py")
 
 
@@ -983,6 +1032,7 @@ def main():
     ipc_pair_forced(tools)
     torch_single(tools)
     nccl_job(tools)
+    cgroup_memory_limit(tools)
 
     count = {status: sum(r["status"] == status for r in RESULTS) for status in ["pass", "fail", "skip"]}
     print(f"\n{'scenario':<90} result")

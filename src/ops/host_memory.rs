@@ -1,0 +1,188 @@
+//! Stage 5b, the host-memory pre-flight of a checkpoint (SPEC 10). The
+//! driver copies each target's device memory into that target's own host
+//! memory, charged to its memory cgroup: a container whose limit is below
+//! its GPU footprint is OOM-killed in the middle of `suspend` (measured:
+//! SPEC 2). So the targets' GPU memory (NVML, per process) is weighed
+//! against `MemAvailable`, and against the room under `memory.max` and
+//! `memory.high` of every cgroup v2 ancestor of each target, summed per
+//! cgroup; a group that does not fit is refused before any lock (exit 8).
+//! Without NVML nothing can be weighed, and the report says so.
+
+use std::collections::BTreeMap;
+
+use crate::gpu::nvml;
+use crate::ops::check::Ready;
+use crate::ops::diagnose::{Failure, FailureKind};
+use crate::ops::{Request, Stop};
+use crate::targets::memory::{self, CgroupLevel};
+
+/// One target's need: its GPU footprint and the cgroups it is charged to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Need {
+    pub pid: i32,
+    pub bytes: u64,
+    /// Its own cgroup first, up to the root.
+    pub chain: Vec<CgroupLevel>,
+}
+
+fn mib(bytes: u64) -> u64 {
+    bytes >> 20
+}
+
+/// Whether the host copies fit (pure): `Err` says where they do not.
+pub fn judge(needs: &[Need], available: Option<u64>) -> Result<(), String> {
+    let total: u64 = needs.iter().map(|n| n.bytes).sum();
+    if let Some(available) = available.filter(|&a| total > a) {
+        return Err(format!(
+            "the checkpoint would copy {} MiB of GPU memory into host memory, and this host has {} MiB available (MemAvailable)",
+            mib(total),
+            mib(available)
+        ));
+    }
+    // Every cgroup some target is charged to, with what it would be
+    // charged in all.
+    let mut charged: BTreeMap<&str, (&CgroupLevel, u64, Vec<i32>)> = BTreeMap::new();
+    for need in needs.iter().filter(|n| n.bytes > 0) {
+        for level in &need.chain {
+            let entry = charged
+                .entry(level.name.as_str())
+                .or_insert((level, 0, Vec::new()));
+            entry.1 += need.bytes;
+            entry.2.push(need.pid);
+        }
+    }
+    for (name, (level, bytes, pids)) in charged {
+        for (file, limit) in [("memory.max", level.max), ("memory.high", level.high)] {
+            let Some(limit) = limit else { continue };
+            let used = level.current.unwrap_or(0);
+            let room = limit.saturating_sub(used);
+            if bytes > room {
+                return Err(format!(
+                    "cgroup {name} has {} MiB of room under its {file} ({} MiB, {} MiB in use), and the checkpoint would charge it {} MiB (the GPU memory of PID(s) {pids:?}): the kernel would OOM-kill {}",
+                    mib(room),
+                    mib(limit),
+                    mib(used),
+                    mib(bytes),
+                    if file == "memory.max" { "the process" } else { "or throttle the process" }
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The pre-flight of a request: remarks on what it could not weigh, or
+/// the stop that refuses the group.
+pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<String>, Stop> {
+    if !request.operation.checkpoints() || request.force || ready.targets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let footprints = match nvml::open().and_then(nvml::memory_by_process) {
+        Ok(footprints) => footprints,
+        Err(why) => {
+            // Said where the risk is: a target under a memory limit (a
+            // container). Elsewhere the log says it (-v).
+            let limited: Vec<i32> = ready
+                .targets
+                .iter()
+                .filter(|t| {
+                    memory::chain_of(t.pid)
+                        .iter()
+                        .any(|l| l.max.is_some() || l.high.is_some())
+                })
+                .map(|t| t.pid)
+                .collect();
+            tracing::debug!(%why, "host memory not checked before the checkpoint");
+            if limited.is_empty() {
+                return Ok(Vec::new());
+            }
+            return Ok(vec![format!(
+                "GPU memory not checked against the memory limits of PID(s) {limited:?} before checkpointing: NVML is not available to tell their footprint, and a checkpoint over the limit gets them OOM-killed"
+            )]);
+        }
+    };
+    let needs: Vec<Need> = ready
+        .targets
+        .iter()
+        .map(|t| Need {
+            pid: t.pid,
+            // A checkpointed process holds no GPU memory: nothing to copy.
+            bytes: footprints.get(&t.pid).copied().unwrap_or(0),
+            chain: memory::chain_of(t.pid),
+        })
+        .collect();
+    judge(&needs, memory::mem_available()).map(|()| Vec::new()).map_err(|why| {
+        Stop::not_run(Failure::new(
+            FailureKind::InsufficientHostMemory,
+            format!("refused before any change: {why}"),
+            "raise the limit (or free host memory) by at least the GPU footprint, e.g. `systemctl set-property UNIT MemoryMax=...` or the pod's memory limit; --force (CUDACKPT_FORCE=1) checkpoints anyway, and the kernel will likely kill the process",
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn level(name: &str, max: Option<u64>, current: u64) -> CgroupLevel {
+        CgroupLevel {
+            name: name.to_string(),
+            max,
+            high: None,
+            current: Some(current),
+        }
+    }
+
+    fn need(pid: i32, gib: u64, chain: Vec<CgroupLevel>) -> Need {
+        Need {
+            pid,
+            bytes: gib * GIB,
+            chain,
+        }
+    }
+
+    #[test]
+    fn a_container_below_its_gpu_footprint_is_named_with_both_figures() {
+        // SPEC 2's measurement: 6 GiB of device memory, memory.max 3 GiB.
+        let pod = vec![level("/pod", Some(3 * GIB), GIB / 2), level("/", None, 0)];
+        let why = judge(&[need(7, 6, pod)], Some(100 * GIB)).expect_err("refused");
+        assert!(
+            why.contains(
+                "cgroup /pod has 2560 MiB of room under its memory.max (3072 MiB, 512 MiB in use)"
+            ),
+            "{why}"
+        );
+        assert!(why.contains("charge it 6144 MiB"), "{why}");
+    }
+
+    #[test]
+    fn a_group_is_summed_per_cgroup_and_against_the_host() {
+        let pod = || vec![level("/pod", Some(5 * GIB), 0)];
+        assert!(judge(&[need(1, 2, pod()), need(2, 2, pod())], None).is_ok());
+        let why = judge(&[need(1, 3, pod()), need(2, 3, pod())], None).expect_err("6 > 5");
+        assert!(why.contains("PID(s) [1, 2]"), "{why}");
+        let host =
+            judge(&[need(1, 3, vec![]), need(2, 3, vec![])], Some(5 * GIB)).expect_err("host");
+        assert!(host.contains("MemAvailable"), "{host}");
+        assert!(
+            judge(&[need(1, 3, vec![])], Some(3 * GIB)).is_ok(),
+            "exactly enough is enough"
+        );
+    }
+
+    #[test]
+    fn memory_high_counts_too_and_no_limit_is_no_limit() {
+        let high = CgroupLevel {
+            name: "/batch".into(),
+            max: None,
+            high: Some(GIB),
+            current: Some(0),
+        };
+        assert!(judge(&[need(1, 2, vec![high])], None)
+            .unwrap_err()
+            .contains("memory.high"));
+        assert!(judge(&[need(1, 64, vec![level("/", None, 0)])], None).is_ok());
+    }
+}
