@@ -40,6 +40,8 @@ pub enum FailureKind {
     Unrestorable,
     /// The host copy of a checkpoint would not fit (host or cgroup memory).
     InsufficientHostMemory,
+    /// The kernel's OOM killer ended the process during the command.
+    OomKilled,
     /// The per-PID lock could not be taken (not held elsewhere: broken).
     LockUnavailable,
     Usage,
@@ -73,6 +75,7 @@ impl FailureKind {
             FailureKind::UnsafePath => "unsafe_path",
             FailureKind::Unrestorable => "unrestorable",
             FailureKind::InsufficientHostMemory => "insufficient_host_memory",
+            FailureKind::OomKilled => "oom_killed",
             FailureKind::LockUnavailable => "lock_unavailable",
             FailureKind::Usage => "usage",
         }
@@ -82,7 +85,8 @@ impl FailureKind {
         match self {
             FailureKind::NoSuchProcess
             | FailureKind::ThreadNotProcess
-            | FailureKind::NotCudaProcess => ExitStatus::NoProcess,
+            | FailureKind::NotCudaProcess
+            | FailureKind::OomKilled => ExitStatus::NoProcess,
             FailureKind::PermissionDenied | FailureKind::UnsafePath => ExitStatus::PermissionDenied,
             FailureKind::LockTimeout => ExitStatus::LockTimeout,
             FailureKind::WrongState | FailureKind::ProcessStopped => ExitStatus::WrongState,
@@ -281,6 +285,19 @@ pub fn from_call(
             FailureKind::OutOfMemory,
             format!("could not {verb} {who}: not enough memory"),
             "free GPU memory on the target GPU before retrying; NVIDIA reports (driver 580.95) that a restore failing for memory can leave a process unrecoverable",
+        ),
+        // Measured on driver 580 (SPEC 2): at checkpoint, 801 refuses what
+        // it cannot copy (managed memory) and loses nothing; at restore it
+        // follows a checkpoint that succeeded, and may not be undone.
+        code::NOT_SUPPORTED if matches!(attempt, Attempt::Step(Step::Checkpoint)) => Failure::new(
+            FailureKind::DriverError,
+            format!("could not checkpoint {who}: the driver does not support checkpointing what this process uses (managed/UVM memory, or another feature); nothing was lost, the process stays where it was"),
+            "checkpoint processes that use plain device allocations; managed memory (cudaMallocManaged) cannot be checkpointed by this driver",
+        ),
+        code::NOT_SUPPORTED if matches!(attempt, Attempt::Step(Step::Restore { .. })) => Failure::new(
+            FailureKind::DriverError,
+            format!("could not restore {who}: the driver does not support restoring it here, after a checkpoint that succeeded; the process stays checkpointed and may be unrecoverable"),
+            "on driver 580 this is what a rank of an NCCL job over P2P/SHM, or a CUDA IPC party, does; try again, and if it keeps failing (304), the process is lost: restart it",
         ),
         code::NOT_SUPPORTED => Failure::new(
             FailureKind::DriverError,

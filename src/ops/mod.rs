@@ -19,6 +19,7 @@ pub mod interrupt;
 pub mod lock;
 pub mod pidlock;
 pub mod plan;
+pub mod postmortem;
 pub mod preflight;
 pub mod records;
 pub mod report;
@@ -181,7 +182,15 @@ fn proceed(
         locks_lost: Some(&locks_lost),
     };
     let map = chosen.pairs.as_deref().unwrap_or_default();
+    let oom_watch = request
+        .operation
+        .moves_memory()
+        .then(|| postmortem::watch(&ready.targets))
+        .flatten();
     let mut reports = executor.run(&request.operation, &ready.targets, map);
+    if let Some(watch) = &oom_watch {
+        watch.diagnose(&mut reports);
+    }
     remarks.extend(finish::finish(
         request,
         &mut reports,

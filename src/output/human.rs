@@ -147,6 +147,7 @@ fn short(failure: &Failure) -> &'static str {
         FailureKind::UnsafePath => "untrusted path",
         FailureKind::Unrestorable => "could not be restored",
         FailureKind::InsufficientHostMemory => "not enough host memory",
+        FailureKind::OomKilled => "killed by the OOM killer",
         FailureKind::LockUnavailable => "lock unavailable",
         FailureKind::Usage => "usage error",
     }

@@ -64,6 +64,7 @@ pub enum Kind {
     UnsafePath,
     Unrestorable,
     InsufficientHostMemory,
+    OomKilled,
     LockUnavailable,
     Usage,
 }

@@ -569,7 +569,9 @@ def cgroup_memory_limit(tools):
         p.wait(timeout=120)
         oom_after = int(dict(l.split() for l in open(os.path.join(cg, "memory.events")))["oom_kill"])
         expect(oom_after > oom_before, f"the forced suspend was expected to get it OOM-killed (oom_kill {oom_before} -> {oom_after})")
-        said = json.loads(out)["processes"][0].get("error", {}).get("kind")
+        said = json.loads(out)["processes"][0].get("error", {})
+        expect(said.get("kind") == "oom_killed", f"the forced suspend should be diagnosed as an OOM kill: {said}")
+        said = said["kind"] + ": " + said["message"][:160]
         return f"refused: {error['message'][:150]}...; forced: exit {code} ({said}), oom_kill {oom_before} -> {oom_after}, the process is gone"
     finally:
         subprocess.run(["kill", "-9", str(p.pid)], capture_output=True)
