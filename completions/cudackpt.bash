@@ -163,7 +163,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__checkpoint)
-            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --verify --force --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
+            opts="-p -v -q -y -h -V --pid --tree --cgroup --all --verify --force --dry-run --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -771,7 +771,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__restore)
-            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --map-file --force --verify --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
+            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --map-file --force --verify --dry-run --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -867,7 +867,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__resume)
-            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --map-file --force --deadline --verify --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
+            opts="-p -m -v -q -y -h -V --pid --tree --cgroup --all --map --map-file --force --deadline --verify --dry-run --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -967,7 +967,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__suspend)
-            opts="-p -t -v -q -y -h -V --pid --tree --cgroup --all --timeout --deadline --verify --force --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
+            opts="-p -t -v -q -y -h -V --pid --tree --cgroup --all --timeout --deadline --verify --force --dry-run --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1021,7 +1021,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__toggle)
-            opts="-p -t -m -v -q -y -h -V --pid --tree --cgroup --all --timeout --map --map-file --force --deadline --verify --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
+            opts="-p -t -m -v -q -y -h -V --pid --tree --cgroup --all --timeout --map --map-file --force --deadline --verify --dry-run --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -167,6 +167,16 @@ pub struct VerifyArg {
     pub verify: bool,
 }
 
+/// Asking before acting.
+#[derive(Debug, Args, Clone)]
+pub struct DryRunArg {
+    /// Run every check and pre-flight (targets, restorability, host and GPU
+    /// memory, the map), say what would happen, and change nothing: a
+    /// refusal exits as the real command would.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
 /// Checkpointing what cannot be restored, on purpose.
 #[derive(Debug, Args, Clone)]
 pub struct ForceArg {
@@ -226,6 +236,8 @@ pub enum Command {
         verify: VerifyArg,
         #[command(flatten)]
         force: ForceArg,
+        #[command(flatten)]
+        dry_run: DryRunArg,
     },
     /// Reacquire GPUs and copy memory back (checkpointed → locked).
     Restore {
@@ -235,6 +247,8 @@ pub enum Command {
         map: MapArg,
         #[command(flatten)]
         verify: VerifyArg,
+        #[command(flatten)]
+        dry_run: DryRunArg,
     },
     /// Let CUDA calls run again (locked → running).
     Unlock {
@@ -253,6 +267,8 @@ pub enum Command {
         deadline: DeadlineArg,
         #[command(flatten)]
         verify: VerifyArg,
+        #[command(flatten)]
+        dry_run: DryRunArg,
     },
     /// Lock and checkpoint: running → checkpointed (already checkpointed is
     /// success). A group moves together or not at all.
@@ -267,6 +283,8 @@ pub enum Command {
         verify: VerifyArg,
         #[command(flatten)]
         force: ForceArg,
+        #[command(flatten)]
+        dry_run: DryRunArg,
     },
     /// Restore and unlock: checkpointed → running (already running is
     /// success). A group moves together or not at all.
@@ -279,6 +297,8 @@ pub enum Command {
         deadline: DeadlineArg,
         #[command(flatten)]
         verify: VerifyArg,
+        #[command(flatten)]
+        dry_run: DryRunArg,
     },
     /// Print the id of the thread that restores each process's CUDA state
     /// (CRIU needs it unfrozen during restore).

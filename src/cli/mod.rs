@@ -193,6 +193,7 @@ fn run_process_command(invocation: Invocation, global: &GlobalArgs, sink: &Sink)
         force: invocation.force,
         verify: invocation.verify,
         use_locks: !global.no_lock,
+        dry_run: invocation.dry_run,
     });
     sink.finish(&report)
 }

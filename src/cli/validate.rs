@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::args::{Command, DeadlineArg, ForceArg, MapArg, Targets, VerifyArg};
+use crate::cli::args::{Command, DeadlineArg, DryRunArg, ForceArg, MapArg, Targets, VerifyArg};
 use crate::files;
 use crate::gpu::map::{self, MapError, MapSpec};
 use crate::ops::plan::Operation;
@@ -25,6 +25,8 @@ pub struct RawProcessCommand {
     verify: bool,
     /// `--map-file`, read before anything else happens.
     map_file: Option<PathBuf>,
+    /// `--dry-run`: check everything, change nothing.
+    dry_run: bool,
 }
 
 impl RawProcessCommand {
@@ -38,6 +40,14 @@ impl RawProcessCommand {
             force: false,
             verify: false,
             map_file: None,
+            dry_run: false,
+        }
+    }
+
+    fn dry_run(self, dry_run: DryRunArg) -> RawProcessCommand {
+        RawProcessCommand {
+            dry_run: dry_run.dry_run,
+            ..self
         }
     }
 
@@ -88,16 +98,20 @@ pub fn split(command: Command) -> Option<RawProcessCommand> {
             targets,
             verify,
             force,
+            dry_run,
         } => Raw::new(targets, Operation::Checkpoint)
             .verify(verify)
-            .force(force),
+            .force(force)
+            .dry_run(dry_run),
         Command::Restore {
             targets,
             map,
             verify,
+            dry_run,
         } => Raw::new(targets, Operation::Restore)
             .map(map)
-            .verify(verify),
+            .verify(verify)
+            .dry_run(dry_run),
         Command::Unlock { targets } => Raw::new(targets, Operation::Unlock),
         Command::Toggle {
             targets,
@@ -105,6 +119,7 @@ pub fn split(command: Command) -> Option<RawProcessCommand> {
             map,
             deadline,
             verify,
+            dry_run,
         } => Raw::new(
             targets,
             Operation::Toggle {
@@ -113,13 +128,15 @@ pub fn split(command: Command) -> Option<RawProcessCommand> {
         )
         .map(map)
         .deadline(deadline)
-        .verify(verify),
+        .verify(verify)
+        .dry_run(dry_run),
         Command::Suspend {
             targets,
             timeout,
             deadline,
             verify,
             force,
+            dry_run,
         } => Raw::new(
             targets,
             Operation::Suspend {
@@ -128,16 +145,19 @@ pub fn split(command: Command) -> Option<RawProcessCommand> {
         )
         .deadline(deadline)
         .verify(verify)
-        .force(force),
+        .force(force)
+        .dry_run(dry_run),
         Command::Resume {
             targets,
             map,
             deadline,
             verify,
+            dry_run,
         } => Raw::new(targets, Operation::Resume)
             .map(map)
             .deadline(deadline)
-            .verify(verify),
+            .verify(verify)
+            .dry_run(dry_run),
         Command::Wait {
             targets,
             state,
@@ -163,6 +183,7 @@ pub struct Invocation {
     pub deadline: Timeout,
     pub force: bool,
     pub verify: bool,
+    pub dry_run: bool,
 }
 
 /// Why a process command cannot start.
@@ -217,6 +238,7 @@ impl TryFrom<RawProcessCommand> for Invocation {
             deadline: raw.deadline,
             force: raw.force,
             verify: raw.verify,
+            dry_run: raw.dry_run,
         })
     }
 }

@@ -77,6 +77,9 @@ pub struct Request<'a> {
     pub verify: bool,
     /// Take the per-PID locks (`--no-lock` clears it).
     pub use_locks: bool,
+    /// Run every check and pre-flight, then stop before the first lock:
+    /// say what would happen, change nothing (`--dry-run`).
+    pub dry_run: bool,
 }
 
 impl<'a> Request<'a> {
@@ -97,6 +100,7 @@ impl<'a> Request<'a> {
             force: false,
             verify: false,
             use_locks: true,
+            dry_run: false,
         }
     }
 }
@@ -157,7 +161,11 @@ fn proceed(
     let records = records::open(request)?;
     let chosen = choose_map::choose(request, &ready.targets, records.dir.as_ref(), &host)?;
     // One cudackpt at a time per process: held until the command ends.
-    let locks = lock::lock(&request.operation, &ready, request.use_locks)?;
+    let locks = if request.dry_run {
+        pidlock::Held::none()
+    } else {
+        lock::lock(&request.operation, &ready, request.use_locks)?
+    };
     let locks_lost = || locks.lost();
     let mut remarks = memory_remarks;
     remarks.extend(chosen.remarks);
@@ -168,6 +176,13 @@ fn proceed(
         chosen.pairs.as_deref().unwrap_or_default(),
         &host,
     )?);
+    if request.dry_run {
+        return Ok(Finished {
+            reports: dry_run(request, &ready, chosen.pairs.as_deref().unwrap_or_default()),
+            remarks,
+            map: chosen.pairs,
+        });
+    }
     let snapshot = request
         .operation
         .checkpoints()
@@ -213,6 +228,45 @@ fn proceed(
         remarks,
         map: chosen.pairs,
     })
+}
+
+/// What a dry run says of each target once every pre-flight passed: its
+/// state now (a read-only query) and the steps the command would take.
+fn dry_run(request: &Request<'_>, ready: &check::Ready, map: &[GpuPair]) -> Vec<ProcessReport> {
+    use crate::driver::CheckpointApi;
+    let states = execute::concurrently(&ready.targets, |t| ready.driver.get_state(t.pid).ok());
+    let mut reports: Vec<ProcessReport> = ready
+        .targets
+        .iter()
+        .zip(states)
+        .map(|(target, state)| {
+            let current = state.filter(|_| request.operation.needs_current_state());
+            let what = match plan::plan(&request.operation, current, map) {
+                plan::Plan::Steps(steps) => {
+                    let names: Vec<&str> = steps.iter().map(|s| s.kind().as_str()).collect();
+                    format!(
+                        "dry run: every check passed; would {}",
+                        names.join(", then ")
+                    )
+                }
+                plan::Plan::AlreadyThere => "dry run: already there; nothing to do".to_string(),
+                plan::Plan::Refused(wrong) => {
+                    format!(
+                        "dry run: would be refused: it is {} ({})",
+                        wrong.state, wrong.hint
+                    )
+                }
+            };
+            ProcessReport {
+                state_before: state,
+                state,
+                note: Some(what),
+                ..ProcessReport::new(target.pid, Some(target.name.clone()))
+            }
+        })
+        .collect();
+    reports.extend(ready.blocked.iter().cloned());
+    reports
 }
 
 /// Only commands that change state (or wait) need to outlive a signal;

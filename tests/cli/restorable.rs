@@ -180,3 +180,40 @@ fn nvidias_grammar_refuses_too_and_takes_cuda_checkpoint_force() {
         .code(0);
     assert_eq!(fx.fake_state(party.pid), "checkpointed");
 }
+
+/// `--dry-run`: every check and pre-flight, then nothing: a scheduler asks
+/// before it preempts. Only read-only queries reach the driver.
+#[test]
+fn a_dry_run_says_what_would_happen_and_changes_nothing() {
+    let fx = Fixture::new();
+    let file = IpcFile::new(0x55);
+    let party = importer(&fx, &file);
+    let plain = fx.cuda_target();
+    fx.take_calls();
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--dry-run", &plain.arg()], 0);
+    let p = doc.process(plain.pid);
+    assert_eq!(p.state, State::Running);
+    assert!(
+        p.note
+            .as_deref()
+            .is_some_and(|n| n.contains("would lock, then checkpoint")),
+        "{p:?}"
+    );
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--dry-run", &party.arg()], 8);
+    assert_eq!(doc.process(party.pid).error().kind, Kind::Unrestorable);
+    let doc: ProcessCommandDoc = fx.json(&["resume", "--dry-run", &plain.arg()], 0);
+    assert!(
+        doc.process(plain.pid)
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("already there")),
+        "{doc:?}"
+    );
+    let calls = fx.take_calls();
+    assert!(
+        calls.iter().all(|c| c.op == "get_state"),
+        "a dry run only asks: {calls:?}"
+    );
+    assert_eq!(fx.fake_state(plain.pid), "running");
+    assert_eq!(fx.fake_state(party.pid), "running");
+}
