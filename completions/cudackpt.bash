@@ -49,6 +49,9 @@ _cudackpt() {
             cudackpt,ps)
                 cmd="cudackpt__subcmd__ps"
                 ;;
+            cudackpt,recover)
+                cmd="cudackpt__subcmd__recover"
+                ;;
             cudackpt,restore)
                 cmd="cudackpt__subcmd__restore"
                 ;;
@@ -106,6 +109,9 @@ _cudackpt() {
             cudackpt__subcmd__help,ps)
                 cmd="cudackpt__subcmd__help__subcmd__ps"
                 ;;
+            cudackpt__subcmd__help,recover)
+                cmd="cudackpt__subcmd__help__subcmd__recover"
+                ;;
             cudackpt__subcmd__help,restore)
                 cmd="cudackpt__subcmd__help__subcmd__restore"
                 ;;
@@ -137,7 +143,7 @@ _cudackpt() {
 
     case "${cmd}" in
         cudackpt)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps devices doctor demo criu-hook install-compat completions man help"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps recover devices doctor demo criu-hook install-compat completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -351,7 +357,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__help)
-            opts="state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps devices doctor demo criu-hook install-compat completions man help"
+            opts="state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps recover devices doctor demo criu-hook install-compat completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -505,6 +511,20 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__help__subcmd__ps)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cudackpt__subcmd__help__subcmd__recover)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -751,6 +771,32 @@ _cudackpt() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cudackpt__subcmd__recover)
+            opts="-v -q -y -h -V --dry-run --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --libcuda)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -327,6 +327,20 @@ pub enum Command {
         #[command(flatten)]
         filter: Filter,
     },
+    /// Put back the processes of a cudackpt that died mid-change.
+    ///
+    /// A command that changes processes writes an intent record (which
+    /// processes, where each started) before its first change and removes
+    /// it when it ends. One left by a cudackpt that was killed (SIGKILL, the
+    /// OOM killer, a second signal) names processes that may be locked or
+    /// checkpointed; recover brings each one still alive back to where it
+    /// started, and removes the record. Other cudackpt refuse to touch those
+    /// processes until then.
+    Recover {
+        /// Say what would be done, and do nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// List the GPUs of this host.
     ///
     /// Shows each GPU's UUID, name, bus id, memory free and total, MIG and

@@ -19,7 +19,7 @@ use clap::Parser;
 
 use crate::cli::args::{Cli, Command, GlobalArgs};
 use crate::cli::validate::{Invalid, Invocation};
-use crate::commands::{demo, devices, doctor, install_compat, ps};
+use crate::commands::{demo, devices, doctor, install_compat, ps, recover};
 use crate::exit::ExitStatus;
 use crate::gpu::inventory::Inventory;
 use crate::ops::diagnose;
@@ -121,6 +121,7 @@ pub fn run(cli: Cli) -> ExitStatus {
     let libcuda = global.libcuda.as_deref();
     match command {
         Command::Ps { filter } => sink.finish(&ps::run(libcuda, filter.selectors())),
+        Command::Recover { dry_run } => sink.finish(&recover::run(libcuda, dry_run)),
         Command::CriuHook {
             resume_when_thawed,
             after_criu,
@@ -194,6 +195,7 @@ fn run_process_command(invocation: Invocation, global: &GlobalArgs, sink: &Sink)
         verify: invocation.verify,
         use_locks: !global.no_lock,
         dry_run: invocation.dry_run,
+        recovering: false,
     });
     sink.finish(&report)
 }

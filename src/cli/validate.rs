@@ -167,6 +167,7 @@ pub fn split(command: Command) -> Option<RawProcessCommand> {
         | Command::Devices
         | Command::CriuHook { .. }
         | Command::Ps { .. }
+        | Command::Recover { .. }
         | Command::Demo { .. }
         | Command::Completions { .. }
         | Command::Man { .. }

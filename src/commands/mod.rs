@@ -10,3 +10,4 @@ pub mod doctor;
 pub mod install_compat;
 pub mod pattern;
 pub mod ps;
+pub mod recover;

@@ -42,6 +42,8 @@ pub enum FailureKind {
     InsufficientHostMemory,
     /// The kernel's OOM killer ended the process during the command.
     OomKilled,
+    /// A cudackpt that died mid-change left this process; `recover` first.
+    NeedsRecovery,
     /// The per-PID lock could not be taken (not held elsewhere: broken).
     LockUnavailable,
     Usage,
@@ -76,6 +78,7 @@ impl FailureKind {
             FailureKind::Unrestorable => "unrestorable",
             FailureKind::InsufficientHostMemory => "insufficient_host_memory",
             FailureKind::OomKilled => "oom_killed",
+            FailureKind::NeedsRecovery => "needs_recovery",
             FailureKind::LockUnavailable => "lock_unavailable",
             FailureKind::Usage => "usage",
         }
@@ -90,7 +93,7 @@ impl FailureKind {
             FailureKind::PermissionDenied | FailureKind::UnsafePath => ExitStatus::PermissionDenied,
             FailureKind::LockTimeout => ExitStatus::LockTimeout,
             FailureKind::WrongState | FailureKind::ProcessStopped => ExitStatus::WrongState,
-            FailureKind::InUse => ExitStatus::InUse,
+            FailureKind::InUse | FailureKind::NeedsRecovery => ExitStatus::InUse,
             FailureKind::RollbackFailed => ExitStatus::RollbackFailed,
             FailureKind::InvalidMap
             | FailureKind::InsufficientGpuMemory

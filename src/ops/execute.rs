@@ -45,7 +45,13 @@ pub struct Executor<'a> {
     /// Asked between phases whether the per-PID locks still keep other
     /// cudackpt out (`Some(why)` when not): a lost lock rolls back.
     pub locks_lost: Option<&'a (dyn Fn() -> Option<String> + Sync)>,
+    /// Told, just before the first state change, where every process
+    /// starts (the crash journal writes its intent record then).
+    pub before_change: Option<BeforeChange<'a>>,
 }
+
+/// Told where every process starts, before the first state change.
+pub type BeforeChange<'a> = &'a (dyn Fn(&[Place]) + Sync);
 
 /// A step that just finished, for progress reports.
 pub struct StepDone<'a> {
@@ -412,6 +418,9 @@ impl Executor<'_> {
                 })
                 .collect(),
         );
+        if let Some(before_change) = self.before_change {
+            before_change(&self.interrupt.places());
+        }
         // From here on processes move: a signal must roll back, not kill.
         self.interrupt.arm();
         if let Some(cause) = self.run_phases(targets, &plans, &mut reports, &mut done) {

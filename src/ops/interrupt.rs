@@ -136,7 +136,8 @@ impl Interrupt {
         }
     }
 
-    fn places(&self) -> Vec<Place> {
+    /// Where each process of the group is, as far as the executor knows.
+    pub fn places(&self) -> Vec<Place> {
         self.board
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -164,7 +165,7 @@ pub fn abandon_text(signal: i32, places: &[Place]) -> String {
     }
     let pids: Vec<String> = places.iter().map(|p| p.pid.to_string()).collect();
     text.push_str(&format!(
-        "cudackpt: check with `cudackpt state {0}`; bring them back with `cudackpt resume {0}` (or `unlock` for a locked one)\n",
+        "cudackpt: the intent record stays: `cudackpt recover` puts them back where they started (`cudackpt state {}` shows where they are)\n",
         pids.join(" ")
     ));
     text
@@ -212,6 +213,9 @@ mod tests {
             text.contains("PID 8 (b): running (lock was in flight"),
             "{text}"
         );
-        assert!(text.contains("`cudackpt resume 7 8`"), "{text}");
+        assert!(
+            text.contains("`cudackpt recover`") && text.contains("`cudackpt state 7 8`"),
+            "{text}"
+        );
     }
 }

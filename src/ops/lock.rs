@@ -5,6 +5,7 @@
 
 use crate::ops::check::Ready;
 use crate::ops::diagnose::{Failure, FailureKind};
+use crate::ops::intent;
 use crate::ops::pidlock::{self, Held, LockError};
 use crate::ops::plan::Operation;
 use crate::ops::report::ProcessReport;
@@ -14,7 +15,12 @@ use crate::ops::Stop;
 /// the process held elsewhere and who holds it. With the locks held, every
 /// target must still be the process that was checked: a PID that was
 /// reused since is never handed to the driver.
-pub fn lock(operation: &Operation, ready: &Ready, use_locks: bool) -> Result<Held, Stop> {
+pub fn lock(
+    operation: &Operation,
+    ready: &Ready,
+    use_locks: bool,
+    recovering: bool,
+) -> Result<Held, Stop> {
     if !operation.changes_state() {
         return Ok(Held::none());
     }
@@ -24,7 +30,47 @@ pub fn lock(operation: &Operation, ready: &Ready, use_locks: bool) -> Result<Hel
         Held::none()
     };
     confirm_identities(ready)?;
+    if !recovering {
+        not_left_by_a_dead_cudackpt(ready)?;
+    }
     Ok(held)
+}
+
+/// Stops the group if a cudackpt that died mid-change left one of its
+/// processes (its intent record is still there): `recover` comes first.
+fn not_left_by_a_dead_cudackpt(ready: &Ready) -> Result<(), Stop> {
+    let abandoned = intent::abandoned();
+    if abandoned.is_empty() {
+        return Ok(());
+    }
+    let Some((target, (path, owner))) = ready
+        .targets
+        .iter()
+        .find_map(|t| intent::holding(t.pid, &abandoned).map(|held| (t, held)))
+    else {
+        return Ok(());
+    };
+    let mut ran = ready.blocked.clone();
+    ran.push(ProcessReport {
+        failure: Some(Failure::new(
+            FailureKind::NeedsRecovery,
+            format!(
+                "refused before any change: PID {} was being changed by cudackpt PID {owner}, which died mid-change (its intent record {} is still there)",
+                target.pid,
+                path.display()
+            ),
+            "run `cudackpt recover` to put that group back where it started (`--dry-run` says what it would do)",
+        )),
+        ..ProcessReport::new(target.pid, Some(target.name.clone()))
+    });
+    Err(Stop::Halted {
+        ran,
+        not_run: Some(Failure::new(
+            FailureKind::NotAttempted,
+            format!("not attempted: PID {} needs recovering first", target.pid),
+            "a group changes state together or not at all",
+        )),
+    })
 }
 
 /// Stops the group if any target is no longer the process checked.

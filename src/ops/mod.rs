@@ -15,6 +15,7 @@ pub mod diagnose;
 pub mod execute;
 pub mod finish;
 pub mod host_memory;
+pub mod intent;
 pub mod interrupt;
 pub mod lock;
 pub mod pidlock;
@@ -80,6 +81,8 @@ pub struct Request<'a> {
     /// Run every check and pre-flight, then stop before the first lock:
     /// say what would happen, change nothing (`--dry-run`).
     pub dry_run: bool,
+    /// `recover` itself: act on processes an abandoned intent names.
+    pub recovering: bool,
 }
 
 impl<'a> Request<'a> {
@@ -101,6 +104,7 @@ impl<'a> Request<'a> {
             verify: false,
             use_locks: true,
             dry_run: false,
+            recovering: false,
         }
     }
 }
@@ -164,9 +168,41 @@ fn proceed(
     let locks = if request.dry_run {
         pidlock::Held::none()
     } else {
-        lock::lock(&request.operation, &ready, request.use_locks)?
+        lock::lock(
+            &request.operation,
+            &ready,
+            request.use_locks,
+            request.recovering,
+        )?
     };
     let locks_lost = || locks.lost();
+    // The crash journal: written just before the first state change,
+    // removed when this function returns (however the command ended).
+    let journal = std::sync::Mutex::new(None);
+    let write_intent = |places: &[interrupt::Place]| {
+        let members = places
+            .iter()
+            .map(|place| intent::Member {
+                pid: place.pid,
+                name: place.name.clone(),
+                starttime: process::starttime(place.pid),
+                start: place
+                    .state
+                    .or_else(|| request.operation.precondition())
+                    .map_or("unknown".to_string(), |s| s.to_string()),
+            })
+            .collect();
+        match intent::write(request.operation.name(), members) {
+            Ok(written) => {
+                *journal
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(written)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "could not write the intent record; a crash now would leave no trace for `cudackpt recover`")
+            }
+        }
+    };
     let mut remarks = memory_remarks;
     remarks.extend(chosen.remarks);
     remarks.extend(preflight::check_memory(
@@ -195,6 +231,7 @@ fn proceed(
         deadline: request.deadline.as_duration().map(|limit| started + limit),
         progress: request.progress,
         locks_lost: Some(&locks_lost),
+        before_change: Some(&write_intent),
     };
     let map = chosen.pairs.as_deref().unwrap_or_default();
     let oom_watch = request

@@ -83,6 +83,17 @@ impl Operation {
         self.restores() || self.checkpoints()
     }
 
+    /// The state a single step needs to start from (compound commands ask
+    /// instead).
+    pub fn precondition(&self) -> Option<ProcessState> {
+        match self {
+            Operation::Lock { .. } => Some(ProcessState::Running),
+            Operation::Checkpoint | Operation::Unlock => Some(ProcessState::Locked),
+            Operation::Restore => Some(ProcessState::Checkpointed),
+            _ => None,
+        }
+    }
+
     /// Whether the plan depends on the current state (compound commands).
     pub fn needs_current_state(&self) -> bool {
         matches!(

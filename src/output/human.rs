@@ -148,6 +148,7 @@ fn short(failure: &Failure) -> &'static str {
         FailureKind::Unrestorable => "could not be restored",
         FailureKind::InsufficientHostMemory => "not enough host memory",
         FailureKind::OomKilled => "killed by the OOM killer",
+        FailureKind::NeedsRecovery => "left by a dead cudackpt",
         FailureKind::LockUnavailable => "lock unavailable",
         FailureKind::Usage => "usage error",
     }

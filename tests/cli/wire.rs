@@ -65,6 +65,7 @@ pub enum Kind {
     Unrestorable,
     InsufficientHostMemory,
     OomKilled,
+    NeedsRecovery,
     LockUnavailable,
     Usage,
 }

@@ -10,5 +10,6 @@ mod support;
 #[path = "../cli/wire.rs"]
 mod wire;
 
+mod crash;
 mod limits;
 mod signals;

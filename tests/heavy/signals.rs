@@ -89,6 +89,15 @@ fn two_signals_0_to_98_ms_apart_always_say_where_every_process_is() {
             }
             other => panic!("run {run}: exit {other:?}: {stderr}"),
         }
+        if output.status.code() == Some(11) {
+            // Abandoned mid-change: the intent record stays, and `recover`
+            // puts everyone back where they started.
+            assert!(stderr.contains("cudackpt recover"), "run {run}: {stderr}");
+            let doc: ProcessCommandDoc = fx.json(&["recover"], 0);
+            for t in &group {
+                assert_eq!(fx.fake_state(t.pid), "running", "run {run}: {doc:?}");
+            }
+        }
         reset(&fx, &group);
     }
     eprintln!("two signals: {rolled_back} rolled back (130), {abandoned} abandoned (11)");

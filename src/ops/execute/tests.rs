@@ -159,6 +159,7 @@ fn run_full(
         deadline,
         progress: None,
         locks_lost: None,
+        before_change: None,
     };
     executor.run(&operation, &targets(pids), &[])
 }

@@ -205,9 +205,17 @@ impl Store {
         let mut record = before.clone();
         let result = change(&mut record);
         if record != before || text.trim().is_empty() {
-            let json = serde_json::to_string(&record).map_err(io::Error::other)?;
-            file.set_len(0)?;
-            file.write_all_at(json.as_bytes(), 0)?;
+            // One write, padded with spaces over whatever was there: the
+            // fake lives in the caller's process, and a caller killed
+            // mid-update (kill -9 of cudackpt) must leave the old record or
+            // the new one, never a truncated file. JSON ignores the padding.
+            let mut json = serde_json::to_string(&record).map_err(io::Error::other)?;
+            let width = json.len().max(text.len());
+            json.extend(std::iter::repeat_n(' ', width - json.len()));
+            let written = file.write_at(json.as_bytes(), 0)?;
+            if written != json.len() {
+                return Err(io::Error::other("a short write of the state file"));
+            }
         }
         Ok(result)
     }

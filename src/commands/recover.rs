@@ -1,0 +1,105 @@
+//! `recover`: puts back the groups of cudackpt runs that died mid-change
+//! (SIGKILL, the OOM killer, a second signal): each abandoned intent record
+//! names its processes and where each started; every one still alive (the
+//! same process) is brought back there through the pipeline, and the
+//! record is removed once all are. `--dry-run` says what it would do.
+
+use std::time::Instant;
+
+use crate::driver::ProcessState;
+use crate::ops::diagnose::{Failure, FailureKind};
+use crate::ops::intent::{self, Intent, Member};
+use crate::ops::plan::Operation;
+use crate::ops::report::Report;
+use crate::ops::timeout::Timeout;
+use crate::ops::{self, Request};
+use crate::targets::process;
+
+/// The command that brings a member back to where it started.
+fn way_back(start: ProcessState) -> Option<Operation> {
+    match start {
+        ProcessState::Running => Some(Operation::Resume),
+        ProcessState::Checkpointed => Some(Operation::Suspend {
+            timeout: Timeout::NONE,
+        }),
+        // A group that started locked is taken back to running: the lock
+        // was someone else's, and a dead cudackpt cannot have meant to keep
+        // it; say so rather than guess a lock back.
+        ProcessState::Locked => Some(Operation::Resume),
+        _ => None,
+    }
+}
+
+/// Whether a member is still the process the intent names.
+fn still_there(member: &Member) -> bool {
+    process::is_alive(member.pid)
+        && (member.starttime.is_none() || process::starttime(member.pid) == member.starttime)
+}
+
+pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
+    let started = Instant::now();
+    let mut report = Report::new("recover", started.elapsed());
+    for (path, intent) in intent::abandoned() {
+        let Intent {
+            owner_pid, members, ..
+        } = &intent;
+        let alive: Vec<&Member> = members.iter().filter(|m| still_there(m)).collect();
+        report.warnings.push(format!(
+            "{} left by cudackpt PID {owner_pid} ({} {}): {} of its {} processes still there",
+            path.display(),
+            intent.command,
+            members
+                .iter()
+                .map(|m| format!("{} from {}", m.pid, m.start))
+                .collect::<Vec<_>>()
+                .join(", "),
+            alive.len(),
+            members.len()
+        ));
+        let mut all_back = true;
+        for start in [
+            ProcessState::Running,
+            ProcessState::Checkpointed,
+            ProcessState::Locked,
+        ] {
+            let pids: Vec<i32> = alive
+                .iter()
+                .filter(|m| Intent::start_of(m) == Some(start))
+                .map(|m| m.pid)
+                .collect();
+            let Some(operation) = way_back(start).filter(|_| !pids.is_empty()) else {
+                continue;
+            };
+            let sub = ops::run(Request {
+                pids,
+                dry_run,
+                recovering: true,
+                ..Request::new(libcuda, operation)
+            });
+            all_back &= sub.ok();
+            report.processes.extend(sub.processes);
+            report.warnings.extend(sub.warnings);
+        }
+        let unknown: Vec<i32> = alive
+            .iter()
+            .filter(|m| Intent::start_of(m).and_then(way_back).is_none())
+            .map(|m| m.pid)
+            .collect();
+        if !unknown.is_empty() {
+            all_back = false;
+            report.failure = Some(Failure::new(
+                FailureKind::RollbackFailed,
+                format!(
+                    "{}: PID(s) {unknown:?} have no known starting state",
+                    path.display()
+                ),
+                "check them with `cudackpt state` and resume or suspend them by hand",
+            ));
+        }
+        if all_back && !dry_run {
+            intent::remove(&path);
+        }
+    }
+    report.duration = started.elapsed();
+    report
+}

@@ -1,0 +1,139 @@
+//! Crash-safe groups (SPEC 10): before its first state change a command
+//! writes an intent record (which processes, where each started, who runs
+//! it) in `intents/` of the run directory, and removes it when it ends,
+//! whatever the outcome. A record whose owner died (SIGKILL, the OOM
+//! killer, a second signal, power) stays: the next cudackpt that touches
+//! one of its processes refuses until `cudackpt recover` has put them back
+//! where they started.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::driver::ProcessState;
+use crate::files::{SafeDir, UnsafeDir};
+use crate::targets::process;
+
+/// An intent is a few KiB.
+const INTENT_CAP: u64 = 1 << 20;
+
+/// One process of a group, and the state it started in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub pid: i32,
+    pub name: String,
+    /// Field 22 of /proc/PID/stat, to tell the process from a later one.
+    pub starttime: Option<u64>,
+    /// Where to put it back: `running`, `locked` or `checkpointed`.
+    pub start: String,
+}
+
+/// What a command set out to do, and who ran it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    pub schema_version: u32,
+    pub command: String,
+    pub owner_pid: i32,
+    pub owner_starttime: Option<u64>,
+    pub members: Vec<Member>,
+}
+
+impl Intent {
+    /// Whether the cudackpt that wrote it is gone (or its PID reused).
+    pub fn owner_is_dead(&self) -> bool {
+        !process::is_alive(self.owner_pid)
+            || process::starttime(self.owner_pid) != self.owner_starttime
+    }
+
+    /// The state a member started in.
+    pub fn start_of(member: &Member) -> Option<ProcessState> {
+        member.start.parse().ok()
+    }
+}
+
+/// Where intents live: `intents/` in the run directory (or wherever
+/// `CUDACKPT_RECORD_DIR` moves records, as tests do).
+pub fn dir() -> PathBuf {
+    crate::gpu::record::dir(None).join("intents")
+}
+
+fn file_name(owner: i32) -> String {
+    format!("{owner}.json")
+}
+
+/// A written intent, removed when dropped (the command ended, however).
+pub struct Written {
+    dir: SafeDir,
+    name: String,
+}
+
+impl Drop for Written {
+    fn drop(&mut self) {
+        let _ = self.dir.remove(&self.name);
+    }
+}
+
+/// Writes this command's intent, atomically.
+pub fn write(command: &str, members: Vec<Member>) -> Result<Written, UnsafeDir> {
+    let dir = SafeDir::create(&dir())?;
+    let me = std::process::id() as i32;
+    let intent = Intent {
+        schema_version: 1,
+        command: command.to_string(),
+        owner_pid: me,
+        owner_starttime: process::starttime(me),
+        members,
+    };
+    let text = serde_json::to_string_pretty(&intent).unwrap_or_default();
+    let name = file_name(me);
+    dir.write_atomic(&name, text.as_bytes())
+        .map_err(|source| UnsafeDir::Io {
+            path: dir.path().join(&name),
+            source,
+        })?;
+    Ok(Written { dir, name })
+}
+
+/// Every intent left by a cudackpt that died, with its file's path.
+pub fn abandoned() -> Vec<(PathBuf, Intent)> {
+    let Ok(Some(dir)) = SafeDir::open_existing(&dir()) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(dir.path()) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().to_str()?.to_string();
+            if !name.ends_with(".json") || name.starts_with('.') {
+                return None;
+            }
+            let text = dir.read_capped(&name, INTENT_CAP).ok()??;
+            let intent: Intent = serde_json::from_str(&text).ok()?;
+            intent
+                .owner_is_dead()
+                .then(|| (dir.path().join(&name), intent))
+        })
+        .collect()
+}
+
+/// Removes an intent once its processes are back where they started.
+pub fn remove(path: &std::path::Path) {
+    if let (Some(parent), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) {
+        if let Ok(Some(dir)) = SafeDir::open_existing(parent) {
+            let _ = dir.remove(name);
+        }
+    }
+}
+
+/// The abandoned intent that names `pid` (the same process), if any.
+pub fn holding(pid: i32, abandoned: &[(PathBuf, Intent)]) -> Option<(PathBuf, i32)> {
+    let now = process::starttime(pid);
+    abandoned.iter().find_map(|(path, intent)| {
+        intent
+            .members
+            .iter()
+            .any(|m| m.pid == pid && (m.starttime.is_none() || m.starttime == now))
+            .then(|| (path.clone(), intent.owner_pid))
+    })
+}

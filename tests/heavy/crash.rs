@@ -1,0 +1,99 @@
+//! Crash-safe groups: `kill -9` of cudackpt at varied moments of a
+//! 4-process suspend, many times. Each time: the intent record stays, any
+//! later cudackpt on those processes refuses (`needs_recovery`, exit 10)
+//! until `cudackpt recover`, which brings every process back to running and
+//! removes the record. Nobody is left locked or checkpointed.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::support::{send_signal, wait_until, Fixture, Target};
+use crate::wire::{Kind, ProcessCommandDoc, State};
+
+/// The fake's state of `pid` as the fake itself reads it: a file left
+/// empty by a caller killed as it created it is a fresh (running) process.
+fn state(fx: &Fixture, pid: i32) -> String {
+    fx.fake_state_while_changing(pid)
+        .unwrap_or_else(|| "running".to_string())
+}
+
+#[test]
+fn kill_9_at_every_step_of_a_group_suspend_then_recover() {
+    let fx = Fixture::new();
+    let group: Vec<Target> = (0..4).map(|_| fx.cuda_target()).collect();
+    let pids: Vec<String> = group.iter().map(Target::arg).collect();
+    let intents = fx.dir().join("records").join("intents");
+    let (mut killed, mut finished) = (0, 0);
+    for run in 0..20u64 {
+        fx.take_calls();
+        let mut args = vec!["--json", "suspend"];
+        args.extend(pids.iter().map(String::as_str));
+        let child = fx
+            .std_command(&args)
+            .env("FAKE_CUDA_INJECT", "checkpoint=delay:150;lock=delay:40")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("suspend");
+        // Somewhere between the first lock and the last checkpoint.
+        wait_until("the first lock", || {
+            fx.calls().iter().any(|c| c.op == "lock")
+        });
+        std::thread::sleep(Duration::from_millis((run * 13) % 200));
+        send_signal(i32::try_from(child.id()).expect("pid"), "KILL");
+        let status = child.wait_with_output().expect("exits").status;
+        if status.success() {
+            // It finished before the kill: done as asked, its record gone.
+            assert!(!intents.exists() || std::fs::read_dir(&intents).expect("dir").count() == 0);
+            let mut back = vec!["resume"];
+            back.extend(pids.iter().map(String::as_str));
+            fx.cudackpt(&back).assert().success();
+            finished += 1;
+            continue;
+        }
+        let left = std::fs::read_dir(&intents).map(|d| d.count()).unwrap_or(0);
+        let states: Vec<String> = group.iter().map(|t| state(&fx, t.pid)).collect();
+        let all = |s: &str| states.iter().all(|x| x == s);
+        // Either the record is there, or the group is whole: nothing moved,
+        // or all done (killed after its work and its record's removal).
+        assert!(
+            left == 1 || all("running") || all("checkpointed"),
+            "run {run}: processes left {states:?} with no intent record"
+        );
+        if left == 0 && all("checkpointed") {
+            let mut back = vec!["resume"];
+            back.extend(pids.iter().map(String::as_str));
+            fx.cudackpt(&back).assert().success();
+            finished += 1;
+            continue;
+        }
+        killed += 1;
+        if left == 1 {
+            let doc: ProcessCommandDoc = fx.json(&["lock", &pids[0]], 10);
+            let error = doc.process(group[0].pid).error();
+            assert_eq!(error.kind, Kind::NeedsRecovery, "run {run}: {error:?}");
+            assert!(error
+                .hint
+                .as_deref()
+                .is_some_and(|h| h.contains("cudackpt recover")));
+        }
+        let doc: ProcessCommandDoc = fx.json(&["recover"], 0);
+        for t in &group {
+            assert_eq!(state(&fx, t.pid), "running", "run {run}: {doc:?}");
+        }
+        assert!(
+            doc.processes.iter().all(|p| p.state == State::Running),
+            "run {run}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&intents).map(|d| d.count()).unwrap_or(0),
+            0,
+            "run {run}: the record is removed"
+        );
+    }
+    eprintln!("kill -9: {killed} killed mid-change and recovered, {finished} finished first");
+    assert!(
+        killed >= 10,
+        "most runs must be killed mid-change ({killed} of 20)"
+    );
+}
