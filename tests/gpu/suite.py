@@ -585,6 +585,31 @@ def cgroup_memory_limit(tools):
             pass
 
 
+@scenario("kill -9 of cudackpt mid-suspend of 4 x 2 GiB, then recover: all running, data intact")
+def killed_then_recovered(tools):
+    targets = [Target(tools, size_mib=2048, seed=40 + i) for i in range(4)]
+    try:
+        pids = [str(t.pid) for t in targets]
+        p = subprocess.Popen([tools.cudackpt, "--json", "suspend", *pids], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.8)  # the locks are done; 2 GiB checkpoints take longer
+        p.kill()
+        p.wait()
+        states = {t.pid: tools.state(t.pid) for t in targets}
+        moved = [pid for pid, state in states.items() if state != "running"]
+        expect(moved, f"the kill came too late or too early to prove anything: {states}")
+        code, out, err = tools.run("--json", "lock", targets[0].pid)
+        expect(code == 10 and "needs_recovery" in out, f"another cudackpt must refuse until recover: exit {code}: {out[:300]}")
+        doc = tools.json("recover")
+        expect(doc["ok"], f"recover: {doc}")
+        for t in targets:
+            expect(tools.state(t.pid) == "running", f"PID {t.pid} after recover: {tools.state(t.pid)}")
+            t.verify()
+        return f"killed with {states}; recover put all 4 back to running, data intact"
+    finally:
+        for t in targets:
+            t.close()
+
+
 TORCH_TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_target.py")
 
 
@@ -1035,6 +1060,7 @@ def main():
     torch_single(tools)
     nccl_job(tools)
     cgroup_memory_limit(tools)
+    killed_then_recovered(tools)
 
     count = {status: sum(r["status"] == status for r in RESULTS) for status in ["pass", "fail", "skip"]}
     print(f"\n{'scenario':<90} result")
