@@ -38,10 +38,13 @@ impl Watch {
     /// Names an OOM kill where a target is gone and its cgroup counted one.
     pub fn diagnose(&self, reports: &mut [ProcessReport]) {
         for report in reports.iter_mut() {
-            let gone = report
-                .failure
-                .as_ref()
-                .is_some_and(|f| f.kind == FailureKind::NoSuchProcess);
+            // Gone, or the driver's 304 from a process being killed (it can
+            // still show in /proc while the kernel tears it down).
+            let gone = report.failure.as_ref().is_some_and(|f| {
+                f.kind == FailureKind::NoSuchProcess
+                    || f.cuda
+                        .is_some_and(|c| c.code == crate::driver::code::OPERATING_SYSTEM)
+            });
             let Some((_, cgroup, before)) =
                 self.entries.iter().find(|(pid, _, _)| *pid == report.pid)
             else {
@@ -57,10 +60,23 @@ impl Watch {
     }
 }
 
+/// Whether `pid` is gone, or goes within a couple of seconds (a process the
+/// OOM killer chose is torn down, not gone at once).
+fn vanishes(pid: i32) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while crate::targets::process::is_alive(pid) {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    true
+}
+
 /// The OOM verdict on one gone process, if its cgroup counted a new kill.
 fn oom_verdict(root: &Path, report: &ProcessReport, cgroup: &str, before: u64) -> Option<Failure> {
     let after = memory::oom_kills(root, cgroup)?;
-    if after <= before {
+    if after <= before || !vanishes(report.pid) {
         return None;
     }
     let limit = memory::chain(root, cgroup)
@@ -91,15 +107,20 @@ mod tests {
         fs::create_dir(&pod).expect("cgroup");
         fs::write(pod.join("memory.max"), "2147483648\n").expect("max");
         fs::write(pod.join("memory.events"), "oom 0\noom_kill 0\n").expect("events");
-        let watch = Watch {
-            root: root.path().to_path_buf(),
-            entries: vec![(7, "/pod".to_string(), 0), (8, "/pod".to_string(), 0)],
-        };
         let gone = |pid| ProcessReport {
             failure: Some(Failure::new(FailureKind::NoSuchProcess, "exited", "")),
             ..ProcessReport::new(pid, Some("python3".into()))
         };
-        let mut reports = vec![gone(7), ProcessReport::new(8, None)];
+        // PIDs that are no process here (the test's own would be alive).
+        let (dead, alive) = (i32::MAX - 7, std::process::id() as i32);
+        let watch = Watch {
+            root: root.path().to_path_buf(),
+            entries: vec![
+                (dead, "/pod".to_string(), 0),
+                (alive, "/pod".to_string(), 0),
+            ],
+        };
+        let mut reports = vec![gone(dead), ProcessReport::new(alive, None)];
         watch.diagnose(&mut reports);
         assert_eq!(
             reports[0].failure.as_ref().map(|f| f.kind),
