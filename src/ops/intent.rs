@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::driver::ProcessState;
 use crate::files::{SafeDir, UnsafeDir};
+use crate::ops::interrupt::Place;
+use crate::ops::plan::Operation;
 use crate::targets::process;
 
 /// An intent is a few KiB.
@@ -70,6 +72,43 @@ pub struct Written {
 impl Drop for Written {
     fn drop(&mut self) {
         let _ = self.dir.remove(&self.name);
+    }
+}
+
+/// A command's journal: its intent, once written, until the command ends.
+#[derive(Default)]
+pub struct Journal {
+    written: std::sync::Mutex<Option<Written>>,
+}
+
+impl Journal {
+    /// Writes the intent of `operation` over the group at `places` (where
+    /// each process is, just before the first state change). A single step
+    /// starts from the state it needs.
+    pub fn record(&self, operation: &Operation, places: &[Place]) {
+        let members = places
+            .iter()
+            .map(|place| Member {
+                pid: place.pid,
+                name: place.name.clone(),
+                starttime: process::starttime(place.pid),
+                start: place
+                    .state
+                    .or_else(|| operation.precondition())
+                    .map_or("unknown".to_string(), |s| s.to_string()),
+            })
+            .collect();
+        match write(operation.name(), members) {
+            Ok(written) => {
+                *self
+                    .written
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(written)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "could not write the intent record; a crash now would leave no trace for `cudackpt recover`")
+            }
+        }
     }
 }
 

@@ -178,31 +178,8 @@ fn proceed(
     let locks_lost = || locks.lost();
     // The crash journal: written just before the first state change,
     // removed when this function returns (however the command ended).
-    let journal = std::sync::Mutex::new(None);
-    let write_intent = |places: &[interrupt::Place]| {
-        let members = places
-            .iter()
-            .map(|place| intent::Member {
-                pid: place.pid,
-                name: place.name.clone(),
-                starttime: process::starttime(place.pid),
-                start: place
-                    .state
-                    .or_else(|| request.operation.precondition())
-                    .map_or("unknown".to_string(), |s| s.to_string()),
-            })
-            .collect();
-        match intent::write(request.operation.name(), members) {
-            Ok(written) => {
-                *journal
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(written)
-            }
-            Err(error) => {
-                tracing::warn!(%error, "could not write the intent record; a crash now would leave no trace for `cudackpt recover`")
-            }
-        }
-    };
+    let journal = intent::Journal::default();
+    let write_intent = |places: &[interrupt::Place]| journal.record(&request.operation, places);
     let mut remarks = memory_remarks;
     remarks.extend(chosen.remarks);
     remarks.extend(preflight::check_memory(
@@ -223,22 +200,9 @@ fn proceed(
         .operation
         .checkpoints()
         .then(|| finish::snapshot(&ready.driver, &host));
-    let executor = Executor {
-        api: &ready.driver,
-        caller_privileged: Privileges::current().is_privileged(),
-        is_alive: process::is_alive,
-        interrupt: interrupt_for(&request.operation),
-        deadline: request.deadline.as_duration().map(|limit| started + limit),
-        progress: request.progress,
-        locks_lost: Some(&locks_lost),
-        before_change: Some(&write_intent),
-    };
+    let executor = executor_for(request, &ready, started, &locks_lost, &write_intent);
     let map = chosen.pairs.as_deref().unwrap_or_default();
-    let oom_watch = request
-        .operation
-        .moves_memory()
-        .then(|| postmortem::watch(&ready.targets))
-        .flatten();
+    let oom_watch = postmortem::watch(&request.operation, &ready.targets);
     let mut reports = executor.run(&request.operation, &ready.targets, map);
     if let Some(watch) = &oom_watch {
         watch.diagnose(&mut reports);
@@ -265,6 +229,27 @@ fn proceed(
         remarks,
         map: chosen.pairs,
     })
+}
+
+/// The executor of a request: its driver, interrupts, deadline, progress,
+/// the lock check between phases and the journal before the first change.
+fn executor_for<'a>(
+    request: &'a Request<'a>,
+    ready: &'a check::Ready,
+    started: Instant,
+    locks_lost: &'a (dyn Fn() -> Option<String> + Sync),
+    before_change: execute::BeforeChange<'a>,
+) -> Executor<'a> {
+    Executor {
+        api: &ready.driver,
+        caller_privileged: Privileges::current().is_privileged(),
+        is_alive: process::is_alive,
+        interrupt: interrupt_for(&request.operation),
+        deadline: request.deadline.as_duration().map(|limit| started + limit),
+        progress: request.progress,
+        locks_lost: Some(locks_lost),
+        before_change: Some(before_change),
+    }
 }
 
 /// What a dry run says of each target once every pre-flight passed: its

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::ops::diagnose::{describe_process, Failure, FailureKind};
+use crate::ops::plan::Operation;
 use crate::ops::report::ProcessReport;
 use crate::targets::discover;
 use crate::targets::memory;
@@ -20,8 +21,12 @@ pub struct Watch {
     entries: Vec<(i32, String, u64)>,
 }
 
-/// Notes the OOM kills of the targets' cgroups (`None` without cgroup v2).
-pub fn watch(targets: &[Target]) -> Option<Watch> {
+/// Notes the OOM kills of the targets' cgroups, for commands that move GPU
+/// memory (`None` for others, and without cgroup v2).
+pub fn watch(operation: &Operation, targets: &[Target]) -> Option<Watch> {
+    if !operation.moves_memory() {
+        return None;
+    }
     let root = discover::cgroup2_root()?;
     let entries = targets
         .iter()
