@@ -327,6 +327,17 @@ pub enum Command {
         #[command(flatten)]
         filter: Filter,
     },
+    /// Say, for each process, whether suspend and resume would be safe,
+    /// and why not; change nothing.
+    ///
+    /// Runs both as dry runs: the target checks and every pre-flight
+    /// (restorability, host and GPU memory), with only read-only queries
+    /// to the driver. The call a scheduler makes before it preempts; the
+    /// exit status is that of the first refusal (8 for a pre-flight).
+    Check {
+        #[command(flatten)]
+        targets: Targets,
+    },
     /// Put back the processes of a cudackpt that died mid-change.
     ///
     /// A command that changes processes writes an intent record (which

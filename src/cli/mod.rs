@@ -19,7 +19,7 @@ use clap::Parser;
 
 use crate::cli::args::{Cli, Command, GlobalArgs};
 use crate::cli::validate::{Invalid, Invocation};
-use crate::commands::{demo, devices, doctor, install_compat, ps, recover};
+use crate::commands::{check, demo, devices, doctor, install_compat, ps, recover};
 use crate::exit::ExitStatus;
 use crate::gpu::inventory::Inventory;
 use crate::ops::diagnose;
@@ -122,6 +122,9 @@ pub fn run(cli: Cli) -> ExitStatus {
     match command {
         Command::Ps { filter } => sink.finish(&ps::run(libcuda, filter.selectors())),
         Command::Recover { dry_run } => sink.finish(&recover::run(libcuda, dry_run)),
+        Command::Check { targets } => {
+            sink.finish(&check::run(libcuda, targets.pids(), targets.selectors()))
+        }
         Command::CriuHook {
             resume_when_thawed,
             after_criu,

@@ -168,6 +168,7 @@ pub fn split(command: Command) -> Option<RawProcessCommand> {
         | Command::CriuHook { .. }
         | Command::Ps { .. }
         | Command::Recover { .. }
+        | Command::Check { .. }
         | Command::Demo { .. }
         | Command::Completions { .. }
         | Command::Man { .. }

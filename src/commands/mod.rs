@@ -4,6 +4,7 @@
 //!
 //! May use: `ops`, `gpu`, `targets`, `driver`, `exit`, `files`.
 
+pub mod check;
 pub mod demo;
 pub mod devices;
 pub mod doctor;

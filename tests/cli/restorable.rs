@@ -217,3 +217,36 @@ fn a_dry_run_says_what_would_happen_and_changes_nothing() {
     assert_eq!(fx.fake_state(plain.pid), "running");
     assert_eq!(fx.fake_state(party.pid), "running");
 }
+
+/// `check`: suspend and resume as dry runs, one verdict per process.
+#[test]
+fn check_says_whether_suspend_and_resume_would_be_safe() {
+    let fx = Fixture::new();
+    let file = IpcFile::new(0x66);
+    let party = importer(&fx, &file);
+    let plain = fx.cuda_target();
+    fx.take_calls();
+    let doc: ProcessCommandDoc = fx.json(&["check", &plain.arg()], 0);
+    let note = doc.process(plain.pid).note.clone().expect("a verdict");
+    assert!(
+        note.starts_with(
+            "suspend: every check passed; would lock, then checkpoint; resume: already there"
+        ),
+        "{note}"
+    );
+    let doc: ProcessCommandDoc = fx.json(&["check", &party.arg()], 8);
+    let p = doc.process(party.pid);
+    assert_eq!(p.error().kind, Kind::Unrestorable);
+    assert!(p.note.is_none(), "a note is a remark on success: {p:?}");
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.starts_with("resume: already there")),
+        "{p:?}"
+    );
+    assert!(
+        fx.take_calls().iter().all(|c| c.op == "get_state"),
+        "check only asks"
+    );
+    assert_eq!(fx.fake_state(plain.pid), "running");
+}
