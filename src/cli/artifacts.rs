@@ -42,7 +42,7 @@ PROCESS: {\"pid\":N, \"name\":COMM, \"ok\":BOOL, \"state_before\":STATE (compoun
 \"restore_tid\":N (state, restore-tid, ps), \"duration_ms\":MS, \"steps\":[{\"step\":lock|checkpoint|restore|unlock, \"ok\":BOOL, \
 \"rollback\":BOOL, \"duration_ms\":MS}], \"note\":TEXT, \"rolled_back\":BOOL, \"error\":ERROR, \"rollback_error\":ERROR, \
 \"nccl\":BOOL (when looked at), \"warnings\":[TEXT], \"stopped\":true (when the driver could not be asked), \
-\"gpu_memory_bytes\":N (with NVML: what ps shows it holding, what a checkpoint moved to host memory, or what a restore checked by --verify brought back; the next two fields say which), \"gpu_memory_held_bytes\":N (GPU memory it holds now: ps, and restores with --verify), \"gpu_memory_moved_bytes\":N (GPU memory its checkpoint moved to host memory), \"record\":PATH (the checkpoint record written)}. STATE is running, locked, checkpointed, failed or unknown (after the command).
+\"gpu_memory_bytes\":N (with NVML: what ps shows it holding, what a checkpoint moved to host memory, or what a restore checked by --verify brought back; the next two fields say which), \"gpu_memory_held_bytes\":N (GPU memory it holds now: ps, and restores with --verify), \"gpu_memory_moved_bytes\":N (GPU memory its checkpoint moved to host memory), \"record\":PATH (the checkpoint record written), \"abandoned_by\":N (ps: a cudackpt that died while changing it; run recover)}. STATE is running, locked, checkpointed, failed or unknown (after the command).
 
 ERROR: {\"kind\":KIND, \"message\":TEXT, \"hint\":TEXT, \"cuda_error\":\"CUDA_ERROR_...\", \"code\":N}; cuda_error and code only when the driver answered. \
 KIND is one of no_such_process, thread_not_process, not_cuda_process, permission_denied, lock_timeout, wrong_state, \

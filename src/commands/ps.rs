@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use crate::gpu::nvml;
+use crate::ops::intent;
 use crate::ops::plan::Operation;
 use crate::ops::report::{GpuMemory, Layout, Report};
 use crate::ops::{Request, Selectors};
@@ -17,6 +18,19 @@ pub fn run(libcuda: Option<&Path>, selectors: Selectors) -> Report {
     });
     report.command = "ps";
     report.layout = Layout::Listing;
+    // Processes a cudackpt left mid-change when it died.
+    let abandoned = intent::abandoned();
+    if !abandoned.is_empty() {
+        for process in &mut report.processes {
+            if let Some((path, owner)) = intent::holding(process.pid, &abandoned) {
+                process.abandoned_by = Some(owner);
+                process.warnings.push(format!(
+                    "left mid-change by cudackpt PID {owner}, which died (intent record {}): run `cudackpt recover`",
+                    path.display()
+                ));
+            }
+        }
+    }
     // GPU memory per process, when NVML is there to say.
     match nvml::open().and_then(nvml::memory_by_process) {
         Ok(used) => {

@@ -82,6 +82,8 @@ pub struct ProcessReport {
     pub gpu_memory: Option<GpuMemory>,
     /// The checkpoint record written for it.
     pub record: Option<String>,
+    /// The PID of a cudackpt that died while changing it (`ps`).
+    pub abandoned_by: Option<i32>,
     /// Remarks that do not make the command fail (e.g. NCCL loaded).
     pub warnings: Vec<String>,
 }

@@ -76,6 +76,9 @@ pub struct ProcessDoc<'a> {
     pub gpu_memory_moved_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub record: Option<&'a str>,
+    /// A cudackpt that died while changing it (`ps`): `recover` it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub abandoned_by: Option<i32>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub warnings: &'a [String],
 }
@@ -147,6 +150,7 @@ fn process_doc(p: &ProcessReport) -> ProcessDoc<'_> {
             _ => None,
         },
         record: p.record.as_deref(),
+        abandoned_by: p.abandoned_by,
         warnings: &p.warnings,
     }
 }

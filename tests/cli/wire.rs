@@ -147,11 +147,14 @@ pub struct ProcessDoc {
     pub gpu_memory_moved_bytes: Option<u64>,
     /// The checkpoint record written for it (checkpointing commands).
     pub record: Option<String>,
+    /// A cudackpt that died while changing it (`ps`).
+    pub abandoned_by: Option<i32>,
 }
 
 impl ProcessDoc {
     fn check(&self) {
         assert!(self.pid > 0, "{self:?}");
+        assert!(self.abandoned_by.is_none_or(|owner| owner > 0), "{self:?}");
         // One figure, named once more by what it means.
         let named = self.gpu_memory_held_bytes.or(self.gpu_memory_moved_bytes);
         assert!(

@@ -69,6 +69,9 @@ fn kill_9_at_every_step_of_a_group_suspend_then_recover() {
         }
         killed += 1;
         if left == 1 {
+            let listing: ProcessCommandDoc = fx.json(&["ps", "--tree", &pids[0]], 0);
+            let owner = listing.process(group[0].pid).abandoned_by;
+            assert!(owner.is_some(), "run {run}: ps marks it: {listing:?}");
             let doc: ProcessCommandDoc = fx.json(&["lock", &pids[0]], 10);
             let error = doc.process(group[0].pid).error();
             assert_eq!(error.kind, Kind::NeedsRecovery, "run {run}: {error:?}");
