@@ -152,6 +152,54 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
     })
 }
 
+/// The transparent-huge-page mode: the host copy of a checkpoint goes
+/// into the process's own memory, in 2 MiB pages only with `always`.
+fn thp_check() -> Option<Check> {
+    let text = fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok()?;
+    let mode = parse_thp(&text)?;
+    Some(if mode == "always" {
+        Check::new(
+            "transparent huge pages",
+            Status::Ok,
+            "always: checkpoints copy GPU memory into 2 MiB pages",
+        )
+    } else {
+        Check::new(
+            "transparent huge pages",
+            Status::Info,
+            format!("{mode}: checkpoints copy GPU memory into 4 KiB pages"),
+        )
+        .hint("measured on an H100 (driver 580): an 8 GiB checkpoint takes 2.8-3.3 s with `always` against 4.2-5.4 s with `madvise` or `never`; `echo always > /sys/kernel/mm/transparent_hugepage/enabled` (host-wide, for every process)")
+    })
+}
+
+/// The bracketed mode of a THP setting: `always [madvise] never` (pure).
+fn parse_thp(text: &str) -> Option<&str> {
+    let start = text.find('[')? + 1;
+    let end = start + text[start..].find(']')?;
+    Some(&text[start..end])
+}
+
+/// What this driver is known to restore, from the facts table in force.
+fn restorability_check(cuda_version: Option<i32>) -> Check {
+    use crate::ops::restorable::{facts_for, Verdict};
+    let facts = facts_for(cuda_version);
+    let word = |verdict| match verdict {
+        Verdict::Lost => "refused (never restored)",
+        Verdict::Restorable => "allowed",
+    };
+    Check::new(
+        "restorability facts",
+        Status::Info,
+        format!(
+            "checkpoints of CUDA IPC parties: {}; of NCCL ranks over P2P or shared memory: {}; NCCL over sockets: allowed ({})",
+            word(facts.ipc),
+            word(facts.nccl_p2p_shm),
+            facts.source
+        ),
+    )
+}
+
 fn criu_check() -> Check {
     let Some(path) = find_on_path("criu") else {
         return Check::new("criu", Status::Info, "not on PATH")
@@ -282,10 +330,40 @@ pub fn examine(libcuda: Option<&Path>) -> DoctorReport {
         }
     }
     checks.extend(privilege_checks(&Privileges::current_with_ptrace_scope()));
+    checks.extend(thp_check());
+    checks.push(restorability_check(facts.cuda_version.as_deref().and_then(
+        |v| {
+            let (major, minor) = v.split_once('.')?;
+            Some(major.parse::<i32>().ok()? * 1000 + minor.parse::<i32>().ok()? * 10)
+        },
+    )));
     checks.push(criu_check());
     DoctorReport {
         checks,
         driver: facts,
         gpus,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_thp_mode_is_the_bracketed_one() {
+        assert_eq!(parse_thp("always [madvise] never\n"), Some("madvise"));
+        assert_eq!(parse_thp("[always] madvise never"), Some("always"));
+        assert_eq!(parse_thp("nothing"), None);
+    }
+
+    #[test]
+    fn the_facts_in_force_are_said() {
+        let facts = restorability_check(Some(13000));
+        assert_eq!(facts.status, Status::Info);
+        assert!(
+            facts.detail.contains("CUDA IPC parties: refused"),
+            "{facts:?}"
+        );
+        assert!(facts.detail.contains("580.159.04"), "{facts:?}");
     }
 }

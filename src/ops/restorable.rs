@@ -48,8 +48,7 @@ pub const FACTS: [DriverFacts; 1] = [DriverFacts {
     from_cuda: 0,
     ipc: Verdict::Lost,
     nccl_p2p_shm: Verdict::Lost,
-    source:
-        "measured on driver 580.159.04 (CUDA 13.0): the checkpoint succeeds, every restore fails",
+    source: "measured on driver 580.159.04 (CUDA 13.0)",
 }];
 
 /// The newest CUDA version the facts were measured on.
@@ -168,7 +167,7 @@ fn judge(target: &Target, found: &Evidence, facts: &DriverFacts) -> Option<Findi
             failure: Failure::new(
                 FailureKind::Unrestorable,
                 format!(
-                    "refused before any change: {who} {with} through CUDA IPC ({} in /proc/{}/maps); {}: the process would be lost",
+                    "refused before any change: {who} {with} through CUDA IPC ({} in /proc/{}/maps); {}, such a checkpoint succeeds and every restore fails: the process would be lost",
                     files.join(", "),
                     target.pid,
                     facts.source
@@ -213,7 +212,7 @@ fn judge(target: &Target, found: &Evidence, facts: &DriverFacts) -> Option<Findi
             failure: Failure::new(
                 FailureKind::Unrestorable,
                 format!(
-                    "refused before any change: {rank} whose P2P or shared-memory transport is in use; {}: the job would be lost",
+                    "refused before any change: {rank} whose P2P or shared-memory transport is in use; {}, such a checkpoint succeeds and every restore fails: the job would be lost",
                     facts.source
                 ),
                 format!("relaunch the job with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 (the socket transport restores) and suspend every rank together, {force}"),
