@@ -379,12 +379,16 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__doctor)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
+            opts="-v -q -y -h -V --cgroup --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --cgroup)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --libcuda)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

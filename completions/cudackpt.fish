@@ -316,6 +316,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s y -l yes -
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l cgroup -d 'Also weigh this cgroup\'s memory limits (and its ancestors\') against the GPU memory of its processes: a checkpoint needs that much headroom (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'

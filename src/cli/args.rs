@@ -360,7 +360,13 @@ pub enum Command {
     Devices,
     /// Check whether this host can checkpoint CUDA processes, and say what
     /// to fix.
-    Doctor,
+    Doctor {
+        /// Also weigh this cgroup's memory limits (and its ancestors')
+        /// against the GPU memory of its processes: a checkpoint needs
+        /// that much headroom (repeatable)
+        #[arg(long, value_name = "PATH")]
+        cgroup: Vec<PathBuf>,
+    },
     /// Checkpoint and restore this process's own GPU memory and check that
     /// the data survives.
     Demo {

@@ -60,7 +60,7 @@ devices: {\"schema_version\":1, \"command\":\"devices\", \"ok\":BOOL, \"exit_cod
 demo: {\"schema_version\":1, \"command\":\"demo\", \"ok\":BOOL, \"exit_code\":N, \"pid\":N, \"size_bytes\":N, \"gpu\":GPU, \
 \"steps\":[{\"step\", \"ok\", \"state\", \"duration_ms\"}], \"data_intact\":BOOL, \"error\":ERROR}.";
 
-const ENVIRONMENT: [(&str, &str); 7] = [
+const ENVIRONMENT: [(&str, &str); 8] = [
     (
         "CUDACKPT_LIBCUDA",
         "The CUDA driver library to load (as --libcuda). As root, only a library owned by root and writable by nobody else.",
@@ -80,6 +80,10 @@ const ENVIRONMENT: [(&str, &str); 7] = [
     (
         "CUDACKPT_DRIVER_GPUS_DIR",
         "A directory read instead of /proc/driver/nvidia/gpus (for tests).",
+    ),
+    (
+        "CUDACKPT_CGROUP_ROOT",
+        "A directory read as the cgroup v2 mount instead of the one in /proc/self/mountinfo (for tests).",
     ),
     (
         "RUST_LOG",

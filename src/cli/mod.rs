@@ -141,7 +141,7 @@ pub fn run(cli: Cli) -> ExitStatus {
             sink.finish(&report)
         }
         Command::Devices => sink.finish(&devices::list(&Inventory::loading(libcuda))),
-        Command::Doctor => sink.finish(&doctor::examine(libcuda)),
+        Command::Doctor { cgroup } => sink.finish(&doctor::examine(libcuda, &cgroup)),
         Command::Demo { size_mib, device } => sink.finish(&demo::run(libcuda, size_mib, device)),
         Command::Completions { shell } => emit_artifact(output::write_stdout(
             &String::from_utf8_lossy(&artifacts::completions(shell)),

@@ -163,7 +163,7 @@ pub fn split(command: Command) -> Option<RawProcessCommand> {
             state,
             timeout,
         } => Raw::new(targets, Operation::Wait { state, timeout }),
-        Command::Doctor
+        Command::Doctor { .. }
         | Command::Devices
         | Command::CriuHook { .. }
         | Command::Ps { .. }

@@ -84,7 +84,7 @@ pub fn run(libcuda: Option<&Path>, size_mib: u64, device: i32) -> DemoReport {
         Ok(driver) => driver,
         Err(error) => {
             report.failure = Some(diagnose::from_load_error(&error));
-            report.diagnosis = Some(doctor::examine(libcuda));
+            report.diagnosis = Some(doctor::examine(libcuda, &[]));
             return report;
         }
     };
@@ -92,7 +92,7 @@ pub fn run(libcuda: Option<&Path>, size_mib: u64, device: i32) -> DemoReport {
         Ok(devices) => devices.iter().find(|d| d.ordinal == device).map(Gpu::from),
         Err(error) => {
             report.failure = Some(call_failure("list the GPUs", &error));
-            report.diagnosis = Some(doctor::examine(libcuda));
+            report.diagnosis = Some(doctor::examine(libcuda, &[]));
             return report;
         }
     };

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::commands::devices;
+use crate::commands::headroom;
 use crate::driver::{format_version, Driver, CHECKPOINT_FUNCTIONS};
 use crate::exit::ExitStatus;
 use crate::gpu::inventory::{Gpu, Inventory};
@@ -31,7 +32,7 @@ pub struct Check {
 }
 
 impl Check {
-    fn new(name: &'static str, status: Status, detail: impl Into<String>) -> Check {
+    pub fn new(name: &'static str, status: Status, detail: impl Into<String>) -> Check {
         Check {
             name,
             status,
@@ -41,12 +42,12 @@ impl Check {
         }
     }
 
-    fn hint(mut self, hint: impl Into<String>) -> Check {
+    pub fn hint(mut self, hint: impl Into<String>) -> Check {
         self.hint = Some(hint.into());
         self
     }
 
-    fn exit(mut self, exit: ExitStatus) -> Check {
+    pub fn exit(mut self, exit: ExitStatus) -> Check {
         self.exit = exit;
         self
     }
@@ -245,7 +246,7 @@ fn privilege_checks(privileges: &Privileges) -> Vec<Check> {
 }
 
 /// Examines the host. Loads the driver from `libcuda` when given.
-pub fn examine(libcuda: Option<&Path>) -> DoctorReport {
+pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
     let mut checks = Vec::new();
     let mut facts = DriverFacts {
         kernel_module_version: kernel_module_version(),
@@ -338,6 +339,7 @@ pub fn examine(libcuda: Option<&Path>) -> DoctorReport {
         },
     )));
     checks.push(criu_check());
+    checks.extend(cgroups.iter().map(|path| headroom::check(path)));
     DoctorReport {
         checks,
         driver: facts,

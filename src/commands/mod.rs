@@ -8,6 +8,7 @@ pub mod check;
 pub mod demo;
 pub mod devices;
 pub mod doctor;
+pub mod headroom;
 pub mod install_compat;
 pub mod pattern;
 pub mod ps;

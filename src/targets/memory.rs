@@ -5,9 +5,9 @@
 //! has (`MemAvailable`), and the cgroup v2 chain of a process with each
 //! level's limits and use. Read-only.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::files;
 use crate::targets::discover;
 
 /// One cgroup of a process's chain, with what its memory files say.
@@ -23,9 +23,17 @@ pub struct CgroupLevel {
     pub current: Option<u64>,
 }
 
+/// Cgroup and /proc files read here are a few lines; anything longer is
+/// not what it claims to be.
+const SMALL_FILE_CAP: u64 = 64 * 1024;
+
+fn read_small(path: &Path) -> Option<String> {
+    files::read_capped(path, SMALL_FILE_CAP).ok()
+}
+
 /// `MemAvailable` from /proc/meminfo, in bytes.
 pub fn mem_available() -> Option<u64> {
-    parse_mem_available(&fs::read_to_string("/proc/meminfo").ok()?)
+    parse_mem_available(&read_small(Path::new("/proc/meminfo"))?)
 }
 
 /// `MemAvailable: N kB` (pure).
@@ -39,7 +47,7 @@ pub fn parse_mem_available(meminfo: &str) -> Option<u64> {
 
 /// The cgroup v2 path of a process (`0::/path` in /proc/PID/cgroup).
 pub fn cgroup_of(pid: i32) -> Option<String> {
-    parse_cgroup_v2(&fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?)
+    parse_cgroup_v2(&read_small(Path::new(&format!("/proc/{pid}/cgroup")))?)
 }
 
 /// The `0::` line of /proc/PID/cgroup (pure).
@@ -80,14 +88,13 @@ pub fn chain(root: &Path, name: &str) -> Vec<CgroupLevel> {
 
 /// A memory file's number; `max` (no limit) and unreadable are `None`.
 fn limit(path: &Path) -> Option<u64> {
-    let text = fs::read_to_string(path).ok()?;
-    text.trim().parse().ok()
+    read_small(path)?.trim().parse().ok()
 }
 
 /// The `oom_kill` count of a cgroup's `memory.events`.
 pub fn oom_kills(root: &Path, name: &str) -> Option<u64> {
     let relative = name.strip_prefix('/').unwrap_or(name);
-    let text = fs::read_to_string(root.join(relative).join("memory.events")).ok()?;
+    let text = read_small(&root.join(relative).join("memory.events"))?;
     text.lines()
         .find_map(|line| line.strip_prefix("oom_kill ")?.trim().parse().ok())
 }
@@ -95,6 +102,7 @@ pub fn oom_kills(root: &Path, name: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn meminfo_and_cgroup_lines_are_read() {

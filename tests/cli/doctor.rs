@@ -1,6 +1,8 @@
 //! `doctor`: every check, in JSON and for people; exit 0 only when
 //! checkpointing can work, exit 7 when the driver cannot be used.
 
+use std::fs;
+
 use crate::support::{fake_libcuda, fake_uuid, privileged, texts, Fixture};
 use crate::wire::{CheckStatus, DoctorDoc};
 
@@ -129,4 +131,70 @@ fn doctor_with_an_old_driver_names_what_is_missing() {
         "{api:?}"
     );
     assert_eq!(doc.driver.cuda_version.as_deref(), Some("12.2"));
+}
+
+#[test]
+fn doctor_weighs_a_cgroups_memory_limits_against_the_gpu_memory_in_it() {
+    let fx = Fixture::new().with_nvml().with_cgroup_tree();
+    let target = fx.cuda_target();
+    fx.set_footprints(&[(target.pid, 4096)]);
+    let cgroup = fx.cgroup_of(target.pid, 1024);
+    fs::write(cgroup.join("cgroup.procs"), format!("{}\n", target.pid)).expect("procs");
+    fs::write(cgroup.join("memory.max"), format!("{}\n", 2u64 << 30)).expect("max");
+    let path = cgroup.to_string_lossy().into_owned();
+
+    let doc: DoctorDoc = fx.json(&["doctor", "--cgroup", &path], expected_status());
+    let check = doc.check_named("cgroup memory");
+    assert_eq!(check.status, CheckStatus::Warn, "{check:?}");
+    assert!(
+        check
+            .detail
+            .contains("memory.max 2048 MiB, memory.high none, 1024 MiB in use")
+            && check.detail.contains("1 CUDA process(es) hold 4096 MiB"),
+        "{check:?}"
+    );
+    assert!(
+        check.hint.as_deref().is_some_and(
+            |h| h.contains("would be refused (exit 8)") && h.contains("1024 MiB of room")
+        ),
+        "{check:?}"
+    );
+
+    fs::write(cgroup.join("memory.max"), format!("{}\n", 8u64 << 30)).expect("max");
+    let doc: DoctorDoc = fx.json(&["doctor", "--cgroup", &path], expected_status());
+    assert_eq!(doc.check_named("cgroup memory").status, CheckStatus::Ok);
+
+    let missing = fx
+        .dir()
+        .join("cgroup/no-such-pod")
+        .to_string_lossy()
+        .into_owned();
+    let doc: DoctorDoc = fx.json(&["doctor", "--cgroup", &missing], 2);
+    assert_eq!(doc.check_named("cgroup memory").status, CheckStatus::Fail);
+    fx.assert_no_calls("doctor --cgroup");
+}
+
+#[test]
+fn doctor_without_nvml_says_the_gpu_footprint_of_a_cgroup_is_unknown() {
+    let fx = Fixture::new().with_cgroup_tree();
+    let target = fx.cuda_target();
+    let cgroup = fx.cgroup_of(target.pid, 0);
+    fs::write(cgroup.join("cgroup.procs"), format!("{}\n", target.pid)).expect("procs");
+    let doc: DoctorDoc = fx.json(
+        &["doctor", "--cgroup", &cgroup.to_string_lossy()],
+        expected_status(),
+    );
+    let check = doc.check_named("cgroup memory");
+    assert_eq!(check.status, CheckStatus::Info);
+    assert!(
+        check.detail.contains("GPU memory of its processes unknown"),
+        "{check:?}"
+    );
+    assert!(
+        check
+            .hint
+            .as_deref()
+            .is_some_and(|h| h.contains("NVML is not available")),
+        "{check:?}"
+    );
 }

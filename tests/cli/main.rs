@@ -22,6 +22,7 @@ mod errors;
 mod groups;
 mod hardening;
 mod help;
+mod host_memory;
 mod json_contract;
 mod layout;
 mod maps;

@@ -254,6 +254,12 @@ pub struct Fixture {
     /// Whether the host shows its GPUs the way the kernel driver does
     /// (`/proc/driver/nvidia/gpus`), as every host with the driver does.
     kernel_gpus: bool,
+    /// Whether cudackpt finds NVML: the fake, copied as
+    /// `libnvidia-ml.so.1` into a directory on its library path.
+    nvml: bool,
+    /// Whether cudackpt (and the fake's `oom_kill`) read a cgroup tree under
+    /// the fixture instead of /sys/fs/cgroup.
+    cgroup_tree: bool,
 }
 
 impl Fixture {
@@ -267,7 +273,61 @@ impl Fixture {
                 .expect("tempdir"),
             devices: None,
             kernel_gpus: true,
+            nvml: false,
+            cgroup_tree: false,
         }
+    }
+
+    /// This fixture, with NVML on the host: the fake NVML, which lists the
+    /// processes given to [`Fixture::set_footprints`].
+    pub fn with_nvml(self) -> Fixture {
+        let dir = self.dir().join("nvml-lib");
+        fs::create_dir_all(&dir).expect("a library directory");
+        fs::copy(fake_libcuda(), dir.join("libnvidia-ml.so.1")).expect("copy the fake as NVML");
+        Fixture { nvml: true, ..self }
+    }
+
+    /// What the fake NVML says each process holds on the first GPU (MiB).
+    pub fn set_footprints(&self, footprints: &[(i32, u64)]) {
+        let lines: Vec<String> = footprints
+            .iter()
+            .map(|(pid, mib)| format!("{pid}:{mib}\n"))
+            .collect();
+        fs::write(self.dir().join("nvml-processes"), lines.concat()).expect("nvml-processes");
+    }
+
+    /// This fixture, with a cgroup v2 tree of its own standing in for
+    /// /sys/fs/cgroup (see [`Fixture::cgroup_of`]).
+    pub fn with_cgroup_tree(self) -> Fixture {
+        fs::create_dir_all(self.cgroup_root()).expect("a cgroup root");
+        Fixture {
+            cgroup_tree: true,
+            ..self
+        }
+    }
+
+    fn cgroup_root(&self) -> PathBuf {
+        self.dir().join("cgroup")
+    }
+
+    /// The directory that stands for `pid`'s cgroup in the fixture's tree
+    /// (the path /proc/PID/cgroup names, made there), with `memory.events`
+    /// counting no OOM kill yet and `memory.current` at `current_mib`.
+    pub fn cgroup_of(&self, pid: i32, current_mib: u64) -> PathBuf {
+        let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("/proc/PID/cgroup");
+        let name = text
+            .lines()
+            .find_map(|line| line.strip_prefix("0::"))
+            .expect("a cgroup v2 line");
+        let dir = self.cgroup_root().join(name.trim_start_matches('/'));
+        fs::create_dir_all(&dir).expect("the cgroup directory");
+        fs::write(dir.join("memory.events"), "oom 0\noom_kill 0\n").expect("memory.events");
+        fs::write(
+            dir.join("memory.current"),
+            format!("{}\n", current_mib << 20),
+        )
+        .expect("memory.current");
+        dir
     }
 
     /// A fixture whose fake driver exposes these devices (`NAME:MIB,...`).
@@ -555,6 +615,20 @@ impl Fixture {
             Some(devices) => command.env("FAKE_CUDA_DEVICES", devices),
             None => command.env_remove("FAKE_CUDA_DEVICES"),
         };
+        if self.nvml {
+            command.env("LD_LIBRARY_PATH", self.dir().join("nvml-lib"));
+        } else {
+            command.env_remove("LD_LIBRARY_PATH");
+        }
+        if self.cgroup_tree {
+            command
+                .env("CUDACKPT_CGROUP_ROOT", self.cgroup_root())
+                .env("FAKE_CUDA_CGROUP_ROOT", self.cgroup_root());
+        } else {
+            command
+                .env_remove("CUDACKPT_CGROUP_ROOT")
+                .env_remove("FAKE_CUDA_CGROUP_ROOT");
+        }
         if self.kernel_gpus {
             let devices = self.devices.as_deref().unwrap_or(FAKE_DEFAULT_DEVICES);
             command.env("CUDACKPT_DRIVER_GPUS_DIR", self.kernel_gpus_dir(devices));

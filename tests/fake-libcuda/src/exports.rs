@@ -11,6 +11,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use crate::codes::{self, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_UNKNOWN, CUDA_SUCCESS};
 use crate::devices::{self, Uuid};
 use crate::memory;
+use crate::nvml;
 use crate::ops::{self, Request};
 
 type CUresult = c_int;
@@ -466,5 +467,223 @@ pub unsafe extern "C" fn cuCheckpointProcessRestore(
             }
         }
         checkpoint_call(pid, Request::Restore { pairs }, ok)
+    })
+}
+
+// ----------------------------------------------------------------- NVML
+// Answered when the tests copy this library as `libnvidia-ml.so.1` (see
+// `nvml`). `nvmlDevice_t` handles are `NVML_HANDLE_BASE + 16 * index`.
+
+type NvmlReturn = c_uint;
+type NvmlDevice = *mut c_void;
+
+const NVML_HANDLE_BASE: usize = 0x0fa4_f000;
+
+/// `nvmlMemory_v2_t`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct NvmlMemoryV2 {
+    version: c_uint,
+    total: u64,
+    reserved: u64,
+    free: u64,
+    used: u64,
+}
+
+/// `nvmlProcessInfo_t` (v2 and v3).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct NvmlProcessInfo {
+    pid: c_uint,
+    used_gpu_memory: u64,
+    gpu_instance_id: c_uint,
+    compute_instance_id: c_uint,
+}
+
+const _: () = assert!(std::mem::size_of::<NvmlMemoryV2>() == 40);
+const _: () = assert!(std::mem::size_of::<NvmlProcessInfo>() == 24);
+
+/// Runs `body`, turning a panic into `NVML_ERROR_UNKNOWN`.
+fn nvml_guard(body: impl FnOnce() -> NvmlReturn) -> NvmlReturn {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(nvml::NVML_ERROR_UNKNOWN)
+}
+
+/// The device behind a handle, with its index.
+fn nvml_device(handle: NvmlDevice) -> Result<(usize, devices::Device), NvmlReturn> {
+    let offset = (handle as usize)
+        .checked_sub(NVML_HANDLE_BASE)
+        .filter(|o| o % 16 == 0)
+        .ok_or(nvml::NVML_ERROR_INVALID_ARGUMENT)?;
+    let index = offset / 16;
+    nvml::devices()?
+        .into_iter()
+        .nth(index)
+        .map(|device| (index, device))
+        .ok_or(nvml::NVML_ERROR_INVALID_ARGUMENT)
+}
+
+/// `put_string` with NVML's argument error.
+///
+/// # Safety
+/// `out` must be null or valid for writes of `len` bytes.
+unsafe fn nvml_put_string(out: *mut c_char, len: c_uint, text: &str) -> NvmlReturn {
+    let Ok(len) = c_int::try_from(len) else {
+        return nvml::NVML_ERROR_INVALID_ARGUMENT;
+    };
+    // SAFETY: forwarded from the caller's contract.
+    match unsafe { put_string(out, len, text) } {
+        CUDA_SUCCESS => nvml::NVML_SUCCESS,
+        _ => nvml::NVML_ERROR_INVALID_ARGUMENT,
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
+    nvml_guard(|| nvml::devices().map_or_else(|code| code, |_| nvml::NVML_SUCCESS))
+}
+
+#[no_mangle]
+pub extern "C" fn nvmlShutdown() -> NvmlReturn {
+    nvml::NVML_SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn nvmlErrorString(code: NvmlReturn) -> *const c_char {
+    nvml::error_string(code).as_ptr()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlSystemGetDriverVersion(out: *mut c_char, len: c_uint) -> NvmlReturn {
+    // SAFETY: `out` is writable for `len` bytes (NVML API contract).
+    nvml_guard(|| unsafe { nvml_put_string(out, len, nvml::DRIVER_VERSION) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> NvmlReturn {
+    nvml_guard(|| match nvml::devices() {
+        Ok(list) => match c_uint::try_from(list.len()) {
+            // SAFETY: `count` is null or points to a C uint (NVML API contract).
+            Ok(n) if unsafe { put(count, n) } == CUDA_SUCCESS => nvml::NVML_SUCCESS,
+            _ => nvml::NVML_ERROR_INVALID_ARGUMENT,
+        },
+        Err(code) => code,
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
+    index: c_uint,
+    device: *mut NvmlDevice,
+) -> NvmlReturn {
+    nvml_guard(|| {
+        let handle = (NVML_HANDLE_BASE + 16 * index as usize) as NvmlDevice;
+        if let Err(code) = nvml_device(handle) {
+            return code;
+        }
+        // SAFETY: `device` is null or points to a handle (NVML API contract).
+        match unsafe { put(device, handle) } {
+            CUDA_SUCCESS => nvml::NVML_SUCCESS,
+            _ => nvml::NVML_ERROR_INVALID_ARGUMENT,
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetUUID(
+    device: NvmlDevice,
+    out: *mut c_char,
+    len: c_uint,
+) -> NvmlReturn {
+    nvml_guard(|| match nvml_device(device) {
+        Ok((index, _)) => {
+            let text = format!("GPU-{}", devices::format_uuid(&devices::uuid(index)));
+            // SAFETY: `out` is writable for `len` bytes (NVML API contract).
+            unsafe { nvml_put_string(out, len, &text) }
+        }
+        Err(code) => code,
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetName(
+    device: NvmlDevice,
+    out: *mut c_char,
+    len: c_uint,
+) -> NvmlReturn {
+    nvml_guard(|| match nvml_device(device) {
+        // SAFETY: `out` is writable for `len` bytes (NVML API contract).
+        Ok((_, found)) => unsafe { nvml_put_string(out, len, &found.name) },
+        Err(code) => code,
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
+    device: NvmlDevice,
+    memory: *mut NvmlMemoryV2,
+) -> NvmlReturn {
+    nvml_guard(|| {
+        let (index, found) = match nvml_device(device) {
+            Ok(found) => found,
+            Err(code) => return code,
+        };
+        let total = found.total_bytes();
+        let used: u64 = nvml::processes_on(index).iter().map(|(_, b)| b).sum();
+        let used = used.min(total);
+        let info = NvmlMemoryV2 {
+            version: 2 << 24 | 40,
+            total,
+            reserved: 0,
+            free: total - used,
+            used,
+        };
+        // SAFETY: `memory` is null or points to an nvmlMemory_v2_t (NVML API contract).
+        match unsafe { put(memory, info) } {
+            CUDA_SUCCESS => nvml::NVML_SUCCESS,
+            _ => nvml::NVML_ERROR_INVALID_ARGUMENT,
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
+    device: NvmlDevice,
+    count: *mut c_uint,
+    infos: *mut NvmlProcessInfo,
+) -> NvmlReturn {
+    nvml_guard(|| {
+        let index = match nvml_device(device) {
+            Ok((index, _)) => index,
+            Err(code) => return code,
+        };
+        if count.is_null() {
+            return nvml::NVML_ERROR_INVALID_ARGUMENT;
+        }
+        let listed = nvml::processes_on(index);
+        // SAFETY: `count` is non-null and points to a C uint (NVML API contract).
+        let room = unsafe { count.read_unaligned() } as usize;
+        let Ok(found) = c_uint::try_from(listed.len()) else {
+            return nvml::NVML_ERROR_UNKNOWN;
+        };
+        // SAFETY: as above.
+        unsafe { count.write_unaligned(found) };
+        if listed.is_empty() {
+            return nvml::NVML_SUCCESS;
+        }
+        if infos.is_null() || room < listed.len() {
+            return nvml::NVML_ERROR_INSUFFICIENT_SIZE;
+        }
+        for (i, (pid, bytes)) in listed.into_iter().enumerate() {
+            let info = NvmlProcessInfo {
+                pid,
+                used_gpu_memory: bytes,
+                gpu_instance_id: u32::MAX,
+                compute_instance_id: u32::MAX,
+            };
+            // SAFETY: `infos` holds `room` entries (NVML API contract) and
+            // `i < listed.len() <= room`.
+            unsafe { infos.add(i).write_unaligned(info) };
+        }
+        nvml::NVML_SUCCESS
     })
 }

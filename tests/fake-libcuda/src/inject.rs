@@ -35,6 +35,9 @@ pub enum Effect {
     Busy(u64),
     /// Restore only: succeed but leave the caller's allocations scrambled.
     Corrupt,
+    /// Checkpoint only: the kernel's OOM killer takes the process (its
+    /// cgroup's host copy went over the limit); see `oom`.
+    OomKill,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,14 +70,18 @@ pub fn parse_rule(text: &str) -> Result<Rule, String> {
         (Effect::Busy(_), _) => return Err("busy applies to lock only".into()),
         (Effect::Corrupt, RuleOp::Proc(ProcOp::Restore)) => {}
         (Effect::Corrupt, _) => return Err("corrupt applies to restore only".into()),
+        (Effect::OomKill, RuleOp::Proc(ProcOp::Checkpoint)) => {}
+        (Effect::OomKill, _) => return Err("oom_kill applies to checkpoint only".into()),
         _ => {}
     }
     Ok(Rule { op, pid, effect })
 }
 
 fn parse_effect(text: &str) -> Result<Effect, String> {
-    if text == "corrupt" {
-        return Ok(Effect::Corrupt);
+    match text {
+        "corrupt" => return Ok(Effect::Corrupt),
+        "oom_kill" => return Ok(Effect::OomKill),
+        _ => {}
     }
     let (kind, arg) = text
         .split_once(':')

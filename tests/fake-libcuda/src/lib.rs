@@ -11,6 +11,8 @@
 //! - `procfs`: facts about processes from `/proc`.
 //! - `devices`: the fake GPUs, `cuInit`, GPU-map checks.
 //! - `memory`: contexts and "device" memory (host memory) for `demo`.
+//! - `oom`: the `oom_kill` effect (the kernel killing a target, counted in a cgroup tree).
+//! - `nvml`: the fake NVML, for when the library is copied as `libnvidia-ml.so.1`.
 //! - `codes`: `CUresult` values and their names.
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -21,6 +23,8 @@ mod devices;
 mod exports;
 mod inject;
 mod memory;
+mod nvml;
+mod oom;
 mod ops;
 mod procfs;
 mod state;

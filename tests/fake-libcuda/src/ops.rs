@@ -129,6 +129,12 @@ fn perform(pid: i32, request: &Request) -> Reply {
         }
         Some(Effect::Busy(ms)) => busy_ms = Some(ms),
         Some(Effect::Corrupt) => corrupt = true,
+        Some(Effect::OomKill) => {
+            crate::oom::kill(target.tgid);
+            // What the real driver answered for a process the kernel was
+            // tearing down (SPEC 2).
+            return Reply::code(CUDA_ERROR_OPERATING_SYSTEM);
+        }
         None => {}
     }
     let result = match request {

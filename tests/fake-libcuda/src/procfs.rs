@@ -66,6 +66,11 @@ fn parse_tgid(status: &str) -> Option<i32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// Field 22 of `/proc/PID/stat`: when process `pid` started.
+pub fn starttime(pid: i32) -> Option<u64> {
+    parse_starttime(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
 /// Field 22 (starttime) of a `/proc/PID/stat` text; the command name (field
 /// 2) may hold spaces and parentheses, so fields are counted after the last `)`.
 fn parse_starttime(stat: &str) -> Option<u64> {

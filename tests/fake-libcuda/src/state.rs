@@ -246,6 +246,11 @@ impl Store {
     pub fn inject_rules(&self) -> Option<String> {
         std::fs::read_to_string(self.dir.join("inject")).ok()
     }
+
+    /// The content of the fake NVML's `nvml-processes` file, if there is one.
+    pub fn nvml_processes(&self) -> Option<String> {
+        std::fs::read_to_string(self.dir.join("nvml-processes")).ok()
+    }
 }
 
 /// Takes a `flock` of `operation` (`LOCK_SH` / `LOCK_EX`) on `file`; it is

@@ -1,0 +1,127 @@
+//! doctor's `--cgroup` check: the memory limits of a cgroup (and of every
+//! ancestor) against the GPU memory of the processes in it. A checkpoint
+//! copies each process's GPU memory into its host memory, charged to its
+//! cgroup, so a container needs headroom at least its GPU footprint; this
+//! says whether it has it before anyone tries (the same arithmetic as the
+//! checkpoint's pre-flight, `ops::host_memory::judge`).
+
+use std::path::Path;
+
+use crate::commands::doctor::{Check, Status};
+use crate::exit::ExitStatus;
+use crate::gpu::nvml;
+use crate::ops::host_memory::{judge, Need};
+use crate::targets::discover;
+use crate::targets::memory::{self, CgroupLevel};
+
+const NAME: &str = "cgroup memory";
+
+fn mib(bytes: u64) -> u64 {
+    bytes >> 20
+}
+
+/// One level's limits for people: `memory.max 2048 MiB, memory.high none,
+/// 1024 MiB in use` (pure).
+pub fn describe_level(level: &CgroupLevel) -> String {
+    let limit =
+        |value: Option<u64>| value.map_or("none".to_string(), |b| format!("{} MiB", mib(b)));
+    let used = level
+        .current
+        .map_or(String::new(), |b| format!(", {} MiB in use", mib(b)));
+    format!(
+        "{}: memory.max {}, memory.high {}{used}",
+        level.name,
+        limit(level.max),
+        limit(level.high)
+    )
+}
+
+/// The check for the cgroup the user named.
+pub fn check(path: &Path) -> Check {
+    let resolved = discover::resolve_cgroup(path).and_then(|dir| {
+        let root = discover::cgroup2_root().ok_or("no cgroup v2 mount")?;
+        let name = match (dir.canonicalize(), root.canonicalize()) {
+            (Ok(dir), Ok(root)) => dir
+                .strip_prefix(&root)
+                .map(|rel| format!("/{}", rel.display()))
+                .map_err(|_| {
+                    format!(
+                        "{} is not under the cgroup v2 mount {}",
+                        dir.display(),
+                        root.display()
+                    )
+                })?,
+            _ => return Err(format!("{} cannot be resolved", dir.display())),
+        };
+        Ok((root, dir, name))
+    });
+    let (root, dir, name) = match resolved {
+        Ok(found) => found,
+        Err(why) => {
+            return Check::new(NAME, Status::Fail, why)
+                .hint("name a cgroup directory, or a path under the cgroup v2 mount as /proc/PID/cgroup shows it")
+                .exit(ExitStatus::Usage)
+        }
+    };
+    let chain = memory::chain(&root, &name);
+    let limits: Vec<String> = chain
+        .iter()
+        .filter(|l| l.max.is_some() || l.high.is_some() || l.name == name)
+        .map(describe_level)
+        .collect();
+    let pids = discover::cgroup_pids(&dir).unwrap_or_default();
+    let footprints = match nvml::open().and_then(nvml::memory_by_process) {
+        Ok(footprints) => footprints,
+        Err(why) => {
+            return Check::new(
+                NAME,
+                Status::Info,
+                format!("{}; GPU memory of its processes unknown", limits.join("; ")),
+            )
+            .hint(format!("{why}: without it the headroom a checkpoint needs (the GPU footprint) cannot be weighed"));
+        }
+    };
+    let needs: Vec<Need> = pids
+        .iter()
+        .filter_map(|&pid| {
+            let bytes = *footprints.get(&pid)?;
+            Some(Need {
+                pid,
+                bytes,
+                chain: memory::chain(&root, &memory::cgroup_of(pid)?),
+            })
+        })
+        .collect();
+    let footprint: u64 = needs.iter().map(|n| n.bytes).sum();
+    let detail = format!(
+        "{}; its {} CUDA process(es) hold {} MiB of GPU memory",
+        limits.join("; "),
+        needs.len(),
+        mib(footprint)
+    );
+    match judge(&needs, None) {
+        Ok(()) => Check::new(NAME, Status::Ok, detail),
+        Err(why) => Check::new(NAME, Status::Warn, detail).hint(format!(
+            "a checkpoint of them would be refused (exit 8): {why}; give the cgroup headroom of at least its GPU footprint"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_level_says_its_limits_and_use() {
+        let level = CgroupLevel {
+            name: "/pod".into(),
+            max: Some(2 << 30),
+            high: None,
+            current: Some(1 << 30),
+        };
+        assert_eq!(
+            describe_level(&level),
+            "/pod: memory.max 2048 MiB, memory.high none, 1024 MiB in use"
+        );
+    }
+}

@@ -1,0 +1,134 @@
+//! The host-memory pre-flight and the OOM post-mortem (SPEC 10), with the
+//! fake NVML telling each target's GPU footprint and a cgroup tree of the
+//! fixture's own standing in for /sys/fs/cgroup. A checkpoint copies a
+//! target's GPU memory into its host memory, charged to its cgroup: one that
+//! does not fit is refused before any driver call (exit 8,
+//! `insufficient_host_memory`); forced, the kernel kills the process, and the
+//! report says `oom_killed` (exit 5) with the cgroup and its limit.
+
+use std::fs;
+
+use crate::support::{texts, Fixture};
+use crate::wire::{ErrorDoc, Kind, ProcessCommandDoc, State};
+
+const GIB: u64 = 1 << 30;
+
+/// The error of a refused group: the command's, or the process's.
+fn refusal(doc: &ProcessCommandDoc, pid: i32) -> ErrorDoc {
+    doc.error
+        .clone()
+        .or_else(|| doc.process(pid).error.clone())
+        .unwrap_or_else(|| panic!("a refusal: {doc:?}"))
+}
+
+#[test]
+fn a_target_whose_cgroup_cannot_hold_its_gpu_memory_is_refused_then_oom_killed_when_forced() {
+    let fx = Fixture::new().with_nvml().with_cgroup_tree();
+    let target = fx.cuda_target();
+    fx.set_footprints(&[(target.pid, 4096)]);
+    let cgroup = fx.cgroup_of(target.pid, 1);
+    fs::write(cgroup.join("memory.max"), format!("{}\n", 2 * GIB)).expect("memory.max");
+    fx.take_calls();
+
+    let pid = target.arg();
+    for command in ["suspend", "checkpoint", "check"] {
+        if command == "check" {
+            fx.assert_no_calls("a checkpoint its cgroup cannot hold");
+        }
+        let doc: ProcessCommandDoc = fx.json(&[command, &pid], 8);
+        let error = refusal(&doc, target.pid);
+        assert_eq!(error.kind, Kind::InsufficientHostMemory, "{command:?}");
+        for figure in [
+            "2047 MiB of room under its memory.max",
+            "charge it 4096 MiB",
+        ] {
+            assert!(error.message.contains(figure), "{command:?}: {error:?}");
+        }
+        assert!(
+            error.hint.as_deref().is_some_and(|h| h.contains("--force")),
+            "{error:?}"
+        );
+    }
+    // check asks the state, and nothing else.
+    let calls = fx.take_calls();
+    assert!(calls.iter().all(|c| c.op == "get_state"), "{calls:?}");
+    assert_eq!(fx.state_of(&target), "running");
+
+    // Forced: the fake driver plays the kernel, killing the process and
+    // counting it in the cgroup's memory.events.
+    fs::write(fx.dir().join("inject"), "checkpoint=oom_kill\n").expect("inject");
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--force", &target.arg()], 5);
+    let error = doc.process(target.pid).error();
+    assert_eq!(error.kind, Kind::OomKilled, "{doc:?}");
+    assert!(
+        error.message.contains("memory limit 2048 MiB")
+            && error.message.contains("oom_kill 0 -> 1"),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn the_footprints_of_a_group_are_summed_per_cgroup() {
+    let fx = Fixture::new().with_nvml().with_cgroup_tree();
+    let (a, b) = (fx.cuda_target(), fx.cuda_target());
+    fx.set_footprints(&[(a.pid, 1536), (b.pid, 1536)]);
+    let cgroup = fx.cgroup_of(a.pid, 0);
+    assert_eq!(cgroup, fx.cgroup_of(b.pid, 0), "siblings share a cgroup");
+    fs::write(cgroup.join("memory.high"), format!("{}\n", 2 * GIB)).expect("memory.high");
+    fx.take_calls();
+
+    // Each fits alone; together they do not.
+    let doc: ProcessCommandDoc = fx.json(&["suspend", &a.arg(), &b.arg()], 8);
+    let error = refusal(&doc, a.pid);
+    assert_eq!(error.kind, Kind::InsufficientHostMemory);
+    assert!(error.message.contains("memory.high"), "{error:?}");
+    assert!(error.message.contains("charge it 3072 MiB"), "{error:?}");
+    fx.assert_no_calls("a group over its cgroup's memory.high");
+
+    let doc: ProcessCommandDoc = fx.json(&["suspend", &a.arg()], 0);
+    assert_eq!(doc.process(a.pid).state, State::Checkpointed);
+    // Checkpointed, a holds no GPU memory (NVML no longer lists it), so
+    // b now fits, and resume never weighs anything.
+    fx.json::<ProcessCommandDoc>(&["suspend", &b.arg()], 0);
+    fx.json::<ProcessCommandDoc>(&["resume", &a.arg(), &b.arg()], 0);
+}
+
+#[test]
+fn more_gpu_memory_than_the_host_has_available_is_refused_without_any_limit() {
+    let fx = Fixture::new().with_nvml().with_cgroup_tree();
+    let target = fx.cuda_target();
+    // 64 PiB: more than any test machine's MemAvailable.
+    fx.set_footprints(&[(target.pid, 64 << 30)]);
+    fx.take_calls();
+    let doc: ProcessCommandDoc = fx.json(&["suspend", &target.arg()], 8);
+    let error = refusal(&doc, target.pid);
+    assert_eq!(error.kind, Kind::InsufficientHostMemory);
+    assert!(error.message.contains("(MemAvailable)"), "{error:?}");
+    fx.assert_no_calls("a checkpoint the host cannot hold");
+    // NVML shows the footprint in ps.
+    let doc: ProcessCommandDoc = fx.json(&["ps", "--tree", &target.arg()], 0);
+    assert_eq!(
+        doc.process(target.pid).gpu_memory_bytes,
+        Some((64u64 << 30) << 20)
+    );
+}
+
+#[test]
+fn without_nvml_a_target_under_a_memory_limit_is_checkpointed_with_a_remark() {
+    let fx = Fixture::new().with_cgroup_tree();
+    let target = fx.cuda_target();
+    let cgroup = fx.cgroup_of(target.pid, 0);
+    fs::write(cgroup.join("memory.max"), format!("{}\n", GIB)).expect("memory.max");
+    let output = fx
+        .cudackpt(&["suspend", &target.arg()])
+        .output()
+        .expect("run");
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("not checked against the memory limits")
+            && stderr.contains("NVML is not available"),
+        "{stderr}"
+    );
+    assert_eq!(fx.state_of(&target), "checkpointed");
+}
