@@ -14,15 +14,15 @@ use serde::Serialize;
 use crate::spawn::{run_cli, start_target, time_once};
 
 #[derive(Serialize, Clone)]
-struct Figure {
-    operation: String,
-    process_state: String,
-    tool: String,
-    median_ms: f64,
-    min_ms: f64,
-    p90_ms: f64,
-    runs: usize,
-    all_succeeded: bool,
+pub struct Figure {
+    pub operation: String,
+    pub process_state: String,
+    pub tool: String,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub p90_ms: f64,
+    pub runs: usize,
+    pub all_succeeded: bool,
 }
 
 fn summarize(
@@ -49,16 +49,16 @@ fn summarize(
 
 /// One thing to time: a single command, or a lock/unlock pair that leaves
 /// the process as it found it.
-struct Case<'a> {
-    tool: &'static str,
-    program: &'a Path,
-    commands: Vec<(&'static str, Vec<String>)>,
+pub struct Case<'a> {
+    pub tool: &'static str,
+    pub program: &'a Path,
+    pub commands: Vec<(&'static str, Vec<String>)>,
 }
 
 /// Times every case `runs` times after 3 warm-up rounds, interleaved: each
 /// round runs every case once, starting from a different case each round,
 /// so drift on the host (or in the driver) does not favour one tool.
-fn measure_interleaved(cases: &[Case<'_>], state: &str, runs: usize) -> Vec<Figure> {
+pub fn measure_interleaved(cases: &[Case<'_>], state: &str, runs: usize) -> Vec<Figure> {
     let mut samples: Vec<Vec<(Vec<Duration>, bool)>> = cases
         .iter()
         .map(|c| vec![(Vec::new(), true); c.commands.len()])

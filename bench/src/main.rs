@@ -7,10 +7,14 @@
 //!   the same N one by one, with a data check in every process after every
 //!   round.
 //!
+//! - `preflight` (`preflight.rs`): what the checkpoint pre-flights add to a
+//!   suspend (with and without `--force`).
+//!
 //! `spawn.rs` starts the GPU target program and times commands for both.
 
 mod group;
 mod latency;
+mod preflight;
 mod spawn;
 mod throughput;
 
@@ -81,6 +85,26 @@ enum BenchCommand {
         #[arg(long)]
         nvidia: Option<PathBuf>,
         /// Where to write every sample and the medians as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// What the pre-flights add to a suspend: dry runs and real cycles,
+    /// each with and without --force (which skips them).
+    Preflight {
+        /// The cudackpt binary to measure.
+        #[arg(long)]
+        cudackpt: PathBuf,
+        /// The GPU target program to start (tests/gpu-target).
+        #[arg(long)]
+        target: PathBuf,
+        /// Device memory the target holds.
+        #[arg(long, default_value_t = 2048)]
+        size_mib: u64,
+        /// Timed rounds of the dry runs (a third as many real cycles).
+        #[arg(long, default_value_t = 30,
+              value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
+        runs: usize,
+        /// Where to write the JSON results.
         #[arg(long)]
         json: Option<PathBuf>,
     },
@@ -160,6 +184,13 @@ fn main() -> ExitCode {
             nvidia: nvidia.as_deref(),
             json: json.as_deref(),
         }),
+        BenchCommand::Preflight {
+            cudackpt,
+            target,
+            size_mib,
+            runs,
+            json,
+        } => preflight::preflight(&cudackpt, &target, size_mib, runs, json.as_deref()),
         BenchCommand::Throughput {
             cudackpt,
             target,

@@ -556,6 +556,12 @@ def cgroup_memory_limit(tools):
         ready, seen = wait_for_line(log_path, "READY", 0, 120)
         line, seen = wait_for_line(log_path, "OK", seen, 60)
         pid = p.pid
+        checked = tools.json("check", pid, expect_code=8)
+        said = (checked.get("error") or checked["processes"][0].get("error") or {}).get("kind")
+        expect(said == "insufficient_host_memory", f"check: {checked}")
+        doctor_doc = tools.json("doctor", "--cgroup", cg)
+        headroom = next(c for c in doctor_doc["checks"] if c["name"] == "cgroup memory")
+        expect(headroom["status"] == "warn" and "would be refused" in (headroom.get("hint") or ""), f"doctor --cgroup: {headroom}")
         doc = tools.json("suspend", pid, expect_code=8)
         error = doc["processes"][0]["error"]
         expect(error["kind"] == "insufficient_host_memory", f"{error}")
@@ -583,6 +589,26 @@ def cgroup_memory_limit(tools):
             os.rmdir(cg)
         except OSError:
             pass
+
+
+@scenario("check agrees with what then happens: running and checkpointed targets (the IPC and cgroup scenarios check refusals)")
+def check_agrees(tools):
+    t = Target(tools, size_mib=1024)
+    try:
+        doc = tools.json("check", t.pid)
+        note = doc["processes"][0]["note"]
+        expect("suspend: every check passed" in note, f"check on a running target: {note}")
+        step(tools, "suspend", t.pid, "checkpointed")
+        doc = tools.json("check", t.pid)
+        note2 = doc["processes"][0]["note"]
+        expect("resume: every check passed" in note2 and "suspend: already there" in note2, f"check on a checkpointed target: {note2}")
+        step(tools, "resume", t.pid, "running")
+        t.verify()
+        dry = tools.json("suspend", "--dry-run", t.pid)
+        expect(tools.state(t.pid) == "running" and dry["ok"], f"a dry run changed something: {dry}")
+        return f"running: {note!r}; checkpointed: {note2!r}; both came true"
+    finally:
+        t.close()
 
 
 @scenario("kill -9 of cudackpt mid-suspend of 4 x 2 GiB, then recover: all running, data intact")
@@ -657,9 +683,12 @@ def ipc_pair_refused(tools):
         expect(pair.all_ok_since(0), "the pair never reported its data")
         maps = [open(f"/proc/{pid}/maps").read() for pid in pair.pids]
         expect(all("/dev/shm/cuda.shm." in m for m in maps), "both should map the driver's IPC file")
+        checked = tools.json("check", *pair.pids, expect_code=8)
         doc = tools.json("suspend", *pair.pids, expect_code=8)
         kinds = sorted(p["error"]["kind"] for p in doc["processes"])
         expect("unrestorable" in kinds, f"kinds {kinds}")
+        refused_by = lambda d: sorted(p["pid"] for p in d["processes"] if (p.get("error") or {}).get("kind") == "unrestorable")
+        expect(refused_by(checked) == refused_by(doc), f"check refused {refused_by(checked)}, suspend {refused_by(doc)}")
         for pid in pair.pids:
             expect(tools.state(pid) == "running", f"PID {pid} must still run")
         expect(pair.all_ok_since(time.time()), "the pair stopped reporting good data after the refusal")
@@ -1003,6 +1032,11 @@ def bench(tools, out_dir):
         args += ["--json", os.path.join(out_dir, "latency.json")]
     print("\nper-invocation latency (median of 30, whole process):", flush=True)
     subprocess.run(args, check=False)
+    args = [tools.bench, "preflight", "--cudackpt", tools.cudackpt, "--target", tools.target_bin, "--size-mib", "2048", "--runs", "30"]
+    if out_dir:
+        args += ["--json", os.path.join(out_dir, "preflight.json")]
+    print("\nwhat the checkpoint pre-flights add to a suspend (2 GiB target):", flush=True)
+    subprocess.run(args, check=False)
 
 
 def main():
@@ -1061,6 +1095,7 @@ def main():
     nccl_job(tools)
     cgroup_memory_limit(tools)
     killed_then_recovered(tools)
+    check_agrees(tools)
 
     count = {status: sum(r["status"] == status for r in RESULTS) for status in ["pass", "fail", "skip"]}
     print(f"\n{'scenario':<90} result")
