@@ -121,11 +121,39 @@ fn common_sections(roff: &mut Roff) {
         roff.text([bold(name)]);
         roff.text([roman(meaning)]);
     }
+    section(roff, "WHAT CAN BE CHECKPOINTED");
+    for (process, outcome) in checkpointable() {
+        roff.control("TP", []);
+        roff.text([bold(process)]);
+        roff.text([roman(outcome)]);
+    }
     section(roff, "SECURITY");
     for paragraph in TRUST_MODEL.split("\n\n") {
         roff.control("PP", []);
         roff.text([roman(paragraph)]);
     }
+}
+
+/// The "what can be checkpointed" table: the fixed rows, and those the
+/// restorability facts in force for the newest measured driver decide.
+fn checkpointable() -> Vec<(String, String)> {
+    use crate::ops::restorable::{facts_for, Verdict};
+    let facts = facts_for(None);
+    let lost = |verdict, found: &str| {
+        match verdict {
+        Verdict::Lost => format!("The checkpoint succeeds and no restore ever does. Refused before any driver call (exit 8, unrestorable) when {found}; --force or CUDACKPT_FORCE=1 checkpoints anyway."),
+        Verdict::Restorable => format!("Restored on this driver; checkpointed with a warning when {found}."),
+    }
+    };
+    vec![
+        ("Plain allocations, VMM, pinned host memory, several GPUs, CUDA graphs".into(), "Checkpointed and restored, data intact.".into()),
+        ("Managed (UVM) memory".into(), "The driver refuses the checkpoint (CUDA_ERROR_NOT_SUPPORTED, 801); nothing is lost and the process goes on.".into()),
+        ("A party to CUDA IPC (e.g. torch.multiprocessing sharing CUDA tensors)".into(), lost(facts.ipc, "its /proc/PID/maps shows the driver's /dev/shm/cuda.shm.* file (the peer is named)")),
+        ("A rank of a multi-process NCCL job over P2P or shared memory".into(), lost(facts.nccl_p2p_shm, "it has PyTorch's pt_nccl_watchdg thread, or WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS above 1 in its environment")),
+        ("The same rank launched with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 (sockets)".into(), "Restored; the job goes on. Suspend and resume every rank of the job in one command.".into()),
+        ("A process under a cgroup memory limit (a container)".into(), "The checkpoint copies its GPU memory into its own host memory, charged to its cgroup: without headroom of at least its GPU footprint the kernel OOM-kills it. Refused before any driver call (exit 8, insufficient_host_memory); doctor --cgroup PATH says whether a cgroup has the headroom. A target killed anyway is reported oom_killed (exit 5).".into()),
+        ("Source".into(), format!("{}; newer drivers are taken to behave the same until measured. doctor prints the facts in force.", facts.source)),
+    ]
 }
 
 /// What a sudo rule for cudackpt grants, for the man page (the README has
