@@ -1,64 +1,89 @@
 //! Stage 7b, the post-mortem of a target that died during a command that
 //! moves GPU memory: the host copy of a checkpoint is charged to the
 //! target's memory cgroup, and a kernel OOM kill then reads as "the process
-//! has exited" (the driver answers 304). So each target's cgroup `oom_kill`
-//! count is noted before the driver calls, and a target gone afterwards
-//! whose cgroup counted a new OOM kill is reported as `oom_killed`, with the
-//! cgroup and its limit.
+//! has exited" (the driver answers 304). So before the driver calls, each
+//! target's cgroup `oom_kill` count is noted and the kernel log (where
+//! readable: root) is opened at its end; a target gone afterwards whose
+//! cgroup counted a new OOM kill, or whom the kernel log says the OOM killer
+//! took, is reported as `oom_killed`, with the cgroup, its limit and the
+//! kernel's line.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use crate::ops::diagnose::{describe_process, Failure, FailureKind};
 use crate::ops::plan::Operation;
 use crate::ops::report::ProcessReport;
 use crate::targets::discover;
+use crate::targets::kmsg::{self, KernelLog};
 use crate::targets::memory;
 use crate::targets::process::Target;
 
-/// Each target's cgroup and its OOM kills so far.
+/// Each target's cgroup and its OOM kills so far, and the kernel log from
+/// before the driver calls.
 pub struct Watch {
-    root: PathBuf,
+    root: Option<PathBuf>,
     entries: Vec<(i32, String, u64)>,
+    kernel_log: Option<Mutex<KernelLog>>,
 }
 
-/// Notes the OOM kills of the targets' cgroups, for commands that move GPU
-/// memory (`None` for others, and without cgroup v2).
+/// Notes the OOM kills of the targets' cgroups and opens the kernel log,
+/// for commands that move GPU memory (`None` for others).
 pub fn watch(operation: &Operation, targets: &[Target]) -> Option<Watch> {
     if !operation.moves_memory() {
         return None;
     }
-    let root = discover::cgroup2_root()?;
-    let entries = targets
-        .iter()
-        .filter_map(|t| {
-            let name = memory::cgroup_of(t.pid)?;
-            let count = memory::oom_kills(&root, &name)?;
-            Some((t.pid, name, count))
-        })
-        .collect();
-    Some(Watch { root, entries })
+    let root = discover::cgroup2_root();
+    let entries = match &root {
+        Some(root) => targets
+            .iter()
+            .filter_map(|t| {
+                let name = memory::cgroup_of(t.pid)?;
+                let count = memory::oom_kills(root, &name)?;
+                Some((t.pid, name, count))
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    Some(Watch {
+        root,
+        entries,
+        kernel_log: KernelLog::from_now(Path::new(kmsg::KERNEL_LOG)).map(Mutex::new),
+    })
 }
 
 impl Watch {
-    /// Names an OOM kill where a target is gone and its cgroup counted one.
+    /// Names an OOM kill where a target is gone and its cgroup counted one
+    /// or the kernel logged it.
     pub fn diagnose(&self, reports: &mut [ProcessReport]) {
-        for report in reports.iter_mut() {
+        let gone = |report: &ProcessReport| {
             // Gone, or the driver's 304 from a process being killed (it can
             // still show in /proc while the kernel tears it down).
-            let gone = report.failure.as_ref().is_some_and(|f| {
+            report.failure.as_ref().is_some_and(|f| {
                 f.kind == FailureKind::NoSuchProcess
                     || f.cuda
                         .is_some_and(|c| c.code == crate::driver::code::OPERATING_SYSTEM)
-            });
-            let Some((_, cgroup, before)) =
-                self.entries.iter().find(|(pid, _, _)| *pid == report.pid)
-            else {
-                continue;
-            };
-            if !gone {
-                continue;
-            }
-            if let Some(failure) = oom_verdict(&self.root, report, cgroup, *before) {
+            })
+        };
+        if !reports.iter().any(gone) {
+            return;
+        }
+        let logged = self
+            .kernel_log
+            .as_ref()
+            .map(|log| {
+                log.lock()
+                    .map_or_else(|_| Vec::new(), |mut log| log.messages_since())
+            })
+            .unwrap_or_default();
+        for report in reports.iter_mut().filter(|r| gone(r)) {
+            let cgroup = self
+                .entries
+                .iter()
+                .find(|(pid, _, _)| *pid == report.pid)
+                .map(|(_, name, before)| (name.as_str(), *before));
+            let kernel_line = kmsg::oom_kill_of(&logged, report.pid);
+            if let Some(failure) = oom_verdict(self.root.as_deref(), report, cgroup, kernel_line) {
                 report.failure = Some(failure);
             }
         }
@@ -78,23 +103,44 @@ fn vanishes(pid: i32) -> bool {
     true
 }
 
-/// The OOM verdict on one gone process, if its cgroup counted a new kill.
-fn oom_verdict(root: &Path, report: &ProcessReport, cgroup: &str, before: u64) -> Option<Failure> {
-    let after = memory::oom_kills(root, cgroup)?;
-    if after <= before || !vanishes(report.pid) {
+/// The OOM verdict on one gone process: its cgroup (name, kills before)
+/// counted a new kill, or the kernel logged `kernel_line`.
+fn oom_verdict(
+    root: Option<&Path>,
+    report: &ProcessReport,
+    cgroup: Option<(&str, u64)>,
+    kernel_line: Option<&str>,
+) -> Option<Failure> {
+    let counted = match (root, cgroup) {
+        (Some(root), Some((name, before))) => memory::oom_kills(root, name)
+            .filter(|&after| after > before)
+            .map(|after| (root, name, before, after)),
+        _ => None,
+    };
+    if (counted.is_none() && kernel_line.is_none()) || !vanishes(report.pid) {
         return None;
     }
-    let limit = memory::chain(root, cgroup)
-        .first()
-        .and_then(|level| level.max.or(level.high))
-        .map_or("no limit of its own; an ancestor's".to_string(), |bytes| {
-            format!("memory limit {} MiB", bytes >> 20)
-        });
+    let mut evidence = Vec::new();
+    if let Some((root, name, before, after)) = counted {
+        let limit = memory::chain(root, name)
+            .first()
+            .and_then(|level| level.max.or(level.high))
+            .map_or("no limit of its own; an ancestor's".to_string(), |bytes| {
+                format!("memory limit {} MiB", bytes >> 20)
+            });
+        evidence.push(format!(
+            "its cgroup {name} ({limit}) counted an OOM kill (memory.events oom_kill {before} -> {after})"
+        ));
+    }
+    if let Some(line) = kernel_line {
+        evidence.push(format!("the kernel logged \"{line}\""));
+    }
     Some(Failure::new(
         FailureKind::OomKilled,
         format!(
-            "{} was killed by the kernel's OOM killer during the command: its cgroup {cgroup} ({limit}) counted an OOM kill (memory.events oom_kill {before} -> {after}); the checkpoint copies GPU memory into the process's host memory, charged to that cgroup",
-            describe_process(report.pid, report.name.as_deref())
+            "{} was killed by the kernel's OOM killer during the command: {}; the checkpoint copies GPU memory into the process's host memory, charged to its cgroup",
+            describe_process(report.pid, report.name.as_deref()),
+            evidence.join(", and ")
         ),
         "the process is gone: restart it, with a memory limit above its GPU footprint plus its own use (the pre-flight refuses such a checkpoint unless --force)",
     ))
@@ -119,11 +165,12 @@ mod tests {
         // PIDs that are no process here (the test's own would be alive).
         let (dead, alive) = (i32::MAX - 7, std::process::id() as i32);
         let watch = Watch {
-            root: root.path().to_path_buf(),
+            root: Some(root.path().to_path_buf()),
             entries: vec![
                 (dead, "/pod".to_string(), 0),
                 (alive, "/pod".to_string(), 0),
             ],
+            kernel_log: None,
         };
         let mut reports = vec![gone(dead), ProcessReport::new(alive, None)];
         watch.diagnose(&mut reports);
@@ -146,6 +193,37 @@ mod tests {
         assert!(
             reports[1].failure.is_none(),
             "a process that is alive is left alone"
+        );
+    }
+
+    #[test]
+    fn the_kernel_log_alone_names_an_oom_kill() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("kmsg");
+        fs::write(&log, "").expect("log");
+        let dead = i32::MAX - 9;
+        let watch = Watch {
+            root: None,
+            entries: Vec::new(),
+            kernel_log: KernelLog::from_now(&log).map(Mutex::new),
+        };
+        fs::write(
+            &log,
+            format!("3,77,5,-;Out of memory: Killed process {dead} (python3) total-vm:1kB, anon-rss:1kB\n"),
+        )
+        .expect("a kill");
+        let mut reports = vec![ProcessReport {
+            failure: Some(Failure::new(FailureKind::NoSuchProcess, "exited", "")),
+            ..ProcessReport::new(dead, Some("python3".into()))
+        }];
+        watch.diagnose(&mut reports);
+        let failure = reports[0].failure.as_ref().expect("a failure");
+        assert_eq!(failure.kind, FailureKind::OomKilled);
+        assert!(
+            failure.message.contains(&format!(
+                "the kernel logged \"Out of memory: Killed process {dead} (python3)\""
+            )),
+            "{failure:?}"
         );
     }
 }

@@ -6,5 +6,6 @@
 
 pub mod discover;
 pub mod evidence;
+pub mod kmsg;
 pub mod memory;
 pub mod process;

@@ -577,7 +577,8 @@ def cgroup_memory_limit(tools):
         expect(oom_after > oom_before, f"the forced suspend was expected to get it OOM-killed (oom_kill {oom_before} -> {oom_after})")
         said = json.loads(out)["processes"][0].get("error", {})
         expect(said.get("kind") == "oom_killed", f"the forced suspend should be diagnosed as an OOM kill: {said}")
-        said = said["kind"] + ": " + said["message"][:160]
+        expect(f"Killed process {pid} (" in said.get("message", ""), f"as root the kernel log's line should be quoted: {said}")
+        said = said["kind"] + ": " + said["message"][:400]
         return f"refused: {error['message'][:150]}...; forced: exit {code} ({said}), oom_kill {oom_before} -> {oom_after}, the process is gone"
     finally:
         subprocess.run(["kill", "-9", str(p.pid)], capture_output=True)
