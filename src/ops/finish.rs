@@ -54,6 +54,14 @@ pub struct Snapshot {
     cuda_version: Option<String>,
 }
 
+impl Snapshot {
+    /// The GPU memory NVML said `pid` held, summed over GPUs.
+    pub fn footprint(&self, pid: i32) -> Option<u64> {
+        let uses = self.memory.as_ref()?.get(&pid)?;
+        Some(uses.iter().map(|(_, bytes)| bytes).sum())
+    }
+}
+
 /// Takes the snapshot: GPUs from NVML or the kernel driver (never the CUDA
 /// driver, whose listing costs a `cuInit`), per-process memory from NVML
 /// when it is installed.

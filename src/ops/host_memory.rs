@@ -93,12 +93,19 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<String>, Stop> 
                 .map(|t| t.pid)
                 .collect();
             tracing::debug!(%why, "host memory not checked before the checkpoint");
-            if limited.is_empty() {
-                return Ok(Vec::new());
+            if !limited.is_empty() {
+                return Ok(vec![format!(
+                    "GPU memory not checked against the memory limits of PID(s) {limited:?} before checkpointing: NVML is not available to tell their footprint, and a checkpoint over the limit gets them OOM-killed"
+                )]);
             }
-            return Ok(vec![format!(
-                "GPU memory not checked against the memory limits of PID(s) {limited:?} before checkpointing: NVML is not available to tell their footprint, and a checkpoint over the limit gets them OOM-killed"
-            )]);
+            // A dry run (and `check`) exists to say what was checked.
+            if request.dry_run {
+                let pids: Vec<i32> = ready.targets.iter().map(|t| t.pid).collect();
+                return Ok(vec![format!(
+                    "GPU memory of PID(s) {pids:?} not weighed against the host's available memory: NVML is not available to tell their footprint"
+                )]);
+            }
+            return Ok(Vec::new());
         }
     };
     let needs: Vec<Need> = ready

@@ -202,7 +202,7 @@ fn proceed(
         .then(|| finish::snapshot(&ready.driver, &host));
     let executor = executor_for(request, &ready, started, &locks_lost, &write_intent);
     let map = chosen.pairs.as_deref().unwrap_or_default();
-    let oom_watch = postmortem::watch(&request.operation, &ready.targets);
+    let oom_watch = postmortem::watch(&request.operation, &ready.targets, snapshot.as_ref());
     let mut reports = executor.run(&request.operation, &ready.targets, map);
     if let Some(watch) = &oom_watch {
         watch.diagnose(&mut reports);

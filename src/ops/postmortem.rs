@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::ops::diagnose::{describe_process, Failure, FailureKind};
+use crate::ops::finish::Snapshot;
 use crate::ops::plan::Operation;
 use crate::ops::report::ProcessReport;
 use crate::targets::discover;
@@ -19,17 +20,25 @@ use crate::targets::kmsg::{self, KernelLog};
 use crate::targets::memory;
 use crate::targets::process::Target;
 
-/// Each target's cgroup and its OOM kills so far, and the kernel log from
-/// before the driver calls.
+/// Each target's cgroup and its OOM kills so far, its GPU footprint, and
+/// the kernel log from before the driver calls.
 pub struct Watch {
     root: Option<PathBuf>,
     entries: Vec<(i32, String, u64)>,
     kernel_log: Option<Mutex<KernelLog>>,
+    /// GPU memory per target, from the snapshot NVML gave before the
+    /// command (absent without NVML).
+    footprints: Vec<(i32, u64)>,
 }
 
-/// Notes the OOM kills of the targets' cgroups and opens the kernel log,
-/// for commands that move GPU memory (`None` for others).
-pub fn watch(operation: &Operation, targets: &[Target]) -> Option<Watch> {
+/// Notes the OOM kills of the targets' cgroups and their footprints (from
+/// `snapshot`), and opens the kernel log, for commands that move GPU memory
+/// (`None` for others).
+pub fn watch(
+    operation: &Operation,
+    targets: &[Target],
+    snapshot: Option<&Snapshot>,
+) -> Option<Watch> {
     if !operation.moves_memory() {
         return None;
     }
@@ -45,10 +54,15 @@ pub fn watch(operation: &Operation, targets: &[Target]) -> Option<Watch> {
             .collect(),
         None => Vec::new(),
     };
+    let footprints = targets
+        .iter()
+        .filter_map(|t| Some((t.pid, snapshot?.footprint(t.pid)?)))
+        .collect();
     Some(Watch {
         root,
         entries,
         kernel_log: KernelLog::from_now(Path::new(kmsg::KERNEL_LOG)).map(Mutex::new),
+        footprints,
     })
 }
 
@@ -83,7 +97,17 @@ impl Watch {
                 .find(|(pid, _, _)| *pid == report.pid)
                 .map(|(_, name, before)| (name.as_str(), *before));
             let kernel_line = kmsg::oom_kill_of(&logged, report.pid);
-            if let Some(failure) = oom_verdict(self.root.as_deref(), report, cgroup, kernel_line) {
+            let footprint = self
+                .footprints
+                .iter()
+                .find(|(pid, _)| *pid == report.pid)
+                .map(|(_, bytes)| *bytes);
+            let seen = Seen {
+                cgroup,
+                kernel_line,
+                footprint,
+            };
+            if let Some(failure) = oom_verdict(self.root.as_deref(), report, &seen) {
                 report.failure = Some(failure);
             }
         }
@@ -103,14 +127,20 @@ fn vanishes(pid: i32) -> bool {
     true
 }
 
-/// The OOM verdict on one gone process: its cgroup (name, kills before)
-/// counted a new kill, or the kernel logged `kernel_line`.
-fn oom_verdict(
-    root: Option<&Path>,
-    report: &ProcessReport,
-    cgroup: Option<(&str, u64)>,
-    kernel_line: Option<&str>,
-) -> Option<Failure> {
+/// What is known of one gone target.
+struct Seen<'a> {
+    /// Its cgroup and the OOM kills it had counted before.
+    cgroup: Option<(&'a str, u64)>,
+    /// The kernel's line about killing it.
+    kernel_line: Option<&'a str>,
+    /// Its GPU memory before the command.
+    footprint: Option<u64>,
+}
+
+/// The OOM verdict on one gone process: its cgroup counted a new kill, or
+/// the kernel logged one.
+fn oom_verdict(root: Option<&Path>, report: &ProcessReport, seen: &Seen<'_>) -> Option<Failure> {
+    let (cgroup, kernel_line) = (seen.cgroup, seen.kernel_line);
     let counted = match (root, cgroup) {
         (Some(root), Some((name, before))) => memory::oom_kills(root, name)
             .filter(|&after| after > before)
@@ -135,10 +165,16 @@ fn oom_verdict(
     if let Some(line) = kernel_line {
         evidence.push(format!("the kernel logged \"{line}\""));
     }
+    let copied = seen.footprint.map_or("GPU memory".to_string(), |bytes| {
+        format!(
+            "its {} MiB of GPU memory (NVML, before the command)",
+            bytes >> 20
+        )
+    });
     Some(Failure::new(
         FailureKind::OomKilled,
         format!(
-            "{} was killed by the kernel's OOM killer during the command: {}; the checkpoint copies GPU memory into the process's host memory, charged to its cgroup",
+            "{} was killed by the kernel's OOM killer during the command: {}; the checkpoint copies {copied} into the process's host memory, charged to its cgroup",
             describe_process(report.pid, report.name.as_deref()),
             evidence.join(", and ")
         ),
@@ -171,6 +207,7 @@ mod tests {
                 (alive, "/pod".to_string(), 0),
             ],
             kernel_log: None,
+            footprints: vec![(dead, 4 << 30)],
         };
         let mut reports = vec![gone(dead), ProcessReport::new(alive, None)];
         watch.diagnose(&mut reports);
@@ -191,6 +228,12 @@ mod tests {
         );
         assert!(failure.message.contains("oom_kill 0 -> 1"), "{failure:?}");
         assert!(
+            failure
+                .message
+                .contains("copies its 4096 MiB of GPU memory"),
+            "the footprint: {failure:?}"
+        );
+        assert!(
             reports[1].failure.is_none(),
             "a process that is alive is left alone"
         );
@@ -206,6 +249,7 @@ mod tests {
             root: None,
             entries: Vec::new(),
             kernel_log: KernelLog::from_now(&log).map(Mutex::new),
+            footprints: Vec::new(),
         };
         fs::write(
             &log,

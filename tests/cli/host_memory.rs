@@ -62,7 +62,8 @@ fn a_target_whose_cgroup_cannot_hold_its_gpu_memory_is_refused_then_oom_killed_w
     assert_eq!(error.kind, Kind::OomKilled, "{doc:?}");
     assert!(
         error.message.contains("memory limit 2048 MiB")
-            && error.message.contains("oom_kill 0 -> 1"),
+            && error.message.contains("oom_kill 0 -> 1")
+            && error.message.contains("copies its 4096 MiB of GPU memory"),
         "{error:?}"
     );
 }
@@ -131,4 +132,34 @@ fn without_nvml_a_target_under_a_memory_limit_is_checkpointed_with_a_remark() {
         "{stderr}"
     );
     assert_eq!(fx.state_of(&target), "checkpointed");
+}
+
+#[test]
+fn a_dry_run_says_when_host_memory_could_not_be_weighed() {
+    let without = Fixture::new();
+    let target = without.cuda_target();
+    for args in [vec!["check"], vec!["suspend", "--dry-run"]] {
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.to_string())
+            .chain([target.arg()])
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let doc: ProcessCommandDoc = without.json(&args, 0);
+        assert!(
+            doc.warnings
+                .iter()
+                .any(|w| w.contains("not weighed") && w.contains("NVML is not available")),
+            "{args:?}: {doc:?}"
+        );
+    }
+    // A real suspend of an unlimited target says nothing (the log does, at -v).
+    let doc: ProcessCommandDoc = without.json(&["suspend", &target.arg()], 0);
+    assert!(doc.warnings.is_empty(), "{doc:?}");
+
+    let with = Fixture::new().with_nvml();
+    let weighed = with.cuda_target();
+    with.set_footprints(&[(weighed.pid, 512)]);
+    let doc: ProcessCommandDoc = with.json(&["check", &weighed.arg()], 0);
+    assert!(doc.warnings.is_empty(), "weighed, and it fits: {doc:?}");
 }
