@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::driver::ProcessState;
 use crate::files::{SafeDir, UnsafeDir};
 use crate::ops::interrupt::Place;
-use crate::ops::plan::Operation;
+use crate::ops::plan::{self, Operation, Plan};
 use crate::targets::process;
 
 /// An intent is a few KiB.
@@ -28,6 +28,10 @@ pub struct Member {
     pub starttime: Option<u64>,
     /// Where to put it back: `running`, `locked` or `checkpointed`.
     pub start: String,
+    /// The driver calls planned for it from there, in order (e.g. `lock`,
+    /// `checkpoint`); empty when it had nothing to do.
+    #[serde(default)]
+    pub plan: Vec<String>,
 }
 
 /// What a command set out to do, and who ran it.
@@ -88,14 +92,15 @@ impl Journal {
     pub fn record(&self, operation: &Operation, places: &[Place]) {
         let members = places
             .iter()
-            .map(|place| Member {
-                pid: place.pid,
-                name: place.name.clone(),
-                starttime: process::starttime(place.pid),
-                start: place
-                    .state
-                    .or_else(|| operation.precondition())
-                    .map_or("unknown".to_string(), |s| s.to_string()),
+            .map(|place| {
+                let start = place.state.or_else(|| operation.precondition());
+                Member {
+                    pid: place.pid,
+                    name: place.name.clone(),
+                    starttime: process::starttime(place.pid),
+                    start: start.map_or("unknown".to_string(), |s| s.to_string()),
+                    plan: planned_steps(operation, start),
+                }
             })
             .collect();
         match write(operation.name(), members) {
@@ -109,6 +114,17 @@ impl Journal {
                 tracing::warn!(%error, "could not write the intent record; a crash now would leave no trace for `cudackpt recover`")
             }
         }
+    }
+}
+
+/// The names of the steps `operation` plans from `start` (pure).
+pub fn planned_steps(operation: &Operation, start: Option<ProcessState>) -> Vec<String> {
+    match plan::plan(operation, start, &[]) {
+        Plan::Steps(steps) => steps
+            .iter()
+            .map(|s| s.kind().as_str().to_string())
+            .collect(),
+        Plan::AlreadyThere | Plan::Refused(_) => Vec::new(),
     }
 }
 
@@ -175,4 +191,30 @@ pub fn holding(pid: i32, abandoned: &[(PathBuf, Intent)]) -> Option<(PathBuf, i3
             .any(|m| m.pid == pid && (m.starttime.is_none() || m.starttime == now))
             .then(|| (path.clone(), intent.owner_pid))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::timeout::Timeout;
+
+    #[test]
+    fn the_plan_recorded_is_the_steps_from_the_start_state() {
+        let suspend = Operation::Suspend {
+            timeout: Timeout::NONE,
+        };
+        assert_eq!(
+            planned_steps(&suspend, Some(ProcessState::Running)),
+            ["lock", "checkpoint"]
+        );
+        assert_eq!(
+            planned_steps(&suspend, Some(ProcessState::Locked)),
+            ["checkpoint"]
+        );
+        assert!(planned_steps(&suspend, Some(ProcessState::Checkpointed)).is_empty());
+        assert_eq!(
+            planned_steps(&Operation::Resume, Some(ProcessState::Checkpointed)),
+            ["restore", "unlock"]
+        );
+    }
 }

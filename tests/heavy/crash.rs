@@ -69,6 +69,31 @@ fn kill_9_at_every_step_of_a_group_suspend_then_recover() {
         }
         killed += 1;
         if left == 1 {
+            let record = std::fs::read_dir(&intents)
+                .expect("intents")
+                .next()
+                .expect("one")
+                .expect("entry")
+                .path();
+            let intent: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&record).expect("read"))
+                    .expect("json");
+            assert_eq!(intent["command"], "suspend", "run {run}: {intent}");
+            assert!(
+                intent["owner_pid"].as_i64().is_some_and(|p| p > 0),
+                "{intent}"
+            );
+            assert!(intent["owner_starttime"].as_u64().is_some(), "{intent}");
+            let members = intent["members"].as_array().expect("members");
+            assert_eq!(members.len(), group.len(), "{intent}");
+            for member in members {
+                assert_eq!(member["start"], "running", "{intent}");
+                assert_eq!(
+                    member["plan"],
+                    serde_json::json!(["lock", "checkpoint"]),
+                    "{intent}"
+                );
+            }
             let listing: ProcessCommandDoc = fx.json(&["ps", "--tree", &pids[0]], 0);
             let owner = listing.process(group[0].pid).abandoned_by;
             assert!(owner.is_some(), "run {run}: ps marks it: {listing:?}");
