@@ -98,14 +98,12 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<String>, Stop> 
                     "GPU memory not checked against the memory limits of PID(s) {limited:?} before checkpointing: NVML is not available to tell their footprint, and a checkpoint over the limit gets them OOM-killed"
                 )]);
             }
-            // A dry run (and `check`) exists to say what was checked.
-            if request.dry_run {
-                let pids: Vec<i32> = ready.targets.iter().map(|t| t.pid).collect();
-                return Ok(vec![format!(
-                    "GPU memory of PID(s) {pids:?} not weighed against the host's available memory: NVML is not available to tell their footprint"
-                )]);
-            }
-            return Ok(Vec::new());
+            // SPEC 10: what could not be checked is said, never assumed
+            // safe in silence.
+            let pids: Vec<i32> = ready.targets.iter().map(|t| t.pid).collect();
+            return Ok(vec![format!(
+                "GPU memory of PID(s) {pids:?} not weighed against the host's available memory: NVML is not available to tell their footprint"
+            )]);
         }
     };
     let needs: Vec<Need> = ready

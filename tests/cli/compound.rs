@@ -98,7 +98,7 @@ fn suspend_takes_a_timeout() {
 #[test]
 fn suspend_and_resume_are_idempotent() {
     for (command, state) in [("suspend", "checkpointed"), ("resume", "running")] {
-        let fx = Fixture::new();
+        let fx = Fixture::new().with_nvml();
         let target = fx.cuda_target();
         fx.put_in(&target, state);
         let doc: ProcessCommandDoc = fx.json(&[command, &target.arg()], 0);

@@ -149,7 +149,7 @@ fn a_human_failure_says_what_why_and_what_next() {
 
 #[test]
 fn a_human_group_failure_shows_what_was_rolled_back() {
-    let fx = Fixture::new();
+    let fx = Fixture::new().with_nvml();
     let (a, b) = (fx.cuda_target(), fx.cuda_target());
     let output = fx
         .cudackpt(&["suspend", &a.arg(), &b.arg()])

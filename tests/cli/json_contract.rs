@@ -124,7 +124,7 @@ fn logs_go_to_stderr_and_leave_the_document_alone() {
 /// The shape of a group failure: rolled back, its error, its steps.
 #[test]
 fn group_failure_document() {
-    let fx = Fixture::new();
+    let fx = Fixture::new().with_nvml();
     let (a, b) = (fx.cuda_target(), fx.cuda_target());
     let output = fx
         .cudackpt(&["--json", "suspend", &a.arg(), &b.arg()])

@@ -62,7 +62,7 @@ const SOCKET_RANK: [(&str, &str); 3] = [
 
 #[test]
 fn a_real_rank_is_warned_about_when_checkpointed_and_libnccl_alone_is_not() {
-    let fx = Fixture::new();
+    let fx = Fixture::new().with_nvml();
     let rank = fx.nccl_cuda_target_with(&SOCKET_RANK);
     let pytorch = fx.nccl_cuda_target();
     let other = fx.cuda_target();

@@ -106,7 +106,7 @@ fn a_terminal_shows_failures_and_rollbacks() {
 
 #[test]
 fn no_progress_without_a_terminal_or_with_json_or_quiet() {
-    let fx = Fixture::new();
+    let fx = Fixture::new().with_nvml();
     let (a, b) = (fx.cuda_target(), fx.cuda_target());
     let pids = [a.arg(), b.arg()];
 

@@ -278,8 +278,10 @@ impl Fixture {
         }
     }
 
-    /// This fixture, with NVML on the host: the fake NVML, which lists the
-    /// processes given to [`Fixture::set_footprints`].
+    /// This fixture, with NVML on the host, as every host with NVIDIA's
+    /// driver has: the fake NVML, which lists the processes given to
+    /// [`Fixture::set_footprints`]. Without it, every checkpoint says that
+    /// host memory could not be weighed.
     pub fn with_nvml(self) -> Fixture {
         let dir = self.dir().join("nvml-lib");
         fs::create_dir_all(&dir).expect("a library directory");
