@@ -212,10 +212,14 @@ pub fn root_man_page() -> Vec<u8> {
 }
 
 /// Writes every page into `dir`, creating it.
-pub fn write_man_pages(dir: &Path) -> io::Result<()> {
-    fs::create_dir_all(dir)?;
-    for (name, page) in man_pages()? {
-        fs::write(dir.join(name), page)?;
+/// Writes every man page into `dir` (created if needed); the error names
+/// the path it failed on.
+pub fn write_man_pages(dir: &Path) -> Result<(), String> {
+    let at = |path: &Path, e: io::Error| format!("{}: {e}", path.display());
+    fs::create_dir_all(dir).map_err(|e| at(dir, e))?;
+    for (name, page) in man_pages().map_err(|e| at(dir, e))? {
+        let path = dir.join(name);
+        fs::write(&path, page).map_err(|e| at(&path, e))?;
     }
     Ok(())
 }

@@ -364,10 +364,10 @@ pub fn main(args: &[OsString]) -> ExitStatus {
         Operation::RestoreTid => process.restore_tid.map(|tid| format!("{tid}\n")),
         _ => None,
     };
-    if let Some(answer) = answer {
-        let _ = output::write_stdout(&answer);
+    match answer.map(|answer| output::write_stdout(&answer)) {
+        Some(Err(error)) => output::write_failed(&error, ExitStatus::Success),
+        _ => ExitStatus::Success,
     }
-    ExitStatus::Success
 }
 
 #[cfg(test)]

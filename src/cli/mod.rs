@@ -149,7 +149,13 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Man { dir: None } => emit_artifact(output::write_stdout(
             &String::from_utf8_lossy(&artifacts::root_man_page()),
         )),
-        Command::Man { dir: Some(dir) } => emit_artifact(artifacts::write_man_pages(&dir)),
+        Command::Man { dir: Some(dir) } => match artifacts::write_man_pages(&dir) {
+            Ok(()) => ExitStatus::Success,
+            Err(why) => {
+                output::write_stderr(&format!("cudackpt: cannot write the man pages: {why}\n"));
+                ExitStatus::Failed
+            }
+        },
         Command::InstallCompat { dir, force } => sink.finish(&install_compat::run(&dir, force)),
         process_command => {
             let Some(raw) = validate::split(process_command) else {
@@ -206,10 +212,7 @@ fn run_process_command(invocation: Invocation, global: &GlobalArgs, sink: &Sink)
 fn emit_artifact(result: std::io::Result<()>) -> ExitStatus {
     match result {
         Ok(()) => ExitStatus::Success,
-        Err(error) => {
-            output::write_stderr(&format!("cudackpt: {error}\n"));
-            ExitStatus::Failed
-        }
+        Err(error) => output::write_failed(&error, ExitStatus::Success),
     }
 }
 

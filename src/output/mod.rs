@@ -106,9 +106,14 @@ impl Sink {
     }
 
     /// Shows a result as asked and returns the exit status it decides.
+    /// A result that could not be written (a full disk, an I/O error) is a
+    /// failure, said on stderr, as coreutils does; a closed pipe is not.
     pub fn finish(&self, result: &dyn Rendered) -> crate::exit::ExitStatus {
-        self.emit(|| result.json(), |look| result.human(look));
-        result.exit_status()
+        let status = result.exit_status();
+        match self.emit(|| result.json(), |look| result.human(look)) {
+            Ok(()) => status,
+            Err(error) => write_failed(&error, status),
+        }
     }
 
     /// Emits a rendered result: `json` or the human (stdout, stderr) pair.
@@ -116,20 +121,30 @@ impl Sink {
         &self,
         json: impl FnOnce() -> String,
         human: impl FnOnce(Look) -> (String, String),
-    ) {
+    ) -> io::Result<()> {
         if self.quiet {
-            return;
+            return Ok(());
         }
-        let written = if self.json {
+        if self.json {
             write_stdout(&json())
         } else {
             let (out, err) = human(self.look);
             write_stderr(&err);
             write_stdout(&out)
-        };
-        if let Err(error) = written {
-            tracing::warn!(%error, "could not write the result to stdout");
         }
+    }
+}
+
+/// Says on stderr that stdout could not be written, and turns a success
+/// into a failure (a command that already failed keeps its own status).
+pub fn write_failed(error: &io::Error, status: crate::exit::ExitStatus) -> crate::exit::ExitStatus {
+    write_stderr(&format!(
+        "cudackpt: error writing the result to stdout: {error}\n"
+    ));
+    if status == crate::exit::ExitStatus::Success {
+        crate::exit::ExitStatus::Failed
+    } else {
+        status
     }
 }
 
@@ -224,8 +239,15 @@ pub fn millis(duration: Duration) -> f64 {
 }
 
 /// Writes `text` to stdout; a reader that went away (EPIPE) is not an error.
+/// Writes `text` to stdout and flushes it, so that a failed write is seen
+/// here rather than lost at exit; a closed pipe is not an error.
 pub fn write_stdout(text: &str) -> io::Result<()> {
-    ignore_broken_pipe(io::stdout().lock().write_all(text.as_bytes()))
+    let mut stdout = io::stdout().lock();
+    ignore_broken_pipe(
+        stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush()),
+    )
 }
 
 /// Writes `text` to stderr, ignoring a closed stream.

@@ -108,3 +108,57 @@ fn a_closed_stdout_pipe_is_not_an_error() {
         assert_eq!(stderr, "", "json={json}");
     }
 }
+
+/// `cudackpt state PID >/dev/full`: a result that cannot be written is a
+/// failure, said on stderr (as coreutils does), in every grammar and for
+/// the generated artifacts; a command that already failed keeps its status.
+#[test]
+fn a_result_that_cannot_be_written_fails_and_says_so() {
+    let full = std::path::Path::new("/dev/full");
+    if !full.exists() {
+        eprintln!("skipped: no /dev/full on this machine");
+        return;
+    }
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let pid = target.arg();
+    let cases: [(&[&str], i32); 5] = [
+        (&["state", &pid], 1),
+        (&["--json", "state", &pid], 1),
+        (&["--get-state", "--pid", &pid], 1),
+        (&["completions", "bash"], 1),
+        // Already a failure (no such process): its own status stays.
+        (&["state", "999999999"], 5),
+    ];
+    for (args, code) in cases {
+        let output = fx
+            .std_command(args)
+            .stdout(std::fs::File::create(full).expect("open /dev/full"))
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(code), "{args:?}: {stderr}");
+        if code == 1 {
+            assert!(
+                stderr.contains("error writing the result to stdout: No space left on device"),
+                "{args:?}: {stderr}"
+            );
+        }
+    }
+}
+
+/// `man --dir` names the path it could not write.
+#[test]
+fn man_pages_that_cannot_be_written_name_the_path() {
+    let fx = Fixture::new();
+    let output = fx
+        .std_command(&["man", "--dir", "/proc/cudackpt-no-such-dir"])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot write the man pages: /proc/cudackpt-no-such-dir:"),
+        "{stderr}"
+    );
+}
