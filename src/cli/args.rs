@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::driver::ProcessState;
-use crate::ops::timeout::{parse_timeout, Timeout};
+use crate::ops::timeout::{parse_duration_with_unit, parse_timeout, Timeout};
 use crate::ops::Selectors;
 use crate::output::ColorChoice;
 use crate::targets::process::parse_pid;
@@ -150,9 +150,9 @@ pub struct TimeoutArg {
 pub struct DeadlineArg {
     /// Give up on the whole group after this long: no new step starts, the
     /// group is rolled back and the report names the slowest process. Lock
-    /// timeouts are shortened to fit. Milliseconds or a duration; 0, the
-    /// default, sets no deadline.
-    #[arg(long, value_name = "T", value_parser = parse_timeout, default_value = "0")]
+    /// timeouts are shortened to fit. A duration with its unit (30s,
+    /// 500ms, 2m); 0, the default, sets no deadline.
+    #[arg(long, value_name = "T", value_parser = parse_duration_with_unit, default_value = "0")]
     pub deadline: Timeout,
 }
 
@@ -313,9 +313,9 @@ pub enum Command {
         /// The state to wait for: running, locked, checkpointed or failed.
         #[arg(short, long, value_name = "STATE", value_parser = clap::value_parser!(ProcessState))]
         state: ProcessState,
-        /// Give up after this long (exit 1). Milliseconds or a duration;
-        /// 0, the default, waits as long as it takes.
-        #[arg(short, long, value_name = "T", value_parser = parse_timeout, default_value = "0")]
+        /// Give up after this long (exit 1). A duration with its unit
+        /// (30s, 500ms, 2m); 0, the default, waits as long as it takes.
+        #[arg(short, long, value_name = "T", value_parser = parse_duration_with_unit, default_value = "0")]
         timeout: Timeout,
     },
     /// List the CUDA processes on this host.

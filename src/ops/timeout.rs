@@ -65,6 +65,23 @@ pub fn parse_timeout(text: &str) -> Result<Timeout, String> {
         .map_err(|_| too_long())
 }
 
+/// Parses a duration that must carry its unit (`--deadline`, `wait
+/// --timeout`: new flags, so NVIDIA's bare milliseconds are not inherited,
+/// and `--deadline 30` cannot silently mean 30 ms). `0` alone still means
+/// none.
+pub fn parse_duration_with_unit(text: &str) -> Result<Timeout, String> {
+    let trimmed = text.trim();
+    if trimmed == "0" {
+        return Ok(Timeout::NONE);
+    }
+    if !trimmed.is_empty() && trimmed.chars().all(|c| c.is_ascii_digit()) {
+        return Err(format!(
+            "{text:?} has no unit: write {trimmed}s for seconds or {trimmed}ms for milliseconds (also m, h; 0 for none)"
+        ));
+    }
+    parse_timeout(trimmed)
+}
+
 /// A duration the way people read it: `0.412 ms`, `12.3 ms`, `1.302 s`.
 pub fn format_duration(duration: Duration) -> String {
     let millis = duration.as_secs_f64() * 1000.0;
@@ -80,6 +97,22 @@ pub fn format_duration(duration: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deadline_needs_its_unit() {
+        assert_eq!(parse_duration_with_unit("0"), Ok(Timeout::NONE));
+        assert_eq!(
+            parse_duration_with_unit("30s"),
+            Ok(Timeout::from_millis(30_000))
+        );
+        assert_eq!(
+            parse_duration_with_unit("500ms"),
+            Ok(Timeout::from_millis(500))
+        );
+        let bare = parse_duration_with_unit("30").expect_err("no unit");
+        assert!(bare.contains("30s") && bare.contains("30ms"), "{bare}");
+        assert!(parse_duration_with_unit("soon").is_err());
+    }
 
     #[test]
     fn plain_integers_are_milliseconds() {

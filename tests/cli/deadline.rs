@@ -132,7 +132,7 @@ fn a_deadline_clamps_the_lock_timeout() {
     for extra in [
         vec!["--deadline", "500ms"],
         vec!["--deadline", "500ms", "--timeout", "10s"],
-        vec!["--deadline", "500", "--timeout", "0"],
+        vec!["--deadline", "500ms", "--timeout", "0"],
     ] {
         let started = Instant::now();
         let doc: ProcessCommandDoc =
@@ -202,4 +202,30 @@ fn a_deadline_not_reached_changes_nothing() {
     // Already there: nothing to do, whatever the deadline.
     let doc: ProcessCommandDoc = fx.json(&args("resume", &pids, &["--deadline", "1ms"]), 0);
     assert!(doc.processes.iter().all(|p| p.steps.is_empty()));
+}
+
+/// `--deadline` and `wait --timeout` are new flags and take no bare number:
+/// `--deadline 30` would be 30 ms in NVIDIA's unit, surely not what was
+/// meant. The refusal is a usage error that says how to write it, before
+/// any driver call; `0` (none) and `--timeout` in milliseconds still work.
+#[test]
+fn a_bare_number_is_no_deadline() {
+    let fx = Fixture::new();
+    let a = fx.cuda_target();
+    let pid = a.arg();
+    for args in [
+        vec!["suspend", "--deadline", "30", &pid],
+        vec!["wait", "--state", "running", "--timeout", "200", &pid],
+    ] {
+        let output = fx.std_command(&args).output().expect("run");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("has no unit: write"), "{args:?}: {stderr}");
+    }
+    fx.assert_no_calls("a deadline without a unit");
+    fx.json::<ProcessCommandDoc>(&["suspend", "--deadline", "0", "--timeout", "500", &pid], 0);
+    fx.json::<ProcessCommandDoc>(
+        &["wait", "--state", "checkpointed", "--timeout", "2s", &pid],
+        0,
+    );
 }
