@@ -174,6 +174,7 @@ pub fn run(libcuda: Option<&Path>, action: Result<String, String>) -> Report {
             // answer for a stopped process until it runs again.
             let driver_file = libcuda.and_then(|p| p.file_name()).and_then(|n| n.to_str());
             let pids: Vec<i32> = discover::cuda_candidates(&discover::tree(root), driver_file)
+                .found
                 .into_iter()
                 .map(|(pid, _)| pid)
                 .collect();

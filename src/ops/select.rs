@@ -89,12 +89,15 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
     }
     // The driver is needed this early only to confirm discovered processes.
     let driver = super::load_driver(request.libcuda)?;
-    let found = find(&request.selectors, &driver)?;
+    let (found, unreadable) = find(&request.selectors, &driver)?;
     if found.is_empty() {
         selection.warnings.push(format!(
             "no CUDA process found in {}",
             request.selectors.describe()
         ));
+    }
+    if unreadable > 0 {
+        selection.warnings.push(uninspected(unreadable));
     }
     for (pid, map) in found {
         selection.mapped.insert(pid, map);
@@ -163,14 +166,30 @@ fn candidate_pids(selectors: &Selectors) -> Result<Vec<i32>, Failure> {
     Ok(pids)
 }
 
-/// The CUDA processes the selectors pick, with what each has mapped.
-/// Processes that never initialised CUDA, or that vanish meanwhile, are
-/// skipped.
-fn find(selectors: &Selectors, driver: &Driver) -> Result<Vec<(i32, Mapped)>, Failure> {
+/// The remark on processes whose maps this user may not read.
+fn uninspected(count: usize) -> String {
+    let uid = rustix::process::geteuid().as_raw();
+    if uid == 0 {
+        return format!(
+            "{count} process(es) could not be inspected: their /proc/PID/maps is not readable even by root (another user namespace, or a process the kernel shields), so a CUDA process among them would not be listed"
+        );
+    }
+    format!(
+        "{count} process(es) could not be inspected: uid {uid} may not read their /proc/PID/maps (other users' processes), so CUDA processes among them are not listed; run as root or with CAP_SYS_PTRACE to see every one"
+    )
+}
+
+/// The CUDA processes the selectors pick, with what each has mapped, and
+/// how many processes could not be inspected. Processes that never
+/// initialised CUDA, or that vanish meanwhile, are skipped.
+fn find(selectors: &Selectors, driver: &Driver) -> Result<(Vec<(i32, Mapped)>, usize), Failure> {
     let pids = candidate_pids(selectors)?;
     let driver_path = driver.path();
     let driver_file = driver_path.file_name().and_then(|n| n.to_str());
-    let candidates = discover::cuda_candidates(&pids, driver_file);
+    let discover::Scan {
+        found: candidates,
+        unreadable,
+    } = discover::cuda_candidates(&pids, driver_file);
     // A stopped candidate is kept unconfirmed: asking the driver would wait
     // until it runs. The checks after selection report it as stopped.
     let confirmed = concurrently(&candidates, |(pid, _)| {
@@ -180,12 +199,13 @@ fn find(selectors: &Selectors, driver: &Driver) -> Result<Vec<(i32, Mapped)>, Fa
                 Err(CallError::Cuda { error, .. }) if error.is(code::NOT_INITIALIZED) || error.is(code::OPERATING_SYSTEM)
             )
     });
-    Ok(candidates
+    let found = candidates
         .into_iter()
         .zip(confirmed)
         .filter(|(_, confirmed)| *confirmed)
         .map(|(candidate, _)| candidate)
-        .collect())
+        .collect();
+    Ok((found, unreadable))
 }
 
 /// Whether the driver would wait instead of answering for `pid`: its main

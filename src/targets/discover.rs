@@ -175,21 +175,42 @@ pub fn mapped(pid: i32, driver_file: Option<&str>) -> Option<Mapped> {
     Some(scan_maps(&maps, driver_file))
 }
 
+/// What a scan of many processes' maps found.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// The processes with the CUDA driver mapped, with their maps, by PID.
+    pub found: Vec<(i32, Mapped)>,
+    /// How many processes' maps this caller may not read (other users'
+    /// processes, without root or CAP_SYS_PTRACE): they could not be
+    /// inspected, and a CUDA process among them would go unseen.
+    pub unreadable: usize,
+}
+
+/// One process's maps: `Ok(None)` when it is gone, `Err(())` when it may
+/// not be read.
+fn inspect(pid: i32, driver_file: Option<&str>) -> Result<Option<Mapped>, ()> {
+    match fs::read(format!("/proc/{pid}/maps")) {
+        Ok(maps) => Ok(Some(scan_maps(&maps, driver_file))),
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(()),
+        Err(_) => Ok(None),
+    }
+}
+
 /// The PIDs among `pids` that have the CUDA driver mapped, with their maps,
-/// in PID order. Reading thousands of maps files is system time, so the
-/// scan is split across up to 8 threads.
-pub fn cuda_candidates(pids: &[i32], driver_file: Option<&str>) -> Vec<(i32, Mapped)> {
+/// in PID order, and how many could not be inspected. Reading thousands of
+/// maps files is system time, so the scan is split across up to 8 threads.
+pub fn cuda_candidates(pids: &[i32], driver_file: Option<&str>) -> Scan {
     let own = std::process::id() as i32;
-    let scan = |chunk: &[i32]| -> Vec<(i32, Mapped)> {
-        chunk
-            .iter()
-            .filter(|&&pid| pid != own)
-            .filter_map(|&pid| {
-                mapped(pid, driver_file)
-                    .filter(|m| m.cuda)
-                    .map(|m| (pid, m))
-            })
-            .collect()
+    let scan = |chunk: &[i32]| -> Scan {
+        let mut result = Scan::default();
+        for &pid in chunk.iter().filter(|&&pid| pid != own) {
+            match inspect(pid, driver_file) {
+                Ok(Some(m)) if m.cuda => result.found.push((pid, m)),
+                Ok(_) => {}
+                Err(()) => result.unreadable += 1,
+            }
+        }
+        result
     };
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -205,12 +226,16 @@ pub fn cuda_candidates(pids: &[i32], driver_file: Option<&str>) -> Vec<(i32, Map
             .collect();
         handles
             .into_iter()
-            .flat_map(|handle| {
+            .map(|handle| {
                 handle
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
             })
-            .collect()
+            .fold(Scan::default(), |mut all, part| {
+                all.found.extend(part.found);
+                all.unreadable += part.unreadable;
+                all
+            })
     })
 }
 
@@ -280,6 +305,9 @@ mod tests {
         let me = std::process::id() as i32;
         assert_eq!(tree(me)[0], me);
         assert!(all_pids().contains(&me));
-        assert!(cuda_candidates(&[me], None).is_empty(), "never itself");
+        assert!(
+            cuda_candidates(&[me], None).found.is_empty(),
+            "never itself"
+        );
     }
 }

@@ -9,9 +9,12 @@
 
 use std::collections::BTreeSet;
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
-use crate::support::{parse_one_document, texts, wait_until, Fixture, Member, Tree};
+use crate::support::{
+    check_document, parse_one_document, running_as_root, texts, wait_until, Fixture, Member, Tree,
+};
 use crate::wire::{Document, Kind, ProcessCommandDoc, State};
 
 /// The driver calls discovery may make: read-only queries.
@@ -568,4 +571,58 @@ wait"#,
         failures.len()
     );
     assert_read_only(&fx, "ps under churn");
+}
+
+/// `ps` by a user who may not read other users' /proc/PID/maps does not
+/// claim there is no CUDA process: it says how many processes it could not
+/// inspect, and why. As root, run as nobody next to root's CUDA process;
+/// otherwise as this user, next to root's PID 1.
+#[test]
+fn ps_says_how_many_processes_it_could_not_inspect() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let mut command = if running_as_root() {
+        let bin = fx.world_runnable_cudackpt();
+        let mut nobody = fx.command_for(&bin, &["--json", "ps"]);
+        nobody.uid(65534).gid(65534).current_dir("/");
+        assert_cmd::Command::from_std(nobody)
+    } else {
+        fx.cudackpt(&["--json", "ps"])
+    };
+    let doc: ProcessCommandDoc = check_document(&mut command, 0);
+    if running_as_root() {
+        assert!(
+            doc.processes.iter().all(|p| p.pid != target.pid),
+            "nobody cannot see root's process: {doc:?}"
+        );
+    }
+    let count = uninspected(&doc)
+        .unwrap_or_else(|| panic!("no word on the processes it could not inspect: {doc:?}"));
+    assert!(count >= 1, "{doc:?}");
+    let remark = doc
+        .warnings
+        .iter()
+        .find(|w| w.contains("could not be inspected"))
+        .expect("remark");
+    assert!(
+        remark.contains("may not read their /proc/PID/maps") && remark.contains("CAP_SYS_PTRACE"),
+        "{remark}"
+    );
+    // Root sees more (at least the CUDA process nobody could not).
+    if running_as_root() {
+        let doc: ProcessCommandDoc = fx.json(&["ps"], 0);
+        assert!(doc.processes.iter().any(|p| p.pid == target.pid), "{doc:?}");
+        assert!(uninspected(&doc).unwrap_or(0) < count, "{doc:?}");
+    }
+}
+
+/// The count of processes a `ps` document says it could not inspect.
+fn uninspected(doc: &ProcessCommandDoc) -> Option<usize> {
+    doc.warnings
+        .iter()
+        .find(|w| w.contains("could not be inspected"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
