@@ -201,25 +201,61 @@ fn restorability_check(cuda_version: Option<i32>) -> Check {
     )
 }
 
+/// The oldest CRIU whose CUDA plugin drives `cuda-checkpoint`.
+const CRIU_MIN_MAJOR: u32 = 4;
+
 fn criu_check() -> Check {
     let Some(path) = find_on_path("criu") else {
         return Check::new("criu", Status::Info, "not on PATH")
             .hint("only needed to save whole processes to disk: install CRIU 4.x (its CUDA plugin uses cuda-checkpoint) or use cudackpt as an action script");
     };
-    let version = Command::new(&path)
+    let said = Command::new(&path)
         .arg("--version")
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output()
         .ok()
         .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|text| text.lines().next().map(|l| l.trim().to_string()))
-        .unwrap_or_else(|| "version unknown".to_string());
-    Check::new(
-        "criu",
-        Status::Info,
-        format!("{} ({version})", path.display()),
-    )
+        .unwrap_or_default();
+    let detail = |version: &str| format!("{} (version {version})", path.display());
+    match parse_criu_version(&said) {
+        Some((major, minor)) if major >= CRIU_MIN_MAJOR => {
+            Check::new("criu", Status::Ok, detail(&format!("{major}.{minor}")))
+        }
+        Some((major, minor)) => Check::new("criu", Status::Warn, detail(&format!("{major}.{minor}")))
+            .hint("CRIU's CUDA plugin (which runs cuda-checkpoint, or cudackpt in its place) needs CRIU 4.0 or newer; upgrade CRIU, or use cudackpt as CRIU's action script"),
+        None => Check::new("criu", Status::Warn, detail("unknown"))
+            .hint("`criu --version` did not say `Version: X.Y`; CRIU's CUDA plugin needs CRIU 4.0 or newer"),
+    }
+}
+
+/// `Version: 4.2` (first line of `criu --version`) as (4, 2) (pure).
+fn parse_criu_version(text: &str) -> Option<(u32, u32)> {
+    let version = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("Version:"))?
+        .trim();
+    let mut parts = version.split(['.', '-']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+    Some((major, minor))
+}
+
+/// NVML: what the host-memory pre-flight, `--verify`, `ps`'s memory column
+/// and `devices`' free memory stand on.
+fn nvml_check() -> Check {
+    match crate::gpu::nvml::open() {
+        Ok(nvml) => Check::new(
+            "NVML",
+            Status::Ok,
+            match nvml.sys_driver_version() {
+                Ok(version) => format!("libnvidia-ml loaded (driver {version})"),
+                Err(_) => "libnvidia-ml loaded".to_string(),
+            },
+        ),
+        Err(why) => Check::new("NVML", Status::Warn, why)
+            .hint("install the driver's NVML (libnvidia-ml.so.1; in a container, the NVIDIA container toolkit's `utility` capability): without it a checkpoint cannot weigh GPU memory against host memory and cgroup limits, --verify fails, and ps and devices show no memory"),
+    }
 }
 
 fn privilege_checks(privileges: &Privileges) -> Vec<Check> {
@@ -229,9 +265,12 @@ fn privilege_checks(privileges: &Privileges) -> Vec<Check> {
     } else if privileges.cap_sys_ptrace {
         Check::new("privileges", Status::Ok, format!("uid {} with CAP_SYS_PTRACE", privileges.euid))
     } else {
-        Check::new("privileges", Status::Fail, format!("uid {} without CAP_SYS_PTRACE", privileges.euid))
-            .hint("run as root or grant CAP_SYS_PTRACE (e.g. sudo setcap cap_sys_ptrace+ep $(which cudackpt)); without it only your own processes can be tried, and the driver may refuse")
-            .exit(ExitStatus::PermissionDenied)
+        Check::new(
+            "privileges",
+            Status::Warn,
+            format!("uid {} without CAP_SYS_PTRACE: can checkpoint its own processes only", privileges.euid),
+        )
+        .hint("other users' processes are refused (exit 6) and not listed by ps; run as root, or grant CAP_SYS_PTRACE (e.g. sudo setcap cap_sys_ptrace+ep $(which cudackpt)), to act on every process")
     });
     checks.push(match privileges.ptrace_scope {
         None => Check::new("ptrace scope", Status::Info, "no Yama ptrace restrictions in this kernel"),
@@ -330,6 +369,7 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
             gpus = listing.gpus;
         }
     }
+    checks.push(nvml_check());
     checks.extend(privilege_checks(&Privileges::current_with_ptrace_scope()));
     checks.extend(thp_check());
     checks.push(restorability_check(facts.cuda_version.as_deref().and_then(
@@ -350,6 +390,17 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_criu_version_is_read_from_its_first_line() {
+        assert_eq!(parse_criu_version("Version: 4.2\n"), Some((4, 2)));
+        assert_eq!(
+            parse_criu_version("Version: 3.19\nGitID: v3.19\n"),
+            Some((3, 19))
+        );
+        assert_eq!(parse_criu_version("Version: 4\n"), Some((4, 0)));
+        assert_eq!(parse_criu_version("criu: unknown option"), None);
+    }
 
     #[test]
     fn the_thp_mode_is_the_bracketed_one() {

@@ -19,13 +19,19 @@ pub fn doctor(report: &DoctorReport, look: Look) -> String {
             Status::Fail => look.bad("FAIL"),
             Status::Info => look.dim("info"),
         };
-        rows.push(vec![
-            label,
-            check.name.to_string(),
-            check.detail.replace('\n', "; "),
-        ]);
+        let first = check.detail.lines().next().unwrap_or_default();
+        rows.push(vec![label, check.name.to_string(), first.to_string()]);
     }
-    let mut text = columns(&rows);
+    // A detail of several lines (a list of libraries tried) shows its first
+    // line in the row and the rest under it, indented.
+    let mut text = String::new();
+    for (line, check) in columns(&rows).lines().zip(&report.checks) {
+        text.push_str(line);
+        text.push('\n');
+        for more in check.detail.lines().skip(1) {
+            text.push_str(&format!("      {}\n", more.trim_start()));
+        }
+    }
     for check in report
         .checks
         .iter()
