@@ -27,17 +27,17 @@ impl ExitStatus {
     pub fn meaning(self) -> &'static str {
         match self {
             ExitStatus::Success => "success",
-            ExitStatus::Failed => "the operation failed (a driver error not covered below)",
+            ExitStatus::Failed => "the operation failed (a driver error not covered below), or its result could not be written",
             ExitStatus::Usage => "usage error: bad arguments (malformed PID, map, timeout or state)",
             ExitStatus::LockTimeout => "lock timed out; the process is still running",
-            ExitStatus::WrongState => "the process is in the wrong state for this operation",
-            ExitStatus::NoProcess => "no such process, a thread rather than a process, or not a CUDA process",
+            ExitStatus::WrongState => "the process is in the wrong state for this operation (or stopped, so the driver cannot answer)",
+            ExitStatus::NoProcess => "no such process, a thread rather than a process, not a CUDA process, or killed during the command (oom_killed)",
             ExitStatus::PermissionDenied => "permission denied (needs root or CAP_SYS_PTRACE; see ptrace_scope), or a file or directory cudackpt will not trust as root (another user's, writable by others, a link)",
             ExitStatus::DriverUnavailable => "driver unavailable: libcuda not found, or too old for the checkpoint API",
-            ExitStatus::PreflightRefused => "refused before any state changed: invalid GPU map (or, for restore, not enough GPU memory)",
+            ExitStatus::PreflightRefused => "refused before any state changed: a checkpoint the driver could never restore (CUDA IPC, NCCL ranks), or that host or cgroup memory cannot hold; an invalid GPU map, or not enough GPU memory to restore",
             ExitStatus::RollbackFailed => "a step failed and so did undoing it: some processes are not where they started; the report (rollback_error) says where each one is",
-            ExitStatus::InUse => "another cudackpt is changing one of the processes right now; nothing was done",
-            ExitStatus::Abandoned => "a second signal ended cudackpt in the middle of a change: the processes it names on stderr were left where it says (bring them back with resume or unlock)",
+            ExitStatus::InUse => "another cudackpt is changing one of the processes right now, or one that died left them mid-change (run cudackpt recover); nothing was done",
+            ExitStatus::Abandoned => "a second signal ended cudackpt in the middle of a change: the processes it names on stderr were left where it says (bring them back with cudackpt recover)",
             ExitStatus::Interrupted => "interrupted by SIGINT, SIGTERM, SIGHUP or SIGQUIT; the processes were rolled back to where they started",
         }
     }

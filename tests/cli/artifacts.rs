@@ -104,3 +104,22 @@ fn the_man_page_documents_exit_statuses_and_the_json_contract() {
         );
     }
 }
+
+/// The README's exit table is the code's, row for row: a status whose
+/// meaning changes (or a new one) fails here until the README says so.
+#[test]
+fn the_readme_exit_table_matches_the_code() {
+    let readme = fs::read_to_string(workspace().join("README.md")).expect("README.md");
+    let table: Vec<String> = readme
+        .lines()
+        .skip_while(|line| *line != "| status | meaning |")
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .map(str::to_string)
+        .collect();
+    let expected: Vec<String> = cudackpt::exit::ALL
+        .iter()
+        .map(|status| format!("| {} | {} |", status.code(), status.meaning()))
+        .collect();
+    assert_eq!(table, expected, "README.md's exit table");
+}
