@@ -717,7 +717,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__install__subcmd__compat)
-            opts="-v -q -y -h -V --force --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
+            opts="-v -q -y -h -V --force --allow-build-dir --uninstall --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

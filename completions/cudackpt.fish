@@ -365,7 +365,9 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l rec
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l force -d 'Replace an existing cuda-checkpoint there (e.g. NVIDIA\'s)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l force -d 'Replace an existing cuda-checkpoint there (e.g. NVIDIA\'s); it is kept as cuda-checkpoint.orig, and the swap is atomic'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l allow-build-dir -d 'Link to this cudackpt even though it runs from a cargo build directory (the link breaks at the next rebuild or cargo clean)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l uninstall -d 'Remove cudackpt\'s cuda-checkpoint link and put back what it replaced; anything else there is left alone'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s q -l quiet -d 'Print nothing; report through the exit status only'

@@ -402,9 +402,18 @@ pub enum Command {
         /// tool on PATH.
         #[arg(value_name = "DIR", default_value = "/usr/local/bin")]
         dir: PathBuf,
-        /// Replace an existing cuda-checkpoint there (e.g. NVIDIA's).
-        #[arg(long)]
+        /// Replace an existing cuda-checkpoint there (e.g. NVIDIA's); it is
+        /// kept as cuda-checkpoint.orig, and the swap is atomic.
+        #[arg(long, conflicts_with = "uninstall")]
         force: bool,
+        /// Link to this cudackpt even though it runs from a cargo build
+        /// directory (the link breaks at the next rebuild or cargo clean).
+        #[arg(long, conflicts_with = "uninstall")]
+        allow_build_dir: bool,
+        /// Remove cudackpt's cuda-checkpoint link and put back what it
+        /// replaced; anything else there is left alone.
+        #[arg(long)]
+        uninstall: bool,
     },
     /// Print a shell completion script.
     Completions {

@@ -156,7 +156,19 @@ pub fn run(cli: Cli) -> ExitStatus {
                 ExitStatus::Failed
             }
         },
-        Command::InstallCompat { dir, force } => sink.finish(&install_compat::run(&dir, force)),
+        Command::InstallCompat {
+            dir,
+            force,
+            allow_build_dir,
+            uninstall,
+        } => sink.finish(&install_compat::run(
+            &dir,
+            install_compat::Options {
+                force,
+                allow_build_dir,
+                uninstall,
+            },
+        )),
         process_command => {
             let Some(raw) = validate::split(process_command) else {
                 return ExitStatus::Usage;

@@ -222,16 +222,21 @@ struct InstallDoc<'a> {
     schema_version: u32,
     command: &'static str,
     ok: bool,
+    exit_code: u8,
     message: &'a str,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
 }
 
 /// The document for `install-compat`.
-pub fn install_compat(ok: bool, message: &str) -> String {
+pub fn install_compat(report: &crate::commands::install_compat::InstallReport) -> String {
     to_line(&InstallDoc {
         schema_version: SCHEMA_VERSION,
         command: "install-compat",
-        ok,
-        message,
+        ok: report.ok,
+        exit_code: report.exit.code(),
+        message: &report.message,
+        warnings: &report.warnings,
     })
 }
 

@@ -201,14 +201,22 @@ impl Rendered for crate::commands::demo::DemoReport {
 
 impl Rendered for crate::commands::install_compat::InstallReport {
     fn json(&self) -> String {
-        json::install_compat(self.ok, &self.message)
+        json::install_compat(self)
     }
 
     fn human(&self, _look: Look) -> (String, String) {
+        let warnings: String = self
+            .warnings
+            .iter()
+            .map(|w| format!("cudackpt: warning: {w}\n"))
+            .collect();
         if self.ok {
-            (format!("{}\n", self.message), String::new())
+            (format!("{}\n", self.message), warnings)
         } else {
-            (String::new(), format!("cudackpt: {}\n", self.message))
+            (
+                String::new(),
+                format!("cudackpt: {}\n{warnings}", self.message),
+            )
         }
     }
 

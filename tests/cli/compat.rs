@@ -9,6 +9,7 @@
 use std::ffi::OsString;
 use std::fs;
 use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant};
@@ -1067,11 +1068,25 @@ struct InstallDoc {
     schema_version: u32,
     command: String,
     ok: bool,
+    exit_code: i32,
     message: String,
+    #[serde(default)]
+    warnings: Vec<String>,
 }
 
 fn binary() -> PathBuf {
     cudackpt_bin().canonicalize().expect("the cudackpt binary")
+}
+
+/// `install-compat DIR` as the tests run it: the binary is in a cargo
+/// build directory (so `--allow-build-dir`), and `PATH` starts at `DIR`.
+fn install_compat(fx: &Fixture, dir: &Path, extra: &[&str]) -> assert_cmd::Command {
+    let mut args = vec!["install-compat", "--allow-build-dir"];
+    args.extend_from_slice(extra);
+    args.push(dir.to_str().expect("UTF-8 path"));
+    let mut command = fx.cudackpt(&args);
+    command.env("PATH", format!("{}:/usr/bin:/bin", dir.display()));
+    command
 }
 
 #[test]
@@ -1079,11 +1094,9 @@ fn install_compat_links_is_idempotent_and_answers_as_cuda_checkpoint() {
     let fx = Fixture::new();
     let dir = fx.dir().join("install");
     fs::create_dir(&dir).expect("dir");
-    let dir_arg = dir.to_str().expect("UTF-8 path");
     let link = dir.join(NVIDIA_NAME);
 
-    let output = fx
-        .cudackpt(&["install-compat", dir_arg])
+    let output = install_compat(&fx, &dir, &[])
         .assert()
         .success()
         .stderr("")
@@ -1096,8 +1109,7 @@ fn install_compat_links_is_idempotent_and_answers_as_cuda_checkpoint() {
         format!("installed {} -> {}\n", link.display(), binary().display())
     );
 
-    let output = fx
-        .cudackpt(&["install-compat", dir_arg])
+    let output = install_compat(&fx, &dir, &[])
         .assert()
         .success()
         .get_output()
@@ -1106,16 +1118,19 @@ fn install_compat_links_is_idempotent_and_answers_as_cuda_checkpoint() {
     assert!(stdout.starts_with("already installed"), "{stdout}");
     assert_eq!(fs::read_link(&link).expect("still the link"), binary());
 
-    let assert = fx
-        .cudackpt(&["--json", "install-compat", dir_arg])
-        .assert()
-        .success();
+    let assert = install_compat(&fx, &dir, &["--json"]).assert().success();
     let doc: InstallDoc = parse_one_document(&assert.get_output().stdout);
     assert_eq!(
-        (doc.schema_version, doc.command.as_str(), doc.ok),
-        (1, "install-compat", true)
+        (
+            doc.schema_version,
+            doc.command.as_str(),
+            doc.ok,
+            doc.exit_code
+        ),
+        (1, "install-compat", true, 0)
     );
     assert!(doc.message.contains("already installed"), "{doc:?}");
+    assert!(doc.warnings.is_empty(), "first on PATH: {doc:?}");
 
     // What it installed answers as NVIDIA's tool.
     let target = fx.cuda_target();
@@ -1124,16 +1139,15 @@ fn install_compat_links_is_idempotent_and_answers_as_cuda_checkpoint() {
 }
 
 #[test]
-fn install_compat_refuses_an_existing_file_unless_forced() {
+fn install_compat_keeps_what_it_replaces_and_uninstall_puts_it_back() {
     let fx = Fixture::new();
     let dir = fx.dir().join("install");
     fs::create_dir(&dir).expect("dir");
-    let dir_arg = dir.to_str().expect("UTF-8 path");
     let link = dir.join(NVIDIA_NAME);
-    fs::write(&link, "#!/bin/sh\necho NVIDIA\n").expect("NVIDIA's tool, say");
+    let nvidia = "#!/bin/sh\necho NVIDIA\n";
+    fs::write(&link, nvidia).expect("NVIDIA's tool, say");
 
-    let output = fx
-        .cudackpt(&["install-compat", dir_arg])
+    let output = install_compat(&fx, &dir, &[])
         .assert()
         .failure()
         .get_output()
@@ -1144,24 +1158,99 @@ fn install_compat_refuses_an_existing_file_unless_forced() {
         stderr.contains("already exists") && stderr.contains("--force"),
         "{stderr}"
     );
-    let assert = fx
-        .cudackpt(&["--json", "install-compat", dir_arg])
-        .assert()
-        .failure();
+    let assert = install_compat(&fx, &dir, &["--json"]).assert().failure();
     let doc: InstallDoc = parse_one_document(&assert.get_output().stdout);
-    assert!(!doc.ok && doc.message.contains("--force"), "{doc:?}");
-    assert_eq!(
-        fs::read_to_string(&link).expect("untouched"),
-        "#!/bin/sh\necho NVIDIA\n"
+    assert!(
+        !doc.ok && doc.exit_code == 1 && doc.message.contains("--force"),
+        "{doc:?}"
     );
+    assert_eq!(fs::read_to_string(&link).expect("untouched"), nvidia);
 
-    let assert = fx
-        .cudackpt(&["--json", "install-compat", "--force", dir_arg])
+    let assert = install_compat(&fx, &dir, &["--json", "--force"])
         .assert()
         .success();
     let doc: InstallDoc = parse_one_document(&assert.get_output().stdout);
     assert!(doc.ok && doc.message.starts_with("replaced"), "{doc:?}");
+    assert!(doc.message.contains("cuda-checkpoint.orig"), "{doc:?}");
     assert_eq!(fs::read_link(&link).expect("now a symlink"), binary());
+    assert_eq!(
+        fs::read_to_string(dir.join("cuda-checkpoint.orig")).expect("kept"),
+        nvidia
+    );
+
+    let assert = fx
+        .cudackpt(&[
+            "--json",
+            "install-compat",
+            "--uninstall",
+            dir.to_str().expect("utf-8"),
+        ])
+        .assert()
+        .success();
+    let doc: InstallDoc = parse_one_document(&assert.get_output().stdout);
+    assert!(doc.ok && doc.message.contains("put back"), "{doc:?}");
+    assert_eq!(fs::read_to_string(&link).expect("NVIDIA's again"), nvidia);
+    assert!(!dir.join("cuda-checkpoint.orig").exists());
+    // NVIDIA's file is not cudackpt's to remove.
+    fx.cudackpt(&[
+        "install-compat",
+        "--uninstall",
+        dir.to_str().expect("utf-8"),
+    ])
+    .assert()
+    .failure()
+    .stderr(predicates::str::contains("not cudackpt's link"));
+    assert_eq!(fs::read_to_string(&link).expect("left alone"), nvidia);
+}
+
+/// A link into a build directory breaks at the next `cargo clean`: refused
+/// unless asked, as a usage error that says how to install first.
+#[test]
+fn install_compat_refuses_a_build_directory_unless_asked() {
+    let fx = Fixture::new();
+    let dir = fx.dir().join("install");
+    fs::create_dir(&dir).expect("dir");
+    let output = fx
+        .cudackpt(&["install-compat", dir.to_str().expect("utf-8")])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let (_, stderr) = texts(&output);
+    assert!(
+        stderr.contains("cargo build directory") && stderr.contains("--allow-build-dir"),
+        "{stderr}"
+    );
+    assert!(!dir.join(NVIDIA_NAME).exists());
+}
+
+/// Another `cuda-checkpoint` earlier on PATH is what CRIU will run: said.
+#[test]
+fn install_compat_warns_when_another_cuda_checkpoint_comes_first_on_path() {
+    let fx = Fixture::new();
+    let (dir, earlier) = (fx.dir().join("install"), fx.dir().join("earlier"));
+    for d in [&dir, &earlier] {
+        fs::create_dir(d).expect("dir");
+    }
+    let theirs = earlier.join(NVIDIA_NAME);
+    fs::write(&theirs, "#!/bin/sh\n").expect("another tool");
+    fs::set_permissions(&theirs, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let output = fx
+        .cudackpt(&[
+            "install-compat",
+            "--allow-build-dir",
+            dir.to_str().expect("utf-8"),
+        ])
+        .env("PATH", format!("{}:{}", earlier.display(), dir.display()))
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let (_, stderr) = texts(&output);
+    assert!(
+        stderr.contains(&format!("{} comes first on PATH", theirs.display())),
+        "{stderr}"
+    );
 }
 
 // 6. Nothing before the answer, whatever the environment asks for.
