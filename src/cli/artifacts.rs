@@ -60,7 +60,7 @@ devices: {\"schema_version\":1, \"command\":\"devices\", \"ok\":BOOL, \"exit_cod
 demo: {\"schema_version\":1, \"command\":\"demo\", \"ok\":BOOL, \"exit_code\":N, \"pid\":N, \"size_bytes\":N, \"gpu\":GPU, \
 \"steps\":[{\"step\", \"ok\", \"state\", \"duration_ms\"}], \"data_intact\":BOOL, \"error\":ERROR}.";
 
-const ENVIRONMENT: [(&str, &str); 8] = [
+const ENVIRONMENT: [(&str, &str); 11] = [
     (
         "CUDACKPT_LIBCUDA",
         "The CUDA driver library to load (as --libcuda). As root, only a library owned by root and writable by nobody else.",
@@ -92,6 +92,18 @@ const ENVIRONMENT: [(&str, &str); 8] = [
     (
         "NO_COLOR",
         "When set and not empty, --color=auto never colours.",
+    ),
+    (
+        "CLICOLOR_FORCE",
+        "When set and not 0, --color=auto colours even when stdout is not a terminal (NO_COLOR still wins).",
+    ),
+    (
+        "CLICOLOR",
+        "0: --color=auto does not colour.",
+    ),
+    (
+        "TERM",
+        "dumb: --color=auto does not colour.",
     ),
 ];
 

@@ -100,10 +100,18 @@ fn result(p: &ProcessReport, look: Look) -> String {
             short(failure)
         );
     }
+    // A process no driver call reached has the state it had: unchanged,
+    // whatever it was, rather than "unknown".
+    let untouched = p.state.is_none() && p.steps.is_empty();
     match &p.failure {
         None => p.note.clone().unwrap_or(moved),
         Some(f) if f.kind == FailureKind::NotAttempted => {
-            format!("{} (still {after})", look.dim("not attempted"))
+            let now = if untouched {
+                "unchanged".to_string()
+            } else {
+                format!("still {after}")
+            };
+            format!("{} ({now})", look.dim("not attempted"))
         }
         Some(f) if f.kind == FailureKind::RolledBack => {
             format!("{} to {after}", look.dim("rolled back"))
@@ -111,6 +119,8 @@ fn result(p: &ProcessReport, look: Look) -> String {
         Some(f) => {
             let tail = if p.rolled_back {
                 format!("; rolled back to {after}")
+            } else if untouched {
+                String::new()
             } else {
                 format!("; now {after}")
             };

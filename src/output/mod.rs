@@ -82,10 +82,36 @@ impl Look {
     }
 }
 
-/// Whether `stream` may be coloured when nothing was asked for: it is a
-/// terminal and NO_COLOR (no-color.org) is unset or empty.
+/// Whether `stream` may be coloured when nothing was asked for, by the
+/// usual conventions, in this order: NO_COLOR set and not empty
+/// (no-color.org) says no; CLICOLOR_FORCE set and not `0` says yes, even
+/// off a terminal; CLICOLOR=0 or TERM=dumb says no; else a terminal.
 pub fn colour_suits(stream: &impl IsTerminal) -> bool {
-    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+    decide_colour(
+        var("NO_COLOR").is_some(),
+        var("CLICOLOR_FORCE").is_some_and(|v| v != "0"),
+        var("CLICOLOR").is_some_and(|v| v == "0"),
+        var("TERM").is_some_and(|v| v == "dumb"),
+        stream.is_terminal(),
+    )
+}
+
+/// The colour decision from its inputs (pure).
+pub fn decide_colour(
+    no_color: bool,
+    force: bool,
+    clicolor_off: bool,
+    dumb: bool,
+    terminal: bool,
+) -> bool {
+    if no_color {
+        return false;
+    }
+    if force {
+        return true;
+    }
+    !clicolor_off && !dumb && terminal
 }
 
 /// Where a run's output goes, and how it looks.
@@ -123,6 +149,9 @@ impl Sink {
         human: impl FnOnce(Look) -> (String, String),
     ) -> io::Result<()> {
         if self.quiet {
+            // As `grep -q`: no result and no remarks, but what went wrong
+            // is still said on stderr (in words, even with --json).
+            write_stderr(&errors_only(&human(self.look).1));
             return Ok(());
         }
         if self.json {
@@ -133,6 +162,16 @@ impl Sink {
             write_stdout(&out)
         }
     }
+}
+
+/// The error lines of a human stderr text: everything but the
+/// `cudackpt: warning:` remarks (one line each) (pure).
+pub fn errors_only(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|line| !line.starts_with("cudackpt: warning:"))
+        .map(|line| format!("{line}\n"))
+        .collect()
 }
 
 /// Says on stderr that stdout could not be written, and turns a success
@@ -317,6 +356,32 @@ fn visible_width(text: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn colour_follows_the_conventions_in_order() {
+        // no_color, force, clicolor_off, dumb, terminal
+        assert!(decide_colour(false, false, false, false, true));
+        assert!(!decide_colour(false, false, false, false, false));
+        assert!(
+            !decide_colour(true, true, false, false, true),
+            "NO_COLOR wins"
+        );
+        assert!(decide_colour(false, true, false, true, false), "forced");
+        assert!(!decide_colour(false, false, false, true, true), "TERM=dumb");
+        assert!(
+            !decide_colour(false, false, true, false, true),
+            "CLICOLOR=0"
+        );
+    }
+
+    #[test]
+    fn quiet_keeps_errors_and_drops_remarks() {
+        let text = "cudackpt: warning: a remark\ncudackpt: could not lock PID 1\n  hint: try\n";
+        assert_eq!(
+            errors_only(text),
+            "cudackpt: could not lock PID 1\n  hint: try\n"
+        );
+    }
 
     #[test]
     fn durations_read_naturally() {

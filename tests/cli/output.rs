@@ -5,29 +5,53 @@ use std::process::Stdio;
 
 use crate::support::{texts, Fixture};
 
+/// `-q` as `grep -q`: no result and no remarks, the exit status, and what
+/// went wrong still said on stderr (in words, with --json too).
 #[test]
-fn quiet_prints_nothing_and_keeps_the_exit_status() {
+fn quiet_prints_no_result_keeps_the_exit_status_and_the_errors() {
     let fx = Fixture::new();
     let target = fx.cuda_target();
     let dead = fx.cuda_target().kill_and_reap();
     let pid = target.arg();
-    for (args, code) in [
-        (vec!["-q", "state", &pid], 0),
-        (vec!["-q", "unlock", &pid], 4),
-        (vec!["--quiet", "lock", &dead.to_string()], 5),
+    fx.cudackpt(&["-q", "state", &pid])
+        .assert()
+        .code(0)
+        .stdout("")
+        .stderr("");
+    for (args, code, said) in [
+        (vec!["-q", "unlock", &pid], 4, "could not unlock"),
+        (
+            vec!["--quiet", "lock", &dead.to_string()],
+            5,
+            "no process has PID",
+        ),
         (
             vec!["-q", "--libcuda", "/nonexistent/libcuda.so", "lock", &pid],
             7,
+            "/nonexistent/libcuda.so",
         ),
-        (vec!["-q", "--json", "unlock", &pid], 4),
+        (vec!["-q", "--json", "unlock", &pid], 4, "could not unlock"),
         (
             vec!["-q", "doctor", "--libcuda", "/nonexistent/libcuda.so"],
             7,
+            "",
         ),
     ] {
-        fx.cudackpt(&args).assert().code(code).stdout("").stderr("");
+        let output = fx
+            .cudackpt(&args)
+            .assert()
+            .code(code)
+            .stdout("")
+            .get_output()
+            .clone();
+        let (_, stderr) = texts(&output);
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("warning:"),
+            "{args:?}: no remarks: {stderr}"
+        );
     }
-    // Quiet changes the output, not the work.
+    // Quiet changes the output, not the work; remarks (no NVML) are dropped.
     fx.cudackpt(&["-q", "suspend", &pid])
         .assert()
         .success()
@@ -57,6 +81,17 @@ fn colour_only_when_asked_for_or_on_a_terminal() {
     assert_eq!(stripped, plain);
     let json = stdout(&["--color", "always", "--json", "state", &pid]);
     assert!(!json.contains('\x1b'), "never colour in JSON: {json:?}");
+    // CLICOLOR_FORCE colours off a terminal; NO_COLOR still wins.
+    let forced = |env: &[(&str, &str)]| {
+        let mut command = fx.cudackpt(&["state", &pid]);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        texts(&command.assert().success().get_output().clone()).0
+    };
+    assert_eq!(forced(&[("CLICOLOR_FORCE", "1")]), coloured);
+    assert_eq!(forced(&[("CLICOLOR_FORCE", "0")]), plain);
+    assert_eq!(forced(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]), plain);
 }
 
 /// Removes `ESC [ ... m` sequences.
@@ -161,4 +196,23 @@ fn man_pages_that_cannot_be_written_name_the_path() {
         stderr.contains("cannot write the man pages: /proc/cudackpt-no-such-dir:"),
         "{stderr}"
     );
+}
+
+/// A process no driver call reached is "unchanged", not "unknown": refused
+/// before the driver, nothing happened to it.
+#[test]
+fn processes_the_driver_never_saw_are_unchanged_not_unknown() {
+    let fx = Fixture::new();
+    let (a, b) = (fx.cuda_target(), fx.cuda_target());
+    let output = fx
+        .cudackpt(&["suspend", &a.arg(), &b.arg(), "999999999"])
+        .assert()
+        .code(5)
+        .get_output()
+        .clone();
+    let (stdout, _) = texts(&output);
+    assert!(!stdout.contains("unknown"), "{stdout}");
+    assert_eq!(stdout.matches("not attempted (unchanged)").count(), 2, "{stdout}");
+    assert!(stdout.contains("FAILED (no such process)"), "{stdout}");
+    fx.assert_no_calls("a group refused before the driver");
 }
