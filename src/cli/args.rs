@@ -58,7 +58,8 @@ pub struct GlobalArgs {
     #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
     pub verbose: u8,
 
-    /// Print nothing; report through the exit status only.
+    /// Print no result and no warnings; errors still go to stderr, and the
+    /// exit status says the rest (as grep -q).
     #[arg(short, long, global = true)]
     pub quiet: bool,
 
