@@ -35,7 +35,7 @@ With --json, every invocation prints exactly one JSON document on stdout (schema
 Process commands (state, lock, checkpoint, restore, unlock, toggle, suspend, resume, restore-tid, wait, ps): \
 {\"schema_version\":1, \"command\":NAME, \"ok\":BOOL, \"exit_code\":N, \"duration_ms\":MS, \"error\":ERROR, \"warnings\":[TEXT], \
 \"map\":[{\"old\":UUID, \"new\":UUID}] (restores with --map: the map passed to the driver, completed), \"processes\":[PROCESS...]}. ok is true only if the command and every process succeeded; exit_code is the exit status; \
-the top-level error (a failure of the command as a whole, e.g. --all without --yes) and warnings (e.g. no CUDA process found) \
+the top-level error (a failure of the command as a whole, said once: e.g. --all without --yes, or a group refused before any process ran, whose processes are then not_attempted) and warnings (e.g. no CUDA process found) \
 appear only when there are some.
 
 PROCESS: {\"pid\":N, \"name\":COMM, \"ok\":BOOL, \"state_before\":STATE (compound commands), \"state\":STATE, \

@@ -351,7 +351,9 @@ pub fn main(args: &[OsString]) -> ExitStatus {
     let Some(process) = report.processes.first() else {
         return ExitStatus::Failed;
     };
-    if let Some(failure) = &process.failure {
+    // A refusal of the whole command (the driver, the map) is the news,
+    // not the process's "not attempted".
+    if let Some(failure) = report.failure.as_ref().or(process.failure.as_ref()) {
         output::write_stderr(&human::failure_text(failure).replacen(
             "cudackpt:",
             &format!("{COMPAT_NAME}:"),

@@ -100,11 +100,37 @@ fn clap_error(error: clap::Error, args: &[OsString]) -> ExitStatus {
             .as_str()
             .unwrap_or("invalid arguments")
             .to_string();
-        let detail = error.render().to_string();
-        let _ = output::write_stdout(&json::usage_error(&message, detail.trim()));
+        let detail = usage_message(&error.render().to_string());
+        let command = command_named(args);
+        let _ = output::write_stdout(&json::usage_error(command.as_deref(), &message, &detail));
     }
     let _ = error.print();
     status
+}
+
+/// Clap's message for a JSON document: without its `error: ` prefix and
+/// its "For more information, try '--help'." tail (pure).
+pub fn usage_message(rendered: &str) -> String {
+    let text = rendered.trim();
+    let text = text.strip_prefix("error: ").unwrap_or(text);
+    let text = match text.rfind("For more information") {
+        Some(at) => &text[..at],
+        None => text,
+    };
+    text.trim_end().to_string()
+}
+
+/// The subcommand named on the command line, if any: the first argument
+/// that is one of cudackpt's subcommands.
+fn command_named(args: &[OsString]) -> Option<String> {
+    use clap::CommandFactory;
+    let cli = args::Cli::command();
+    let names: Vec<&str> = cli.get_subcommands().map(|c| c.get_name()).collect();
+    args.iter()
+        .skip(1)
+        .filter_map(|a| a.to_str())
+        .find(|a| names.contains(a))
+        .map(str::to_string)
 }
 
 fn sink(global: &GlobalArgs) -> Sink {
@@ -173,6 +199,7 @@ pub fn run(cli: Cli) -> ExitStatus {
             let Some(raw) = validate::split(process_command) else {
                 return ExitStatus::Usage;
             };
+            let operation_name = raw.command_name();
             match Invocation::try_from(raw) {
                 Ok(invocation) => run_process_command(invocation, &global, &sink),
                 Err(Invalid::Map {
@@ -184,6 +211,7 @@ pub fn run(cli: Cli) -> ExitStatus {
                     let message = format!("cannot use --map-file {}: {why}", file.display());
                     if sink.json {
                         let _ = output::write_stdout(&json::usage_error(
+                            Some(operation_name),
                             "invalid --map-file",
                             &message,
                         ));

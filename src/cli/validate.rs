@@ -245,6 +245,13 @@ impl TryFrom<RawProcessCommand> for Invocation {
     }
 }
 
+impl RawProcessCommand {
+    /// The command's name, as JSON documents give it.
+    pub fn command_name(&self) -> &'static str {
+        self.operation.name()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,9 @@ pub struct DevicesReport {
 }
 
 impl DevicesReport {
+    /// What to do when no GPU could be listed.
+    pub const HINT: &'static str = "install the NVIDIA driver (and NVML), or point --libcuda at libcuda; `cudackpt doctor` says more";
+
     pub fn exit_status(&self) -> ExitStatus {
         match &self.error {
             None => ExitStatus::Success,

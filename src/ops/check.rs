@@ -203,6 +203,25 @@ impl Checked {
                 report.map = finished.map;
                 report
             }
+            // A refusal of the whole group before any process ran (its
+            // memory, its map, the driver) is said once, at the top; each
+            // process is then just not attempted.
+            Err(Stop::Halted {
+                ran,
+                not_run: Some(failure),
+            }) if ran.is_empty() && failure.kind != FailureKind::NotAttempted => {
+                let each = Failure::new(
+                    FailureKind::NotAttempted,
+                    format!(
+                        "not attempted: the command was refused as a whole ({})",
+                        failure.kind.as_str()
+                    ),
+                    "",
+                );
+                let mut report = self.report(ran, Some(each), started);
+                report.failure = Some(failure);
+                report
+            }
             Err(Stop::Halted { ran, not_run }) => self.report(ran, not_run, started),
             Err(Stop::Refused(failure)) => self.report(Vec::new(), Some(failure), started),
         }
@@ -319,15 +338,20 @@ mod tests {
     }
 
     #[test]
-    fn the_report_gives_every_valid_target_the_failure_of_a_stop() {
+    fn a_stop_of_the_whole_group_is_said_once_at_the_top() {
         let checked = checked(vec![Ok(target(1)), Ok(target(2))], vec![1, 2], true);
         let stop = Stop::not_run(Failure::new(FailureKind::InUse, "busy", ""));
         let report = checked.assemble(Err(stop), Instant::now());
+        assert_eq!(
+            report.failure.as_ref().map(|f| f.kind),
+            Some(FailureKind::InUse)
+        );
         assert_eq!(report.processes.len(), 2);
         assert!(report
             .processes
             .iter()
-            .all(|p| p.failure.as_ref().map(|f| f.kind) == Some(FailureKind::InUse)));
+            .all(|p| p.failure.as_ref().map(|f| f.kind) == Some(FailureKind::NotAttempted)));
+        assert_eq!(report.exit_status(), crate::exit::ExitStatus::InUse);
         assert_eq!(report.command, "suspend");
     }
 

@@ -51,7 +51,8 @@ pub fn devices(report: &DevicesReport, look: Look) -> (String, String) {
     }
     if let Some(error) = &report.error {
         err.push_str(&format!(
-            "cudackpt: {error}\n  hint: install the NVIDIA driver (and NVML), or point --libcuda at libcuda; `cudackpt doctor` says more\n"
+            "cudackpt: {error}\n  hint: {}\n",
+            DevicesReport::HINT
         ));
     }
     let table = if report.gpus.is_empty() {

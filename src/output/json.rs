@@ -199,11 +199,12 @@ struct UsageDoc<'a> {
     processes: [(); 0],
 }
 
-/// The document for arguments that could not be parsed.
-pub fn usage_error(message: &str, detail: &str) -> String {
+/// The document for arguments that could not be parsed: `command` is the
+/// subcommand named, when one was.
+pub fn usage_error(command: Option<&str>, message: &str, detail: &str) -> String {
     to_line(&UsageDoc {
         schema_version: SCHEMA_VERSION,
-        command: None,
+        command,
         ok: false,
         exit_code: crate::exit::ExitStatus::Usage.code(),
         error: ErrorDoc {
@@ -287,7 +288,7 @@ struct DevicesDoc<'a> {
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     warnings: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a str>,
+    error: Option<ErrorDoc<'a>>,
     gpus: Vec<GpuDoc>,
 }
 
@@ -300,7 +301,13 @@ pub fn devices(report: &DevicesReport) -> String {
         exit_code: report.exit_status().code(),
         source: report.source.map(source_name),
         warnings: &report.warnings,
-        error: report.error.as_deref(),
+        error: report.error.as_deref().map(|message| ErrorDoc {
+            kind: "driver_unavailable",
+            message,
+            hint: Some(DevicesReport::HINT),
+            cuda_error: None,
+            code: None,
+        }),
         gpus: report.gpus.iter().map(GpuDoc::from_gpu).collect(),
     })
 }

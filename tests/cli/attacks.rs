@@ -61,7 +61,7 @@ fn a_record_directory_of_another_user_is_refused_before_any_driver_call() {
         ],
         6,
     );
-    let error = doc.process(target.pid).error();
+    let error = doc.refusal(target.pid);
     assert_eq!(error.kind, Kind::UnsafePath);
     assert!(error.message.contains("uid 65534"), "{error:?}");
     fx.assert_no_calls("an unsafe record directory");
@@ -79,7 +79,7 @@ fn a_directory_anyone_can_write_is_refused_unless_sticky() {
     let record_dir = open.to_str().expect("utf-8");
     let doc: ProcessCommandDoc =
         fx.json(&["--record-dir", record_dir, "suspend", &target.arg()], 6);
-    let error = doc.process(target.pid).error();
+    let error = doc.refusal(target.pid);
     assert!(error.message.contains("writable by everyone"), "{error:?}");
     fx.assert_no_calls("a world-writable record directory");
     // Sticky, like /tmp: others cannot replace cudackpt's files there.
@@ -155,7 +155,7 @@ fn a_planted_lock_link_fails_closed_and_the_victim_is_untouched() {
     fs::create_dir(&locks).expect("locks");
     symlink(&victim, locks.join(format!("{}.lock", target.pid))).expect("link");
     let doc: ProcessCommandDoc = fx.json(&["suspend", &target.arg()], 1);
-    let error = doc.process(target.pid).error();
+    let error = doc.refusal(target.pid);
     assert_eq!(error.kind, Kind::LockUnavailable);
     assert!(
         error
@@ -187,7 +187,7 @@ fn an_unusable_lock_directory_fails_closed() {
         .stdout
         .clone()
         .pipe(|out| crate::support::parse_one_document(&out));
-    assert_eq!(doc.process(target.pid).error().kind, Kind::LockUnavailable);
+    assert_eq!(doc.refusal(target.pid).kind, Kind::LockUnavailable);
     fx.assert_no_calls("an unusable lock directory");
 }
 
@@ -260,7 +260,7 @@ fn root_refuses_a_library_another_user_could_have_written() {
     let output = run(&[]);
     assert_eq!(output.status.code(), Some(6), "{output:?}");
     let doc: ProcessCommandDoc = crate::support::parse_one_document(&output.stdout);
-    let error = doc.process(target.pid).error();
+    let error = doc.refusal(target.pid);
     assert_eq!(error.kind, Kind::UnsafePath);
     assert!(error.message.contains("uid 65534"), "{error:?}");
     assert!(!mark.exists(), "its constructor never ran");

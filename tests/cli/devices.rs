@@ -14,7 +14,7 @@ struct DevicesDoc {
     source: Option<String>,
     #[serde(default)]
     warnings: Vec<String>,
-    error: Option<String>,
+    error: Option<crate::wire::ErrorDoc>,
     gpus: Vec<GpuDoc>,
 }
 
@@ -108,10 +108,16 @@ fn without_any_driver_devices_exits_7_and_says_why() {
     let fx = Fixture::new();
     let doc = devices_json(&fx, &["--libcuda", "/nonexistent/libcuda.so.1"], 7);
     assert!(doc.gpus.is_empty());
+    let error = doc.error.as_ref().expect("an error");
+    // The same shape as every error object: kind, message, hint.
+    error.check();
+    assert_eq!(error.kind, crate::wire::Kind::DriverUnavailable);
     assert!(
-        doc.error
-            .as_deref()
-            .is_some_and(|e| e.contains("/nonexistent/libcuda.so.1")),
+        error.message.contains("/nonexistent/libcuda.so.1"),
+        "{doc:?}"
+    );
+    assert!(
+        error.hint.as_deref().is_some_and(|h| h.contains("doctor")),
         "{doc:?}"
     );
 }

@@ -20,9 +20,10 @@ fn driver_failure(fx: &Fixture, libcuda: &str, as_flag: bool) -> String {
     };
     let doc: ProcessCommandDoc = crate::support::check_document(&mut command, 7);
     let p = doc.only(target.pid);
-    assert_eq!(p.kind(), Kind::DriverUnavailable);
+    let error = doc.refusal(target.pid);
+    assert_eq!(error.kind, Kind::DriverUnavailable);
     assert_eq!(p.state, State::Unknown);
-    assert!(p.error().hint.is_some());
+    assert!(error.hint.is_some());
     fx.assert_no_calls(libcuda);
 
     // The same failure for people, on stderr.
@@ -35,9 +36,9 @@ fn driver_failure(fx: &Fixture, libcuda: &str, as_flag: bool) -> String {
     };
     let output = human.assert().code(7).get_output().clone();
     let (_, stderr) = texts(&output);
-    assert!(stderr.contains(&p.error().message), "{stderr}");
+    assert!(stderr.contains(&error.message), "{stderr}");
     assert_eq!(fx.fake_state(target.pid), "running");
-    p.error().message.clone()
+    error.message.clone()
 }
 
 #[test]

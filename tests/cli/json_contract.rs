@@ -71,16 +71,21 @@ fn a_failure_is_still_one_document_and_nothing_on_stderr() {
 #[test]
 fn a_usage_error_with_json_is_a_document_with_exit_code_2() {
     let fx = Fixture::new();
-    for args in [
-        &["--json", "state", "abc"][..],
-        &["state", "--json", "0"],
-        &["--json", "frobnicate", "1"],
-        &["--json", "lock"],
-        &["--json", "wait", "--state", "paused", "1"],
+    for (args, command) in [
+        (&["--json", "state", "abc"][..], Some("state")),
+        (&["state", "--json", "0"], Some("state")),
+        (&["--json", "frobnicate", "1"], None),
+        (&["--json", "lock"], Some("lock")),
+        (&["--json", "wait", "--state", "paused", "1"], Some("wait")),
     ] {
         let output = fx.cudackpt(args).assert().code(2).get_output().clone();
         let doc: UsageDoc = parse_one_document(&output.stdout);
         doc.check(2);
+        assert_eq!(
+            doc.command.as_deref(),
+            command,
+            "{args:?}: names its command"
+        );
         assert!(!doc.error.message.is_empty(), "{args:?}");
         fx.assert_no_calls(&format!("{args:?}"));
     }

@@ -152,7 +152,7 @@ fn a_foreign_map_must_cover_this_host_and_the_driver_judges_the_rest() {
         &["restore", "--map", &format!("{f0}={b}"), &target.arg()],
         8,
     );
-    let error = doc.only(target.pid).error();
+    let error = doc.refusal(target.pid);
     assert_eq!(error.kind, Kind::InvalidMap);
     assert!(
         error.message.contains(&a) && error.message.contains("receive"),
@@ -195,7 +195,7 @@ fn impossible_maps_are_refused_before_any_driver_call() {
     for (map, why) in cases {
         for command in ["restore", "resume"] {
             let doc: ProcessCommandDoc = fx.json(&[command, "--map", &map, &target.arg()], 8);
-            let error = doc.only(target.pid).error();
+            let error = doc.refusal(target.pid);
             assert_eq!(error.kind, Kind::InvalidMap, "{map}");
             assert!(error.message.contains(why), "{map}: {error:?}");
             assert!(error.hint.is_some());
@@ -220,7 +220,7 @@ fn a_new_gpu_that_is_not_on_this_host_is_refused_before_the_driver() {
         ],
         8,
     );
-    let error = doc.only(target.pid).error();
+    let error = doc.refusal(target.pid);
     assert_eq!(error.kind, Kind::InvalidMap);
     assert!(error.message.contains(elsewhere), "{error:?}");
     fx.assert_no_calls("a map onto a GPU this host lacks");

@@ -212,7 +212,11 @@ fn processes_the_driver_never_saw_are_unchanged_not_unknown() {
         .clone();
     let (stdout, _) = texts(&output);
     assert!(!stdout.contains("unknown"), "{stdout}");
-    assert_eq!(stdout.matches("not attempted (unchanged)").count(), 2, "{stdout}");
+    assert_eq!(
+        stdout.matches("not attempted (unchanged)").count(),
+        2,
+        "{stdout}"
+    );
     assert!(stdout.contains("FAILED (no such process)"), "{stdout}");
     fx.assert_no_calls("a group refused before the driver");
 }

@@ -100,7 +100,7 @@ fn map_auto_refuses_other_gpu_models_and_missing_records() {
         .get_output()
         .clone();
     let doc: ProcessCommandDoc = crate::support::parse_one_document(&other_host.stdout);
-    let error = doc.process(target.pid).error();
+    let error = doc.refusal(target.pid);
     assert_eq!(error.kind, Kind::InvalidMap);
     assert!(
         error.message.contains("was a GPU A and is a GPU X"),
@@ -125,8 +125,7 @@ fn map_auto_refuses_other_gpu_models_and_missing_records() {
     .expect("a record to remove");
     let doc: ProcessCommandDoc = fx.json(&["resume", "--map", "auto", &unrecorded.arg()], 8);
     assert!(
-        doc.process(unrecorded.pid)
-            .error()
+        doc.refusal(unrecorded.pid)
             .message
             .contains("checkpoint record"),
         "{doc:?}"

@@ -89,7 +89,7 @@ pub struct ErrorDoc {
 }
 
 impl ErrorDoc {
-    fn check(&self) {
+    pub fn check(&self) {
         assert!(!self.message.is_empty(), "an error has a message: {self:?}");
         assert!(
             self.hint.as_deref().is_none_or(|h| !h.is_empty()),
@@ -271,6 +271,13 @@ impl Document for ProcessCommandDoc {
         assert!(self.duration_ms.is_finite() && self.duration_ms >= 0.0);
         if let Some(error) = &self.error {
             error.check();
+            // Said once: a refusal of the whole group is not repeated on
+            // each process, which is only not attempted.
+            for process in &self.processes {
+                if let Some(own) = &process.error {
+                    assert_eq!(own.kind, Kind::NotAttempted, "{self:?}");
+                }
+            }
         }
         for warning in &self.warnings {
             assert!(!warning.is_empty(), "a warning is never empty: {self:?}");
@@ -288,6 +295,19 @@ impl ProcessCommandDoc {
             .iter()
             .find(|p| p.pid == pid)
             .unwrap_or_else(|| panic!("no report on PID {pid}: {self:?}"))
+    }
+
+    /// The error that refused `pid`: the command's, when the whole group
+    /// was refused (said once, at the top; the process is then only not
+    /// attempted), else the process's own.
+    pub fn refusal(&self, pid: i32) -> &ErrorDoc {
+        match &self.error {
+            Some(error) => {
+                assert_eq!(self.process(pid).kind(), Kind::NotAttempted, "{self:?}");
+                error
+            }
+            None => self.process(pid).error(),
+        }
     }
 
     /// The report on `pid`, which must be the only one.
@@ -320,7 +340,15 @@ impl Document for UsageDoc {
         assert_eq!(self.exit_code, 2);
         assert_eq!(self.error.kind, Kind::Usage);
         assert!(self.processes.is_empty());
-        assert!(self.command.is_none(), "{self:?}");
+        assert!(
+            self.command.as_deref().is_none_or(|c| !c.is_empty()),
+            "{self:?}"
+        );
+        assert!(
+            !self.error.message.contains("For more information")
+                && !self.error.message.starts_with("error:"),
+            "the message is clap's, without its prefix and tail: {self:?}"
+        );
         self.error.check();
     }
 }

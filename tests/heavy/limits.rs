@@ -142,9 +142,9 @@ fn with_fewer_open_files_than_targets_none_is_reported_as_exited() {
         Some(0) => assert!(group.iter().all(|t| fx.fake_state(t.pid) == "checkpointed")),
         _ => {
             let error = doc
-                .processes
-                .iter()
-                .find_map(|p| p.error.as_ref())
+                .error
+                .as_ref()
+                .or_else(|| doc.processes.iter().find_map(|p| p.error.as_ref()))
                 .expect("a reason");
             assert_eq!(error.kind, Kind::LockUnavailable, "{error:?}");
             assert!(error.message.contains("open files"), "{error:?}");
