@@ -123,3 +123,50 @@ fn the_readme_exit_table_matches_the_code() {
         .collect();
     assert_eq!(table, expected, "README.md's exit table");
 }
+
+/// `rust-version` is true: no locked dependency (of any workspace member,
+/// for this platform) needs a newer Rust than the manifest declares.
+/// Checked through `cargo metadata`, which reads each crate's own
+/// `rust-version`, so it holds without installing that toolchain.
+#[test]
+fn the_declared_rust_version_covers_every_locked_dependency() {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = std::process::Command::new(cargo)
+        .current_dir(workspace())
+        .args(["metadata", "--format-version", "1", "--locked"])
+        .args(["--filter-platform", "x86_64-unknown-linux-gnu"])
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let version = |text: &str| -> (u64, u64, u64) {
+        let mut parts = text.split('.').map(|p| p.parse::<u64>().expect("a number"));
+        (
+            parts.next().unwrap_or(0),
+            parts.next().unwrap_or(0),
+            parts.next().unwrap_or(0),
+        )
+    };
+    let packages = metadata["packages"].as_array().expect("packages");
+    let ours = packages
+        .iter()
+        .find(|p| p["name"] == "cudackpt")
+        .and_then(|p| p["rust_version"].as_str())
+        .expect("cudackpt declares rust-version");
+    let newer: Vec<String> = packages
+        .iter()
+        .filter_map(|p| {
+            let needs = p["rust_version"].as_str()?;
+            (version(needs) > version(ours))
+                .then(|| format!("{} {} needs {needs}", p["name"], p["version"]))
+        })
+        .collect();
+    assert!(
+        newer.is_empty(),
+        "rust-version = {ours}, but: {newer:?}; raise it, or pin versions that build on {ours}"
+    );
+}
