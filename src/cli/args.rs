@@ -100,16 +100,16 @@ pub struct GlobalArgs {
 #[group(required = true, multiple = true)]
 pub struct Targets {
     /// Process IDs to act on.
-    #[arg(value_name = "PID", value_parser = parse_pid)]
+    #[arg(value_name = "PID", value_parser = parse_pid, value_hint = clap::ValueHint::Other)]
     pub pids: Vec<i32>,
 
     /// A process ID to act on (repeatable; same as a positional PID).
-    #[arg(short = 'p', long = "pid", value_name = "PID", value_parser = parse_pid)]
+    #[arg(short = 'p', long = "pid", value_name = "PID", value_parser = parse_pid, value_hint = clap::ValueHint::Other)]
     pub pid_flags: Vec<i32>,
 
     /// Every CUDA process in this process's tree: it and its descendants
     /// (repeatable).
-    #[arg(long, value_name = "PID", value_parser = parse_pid)]
+    #[arg(long, value_name = "PID", value_parser = parse_pid, value_hint = clap::ValueHint::Other)]
     pub tree: Vec<i32>,
 
     /// Every CUDA process in this cgroup and its child cgroups: a cgroup
@@ -128,12 +128,32 @@ pub struct Targets {
 #[derive(Debug, Args, Clone)]
 pub struct Filter {
     /// Only this process's tree (repeatable).
-    #[arg(long, value_name = "PID", value_parser = parse_pid)]
+    #[arg(long, value_name = "PID", value_parser = parse_pid, value_hint = clap::ValueHint::Other)]
     pub tree: Vec<i32>,
 
     /// Only this cgroup and its child cgroups (repeatable).
     #[arg(long, value_name = "PATH")]
     pub cgroup: Vec<PathBuf>,
+}
+
+/// A state `wait` can wait for (completed by shells from this list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StateArg {
+    Running,
+    Locked,
+    Checkpointed,
+    Failed,
+}
+
+impl From<StateArg> for ProcessState {
+    fn from(state: StateArg) -> ProcessState {
+        match state {
+            StateArg::Running => ProcessState::Running,
+            StateArg::Locked => ProcessState::Locked,
+            StateArg::Checkpointed => ProcessState::Checkpointed,
+            StateArg::Failed => ProcessState::Failed,
+        }
+    }
 }
 
 /// A lock timeout.
@@ -311,9 +331,9 @@ pub enum Command {
     Wait {
         #[command(flatten)]
         targets: Targets,
-        /// The state to wait for: running, locked, checkpointed or failed.
-        #[arg(short, long, value_name = "STATE", value_parser = clap::value_parser!(ProcessState))]
-        state: ProcessState,
+        /// The state to wait for.
+        #[arg(short, long, value_name = "STATE", value_enum)]
+        state: StateArg,
         /// Give up after this long (exit 1). A duration with its unit
         /// (30s, 500ms, 2m); 0, the default, waits as long as it takes.
         #[arg(short, long, value_name = "T", value_parser = parse_duration_with_unit, default_value = "0")]

@@ -22,10 +22,41 @@ pub const COMMITTED_SHELLS: [(Shell, &str); 3] = [
 
 /// A completion script for `shell`.
 pub fn completions(shell: Shell) -> Vec<u8> {
-    let mut command = Cli::command();
+    let mut command = without_hidden_arguments(Cli::command());
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut command, "cudackpt", &mut script);
     script
+}
+
+/// The command line without its hidden (internal) arguments, which
+/// clap_complete would otherwise offer: each subcommand that has some is
+/// rebuilt from its visible arguments.
+fn without_hidden_arguments(command: clap::Command) -> clap::Command {
+    let names: Vec<String> = command
+        .get_subcommands()
+        .filter(|sub| sub.get_arguments().any(|a| a.is_hide_set()))
+        .map(|sub| sub.get_name().to_string())
+        .collect();
+    names.iter().fold(command, |command, name| {
+        command.mut_subcommand(name, |sub| {
+            let visible: Vec<clap::Arg> = sub
+                .get_arguments()
+                .filter(|a| !a.is_hide_set())
+                .cloned()
+                .collect();
+            // clap takes a command's name as 'static; this runs once per
+            // generated script.
+            let name: &'static str = Box::leak(sub.get_name().to_string().into_boxed_str());
+            let mut rebuilt = clap::Command::new(name).args(visible);
+            if let Some(about) = sub.get_about() {
+                rebuilt = rebuilt.about(about.clone());
+            }
+            if let Some(long) = sub.get_long_about() {
+                rebuilt = rebuilt.long_about(long.clone());
+            }
+            rebuilt
+        })
+    })
 }
 
 /// The JSON contract, for the man page (the README carries the same).

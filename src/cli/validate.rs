@@ -162,7 +162,13 @@ pub fn split(command: Command) -> Option<RawProcessCommand> {
             targets,
             state,
             timeout,
-        } => Raw::new(targets, Operation::Wait { state, timeout }),
+        } => Raw::new(
+            targets,
+            Operation::Wait {
+                state: state.into(),
+                timeout,
+            },
+        ),
         Command::Doctor { .. }
         | Command::Devices
         | Command::CriuHook { .. }

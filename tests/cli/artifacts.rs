@@ -170,3 +170,30 @@ fn the_declared_rust_version_covers_every_locked_dependency() {
         "rust-version = {ours}, but: {newer:?}; raise it, or pin versions that build on {ours}"
     );
 }
+
+/// Completions offer no internal (hidden) argument, and complete `wait
+/// --state` from its values.
+#[test]
+fn completions_hide_internal_arguments_and_know_the_states() {
+    use clap::CommandFactory;
+    let command = cudackpt::cli::args::Cli::command();
+    let hidden: Vec<String> = command
+        .get_subcommands()
+        .flat_map(|sub| sub.get_arguments())
+        .filter(|a| a.is_hide_set())
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .collect();
+    assert!(!hidden.is_empty(), "the internal flags are hidden");
+    for (name, script) in read_dir(&workspace().join("completions")) {
+        let script = String::from_utf8_lossy(&script);
+        for flag in &hidden {
+            assert!(!script.contains(flag.as_str()), "{name} offers {flag}");
+        }
+        assert!(
+            ["running", "locked", "checkpointed", "failed"]
+                .iter()
+                .all(|s| script.contains(s)),
+            "{name} completes wait --state"
+        );
+    }
+}
