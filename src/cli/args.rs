@@ -48,6 +48,7 @@ Examples:
 
 /// Options that apply to every command.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// Print one JSON document on stdout instead of text.
     #[arg(long, global = true)]
@@ -201,9 +202,11 @@ pub struct DryRunArg {
 /// Checkpointing what cannot be restored, on purpose.
 #[derive(Debug, Args, Clone)]
 pub struct ForceArg {
-    /// Checkpoint even when the pre-flight finds a process this driver is
+    /// Checkpoint even when a pre-flight refuses: a process this driver is
     /// known not to restore (a CUDA IPC party, a rank of an NCCL job over
-    /// P2P or shared memory): its restore will fail and it will be lost.
+    /// P2P or shared memory; its restore will fail and it will be lost), or
+    /// GPU memory that host or cgroup memory cannot hold (the kernel will
+    /// likely kill the process). Also CUDACKPT_FORCE=1.
     #[arg(long)]
     pub force: bool,
 }

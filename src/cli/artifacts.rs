@@ -91,7 +91,7 @@ devices: {\"schema_version\":1, \"command\":\"devices\", \"ok\":BOOL, \"exit_cod
 demo: {\"schema_version\":1, \"command\":\"demo\", \"ok\":BOOL, \"exit_code\":N, \"pid\":N, \"size_bytes\":N, \"gpu\":GPU, \
 \"steps\":[{\"step\", \"ok\", \"state\", \"duration_ms\"}], \"data_intact\":BOOL, \"error\":ERROR}.";
 
-const ENVIRONMENT: [(&str, &str); 11] = [
+const ENVIRONMENT: [(&str, &str); 19] = [
     (
         "CUDACKPT_LIBCUDA",
         "The CUDA driver library to load (as --libcuda). As root, only a library owned by root and writable by nobody else.",
@@ -107,6 +107,38 @@ const ENVIRONMENT: [(&str, &str); 11] = [
     (
         "CUDACKPT_LOCK_DIR",
         "Where the per-process lock files are kept (default: locks/ in /run/cudackpt, or in $XDG_RUNTIME_DIR/cudackpt when not root).",
+    ),
+    (
+        "CUDACKPT_FORCE",
+        "1: checkpoint despite the pre-flights (as --force), for NVIDIA's grammar and the CRIU hook, which have no --force.",
+    ),
+    (
+        "CUDACKPT_YES",
+        "1: confirm a change of every CUDA process on the host (as --yes), for CRIU's action script when CRTOOLS_INIT_PID is 1.",
+    ),
+    (
+        "CUDACKPT_LOCK_TIMEOUT",
+        "The lock timeout of the CRIU hook's pre-dump (milliseconds, or a duration such as 10s; default 10s).",
+    ),
+    (
+        "CRTOOLS_SCRIPT_ACTION",
+        "Set by CRIU for its action script: pre-dump, post-dump, pre-restore, post-restore, post-resume, ... cudackpt run with no arguments and this set acts as the hook (criu-hook).",
+    ),
+    (
+        "CRTOOLS_INIT_PID",
+        "Set by CRIU: the root of the process tree it dumps or restores; the hook acts on the CUDA processes of that tree.",
+    ),
+    (
+        "XDG_RUNTIME_DIR",
+        "When not root, the run directory is $XDG_RUNTIME_DIR/cudackpt.",
+    ),
+    (
+        "SUDO_UID",
+        "Under sudo, --map-file is read only if this user could read it.",
+    ),
+    (
+        "LD_LIBRARY_PATH",
+        "Where the dynamic loader looks for libcuda.so.1 and libnvidia-ml.so.1 (NVML), as for any program.",
     ),
     (
         "CUDACKPT_DRIVER_GPUS_DIR",
@@ -142,8 +174,56 @@ fn section(roff: &mut Roff, title: &str) {
     roff.control("SH", [title]);
 }
 
-/// EXIT STATUS, JSON OUTPUT, ENVIRONMENT and SEE ALSO, for every page.
-fn common_sections(roff: &mut Roff) {
+/// The files cudackpt reads and writes.
+const FILES: [(&str, &str); 9] = [
+    (
+        "/run/cudackpt",
+        "The run directory as root (0700; $XDG_RUNTIME_DIR/cudackpt otherwise). It must belong to its user and be writable by nobody else.",
+    ),
+    (
+        "/run/cudackpt/PID.json",
+        "The checkpoint record of a process cudackpt checkpointed: its GPUs, memory, start time and driver (read by restore --map auto and the memory pre-flight; removed at restore). --record-dir or CUDACKPT_RECORD_DIR moves them, e.g. into a CRIU images directory.",
+    ),
+    (
+        "/run/cudackpt/locks/PID.lock",
+        "The per-process lock that keeps two cudackpt from changing one process at once; removed when released.",
+    ),
+    (
+        "/run/cudackpt/intents/OWNER.json",
+        "The intent record of a command changing processes: written before its first change, removed when it ends. One left by a dead cudackpt makes others refuse those processes until cudackpt recover.",
+    ),
+    (
+        "/run/cudackpt/criu-hook.log",
+        "What the CRIU hook did, when syslog is not available.",
+    ),
+    (
+        "/proc/PID/maps, /proc/PID/environ, /proc/PID/task/*/comm",
+        "Read to find CUDA processes (libcuda mapped) and what cannot be restored (/dev/shm/cuda.shm.*, NCCL ranks).",
+    ),
+    (
+        "/proc/driver/nvidia/gpus",
+        "The GPUs, as the kernel driver lists them, without creating a CUDA context.",
+    ),
+    (
+        "/sys/fs/cgroup",
+        "Memory limits (memory.max, memory.high, memory.current) and OOM kills (memory.events) of each target's cgroup v2 chain.",
+    ),
+    (
+        "/dev/kmsg",
+        "As root, the kernel log from the start of a checkpoint on, for the OOM killer's line about a target that died.",
+    ),
+];
+
+/// NVIDIA's grammar, which cudackpt speaks when run as cuda-checkpoint.
+const COMPATIBLE_MODE: &str = "\
+Run as cuda-checkpoint (a symlink: cudackpt install-compat), or with NVIDIA's flags as its first argument, cudackpt speaks NVIDIA's cuda-checkpoint grammar exactly, so CRIU's CUDA plugin and scripts written for it drive cudackpt unchanged:
+
+cuda-checkpoint --get-state --pid PID; cuda-checkpoint --get-restore-tid --pid PID; cuda-checkpoint --toggle --pid PID [--timeout MS]; cuda-checkpoint --action lock|checkpoint|restore|unlock --pid PID [--timeout MS] [--device-map OLD=NEW,...]; cuda-checkpoint --help.
+
+Flags come in any order, as --flag value or --flag=value. --timeout is milliseconds. Output and exit statuses are NVIDIA's: the state or thread id on stdout, every failure exit 1 with one line on stderr. A thread id acts on its process, as CRIU's plugin needs. The pre-flights run there too; CUDACKPT_FORCE=1 overrides them.";
+
+/// Every section but the options, in full, for cudackpt(1).
+fn full_sections(roff: &mut Roff) {
     section(roff, "EXIT STATUS");
     roff.text([roman(
         "With several target processes, the status is that of the first failure.",
@@ -163,6 +243,17 @@ fn common_sections(roff: &mut Roff) {
         roff.control("TP", []);
         roff.text([bold(name)]);
         roff.text([roman(meaning)]);
+    }
+    section(roff, "FILES");
+    for (name, meaning) in FILES {
+        roff.control("TP", []);
+        roff.text([bold(name)]);
+        roff.text([roman(meaning)]);
+    }
+    section(roff, "COMPATIBLE MODE");
+    for paragraph in COMPATIBLE_MODE.split("\n\n") {
+        roff.control("PP", []);
+        roff.text([roman(paragraph)]);
     }
     section(roff, "WHAT CAN BE CHECKPOINTED");
     for (process, outcome) in checkpointable() {
@@ -221,7 +312,15 @@ fn render(man: &clap_mangen::Man, with_subcommands: bool, see_also: &str) -> io:
         man.render_subcommands_section(&mut page)?;
     }
     let mut roff = Roff::new();
-    common_sections(&mut roff);
+    if with_subcommands {
+        full_sections(&mut roff);
+    } else {
+        // Said once, in cudackpt(1).
+        section(&mut roff, "EXIT STATUS, JSON OUTPUT, ENVIRONMENT, FILES");
+        roff.text([roman(
+            "As for every cudackpt command: see cudackpt(1), which also says what can be checkpointed on this driver and what running as root trusts.",
+        )]);
+    }
     section(&mut roff, "SEE ALSO");
     roff.text([roman(see_also)]);
     page.extend_from_slice(roff.to_roff().as_bytes());

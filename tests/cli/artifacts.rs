@@ -93,16 +93,72 @@ fn the_man_page_documents_exit_statuses_and_the_json_contract() {
         "JSON OUTPUT",
         "schema_version",
         "rolled_back",
-        "CUDACKPT_LIBCUDA",
+        ".SH ENVIRONMENT",
+        ".SH FILES",
+        ".SH \"COMPATIBLE MODE\"",
+        "/run/cudackpt/intents/OWNER.json",
+        "\\-\\-get\\-restore\\-tid",
     ] {
         assert!(page.contains(text), "man/cudackpt.1 lacks {text:?}");
     }
-    for code in 0..=8 {
+    for status in cudackpt::exit::ALL {
         assert!(
-            page.contains(&format!("\\fB{code}\\fR")),
-            "exit status {code}"
+            page.contains(&format!("\\fB{}\\fR", status.code())),
+            "exit status {}",
+            status.code()
         );
     }
+    // Every variable cudackpt reads is documented.
+    let mut read = std::collections::BTreeSet::new();
+    let mut pending = vec![workspace().join("src")];
+    while let Some(dir) = pending.pop() {
+        for entry in fs::read_dir(&dir).expect("src") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = fs::read_to_string(&path).expect("source");
+                for prefix in ["\"CUDACKPT_", "\"CRTOOLS_"] {
+                    for (at, _) in text.match_indices(prefix) {
+                        let name: String = text[at + 1..]
+                            .chars()
+                            .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                            .collect();
+                        read.insert(name);
+                    }
+                }
+            }
+        }
+    }
+    assert!(read.len() > 8, "{read:?}");
+    for name in read {
+        assert!(
+            page.contains(&format!("\\fB{}\\fR", name.replace('_', "_"))),
+            "the ENVIRONMENT section lacks {name}"
+        );
+    }
+}
+
+/// A subcommand's page points to cudackpt(1) for what every command shares,
+/// instead of repeating it.
+#[test]
+fn subcommand_pages_refer_to_the_main_page() {
+    let page =
+        fs::read_to_string(workspace().join("man").join("cudackpt-suspend.1")).expect("page");
+    assert!(page.contains("see cudackpt(1)"), "{page}");
+    assert!(
+        !page.contains(".SH \"JSON OUTPUT\""),
+        "said once, in cudackpt(1)"
+    );
+    // In --help, the global options stand apart from the command's own.
+    let help = std::process::Command::new(crate::support::cudackpt_bin())
+        .args(["suspend", "--help"])
+        .output()
+        .expect("help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    let own = help.find("--deadline").expect("suspend's own option");
+    let global = help.find("Global options:").expect("a heading");
+    assert!(own < global && help[global..].contains("--json"), "{help}");
 }
 
 /// The README's exit table is the code's, row for row: a status whose
