@@ -133,7 +133,7 @@ fn the_man_page_documents_exit_statuses_and_the_json_contract() {
     assert!(read.len() > 8, "{read:?}");
     for name in read {
         assert!(
-            page.contains(&format!("\\fB{}\\fR", name.replace('_', "_"))),
+            page.contains(&format!("\\fB{name}\\fR")),
             "the ENVIRONMENT section lacks {name}"
         );
     }
