@@ -7,8 +7,10 @@
 //! `/run/cudackpt`, gone at reboot like the checkpointed state), or
 //! `--record-dir` / `CUDACKPT_RECORD_DIR` (e.g. a CRIU images directory of
 //! root's, to travel with the images), always through a checked
-//! [`SafeDir`]. A record whose process has since been replaced (another
-//! start time and another name) is ignored.
+//! [`SafeDir`]. A record is about the process with its PID and start
+//! time; one with another start time but the same name may be about the
+//! same program restored by CRIU, which the caller confirms with the driver
+//! (such a process is checkpointed); anything else is ignored.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -110,18 +112,38 @@ pub fn write(dir: &SafeDir, record: &Record) -> io::Result<PathBuf> {
     dir.write_atomic(&file_name(record.pid), text.as_bytes())
 }
 
-/// The record of `pid` with process name `name`, if there is one that is
-/// about this process (same start time, or, after CRIU restored it as a new
-/// process with the same PID, the same name).
-pub fn read(dir: &SafeDir, pid: i32, name: &str) -> Option<Record> {
+/// How a record found for a PID relates to the process there now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Found {
+    /// Written for this very process (same start time).
+    ThisProcess(Record),
+    /// Written for an earlier process with this PID and this name: either
+    /// the same program restored by CRIU as a new process (its CUDA state
+    /// then still checkpointed), or an unrelated one that reused the PID.
+    /// The caller tells them apart by asking the driver.
+    SameName(Record),
+}
+
+/// The record of `pid` (process name `name`, started at `starttime`), if
+/// there is one that may be about this process.
+pub fn read(dir: &SafeDir, pid: i32, name: &str) -> Option<Found> {
     let text = dir
         .read_capped(&file_name(pid), RECORD_CAP)
         .map_err(|why| tracing::warn!(pid, %why, "ignoring a checkpoint record"))
         .ok()??;
     let record: Record = serde_json::from_str(&text).ok()?;
-    let same_process =
-        record.starttime.is_some() && record.starttime == crate::targets::process::starttime(pid);
-    (record.pid == pid && (same_process || record.name == name)).then_some(record)
+    judge(record, pid, name, crate::targets::process::starttime(pid))
+}
+
+/// The pure part of [`read`].
+pub fn judge(record: Record, pid: i32, name: &str, starttime: Option<u64>) -> Option<Found> {
+    if record.pid != pid {
+        return None;
+    }
+    if record.starttime.is_some() && record.starttime == starttime {
+        return Some(Found::ThisProcess(record));
+    }
+    (record.name == name).then_some(Found::SameName(record))
 }
 
 /// Removes the record of a process that is running again.
@@ -231,7 +253,7 @@ mod tests {
         assert_eq!(written, temp.path().join(format!("{me}.json")));
         assert_eq!(
             read(&dir, me, "another name"),
-            Some(record.clone()),
+            Some(Found::ThisProcess(record.clone())),
             "same start time"
         );
         assert_eq!(record.bytes_needed(), Some(42));
@@ -239,9 +261,10 @@ mod tests {
         stale.starttime = Some(1);
         write(&dir, &stale).expect("writes");
         assert_eq!(read(&dir, me, "another name"), None, "a replaced process");
-        assert!(
-            read(&dir, me, "tester").is_some(),
-            "restored by CRIU: same PID and name"
+        assert_eq!(
+            read(&dir, me, "tester"),
+            Some(Found::SameName(stale)),
+            "restored by CRIU, or the PID reused by the same program: the driver decides"
         );
         remove(&dir, me);
         assert_eq!(read(&dir, me, "tester"), None);

@@ -6,11 +6,11 @@
 //! targets a restore may touch; the pre-flight and the records stage use
 //! them too.
 
-use crate::driver::GpuPair;
+use crate::driver::{CheckpointApi, Driver, GpuPair, ProcessState};
 use crate::files::SafeDir;
 use crate::gpu::inventory::Inventory;
 use crate::gpu::map::{self, Completed, MapEntry, MapError, MapSpec};
-use crate::gpu::record::{self, Record, RecordedGpu};
+use crate::gpu::record::{self, Found, Record, RecordedGpu};
 use crate::ops::diagnose::{describe_process, Failure, FailureKind};
 use crate::ops::{map_failure, Request, Stop};
 use crate::targets::process::Target;
@@ -31,11 +31,13 @@ pub fn choose(
     targets: &[Target],
     records_dir: Option<&SafeDir>,
     host: &Inventory<'_>,
+    driver: &Driver,
 ) -> Result<Chosen, Stop> {
     let records: HashMap<i32, Record> = match records_dir {
         Some(dir) if request.operation.restores() => targets
             .iter()
-            .filter_map(|t| record::read(dir, t.pid, &t.name).map(|r| (t.pid, r)))
+            .filter_map(|t| applicable(record::read(dir, t.pid, &t.name)?, t, driver))
+            .map(|r| (r.pid, r))
             .collect(),
         _ => HashMap::new(),
     };
@@ -49,6 +51,29 @@ pub fn choose(
         remarks,
         records,
     })
+}
+
+/// A record found for `target`, if it is about it: written for this very
+/// process, or for the same program that CRIU restored as a new process
+/// with the same PID. A restored one is still checkpointed; a process that
+/// merely reused the PID (and the name) is not, and its record is stale.
+fn applicable(found: Found, target: &Target, driver: &Driver) -> Option<Record> {
+    match found {
+        Found::ThisProcess(record) => Some(record),
+        Found::SameName(record) => {
+            let state = driver.get_state(target.pid).ok();
+            if state == Some(ProcessState::Checkpointed) {
+                Some(record)
+            } else {
+                tracing::info!(
+                    pid = target.pid,
+                    ?state,
+                    "ignoring a checkpoint record written for an earlier process with this PID and name"
+                );
+                None
+            }
+        }
+    }
 }
 
 /// `--map auto`, and the remark saying what it chose.

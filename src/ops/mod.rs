@@ -163,7 +163,13 @@ fn proceed(
     let memory_remarks = host_memory::check(request, &ready)?;
     let host = Inventory::with_driver(&ready.driver);
     let records = records::open(request)?;
-    let chosen = choose_map::choose(request, &ready.targets, records.dir.as_ref(), &host)?;
+    let chosen = choose_map::choose(
+        request,
+        &ready.targets,
+        records.dir.as_ref(),
+        &host,
+        &ready.driver,
+    )?;
     // One cudackpt at a time per process: held until the command ends.
     let locks = if request.dry_run {
         pidlock::Held::none()

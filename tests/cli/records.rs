@@ -150,3 +150,49 @@ fn verify_without_nvml_fails_and_says_so_but_undoes_nothing() {
     let doc: ProcessCommandDoc = fx.json(&["resume", &target.arg()], 0);
     assert_eq!(doc.process(target.pid).state, State::Running);
 }
+
+/// A record is about the process with its PID and start time. One written
+/// for an earlier process with the same PID and name is used only for the
+/// CRIU case (the same program restored as a new process, its CUDA state
+/// still checkpointed, which the driver confirms); an unrelated process that
+/// reused the PID and the name, running, does not inherit it.
+#[test]
+fn a_record_from_an_earlier_process_applies_only_to_a_criu_restored_one() {
+    let fx = Fixture::with_devices("GPU A:1000,GPU B:2000");
+    let write_stale = |pid: i32, from: &serde_json::Value| {
+        let mut record = from.clone();
+        record["pid"] = pid.into();
+        record["starttime"] = 1.into();
+        fs::write(
+            fx.dir().join("records").join(format!("{pid}.json")),
+            serde_json::to_string(&record).expect("JSON"),
+        )
+        .expect("a stale record");
+    };
+
+    // The CRIU case: checkpointed, another start time, the same name.
+    let restored = fx.cuda_target();
+    fx.json::<ProcessCommandDoc>(&["suspend", &restored.arg()], 0);
+    let record = record_of(&fx, restored.pid);
+    write_stale(restored.pid, &record);
+    let doc: ProcessCommandDoc = fx.json(&["resume", "--map", "auto", &restored.arg()], 0);
+    assert!(
+        doc.warnings.iter().any(|w| w.contains("--map auto")),
+        "the record was used: {doc:?}"
+    );
+
+    // PID reuse: the same name, running, another start time.
+    let unrelated = fx.cuda_target();
+    write_stale(unrelated.pid, &record);
+    fx.take_calls();
+    let doc: ProcessCommandDoc = fx.json(&["restore", "--map", "auto", &unrelated.arg()], 8);
+    let error = doc.refusal(unrelated.pid);
+    assert_eq!(error.kind, Kind::InvalidMap);
+    assert!(error.message.contains("there is none"), "{error:?}");
+    let calls = fx.take_calls();
+    assert!(
+        calls.iter().all(|c| c.op == "get_state"),
+        "only asked: {calls:?}"
+    );
+    assert_eq!(fx.fake_state(unrelated.pid), "running");
+}
