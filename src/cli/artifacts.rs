@@ -61,7 +61,7 @@ fn without_hidden_arguments(command: clap::Command) -> clap::Command {
 
 /// The JSON contract, for the man page (the README carries the same).
 pub const JSON_SCHEMA: &str = "\
-With --json, every invocation prints exactly one JSON document on stdout (schema_version 1; fields are only ever added).
+With --json, every invocation prints exactly one JSON document on stdout (schema_version 1; fields are only ever added). Each kind of document has a JSON Schema (draft 2020-12): schema/*.schema.json in the source, /usr/share/cudackpt/schema in the package.
 
 Process commands (state, lock, checkpoint, restore, unlock, toggle, suspend, resume, restore-tid, wait, ps): \
 {\"schema_version\":1, \"command\":NAME, \"ok\":BOOL, \"exit_code\":N, \"duration_ms\":MS, \"error\":ERROR, \"warnings\":[TEXT], \

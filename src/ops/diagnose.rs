@@ -50,6 +50,39 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
+    /// Every kind, for the JSON Schema.
+    pub const ALL: [FailureKind; 29] = [
+        FailureKind::NoSuchProcess,
+        FailureKind::ThreadNotProcess,
+        FailureKind::NotCudaProcess,
+        FailureKind::PermissionDenied,
+        FailureKind::LockTimeout,
+        FailureKind::WrongState,
+        FailureKind::MapRejected,
+        FailureKind::InvalidMap,
+        FailureKind::OutOfMemory,
+        FailureKind::DriverError,
+        FailureKind::DriverUnavailable,
+        FailureKind::WaitTimeout,
+        FailureKind::NotAttempted,
+        FailureKind::RolledBack,
+        FailureKind::RollbackFailed,
+        FailureKind::Interrupted,
+        FailureKind::DeadlineExceeded,
+        FailureKind::ProcessStopped,
+        FailureKind::InsufficientGpuMemory,
+        FailureKind::VerifyFailed,
+        FailureKind::InUse,
+        FailureKind::ProcUnreadable,
+        FailureKind::UnsafePath,
+        FailureKind::Unrestorable,
+        FailureKind::InsufficientHostMemory,
+        FailureKind::OomKilled,
+        FailureKind::NeedsRecovery,
+        FailureKind::LockUnavailable,
+        FailureKind::Usage,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             FailureKind::NoSuchProcess => "no_such_process",
@@ -352,6 +385,49 @@ fn illegal_state(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_failure_kind_is_listed_once() {
+        // A new kind fails to compile here until ALL (and so the schema)
+        // has it.
+        let position = |kind: FailureKind| match kind {
+            FailureKind::NoSuchProcess
+            | FailureKind::ThreadNotProcess
+            | FailureKind::NotCudaProcess
+            | FailureKind::PermissionDenied
+            | FailureKind::LockTimeout
+            | FailureKind::WrongState
+            | FailureKind::MapRejected
+            | FailureKind::InvalidMap
+            | FailureKind::OutOfMemory
+            | FailureKind::DriverError
+            | FailureKind::DriverUnavailable
+            | FailureKind::WaitTimeout
+            | FailureKind::NotAttempted
+            | FailureKind::RolledBack
+            | FailureKind::RollbackFailed
+            | FailureKind::Interrupted
+            | FailureKind::DeadlineExceeded
+            | FailureKind::ProcessStopped
+            | FailureKind::InsufficientGpuMemory
+            | FailureKind::VerifyFailed
+            | FailureKind::InUse
+            | FailureKind::ProcUnreadable
+            | FailureKind::UnsafePath
+            | FailureKind::Unrestorable
+            | FailureKind::InsufficientHostMemory
+            | FailureKind::OomKilled
+            | FailureKind::NeedsRecovery
+            | FailureKind::LockUnavailable
+            | FailureKind::Usage => FailureKind::ALL.iter().position(|k| *k == kind),
+        };
+        for kind in FailureKind::ALL {
+            assert!(position(kind).is_some());
+        }
+        let names: std::collections::BTreeSet<&str> =
+            FailureKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names.len(), FailureKind::ALL.len(), "names are unique");
+    }
     use crate::driver::GpuPair;
 
     fn cuda(code: i32) -> CallError {

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::commands::demo::DemoReport;
@@ -18,8 +19,50 @@ use crate::output::millis;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// The names a failure `kind` takes.
+fn kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let kinds: Vec<&str> = crate::ops::diagnose::FailureKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
+    schemars::json_schema!({ "type": "string", "enum": kinds })
+}
+
+/// The names a process state takes (`unknown`: not known, or a state this
+/// cudackpt does not know).
+fn state_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "enum": ["running", "locked", "checkpointed", "failed", "unknown"]
+    })
+}
+
+fn optional_state_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    state_schema(generator)
+}
+
+/// Every document kind and its JSON Schema, as committed under `schema/`.
+pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
+    fn schema<T: JsonSchema>() -> serde_json::Value {
+        // What cudackpt writes: a field it may leave out is not required.
+        schemars::generate::SchemaSettings::draft2020_12()
+            .for_serialize()
+            .into_generator()
+            .into_root_schema_for::<T>()
+            .to_value()
+    }
+    vec![
+        ("process-command", schema::<ProcessCommandDoc<'static>>()),
+        ("usage-error", schema::<UsageDoc<'static>>()),
+        ("devices", schema::<DevicesDoc<'static>>()),
+        ("doctor", schema::<DoctorDoc<'static>>()),
+        ("demo", schema::<DemoDoc<'static>>()),
+        ("install-compat", schema::<InstallDoc<'static>>()),
+    ]
+}
+
 /// A process command's document.
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 pub struct ProcessCommandDoc<'a> {
     pub schema_version: u32,
     pub command: &'a str,
@@ -36,20 +79,22 @@ pub struct ProcessCommandDoc<'a> {
     pub processes: Vec<ProcessDoc<'a>>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 pub struct MapPairDoc {
     pub old: String,
     pub new: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 pub struct ProcessDoc<'a> {
     pub pid: i32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<&'a str>,
     pub ok: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_state_schema")]
     pub state_before: Option<&'static str>,
+    #[schemars(schema_with = "state_schema")]
     pub state: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restore_tid: Option<i32>,
@@ -83,7 +128,7 @@ pub struct ProcessDoc<'a> {
     pub warnings: &'a [String],
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 pub struct StepDoc {
     pub step: String,
     pub ok: bool,
@@ -91,8 +136,9 @@ pub struct StepDoc {
     pub duration_ms: f64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 pub struct ErrorDoc<'a> {
+    #[schemars(schema_with = "kind_schema")]
     pub kind: &'static str,
     pub message: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -189,7 +235,7 @@ pub fn to_line<T: Serialize>(doc: &T) -> String {
     text
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct UsageDoc<'a> {
     schema_version: u32,
     command: Option<&'a str>,
@@ -218,7 +264,7 @@ pub fn usage_error(command: Option<&str>, message: &str, detail: &str) -> String
     })
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct InstallDoc<'a> {
     schema_version: u32,
     command: &'static str,
@@ -243,7 +289,7 @@ pub fn install_compat(report: &crate::commands::install_compat::InstallReport) -
 
 /// One GPU, as `devices`, `doctor` and `demo` show it; `null` fields could
 /// not be known.
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 pub struct GpuDoc {
     pub index: usize,
     pub uuid: String,
@@ -278,7 +324,7 @@ fn source_name(source: Source) -> &'static str {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct DevicesDoc<'a> {
     schema_version: u32,
     command: &'static str,
@@ -312,7 +358,7 @@ pub fn devices(report: &DevicesReport) -> String {
     })
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct CheckDoc<'a> {
     name: &'static str,
     status: &'static str,
@@ -330,7 +376,7 @@ fn status_name(status: Status) -> &'static str {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct DriverDoc<'a> {
     path: Option<&'a Path>,
     cuda_version: Option<&'a str>,
@@ -338,7 +384,7 @@ struct DriverDoc<'a> {
     features: FeaturesDoc,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct FeaturesDoc {
     checkpoint_api: bool,
     lock_timeout: bool,
@@ -360,7 +406,7 @@ impl<'a> DriverDoc<'a> {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct DoctorDoc<'a> {
     schema_version: u32,
     command: &'static str,
@@ -393,7 +439,7 @@ pub fn doctor(report: &DoctorReport) -> String {
     })
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct DemoDoc<'a> {
     schema_version: u32,
     command: &'static str,
@@ -408,7 +454,7 @@ struct DemoDoc<'a> {
     error: Option<ErrorDoc<'a>>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct DemoStepDoc {
     step: &'static str,
     ok: bool,

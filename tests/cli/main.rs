@@ -31,6 +31,8 @@ mod output;
 mod progress;
 mod records;
 mod restorable;
+mod schema;
+mod schema_check;
 mod single_steps;
 mod state;
 mod stopped;

@@ -846,6 +846,7 @@ pub fn parse_one_document<T: DeserializeOwned>(stdout: &[u8]) -> T {
         text.ends_with("}\n") && text.matches('\n').count() == 1,
         "the document must be one line ending in a newline:\n{text:?}"
     );
+    crate::schema_check::validate(&documents[0]);
     serde_json::from_str(text)
         .unwrap_or_else(|e| panic!("stdout breaks the contract ({e}):\n{text}"))
 }

@@ -3,6 +3,8 @@
 //! another: their load never lands beside the timing assertions of
 //! `tests/cli`. They use the same fixture and wire contract.
 
+#[path = "../cli/schema_check.rs"]
+mod schema_check;
 #[allow(dead_code)]
 #[path = "../cli/support.rs"]
 mod support;
