@@ -28,6 +28,7 @@ mod layout;
 mod maps;
 mod nccl;
 mod output;
+mod package;
 mod progress;
 mod records;
 mod restorable;
