@@ -163,6 +163,8 @@ def refused(tools, command, pid, code, kind, *extra):
 def doctor(tools):
     doc = tools.json("doctor")
     expect(doc["ok"] and doc["gpus"], f"doctor: {doc}")
+    nvml = next((c for c in doc["checks"] if c["name"] == "NVML"), {})
+    expect(nvml.get("status") == "ok", f"doctor's NVML check on a GPU host: {nvml}")
     return f"{len(doc['gpus'])} GPU(s): {', '.join(g['name'] for g in doc['gpus'])}; CUDA {doc['driver']['cuda_version']}, module {doc['driver']['kernel_module_version']}"
 
 
