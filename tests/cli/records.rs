@@ -196,3 +196,95 @@ fn a_record_from_an_earlier_process_applies_only_to_a_criu_restored_one() {
     );
     assert_eq!(fx.fake_state(unrelated.pid), "running");
 }
+
+/// A user who is not root keeps records and locks in their own runtime
+/// directory (`$XDG_RUNTIME_DIR/cudackpt`), with no warning about
+/// /run/cudackpt. As root, this runs as nobody against nobody's own CUDA
+/// process; otherwise as this user.
+#[test]
+fn a_user_keeps_records_and_locks_in_their_runtime_directory() {
+    use std::os::unix::fs::{chown, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    let fx = Fixture::new();
+    let as_nobody = crate::support::running_as_root();
+    let user = if as_nobody { 65534 } else { own_uid() };
+    let own = |path: &std::path::Path, mode: u32| {
+        if as_nobody {
+            chown(path, Some(user), Some(user)).expect("chown");
+        }
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).expect("chmod");
+    };
+    let bin = fx.world_runnable_cudackpt();
+    let (runtime, state) = (fx.dir().join("runtime"), fx.dir().join("state"));
+    fs::create_dir(&runtime).expect("runtime dir");
+    fs::create_dir(&state).expect("state dir");
+    own(&runtime, 0o700);
+    own(&state, 0o755);
+    let mut sleeper = std::process::Command::new("sleep");
+    sleeper
+        .arg("600")
+        .env("LD_PRELOAD", crate::support::fake_libcuda())
+        .env("FAKE_CUDA_STATE_DIR", &state);
+    if as_nobody {
+        sleeper.uid(user).gid(user);
+    }
+    let mut target = sleeper.spawn().expect("a CUDA process");
+    let pid = target.id() as i32;
+    crate::support::wait_until("the fake to be mapped", || {
+        fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains("fake_libcuda"))
+    });
+    let run = |command: &str| {
+        let mut cudackpt = fx.command_for(&bin, &["--json", command, &pid.to_string()]);
+        cudackpt
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("FAKE_CUDA_STATE_DIR", &state)
+            .env_remove("CUDACKPT_RECORD_DIR")
+            .env_remove("CUDACKPT_LOCK_DIR")
+            .current_dir("/");
+        if as_nobody {
+            cudackpt.uid(user).gid(user);
+        }
+        cudackpt.output().expect("cudackpt runs")
+    };
+    let suspended = run("suspend");
+    let stderr = String::from_utf8_lossy(&suspended.stderr);
+    assert_eq!(suspended.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("/run/cudackpt"), "{stderr}");
+    let doc: ProcessCommandDoc = crate::support::parse_one_document(&suspended.stdout);
+    assert!(
+        doc.warnings.iter().all(|w| !w.contains("/run/cudackpt")),
+        "{doc:?}"
+    );
+    assert!(runtime
+        .join("cudackpt")
+        .join(format!("{pid}.json"))
+        .is_file());
+    let resumed = run("resume");
+    assert_eq!(
+        resumed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    assert!(
+        !runtime
+            .join("cudackpt")
+            .join(format!("{pid}.json"))
+            .exists(),
+        "removed at resume"
+    );
+    let _ = target.kill();
+    let _ = target.wait();
+}
+
+fn own_uid() -> u32 {
+    // The test's own uid, from /proc (no libc binding in this crate).
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .expect("a uid")
+}
