@@ -80,7 +80,16 @@ fn row(layout: Layout, p: &ProcessReport, look: Look) -> Vec<String> {
                 .map_or("-".to_string(), |m| format!("{} MiB", m.bytes() >> 20));
             vec![pid, outcome, tid, memory, nccl.to_string(), name]
         }
-        Layout::Change => vec![pid, name, result(p, look), format_duration(p.duration)],
+        Layout::Change => {
+            // No time was spent on a process nothing reached (a dry run, a
+            // refusal): "-", not "0.000 ms".
+            let time = if p.duration.is_zero() {
+                "-".to_string()
+            } else {
+                format_duration(p.duration)
+            };
+            vec![pid, name, result(p, look), time]
+        }
     }
 }
 
