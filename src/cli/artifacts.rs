@@ -301,13 +301,43 @@ As root, --libcuda loads only a library owned by root and writable by nobody els
 
 Keep sudo's env_reset, so that no CUDACKPT_* variable passes through: %gpu-ops ALL=(root) NOPASSWD: /usr/local/bin/cudackpt";
 
-fn render(man: &clap_mangen::Man, with_subcommands: bool, see_also: &str) -> io::Result<Vec<u8>> {
+/// The OPTIONS of a subcommand's page, its own first, then the global ones
+/// under GLOBAL OPTIONS (as `--help` separates them). clap_mangen renders
+/// one flat list, so each half is rendered from a command holding only it.
+fn render_options(command: &clap::Command, page: &mut Vec<u8>) -> io::Result<()> {
+    let part = |global: bool| {
+        let args: Vec<clap::Arg> = command
+            .get_arguments()
+            .filter(|a| a.is_global_set() == global)
+            .cloned()
+            .collect();
+        // The cloned --help and --version stand in for the automatic ones.
+        clap::Command::new("part")
+            .version(env!("CARGO_PKG_VERSION"))
+            .disable_help_flag(true)
+            .disable_version_flag(true)
+            .args(args)
+    };
+    clap_mangen::Man::new(part(false)).render_options_section(page)?;
+    let mut global = Vec::new();
+    clap_mangen::Man::new(part(true)).render_options_section(&mut global)?;
+    let global = String::from_utf8_lossy(&global).replacen(".SH OPTIONS", ".SH \"GLOBAL OPTIONS\"", 1);
+    page.extend_from_slice(global.as_bytes());
+    Ok(())
+}
+
+fn render(command: &clap::Command, with_subcommands: bool, see_also: &str) -> io::Result<Vec<u8>> {
+    let man = clap_mangen::Man::new(command.clone());
     let mut page = Vec::new();
     man.render_title(&mut page)?;
     man.render_name_section(&mut page)?;
     man.render_synopsis_section(&mut page)?;
     man.render_description_section(&mut page)?;
-    man.render_options_section(&mut page)?;
+    if with_subcommands {
+        man.render_options_section(&mut page)?;
+    } else {
+        render_options(command, &mut page)?;
+    }
     if with_subcommands {
         man.render_subcommands_section(&mut page)?;
     }
@@ -335,11 +365,11 @@ pub fn man_pages() -> io::Result<Vec<(String, Vec<u8>)>> {
     let root = clap_mangen::Man::new(command.clone());
     let mut pages = vec![(
         root.get_filename(),
-        render(&root, true, "criu(8), nvidia-smi(1)")?,
+        render(&command, true, "criu(8), nvidia-smi(1)")?,
     )];
     for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
         let man = clap_mangen::Man::new(sub.clone());
-        pages.push((man.get_filename(), render(&man, false, "cudackpt(1)")?));
+        pages.push((man.get_filename(), render(sub, false, "cudackpt(1)")?));
     }
     Ok(pages)
 }
