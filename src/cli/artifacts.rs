@@ -321,7 +321,8 @@ fn render_options(command: &clap::Command, page: &mut Vec<u8>) -> io::Result<()>
     clap_mangen::Man::new(part(false)).render_options_section(page)?;
     let mut global = Vec::new();
     clap_mangen::Man::new(part(true)).render_options_section(&mut global)?;
-    let global = String::from_utf8_lossy(&global).replacen(".SH OPTIONS", ".SH \"GLOBAL OPTIONS\"", 1);
+    let global =
+        String::from_utf8_lossy(&global).replacen(".SH OPTIONS", ".SH \"GLOBAL OPTIONS\"", 1);
     page.extend_from_slice(global.as_bytes());
     Ok(())
 }

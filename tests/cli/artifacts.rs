@@ -150,6 +150,17 @@ fn subcommand_pages_refer_to_the_main_page() {
         !page.contains(".SH \"JSON OUTPUT\""),
         "said once, in cudackpt(1)"
     );
+    // The global options apart from the command's own, after them.
+    let own = page.find(".SH OPTIONS").expect("OPTIONS");
+    let global = page.find(".SH \"GLOBAL OPTIONS\"").expect("GLOBAL OPTIONS");
+    assert!(
+        own < global && page[global..].contains("\\-\\-json"),
+        "{page}"
+    );
+    assert!(
+        !page[own..global].contains("\\-\\-json"),
+        "--json is global"
+    );
     // In --help, the global options stand apart from the command's own.
     let help = std::process::Command::new(crate::support::cudackpt_bin())
         .args(["suspend", "--help"])

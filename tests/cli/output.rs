@@ -218,6 +218,9 @@ fn processes_the_driver_never_saw_are_unchanged_not_unknown() {
         "{stdout}"
     );
     assert!(stdout.contains("FAILED (no such process)"), "{stdout}");
-    assert!(!stdout.contains("0.000 ms"), "no time was spent on them: {stdout}");
+    assert!(
+        !stdout.contains("0.000 ms"),
+        "no time was spent on them: {stdout}"
+    );
     fx.assert_no_calls("a group refused before the driver");
 }
