@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use crate::driver::Driver;
+use crate::driver::{Driver, ProcessState};
 use crate::ops::diagnose::{self, Failure, FailureKind};
 use crate::ops::report::{Layout, ProcessReport, Report};
 use crate::ops::select::{restore_thread_stopped, Selection};
@@ -24,6 +24,8 @@ pub struct Checked {
     pids: Vec<i32>,
     results: Vec<Result<Target, Failure>>,
     mapped: HashMap<i32, Mapped>,
+    /// States known from selection, for processes nothing else reached.
+    known_states: HashMap<i32, ProcessState>,
     warnings: Vec<String>,
     changes_state: bool,
     /// Loaded during selection, taken when the targets are ready.
@@ -102,6 +104,7 @@ pub fn check(request: &Request<'_>, selection: Selection) -> Checked {
         pids,
         results,
         mapped,
+        known_states: selection.known_states,
         warnings: selection.warnings,
         changes_state: request.operation.changes_state(),
         driver: selection.driver,
@@ -263,6 +266,11 @@ impl Checked {
                 if let Some(map) = self.mapped.get(&report.pid) {
                     report.nccl = Some(map.nccl);
                 }
+                // Not reached by the command: its state is the one the
+                // driver gave when selection confirmed it, if it did.
+                if report.state.is_none() && report.steps.is_empty() {
+                    report.state = self.known_states.get(&report.pid).copied();
+                }
                 report
             })
             .collect();
@@ -304,6 +312,7 @@ mod tests {
             pids,
             results,
             mapped: HashMap::new(),
+            known_states: HashMap::new(),
             warnings: Vec::new(),
             changes_state: changes,
             driver: None,

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use crate::driver::{code, CallError, CheckpointApi, Driver};
+use crate::driver::{code, CallError, CheckpointApi, Driver, ProcessState};
 use crate::ops::diagnose::{Failure, FailureKind};
 use crate::ops::execute::concurrently;
 use crate::ops::Request;
@@ -58,6 +58,9 @@ pub struct Selection {
     pub pids: Vec<i32>,
     /// What each found process has mapped (libcuda, NCCL).
     pub mapped: HashMap<i32, Mapped>,
+    /// The states the driver gave when confirming found processes, for the
+    /// report of those that are then not acted on.
+    pub known_states: HashMap<i32, ProcessState>,
     /// Remarks on the selection (nothing found).
     pub warnings: Vec<String>,
     /// The driver, when selection had to load it.
@@ -81,6 +84,7 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
     let mut selection = Selection {
         pids: request.pids.clone(),
         mapped: HashMap::new(),
+        known_states: HashMap::new(),
         warnings: Vec::new(),
         driver: None,
     };
@@ -99,8 +103,11 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
     if unreadable > 0 {
         selection.warnings.push(uninspected(unreadable));
     }
-    for (pid, map) in found {
+    for Found { pid, map, state } in found {
         selection.mapped.insert(pid, map);
+        if let Some(state) = state {
+            selection.known_states.insert(pid, state);
+        }
         if !selection.pids.contains(&pid) {
             selection.pids.push(pid);
         }
@@ -182,7 +189,7 @@ fn uninspected(count: usize) -> String {
 /// The CUDA processes the selectors pick, with what each has mapped, and
 /// how many processes could not be inspected. Processes that never
 /// initialised CUDA, or that vanish meanwhile, are skipped.
-fn find(selectors: &Selectors, driver: &Driver) -> Result<(Vec<(i32, Mapped)>, usize), Failure> {
+fn find(selectors: &Selectors, driver: &Driver) -> Result<(Vec<Found>, usize), Failure> {
     let pids = candidate_pids(selectors)?;
     let driver_path = driver.path();
     let driver_file = driver_path.file_name().and_then(|n| n.to_str());
@@ -192,20 +199,42 @@ fn find(selectors: &Selectors, driver: &Driver) -> Result<(Vec<(i32, Mapped)>, u
     } = discover::cuda_candidates(&pids, driver_file);
     // A stopped candidate is kept unconfirmed: asking the driver would wait
     // until it runs. The checks after selection report it as stopped.
+    // Each answer: `None` not a CUDA process (or gone); `Some(state)` one,
+    // with its state when the driver could be asked.
     let confirmed = concurrently(&candidates, |(pid, _)| {
-        cannot_answer(driver, *pid)
-            || !matches!(
-                driver.get_state(*pid),
-                Err(CallError::Cuda { error, .. }) if error.is(code::NOT_INITIALIZED) || error.is(code::OPERATING_SYSTEM)
-            )
+        if cannot_answer(driver, *pid) {
+            return Some(None);
+        }
+        match driver.get_state(*pid) {
+            Ok(state) => Some(Some(state)),
+            Err(CallError::Cuda { error, .. })
+                if error.is(code::NOT_INITIALIZED) || error.is(code::OPERATING_SYSTEM) =>
+            {
+                None
+            }
+            Err(_) => Some(None),
+        }
     });
     let found = candidates
         .into_iter()
         .zip(confirmed)
-        .filter(|(_, confirmed)| *confirmed)
-        .map(|(candidate, _)| candidate)
+        .filter_map(|((pid, map), answer)| {
+            Some(Found {
+                pid,
+                map,
+                state: answer?,
+            })
+        })
         .collect();
     Ok((found, unreadable))
+}
+
+/// A CUDA process selection found.
+struct Found {
+    pid: i32,
+    map: Mapped,
+    /// What the driver said when asked to confirm it.
+    state: Option<ProcessState>,
 }
 
 /// Whether the driver would wait instead of answering for `pid`: its main

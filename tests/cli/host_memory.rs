@@ -167,3 +167,36 @@ fn every_checkpoint_says_when_host_memory_could_not_be_weighed() {
     let doc: ProcessCommandDoc = with.json(&["check", &weighed.arg()], 0);
     assert!(doc.warnings.is_empty(), "weighed, and it fits: {doc:?}");
 }
+
+/// A group refused as a whole keeps what selection learnt: processes found
+/// by `--tree` were confirmed with the driver's state query, so their
+/// state is known (`running`), while a PID named and never asked stays
+/// unknown in JSON ("unchanged" for people).
+#[test]
+fn a_refused_group_reports_the_states_selection_learnt() {
+    let fx = Fixture::new().with_nvml().with_cgroup_tree();
+    let target = fx.cuda_target();
+    fx.set_footprints(&[(target.pid, 4096)]);
+    let cgroup = fx.cgroup_of(target.pid, 0);
+    fs::write(cgroup.join("memory.max"), format!("{}\n", GIB)).expect("memory.max");
+
+    let found: ProcessCommandDoc = fx.json(&["suspend", "--tree", &target.arg()], 8);
+    let p = found.process(target.pid);
+    assert_eq!(p.kind(), Kind::NotAttempted, "{found:?}");
+    assert_eq!(p.state, State::Running, "known from selection: {found:?}");
+
+    let named: ProcessCommandDoc = fx.json(&["suspend", &target.arg()], 8);
+    assert_eq!(
+        named.process(target.pid).state,
+        State::Unknown,
+        "never asked"
+    );
+    let output = fx
+        .cudackpt(&["suspend", "--tree", &target.arg()])
+        .output()
+        .expect("run");
+    let (stdout, _) = texts(&output);
+    assert!(stdout.contains("not attempted (still running)"), "{stdout}");
+    let calls = fx.take_calls();
+    assert!(calls.iter().all(|c| c.op == "get_state"), "{calls:?}");
+}
