@@ -32,7 +32,7 @@ pub struct Check {
 }
 
 impl Check {
-    pub fn new(name: &'static str, status: Status, detail: impl Into<String>) -> Check {
+    fn new(name: &'static str, status: Status, detail: impl Into<String>) -> Check {
         Check {
             name,
             status,
@@ -42,12 +42,12 @@ impl Check {
         }
     }
 
-    pub fn hint(mut self, hint: impl Into<String>) -> Check {
+    fn hint(mut self, hint: impl Into<String>) -> Check {
         self.hint = Some(hint.into());
         self
     }
 
-    pub fn exit(mut self, exit: ExitStatus) -> Check {
+    fn exit(mut self, exit: ExitStatus) -> Check {
         self.exit = exit;
         self
     }
@@ -199,6 +199,23 @@ fn restorability_check(cuda_version: Option<i32>) -> Check {
             facts.source
         ),
     )
+}
+
+/// `--cgroup PATH`: the cgroup's memory headroom as a check.
+fn headroom_check(path: &Path) -> Check {
+    use headroom::Fit;
+    let found = headroom::check(path);
+    let (status, exit) = match found.fit {
+        Fit::Fits => (Status::Ok, ExitStatus::Failed),
+        Fit::Short => (Status::Warn, ExitStatus::Failed),
+        Fit::Unknown => (Status::Info, ExitStatus::Failed),
+        Fit::NotACgroup => (Status::Fail, ExitStatus::Usage),
+    };
+    let check = Check::new("cgroup memory", status, found.detail).exit(exit);
+    match found.hint {
+        Some(hint) => check.hint(hint),
+        None => check,
+    }
 }
 
 /// The oldest CRIU whose CUDA plugin drives `cuda-checkpoint`.
@@ -379,7 +396,7 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
         },
     )));
     checks.push(criu_check());
-    checks.extend(cgroups.iter().map(|path| headroom::check(path)));
+    checks.extend(cgroups.iter().map(|path| headroom_check(path)));
     DoctorReport {
         checks,
         driver: facts,

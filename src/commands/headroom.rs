@@ -7,14 +7,41 @@
 
 use std::path::Path;
 
-use crate::commands::doctor::{Check, Status};
-use crate::exit::ExitStatus;
 use crate::gpu::nvml;
 use crate::ops::host_memory::{judge, Need};
 use crate::targets::discover;
 use crate::targets::memory::{self, CgroupLevel};
 
-const NAME: &str = "cgroup memory";
+/// How a cgroup's memory compares with what its checkpoint needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fit {
+    /// Every limit has room for the GPU footprint.
+    Fits,
+    /// A checkpoint would be refused (exit 8).
+    Short,
+    /// The footprint cannot be known (no NVML).
+    Unknown,
+    /// The path is not a cgroup.
+    NotACgroup,
+}
+
+/// The verdict on one cgroup, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Headroom {
+    pub fit: Fit,
+    pub detail: String,
+    pub hint: Option<String>,
+}
+
+impl Headroom {
+    fn new(fit: Fit, detail: impl Into<String>, hint: Option<String>) -> Headroom {
+        Headroom {
+            fit,
+            detail: detail.into(),
+            hint,
+        }
+    }
+}
 
 fn mib(bytes: u64) -> u64 {
     bytes >> 20
@@ -36,8 +63,8 @@ pub fn describe_level(level: &CgroupLevel) -> String {
     )
 }
 
-/// The check for the cgroup the user named.
-pub fn check(path: &Path) -> Check {
+/// The verdict for the cgroup the user named.
+pub fn check(path: &Path) -> Headroom {
     let resolved = discover::resolve_cgroup(path).and_then(|dir| {
         let root = discover::cgroup2_root().ok_or("no cgroup v2 mount")?;
         let name = match (dir.canonicalize(), root.canonicalize()) {
@@ -58,9 +85,11 @@ pub fn check(path: &Path) -> Check {
     let (root, dir, name) = match resolved {
         Ok(found) => found,
         Err(why) => {
-            return Check::new(NAME, Status::Fail, why)
-                .hint("name a cgroup directory, or a path under the cgroup v2 mount as /proc/PID/cgroup shows it")
-                .exit(ExitStatus::Usage)
+            return Headroom::new(
+                Fit::NotACgroup,
+                why,
+                Some("name a cgroup directory, or a path under the cgroup v2 mount as /proc/PID/cgroup shows it".into()),
+            )
         }
     };
     let chain = memory::chain(&root, &name);
@@ -73,12 +102,11 @@ pub fn check(path: &Path) -> Check {
     let footprints = match nvml::open().and_then(nvml::memory_by_process) {
         Ok(footprints) => footprints,
         Err(why) => {
-            return Check::new(
-                NAME,
-                Status::Info,
+            return Headroom::new(
+                Fit::Unknown,
                 format!("{}; GPU memory of its processes unknown", limits.join("; ")),
-            )
-            .hint(format!("{why}: without it the headroom a checkpoint needs (the GPU footprint) cannot be weighed"));
+                Some(format!("{why}: without it the headroom a checkpoint needs (the GPU footprint) cannot be weighed")),
+            );
         }
     };
     let needs: Vec<Need> = pids
@@ -100,10 +128,14 @@ pub fn check(path: &Path) -> Check {
         mib(footprint)
     );
     match judge(&needs, None) {
-        Ok(()) => Check::new(NAME, Status::Ok, detail),
-        Err(why) => Check::new(NAME, Status::Warn, detail).hint(format!(
-            "a checkpoint of them would be refused (exit 8): {why}; give the cgroup headroom of at least its GPU footprint"
-        )),
+        Ok(()) => Headroom::new(Fit::Fits, detail, None),
+        Err(why) => Headroom::new(
+            Fit::Short,
+            detail,
+            Some(format!(
+                "a checkpoint of them would be refused (exit 8): {why}; give the cgroup headroom of at least its GPU footprint"
+            )),
+        ),
     }
 }
 
