@@ -309,6 +309,8 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
         ..DriverFacts::default()
     };
     let mut gpus = Vec::new();
+    // The driver's CUDA version as it reports it (13000 = 13.0).
+    let mut cuda_version = None;
 
     match Driver::load(libcuda) {
         Err(error) => checks.push(
@@ -328,7 +330,9 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
                 .kernel_module_version
                 .as_deref()
                 .map_or(String::new(), |v| format!(", kernel module {v}"));
-            checks.push(match driver.version() {
+            let version = driver.version();
+            cuda_version = version.as_ref().ok().copied();
+            checks.push(match version {
                 Ok(version) => {
                     facts.cuda_version = Some(format_version(Some(version)));
                     Check::new(
@@ -350,13 +354,12 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
                     .exit(ExitStatus::DriverUnavailable)
             });
             let missing_api = !missing.is_empty();
-            let version = driver.version().ok();
             facts.features = Features {
                 checkpoint_api: !missing_api,
                 lock_timeout: !missing_api,
                 // The oldest driver cudackpt has seen remap GPUs is 580
                 // (CUDA 13.0).
-                gpu_remapping: !missing_api && version.is_some_and(|v| v >= 13000),
+                gpu_remapping: !missing_api && cuda_version.is_some_and(|v| v >= 13000),
             };
             let listing = devices::list(&Inventory::with_driver(&driver));
             checks.push(match (&listing.error, listing.gpus.is_empty()) {
@@ -389,12 +392,7 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
     checks.push(nvml_check());
     checks.extend(privilege_checks(&Privileges::current_with_ptrace_scope()));
     checks.extend(thp_check());
-    checks.push(restorability_check(facts.cuda_version.as_deref().and_then(
-        |v| {
-            let (major, minor) = v.split_once('.')?;
-            Some(major.parse::<i32>().ok()? * 1000 + minor.parse::<i32>().ok()? * 10)
-        },
-    )));
+    checks.push(restorability_check(cuda_version));
     checks.push(criu_check());
     checks.extend(cgroups.iter().map(|path| headroom_check(path)));
     DoctorReport {

@@ -121,16 +121,7 @@ pub fn invoking_user() -> Option<u32> {
 /// shows them what they could not see. Capped, no link followed at the
 /// last component, no FIFO.
 pub fn read_for_invoker(path: &Path, cap: u64) -> Result<String, ReadError> {
-    let fd = rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(io::Error::from)?;
-    let stat = rustix::fs::fstat(&fd).map_err(io::Error::from)?;
-    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
-        return Err(ReadError::NotRegular);
-    }
+    let (fd, stat) = open_regular(path)?;
     if let (true, Some(user)) = (rustix::process::geteuid().is_root(), invoking_user()) {
         if stat.st_uid != user && stat.st_mode & 0o004 == 0 {
             return Err(ReadError::NotTheirs {
@@ -162,27 +153,35 @@ pub enum ReadError {
 /// Reads at most `cap` bytes of text from `path`: no symlink followed at the
 /// last component, no wait on a FIFO or device, nothing but a regular file.
 pub fn read_capped(path: &Path, cap: u64) -> Result<String, ReadError> {
-    let fd = rustix::fs::open(
+    let (fd, _) = open_regular(path)?;
+    read_fd_capped(fd, cap)
+}
+
+/// Opens `path` for reading without following a link at its last component
+/// and without waiting (a FIFO or device opens at once): how cudackpt opens
+/// every file it reads.
+pub fn open_for_reading(path: &Path) -> io::Result<OwnedFd> {
+    rustix::fs::open(
         path,
         OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )
-    .map_err(io::Error::from)?;
+    .map_err(io::Error::from)
+}
+
+/// [`open_for_reading`], refusing anything but a regular file.
+fn open_regular(path: &Path) -> Result<(OwnedFd, rustix::fs::Stat), ReadError> {
+    let fd = open_for_reading(path)?;
     let stat = rustix::fs::fstat(&fd).map_err(io::Error::from)?;
     if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
         return Err(ReadError::NotRegular);
     }
-    read_fd_capped(fd, cap)
+    Ok((fd, stat))
 }
 
 /// [`read_capped`] for bytes that need not be text (a /proc environ).
 pub fn read_capped_bytes(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
-    let fd = rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(io::Error::from)?;
+    let fd = open_for_reading(path)?;
     let mut bytes = Vec::new();
     File::from(fd).take(cap).read_to_end(&mut bytes)?;
     Ok(bytes)

@@ -8,8 +8,6 @@
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::Path;
 
-use rustix::fs::{Mode, OFlags};
-
 /// Where the kernel log is read.
 pub const KERNEL_LOG: &str = "/dev/kmsg";
 /// At most this much of the log is read after a command.
@@ -24,12 +22,7 @@ impl KernelLog {
     /// Opens `path` (the kernel log, or a file standing for it) at its end;
     /// `None` when it cannot be read (not root, no /dev/kmsg).
     pub fn from_now(path: &Path) -> Option<KernelLog> {
-        let fd = rustix::fs::open(
-            path,
-            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .ok()?;
+        let fd = crate::files::open_for_reading(path).ok()?;
         let mut file = std::fs::File::from(fd);
         file.seek(SeekFrom::End(0)).ok()?;
         Some(KernelLog { file })
