@@ -220,15 +220,22 @@ fn temporary_link(dir: &Path, exe: &Path) -> io::Result<PathBuf> {
     Err(last.unwrap_or_else(|| io::Error::other("no temporary name")))
 }
 
+/// How many backups `--force` keeps before it refuses.
+const BACKUPS: u32 = 100;
+
+/// The `n`th backup's name: `cuda-checkpoint.orig`, then `.orig.1`, ...
+fn backup_name(n: u32) -> String {
+    match n {
+        0 => format!("{COMPAT_NAME}{BACKUP_SUFFIX}"),
+        n => format!("{COMPAT_NAME}{BACKUP_SUFFIX}.{n}"),
+    }
+}
+
 /// Keeps `link` (as it is: a file or a link) under a backup name no file
 /// holds yet, without moving it: a hard link for a file, a copy of a link.
 fn keep(dir: &Path, link: &Path, existing: &fs::Metadata) -> io::Result<PathBuf> {
-    for n in 0..100 {
-        let name = match n {
-            0 => format!("{COMPAT_NAME}{BACKUP_SUFFIX}"),
-            n => format!("{COMPAT_NAME}{BACKUP_SUFFIX}.{n}"),
-        };
-        let backup = dir.join(name);
+    for n in 0..BACKUPS {
+        let backup = dir.join(backup_name(n));
         let made = if existing.file_type().is_symlink() {
             std::os::unix::fs::symlink(fs::read_link(link)?, &backup)
         } else {
@@ -269,12 +276,9 @@ pub fn uninstall(dir: &Path) -> io::Result<String> {
         }
         Ok(_) => {}
     }
-    let newest = (0..100)
+    let newest = (0..BACKUPS)
         .rev()
-        .map(|n| match n {
-            0 => dir.join(format!("{COMPAT_NAME}{BACKUP_SUFFIX}")),
-            n => dir.join(format!("{COMPAT_NAME}{BACKUP_SUFFIX}.{n}")),
-        })
+        .map(|n| dir.join(backup_name(n)))
         .find(|backup| fs::symlink_metadata(backup).is_ok());
     match newest {
         // Atomic: the backup takes the link's place.

@@ -9,17 +9,9 @@
 use std::fs;
 
 use crate::support::{texts, Fixture};
-use crate::wire::{ErrorDoc, Kind, ProcessCommandDoc, State};
+use crate::wire::{Kind, ProcessCommandDoc, State};
 
 const GIB: u64 = 1 << 30;
-
-/// The error of a refused group: the command's, or the process's.
-fn refusal(doc: &ProcessCommandDoc, pid: i32) -> ErrorDoc {
-    doc.error
-        .clone()
-        .or_else(|| doc.process(pid).error.clone())
-        .unwrap_or_else(|| panic!("a refusal: {doc:?}"))
-}
 
 #[test]
 fn a_target_whose_cgroup_cannot_hold_its_gpu_memory_is_refused_then_oom_killed_when_forced() {
@@ -36,7 +28,7 @@ fn a_target_whose_cgroup_cannot_hold_its_gpu_memory_is_refused_then_oom_killed_w
             fx.assert_no_calls("a checkpoint its cgroup cannot hold");
         }
         let doc: ProcessCommandDoc = fx.json(&[command, &pid], 8);
-        let error = refusal(&doc, target.pid);
+        let error = doc.refusal(target.pid);
         assert_eq!(error.kind, Kind::InsufficientHostMemory, "{command:?}");
         for figure in [
             "2047 MiB of room under its memory.max",
@@ -80,7 +72,7 @@ fn the_footprints_of_a_group_are_summed_per_cgroup() {
 
     // Each fits alone; together they do not.
     let doc: ProcessCommandDoc = fx.json(&["suspend", &a.arg(), &b.arg()], 8);
-    let error = refusal(&doc, a.pid);
+    let error = doc.refusal(a.pid);
     assert_eq!(error.kind, Kind::InsufficientHostMemory);
     assert!(error.message.contains("memory.high"), "{error:?}");
     assert!(error.message.contains("charge it 3072 MiB"), "{error:?}");
@@ -102,7 +94,7 @@ fn more_gpu_memory_than_the_host_has_available_is_refused_without_any_limit() {
     fx.set_footprints(&[(target.pid, 64 << 30)]);
     fx.take_calls();
     let doc: ProcessCommandDoc = fx.json(&["suspend", &target.arg()], 8);
-    let error = refusal(&doc, target.pid);
+    let error = doc.refusal(target.pid);
     assert_eq!(error.kind, Kind::InsufficientHostMemory);
     assert!(error.message.contains("(MemAvailable)"), "{error:?}");
     fx.assert_no_calls("a checkpoint the host cannot hold");

@@ -207,7 +207,11 @@ fn a_user_keeps_records_and_locks_in_their_runtime_directory() {
     use std::os::unix::process::CommandExt;
     let fx = Fixture::new();
     let as_nobody = crate::support::running_as_root();
-    let user = if as_nobody { 65534 } else { own_uid() };
+    let user = if as_nobody {
+        65534
+    } else {
+        crate::support::own_uid()
+    };
     let own = |path: &std::path::Path, mode: u32| {
         if as_nobody {
             chown(path, Some(user), Some(user)).expect("chown");
@@ -275,16 +279,4 @@ fn a_user_keeps_records_and_locks_in_their_runtime_directory() {
     );
     let _ = target.kill();
     let _ = target.wait();
-}
-
-fn own_uid() -> u32 {
-    // The test's own uid, from /proc (no libc binding in this crate).
-    fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
-        .expect("a uid")
 }

@@ -59,9 +59,14 @@ pub fn fake_libcuda() -> &'static Path {
     })
 }
 
+/// The tests' effective uid.
+pub fn own_uid() -> u32 {
+    fs::metadata("/proc/self").expect("/proc/self").uid()
+}
+
 /// Whether the tests run as root (effective uid 0).
 pub fn running_as_root() -> bool {
-    fs::metadata("/proc/self").expect("/proc/self").uid() == 0
+    own_uid() == 0
 }
 
 /// Whether the tests may act on any process: root or CAP_SYS_PTRACE (what

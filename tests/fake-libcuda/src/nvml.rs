@@ -85,12 +85,7 @@ pub fn processes_on(index: usize) -> Vec<(u32, u64)> {
 
 /// Whether a process is alive (not a zombie) and not checkpointed.
 fn holds_memory(pid: i32) -> bool {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let alive = status
-        .lines()
-        .find_map(|line| line.strip_prefix("State:"))
-        .is_some_and(|state| !state.trim_start().starts_with('Z'));
-    if !alive {
+    if !procfs::is_running(pid) {
         return false;
     }
     match procfs::starttime(pid) {

@@ -18,18 +18,9 @@ pub fn kill(pid: i32) {
     // SAFETY: kill(2) has no memory preconditions; a stale PID fails with ESRCH.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let deadline = Instant::now() + Duration::from_secs(5);
-    while is_running(pid) && Instant::now() < deadline {
+    while crate::procfs::is_running(pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-fn is_running(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("State:"))
-            .is_some_and(|state| !state.trim_start().starts_with('Z'))
-    })
 }
 
 fn count_kill(pid: i32) -> Result<(), String> {

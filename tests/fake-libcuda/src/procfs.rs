@@ -66,6 +66,16 @@ fn parse_tgid(status: &str) -> Option<i32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// Whether `pid` is a live process: it exists and is not a zombie.
+pub fn is_running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("State:"))
+            .is_some_and(|state| !state.trim_start().starts_with('Z'))
+    })
+}
+
 /// Field 22 of `/proc/PID/stat`: when process `pid` started.
 pub fn starttime(pid: i32) -> Option<u64> {
     parse_starttime(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
