@@ -175,13 +175,7 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Man { dir: None } => emit_artifact(output::write_stdout(
             &String::from_utf8_lossy(&artifacts::root_man_page()),
         )),
-        Command::Man { dir: Some(dir) } => match artifacts::write_man_pages(&dir) {
-            Ok(()) => ExitStatus::Success,
-            Err(why) => {
-                output::write_stderr(&format!("cudackpt: cannot write the man pages: {why}\n"));
-                ExitStatus::Failed
-            }
-        },
+        Command::Man { dir: Some(dir) } => write_man_pages(&dir),
         Command::InstallCompat {
             dir,
             force,
@@ -195,31 +189,44 @@ pub fn run(cli: Cli) -> ExitStatus {
                 uninstall,
             },
         )),
-        process_command => {
-            let Some(raw) = validate::split(process_command) else {
-                return ExitStatus::Usage;
-            };
-            let operation_name = raw.command_name();
-            match Invocation::try_from(raw) {
-                Ok(invocation) => run_process_command(invocation, &global, &sink),
-                Err(Invalid::Map {
-                    operation,
-                    pids,
-                    error,
-                }) => sink.finish(&crate::ops::refused_map(&operation, &pids, &error)),
-                Err(Invalid::MapFile { file, why }) => {
-                    let message = format!("cannot use --map-file {}: {why}", file.display());
-                    if sink.json {
-                        let _ = output::write_stdout(&json::usage_error(
-                            Some(operation_name),
-                            "invalid --map-file",
-                            &message,
-                        ));
-                    }
-                    output::write_stderr(&format!("cudackpt: {message}\n"));
-                    ExitStatus::Usage
-                }
+        process_command => validate_and_run(process_command, &global, &sink),
+    }
+}
+
+fn write_man_pages(dir: &std::path::Path) -> ExitStatus {
+    match artifacts::write_man_pages(dir) {
+        Ok(()) => ExitStatus::Success,
+        Err(why) => {
+            output::write_stderr(&format!("cudackpt: cannot write the man pages: {why}\n"));
+            ExitStatus::Failed
+        }
+    }
+}
+
+/// A process command: validated (the map, the map file), then run.
+fn validate_and_run(command: Command, global: &GlobalArgs, sink: &Sink) -> ExitStatus {
+    let Some(raw) = validate::split(command) else {
+        return ExitStatus::Usage;
+    };
+    let operation_name = raw.command_name();
+    match Invocation::try_from(raw) {
+        Ok(invocation) => run_process_command(invocation, global, sink),
+        Err(Invalid::Map {
+            operation,
+            pids,
+            error,
+        }) => sink.finish(&crate::ops::refused_map(&operation, &pids, &error)),
+        Err(Invalid::MapFile { file, why }) => {
+            let message = format!("cannot use --map-file {}: {why}", file.display());
+            if sink.json {
+                let _ = output::write_stdout(&json::usage_error(
+                    Some(operation_name),
+                    "invalid --map-file",
+                    &message,
+                ));
             }
+            output::write_stderr(&format!("cudackpt: {message}\n"));
+            ExitStatus::Usage
         }
     }
 }

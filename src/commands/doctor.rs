@@ -201,6 +201,32 @@ fn restorability_check(cuda_version: Option<i32>) -> Check {
     )
 }
 
+/// The GPUs the driver lists, as a check.
+fn gpus_check(listing: &devices::DevicesReport) -> Check {
+    match (&listing.error, listing.gpus.is_empty()) {
+        (Some(error), _) => Check::new(
+            "GPUs",
+            Status::Fail,
+            format!("could not list GPUs: {error}"),
+        )
+        .hint("check `nvidia-smi`; the driver may be installed without a usable GPU"),
+        (None, true) => Check::new("GPUs", Status::Fail, "the driver sees no GPU")
+            .hint("check `nvidia-smi`, CUDA_VISIBLE_DEVICES and the container's device access"),
+        (None, false) => {
+            let names: Vec<String> = listing
+                .gpus
+                .iter()
+                .map(|g| format!("{} {}", g.index, g.name))
+                .collect();
+            Check::new(
+                "GPUs",
+                Status::Ok,
+                format!("{}: {}", listing.gpus.len(), names.join("; ")),
+            )
+        }
+    }
+}
+
 /// `--cgroup PATH`: the cgroup's memory headroom as a check.
 fn headroom_check(path: &Path) -> Check {
     use headroom::Fit;
@@ -362,29 +388,7 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
                 gpu_remapping: !missing_api && cuda_version.is_some_and(|v| v >= 13000),
             };
             let listing = devices::list(&Inventory::with_driver(&driver));
-            checks.push(match (&listing.error, listing.gpus.is_empty()) {
-                (Some(error), _) => Check::new(
-                    "GPUs",
-                    Status::Fail,
-                    format!("could not list GPUs: {error}"),
-                )
-                .hint("check `nvidia-smi`; the driver may be installed without a usable GPU"),
-                (None, true) => Check::new("GPUs", Status::Fail, "the driver sees no GPU").hint(
-                    "check `nvidia-smi`, CUDA_VISIBLE_DEVICES and the container's device access",
-                ),
-                (None, false) => {
-                    let names: Vec<String> = listing
-                        .gpus
-                        .iter()
-                        .map(|g| format!("{} {}", g.index, g.name))
-                        .collect();
-                    Check::new(
-                        "GPUs",
-                        Status::Ok,
-                        format!("{}: {}", listing.gpus.len(), names.join("; ")),
-                    )
-                }
-            });
+            checks.push(gpus_check(&listing));
             checks.extend(gpu_mode_checks(&listing.gpus));
             gpus = listing.gpus;
         }
