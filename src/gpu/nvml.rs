@@ -36,13 +36,22 @@ fn load() -> Result<Nvml, String> {
     Err(format!("NVML is not available ({})", reasons.join("; ")))
 }
 
+/// GPU memory in use per PID and GPU, as [`memory_by_process_and_gpu`]
+/// reads it.
+pub type Usage = HashMap<i32, Vec<(GpuUuid, u64)>>;
+
 /// GPU memory in use per PID, summed over every GPU, for processes running
 /// compute work. A checkpointed process holds none and is not listed.
 pub fn memory_by_process(nvml: &Nvml) -> Result<HashMap<i32, u64>, String> {
-    Ok(memory_by_process_and_gpu(nvml)?
-        .into_iter()
-        .map(|(pid, uses)| (pid, uses.iter().map(|(_, bytes)| bytes).sum()))
-        .collect())
+    Ok(totals(&memory_by_process_and_gpu(nvml)?))
+}
+
+/// Each PID's use summed over its GPUs (pure).
+pub fn totals(usage: &Usage) -> HashMap<i32, u64> {
+    usage
+        .iter()
+        .map(|(pid, uses)| (*pid, uses.iter().map(|(_, bytes)| bytes).sum()))
+        .collect()
 }
 
 /// Every GPU NVML sees, in its index order (PCI bus order), without
@@ -76,7 +85,7 @@ fn uuid_of(device: &nvml_wrapper::Device<'_>) -> Result<GpuUuid, String> {
 }
 
 /// GPU memory in use per PID and GPU (UUID), for compute processes.
-pub fn memory_by_process_and_gpu(nvml: &Nvml) -> Result<HashMap<i32, Vec<(GpuUuid, u64)>>, String> {
+pub fn memory_by_process_and_gpu(nvml: &Nvml) -> Result<Usage, String> {
     let mut used: HashMap<i32, Vec<(GpuUuid, u64)>> = HashMap::new();
     let count = nvml.device_count().map_err(|e| e.to_string())?;
     for index in 0..count {

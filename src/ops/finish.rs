@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use crate::driver::{format_version, Driver, GpuPair, GpuUuid, ProcessState};
 use crate::files::SafeDir;
 use crate::gpu::inventory::Inventory;
+use crate::gpu::nvml;
 use crate::gpu::record::{self, Record, RecordedGpu, RecordedUse};
 use crate::ops::diagnose::{describe_process, Failure, FailureKind};
 use crate::ops::plan::StepKind;
@@ -65,7 +66,7 @@ impl Snapshot {
 /// Takes the snapshot: GPUs from NVML or the kernel driver (never the CUDA
 /// driver, whose listing costs a `cuInit`), per-process memory from NVML
 /// when it is installed.
-pub fn snapshot(driver: &Driver, host: &Inventory<'_>) -> Snapshot {
+pub fn snapshot(driver: &Driver, host: &Inventory<'_>, usage: Option<nvml::Usage>) -> Snapshot {
     let gpus = host
         .without_cuda()
         .map(|listing| {
@@ -81,9 +82,8 @@ pub fn snapshot(driver: &Driver, host: &Inventory<'_>) -> Snapshot {
                 .collect()
         })
         .unwrap_or_default();
-    let memory = crate::gpu::nvml::open()
-        .and_then(crate::gpu::nvml::memory_by_process_and_gpu)
-        .ok();
+    // Read by the host-memory pre-flight already, unless it did not run.
+    let memory = usage.or_else(|| nvml::open().and_then(nvml::memory_by_process_and_gpu).ok());
     Snapshot {
         host: gpus,
         memory,
@@ -222,8 +222,7 @@ fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map: &[
     if moved.is_empty() {
         return;
     }
-    let usage = match crate::gpu::nvml::open().and_then(crate::gpu::nvml::memory_by_process_and_gpu)
-    {
+    let usage = match nvml::open().and_then(nvml::memory_by_process_and_gpu) {
         Ok(usage) => usage,
         Err(why) => {
             for &i in &moved {

@@ -71,14 +71,24 @@ pub fn judge(needs: &[Need], available: Option<u64>) -> Result<(), String> {
     Ok(())
 }
 
-/// The pre-flight of a request: remarks on what it could not weigh, or
-/// the stop that refuses the group.
-pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<String>, Stop> {
+/// What the pre-flight said, and what it read on the way.
+#[derive(Default)]
+pub struct Weighed {
+    /// What it could not weigh.
+    pub remarks: Vec<String>,
+    /// NVML's per-process use it weighed (before any change), which the
+    /// checkpoint record keeps rather than asking NVML again.
+    pub usage: Option<nvml::Usage>,
+}
+
+/// The pre-flight of a request: what it could not weigh, or the stop that
+/// refuses the group.
+pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Weighed, Stop> {
     if !request.operation.checkpoints() || request.force || ready.targets.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Weighed::default());
     }
-    let footprints = match nvml::open().and_then(nvml::memory_by_process) {
-        Ok(footprints) => footprints,
+    let usage = match nvml::open().and_then(nvml::memory_by_process_and_gpu) {
+        Ok(usage) => usage,
         Err(why) => {
             // Said where the risk is: a target under a memory limit (a
             // container). Elsewhere the log says it (-v).
@@ -93,19 +103,25 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<String>, Stop> 
                 .map(|t| t.pid)
                 .collect();
             tracing::debug!(%why, "host memory not checked before the checkpoint");
-            if !limited.is_empty() {
-                return Ok(vec![format!(
+            let remark = if limited.is_empty() {
+                // SPEC 10: what could not be checked is said, never
+                // assumed safe in silence.
+                let pids: Vec<i32> = ready.targets.iter().map(|t| t.pid).collect();
+                format!(
+                    "GPU memory of PID(s) {pids:?} not weighed against the host's available memory: NVML is not available to tell their footprint"
+                )
+            } else {
+                format!(
                     "GPU memory not checked against the memory limits of PID(s) {limited:?} before checkpointing: NVML is not available to tell their footprint, and a checkpoint over the limit gets them OOM-killed"
-                )]);
-            }
-            // SPEC 10: what could not be checked is said, never assumed
-            // safe in silence.
-            let pids: Vec<i32> = ready.targets.iter().map(|t| t.pid).collect();
-            return Ok(vec![format!(
-                "GPU memory of PID(s) {pids:?} not weighed against the host's available memory: NVML is not available to tell their footprint"
-            )]);
+                )
+            };
+            return Ok(Weighed {
+                remarks: vec![remark],
+                usage: None,
+            });
         }
     };
+    let footprints = nvml::totals(&usage);
     let needs: Vec<Need> = ready
         .targets
         .iter()
@@ -116,7 +132,12 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<String>, Stop> 
             chain: memory::chain_of(t.pid),
         })
         .collect();
-    judge(&needs, memory::mem_available()).map(|()| Vec::new()).map_err(|why| {
+    judge(&needs, memory::mem_available())
+        .map(|()| Weighed {
+            remarks: Vec::new(),
+            usage: Some(usage),
+        })
+        .map_err(|why| {
         Stop::not_run(Failure::new(
             FailureKind::InsufficientHostMemory,
             format!("refused before any change: {why}"),

@@ -160,7 +160,7 @@ fn proceed(
 ) -> Result<Finished, Stop> {
     let ready = check::ready(request, checked)?;
     let rank_warnings = restorable::check(request, &ready)?;
-    let memory_remarks = host_memory::check(request, &ready)?;
+    let weighed = host_memory::check(request, &ready)?;
     let host = Inventory::with_driver(&ready.driver);
     let records = records::open(request)?;
     let chosen = choose_map::choose(
@@ -186,7 +186,7 @@ fn proceed(
     // removed when this function returns (however the command ended).
     let journal = intent::Journal::default();
     let write_intent = |places: &[interrupt::Place]| journal.record(&request.operation, places);
-    let mut remarks = memory_remarks;
+    let mut remarks = weighed.remarks;
     remarks.extend(chosen.remarks);
     remarks.extend(preflight::check_memory(
         request,
@@ -205,7 +205,7 @@ fn proceed(
     let snapshot = request
         .operation
         .checkpoints()
-        .then(|| finish::snapshot(&ready.driver, &host));
+        .then(|| finish::snapshot(&ready.driver, &host, weighed.usage));
     let executor = executor_for(request, &ready, started, &locks_lost, &write_intent);
     let map = chosen.pairs.as_deref().unwrap_or_default();
     let oom_watch = postmortem::watch(&request.operation, &ready.targets, snapshot.as_ref());

@@ -13,6 +13,18 @@ use crate::wire::{Kind, ProcessCommandDoc, State};
 
 const GIB: u64 = 1 << 30;
 
+/// The GPU memory a process's checkpoint record keeps, in MiB.
+fn recorded_mib(fx: &Fixture, pid: i32) -> Option<u64> {
+    let text = fs::read_to_string(fx.dir().join("records").join(format!("{pid}.json"))).ok()?;
+    let record: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let bytes: u64 = record["gpu_memory"]
+        .as_array()?
+        .iter()
+        .filter_map(|u| u["bytes"].as_u64())
+        .sum();
+    Some(bytes >> 20)
+}
+
 #[test]
 fn a_target_whose_cgroup_cannot_hold_its_gpu_memory_is_refused_then_oom_killed_when_forced() {
     let fx = Fixture::new().with_nvml().with_cgroup_tree();
@@ -83,7 +95,13 @@ fn the_footprints_of_a_group_are_summed_per_cgroup() {
     // Checkpointed, a holds no GPU memory (NVML no longer lists it), so
     // b now fits, and resume never weighs anything.
     fx.json::<ProcessCommandDoc>(&["suspend", &b.arg()], 0);
+    // The checkpoint record keeps what NVML said before the checkpoint
+    // (read once, by the pre-flight).
+    assert_eq!(recorded_mib(&fx, b.pid), Some(1536));
     fx.json::<ProcessCommandDoc>(&["resume", &a.arg(), &b.arg()], 0);
+    // Without the pre-flight (--force), the record still has it.
+    fx.json::<ProcessCommandDoc>(&["suspend", "--force", &a.arg()], 0);
+    assert_eq!(recorded_mib(&fx, a.pid), Some(1536));
 }
 
 #[test]
