@@ -382,6 +382,31 @@ mod tests {
             .starts_with("nothing to uninstall"));
     }
 
+    /// A link planted at the backup's name is never written through: the
+    /// backup takes the next name, and the link's target is untouched.
+    #[test]
+    fn a_planted_backup_link_is_not_followed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"precious").expect("victim");
+        std::os::unix::fs::symlink(&victim, dir.path().join("cuda-checkpoint.orig"))
+            .expect("planted link");
+        let exe = dir.path().join("cudackpt");
+        fs::write(&exe, b"").expect("exe");
+        fs::write(dir.path().join(COMPAT_NAME), b"nvidia").expect("NVIDIA's tool");
+        assert_eq!(
+            install(dir.path(), &exe, true).expect("forced"),
+            Installed::Replaced {
+                backup: Some(dir.path().join("cuda-checkpoint.orig.1"))
+            }
+        );
+        assert_eq!(fs::read(&victim).expect("victim"), b"precious");
+        assert_eq!(
+            fs::read(dir.path().join("cuda-checkpoint.orig.1")).expect("kept"),
+            b"nvidia"
+        );
+    }
+
     #[test]
     fn a_build_directory_is_recognised() {
         assert_eq!(
