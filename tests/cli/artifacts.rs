@@ -191,12 +191,8 @@ fn the_readme_exit_table_matches_the_code() {
     assert_eq!(table, expected, "README.md's exit table");
 }
 
-/// `rust-version` is true: no locked dependency (of any workspace member,
-/// for this platform) needs a newer Rust than the manifest declares.
-/// Checked through `cargo metadata`, which reads each crate's own
-/// `rust-version`, so it holds without installing that toolchain.
-#[test]
-fn the_declared_rust_version_covers_every_locked_dependency() {
+/// `cargo metadata` of the workspace, as the registry and packagers read it.
+fn cargo_metadata() -> serde_json::Value {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = std::process::Command::new(cargo)
         .current_dir(workspace())
@@ -209,7 +205,45 @@ fn the_declared_rust_version_covers_every_locked_dependency() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    serde_json::from_slice(&output.stdout).expect("JSON")
+}
+
+/// The crate cannot reach a registry without saying where its source and
+/// documentation live. It has no public home yet (and the name is taken on
+/// GitHub by an unrelated project, so no address can be guessed), so it
+/// must stay `publish = false`; the day it is published, `repository` and
+/// `documentation` must be real https addresses, or this fails.
+#[test]
+fn the_crate_is_unpublishable_until_it_names_its_home() {
+    let metadata = cargo_metadata();
+    let ours = metadata["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .find(|p| p["name"] == "cudackpt")
+        .expect("the cudackpt package");
+    // cargo metadata writes `publish = false` as an empty registry list.
+    let unpublishable = ours["publish"].as_array().is_some_and(Vec::is_empty);
+    if unpublishable {
+        return;
+    }
+    for field in ["repository", "documentation"] {
+        let url = ours[field].as_str().unwrap_or_default();
+        assert!(
+            url.starts_with("https://") && !url.contains("invalid") && !url.contains("example"),
+            "a publishable cudackpt needs a real https `{field}` in Cargo.toml, not {url:?}; \
+             or keep `publish = false`"
+        );
+    }
+}
+
+/// `rust-version` is true: no locked dependency (of any workspace member,
+/// for this platform) needs a newer Rust than the manifest declares.
+/// Checked through `cargo metadata`, which reads each crate's own
+/// `rust-version`, so it holds without installing that toolchain.
+#[test]
+fn the_declared_rust_version_covers_every_locked_dependency() {
+    let metadata = cargo_metadata();
     let version = |text: &str| -> (u64, u64, u64) {
         let mut parts = text.split('.').map(|p| p.parse::<u64>().expect("a number"));
         (
