@@ -298,19 +298,7 @@ pub fn from_call(
         ),
         code::ILLEGAL_STATE => illegal_state(attempt, &who, verb, facts.state_now),
         code::NOT_READY if matches!(attempt, Attempt::Step(Step::Lock { .. })) => {
-            let timeout = match attempt {
-                Attempt::Step(Step::Lock { timeout }) => *timeout,
-                _ => Timeout::NONE,
-            };
-            let waited = match timeout.as_duration() {
-                Some(_) => format!("within {timeout}"),
-                None => "before the driver gave up waiting".to_string(),
-            };
-            Failure::new(
-                FailureKind::LockTimeout,
-                format!("could not lock {who}: its CUDA work did not finish {waited}; the process is still running"),
-                "retry with a longer --timeout (0 waits as long as it takes), or when the process is idle",
-            )
+            lock_timeout(attempt, &who)
         }
         code::INVALID_VALUE if matches!(attempt, Attempt::Step(Step::Restore { map }) if !map.is_empty()) => Failure::new(
             FailureKind::MapRejected,
@@ -322,24 +310,7 @@ pub fn from_call(
             format!("could not {verb} {who}: not enough memory"),
             "free GPU memory on the target GPU before retrying; NVIDIA reports (driver 580.95) that a restore failing for memory can leave a process unrecoverable",
         ),
-        // Measured on driver 580 (SPEC 2): at checkpoint, 801 refuses what
-        // it cannot copy (managed memory) and loses nothing; at restore it
-        // follows a checkpoint that succeeded, and may not be undone.
-        code::NOT_SUPPORTED if matches!(attempt, Attempt::Step(Step::Checkpoint)) => Failure::new(
-            FailureKind::DriverError,
-            format!("could not checkpoint {who}: the driver does not support checkpointing what this process uses (managed/UVM memory, or another feature); nothing was lost, the process stays where it was"),
-            "checkpoint processes that use plain device allocations; managed memory (cudaMallocManaged) cannot be checkpointed by this driver",
-        ),
-        code::NOT_SUPPORTED if matches!(attempt, Attempt::Step(Step::Restore { .. })) => Failure::new(
-            FailureKind::DriverError,
-            format!("could not restore {who}: the driver does not support restoring it here, after a checkpoint that succeeded; the process stays checkpointed and may be unrecoverable"),
-            "on driver 580 this is what a rank of an NCCL job over P2P/SHM, or a CUDA IPC party, does; try again, and if it keeps failing (304), the process is lost: restart it",
-        ),
-        code::NOT_SUPPORTED => Failure::new(
-            FailureKind::DriverError,
-            format!("could not {verb} {who}: the driver does not support this here"),
-            "this GPU, driver or setup (MIG, vGPU, MPS, an old driver) may not support checkpointing; run `cudackpt doctor`",
-        ),
+        code::NOT_SUPPORTED => not_supported(attempt, &who, verb),
         code::OPERATING_SYSTEM => Failure::new(
             FailureKind::DriverError,
             format!("could not {verb} {who}: the driver hit an operating-system error"),
@@ -355,6 +326,47 @@ pub fn from_call(
         ),
     };
     failure.with_cuda(cuda)
+}
+
+/// `CUDA_ERROR_NOT_READY` from a lock: its CUDA work outlasted the timeout.
+fn lock_timeout(attempt: Attempt<'_>, who: &str) -> Failure {
+    let timeout = match attempt {
+        Attempt::Step(Step::Lock { timeout }) => *timeout,
+        _ => Timeout::NONE,
+    };
+    let waited = match timeout.as_duration() {
+        Some(_) => format!("within {timeout}"),
+        None => "before the driver gave up waiting".to_string(),
+    };
+    Failure::new(
+        FailureKind::LockTimeout,
+        format!("could not lock {who}: its CUDA work did not finish {waited}; the process is still running"),
+        "retry with a longer --timeout (0 waits as long as it takes), or when the process is idle",
+    )
+}
+
+/// `CUDA_ERROR_NOT_SUPPORTED` (801). Measured on driver 580 (SPEC 2): at
+/// checkpoint it refuses what it cannot copy (managed memory) and loses
+/// nothing; at restore it follows a checkpoint that succeeded, and may not
+/// be undone.
+fn not_supported(attempt: Attempt<'_>, who: &str, verb: &str) -> Failure {
+    match attempt {
+        Attempt::Step(Step::Checkpoint) => Failure::new(
+            FailureKind::DriverError,
+            format!("could not checkpoint {who}: the driver does not support checkpointing what this process uses (managed/UVM memory, or another feature); nothing was lost, the process stays where it was"),
+            "checkpoint processes that use plain device allocations; managed memory (cudaMallocManaged) cannot be checkpointed by this driver",
+        ),
+        Attempt::Step(Step::Restore { .. }) => Failure::new(
+            FailureKind::DriverError,
+            format!("could not restore {who}: the driver does not support restoring it here, after a checkpoint that succeeded; the process stays checkpointed and may be unrecoverable"),
+            "on driver 580 this is what a rank of an NCCL job over P2P/SHM, or a CUDA IPC party, does; try again, and if it keeps failing (304), the process is lost: restart it",
+        ),
+        _ => Failure::new(
+            FailureKind::DriverError,
+            format!("could not {verb} {who}: the driver does not support this here"),
+            "this GPU, driver or setup (MIG, vGPU, MPS, an old driver) may not support checkpointing; run `cudackpt doctor`",
+        ),
+    }
 }
 
 fn illegal_state(
