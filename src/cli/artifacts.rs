@@ -91,7 +91,7 @@ devices: {\"schema_version\":1, \"command\":\"devices\", \"ok\":BOOL, \"exit_cod
 demo: {\"schema_version\":1, \"command\":\"demo\", \"ok\":BOOL, \"exit_code\":N, \"pid\":N, \"size_bytes\":N, \"gpu\":GPU, \
 \"steps\":[{\"step\", \"ok\", \"state\", \"duration_ms\"}], \"data_intact\":BOOL, \"error\":ERROR}.";
 
-const ENVIRONMENT: [(&str, &str); 19] = [
+const ENVIRONMENT: [(&str, &str); 20] = [
     (
         "CUDACKPT_LIBCUDA",
         "The CUDA driver library to load (as --libcuda). As root, only a library owned by root and writable by nobody else.",
@@ -147,6 +147,10 @@ const ENVIRONMENT: [(&str, &str); 19] = [
     (
         "CUDACKPT_CGROUP_ROOT",
         "A directory read as the cgroup v2 mount instead of the one in /proc/self/mountinfo (for tests).",
+    ),
+    (
+        "CUDACKPT_DEBUG_PANIC_AFTER",
+        "Debug builds only (tests): panic just after a lock, checkpoint, restore or unlock call succeeds. Release builds ignore it.",
     ),
     (
         "RUST_LOG",

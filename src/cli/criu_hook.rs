@@ -82,6 +82,20 @@ fn hook_failure(message: String) -> Report {
     }
 }
 
+/// Post-dump could not start the waiter (a pids limit, no memory): the
+/// tree stays checkpointed, and the user is told how to bring it back.
+fn waiter_not_started(pids: &[i32], error: &std::io::Error) -> Report {
+    let list: Vec<String> = pids.iter().map(ToString::to_string).collect();
+    Report {
+        failure: Some(Failure::new(
+            FailureKind::SpawnFailed,
+            format!("could not start the waiter that resumes PIDs {pids:?} once CRIU thaws them: {error}; they stay checkpointed"),
+            format!("once CRIU has thawed them, run `cudackpt resume {}`", list.join(" ")),
+        )),
+        ..Report::new("criu-hook", Duration::ZERO)
+    }
+}
+
 /// The tree root CRIU names in CRTOOLS_INIT_PID.
 fn init_pid() -> Result<i32, String> {
     let text = std::env::var(INIT_PID_VAR).unwrap_or_default();
@@ -188,7 +202,7 @@ pub fn run(libcuda: Option<&Path>, action: Result<String, String>) -> Report {
                     )],
                     ..Report::new("criu-hook", Duration::ZERO)
                 },
-                Err(error) => hook_failure(format!("could not start the waiter that resumes {pids:?}: {error}")),
+                Err(error) => waiter_not_started(&pids, &error),
             }
         }
     }
@@ -245,9 +259,13 @@ fn watch_criu(libcuda: Option<&Path>, report: &mut Report) {
         Ok(()) => report.warnings.push(format!(
             "a detached cudackpt resumes {suspended:?} if CRIU (PID {criu}) ends without dumping them (a failed dump)"
         )),
-        Err(error) => report.warnings.push(format!(
-            "could not start the watcher that resumes {suspended:?} if the dump fails: {error}; if it does, run `cudackpt resume` on them"
-        )),
+        Err(error) => {
+            let list: Vec<String> = suspended.iter().map(ToString::to_string).collect();
+            report.warnings.push(format!(
+                "could not start the watcher that resumes {suspended:?} if the dump fails: {error}; if it does, run `cudackpt resume {}`",
+                list.join(" ")
+            ))
+        }
     }
 }
 

@@ -46,12 +46,15 @@ pub enum FailureKind {
     NeedsRecovery,
     /// The per-PID lock could not be taken (not held elsewhere: broken).
     LockUnavailable,
+    /// A helper process cudackpt needed could not be started (a pids
+    /// limit, no memory); what it would have done is left to the user.
+    SpawnFailed,
     Usage,
 }
 
 impl FailureKind {
     /// Every kind, for the JSON Schema.
-    pub const ALL: [FailureKind; 29] = [
+    pub const ALL: [FailureKind; 30] = [
         FailureKind::NoSuchProcess,
         FailureKind::ThreadNotProcess,
         FailureKind::NotCudaProcess,
@@ -80,6 +83,7 @@ impl FailureKind {
         FailureKind::OomKilled,
         FailureKind::NeedsRecovery,
         FailureKind::LockUnavailable,
+        FailureKind::SpawnFailed,
         FailureKind::Usage,
     ];
 
@@ -113,6 +117,7 @@ impl FailureKind {
             FailureKind::OomKilled => "oom_killed",
             FailureKind::NeedsRecovery => "needs_recovery",
             FailureKind::LockUnavailable => "lock_unavailable",
+            FailureKind::SpawnFailed => "spawn_failed",
             FailureKind::Usage => "usage",
         }
     }
@@ -144,7 +149,8 @@ impl FailureKind {
             | FailureKind::DeadlineExceeded
             | FailureKind::VerifyFailed
             | FailureKind::ProcUnreadable
-            | FailureKind::LockUnavailable => ExitStatus::Failed,
+            | FailureKind::LockUnavailable
+            | FailureKind::SpawnFailed => ExitStatus::Failed,
         }
     }
 }
@@ -400,42 +406,52 @@ mod tests {
 
     #[test]
     fn every_failure_kind_is_listed_once() {
-        // A new kind fails to compile here until ALL (and so the schema)
-        // has it.
-        let position = |kind: FailureKind| match kind {
-            FailureKind::NoSuchProcess
-            | FailureKind::ThreadNotProcess
-            | FailureKind::NotCudaProcess
-            | FailureKind::PermissionDenied
-            | FailureKind::LockTimeout
-            | FailureKind::WrongState
-            | FailureKind::MapRejected
-            | FailureKind::InvalidMap
-            | FailureKind::OutOfMemory
-            | FailureKind::DriverError
-            | FailureKind::DriverUnavailable
-            | FailureKind::WaitTimeout
-            | FailureKind::NotAttempted
-            | FailureKind::RolledBack
-            | FailureKind::RollbackFailed
-            | FailureKind::Interrupted
-            | FailureKind::DeadlineExceeded
-            | FailureKind::ProcessStopped
-            | FailureKind::InsufficientGpuMemory
-            | FailureKind::VerifyFailed
-            | FailureKind::InUse
-            | FailureKind::ProcUnreadable
-            | FailureKind::UnsafePath
-            | FailureKind::Unrestorable
-            | FailureKind::InsufficientHostMemory
-            | FailureKind::OomKilled
-            | FailureKind::NeedsRecovery
-            | FailureKind::LockUnavailable
-            | FailureKind::Usage => FailureKind::ALL.iter().position(|k| *k == kind),
+        // An exhaustive match: a new kind does not compile here until it
+        // has a number, and then fails below until ALL (and so the
+        // schema) has it.
+        const KINDS: usize = 30;
+        let number = |kind: FailureKind| match kind {
+            FailureKind::NoSuchProcess => 0,
+            FailureKind::ThreadNotProcess => 1,
+            FailureKind::NotCudaProcess => 2,
+            FailureKind::PermissionDenied => 3,
+            FailureKind::LockTimeout => 4,
+            FailureKind::WrongState => 5,
+            FailureKind::MapRejected => 6,
+            FailureKind::InvalidMap => 7,
+            FailureKind::OutOfMemory => 8,
+            FailureKind::DriverError => 9,
+            FailureKind::DriverUnavailable => 10,
+            FailureKind::WaitTimeout => 11,
+            FailureKind::NotAttempted => 12,
+            FailureKind::RolledBack => 13,
+            FailureKind::RollbackFailed => 14,
+            FailureKind::Interrupted => 15,
+            FailureKind::DeadlineExceeded => 16,
+            FailureKind::ProcessStopped => 17,
+            FailureKind::InsufficientGpuMemory => 18,
+            FailureKind::VerifyFailed => 19,
+            FailureKind::InUse => 20,
+            FailureKind::ProcUnreadable => 21,
+            FailureKind::UnsafePath => 22,
+            FailureKind::Unrestorable => 23,
+            FailureKind::InsufficientHostMemory => 24,
+            FailureKind::OomKilled => 25,
+            FailureKind::NeedsRecovery => 26,
+            FailureKind::LockUnavailable => 27,
+            FailureKind::SpawnFailed => 28,
+            FailureKind::Usage => 29,
         };
+        let mut listed = [false; KINDS];
         for kind in FailureKind::ALL {
-            assert!(position(kind).is_some());
+            listed[number(kind)] = true;
         }
+        let missing: Vec<usize> = (0..KINDS).filter(|n| !listed[*n]).collect();
+        assert!(
+            missing.is_empty(),
+            "ALL misses the kinds numbered {missing:?}"
+        );
+        assert_eq!(FailureKind::ALL.len(), KINDS, "ALL lists a kind twice");
         let names: std::collections::BTreeSet<&str> =
             FailureKind::ALL.iter().map(|k| k.as_str()).collect();
         assert_eq!(names.len(), FailureKind::ALL.len(), "names are unique");

@@ -299,6 +299,9 @@ impl Executor<'_> {
         }
         let now = result.is_ok().then(|| step.resulting_state());
         self.interrupt.note(pid, None, now);
+        if result.is_ok() {
+            crate::ops::failpoint::after(step.kind());
+        }
         (result, took)
     }
 

@@ -67,7 +67,9 @@ fn file_name(owner: i32) -> String {
     format!("{owner}.json")
 }
 
-/// A written intent, removed when dropped (the command ended, however).
+/// A written intent, removed when dropped (the command ended), except
+/// while a panic unwinds: then the group is wherever the bug left it, and
+/// the record stays for `cudackpt recover`, as after SIGKILL.
 pub struct Written {
     dir: SafeDir,
     name: String,
@@ -75,7 +77,52 @@ pub struct Written {
 
 impl Drop for Written {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        set_in_flight(None);
         let _ = self.dir.remove(&self.name);
+    }
+}
+
+/// The intent this process has written and not yet removed, for the panic
+/// report (a panic hook cannot reach the journal of the command it stops).
+static IN_FLIGHT: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+fn set_in_flight(path: Option<PathBuf>) {
+    *IN_FLIGHT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = path;
+}
+
+/// Makes a panic say, after Rust's own message, what it leaves behind and
+/// how to recover. The release build aborts on a panic (no unwinding), so
+/// the record stays either way and the next cudackpt finds it.
+pub fn report_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default(info);
+        // try_lock: the panicking thread may be the one holding it.
+        let in_flight = IN_FLIGHT.try_lock().ok().and_then(|held| held.clone());
+        // Never `eprintln!`: a failed write there would panic again.
+        let advice = format!("{}\n", panic_advice(in_flight.as_deref()));
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), advice.as_bytes());
+    }));
+}
+
+/// What a panic leaves, and what to run next (pure).
+pub fn panic_advice(in_flight: Option<&std::path::Path>) -> String {
+    let bug = "cudackpt stopped on an internal error; this is a bug, please report it with the message above";
+    match in_flight {
+        Some(path) => format!(
+            "{bug}. It was changing processes: its intent record {} names them and where each started; \
+             every cudackpt refuses them (exit 10) until `cudackpt recover` puts them back",
+            path.display()
+        ),
+        None => format!(
+            "{bug}. It held no intent record (it had not started changing processes, or could not write one); \
+             `cudackpt ps` shows where each CUDA process is"
+        ),
     }
 }
 
@@ -146,6 +193,7 @@ pub fn write(command: &str, members: Vec<Member>) -> Result<Written, UnsafeDir> 
             path: dir.path().join(&name),
             source,
         })?;
+    set_in_flight(Some(dir.path().join(&name)));
     Ok(Written { dir, name })
 }
 
@@ -197,6 +245,45 @@ pub fn holding(pid: i32, abandoned: &[(PathBuf, Intent)]) -> Option<(PathBuf, i3
 mod tests {
     use super::*;
     use crate::ops::timeout::Timeout;
+
+    fn written_in(dir: &std::path::Path) -> (Written, PathBuf) {
+        let dir = SafeDir::create(dir).expect("a private directory");
+        let path = dir.write_atomic("1.json", b"{}").expect("written");
+        let written = Written {
+            dir,
+            name: "1.json".to_string(),
+        };
+        (written, path)
+    }
+
+    #[test]
+    fn a_command_that_ends_removes_its_record_and_a_panic_keeps_it() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let (written, path) = written_in(tmp.path());
+        drop(written);
+        assert!(!path.exists(), "an ended command removes its record");
+
+        let (written, path) = written_in(tmp.path());
+        let unwound = std::thread::spawn(move || {
+            let _held = written;
+            panic!("a bug in the middle of a group");
+        })
+        .join();
+        assert!(unwound.is_err());
+        assert!(path.exists(), "a panic leaves the record for `recover`");
+    }
+
+    #[test]
+    fn the_panic_report_names_the_record_and_the_way_back() {
+        let path = std::path::Path::new("/run/cudackpt/intents/42.json");
+        let advice = panic_advice(Some(path));
+        assert!(advice.contains("/run/cudackpt/intents/42.json"), "{advice}");
+        assert!(advice.contains("`cudackpt recover`"), "{advice}");
+        assert!(advice.contains("this is a bug"), "{advice}");
+        let advice = panic_advice(None);
+        assert!(advice.contains("no intent record"), "{advice}");
+        assert!(!advice.contains("recover`"), "{advice}");
+    }
 
     #[test]
     fn the_plan_recorded_is_the_steps_from_the_start_state() {

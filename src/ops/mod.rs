@@ -13,6 +13,7 @@ pub mod check;
 pub mod choose_map;
 pub mod diagnose;
 pub mod execute;
+pub mod failpoint;
 pub mod finish;
 pub mod host_memory;
 pub mod intent;

@@ -169,6 +169,7 @@ fn short(failure: &Failure) -> &'static str {
         FailureKind::OomKilled => "killed by the OOM killer",
         FailureKind::NeedsRecovery => "left by a dead cudackpt",
         FailureKind::LockUnavailable => "lock unavailable",
+        FailureKind::SpawnFailed => "could not start a helper",
         FailureKind::Usage => "usage error",
     }
 }

@@ -219,17 +219,25 @@ pub fn cuda_candidates(pids: &[i32], driver_file: Option<&str>) -> Scan {
         return scan(pids);
     }
     let chunks: Vec<&[i32]> = pids.chunks(pids.len().div_ceil(threads)).collect();
+    let scan = &scan;
     std::thread::scope(|scope| {
-        let handles: Vec<_> = chunks
+        // A pids limit (systemd's TasksMax, a container's pids.max) may
+        // refuse a thread: that chunk is then scanned here, not a panic.
+        let parts: Vec<_> = chunks
             .iter()
-            .map(|chunk| scope.spawn(|| scan(chunk)))
+            .map(|&chunk| {
+                std::thread::Builder::new()
+                    .spawn_scoped(scope, move || scan(chunk))
+                    .map_err(|_| chunk)
+            })
             .collect();
-        handles
+        parts
             .into_iter()
-            .map(|handle| {
-                handle
+            .map(|part| match part {
+                Ok(handle) => handle
                     .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(chunk) => scan(chunk),
             })
             .fold(Scan::default(), |mut all, part| {
                 all.found.extend(part.found);

@@ -11,6 +11,7 @@ mod attacks;
 mod compat;
 mod compound;
 mod concurrency;
+mod crashes;
 mod criu_hook;
 mod deadline;
 mod demo;

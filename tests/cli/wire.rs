@@ -67,6 +67,7 @@ pub enum Kind {
     OomKilled,
     NeedsRecovery,
     LockUnavailable,
+    SpawnFailed,
     Usage,
 }
 

@@ -17,7 +17,9 @@ struct PidsCgroup {
 
 impl PidsCgroup {
     fn new(max: u32) -> Option<PidsCgroup> {
-        let name = format!("cudackpt-test-{}-{max}", std::process::id());
+        static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let nth = MADE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let name = format!("cudackpt-test-{}-{nth}", std::process::id());
         let v2 = Path::new("/sys/fs/cgroup");
         let candidates = [
             (v2.join("pids"), false),
@@ -56,6 +58,11 @@ impl Drop for PidsCgroup {
     }
 }
 
+fn exited_0(output: &std::process::Output) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+}
+
 fn targets(fx: &Fixture, count: usize) -> Vec<Target> {
     (0..count).map(|_| fx.cuda_target()).collect()
 }
@@ -67,23 +74,10 @@ fn a_group_of_200_under_a_pids_limit_of_8_moves_together() {
     };
     let fx = Fixture::new();
     let group = targets(&fx, 200);
-    let pids: Vec<String> = group.iter().map(Target::arg).collect();
-    let script = format!(
-        "echo $$ > {}/cgroup.procs && exec {} --json suspend {}",
-        cgroup.dir.display(),
-        cudackpt_bin().display(),
-        pids.join(" ")
-    );
-    let output = fx
-        .command_for(Path::new("/bin/sh"), &["-c", &script])
-        .output()
-        .expect("sh");
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let mut args = vec!["--json".to_string(), "suspend".to_string()];
+    args.extend(group.iter().map(Target::arg));
+    let output = run_in(&fx, &cgroup, &[], &args);
+    exited_0(&output);
     let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
     assert!(doc.processes.iter().all(|p| p.state == State::Checkpointed));
     assert!(group.iter().all(|t| fx.fake_state(t.pid) == "checkpointed"));
@@ -158,4 +152,92 @@ fn with_fewer_open_files_than_targets_none_is_reported_as_exited() {
             assert!(group.iter().all(|t| fx.fake_state(t.pid) == "running"));
         }
     }
+}
+
+/// Runs `cudackpt ARGS` (no ARGS: CRIU's action-script mode, with `env`)
+/// inside `cgroup`, whose pids.max bounds its threads and children.
+fn run_in(
+    fx: &Fixture,
+    cgroup: &PidsCgroup,
+    env: &[(&str, String)],
+    args: &[String],
+) -> std::process::Output {
+    let script = format!(
+        "echo $$ > {}/cgroup.procs && exec {} {}",
+        cgroup.dir.display(),
+        cudackpt_bin().display(),
+        args.join(" ")
+    );
+    let mut command = fx.command_for(Path::new("/bin/sh"), &["-c", &script]);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().expect("sh")
+}
+
+/// Discovery reads many /proc maps in threads; where none may start
+/// (pids.max 1), it reads them itself. It used to panic on the refused
+/// thread, which the release build turns into an abort.
+#[test]
+fn discovery_with_no_thread_allowed_reads_every_process_itself() {
+    let Some(cgroup) = PidsCgroup::new(1) else {
+        return;
+    };
+    let fx = Fixture::new();
+    // More than the 64 below which discovery never starts a thread.
+    let group = targets(&fx, 70);
+    let output = run_in(&fx, &cgroup, &[], &["--json".into(), "ps".into()]);
+    exited_0(&output);
+    let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+    for target in &group {
+        assert!(
+            doc.processes.iter().any(|p| p.pid == target.pid),
+            "ps lists {}",
+            target.pid
+        );
+    }
+}
+
+/// CRIU's hook starts detached helpers: at pre-dump a watcher that resumes
+/// the tree should the dump fail, at post-dump a waiter that resumes it
+/// once thawed. Where neither can start, the hook says so and names the
+/// command that brings the tree back; the tree is where it says.
+#[test]
+fn a_criu_hook_that_cannot_start_its_helpers_says_how_to_resume() {
+    let Some(cgroup) = PidsCgroup::new(1) else {
+        return;
+    };
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let action = |name: &str| {
+        vec![
+            ("CRTOOLS_SCRIPT_ACTION", name.to_string()),
+            ("CRTOOLS_INIT_PID", target.arg()),
+        ]
+    };
+    let resume = format!("`cudackpt resume {}`", target.pid);
+
+    let output = run_in(&fx, &cgroup, &action("pre-dump"), &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "pre-dump still suspends: {stderr}"
+    );
+    assert_eq!(fx.fake_state(target.pid), "checkpointed");
+    assert!(
+        stderr.contains("could not start the watcher") && stderr.contains(&resume),
+        "{stderr}"
+    );
+
+    let output = run_in(&fx, &cgroup, &action("post-dump"), &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("could not start the waiter") && stderr.contains(&resume),
+        "{stderr}"
+    );
+    assert_eq!(fx.fake_state(target.pid), "checkpointed", "left as it says");
+    fx.cudackpt(&["resume", &target.arg()]).assert().success();
+    assert_eq!(fx.fake_state(target.pid), "running");
 }

@@ -38,6 +38,10 @@ pub enum Effect {
     /// Checkpoint only: the kernel's OOM killer takes the process (its
     /// cgroup's host copy went over the limit); see `oom`.
     OomKill,
+    /// Do the call, then abort the *calling* process before it returns: a
+    /// driver that crashes its caller, or a cudackpt built with
+    /// `panic = "abort"` dying just after the call.
+    AbortCaller,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,6 +85,7 @@ fn parse_effect(text: &str) -> Result<Effect, String> {
     match text {
         "corrupt" => return Ok(Effect::Corrupt),
         "oom_kill" => return Ok(Effect::OomKill),
+        "abort" => return Ok(Effect::AbortCaller),
         _ => {}
     }
     let (kind, arg) = text
@@ -202,6 +207,8 @@ mod tests {
         assert_eq!(rule("checkpoint=delay:250").effect, Effect::Delay(250));
         assert_eq!(rule("lock@9=busy:1000").effect, Effect::Busy(1000));
         assert_eq!(rule("restore=corrupt").effect, Effect::Corrupt);
+        assert_eq!(rule("checkpoint=oom_kill").effect, Effect::OomKill);
+        assert_eq!(rule("unlock@7=abort").effect, Effect::AbortCaller);
         assert_eq!(rule("init=error:100").op, RuleOp::Init);
         assert_eq!(rule("driver_version=error:34").op, RuleOp::DriverVersion);
         assert_eq!(rule("get_state=delay:0").op, RuleOp::Proc(ProcOp::GetState));

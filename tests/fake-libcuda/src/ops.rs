@@ -111,6 +111,7 @@ fn perform(pid: i32, request: &Request) -> Reply {
     let effect = inject::find(&rules, RuleOp::Proc(op), &[pid, target.tgid]).map(|r| r.effect);
     let mut busy_ms = None;
     let mut corrupt = false;
+    let mut abort_caller = false;
     match effect {
         Some(Effect::Error { code, state }) => {
             if let Some(state) = state {
@@ -129,6 +130,7 @@ fn perform(pid: i32, request: &Request) -> Reply {
         }
         Some(Effect::Busy(ms)) => busy_ms = Some(ms),
         Some(Effect::Corrupt) => corrupt = true,
+        Some(Effect::AbortCaller) => abort_caller = true,
         Some(Effect::OomKill) => {
             crate::oom::kill(target.tgid);
             // What the real driver answered for a process the kernel was
@@ -162,6 +164,10 @@ fn perform(pid: i32, request: &Request) -> Reply {
             ProcOp::Restore => memory::unscramble_all(corrupt),
             _ => {}
         }
+    }
+    if abort_caller {
+        log(pid, request, reply.code);
+        std::process::abort();
     }
     reply
 }

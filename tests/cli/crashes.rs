@@ -1,0 +1,92 @@
+//! A bug or a crash in the middle of a group: a panic (a debug build's
+//! `CUDACKPT_DEBUG_PANIC_AFTER`), and an abort inside a driver call (what
+//! the release build, `panic = "abort"`, does on a panic, and what a driver
+//! that crashes its caller does). Either way the group's intent record
+//! stays, every cudackpt refuses its processes (exit 10) until `cudackpt
+//! recover` puts them back, and nobody is left locked or checkpointed.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+
+use crate::support::{texts, Fixture, Target};
+use crate::wire::{Kind, ProcessCommandDoc, State};
+
+fn intents(fx: &Fixture) -> Vec<PathBuf> {
+    match std::fs::read_dir(fx.dir().join("records").join("intents")) {
+        Ok(entries) => entries.map(|e| e.expect("entry").path()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// What the crash left is named by its record, refused until `recover`,
+/// and then put back: every process running, the record gone.
+fn refused_until_recovered(fx: &Fixture, group: &[Target]) {
+    let left = intents(fx);
+    assert_eq!(left.len(), 1, "the intent record stays: {left:?}");
+    let states: Vec<String> = group.iter().map(|t| fx.fake_state(t.pid)).collect();
+    assert!(
+        states.iter().any(|s| s != "running"),
+        "the crash came mid-change: {states:?}"
+    );
+    for target in group {
+        let doc: ProcessCommandDoc = fx.json(&["resume", &target.arg()], 10);
+        assert_eq!(doc.process(target.pid).error().kind, Kind::NeedsRecovery);
+    }
+    let doc: ProcessCommandDoc = fx.json(&["recover"], 0);
+    assert!(doc.processes.iter().all(|p| p.state == State::Running));
+    for target in group {
+        assert_eq!(fx.fake_state(target.pid), "running");
+    }
+    assert!(intents(fx).is_empty(), "recover removes the record");
+}
+
+fn suspend(fx: &Fixture, group: &[Target]) -> std::process::Command {
+    let mut args = vec!["--json".to_string(), "suspend".to_string()];
+    args.extend(group.iter().map(Target::arg));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    fx.std_command(&args)
+}
+
+#[test]
+fn a_panic_mid_group_keeps_the_record_and_says_how_to_recover() {
+    let fx = Fixture::new();
+    let group: Vec<Target> = (0..3).map(|_| fx.cuda_target()).collect();
+    let output = suspend(&fx, &group)
+        .env("CUDACKPT_DEBUG_PANIC_AFTER", "checkpoint")
+        .output()
+        .expect("suspend");
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(101), "a panic: {stderr}");
+    assert!(stdout.is_empty(), "no half document: {stdout}");
+    assert!(
+        stderr.contains("a deliberate panic after a checkpoint call"),
+        "{stderr}"
+    );
+    let record = intents(&fx).pop().expect("a record");
+    assert!(
+        stderr.contains(&format!("its intent record {}", record.display()))
+            && stderr.contains("`cudackpt recover`"),
+        "the panic says what it left and what to run: {stderr}"
+    );
+    refused_until_recovered(&fx, &group);
+}
+
+#[test]
+fn an_abort_inside_a_driver_call_keeps_the_record_for_recover() {
+    let fx = Fixture::new();
+    let group: Vec<Target> = (0..3).map(|_| fx.cuda_target()).collect();
+    let output = suspend(&fx, &group)
+        .env(
+            "FAKE_CUDA_INJECT",
+            format!("checkpoint@{}=abort", group[1].pid),
+        )
+        .output()
+        .expect("suspend");
+    assert_eq!(
+        output.status.signal(),
+        Some(6),
+        "cudackpt died of SIGABRT (6) inside the call: {:?}",
+        output.status
+    );
+    refused_until_recovered(&fx, &group);
+}
