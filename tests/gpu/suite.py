@@ -506,7 +506,7 @@ def pids_cgroup(limit):
         return None
 
 
-@scenario("64 processes under a pids limit of 12: suspend and resume together; data intact")
+@scenario("64 processes under a pids limit of 12: suspend and resume together; data intact; ps with no thread allowed lists them")
 def group_under_pids_limit(tools):
     cgroup = pids_cgroup(12)
     if not cgroup:
@@ -527,7 +527,17 @@ def group_under_pids_limit(tools):
             expect(all(q["state"] == state for q in doc["processes"]), f"{command}: not all {state}")
         for t in targets:
             t.verify()
-        return f"64 x 16 MiB: suspend {times['suspend']:.1f} s, resume {times['resume']:.1f} s"
+        # Discovery of 64+ processes starts threads; with none allowed it
+        # used to panic (abort): it must read them itself.
+        with open(os.path.join(cgroup, "pids.max"), "w") as f:
+            f.write("1")
+        line = f"echo $$ > {cgroup}/cgroup.procs && exec {tools.cudackpt} --json ps"
+        p = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=120)
+        expect(p.returncode == 0, f"ps under pids.max=1 exited {p.returncode}: {p.stderr[-800:]}")
+        listed = {q["pid"] for q in json.loads(p.stdout)["processes"]}
+        expect(all(t.pid in listed for t in targets), f"ps under pids.max=1 missed targets: {sorted(listed)}")
+        return (f"64 x 16 MiB: suspend {times['suspend']:.1f} s, resume {times['resume']:.1f} s; "
+                f"ps under pids.max=1 listed all 64 ({len(listed)} CUDA processes)")
     finally:
         for t in targets:
             t.close()
