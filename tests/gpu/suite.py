@@ -729,6 +729,27 @@ def ipc_pair_forced(tools):
         pair.close()
 
 
+@scenario("the harm the NCCL refusal prevents: a two-rank job over P2P/SHM suspended with --force cannot be resumed")
+def nccl_job_forced(tools):
+    if torch_gpu_count() < 2:
+        raise Skipped("needs two GPUs")
+    job = TorchTargets("nccl", env={"MASTER_PORT": "29533"})
+    try:
+        expect(job.all_ok_since(0, timeout=120), "the job never all-reduced")
+        down = tools.json("suspend", "--force", *job.pids)
+        expect(all(p["state"] == "checkpointed" for p in down["processes"]), f"suspend --force: {down}")
+        code, out, _ = tools.run("--json", "resume", *job.pids)
+        up = json.loads(out)
+        expect(code != 0, f"the resume was expected to fail on this driver: {up}")
+        again, _, _ = tools.run("--json", "resume", *job.pids)
+        states = {pid: tools.state(pid) for pid in job.pids}
+        expect(any(s != "running" for s in states.values()), f"the job came back after all: {states}")
+        errors = [p.get("error", {}).get("cuda_error") for p in up["processes"]]
+        return f"resume exited {code}, a second resume {again}; states after {states}; driver errors {errors}"
+    finally:
+        job.close()
+
+
 @scenario("two-rank NCCL job: refused by default; over sockets it suspends, resumes and goes on")
 def nccl_job(tools):
     if torch_gpu_count() < 2:
@@ -1106,6 +1127,7 @@ def main():
     ipc_pair_refused(tools)
     ipc_pair_forced(tools)
     torch_single(tools)
+    nccl_job_forced(tools)
     nccl_job(tools)
     cgroup_memory_limit(tools)
     killed_then_recovered(tools)
