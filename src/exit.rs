@@ -38,7 +38,7 @@ impl ExitStatus {
             ExitStatus::RollbackFailed => "a step failed and so did undoing it: some processes are not where they started; the report (rollback_error) says where each one is",
             ExitStatus::InUse => "another cudackpt is changing one of the processes right now, or one that died left them mid-change (run cudackpt recover); nothing was done",
             ExitStatus::Abandoned => "a second signal ended cudackpt in the middle of a change: the processes it names on stderr were left where it says (bring them back with cudackpt recover)",
-            ExitStatus::Interrupted => "interrupted by SIGINT, SIGTERM, SIGHUP or SIGQUIT; the processes were rolled back to where they started",
+            ExitStatus::Interrupted => "interrupted by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGXCPU, SIGXFSZ or SIGPWR); the processes were rolled back to where they started",
         }
     }
 }

@@ -1,6 +1,8 @@
-//! SIGINT, SIGTERM, SIGHUP and SIGQUIT during a command. CRIU, container
-//! runtimes and schedulers interrupt tools on their own timeouts; dying then
-//! could leave a process locked. So once a state change is about to start
+//! Signals during a command: every signal whose default action would end
+//! cudackpt and that means "stop" (see [`CAUGHT`]). CRIU, container
+//! runtimes and schedulers interrupt tools on their own timeouts and with
+//! their own signals (batch systems warn with SIGUSR1/SIGUSR2 or SIGXCPU);
+//! dying then could leave a process locked. So once a state change is about to start
 //! (`arm`), the first signal only raises a flag: the driver calls in flight
 //! finish (a lock with no timeout is taken in slices of a second, so it
 //! notices within one), no new step starts, and the executor rolls the
@@ -18,14 +20,32 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use rustix::process::Signal;
 use signal_hook::iterator::Signals;
 
 use crate::driver::ProcessState;
 use crate::exit::ExitStatus;
 use crate::ops::plan::StepKind;
 
-const SIGNALS: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
+/// The signals caught, with their names: those whose default action ends
+/// the process (signal(7)), save the ones that mean a fault (SEGV, BUS,
+/// ILL, FPE, TRAP, SYS), SIGABRT (a panic's own ending), SIGPIPE (ignored:
+/// a write error instead), SIGPROF and SIGVTALRM (a profiler's interval
+/// timers, not a request to stop), SIGIO and SIGSTKFLT (nobody's request
+/// either), and the real-time signals (libraries' own). SIGKILL cannot be
+/// caught: the intent record covers it.
+pub const CAUGHT: [(Signal, &str); 10] = [
+    (Signal::INT, "SIGINT"),
+    (Signal::TERM, "SIGTERM"),
+    (Signal::HUP, "SIGHUP"),
+    (Signal::QUIT, "SIGQUIT"),
+    (Signal::USR1, "SIGUSR1"),
+    (Signal::USR2, "SIGUSR2"),
+    (Signal::ALARM, "SIGALRM"),
+    (Signal::XCPU, "SIGXCPU"),
+    (Signal::XFSZ, "SIGXFSZ"),
+    (Signal::POWER, "SIGPWR"),
+];
 
 /// Where one process of a group is, as far as the executor knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +77,7 @@ impl Interrupt {
         // read by a watcher thread. Should the thread not start, dropping
         // `signals` with its closure unregisters the handlers, and signals
         // keep their default effect rather than being swallowed.
-        let mut signals = match Signals::new(SIGNALS) {
+        let mut signals = match Signals::new(CAUGHT.map(|(signal, _)| signal.as_raw())) {
             Ok(signals) => signals,
             Err(error) => {
                 tracing::warn!(%error, "could not catch signals; they will end cudackpt at once");
@@ -173,18 +193,28 @@ pub fn abandon_text(signal: i32, places: &[Place]) -> String {
 
 /// `SIGTERM` for 15, and so on.
 pub fn signal_name(signal: i32) -> String {
-    match signal {
-        SIGINT => "SIGINT".to_string(),
-        SIGTERM => "SIGTERM".to_string(),
-        SIGHUP => "SIGHUP".to_string(),
-        SIGQUIT => "SIGQUIT".to_string(),
-        other => format!("signal {other}"),
-    }
+    CAUGHT
+        .iter()
+        .find(|(caught, _)| caught.as_raw() == signal)
+        .map_or_else(|| format!("signal {signal}"), |(_, name)| name.to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_caught_signal_is_named_and_in_the_exit_status_meaning() {
+        let meaning = ExitStatus::Interrupted.meaning();
+        for (signal, name) in CAUGHT {
+            assert_eq!(signal_name(signal.as_raw()), name);
+            assert!(meaning.contains(name), "exit 130's meaning names {name}");
+        }
+        assert_eq!(
+            signal_name(Signal::PROF.as_raw()),
+            format!("signal {}", Signal::PROF.as_raw())
+        );
+    }
 
     #[test]
     fn the_board_says_where_each_process_was_left() {
@@ -206,7 +236,7 @@ mod tests {
         interrupt.note(7, Some(StepKind::Lock), None);
         interrupt.note(7, None, Some(ProcessState::Locked));
         interrupt.note(8, Some(StepKind::Lock), None);
-        let text = abandon_text(SIGTERM, &interrupt.places());
+        let text = abandon_text(Signal::TERM.as_raw(), &interrupt.places());
         assert!(text.starts_with("cudackpt: SIGTERM again"), "{text}");
         assert!(text.contains("PID 7 (a): locked\n"), "{text}");
         assert!(

@@ -1,5 +1,5 @@
 //! Signals always end in a known state. One signal rolls the group back
-//! (exit 130); SIGQUIT is handled like the others; a second signal stops at
+//! (exit 130), whichever signal asks it to stop (SIGQUIT, SIGUSR1, SIGXCPU...); a second signal stops at
 //! once with a status of its own (11) after saying where each process was
 //! left; and a lock with no timeout still notices a signal within about a
 //! second.
@@ -104,25 +104,33 @@ fn two_signals_0_to_98_ms_apart_always_say_where_every_process_is() {
     assert!(rolled_back + abandoned == 50);
 }
 
+/// Every signal that asks cudackpt to stop, not only SIGTERM: batch
+/// systems warn with SIGUSR1/SIGUSR2 or SIGXCPU, `timeout -s` sends any.
 #[test]
-fn sigquit_rolls_back_like_the_others() {
+fn every_stop_signal_rolls_back_like_sigterm() {
     let fx = Fixture::new();
     let group: Vec<Target> = (0..2).map(|_| fx.cuda_target()).collect();
-    for run in 0..50 {
+    let signals = ["QUIT", "USR1", "USR2", "ALRM", "XCPU", "XFSZ", "PWR"];
+    for run in 0..49 {
+        let signal = signals[run % signals.len()];
         fx.take_calls();
         let child = suspend_in_flight(&fx, &group, 60);
-        send_signal(i32::try_from(child.id()).expect("pid"), "QUIT");
+        send_signal(i32::try_from(child.id()).expect("pid"), signal);
         let output = child.wait_with_output().expect("exits");
-        assert_eq!(output.status.code(), Some(130), "run {run}: {output:?}");
+        assert_eq!(
+            output.status.code(),
+            Some(130),
+            "run {run}, SIG{signal}: {output:?}"
+        );
         for t in &group {
-            assert_eq!(fx.fake_state(t.pid), "running", "run {run}");
+            assert_eq!(fx.fake_state(t.pid), "running", "run {run}, SIG{signal}");
         }
         let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+        let named = format!("SIG{signal}");
         assert!(
-            doc.processes.iter().any(|p| p
-                .error
-                .as_ref()
-                .is_some_and(|e| e.message.contains("SIGQUIT"))),
+            doc.processes
+                .iter()
+                .any(|p| p.error.as_ref().is_some_and(|e| e.message.contains(&named))),
             "run {run}: {doc:?}"
         );
     }
