@@ -1,10 +1,10 @@
 //! Runs a validated operation on validated targets through a
-//! [`CheckpointApi`]: one worker thread per process, state-changing commands
-//! phased so a group moves together (all locks, then all checkpoints), and
-//! all-or-nothing: when any step fails, every process already moved is
-//! rolled back to where it started. Returns per-process reports; never prints.
+//! [`CheckpointApi`]: the processes in a bounded pool of worker threads
+//! (`pool`), state-changing commands phased so a group moves together (all
+//! locks, then all checkpoints), and all-or-nothing: when any step fails,
+//! every process already moved is rolled back to where it started
+//! (`rollback`). Returns per-process reports; never prints.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -16,10 +16,6 @@ use crate::ops::plan::{self, Operation, Plan, Step, StepKind};
 use crate::ops::report::{ProcessReport, StepRecord};
 use crate::ops::timeout::Timeout;
 use crate::targets::process::Target;
-
-/// How long a rollback waits to re-lock a process it had already unlocked.
-/// Bounded so a rollback can never hang on a busy process.
-pub const ROLLBACK_LOCK_TIMEOUT: Timeout = Timeout::from_millis(30_000);
 
 /// The longest single lock call: how long a signal may wait to be noticed
 /// while a process drains its work.
@@ -70,81 +66,6 @@ pub fn call(api: &dyn CheckpointApi, pid: i32, step: &Step) -> Result<(), CallEr
         Step::Restore { map } => api.restore(pid, map),
         Step::Unlock => api.unlock(pid),
     }
-}
-
-/// The most worker threads one group runs at once: driver calls mostly
-/// wait on the GPU, so a few per core help, but not without bound (a pids
-/// limit, `TasksMax`, memory for stacks).
-/// Asked once per process, and only for a pool of several items: std reads
-/// the cgroup's CPU quota from /proc and /sys to answer.
-fn max_workers() -> usize {
-    static WORKERS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *WORKERS.get_or_init(|| {
-        let cores = thread::available_parallelism().map_or(4, usize::from);
-        (cores * 4).clamp(8, 64)
-    })
-}
-
-/// Runs `work` on every item with a bounded pool of worker threads (the
-/// calling thread is one of them) and returns the results in item order.
-/// A thread that cannot be started (a pids limit) only means fewer
-/// workers: the work still gets done, by those that did start.
-pub fn concurrently<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    if items.len() <= 1 {
-        return items.iter().map(work).collect();
-    }
-    in_pool(items, work, max_workers(), &|_| true)
-}
-
-/// [`concurrently`] with the pool's size, and whether worker `n` may be
-/// started (false stands for a failed start, as a test injects it).
-fn in_pool<T: Sync, R: Send>(
-    items: &[T],
-    work: impl Fn(&T) -> R + Sync,
-    workers: usize,
-    may_start: &(dyn Fn(usize) -> bool + Sync),
-) -> Vec<R> {
-    if items.len() <= 1 {
-        return items.iter().map(work).collect();
-    }
-    let next = AtomicUsize::new(0);
-    let drain = || {
-        let mut done = Vec::new();
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(item) = items.get(i) else {
-                return done;
-            };
-            done.push((i, work(item)));
-        }
-    };
-    let mut results: Vec<(usize, R)> = thread::scope(|scope| {
-        let mut handles = Vec::new();
-        for n in 1..workers.min(items.len()) {
-            let started = if may_start(n) {
-                thread::Builder::new().spawn_scoped(scope, drain)
-            } else {
-                Err(std::io::Error::other("not started"))
-            };
-            match started {
-                Ok(handle) => handles.push(handle),
-                Err(error) => {
-                    tracing::debug!(%error, workers = n, "no more worker threads; going on with these");
-                    break;
-                }
-            }
-        }
-        let mut results = drain();
-        for handle in handles {
-            match handle.join() {
-                Ok(done) => results.extend(done),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        results
-    });
-    results.sort_unstable_by_key(|(i, _)| *i);
-    results.into_iter().map(|(_, result)| result).collect()
 }
 
 impl Executor<'_> {
@@ -598,88 +519,7 @@ impl Executor<'_> {
             _ => None,
         }
     }
-
-    /// Undoes every completed step of every process, newest first, each
-    /// process in its own worker, and says in each report why and how far.
-    fn roll_back(
-        &self,
-        targets: &[Target],
-        reports: &mut [ProcessReport],
-        done: &[Vec<Step>],
-        cause: RollbackCause,
-    ) {
-        let outcomes = self.undo_all(targets, reports, done);
-        let because = cause.because(targets);
-        let cause = &cause;
-        for ((report, steps_done), (records, outcome)) in reports.iter_mut().zip(done).zip(outcomes)
-        {
-            report.duration += records.iter().map(|r| r.duration).sum::<Duration>();
-            report.steps.extend(records);
-            match outcome {
-                Ok(Some(state)) => {
-                    report.rolled_back = true;
-                    report.state = Some(state);
-                }
-                Ok(None) => {}
-                Err((failure, state_now)) => {
-                    report.rollback_failure = Some(failure);
-                    report.state = state_now;
-                }
-            }
-            if let Some(failure) = group_failure(report, cause, &because, steps_done.is_empty()) {
-                report.note = None;
-                report.failure = Some(failure);
-            }
-        }
-    }
-
-    /// Runs every process's undo steps, concurrently: what each ran, and the
-    /// state it ended in (or why its rollback failed).
-    fn undo_all(
-        &self,
-        targets: &[Target],
-        reports: &[ProcessReport],
-        done: &[Vec<Step>],
-    ) -> Vec<(Vec<StepRecord>, Undone)> {
-        let indexes: Vec<usize> = (0..targets.len()).collect();
-        concurrently(&indexes, |&i| {
-            // A process that is gone has nothing left to roll back.
-            let gone = reports[i]
-                .failure
-                .as_ref()
-                .is_some_and(|f| f.kind == FailureKind::NoSuchProcess);
-            let mut records = Vec::new();
-            let mut last_state = None;
-            if gone {
-                return (records, Ok(last_state));
-            }
-            for step in plan::rollback_steps(&done[i], ROLLBACK_LOCK_TIMEOUT) {
-                let outcome = self.step(targets[i].pid, &step);
-                self.tell(&targets[i], &step, &outcome, true);
-                let (result, took) = outcome;
-                records.push(StepRecord {
-                    step: step.kind(),
-                    duration: took,
-                    ok: result.is_ok(),
-                    rollback: true,
-                });
-                match result {
-                    Ok(()) => last_state = Some(step.resulting_state()),
-                    Err(error) => {
-                        let (failure, state_now) =
-                            self.explain(Attempt::Step(&step), &targets[i], &error);
-                        return (records, Err((failure, state_now)));
-                    }
-                }
-            }
-            (records, Ok(last_state))
-        })
-    }
 }
-
-/// How one process's rollback ended: the state it reached (`None`: it had
-/// nothing to undo), or the failure and the state it was left in.
-type Undone = Result<Option<ProcessState>, (Failure, Option<ProcessState>)>;
 
 /// Refuses a toggle over processes in different states (it would move them
 /// in opposite directions). Returns whether it did.
@@ -736,107 +576,6 @@ fn refuse_wrong_states(
     refused
 }
 
-/// What a rolled-back group says of one process that has no failure of its
-/// own (`None`: its own failure says it all, or it needed nothing).
-fn group_failure(
-    report: &ProcessReport,
-    cause: &RollbackCause,
-    because: &str,
-    nothing_done: bool,
-) -> Option<Failure> {
-    if report.failure.is_some() {
-        // Its own failure says it all (a failed rollback of it is in
-        // rollback_error).
-        return None;
-    }
-    let now = report
-        .state
-        .map_or("an unknown state".to_string(), |s| s.to_string());
-    if report.rollback_failure.is_some() {
-        return Some(Failure::new(
-            FailureKind::RollbackFailed,
-            format!("{because}, and this process could not be rolled back: it is left {now}"),
-            format!(
-                "bring it back by hand (`cudackpt resume {}` or `unlock`); see rollback_error",
-                report.pid
-            ),
-        ));
-    }
-    let stopped = match cause {
-        RollbackCause::Failed(_) => None,
-        RollbackCause::Interrupted(_) => Some((
-            FailureKind::Interrupted,
-            "run the command again when it may finish",
-        )),
-        RollbackCause::Deadline { .. } => Some((
-            FailureKind::DeadlineExceeded,
-            "give it a longer --deadline; `cudackpt -v` shows how long each step took",
-        )),
-        RollbackCause::LockLost(_) => Some((
-            FailureKind::LockUnavailable,
-            "something removed cudackpt's lock directory mid-run (a tmpfiles cleaner?); keep it (/run/cudackpt/locks) and run the command again",
-        )),
-    };
-    Some(match stopped {
-        // It needed nothing.
-        None if report.note.is_some() => return None,
-        Some((kind, hint)) => {
-            let what = if report.rolled_back {
-                format!("rolled back to {now}")
-            } else {
-                format!("left {now}")
-            };
-            Failure::new(kind, format!("{because}; {what}"), hint)
-        }
-        None if nothing_done => Failure::new(
-            FailureKind::NotAttempted,
-            format!("not attempted: {because} first"),
-            "see the failure of the other process",
-        ),
-        None => Failure::new(
-            FailureKind::RolledBack,
-            format!("rolled back to {now} because {because}"),
-            "see the failure of the other process",
-        ),
-    })
-}
-
-/// Why a group is being rolled back.
-#[derive(Debug, Clone)]
-enum RollbackCause {
-    /// The process at this index failed a step.
-    Failed(usize),
-    /// A signal arrived.
-    Interrupted(i32),
-    /// The deadline passed; the slowest step of the last phase, if one ran.
-    Deadline { slowest: Option<(usize, Duration)> },
-    /// The per-PID locks stopped keeping others out (why, in words).
-    LockLost(String),
-}
-
-impl RollbackCause {
-    /// The cause in words, for every process's report.
-    fn because(&self, targets: &[Target]) -> String {
-        let who = |i: usize| diagnose::describe_process(targets[i].pid, Some(&targets[i].name));
-        match *self {
-            RollbackCause::LockLost(ref why) => format!("cudackpt lost its locks: {why}"),
-            RollbackCause::Failed(i) => format!("{} failed", who(i)),
-            RollbackCause::Interrupted(signal) => format!(
-                "cudackpt was interrupted by {}",
-                interrupt::signal_name(signal)
-            ),
-            RollbackCause::Deadline {
-                slowest: Some((i, took)),
-            } => format!(
-                "the deadline passed; the slowest step was {}'s ({})",
-                who(i),
-                crate::ops::timeout::format_duration(took)
-            ),
-            RollbackCause::Deadline { slowest: None } => "the deadline passed".to_string(),
-        }
-    }
-}
-
 /// Marks every process without a failure of its own as not attempted.
 fn mark_not_attempted(reports: &mut [ProcessReport], why: &str) {
     for report in reports.iter_mut().filter(|r| r.failure.is_none()) {
@@ -849,5 +588,10 @@ fn mark_not_attempted(reports: &mut [ProcessReport], why: &str) {
     }
 }
 
+mod pool;
+mod rollback;
 #[cfg(test)]
 mod tests;
+
+pub use pool::concurrently;
+use rollback::RollbackCause;

@@ -2,9 +2,12 @@
 //! rollback and reporting, without processes or a GPU.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::pool::in_pool;
+use super::rollback::group_failure;
 use super::*;
 use crate::driver::CudaError;
 use crate::ops::interrupt::Interrupt;
