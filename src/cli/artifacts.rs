@@ -146,7 +146,7 @@ const ENVIRONMENT: [(&str, &str); 20] = [
     ),
     (
         "CUDACKPT_CGROUP_ROOT",
-        "A directory read as the cgroup v2 mount instead of the one in /proc/self/mountinfo (for tests).",
+        "A directory read as the cgroup v2 mount instead of the one in /proc/self/mountinfo (for tests; it also turns off the cgroup v1 memory hierarchy).",
     ),
     (
         "CUDACKPT_DEBUG_PANIC_AFTER",
@@ -210,7 +210,7 @@ const FILES: [(&str, &str); 9] = [
     ),
     (
         "/sys/fs/cgroup",
-        "Memory limits (memory.max, memory.high, memory.current) and OOM kills (memory.events) of each target's cgroup v2 chain.",
+        "Memory limits (memory.max, memory.high, memory.current) and OOM kills (memory.events) of each target's cgroup v2 chain; where the memory controller is on cgroup v1, memory.limit_in_bytes, memory.usage_in_bytes and memory.oom_control of its v1 chain.",
     ),
     (
         "/dev/kmsg",

@@ -10,7 +10,7 @@ use std::path::Path;
 use crate::gpu::nvml;
 use crate::ops::host_memory::{judge, Need};
 use crate::targets::discover;
-use crate::targets::memory::{self, CgroupLevel};
+use crate::targets::memory::{self, CgroupLevel, Hierarchy, Placement};
 
 /// How a cgroup's memory compares with what its checkpoint needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,34 +55,59 @@ pub fn describe_level(level: &CgroupLevel) -> String {
     let used = level
         .current
         .map_or(String::new(), |b| format!(", {} MiB in use", mib(b)));
-    format!(
-        "{}: memory.max {}, memory.high {}{used}",
-        level.name,
-        limit(level.max),
-        limit(level.high)
-    )
+    match level.hierarchy {
+        memory::Hierarchy::V2 => format!(
+            "{}: memory.max {}, memory.high {}{used}",
+            level.name,
+            limit(level.max),
+            limit(level.high)
+        ),
+        memory::Hierarchy::V1 => format!(
+            "{} (cgroup v1): memory.limit_in_bytes {}{used}",
+            level.name,
+            limit(level.max)
+        ),
+    }
+}
+
+/// Which hierarchy a cgroup directory belongs to, and its name there: under
+/// the cgroup v2 mount, or under the v1 memory hierarchy's.
+fn placement_of_dir(dir: &Path) -> Result<Placement, String> {
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| format!("{} cannot be resolved: {e}", dir.display()))?;
+    let v1 = std::fs::read_to_string("/proc/self/mountinfo")
+        .ok()
+        .and_then(|m| memory::v1_memory_mount(&m))
+        .map(|(_, mount_point)| (Hierarchy::V1, mount_point));
+    let v2 = discover::cgroup2_root().map(|root| (Hierarchy::V2, root));
+    [v2, v1]
+        .into_iter()
+        .flatten()
+        .find_map(|(hierarchy, root)| {
+            let root = root.canonicalize().ok()?;
+            let relative = dir.strip_prefix(&root).ok()?;
+            Some(Placement {
+                hierarchy,
+                name: format!("/{}", relative.display()),
+                root,
+            })
+        })
+        .ok_or_else(|| {
+            format!(
+                "{} is under neither the cgroup v2 mount nor the v1 memory hierarchy",
+                dir.display()
+            )
+        })
 }
 
 /// The verdict for the cgroup the user named.
 pub fn check(path: &Path) -> Headroom {
     let resolved = discover::resolve_cgroup(path).and_then(|dir| {
-        let root = discover::cgroup2_root().ok_or("no cgroup v2 mount")?;
-        let name = match (dir.canonicalize(), root.canonicalize()) {
-            (Ok(dir), Ok(root)) => dir
-                .strip_prefix(&root)
-                .map(|rel| format!("/{}", rel.display()))
-                .map_err(|_| {
-                    format!(
-                        "{} is not under the cgroup v2 mount {}",
-                        dir.display(),
-                        root.display()
-                    )
-                })?,
-            _ => return Err(format!("{} cannot be resolved", dir.display())),
-        };
-        Ok((root, dir, name))
+        let placement = placement_of_dir(&dir)?;
+        Ok((placement, dir))
     });
-    let (root, dir, name) = match resolved {
+    let (placement, dir) = match resolved {
         Ok(found) => found,
         Err(why) => {
             return Headroom::new(
@@ -92,7 +117,8 @@ pub fn check(path: &Path) -> Headroom {
             )
         }
     };
-    let chain = memory::chain(&root, &name);
+    let name = placement.name.clone();
+    let chain = placement.chain();
     let limits: Vec<String> = chain
         .iter()
         .filter(|l| l.max.is_some() || l.high.is_some() || l.name == name)
@@ -116,7 +142,7 @@ pub fn check(path: &Path) -> Headroom {
             Some(Need {
                 pid,
                 bytes,
-                chain: memory::chain(&root, &memory::cgroup_of(pid)?),
+                chain: memory::chain_of(pid),
             })
         })
         .collect();
@@ -150,6 +176,7 @@ mod tests {
             max: Some(2 << 30),
             high: None,
             current: Some(1 << 30),
+            ..CgroupLevel::default()
         };
         assert_eq!(
             describe_level(&level),

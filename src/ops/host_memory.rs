@@ -4,8 +4,9 @@
 //! its GPU footprint is OOM-killed in the middle of `suspend` (measured:
 //! SPEC 2). So the targets' GPU memory (NVML, per process) is weighed
 //! against `MemAvailable`, and against the room under `memory.max` and
-//! `memory.high` of every cgroup v2 ancestor of each target, summed per
-//! cgroup; a group that does not fit is refused before any lock (exit 8).
+//! `memory.high` of every cgroup v2 ancestor of each target (on hosts whose
+//! memory controller is on cgroup v1, `memory.limit_in_bytes` of every v1
+//! ancestor), summed per cgroup; a group that does not fit is refused before any lock (exit 8).
 //! Without NVML nothing can be weighed, and the report says so.
 
 use std::collections::BTreeMap;
@@ -52,7 +53,8 @@ pub fn judge(needs: &[Need], available: Option<u64>) -> Result<(), String> {
         }
     }
     for (name, (level, bytes, pids)) in charged {
-        for (file, limit) in [("memory.max", level.max), ("memory.high", level.high)] {
+        let max_file = level.hierarchy.max_file();
+        for (file, limit) in [(max_file, level.max), ("memory.high", level.high)] {
             let Some(limit) = limit else { continue };
             let used = level.current.unwrap_or(0);
             let room = limit.saturating_sub(used);
@@ -63,7 +65,7 @@ pub fn judge(needs: &[Need], available: Option<u64>) -> Result<(), String> {
                     mib(limit),
                     mib(used),
                     mib(bytes),
-                    if file == "memory.max" { "the process" } else { "or throttle the process" }
+                    if file == max_file { "the process" } else { "or throttle the process" }
                 ));
             }
         }
@@ -158,6 +160,7 @@ mod tests {
             max,
             high: None,
             current: Some(current),
+            ..CgroupLevel::default()
         }
     }
 
@@ -199,12 +202,27 @@ mod tests {
     }
 
     #[test]
+    fn a_cgroup_v1_limit_is_named_by_its_file() {
+        let v1 = CgroupLevel {
+            hierarchy: memory::Hierarchy::V1,
+            ..level("/docker/abc", Some(GIB), 0)
+        };
+        let why = judge(&[need(1, 2, vec![v1])], None).expect_err("2 GiB > 1 GiB");
+        assert!(
+            why.contains("under its memory.limit_in_bytes (1024 MiB, 0 MiB in use)")
+                && why.contains("OOM-kill the process"),
+            "{why}"
+        );
+    }
+
+    #[test]
     fn memory_high_counts_too_and_no_limit_is_no_limit() {
         let high = CgroupLevel {
             name: "/batch".into(),
             max: None,
             high: Some(GIB),
             current: Some(0),
+            ..CgroupLevel::default()
         };
         assert!(judge(&[need(1, 2, vec![high])], None)
             .unwrap_err()

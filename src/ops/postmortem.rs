@@ -8,23 +8,21 @@
 //! took, is reported as `oom_killed`, with the cgroup, its limit and the
 //! kernel's line.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use crate::ops::diagnose::{describe_process, Failure, FailureKind};
 use crate::ops::finish::Snapshot;
 use crate::ops::plan::Operation;
 use crate::ops::report::ProcessReport;
-use crate::targets::discover;
 use crate::targets::kmsg::{self, KernelLog};
-use crate::targets::memory;
+use crate::targets::memory::{self, Placement};
 use crate::targets::process::Target;
 
 /// Each target's cgroup and its OOM kills so far, its GPU footprint, and
 /// the kernel log from before the driver calls.
 pub struct Watch {
-    root: Option<PathBuf>,
-    entries: Vec<(i32, String, u64)>,
+    entries: Vec<(i32, Placement, u64)>,
     kernel_log: Option<Mutex<KernelLog>>,
     /// GPU memory per target, from the snapshot NVML gave before the
     /// command (absent without NVML).
@@ -42,24 +40,19 @@ pub fn watch(
     if !operation.moves_memory() {
         return None;
     }
-    let root = discover::cgroup2_root();
-    let entries = match &root {
-        Some(root) => targets
-            .iter()
-            .filter_map(|t| {
-                let name = memory::cgroup_of(t.pid)?;
-                let count = memory::oom_kills(root, &name)?;
-                Some((t.pid, name, count))
-            })
-            .collect(),
-        None => Vec::new(),
-    };
+    let entries = targets
+        .iter()
+        .filter_map(|t| {
+            let placement = memory::placement_of(t.pid)?;
+            let count = placement.oom_kills()?;
+            Some((t.pid, placement, count))
+        })
+        .collect();
     let footprints = targets
         .iter()
         .filter_map(|t| Some((t.pid, snapshot?.footprint(t.pid)?)))
         .collect();
     Some(Watch {
-        root,
         entries,
         kernel_log: KernelLog::from_now(Path::new(kmsg::KERNEL_LOG)).map(Mutex::new),
         footprints,
@@ -95,7 +88,7 @@ impl Watch {
                 .entries
                 .iter()
                 .find(|(pid, _, _)| *pid == report.pid)
-                .map(|(_, name, before)| (name.as_str(), *before));
+                .map(|(_, placement, before)| (placement, *before));
             let kernel_line = kmsg::oom_kill_of(&logged, report.pid);
             let footprint = self
                 .footprints
@@ -107,7 +100,7 @@ impl Watch {
                 kernel_line,
                 footprint,
             };
-            if let Some(failure) = oom_verdict(self.root.as_deref(), report, &seen) {
+            if let Some(failure) = oom_verdict(report, &seen) {
                 report.failure = Some(failure);
             }
         }
@@ -129,8 +122,8 @@ fn vanishes(pid: i32) -> bool {
 
 /// What is known of one gone target.
 struct Seen<'a> {
-    /// Its cgroup and the OOM kills it had counted before.
-    cgroup: Option<(&'a str, u64)>,
+    /// Its memory cgroup and the OOM kills it had counted before.
+    cgroup: Option<(&'a Placement, u64)>,
     /// The kernel's line about killing it.
     kernel_line: Option<&'a str>,
     /// Its GPU memory before the command.
@@ -139,27 +132,29 @@ struct Seen<'a> {
 
 /// The OOM verdict on one gone process: its cgroup counted a new kill, or
 /// the kernel logged one.
-fn oom_verdict(root: Option<&Path>, report: &ProcessReport, seen: &Seen<'_>) -> Option<Failure> {
+fn oom_verdict(report: &ProcessReport, seen: &Seen<'_>) -> Option<Failure> {
     let (cgroup, kernel_line) = (seen.cgroup, seen.kernel_line);
-    let counted = match (root, cgroup) {
-        (Some(root), Some((name, before))) => memory::oom_kills(root, name)
+    let counted = cgroup.and_then(|(placement, before)| {
+        placement
+            .oom_kills()
             .filter(|&after| after > before)
-            .map(|after| (root, name, before, after)),
-        _ => None,
-    };
+            .map(|after| (placement, before, after))
+    });
     if (counted.is_none() && kernel_line.is_none()) || !vanishes(report.pid) {
         return None;
     }
     let mut evidence = Vec::new();
-    if let Some((root, name, before, after)) = counted {
-        let limit = memory::chain(root, name)
+    if let Some((placement, before, after)) = counted {
+        let (name, events) = (&placement.name, placement.hierarchy.events_file());
+        let limit = placement
+            .chain()
             .first()
             .and_then(|level| level.max.or(level.high))
             .map_or("no limit of its own; an ancestor's".to_string(), |bytes| {
                 format!("memory limit {} MiB", bytes >> 20)
             });
         evidence.push(format!(
-            "its cgroup {name} ({limit}) counted an OOM kill (memory.events oom_kill {before} -> {after})"
+            "its cgroup {name} ({limit}) counted an OOM kill ({events} oom_kill {before} -> {after})"
         ));
     }
     if let Some(line) = kernel_line {
@@ -187,25 +182,33 @@ mod tests {
     use super::*;
     use std::fs;
 
-    #[test]
-    fn a_gone_process_whose_cgroup_counted_an_oom_kill_is_named_as_such() {
+    /// A target gone during the command, in a cgroup of `hierarchy` whose
+    /// OOM kills go from 0 to 1: named `oom_killed`, with the cgroup's
+    /// limit, the count and the footprint.
+    fn a_counted_oom_kill_is_named(hierarchy: memory::Hierarchy) {
         let root = tempfile::tempdir().expect("tempdir");
         let pod = root.path().join("pod");
         fs::create_dir(&pod).expect("cgroup");
-        fs::write(pod.join("memory.max"), "2147483648\n").expect("max");
-        fs::write(pod.join("memory.events"), "oom 0\noom_kill 0\n").expect("events");
+        fs::write(pod.join(hierarchy.max_file()), "2147483648\n").expect("max");
+        let events = pod.join(hierarchy.events_file());
+        let counting = |n: u64| match hierarchy {
+            memory::Hierarchy::V2 => format!("oom {n}\noom_kill {n}\n"),
+            memory::Hierarchy::V1 => format!("oom_kill_disable 0\nunder_oom 0\noom_kill {n}\n"),
+        };
+        fs::write(&events, counting(0)).expect("events");
         let gone = |pid| ProcessReport {
             failure: Some(Failure::new(FailureKind::NoSuchProcess, "exited", "")),
             ..ProcessReport::new(pid, Some("python3".into()))
         };
         // PIDs that are no process here (the test's own would be alive).
         let (dead, alive) = (i32::MAX - 7, std::process::id() as i32);
+        let placement = Placement {
+            hierarchy,
+            root: root.path().to_path_buf(),
+            name: "/pod".to_string(),
+        };
         let watch = Watch {
-            root: Some(root.path().to_path_buf()),
-            entries: vec![
-                (dead, "/pod".to_string(), 0),
-                (alive, "/pod".to_string(), 0),
-            ],
+            entries: vec![(dead, placement.clone(), 0), (alive, placement, 0)],
             kernel_log: None,
             footprints: vec![(dead, 4 << 30)],
         };
@@ -216,7 +219,7 @@ mod tests {
             Some(FailureKind::NoSuchProcess),
             "no new kill, no verdict"
         );
-        fs::write(pod.join("memory.events"), "oom 1\noom_kill 1\n").expect("events");
+        fs::write(&events, counting(1)).expect("events");
         watch.diagnose(&mut reports);
         let failure = reports[0].failure.as_ref().expect("a failure");
         assert_eq!(failure.kind, FailureKind::OomKilled);
@@ -226,7 +229,8 @@ mod tests {
                 .contains("cgroup /pod (memory limit 2048 MiB)"),
             "{failure:?}"
         );
-        assert!(failure.message.contains("oom_kill 0 -> 1"), "{failure:?}");
+        let counted = format!("({} oom_kill 0 -> 1)", hierarchy.events_file());
+        assert!(failure.message.contains(&counted), "{failure:?}");
         assert!(
             failure
                 .message
@@ -240,13 +244,22 @@ mod tests {
     }
 
     #[test]
+    fn a_gone_process_whose_cgroup_counted_an_oom_kill_is_named_as_such() {
+        a_counted_oom_kill_is_named(memory::Hierarchy::V2);
+    }
+
+    #[test]
+    fn cgroup_v1_counts_oom_kills_in_memory_oom_control() {
+        a_counted_oom_kill_is_named(memory::Hierarchy::V1);
+    }
+
+    #[test]
     fn the_kernel_log_alone_names_an_oom_kill() {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("kmsg");
         fs::write(&log, "").expect("log");
         let dead = i32::MAX - 9;
         let watch = Watch {
-            root: None,
             entries: Vec::new(),
             kernel_log: KernelLog::from_now(&log).map(Mutex::new),
             footprints: Vec::new(),

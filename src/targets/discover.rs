@@ -71,6 +71,11 @@ pub fn descendants(root: i32, children: &HashMap<i32, Vec<i32>>) -> Vec<i32> {
 /// /proc/self/mountinfo (the tests' stand-in for /sys/fs/cgroup).
 pub const CGROUP_ROOT_VAR: &str = "CUDACKPT_CGROUP_ROOT";
 
+/// Whether the tests' stand-in for the cgroup v2 mount is in force.
+pub fn cgroup_root_overridden() -> bool {
+    std::env::var_os(CGROUP_ROOT_VAR).is_some_and(|r| !r.is_empty())
+}
+
 /// Where cgroup v2 is mounted, from /proc/self/mountinfo.
 pub fn cgroup2_root() -> Option<PathBuf> {
     if let Some(root) = std::env::var_os(CGROUP_ROOT_VAR).filter(|r| !r.is_empty()) {

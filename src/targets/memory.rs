@@ -2,25 +2,86 @@
 //! memory into that process's own host memory, charged to its memory cgroup
 //! (SPEC 2: a process holding 6 GiB of device memory in a cgroup with
 //! `memory.max` 3 GiB is OOM-killed during `suspend`). Here: what the host
-//! has (`MemAvailable`), and the cgroup v2 chain of a process with each
-//! level's limits and use. Read-only.
+//! has (`MemAvailable`), and the memory cgroup chain of a process with each
+//! level's limits and use: cgroup v2 (`memory.max`, `memory.high`), or on
+//! hosts whose memory controller is still on cgroup v1 (older
+//! distributions and Kubernetes nodes) the v1 memory hierarchy
+//! (`memory.limit_in_bytes`). Read-only.
 
 use std::path::{Path, PathBuf};
 
 use crate::files;
 use crate::targets::discover;
 
+/// Which cgroup hierarchy holds a process's memory controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Hierarchy {
+    #[default]
+    V2,
+    V1,
+}
+
+impl Hierarchy {
+    /// The file of the hard limit, as people and messages name it.
+    pub fn max_file(self) -> &'static str {
+        match self {
+            Hierarchy::V2 => "memory.max",
+            Hierarchy::V1 => "memory.limit_in_bytes",
+        }
+    }
+
+    /// The file that counts OOM kills.
+    pub fn events_file(self) -> &'static str {
+        match self {
+            Hierarchy::V2 => "memory.events",
+            Hierarchy::V1 => "memory.oom_control",
+        }
+    }
+
+    fn current_file(self) -> &'static str {
+        match self {
+            Hierarchy::V2 => "memory.current",
+            Hierarchy::V1 => "memory.usage_in_bytes",
+        }
+    }
+}
+
 /// One cgroup of a process's chain, with what its memory files say.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CgroupLevel {
     /// As /proc/PID/cgroup names it (`/` is the root).
     pub name: String,
-    /// `memory.max`; `None` when unlimited or unreadable.
+    /// The hard limit (`memory.max`, v1 `memory.limit_in_bytes`); `None`
+    /// when unlimited or unreadable.
     pub max: Option<u64>,
-    /// `memory.high`; `None` when unlimited or unreadable.
+    /// `memory.high` (v2 only); `None` when unlimited or unreadable.
     pub high: Option<u64>,
-    /// `memory.current`.
+    /// `memory.current` (v1 `memory.usage_in_bytes`).
     pub current: Option<u64>,
+    pub hierarchy: Hierarchy,
+}
+
+/// Where a process's memory is accounted: a hierarchy's mount and the
+/// cgroup's name in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub hierarchy: Hierarchy,
+    pub root: PathBuf,
+    pub name: String,
+}
+
+impl Placement {
+    /// The cgroup's chain, its own level first, up to the root.
+    pub fn chain(&self) -> Vec<CgroupLevel> {
+        chain_in(self.hierarchy, &self.root, &self.name)
+    }
+
+    /// How many OOM kills the cgroup has counted.
+    pub fn oom_kills(&self) -> Option<u64> {
+        let relative = self.name.strip_prefix('/').unwrap_or(&self.name);
+        let text = read_small(&self.root.join(relative).join(self.hierarchy.events_file()))?;
+        parse_oom_kills(&text)
+    }
 }
 
 /// Cgroup and /proc files read here are a few lines; anything longer is
@@ -50,6 +111,85 @@ pub fn cgroup_of(pid: i32) -> Option<String> {
     parse_cgroup_v2(&read_small(Path::new(&format!("/proc/{pid}/cgroup")))?)
 }
 
+/// Where `pid`'s memory is accounted: its cgroup v2 when the memory
+/// controller is enabled there, else its cgroup in the v1 memory
+/// hierarchy, if this host mounts one. With the tests' stand-in for the v2
+/// mount (`CUDACKPT_CGROUP_ROOT`), v2 only.
+pub fn placement_of(pid: i32) -> Option<Placement> {
+    let own = read_small(Path::new(&format!("/proc/{pid}/cgroup")))?;
+    let v2 = discover::cgroup2_root()
+        .zip(parse_cgroup_v2(&own))
+        .map(|(root, name)| Placement {
+            hierarchy: Hierarchy::V2,
+            root,
+            name,
+        });
+    let governs_memory = |p: &Placement| {
+        let relative = p.name.strip_prefix('/').unwrap_or(&p.name);
+        p.root.join(relative).join("memory.max").exists()
+    };
+    if v2.as_ref().is_some_and(governs_memory) || discover::cgroup_root_overridden() {
+        return v2;
+    }
+    let mountinfo = read_small(Path::new("/proc/self/mountinfo"));
+    let v1 = mountinfo
+        .as_deref()
+        .and_then(v1_memory_mount)
+        .zip(parse_cgroup_v1_memory(&own))
+        .map(|((mount_root, mount_point), name)| Placement {
+            hierarchy: Hierarchy::V1,
+            name: under_mount(&name, &mount_root),
+            root: mount_point,
+        });
+    v1.or(v2)
+}
+
+/// The `N:...memory...:/path` line of /proc/PID/cgroup (pure).
+pub fn parse_cgroup_v1_memory(text: &str) -> Option<String> {
+    text.lines().find_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == "memory")
+            .then(|| path.to_string())
+    })
+}
+
+/// The v1 memory hierarchy's mount from /proc/self/mountinfo (pure): the
+/// root of the hierarchy it shows (not `/` inside some containers) and
+/// where it is mounted.
+pub fn v1_memory_mount(mountinfo: &str) -> Option<(String, PathBuf)> {
+    mountinfo.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        let mut after = after.split_whitespace();
+        let (fstype, options) = (after.next()?, after.nth(1)?);
+        let mut before = before.split_whitespace();
+        let (mount_root, mount_point) = (before.nth(3)?, before.next()?);
+        (fstype == "cgroup" && options.split(',').any(|o| o == "memory"))
+            .then(|| (mount_root.to_string(), PathBuf::from(mount_point)))
+    })
+}
+
+/// A cgroup's name relative to a mount whose root is `mount_root` (pure):
+/// `/docker/abc` seen through a mount of `/docker/abc` is its `/`.
+fn under_mount(name: &str, mount_root: &str) -> String {
+    if mount_root == "/" {
+        return name.to_string();
+    }
+    match name.strip_prefix(mount_root) {
+        Some("") => "/".to_string(),
+        Some(rest) if rest.starts_with('/') => rest.to_string(),
+        _ => name.to_string(),
+    }
+}
+
+/// `oom_kill N` in `memory.events` (v2) or `memory.oom_control` (v1) (pure).
+pub fn parse_oom_kills(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix("oom_kill ")?.trim().parse().ok())
+}
+
 /// The `0::` line of /proc/PID/cgroup (pure).
 pub fn parse_cgroup_v2(text: &str) -> Option<String> {
     text.lines()
@@ -58,16 +198,17 @@ pub fn parse_cgroup_v2(text: &str) -> Option<String> {
 }
 
 /// The chain of cgroups of `pid`, its own first, up to the root, with their
-/// limits; empty without cgroup v2.
+/// limits; empty when no memory cgroup is found.
 pub fn chain_of(pid: i32) -> Vec<CgroupLevel> {
-    match (discover::cgroup2_root(), cgroup_of(pid)) {
-        (Some(root), Some(name)) => chain(&root, &name),
-        _ => Vec::new(),
-    }
+    placement_of(pid).map_or_else(Vec::new, |p| p.chain())
 }
 
-/// The chain of the cgroup `name` under the mount `root`.
+/// The chain of the cgroup v2 `name` under the mount `root`.
 pub fn chain(root: &Path, name: &str) -> Vec<CgroupLevel> {
+    chain_in(Hierarchy::V2, root, name)
+}
+
+fn chain_in(hierarchy: Hierarchy, root: &Path, name: &str) -> Vec<CgroupLevel> {
     let mut levels = Vec::new();
     let mut current = PathBuf::from(name);
     loop {
@@ -75,9 +216,14 @@ pub fn chain(root: &Path, name: &str) -> Vec<CgroupLevel> {
         let dir = root.join(relative);
         levels.push(CgroupLevel {
             name: current.display().to_string(),
-            max: limit(&dir.join("memory.max")),
-            high: limit(&dir.join("memory.high")),
-            current: limit(&dir.join("memory.current")),
+            max: limit(&dir.join(hierarchy.max_file())),
+            high: match hierarchy {
+                Hierarchy::V2 => limit(&dir.join("memory.high")),
+                // v1's soft limit only reclaims; nothing throttles or kills.
+                Hierarchy::V1 => None,
+            },
+            current: limit(&dir.join(hierarchy.current_file())),
+            hierarchy,
         });
         match current.parent() {
             Some(parent) if current != Path::new("/") => current = parent.to_path_buf(),
@@ -86,17 +232,27 @@ pub fn chain(root: &Path, name: &str) -> Vec<CgroupLevel> {
     }
 }
 
-/// A memory file's number; `max` (no limit) and unreadable are `None`.
+/// v1 writes "no limit" as the largest page-aligned number (about 2^63).
+const V1_UNLIMITED: u64 = 1 << 62;
+
+/// A memory file's number; `max` (no limit), v1's near-2^63 (no limit) and
+/// unreadable are `None`.
 fn limit(path: &Path) -> Option<u64> {
-    read_small(path)?.trim().parse().ok()
+    read_small(path)?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&bytes| bytes < V1_UNLIMITED)
 }
 
-/// The `oom_kill` count of a cgroup's `memory.events`.
+/// The `oom_kill` count of a cgroup v2's `memory.events`.
 pub fn oom_kills(root: &Path, name: &str) -> Option<u64> {
-    let relative = name.strip_prefix('/').unwrap_or(name);
-    let text = read_small(&root.join(relative).join("memory.events"))?;
-    text.lines()
-        .find_map(|line| line.strip_prefix("oom_kill ")?.trim().parse().ok())
+    Placement {
+        hierarchy: Hierarchy::V2,
+        root: root.to_path_buf(),
+        name: name.to_string(),
+    }
+    .oom_kills()
 }
 
 #[cfg(test)]
@@ -113,6 +269,65 @@ mod tests {
             Some("/kubepods.slice/pod1".into())
         );
         assert_eq!(parse_cgroup_v2("1:memory:/x\n"), None);
+    }
+
+    #[test]
+    fn the_v1_memory_hierarchy_is_found_from_mountinfo_and_proc_cgroup() {
+        let mountinfo = "\
+35 25 0:30 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw
+36 25 0:31 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid - cgroup cgroup rw,cpu,cpuacct
+37 25 0:32 /docker/abc /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory
+";
+        let (mount_root, mount_point) = v1_memory_mount(mountinfo).expect("the memory mount");
+        assert_eq!(mount_root, "/docker/abc");
+        assert_eq!(mount_point, Path::new("/sys/fs/cgroup/memory"));
+        assert_eq!(
+            v1_memory_mount("36 25 0:31 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"),
+            None,
+            "another controller's hierarchy is not memory's"
+        );
+        let own = "12:pids:/user.slice\n9:memory:/docker/abc/job\n0::/\n";
+        let name = parse_cgroup_v1_memory(own).expect("memory line");
+        assert_eq!(name, "/docker/abc/job");
+        assert_eq!(under_mount(&name, &mount_root), "/job");
+        assert_eq!(under_mount("/docker/abc", "/docker/abc"), "/");
+        assert_eq!(
+            under_mount("/docker/abcdef", "/docker/abc"),
+            "/docker/abcdef"
+        );
+        assert_eq!(under_mount("/x", "/"), "/x");
+        assert_eq!(parse_cgroup_v1_memory("5:cpu,cpuacct:/a\n0::/b\n"), None);
+    }
+
+    #[test]
+    fn a_v1_chain_reads_limit_in_bytes_and_no_limit_is_none() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let job = root.path().join("job");
+        fs::create_dir(&job).expect("dirs");
+        fs::write(job.join("memory.limit_in_bytes"), "1073741824\n").expect("limit");
+        fs::write(job.join("memory.usage_in_bytes"), "4096\n").expect("usage");
+        fs::write(
+            root.path().join("memory.limit_in_bytes"),
+            "9223372036854771712\n",
+        )
+        .expect("unlimited");
+        let placement = Placement {
+            hierarchy: Hierarchy::V1,
+            root: root.path().to_path_buf(),
+            name: "/job".into(),
+        };
+        let levels = placement.chain();
+        assert_eq!(levels.len(), 2);
+        assert_eq!(levels[0].max, Some(1 << 30));
+        assert_eq!(levels[0].current, Some(4096));
+        assert_eq!(levels[0].high, None);
+        assert_eq!(levels[1].max, None, "v1's near-2^63 is no limit");
+        fs::write(
+            job.join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n",
+        )
+        .expect("oom_control");
+        assert_eq!(placement.oom_kills(), Some(3));
     }
 
     #[test]

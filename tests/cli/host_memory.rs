@@ -9,7 +9,7 @@
 use std::fs;
 
 use crate::support::{texts, Fixture};
-use crate::wire::{Kind, ProcessCommandDoc, State};
+use crate::wire::{CheckStatus, DoctorDoc, Kind, ProcessCommandDoc, State};
 
 const GIB: u64 = 1 << 30;
 
@@ -209,4 +209,108 @@ fn a_refused_group_reports_the_states_selection_learnt() {
     assert!(stdout.contains("not attempted (still running)"), "{stdout}");
     let calls = fx.take_calls();
     assert!(calls.iter().all(|c| c.op == "get_state"), "{calls:?}");
+}
+
+/// A fresh cgroup in this host's cgroup v1 memory hierarchy, removed on
+/// drop (its processes moved back to the root first); `None`, with the
+/// reason printed, where there is none to write (not root, or a v2-only
+/// host).
+struct V1MemoryCgroup {
+    dir: std::path::PathBuf,
+}
+
+impl V1MemoryCgroup {
+    fn new(limit: u64) -> Option<V1MemoryCgroup> {
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let root = cudackpt::targets::memory::v1_memory_mount(&mountinfo)
+            .filter(|(mount_root, _)| mount_root == "/")
+            .map(|(_, mount_point)| mount_point);
+        static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let nth = MADE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let made = root.and_then(|root| {
+            let dir = root.join(format!("cudackpt-test-{}-{nth}", std::process::id()));
+            fs::create_dir(&dir).ok()?;
+            let cgroup = V1MemoryCgroup { dir };
+            fs::write(cgroup.dir.join("memory.limit_in_bytes"), limit.to_string()).ok()?;
+            Some(cgroup)
+        });
+        if made.is_none() {
+            eprintln!("skipped: no writable cgroup v1 memory hierarchy here (needs root and a host that mounts one)");
+        }
+        made
+    }
+
+    fn add(&self, pid: i32) {
+        fs::write(self.dir.join("cgroup.procs"), pid.to_string()).expect("join the cgroup");
+    }
+}
+
+impl Drop for V1MemoryCgroup {
+    fn drop(&mut self) {
+        let procs = fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+        if let Some(root) = self.dir.parent() {
+            for pid in procs.lines() {
+                let _ = fs::write(root.join("cgroup.procs"), pid);
+            }
+        }
+        let _ = fs::remove_dir(&self.dir);
+    }
+}
+
+/// Hosts whose memory controller is still on cgroup v1 (this kind of CI
+/// machine is one) limit memory in `memory.limit_in_bytes`: a target under
+/// a v1 limit below its footprint is refused before any driver call,
+/// naming that file, and one under a limit above it goes. Before, v1
+/// limits were not read at all, and the checkpoint went ahead in silence.
+#[test]
+fn a_cgroup_v1_memory_limit_is_weighed_too() {
+    let Some(cgroup) = V1MemoryCgroup::new(2 * GIB) else {
+        return;
+    };
+    // No fixture cgroup tree: that stands in for cgroup v2 only.
+    let fx = Fixture::new().with_nvml();
+    let target = fx.cuda_target();
+    cgroup.add(target.pid);
+    fx.set_footprints(&[(target.pid, 4096)]);
+    fx.take_calls();
+
+    let doc: ProcessCommandDoc = fx.json(&["suspend", &target.arg()], 8);
+    let error = doc.refusal(target.pid);
+    assert_eq!(error.kind, Kind::InsufficientHostMemory, "{error:?}");
+    let name = cgroup
+        .dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("name");
+    assert!(
+        error.message.contains(&format!("cgroup /{name} has"))
+            && error
+                .message
+                .contains("under its memory.limit_in_bytes (2048 MiB")
+            && error.message.contains("charge it 4096 MiB"),
+        "{error:?}"
+    );
+    let calls = fx.take_calls();
+    assert!(calls.iter().all(|c| c.op == "get_state"), "{calls:?}");
+    assert_eq!(fx.state_of(&target), "running");
+
+    // doctor --cgroup knows the v1 hierarchy too.
+    let path = cgroup.dir.to_string_lossy().into_owned();
+    let doc: DoctorDoc = fx.json(&["doctor", "--cgroup", &path], 0);
+    let check = doc.check_named("cgroup memory");
+    assert_eq!(check.status, CheckStatus::Warn, "{check:?}");
+    assert!(
+        check.detail.contains(&format!(
+            "/{name} (cgroup v1): memory.limit_in_bytes 2048 MiB"
+        )),
+        "{check:?}"
+    );
+
+    fs::write(
+        cgroup.dir.join("memory.limit_in_bytes"),
+        (8 * GIB).to_string(),
+    )
+    .expect("raise");
+    let doc: ProcessCommandDoc = fx.json(&["suspend", &target.arg()], 0);
+    assert_eq!(doc.process(target.pid).state, State::Checkpointed);
 }
