@@ -130,6 +130,8 @@ pub fn panic_advice(in_flight: Option<&std::path::Path>) -> String {
 #[derive(Default)]
 pub struct Journal {
     written: std::sync::Mutex<Option<Written>>,
+    /// Why the intent could not be written, for the report.
+    unwritten: std::sync::Mutex<Option<String>>,
 }
 
 impl Journal {
@@ -158,9 +160,22 @@ impl Journal {
                     .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(written)
             }
             Err(error) => {
-                tracing::warn!(%error, "could not write the intent record; a crash now would leave no trace for `cudackpt recover`")
+                *self
+                    .unwritten
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(format!(
+                    "could not write the intent record ({error}): had cudackpt been killed mid-change, `cudackpt recover` would not have known these processes"
+                ))
             }
         }
+    }
+
+    /// Why the intent could not be written, if it could not.
+    pub fn unwritten(&self) -> Option<String> {
+        self.unwritten
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }
 

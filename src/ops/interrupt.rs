@@ -65,37 +65,62 @@ pub struct Interrupt {
     /// True until `arm`: while nothing has moved, a signal exits at once.
     nothing_moved: Arc<AtomicBool>,
     board: Arc<Mutex<Vec<Place>>>,
+    /// Set when the signals could not be caught, saying why.
+    unguarded: Option<String>,
+}
+
+/// The remark for a command whose signals could not be caught (pure).
+fn unguarded_text(why: &str) -> String {
+    format!(
+        "signals could not be caught: {why}; a signal now ends cudackpt at once, without rolling the group back (its intent record stays: `cudackpt recover` puts the processes back)"
+    )
 }
 
 impl Interrupt {
     /// Catches the signals from now on. If they cannot be caught they keep
-    /// their default effect (the process dies), which is logged, not fatal.
+    /// their default effect (cudackpt dies, its intent record stays for
+    /// `recover`), and [`Interrupt::unguarded`] says so for the report.
     pub fn install() -> Interrupt {
-        let interrupt = Interrupt::default();
+        let mut interrupt = Interrupt::default();
         interrupt.nothing_moved.store(true, Ordering::SeqCst);
-        // Registered here, so that no signal slips by once this returns;
-        // read by a watcher thread. Should the thread not start, dropping
-        // `signals` with its closure unregisters the handlers, and signals
-        // keep their default effect rather than being swallowed.
-        let mut signals = match Signals::new(CAUGHT.map(|(signal, _)| signal.as_raw())) {
-            Ok(signals) => signals,
-            Err(error) => {
-                tracing::warn!(%error, "could not catch signals; they will end cudackpt at once");
-                return interrupt;
-            }
-        };
+        // The watcher starts first: handlers registered without it would
+        // swallow the signals (signal-hook leaves its handler in place when
+        // unregistered), and the command would go on as if nobody had asked
+        // it to stop. Where no thread may start (a pids limit), nothing is
+        // registered and signals keep their default effect.
+        let (hand_over, handed) = std::sync::mpsc::channel::<Signals>();
         let watcher = interrupt.clone();
         let spawned = std::thread::Builder::new()
             .name("signals".to_string())
             .spawn(move || {
-                for signal in signals.forever() {
-                    watcher.arrived(signal);
+                if let Ok(mut signals) = handed.recv() {
+                    for signal in signals.forever() {
+                        watcher.arrived(signal);
+                    }
                 }
             });
         if let Err(error) = spawned {
-            tracing::warn!(%error, "could not start the signal watcher; signals end cudackpt at once");
+            interrupt.unguarded = Some(unguarded_text(&format!(
+                "no thread could be started for them ({error})"
+            )));
+            return interrupt;
+        }
+        // Registered before this returns, so no signal slips by; the
+        // watcher reads them from then on.
+        match Signals::new(CAUGHT.map(|(signal, _)| signal.as_raw())) {
+            Ok(signals) => {
+                let _ = hand_over.send(signals);
+            }
+            // Dropping `hand_over` ends the watcher.
+            Err(error) => interrupt.unguarded = Some(unguarded_text(&error.to_string())),
         }
         interrupt
+    }
+
+    /// Why signals are not caught, when they are not: a signal then ends
+    /// cudackpt at once, without rolling the group back.
+    pub fn unguarded(&self) -> Option<&str> {
+        self.unguarded.as_deref()
     }
 
     /// What the watcher does with each signal.

@@ -210,7 +210,9 @@ fn proceed(
     let executor = executor_for(request, &ready, started, &locks_lost, &write_intent);
     let map = chosen.pairs.as_deref().unwrap_or_default();
     let oom_watch = postmortem::watch(&request.operation, &ready.targets, snapshot.as_ref());
+    remarks.extend(executor.interrupt.unguarded().map(str::to_string));
     let mut reports = executor.run(&request.operation, &ready.targets, map);
+    remarks.extend(journal.unwritten());
     if let Some(watch) = &oom_watch {
         watch.diagnose(&mut reports);
     }

@@ -94,3 +94,24 @@ fn an_abort_inside_a_driver_call_keeps_the_record_for_recover() {
     );
     refused_until_recovered(&fx, &group);
 }
+
+/// An intent record that cannot be written does not stop the command, but
+/// the report says what it means: a crash now would leave nothing for
+/// `recover`. (It was a log line, off by default.)
+#[test]
+fn an_intent_record_that_cannot_be_written_is_said() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let records = fx.dir().join("records");
+    std::fs::create_dir_all(&records).expect("records");
+    std::fs::write(records.join("intents"), "not a directory").expect("a file in the way");
+    let doc: ProcessCommandDoc = fx.json(&["suspend", &target.arg()], 0);
+    assert_eq!(doc.process(target.pid).state, State::Checkpointed);
+    assert!(
+        doc.warnings
+            .iter()
+            .any(|w| w.starts_with("could not write the intent record")
+                && w.contains("`cudackpt recover` would not have known")),
+        "{doc:?}"
+    );
+}

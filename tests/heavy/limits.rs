@@ -241,3 +241,69 @@ fn a_criu_hook_that_cannot_start_its_helpers_says_how_to_resume() {
     fx.cudackpt(&["resume", &target.arg()]).assert().success();
     assert_eq!(fx.fake_state(target.pid), "running");
 }
+
+/// Where not even the signal watcher may start (pids.max 1), a signal keeps
+/// its default effect: cudackpt ends at once, its intent record stays, and
+/// `recover` puts the group back. (Handlers registered without their
+/// watcher would swallow the signal: the command would go on as if nobody
+/// had asked it to stop.)
+#[test]
+fn with_no_thread_for_the_signal_watcher_a_signal_ends_it_and_recover_mends() {
+    use std::os::unix::process::ExitStatusExt;
+    let Some(cgroup) = PidsCgroup::new(1) else {
+        return;
+    };
+    let fx = Fixture::new();
+    let group = targets(&fx, 2);
+    // Without a signal it goes as usual, and says what a signal would do.
+    let pids = [group[0].arg(), group[1].arg()];
+    let args = [
+        "--json".to_string(),
+        "suspend".to_string(),
+        pids[0].clone(),
+        pids[1].clone(),
+    ];
+    let output = run_in(&fx, &cgroup, &[], &args);
+    exited_0(&output);
+    let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+    assert!(
+        doc.warnings
+            .iter()
+            .any(|w| w.starts_with("signals could not be caught") && w.contains("cudackpt recover")),
+        "{doc:?}"
+    );
+    fx.cudackpt(&["resume", &pids[0], &pids[1]])
+        .assert()
+        .success();
+    fx.take_calls();
+
+    let script = format!(
+        "echo $$ > {}/cgroup.procs && exec {} --json suspend {} {}",
+        cgroup.dir.display(),
+        cudackpt_bin().display(),
+        group[0].arg(),
+        group[1].arg()
+    );
+    let child = fx
+        .command_for(Path::new("/bin/sh"), &["-c", &script])
+        .env("FAKE_CUDA_INJECT", "checkpoint=delay:400")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("sh");
+    crate::support::wait_until("the first checkpoint to start", || {
+        fx.calls().iter().filter(|c| c.op == "lock").count() == 2
+    });
+    crate::support::send_signal(i32::try_from(child.id()).expect("pid"), "TERM");
+    let output = child.wait_with_output().expect("exits");
+    assert_eq!(
+        output.status.signal(),
+        Some(15),
+        "SIGTERM ends it: {output:?}"
+    );
+    let intents = fx.dir().join("records").join("intents");
+    assert_eq!(fs::read_dir(&intents).map(|d| d.count()).unwrap_or(0), 1);
+    let doc: ProcessCommandDoc = fx.json(&["recover"], 0);
+    assert!(doc.processes.iter().all(|p| p.state == State::Running));
+    assert!(group.iter().all(|t| fx.fake_state(t.pid) == "running"));
+}
