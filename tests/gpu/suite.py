@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import select
+import signal
 import shutil
 import subprocess
 import sys
@@ -841,26 +842,30 @@ def group_rollback(tools, size_mib):
             t.close()
 
 
-@scenario("SIGTERM during a group suspend: every process rolled back, data intact (exit 130)")
+@scenario("SIGTERM, then SIGUSR1 (a batch system's warning), during a group suspend: every process rolled back, data intact (exit 130)")
 def group_interrupted(tools, size_mib):
     targets = [Target(tools, size_mib=size_mib, seed=30 + i) for i in range(4)]
     try:
         pids = [t.pid for t in targets]
-        p = subprocess.Popen([tools.cudackpt, "--json", "suspend", *map(str, pids)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(0.3)  # inside the checkpoint phase of 4 x 1 GiB
-        p.terminate()
-        out, err = p.communicate(timeout=120)
-        doc = json.loads(out)
-        if p.returncode == 0:
-            raise Skipped(f"the suspend finished before the signal arrived ({doc['duration_ms']:.0f} ms)")
-        expect(p.returncode == 130, f"exit {p.returncode}: {err}")
-        kinds = {(q.get("error") or {}).get("kind") for q in doc["processes"]}
-        expect(kinds == {"interrupted"} and all(q["rolled_back"] for q in doc["processes"]), f"{doc}")
-        for pid in pids:
-            expect(tools.state(pid) == "running", f"PID {pid} left {tools.state(pid)}")
-        for t in targets:
-            t.verify()
-        return f"interrupted after {doc['duration_ms']:.0f} ms; all 4 back to running"
+        said = []
+        for signal_number, name in [(signal.SIGTERM, "SIGTERM"), (signal.SIGUSR1, "SIGUSR1")]:
+            p = subprocess.Popen([tools.cudackpt, "--json", "suspend", *map(str, pids)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(0.3)  # inside the checkpoint phase of 4 x 1 GiB
+            p.send_signal(signal_number)
+            out, err = p.communicate(timeout=120)
+            doc = json.loads(out)
+            if p.returncode == 0:
+                raise Skipped(f"the suspend finished before {name} arrived ({doc['duration_ms']:.0f} ms)")
+            expect(p.returncode == 130, f"{name}: exit {p.returncode}: {err}")
+            kinds = {(q.get("error") or {}).get("kind") for q in doc["processes"]}
+            expect(kinds == {"interrupted"} and all(q["rolled_back"] for q in doc["processes"]), f"{name}: {doc}")
+            expect(all(name in q["error"]["message"] for q in doc["processes"]), f"{name} named: {doc}")
+            for pid in pids:
+                expect(tools.state(pid) == "running", f"{name}: PID {pid} left {tools.state(pid)}")
+            for t in targets:
+                t.verify()
+            said.append(f"{name} after {doc['duration_ms']:.0f} ms")
+        return f"interrupted by {', '.join(said)}; all 4 back to running each time"
     finally:
         for t in targets:
             t.close()
