@@ -2,11 +2,11 @@
 //! cudackpt and that means "stop" (see [`CAUGHT`]). CRIU, container
 //! runtimes and schedulers interrupt tools on their own timeouts and with
 //! their own signals (batch systems warn with SIGUSR1/SIGUSR2 or SIGXCPU);
-//! dying then could leave a process locked. So once a state change is about to start
-//! (`arm`), the first signal only raises a flag: the driver calls in flight
-//! finish (a lock with no timeout is taken in slices of a second, so it
-//! notices within one), no new step starts, and the executor rolls the
-//! group back (exit 130). Before that nothing has moved, and a signal ends
+//! dying then could leave a process locked. So once a state change is
+//! about to start (`arm`), the first signal only raises a flag: the driver
+//! calls in flight finish (a lock with no timeout is taken in slices of a
+//! second, so it notices within one), no new step starts, and the executor
+//! rolls the group back (exit 130). Before that nothing has moved, and a signal ends
 //! cudackpt at once (a query can wait for as long as its target is
 //! stopped).
 //!
