@@ -125,14 +125,28 @@ pub enum Found {
 }
 
 /// The record of `pid` (process name `name`, started at `starttime`), if
-/// there is one that may be about this process.
-pub fn read(dir: &SafeDir, pid: i32, name: &str) -> Option<Found> {
-    let text = dir
+/// there is one that may be about this process; `Err` says why a record
+/// file that is there cannot be used (a link, too large, not a record).
+pub fn read(dir: &SafeDir, pid: i32, name: &str) -> Result<Option<Found>, String> {
+    let path = dir.path().join(file_name(pid));
+    let Some(text) = dir
         .read_capped(&file_name(pid), RECORD_CAP)
-        .map_err(|why| tracing::warn!(pid, %why, "ignoring a checkpoint record"))
-        .ok()??;
-    let record: Record = serde_json::from_str(&text).ok()?;
-    judge(record, pid, name, crate::targets::process::starttime(pid))
+        .map_err(|why| format!("checkpoint record {} ignored: {why}", path.display()))?
+    else {
+        return Ok(None);
+    };
+    let record: Record = serde_json::from_str(&text).map_err(|why| {
+        format!(
+            "checkpoint record {} ignored: not a record ({why})",
+            path.display()
+        )
+    })?;
+    Ok(judge(
+        record,
+        pid,
+        name,
+        crate::targets::process::starttime(pid),
+    ))
 }
 
 /// The pure part of [`read`].
@@ -253,21 +267,29 @@ mod tests {
         assert_eq!(written, temp.path().join(format!("{me}.json")));
         assert_eq!(
             read(&dir, me, "another name"),
-            Some(Found::ThisProcess(record.clone())),
+            Ok(Some(Found::ThisProcess(record.clone()))),
             "same start time"
         );
         assert_eq!(record.bytes_needed(), Some(42));
         let mut stale = record.clone();
         stale.starttime = Some(1);
         write(&dir, &stale).expect("writes");
-        assert_eq!(read(&dir, me, "another name"), None, "a replaced process");
+        assert_eq!(
+            read(&dir, me, "another name"),
+            Ok(None),
+            "a replaced process"
+        );
         assert_eq!(
             read(&dir, me, "tester"),
-            Some(Found::SameName(stale)),
+            Ok(Some(Found::SameName(stale))),
             "restored by CRIU, or the PID reused by the same program: the driver decides"
         );
         remove(&dir, me);
-        assert_eq!(read(&dir, me, "tester"), None);
+        assert_eq!(read(&dir, me, "tester"), Ok(None));
+        dir.write_atomic(&format!("{me}.json"), b"{\"not\": \"a record\"}")
+            .expect("writes");
+        let unusable = read(&dir, me, "tester").expect_err("not a record");
+        assert!(unusable.contains("ignored: not a record"), "{unusable}");
     }
 
     #[test]

@@ -33,19 +33,33 @@ pub fn choose(
     host: &Inventory<'_>,
     driver: &Driver,
 ) -> Result<Chosen, Stop> {
-    let records: HashMap<i32, Record> = match records_dir {
-        Some(dir) if request.operation.restores() => targets
-            .iter()
-            .filter_map(|t| applicable(record::read(dir, t.pid, &t.name)?, t, driver))
-            .map(|r| (r.pid, r))
-            .collect(),
-        _ => HashMap::new(),
-    };
-    let (pairs, remarks) = match &request.map {
+    let mut records = HashMap::new();
+    let mut unusable = Vec::new();
+    if let Some(dir) = records_dir.filter(|_| request.operation.restores()) {
+        for target in targets {
+            match record::read(dir, target.pid, &target.name) {
+                Ok(Some(found)) => {
+                    if let Some(record) = applicable(found, target, driver) {
+                        records.insert(record.pid, record);
+                    }
+                }
+                Ok(None) => {}
+                Err(why) => unusable.push(why),
+            }
+        }
+    }
+    let (pairs, mut remarks) = match &request.map {
         MapSpec::None => (None, Vec::new()),
-        MapSpec::Auto => auto(&records, targets, host).map_err(Stop::not_run)?,
+        MapSpec::Auto => auto(&records, targets, host).map_err(|mut failure| {
+            // Why a record it needed was not there, when one was refused.
+            for why in &unusable {
+                failure.message.push_str(&format!("; {why}"));
+            }
+            Stop::not_run(failure)
+        })?,
         MapSpec::Entries(entries) => given(entries, host).map_err(Stop::not_run)?,
     };
+    remarks.extend(unusable);
     Ok(Chosen {
         pairs,
         remarks,

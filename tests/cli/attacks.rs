@@ -129,6 +129,15 @@ fn a_fifo_or_a_device_as_a_record_neither_hangs_nor_grows() {
         } else {
             symlink(plant, &record).expect("link");
         }
+        // --map auto needs the record: the refusal says why it was not used.
+        let auto: ProcessCommandDoc = fx.json(&["restore", "--map", "auto", &target.arg()], 8);
+        let error = auto.refusal(target.pid);
+        assert!(
+            error
+                .message
+                .contains(&format!("checkpoint record {} ignored: ", record.display())),
+            "{plant}: {error:?}"
+        );
         let started = Instant::now();
         let doc: ProcessCommandDoc = fx.json(&["restore", &target.arg()], 0);
         assert!(
@@ -140,6 +149,11 @@ fn a_fifo_or_a_device_as_a_record_neither_hangs_nor_grows() {
         assert!(
             doc.warnings.iter().any(|w| w.contains("no checkpoint record")),
             "{plant}: the planted record is ignored, and the report says what was not checked: {doc:?}"
+        );
+        let ignored = format!("checkpoint record {} ignored: ", record.display());
+        assert!(
+            doc.warnings.iter().any(|w| w.starts_with(&ignored)),
+            "{plant}: and why the record there was not used: {doc:?}"
         );
         fx.json::<ProcessCommandDoc>(&["unlock", &target.arg()], 0);
         let _ = fs::remove_file(&record);
