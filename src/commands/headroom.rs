@@ -10,7 +10,7 @@ use std::path::Path;
 use crate::gpu::nvml;
 use crate::ops::host_memory::{judge, Need};
 use crate::targets::discover;
-use crate::targets::memory::{self, CgroupLevel, Hierarchy, Placement};
+use crate::targets::memory::{self, CgroupLevel};
 
 /// How a cgroup's memory compares with what its checkpoint needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,41 +70,10 @@ pub fn describe_level(level: &CgroupLevel) -> String {
     }
 }
 
-/// Which hierarchy a cgroup directory belongs to, and its name there: under
-/// the cgroup v2 mount, or under the v1 memory hierarchy's.
-fn placement_of_dir(dir: &Path) -> Result<Placement, String> {
-    let dir = dir
-        .canonicalize()
-        .map_err(|e| format!("{} cannot be resolved: {e}", dir.display()))?;
-    let v1 = std::fs::read_to_string("/proc/self/mountinfo")
-        .ok()
-        .and_then(|m| memory::v1_memory_mount(&m))
-        .map(|(_, mount_point)| (Hierarchy::V1, mount_point));
-    let v2 = discover::cgroup2_root().map(|root| (Hierarchy::V2, root));
-    [v2, v1]
-        .into_iter()
-        .flatten()
-        .find_map(|(hierarchy, root)| {
-            let root = root.canonicalize().ok()?;
-            let relative = dir.strip_prefix(&root).ok()?;
-            Some(Placement {
-                hierarchy,
-                name: format!("/{}", relative.display()),
-                root,
-            })
-        })
-        .ok_or_else(|| {
-            format!(
-                "{} is under neither the cgroup v2 mount nor the v1 memory hierarchy",
-                dir.display()
-            )
-        })
-}
-
 /// The verdict for the cgroup the user named.
 pub fn check(path: &Path) -> Headroom {
     let resolved = discover::resolve_cgroup(path).and_then(|dir| {
-        let placement = placement_of_dir(&dir)?;
+        let placement = memory::placement_of_dir(&dir)?;
         Ok((placement, dir))
     });
     let (placement, dir) = match resolved {

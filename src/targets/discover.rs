@@ -71,28 +71,67 @@ pub fn descendants(root: i32, children: &HashMap<i32, Vec<i32>>) -> Vec<i32> {
 /// /proc/self/mountinfo (the tests' stand-in for /sys/fs/cgroup).
 pub const CGROUP_ROOT_VAR: &str = "CUDACKPT_CGROUP_ROOT";
 
-/// Whether the tests' stand-in for the cgroup v2 mount is in force.
-pub fn cgroup_root_overridden() -> bool {
-    std::env::var_os(CGROUP_ROOT_VAR).is_some_and(|r| !r.is_empty())
+/// The tests' stand-in for the cgroup v2 mount, when one is named.
+pub fn cgroup_root_override() -> Option<PathBuf> {
+    std::env::var_os(CGROUP_ROOT_VAR)
+        .filter(|r| !r.is_empty())
+        .map(PathBuf::from)
+}
+
+/// /proc/self/mountinfo can be long: a Kubernetes node has thousands of
+/// mounts.
+const MOUNTINFO_CAP: u64 = 16 << 20;
+
+/// This process's /proc/self/mountinfo, read once: the mounts do not
+/// change under a command, and every target's cgroup lookup needs them.
+pub fn mountinfo() -> Option<&'static str> {
+    static TEXT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        crate::files::read_capped(Path::new("/proc/self/mountinfo"), MOUNTINFO_CAP).ok()
+    })
+    .as_deref()
+}
+
+/// What the cgroup lookups need of one mountinfo line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mount<'a> {
+    /// The root of the mounted filesystem that this mount shows (not `/`
+    /// for a cgroup hierarchy seen from inside some containers).
+    pub root: &'a str,
+    pub point: &'a str,
+    pub fstype: &'a str,
+    /// The filesystem's own options (a v1 cgroup's controllers).
+    pub options: &'a str,
+}
+
+/// The mounts a mountinfo text lists (pure).
+pub fn mounts(mountinfo: &str) -> impl Iterator<Item = Mount<'_>> {
+    mountinfo.lines().filter_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        let mut before = before.split_whitespace();
+        let (root, point) = (before.nth(3)?, before.next()?);
+        let mut after = after.split_whitespace();
+        let fstype = after.next()?;
+        let options = after.nth(1).unwrap_or("");
+        Some(Mount {
+            root,
+            point,
+            fstype,
+            options,
+        })
+    })
 }
 
 /// Where cgroup v2 is mounted, from /proc/self/mountinfo.
 pub fn cgroup2_root() -> Option<PathBuf> {
-    if let Some(root) = std::env::var_os(CGROUP_ROOT_VAR).filter(|r| !r.is_empty()) {
-        return Some(PathBuf::from(root));
+    if let Some(root) = cgroup_root_override() {
+        return Some(root);
     }
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    mountinfo.lines().find_map(|line| {
-        let (before, after) = line.split_once(" - ")?;
-        let fstype = after.split_whitespace().next()?;
-        let mount_point = before.split_whitespace().nth(4)?;
-        (fstype == "cgroup2").then(|| PathBuf::from(mount_point))
-    })
+    mounts(mountinfo()?)
+        .find(|m| m.fstype == "cgroup2")
+        .map(|m| PathBuf::from(m.point))
 }
 
-/// A cgroup as the user named it: an absolute directory as is, anything
-/// else relative to the cgroup v2 mount (e.g. `kubepods.slice/...`, or the
-/// path `/proc/PID/cgroup` shows when it is not a directory here).
 /// Whether a cgroup directory is the root of the cgroup v2 hierarchy (every
 /// process of the host is in it or below).
 pub fn is_root_cgroup(dir: &Path) -> bool {
@@ -102,6 +141,9 @@ pub fn is_root_cgroup(dir: &Path) -> bool {
     }
 }
 
+/// A cgroup as the user named it: an absolute directory as is, anything
+/// else relative to the cgroup v2 mount (e.g. `kubepods.slice/...`, or the
+/// path `/proc/PID/cgroup` shows when it is not a directory here).
 pub fn resolve_cgroup(path: &Path) -> Result<PathBuf, String> {
     if path.is_absolute() && path.join("cgroup.procs").is_file() {
         return Ok(path.to_path_buf());

@@ -71,16 +71,39 @@ pub struct Placement {
 }
 
 impl Placement {
+    /// The cgroup's directory.
+    pub fn dir(&self) -> PathBuf {
+        self.root.join(self.name.trim_start_matches('/'))
+    }
+
     /// The cgroup's chain, its own level first, up to the root.
     pub fn chain(&self) -> Vec<CgroupLevel> {
-        chain_in(self.hierarchy, &self.root, &self.name)
+        let mut levels = Vec::new();
+        let mut level = self.clone();
+        let hierarchy = self.hierarchy;
+        loop {
+            let dir = level.dir();
+            levels.push(CgroupLevel {
+                max: limit(&dir.join(hierarchy.max_file())),
+                high: match hierarchy {
+                    Hierarchy::V2 => limit(&dir.join("memory.high")),
+                    // v1's soft limit only reclaims; nothing throttles or kills.
+                    Hierarchy::V1 => None,
+                },
+                current: limit(&dir.join(hierarchy.current_file())),
+                hierarchy,
+                name: level.name.clone(),
+            });
+            match Path::new(&level.name).parent() {
+                Some(parent) if level.name != "/" => level.name = parent.display().to_string(),
+                _ => return levels,
+            }
+        }
     }
 
     /// How many OOM kills the cgroup has counted.
     pub fn oom_kills(&self) -> Option<u64> {
-        let relative = self.name.strip_prefix('/').unwrap_or(&self.name);
-        let text = read_small(&self.root.join(relative).join(self.hierarchy.events_file()))?;
-        parse_oom_kills(&text)
+        parse_oom_kills(&read_small(&self.dir().join(self.hierarchy.events_file()))?)
     }
 }
 
@@ -106,11 +129,6 @@ pub fn parse_mem_available(meminfo: &str) -> Option<u64> {
     })
 }
 
-/// The cgroup v2 path of a process (`0::/path` in /proc/PID/cgroup).
-pub fn cgroup_of(pid: i32) -> Option<String> {
-    parse_cgroup_v2(&read_small(Path::new(&format!("/proc/{pid}/cgroup")))?)
-}
-
 /// Where `pid`'s memory is accounted: its cgroup v2 when the memory
 /// controller is enabled there, else its cgroup in the v1 memory
 /// hierarchy, if this host mounts one. With the tests' stand-in for the v2
@@ -124,24 +142,52 @@ pub fn placement_of(pid: i32) -> Option<Placement> {
             root,
             name,
         });
-    let governs_memory = |p: &Placement| {
-        let relative = p.name.strip_prefix('/').unwrap_or(&p.name);
-        p.root.join(relative).join("memory.max").exists()
-    };
-    if v2.as_ref().is_some_and(governs_memory) || discover::cgroup_root_overridden() {
+    let governs_memory = |p: &Placement| p.dir().join("memory.max").exists();
+    if v2.as_ref().is_some_and(governs_memory) || discover::cgroup_root_override().is_some() {
         return v2;
     }
-    let mountinfo = read_small(Path::new("/proc/self/mountinfo"));
-    let v1 = mountinfo
-        .as_deref()
-        .and_then(v1_memory_mount)
-        .zip(parse_cgroup_v1_memory(&own))
-        .map(|((mount_root, mount_point), name)| Placement {
+    let v1 = v1_memory_hierarchy().zip(parse_cgroup_v1_memory(&own)).map(
+        |((mount_root, mount_point), name)| Placement {
             hierarchy: Hierarchy::V1,
             name: under_mount(&name, &mount_root),
             root: mount_point,
-        });
+        },
+    );
     v1.or(v2)
+}
+
+/// Which hierarchy a cgroup directory belongs to, and its name there: under
+/// the cgroup v2 mount, or under the v1 memory hierarchy's.
+pub fn placement_of_dir(dir: &Path) -> Result<Placement, String> {
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| format!("{} cannot be resolved: {e}", dir.display()))?;
+    let v1 = v1_memory_hierarchy().map(|(_, mount_point)| (Hierarchy::V1, mount_point));
+    let v2 = discover::cgroup2_root().map(|root| (Hierarchy::V2, root));
+    [v2, v1]
+        .into_iter()
+        .flatten()
+        .find_map(|(hierarchy, root)| {
+            let root = root.canonicalize().ok()?;
+            let relative = dir.strip_prefix(&root).ok()?;
+            Some(Placement {
+                hierarchy,
+                name: format!("/{}", relative.display()),
+                root,
+            })
+        })
+        .ok_or_else(|| {
+            format!(
+                "{} is under neither the cgroup v2 mount nor the v1 memory hierarchy",
+                dir.display()
+            )
+        })
+}
+
+/// This host's v1 memory hierarchy, if it mounts one: the root it shows
+/// and where it is mounted.
+pub fn v1_memory_hierarchy() -> Option<(String, PathBuf)> {
+    v1_memory_mount(discover::mountinfo()?)
 }
 
 /// The `N:...memory...:/path` line of /proc/PID/cgroup (pure).
@@ -160,15 +206,9 @@ pub fn parse_cgroup_v1_memory(text: &str) -> Option<String> {
 /// root of the hierarchy it shows (not `/` inside some containers) and
 /// where it is mounted.
 pub fn v1_memory_mount(mountinfo: &str) -> Option<(String, PathBuf)> {
-    mountinfo.lines().find_map(|line| {
-        let (before, after) = line.split_once(" - ")?;
-        let mut after = after.split_whitespace();
-        let (fstype, options) = (after.next()?, after.nth(1)?);
-        let mut before = before.split_whitespace();
-        let (mount_root, mount_point) = (before.nth(3)?, before.next()?);
-        (fstype == "cgroup" && options.split(',').any(|o| o == "memory"))
-            .then(|| (mount_root.to_string(), PathBuf::from(mount_point)))
-    })
+    discover::mounts(mountinfo)
+        .find(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == "memory"))
+        .map(|m| (m.root.to_string(), PathBuf::from(m.point)))
 }
 
 /// A cgroup's name relative to a mount whose root is `mount_root` (pure):
@@ -203,35 +243,6 @@ pub fn chain_of(pid: i32) -> Vec<CgroupLevel> {
     placement_of(pid).map_or_else(Vec::new, |p| p.chain())
 }
 
-/// The chain of the cgroup v2 `name` under the mount `root`.
-pub fn chain(root: &Path, name: &str) -> Vec<CgroupLevel> {
-    chain_in(Hierarchy::V2, root, name)
-}
-
-fn chain_in(hierarchy: Hierarchy, root: &Path, name: &str) -> Vec<CgroupLevel> {
-    let mut levels = Vec::new();
-    let mut current = PathBuf::from(name);
-    loop {
-        let relative = current.strip_prefix("/").unwrap_or(&current);
-        let dir = root.join(relative);
-        levels.push(CgroupLevel {
-            name: current.display().to_string(),
-            max: limit(&dir.join(hierarchy.max_file())),
-            high: match hierarchy {
-                Hierarchy::V2 => limit(&dir.join("memory.high")),
-                // v1's soft limit only reclaims; nothing throttles or kills.
-                Hierarchy::V1 => None,
-            },
-            current: limit(&dir.join(hierarchy.current_file())),
-            hierarchy,
-        });
-        match current.parent() {
-            Some(parent) if current != Path::new("/") => current = parent.to_path_buf(),
-            _ => return levels,
-        }
-    }
-}
-
 /// v1 writes "no limit" as the largest page-aligned number (about 2^63).
 const V1_UNLIMITED: u64 = 1 << 62;
 
@@ -243,16 +254,6 @@ fn limit(path: &Path) -> Option<u64> {
         .parse()
         .ok()
         .filter(|&bytes| bytes < V1_UNLIMITED)
-}
-
-/// The `oom_kill` count of a cgroup v2's `memory.events`.
-pub fn oom_kills(root: &Path, name: &str) -> Option<u64> {
-    Placement {
-        hierarchy: Hierarchy::V2,
-        root: root.to_path_buf(),
-        name: name.to_string(),
-    }
-    .oom_kills()
 }
 
 #[cfg(test)]
@@ -278,6 +279,8 @@ mod tests {
 36 25 0:31 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid - cgroup cgroup rw,cpu,cpuacct
 37 25 0:32 /docker/abc /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory
 ";
+        let cgroup2 = discover::mounts(mountinfo).find(|m| m.fstype == "cgroup2");
+        assert_eq!(cgroup2.map(|m| m.point), Some("/sys/fs/cgroup/unified"));
         let (mount_root, mount_point) = v1_memory_mount(mountinfo).expect("the memory mount");
         assert_eq!(mount_root, "/docker/abc");
         assert_eq!(mount_point, Path::new("/sys/fs/cgroup/memory"));
@@ -343,12 +346,17 @@ mod tests {
         )
         .expect("events");
         fs::write(root.path().join("pods/memory.max"), "max\n").expect("max");
-        let levels = chain(root.path(), "/pods/job");
+        let placement = Placement {
+            hierarchy: Hierarchy::V2,
+            root: root.path().to_path_buf(),
+            name: "/pods/job".into(),
+        };
+        let levels = placement.chain();
         let names: Vec<&str> = levels.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(names, ["/pods/job", "/pods", "/"]);
         assert_eq!(levels[0].max, Some(3 << 30));
         assert_eq!(levels[0].current, Some(1 << 30));
         assert_eq!(levels[1].max, None, "max is no limit");
-        assert_eq!(oom_kills(root.path(), "/pods/job"), Some(1));
+        assert_eq!(placement.oom_kills(), Some(1));
     }
 }

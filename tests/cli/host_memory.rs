@@ -221,8 +221,7 @@ struct V1MemoryCgroup {
 
 impl V1MemoryCgroup {
     fn new(limit: u64) -> Option<V1MemoryCgroup> {
-        let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let root = cudackpt::targets::memory::v1_memory_mount(&mountinfo)
+        let root = cudackpt::targets::memory::v1_memory_hierarchy()
             .filter(|(mount_root, _)| mount_root == "/")
             .map(|(_, mount_point)| mount_point);
         static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
