@@ -13,7 +13,6 @@ use crate::ops::plan::Operation;
 use crate::ops::report::Report;
 use crate::ops::timeout::Timeout;
 use crate::ops::{self, Request};
-use crate::targets::process;
 
 /// The command that brings a member back to where it started.
 fn way_back(start: ProcessState) -> Option<Operation> {
@@ -30,12 +29,6 @@ fn way_back(start: ProcessState) -> Option<Operation> {
     }
 }
 
-/// Whether a member is still the process the intent names.
-fn still_there(member: &Member) -> bool {
-    process::is_alive(member.pid)
-        && (member.starttime.is_none() || process::starttime(member.pid) == member.starttime)
-}
-
 pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
     let started = Instant::now();
     let mut report = Report::new("recover", started.elapsed());
@@ -43,7 +36,7 @@ pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
         let Intent {
             owner_pid, members, ..
         } = &intent;
-        let alive: Vec<&Member> = members.iter().filter(|m| still_there(m)).collect();
+        let alive: Vec<&Member> = members.iter().filter(|m| m.still_there()).collect();
         report.warnings.push(format!(
             "{} left by cudackpt PID {owner_pid} ({} {}): {} of its {} processes still there",
             path.display(),

@@ -6,7 +6,8 @@
 //! against `MemAvailable`, and against the room under `memory.max` and
 //! `memory.high` of every cgroup v2 ancestor of each target (on hosts whose
 //! memory controller is on cgroup v1, `memory.limit_in_bytes` of every v1
-//! ancestor), summed per cgroup; a group that does not fit is refused before any lock (exit 8).
+//! ancestor), summed per cgroup; a group that does not fit is refused
+//! before any lock (exit 8).
 //! Without NVML nothing can be weighed, and the report says so.
 
 use std::collections::BTreeMap;

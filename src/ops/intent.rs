@@ -44,6 +44,19 @@ pub struct Intent {
     pub members: Vec<Member>,
 }
 
+impl Member {
+    /// Whether the process started at `starttime` is this member (a
+    /// member whose start time could not be read matches any).
+    pub fn started_at(&self, starttime: Option<u64>) -> bool {
+        self.starttime.is_none() || self.starttime == starttime
+    }
+
+    /// Whether this member's process is still alive, and still the same.
+    pub fn still_there(&self) -> bool {
+        process::is_alive(self.pid) && self.started_at(process::starttime(self.pid))
+    }
+}
+
 impl Intent {
     /// Whether the cudackpt that wrote it is gone (or its PID reused).
     pub fn owner_is_dead(&self) -> bool {
@@ -251,7 +264,7 @@ pub fn holding(pid: i32, abandoned: &[(PathBuf, Intent)]) -> Option<(PathBuf, i3
         intent
             .members
             .iter()
-            .any(|m| m.pid == pid && (m.starttime.is_none() || m.starttime == now))
+            .any(|m| m.pid == pid && m.started_at(now))
             .then(|| (path.clone(), intent.owner_pid))
     })
 }
