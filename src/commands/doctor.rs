@@ -156,7 +156,11 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
 /// The transparent-huge-page mode: the host copy of a checkpoint goes
 /// into the process's own memory, in 2 MiB pages only with `always`.
 fn thp_check() -> Option<Check> {
-    let text = fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok()?;
+    let text = crate::files::read_capped(
+        Path::new("/sys/kernel/mm/transparent_hugepage/enabled"),
+        4096,
+    )
+    .ok()?;
     let mode = parse_thp(&text)?;
     Some(if mode == "always" {
         Check::new(

@@ -218,8 +218,7 @@ pub fn scan_maps(maps: &[u8], driver_file: Option<&str>) -> Mapped {
 /// Reads `/proc/PID/maps` and scans it; `None` when the process is gone or
 /// its maps cannot be read.
 pub fn mapped(pid: i32, driver_file: Option<&str>) -> Option<Mapped> {
-    let maps = fs::read(format!("/proc/{pid}/maps")).ok()?;
-    Some(scan_maps(&maps, driver_file))
+    inspect(pid, driver_file).ok().flatten()
 }
 
 /// What a scan of many processes' maps found.
