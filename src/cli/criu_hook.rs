@@ -85,15 +85,21 @@ fn hook_failure(message: String) -> Report {
 /// Post-dump could not start the waiter (a pids limit, no memory): the
 /// tree stays checkpointed, and the user is told how to bring it back.
 fn waiter_not_started(pids: &[i32], error: &std::io::Error) -> Report {
-    let list: Vec<String> = pids.iter().map(ToString::to_string).collect();
     Report {
         failure: Some(Failure::new(
             FailureKind::SpawnFailed,
             format!("could not start the waiter that resumes PIDs {pids:?} once CRIU thaws them: {error}; they stay checkpointed"),
-            format!("once CRIU has thawed them, run `cudackpt resume {}`", list.join(" ")),
+            format!("once CRIU has thawed them, run {}", resume_command(pids)),
         )),
         ..Report::new("criu-hook", Duration::ZERO)
     }
+}
+
+/// `` `cudackpt resume 1 2` ``: what brings `pids` back by hand when no
+/// helper could (pure).
+fn resume_command(pids: &[i32]) -> String {
+    let pids: Vec<String> = pids.iter().map(ToString::to_string).collect();
+    format!("`cudackpt resume {}`", pids.join(" "))
 }
 
 /// The tree root CRIU names in CRTOOLS_INIT_PID.
@@ -259,13 +265,10 @@ fn watch_criu(libcuda: Option<&Path>, report: &mut Report) {
         Ok(()) => report.warnings.push(format!(
             "a detached cudackpt resumes {suspended:?} if CRIU (PID {criu}) ends without dumping them (a failed dump)"
         )),
-        Err(error) => {
-            let list: Vec<String> = suspended.iter().map(ToString::to_string).collect();
-            report.warnings.push(format!(
-                "could not start the watcher that resumes {suspended:?} if the dump fails: {error}; if it does, run `cudackpt resume {}`",
-                list.join(" ")
-            ))
-        }
+        Err(error) => report.warnings.push(format!(
+            "could not start the watcher that resumes {suspended:?} if the dump fails: {error}; if it does, run {}",
+            resume_command(&suspended)
+        )),
     }
 }
 
