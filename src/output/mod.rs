@@ -285,7 +285,6 @@ pub fn millis(duration: Duration) -> f64 {
     (duration.as_secs_f64() * 1_000_000.0).round() / 1000.0
 }
 
-/// Writes `text` to stdout; a reader that went away (EPIPE) is not an error.
 /// Writes `text` to stdout and flushes it, so that a failed write is seen
 /// here rather than lost at exit; a closed pipe is not an error.
 pub fn write_stdout(text: &str) -> io::Result<()> {
