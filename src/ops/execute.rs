@@ -119,7 +119,6 @@ impl Executor<'_> {
         (failure, state_now)
     }
 
-    /// `state` (with the restore thread id) or `restore-tid` alone.
     /// `state` (the state, and the restore thread id when `with_tid`), or
     /// `restore-tid` alone (`with_state` false).
     fn query(&self, target: &Target, with_state: bool, with_tid: bool) -> ProcessReport {
