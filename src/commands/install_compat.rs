@@ -40,6 +40,15 @@ pub struct InstallReport {
 }
 
 impl InstallReport {
+    fn succeeded(message: String, warnings: Vec<String>) -> InstallReport {
+        InstallReport {
+            ok: true,
+            message,
+            warnings,
+            exit: ExitStatus::Success,
+        }
+    }
+
     fn failed(message: String, exit: ExitStatus) -> InstallReport {
         InstallReport {
             ok: false,
@@ -72,12 +81,7 @@ pub fn run(dir: &Path, options: Options) -> InstallReport {
     let link = dir.join(COMPAT_NAME);
     if options.uninstall {
         return match uninstall(dir) {
-            Ok(message) => InstallReport {
-                ok: true,
-                message,
-                warnings: Vec::new(),
-                exit: ExitStatus::Success,
-            },
+            Ok(message) => InstallReport::succeeded(message, Vec::new()),
             Err(error) => InstallReport::failed(
                 format!("could not uninstall {}: {error}", link.display()),
                 exit_for(&error),
@@ -113,12 +117,7 @@ pub fn run(dir: &Path, options: Options) -> InstallReport {
                 ),
             };
             let path = std::env::var_os("PATH").unwrap_or_default();
-            InstallReport {
-                ok: true,
-                message,
-                warnings: path_warning(dir, &path).into_iter().collect(),
-                exit: ExitStatus::Success,
-            }
+            InstallReport::succeeded(message, path_warning(dir, &path).into_iter().collect())
         }
         Err(error) => InstallReport::failed(
             format!("could not install {}: {error}", link.display()),
