@@ -21,7 +21,7 @@ pub use error::{
     MissingFunction,
 };
 pub use ffi::CHECKPOINT_FUNCTIONS;
-pub use state::ProcessState;
+pub use state::{ProcessState, NAMED_STATES};
 
 use ffi::Call;
 pub use gpu_id::{GpuPair, GpuUuid, UuidError};

@@ -31,14 +31,13 @@ fn kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// The names a process state takes (`unknown`: not known, or a state this
 /// cudackpt does not know).
 fn state_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "string",
-        "enum": ["running", "locked", "checkpointed", "failed", "unknown"]
-    })
-}
-
-fn optional_state_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    state_schema(generator)
+    use crate::driver::{ProcessState, NAMED_STATES};
+    let states: Vec<&str> = NAMED_STATES
+        .iter()
+        .chain(&[ProcessState::Unknown(0)])
+        .map(|s| s.as_str())
+        .collect();
+    schemars::json_schema!({ "type": "string", "enum": states })
 }
 
 /// Every document kind and its JSON Schema, as committed under `schema/`.
@@ -92,7 +91,7 @@ pub struct ProcessDoc<'a> {
     pub name: Option<&'a str>,
     pub ok: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "optional_state_schema")]
+    #[schemars(schema_with = "state_schema")]
     pub state_before: Option<&'static str>,
     #[schemars(schema_with = "state_schema")]
     pub state: &'static str,
