@@ -10,9 +10,9 @@
 //! 2. `output`: every renderer (human text, the JSON contract), `Sink`, `Look`.
 //! 3. `commands`: doctor, demo, devices, ps, install-compat; each returns a
 //!    report value and never prints.
-//! 4. `ops`: the process pipeline, as stages: select → check → choose the
-//!    map → lock → pre-flight → execute → finish; plan, executor, rollback,
-//!    interrupts, diagnosis, the report.
+//! 4. `ops`: the process pipeline, as stages: select → check → pre-flights
+//!    → choose the map → lock → execute → finish; in rooms by job
+//!    (`stages`, `preflight`, `journal`, `execute`, `diagnose`).
 //! 5. `gpu`: the one GPU inventory, restore maps, NVML, checkpoint records.
 //! 6. `targets` (/proc facts and discovery) and `driver` (libcuda: the only
 //!    unsafe code, the checkpoint API, GPU UUIDs).

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::driver::ProcessState;
-use crate::ops::timeout::{parse_duration_with_unit, parse_timeout, Timeout};
+use crate::ops::execute::timeout::{parse_duration_with_unit, parse_timeout, Timeout};
 use crate::ops::Selectors;
 use crate::output::ColorChoice;
 use crate::targets::process::parse_pid;

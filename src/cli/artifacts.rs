@@ -275,7 +275,7 @@ fn full_sections(roff: &mut Roff) {
 /// The "what can be checkpointed" table: the fixed rows, and those the
 /// restorability facts in force for the newest measured driver decide.
 fn checkpointable() -> Vec<(String, String)> {
-    use crate::ops::restorable::{facts_for, Verdict};
+    use crate::ops::preflight::restorable::{facts_for, Verdict};
     let facts = facts_for(None);
     let lost = |verdict, found: &str| {
         match verdict {

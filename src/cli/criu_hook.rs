@@ -23,9 +23,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::ops::diagnose::{Failure, FailureKind};
+use crate::ops::execute::timeout::Timeout;
 use crate::ops::plan::Operation;
 use crate::ops::report::Report;
-use crate::ops::timeout::Timeout;
 use crate::ops::{self as request, Request, Selectors};
 use crate::targets::discover;
 use crate::targets::process::{self, parse_pid};
@@ -146,7 +146,7 @@ pub fn action_from_env() -> Result<String, String> {
 /// The lock timeout for pre-dump: `CUDACKPT_LOCK_TIMEOUT`, else 10 s.
 fn lock_timeout() -> Result<Timeout, String> {
     match std::env::var(LOCK_TIMEOUT_VAR) {
-        Ok(text) if !text.trim().is_empty() => crate::ops::timeout::parse_timeout(&text)
+        Ok(text) if !text.trim().is_empty() => crate::ops::execute::timeout::parse_timeout(&text)
             .map_err(|why| format!("{LOCK_TIMEOUT_VAR}: {why}")),
         _ => Ok(DEFAULT_LOCK_TIMEOUT),
     }

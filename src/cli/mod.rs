@@ -29,7 +29,7 @@ use crate::output::{self, json, Look, Sink};
 
 /// Runs cudackpt with this process's arguments.
 pub fn main() -> ExitStatus {
-    crate::ops::intent::report_panics();
+    crate::ops::journal::intent::report_panics();
     let args: Vec<OsString> = std::env::args_os().collect();
     if compat::is_compat_invocation(&args) {
         return compat::main(&args);

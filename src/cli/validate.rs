@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use crate::cli::args::{Command, DeadlineArg, DryRunArg, ForceArg, MapArg, Targets, VerifyArg};
 use crate::files;
 use crate::gpu::map::{self, MapError, MapSpec};
+use crate::ops::execute::timeout::Timeout;
 use crate::ops::plan::Operation;
-use crate::ops::timeout::Timeout;
 use crate::ops::Selectors;
 
 /// A process command as the modern grammar gives it, not yet validated.

@@ -7,9 +7,9 @@
 use std::path::Path;
 use std::time::Instant;
 
+use crate::ops::execute::timeout::Timeout;
 use crate::ops::plan::Operation;
 use crate::ops::report::{ProcessReport, Report};
-use crate::ops::timeout::Timeout;
 use crate::ops::{self, Request, Selectors};
 
 /// One dry run's word on a process.

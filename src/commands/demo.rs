@@ -14,8 +14,8 @@ use crate::exit::ExitStatus;
 use crate::gpu::inventory::Gpu;
 use crate::ops::diagnose::{self, Attempt, Facts, Failure, FailureKind};
 use crate::ops::execute;
+use crate::ops::execute::timeout::Timeout;
 use crate::ops::plan::Step;
-use crate::ops::timeout::Timeout;
 
 /// The demo's pattern stream.
 const DEMO_SEED: u64 = 0x00C0_FFEE;

@@ -187,7 +187,7 @@ fn parse_thp(text: &str) -> Option<&str> {
 
 /// What this driver is known to restore, from the facts table in force.
 fn restorability_check(cuda_version: Option<i32>) -> Check {
-    use crate::ops::restorable::{facts_for, Verdict};
+    use crate::ops::preflight::restorable::{facts_for, Verdict};
     let facts = facts_for(cuda_version);
     let word = |verdict| match verdict {
         Verdict::Lost => "refused (never restored)",

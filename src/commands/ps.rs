@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::gpu::nvml;
-use crate::ops::intent;
+use crate::ops::journal::intent;
 use crate::ops::plan::Operation;
 use crate::ops::report::{GpuMemory, Layout, Report};
 use crate::ops::{Request, Selectors};

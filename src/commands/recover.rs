@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use crate::driver::ProcessState;
 use crate::ops::diagnose::{Failure, FailureKind};
-use crate::ops::intent::{self, Intent, Member};
+use crate::ops::execute::timeout::Timeout;
+use crate::ops::journal::intent::{self, Intent, Member};
 use crate::ops::plan::Operation;
 use crate::ops::report::Report;
-use crate::ops::timeout::Timeout;
 use crate::ops::{self, Request};
 
 /// The command that brings a member back to where it started.

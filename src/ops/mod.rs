@@ -1,33 +1,30 @@
 //! The process pipeline, for every grammar (modern, NVIDIA's, the CRIU
 //! hook): one validated [`Request`] in, one [`Report`] out; nothing here
-//! prints. [`run`] reads as its stages, one file each:
-//! select → check → choose the map → lock → pre-flight → execute → finish.
+//! prints. [`run`] reads as its stages: select → check → the pre-flights →
+//! choose the map → lock → execute → finish.
 //!
-//! Also here: the plan (what each process needs, pure), the executor
-//! (concurrent phases, rollback), interrupts, timeouts, the per-PID lock,
-//! the diagnosis of failures and the report.
+//! The rooms, one job each:
+//! - `stages/`: select, check, choose the map, finish, the dry run's answer;
+//! - `preflight/`: what is refused before any change (a checkpoint the
+//!   driver could not restore, host memory, GPU memory for a restore);
+//! - `journal/`: what outlives a command so no crash leaves a process
+//!   behind (the per-PID lock, the intent record, checkpoint records);
+//! - `execute/`: the driver calls, phased and concurrent, with rollback, and
+//!   what governs them in time (signals, timeouts, deadlines);
+//! - `diagnose/`: failures in words, and the post-mortem of a target that
+//!   died;
+//! - `plan.rs` (what a command means for one process, pure) and `report.rs`
+//!   (the result as data): the vocabulary every stage speaks.
 //!
 //! May use: `gpu`, `targets`, `driver`, `exit`, `files`.
 
-pub mod check;
-pub mod choose_map;
 pub mod diagnose;
 pub mod execute;
-pub mod failpoint;
-pub mod finish;
-pub mod host_memory;
-pub mod intent;
-pub mod interrupt;
-pub mod lock;
-pub mod pidlock;
+pub mod journal;
 pub mod plan;
-pub mod postmortem;
 pub mod preflight;
-pub mod records;
 pub mod report;
-pub mod restorable;
-pub mod select;
-pub mod timeout;
+pub mod stages;
 
 use std::path::Path;
 use std::time::Instant;
@@ -37,12 +34,15 @@ use crate::gpu::inventory::Inventory;
 use crate::gpu::map::{MapError, MapSpec};
 use crate::targets::process::{self, Privileges};
 use diagnose::{Failure, FailureKind};
+use execute::interrupt::{self, Interrupt};
+use execute::timeout::Timeout;
 use execute::{Executor, StepDone};
-use interrupt::Interrupt;
+use journal::{intent, lock, pidlock, records};
 use plan::Operation;
+use preflight::{host_memory, restorable};
 use report::{Layout, ProcessReport, Report};
-pub use select::Selectors;
-use timeout::Timeout;
+pub use stages::select::Selectors;
+use stages::{check, choose_map, dry_run, finish, select};
 
 /// What to do about a thread id given as a target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,8 +160,42 @@ fn proceed(
     started: Instant,
 ) -> Result<Finished, Stop> {
     let ready = check::ready(request, checked)?;
-    let rank_warnings = restorable::check(request, &ready)?;
-    let weighed = host_memory::check(request, &ready)?;
+    let cleared = clear(request, &ready)?;
+    if request.dry_run {
+        return Ok(Finished {
+            reports: dry_run::reports(request, &ready, cleared.map()),
+            remarks: cleared.remarks,
+            map: cleared.chosen.pairs,
+        });
+    }
+    Ok(execute_and_finish(request, &ready, cleared, started))
+}
+
+/// What the pre-flights and the per-PID locks leave for the driver calls.
+struct Cleared<'d> {
+    /// Warnings for ranks let through, by PID.
+    rank_warnings: Vec<(i32, String)>,
+    /// NVML's per-process use, weighed before any change.
+    usage: Option<crate::gpu::nvml::Usage>,
+    host: Inventory<'d>,
+    records: records::Records,
+    chosen: choose_map::Chosen,
+    /// Held until the command ends.
+    locks: pidlock::Held,
+    remarks: Vec<String>,
+}
+
+impl Cleared<'_> {
+    fn map(&self) -> &[GpuPair] {
+        self.chosen.pairs.as_deref().unwrap_or_default()
+    }
+}
+
+/// Every pre-flight, the map and the per-PID locks (none for a dry run),
+/// in that order: the first refusal stops the command before any change.
+fn clear<'d>(request: &Request<'_>, ready: &'d check::Ready) -> Result<Cleared<'d>, Stop> {
+    let rank_warnings = restorable::check(request, ready)?;
+    let weighed = host_memory::check(request, ready)?;
     let host = Inventory::with_driver(&ready.driver);
     let records = records::open(request)?;
     let chosen = choose_map::choose(
@@ -177,39 +211,61 @@ fn proceed(
     } else {
         lock::lock(
             &request.operation,
-            &ready,
+            ready,
             request.use_locks,
             request.recovering,
         )?
     };
-    let locks_lost = || locks.lost();
-    // The crash journal: written just before the first state change,
-    // removed when this function returns (however the command ended).
-    let journal = intent::Journal::default();
-    let write_intent = |places: &[interrupt::Place]| journal.record(&request.operation, places);
     let mut remarks = weighed.remarks;
-    remarks.extend(chosen.remarks);
-    remarks.extend(preflight::check_memory(
+    remarks.extend(chosen.remarks.iter().cloned());
+    remarks.extend(preflight::gpu_memory::check_memory(
         request,
         &ready.targets,
         &chosen.records,
         chosen.pairs.as_deref().unwrap_or_default(),
         &host,
     )?);
-    if request.dry_run {
-        return Ok(Finished {
-            reports: dry_run(request, &ready, chosen.pairs.as_deref().unwrap_or_default()),
-            remarks,
-            map: chosen.pairs,
-        });
-    }
+    Ok(Cleared {
+        rank_warnings,
+        usage: weighed.usage,
+        host,
+        records,
+        chosen,
+        locks,
+        remarks,
+    })
+}
+
+/// The driver calls, then what follows them: the post-mortem of a target
+/// that died, records, `--verify`, the warnings of ranks let through.
+fn execute_and_finish(
+    request: &Request<'_>,
+    ready: &check::Ready,
+    cleared: Cleared<'_>,
+    started: Instant,
+) -> Finished {
+    let Cleared {
+        rank_warnings,
+        usage,
+        host,
+        records,
+        chosen,
+        locks,
+        mut remarks,
+    } = cleared;
+    let locks_lost = || locks.lost();
+    // The crash journal: written just before the first state change,
+    // removed when this function returns (however the command ended).
+    let journal = intent::Journal::default();
+    let write_intent = |places: &[interrupt::Place]| journal.record(&request.operation, places);
     let snapshot = request
         .operation
         .checkpoints()
-        .then(|| finish::snapshot(&ready.driver, &host, weighed.usage));
-    let executor = executor_for(request, &ready, started, &locks_lost, &write_intent);
+        .then(|| finish::snapshot(&ready.driver, &host, usage));
+    let executor = executor_for(request, ready, started, &locks_lost, &write_intent);
     let map = chosen.pairs.as_deref().unwrap_or_default();
-    let oom_watch = postmortem::watch(&request.operation, &ready.targets, snapshot.as_ref());
+    let oom_watch =
+        diagnose::postmortem::watch(&request.operation, &ready.targets, snapshot.as_ref());
     remarks.extend(executor.interrupt.unguarded().map(str::to_string));
     let mut reports = executor.run(&request.operation, &ready.targets, map);
     remarks.extend(journal.unwritten());
@@ -232,12 +288,12 @@ fn proceed(
             report.warnings.push(warning);
         }
     }
-    reports.extend(ready.blocked);
-    Ok(Finished {
+    reports.extend(ready.blocked.iter().cloned());
+    Finished {
         reports,
         remarks,
         map: chosen.pairs,
-    })
+    }
 }
 
 /// The executor of a request: its driver, interrupts, deadline, progress,
@@ -259,45 +315,6 @@ fn executor_for<'a>(
         locks_lost: Some(locks_lost),
         before_change: Some(before_change),
     }
-}
-
-/// What a dry run says of each target once every pre-flight passed: its
-/// state now (a read-only query) and the steps the command would take.
-fn dry_run(request: &Request<'_>, ready: &check::Ready, map: &[GpuPair]) -> Vec<ProcessReport> {
-    use crate::driver::CheckpointApi;
-    let states = execute::concurrently(&ready.targets, |t| ready.driver.get_state(t.pid).ok());
-    let mut reports: Vec<ProcessReport> = ready
-        .targets
-        .iter()
-        .zip(states)
-        .map(|(target, state)| {
-            let current = state.filter(|_| request.operation.needs_current_state());
-            let what = match plan::plan(&request.operation, current, map) {
-                plan::Plan::Steps(steps) => {
-                    let names: Vec<&str> = steps.iter().map(|s| s.kind().as_str()).collect();
-                    format!(
-                        "dry run: every check passed; would {}",
-                        names.join(", then ")
-                    )
-                }
-                plan::Plan::AlreadyThere => "dry run: already there; nothing to do".to_string(),
-                plan::Plan::Refused(wrong) => {
-                    format!(
-                        "dry run: would be refused: it is {} ({})",
-                        wrong.state, wrong.hint
-                    )
-                }
-            };
-            ProcessReport {
-                state_before: state,
-                state,
-                note: Some(what),
-                ..ProcessReport::new(target.pid, Some(target.name.clone()))
-            }
-        })
-        .collect();
-    reports.extend(ready.blocked.iter().cloned());
-    reports
 }
 
 /// Only commands that change state (or wait) need to outlive a signal;

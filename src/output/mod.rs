@@ -278,7 +278,7 @@ impl Rendered for crate::ops::report::Report {
     }
 }
 
-pub use crate::ops::timeout::format_duration;
+pub use crate::ops::execute::timeout::format_duration;
 
 /// Milliseconds for JSON, to the microsecond.
 pub fn millis(duration: Duration) -> f64 {

@@ -7,10 +7,10 @@ use std::time::Duration;
 use super::{concurrently, Executor};
 use crate::driver::ProcessState;
 use crate::ops::diagnose::{self, Attempt, Failure, FailureKind};
-use crate::ops::interrupt;
+use crate::ops::execute::interrupt;
+use crate::ops::execute::timeout::Timeout;
 use crate::ops::plan::{self, Step};
 use crate::ops::report::{ProcessReport, StepRecord};
-use crate::ops::timeout::Timeout;
 use crate::targets::process::Target;
 
 /// How long a rollback waits to re-lock a process it had already unlocked.
@@ -194,7 +194,7 @@ impl RollbackCause {
             } => format!(
                 "the deadline passed; the slowest step was {}'s ({})",
                 who(i),
-                crate::ops::timeout::format_duration(took)
+                crate::ops::execute::timeout::format_duration(took)
             ),
             RollbackCause::Deadline { slowest: None } => "the deadline passed".to_string(),
         }

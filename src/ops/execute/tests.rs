@@ -10,7 +10,7 @@ use super::pool::in_pool;
 use super::rollback::group_failure;
 use super::*;
 use crate::driver::CudaError;
-use crate::ops::interrupt::Interrupt;
+use crate::ops::execute::interrupt::Interrupt;
 
 /// A driver model: per-PID states with the real state machine, injectable
 /// error codes per (pid, call), a per-call delay, and a log of calls.

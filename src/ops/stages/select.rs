@@ -92,7 +92,7 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
         return Ok(selection);
     }
     // The driver is needed this early only to confirm discovered processes.
-    let driver = super::load_driver(request.libcuda)?;
+    let driver = crate::ops::load_driver(request.libcuda)?;
     let (found, unreadable) = find(&request.selectors, &driver)?;
     if found.is_empty() {
         selection.warnings.push(format!(
@@ -258,8 +258,8 @@ pub fn restore_thread_stopped(driver: &Driver, pid: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::execute::timeout::Timeout;
     use crate::ops::plan::Operation;
-    use crate::ops::timeout::Timeout;
 
     fn request(operation: Operation, all: bool, confirmed: bool) -> Request<'static> {
         Request {

@@ -12,9 +12,9 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crate::ops::diagnose::{describe_process, Failure, FailureKind};
-use crate::ops::finish::Snapshot;
 use crate::ops::plan::Operation;
 use crate::ops::report::ProcessReport;
+use crate::ops::stages::finish::Snapshot;
 use crate::targets::kmsg::{self, KernelLog};
 use crate::targets::memory::{self, Placement};
 use crate::targets::process::Target;

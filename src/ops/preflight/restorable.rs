@@ -11,11 +11,11 @@
 //! (every PyTorch process does) is no rank and gets none.
 
 use crate::driver::{CheckpointApi, Driver, ProcessState};
-use crate::ops::check::Ready;
 use crate::ops::diagnose::{describe_process, Failure, FailureKind};
 use crate::ops::execute::concurrently;
 use crate::ops::plan::Operation;
 use crate::ops::report::ProcessReport;
+use crate::ops::stages::check::Ready;
 use crate::ops::{Request, Stop};
 use crate::targets::evidence::{self, Evidence, RankSign};
 use crate::targets::process::Target;

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::driver::ProcessState;
 use crate::files::{SafeDir, UnsafeDir};
-use crate::ops::interrupt::Place;
+use crate::ops::execute::interrupt::Place;
 use crate::ops::plan::{self, Operation, Plan};
 use crate::targets::process;
 
@@ -272,7 +272,7 @@ pub fn holding(pid: i32, abandoned: &[(PathBuf, Intent)]) -> Option<(PathBuf, i3
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::timeout::Timeout;
+    use crate::ops::execute::timeout::Timeout;
 
     fn written_in(dir: &std::path::Path) -> (Written, PathBuf) {
         let dir = SafeDir::create(dir).expect("a private directory");

@@ -3,12 +3,12 @@
 //! and holds it until it ends; a target held by another cudackpt stops the
 //! whole group before any driver call.
 
-use crate::ops::check::Ready;
 use crate::ops::diagnose::{Failure, FailureKind};
-use crate::ops::intent;
-use crate::ops::pidlock::{self, Held, LockError};
+use crate::ops::journal::intent;
+use crate::ops::journal::pidlock::{self, Held, LockError};
 use crate::ops::plan::Operation;
 use crate::ops::report::ProcessReport;
+use crate::ops::stages::check::Ready;
 use crate::ops::Stop;
 
 /// The locks of every target (none for a query), or the stop that names

@@ -3,10 +3,12 @@
 //! process and why it failed, and a hint saying what to do next. Pure: the
 //! facts it needs (is the process alive, its state now) come from the caller.
 
+pub mod postmortem;
+
 use crate::driver::{code, CallError, CudaError, LoadError, ProcessState};
 use crate::exit::ExitStatus;
+use crate::ops::execute::timeout::Timeout;
 use crate::ops::plan::{wrong_state_hint, Step};
-use crate::ops::timeout::Timeout;
 use crate::targets::process::{TargetError, PERMISSION_HINT};
 
 /// The kinds of failure, as stable snake_case names in JSON.

@@ -13,8 +13,8 @@
 use std::collections::BTreeMap;
 
 use crate::gpu::nvml;
-use crate::ops::check::Ready;
 use crate::ops::diagnose::{Failure, FailureKind};
+use crate::ops::stages::check::Ready;
 use crate::ops::{Request, Stop};
 use crate::targets::memory::{self, CgroupLevel};
 

@@ -4,6 +4,10 @@
 //! locks, then all checkpoints), and all-or-nothing: when any step fails,
 //! every process already moved is rolled back to where it started
 //! (`rollback`). Returns per-process reports; never prints.
+//!
+//! Also here, what governs a run in time: the signals that interrupt it
+//! (`interrupt`), timeouts and deadlines (`timeout`), and a debug build's
+//! failpoint (`failpoint`).
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -11,11 +15,11 @@ use std::time::{Duration, Instant};
 use crate::driver::GpuPair;
 use crate::driver::{code, CallError, CheckpointApi, ProcessState};
 use crate::ops::diagnose::{self, Attempt, Facts, Failure, FailureKind};
-use crate::ops::interrupt::{self, Interrupt, Place};
 use crate::ops::plan::{self, Operation, Plan, Step, StepKind};
 use crate::ops::report::{ProcessReport, StepRecord};
-use crate::ops::timeout::Timeout;
 use crate::targets::process::Target;
+use interrupt::{Interrupt, Place};
+use timeout::Timeout;
 
 /// The longest single lock call: how long a signal may wait to be noticed
 /// while a process drains its work.
@@ -220,7 +224,7 @@ impl Executor<'_> {
         let now = result.is_ok().then(|| step.resulting_state());
         self.interrupt.note(pid, None, now);
         if result.is_ok() {
-            crate::ops::failpoint::after(step.kind());
+            crate::ops::execute::failpoint::after(step.kind());
         }
         (result, took)
     }
@@ -587,10 +591,13 @@ fn mark_not_attempted(reports: &mut [ProcessReport], why: &str) {
     }
 }
 
+pub mod failpoint;
+pub mod interrupt;
 mod pool;
 mod rollback;
 #[cfg(test)]
 mod tests;
+pub mod timeout;
 
 pub use pool::concurrently;
 use rollback::RollbackCause;

@@ -11,7 +11,7 @@ use std::time::Instant;
 use crate::driver::{Driver, ProcessState};
 use crate::ops::diagnose::{self, Failure, FailureKind};
 use crate::ops::report::{Layout, ProcessReport, Report};
-use crate::ops::select::{restore_thread_stopped, Selection};
+use crate::ops::stages::select::{restore_thread_stopped, Selection};
 use crate::ops::{Finished, Request, Stop, ThreadIds};
 use crate::targets::discover::{self, Mapped};
 use crate::targets::process::{self, Privileges, Target, TargetError};
@@ -137,7 +137,7 @@ pub fn ready(request: &Request<'_>, checked: &mut Checked) -> Result<Ready, Stop
     }
     let driver = match checked.driver.take() {
         Some(driver) => driver,
-        None => super::load_driver(request.libcuda).map_err(Stop::not_run)?,
+        None => crate::ops::load_driver(request.libcuda).map_err(Stop::not_run)?,
     };
     let (blocked, targets) = set_aside_stopped(request, checked, &driver, valid);
     if let (Some(first), true) = (blocked.first(), checked.changes_state) {
@@ -170,7 +170,8 @@ fn set_aside_stopped(
     driver: &Driver,
     valid: Vec<Target>,
 ) -> (Vec<ProcessReport>, Vec<Target>) {
-    let asks_only_restore_tid = matches!(request.operation, super::plan::Operation::RestoreTid);
+    let asks_only_restore_tid =
+        matches!(request.operation, crate::ops::plan::Operation::RestoreTid);
     let (blocked, targets): (Vec<Target>, Vec<Target>) = valid.into_iter().partition(|t| {
         t.stopped && !asks_only_restore_tid && restore_thread_stopped(driver, t.pid)
     });
@@ -198,7 +199,11 @@ impl Checked {
     }
 
     /// The report, assembled once whatever stage the command ended at.
-    pub(super) fn assemble(&self, outcome: Result<Finished, Stop>, started: Instant) -> Report {
+    pub(in crate::ops) fn assemble(
+        &self,
+        outcome: Result<Finished, Stop>,
+        started: Instant,
+    ) -> Report {
         match outcome {
             Ok(finished) => {
                 let mut report = self.report(finished.reports, None, started);

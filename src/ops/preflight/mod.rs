@@ -1,0 +1,8 @@
+//! The pre-flights: what is refused before any driver call changes
+//! anything. A checkpoint the driver could never restore (`restorable`),
+//! a host copy that cannot fit in host memory or a cgroup's limit
+//! (`host_memory`), a restore onto GPUs short of memory (`gpu_memory`).
+
+pub mod gpu_memory;
+pub mod host_memory;
+pub mod restorable;
