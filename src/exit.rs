@@ -16,6 +16,7 @@ pub enum ExitStatus {
     RollbackFailed = 9,
     InUse = 10,
     Abandoned = 11,
+    DrainTimeout = 12,
     Interrupted = 130,
 }
 
@@ -34,17 +35,18 @@ impl ExitStatus {
             ExitStatus::NoProcess => "no such process, a thread rather than a process, not a CUDA process, or killed during the command (oom_killed)",
             ExitStatus::PermissionDenied => "permission denied (needs root or CAP_SYS_PTRACE; see ptrace_scope), or a file or directory cudackpt will not trust as root (another user's, writable by others, a link)",
             ExitStatus::DriverUnavailable => "driver unavailable: libcuda not found, or too old for the checkpoint API",
-            ExitStatus::PreflightRefused => "refused before any state changed: a checkpoint the driver could never restore (CUDA IPC, NCCL ranks), or that host or cgroup memory cannot hold; an invalid GPU map, or not enough GPU memory to restore",
+            ExitStatus::PreflightRefused => "refused before any state changed: a checkpoint the driver could never restore (CUDA IPC, NCCL ranks, also after a drain), or that host or cgroup memory cannot hold; a process that cannot drain (it does not catch the drain signal); an invalid GPU map, or not enough GPU memory to restore",
             ExitStatus::RollbackFailed => "a step failed and so did undoing it: some processes are not where they started; the report (rollback_error) says where each one is",
             ExitStatus::InUse => "another cudackpt is changing one of the processes right now, or one that died left them mid-change (run cudackpt recover); nothing was done",
             ExitStatus::Abandoned => "a second signal ended cudackpt in the middle of a change: the processes it names on stderr were left where it says (bring them back with cudackpt recover)",
+            ExitStatus::DrainTimeout => "a process asked to drain (--drain) did not acknowledge in time: every process was asked to rebuild and nothing was locked; or one asked to rebuild still showed the drain marker at the end of the wait (it is running; nothing was rolled back)",
             ExitStatus::Interrupted => "interrupted by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGXCPU, SIGXFSZ or SIGPWR); the processes were rolled back to where they started",
         }
     }
 }
 
 /// Every status, in order, for documentation.
-pub const ALL: [ExitStatus; 13] = [
+pub const ALL: [ExitStatus; 14] = [
     ExitStatus::Success,
     ExitStatus::Failed,
     ExitStatus::Usage,
@@ -57,6 +59,7 @@ pub const ALL: [ExitStatus; 13] = [
     ExitStatus::RollbackFailed,
     ExitStatus::InUse,
     ExitStatus::Abandoned,
+    ExitStatus::DrainTimeout,
     ExitStatus::Interrupted,
 ];
 
@@ -67,6 +70,6 @@ mod tests {
     #[test]
     fn numbers_are_the_documented_interface() {
         let codes: Vec<u8> = ALL.iter().map(|s| s.code()).collect();
-        assert_eq!(codes, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 130]);
+        assert_eq!(codes, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 130]);
     }
 }

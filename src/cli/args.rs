@@ -3,10 +3,12 @@
 //! values into validated operations.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::driver::ProcessState;
+use crate::ops::drain::protocol::DrainSignal;
 use crate::ops::execute::timeout::{parse_duration_with_unit, parse_timeout, Timeout};
 use crate::ops::Selectors;
 use crate::output::ColorChoice;
@@ -37,7 +39,7 @@ pub struct Cli {
 const AFTER_LONG_HELP: &str = "\
 Exit status: 0 success, 1 failed, 2 usage, 3 lock timed out, 4 wrong state, 5 no such (CUDA) process, \
 6 permission denied or untrusted path, 7 driver unavailable, 8 refused by pre-flight, 9 rollback failed, \
-10 in use by another cudackpt, 11 stopped by a second signal, 130 interrupted and rolled back. See cudackpt(1).
+10 in use by another cudackpt, 11 stopped by a second signal, 12 a drain not acknowledged in time, 130 interrupted and rolled back. See cudackpt(1).
 
 Examples:
   cudackpt state 4242                 # running, locked, checkpointed or failed
@@ -189,6 +191,50 @@ pub struct VerifyArg {
     pub verify: bool,
 }
 
+/// The drain handshake (SPEC 11) on a command that locks.
+#[derive(Debug, Args, Clone)]
+pub struct DrainArg {
+    /// Before the first lock, ask every process to release what the driver
+    /// cannot restore (NCCL communicators, CUDA IPC) and wait until each
+    /// acknowledges; then check the evidence again and lock. A process that
+    /// does not catch the drain signal refuses the group before anything is
+    /// sent; one that does not acknowledge in time calls it off (exit 12).
+    /// See DRAIN PROTOCOL in cudackpt(1).
+    #[arg(long)]
+    pub drain: bool,
+
+    #[command(flatten)]
+    pub handshake: HandshakeArg,
+}
+
+/// The signal and the wait of the drain handshake, also for the rebuild.
+#[derive(Debug, Args, Clone)]
+pub struct HandshakeArg {
+    /// The signal that asks a process to drain, and to rebuild after its
+    /// resume: a number, RTMIN+N or a name (USR2). The target must catch
+    /// the same one.
+    #[arg(long, value_name = "SIG", value_parser = parse_drain_signal, default_value = "40", env = "CUDACKPT_DRAIN_SIGNAL")]
+    pub drain_signal: DrainSignal,
+
+    /// How long to wait for every process to acknowledge a drain, and for
+    /// every drained process to rebuild once running again: milliseconds
+    /// (30000) or a duration (30s, 2m).
+    #[arg(long, value_name = "T", value_parser = parse_drain_timeout, default_value = "30s", env = "CUDACKPT_DRAIN_TIMEOUT")]
+    pub drain_timeout: Duration,
+}
+
+fn parse_drain_signal(text: &str) -> Result<DrainSignal, String> {
+    DrainSignal::parse(text)
+}
+
+/// A drain needs a limit: with none, a job that never answers would wait,
+/// stopped at its step boundary, for ever.
+fn parse_drain_timeout(text: &str) -> Result<Duration, String> {
+    parse_timeout(text)?
+        .as_duration()
+        .ok_or_else(|| format!("{text:?}: a drain needs a limit (0 would wait for ever); e.g. 30s"))
+}
+
 /// Asking before acting.
 #[derive(Debug, Args, Clone)]
 pub struct DryRunArg {
@@ -250,6 +296,8 @@ pub enum Command {
         targets: Targets,
         #[command(flatten)]
         timeout: TimeoutArg,
+        #[command(flatten)]
+        drain: DrainArg,
     },
     /// Copy GPU memory to host memory and release the GPUs
     /// (locked → checkpointed).
@@ -262,6 +310,8 @@ pub enum Command {
         force: ForceArg,
         #[command(flatten)]
         dry_run: DryRunArg,
+        #[command(flatten)]
+        drain: DrainArg,
     },
     /// Reacquire GPUs and copy memory back (checkpointed → locked).
     Restore {
@@ -274,10 +324,13 @@ pub enum Command {
         #[command(flatten)]
         dry_run: DryRunArg,
     },
-    /// Let CUDA calls run again (locked → running).
+    /// Let CUDA calls run again (locked → running); a drained process then
+    /// rebuilds.
     Unlock {
         #[command(flatten)]
         targets: Targets,
+        #[command(flatten)]
+        handshake: HandshakeArg,
     },
     /// Suspend running processes, or resume checkpointed ones.
     Toggle {
@@ -293,6 +346,8 @@ pub enum Command {
         verify: VerifyArg,
         #[command(flatten)]
         dry_run: DryRunArg,
+        #[command(flatten)]
+        drain: DrainArg,
     },
     /// Lock and checkpoint: running → checkpointed (already checkpointed is
     /// success). A group moves together or not at all.
@@ -309,9 +364,12 @@ pub enum Command {
         force: ForceArg,
         #[command(flatten)]
         dry_run: DryRunArg,
+        #[command(flatten)]
+        drain: DrainArg,
     },
     /// Restore and unlock: checkpointed → running (already running is
-    /// success). A group moves together or not at all.
+    /// success). A group moves together or not at all. A process that
+    /// drained before its checkpoint is then asked to rebuild.
     Resume {
         #[command(flatten)]
         targets: Targets,
@@ -323,6 +381,8 @@ pub enum Command {
         verify: VerifyArg,
         #[command(flatten)]
         dry_run: DryRunArg,
+        #[command(flatten)]
+        handshake: HandshakeArg,
     },
     /// Print the id of the thread that restores each process's CUDA state
     /// (CRIU needs it unfrozen during restore).
@@ -358,9 +418,13 @@ pub enum Command {
     /// (restorability, host and GPU memory), with only read-only queries
     /// to the driver. The call a scheduler makes before it preempts; the
     /// exit status is that of the first refusal (8 for a pre-flight).
+    /// With --drain, says who would be asked to drain, who cannot be, and
+    /// what each would have to release.
     Check {
         #[command(flatten)]
         targets: Targets,
+        #[command(flatten)]
+        drain: DrainArg,
     },
     /// Put back the processes of a cudackpt that died mid-change.
     ///

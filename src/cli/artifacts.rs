@@ -73,12 +73,12 @@ PROCESS: {\"pid\":N, \"name\":COMM, \"ok\":BOOL, \"state_before\":STATE (compoun
 \"restore_tid\":N (state, restore-tid, ps), \"duration_ms\":MS, \"steps\":[{\"step\":lock|checkpoint|restore|unlock, \"ok\":BOOL, \
 \"rollback\":BOOL, \"duration_ms\":MS}], \"note\":TEXT, \"rolled_back\":BOOL, \"error\":ERROR, \"rollback_error\":ERROR, \
 \"nccl\":BOOL (when looked at), \"warnings\":[TEXT], \"stopped\":true (when the driver could not be asked), \
-\"gpu_memory_bytes\":N (with NVML: what ps shows it holding, what a checkpoint moved to host memory, or what a restore checked by --verify brought back; the next two fields say which), \"gpu_memory_held_bytes\":N (GPU memory it holds now: ps, and restores with --verify), \"gpu_memory_moved_bytes\":N (GPU memory its checkpoint moved to host memory), \"record\":PATH (the checkpoint record written), \"abandoned_by\":N (ps: a cudackpt that died while changing it; run recover)}. STATE is running, locked, checkpointed, failed or unknown (after the command).
+\"gpu_memory_bytes\":N (with NVML: what ps shows it holding, what a checkpoint moved to host memory, or what a restore checked by --verify brought back; the next two fields say which), \"gpu_memory_held_bytes\":N (GPU memory it holds now: ps, and restores with --verify), \"gpu_memory_moved_bytes\":N (GPU memory its checkpoint moved to host memory), \"record\":PATH (the checkpoint record written), \"abandoned_by\":N (ps: a cudackpt that died while changing it; run recover), \"drain\":DRAIN}. STATE is running, locked, checkpointed, failed or unknown (after the command).
 
 ERROR: {\"kind\":KIND, \"message\":TEXT, \"hint\":TEXT, \"cuda_error\":\"CUDA_ERROR_...\", \"code\":N}; cuda_error and code only when the driver answered. \
-KIND is one of no_such_process, thread_not_process, not_cuda_process, permission_denied, lock_timeout, wrong_state, \
-map_rejected, invalid_map, out_of_memory, driver_error, driver_unavailable, wait_timeout, not_attempted, rolled_back, \
-rollback_failed, interrupted, deadline_exceeded, process_stopped, insufficient_gpu_memory, verify_failed, in_use, proc_unreadable, usage.
+KIND is one of KINDS.
+
+DRAIN (with --drain, or a rebuild after a resume): {\"signal\":N, \"outcome\":OUTCOME, \"acknowledged_ms\":MS (how long it took to show the marker), \"rebuilt_ms\":MS (how long until the marker went), \"exempted\":TEXT (the launcher environment not held against it because it acknowledged)}; a PROCESS has it as \"drain\" when the handshake touched it. OUTCOME is would_drain (a dry run), cannot_drain (it does not catch the signal, or is locked without having drained: nothing was sent to the group), not_acknowledged (no answer in time: the drain was called off), drained (it acknowledged and stays drained while checkpointed or locked), rebuilt (asked to rebuild, its marker went) or not_rebuilt (its marker was still there at the end of the wait; it runs, nothing was rolled back).
 
 doctor: {\"schema_version\":1, \"command\":\"doctor\", \"ok\":BOOL, \"exit_code\":N, \"checks\":[{\"name\", \"status\":ok|warn|fail|info, \
 \"detail\", \"hint\"}], \"driver\":{\"path\", \"cuda_version\", \"kernel_module_version\", \"features\":{\"checkpoint_api\":BOOL, \
@@ -91,7 +91,15 @@ devices: {\"schema_version\":1, \"command\":\"devices\", \"ok\":BOOL, \"exit_cod
 demo: {\"schema_version\":1, \"command\":\"demo\", \"ok\":BOOL, \"exit_code\":N, \"pid\":N, \"size_bytes\":N, \"gpu\":GPU, \
 \"steps\":[{\"step\", \"ok\", \"state\", \"duration_ms\"}], \"data_intact\":BOOL, \"error\":ERROR}.";
 
-const ENVIRONMENT: [(&str, &str); 20] = [
+const ENVIRONMENT: [(&str, &str); 22] = [
+    (
+        "CUDACKPT_DRAIN_SIGNAL",
+        "The drain signal (as --drain-signal): a number, RTMIN+N or a name; also for the compatible grammar and the CRIU hook.",
+    ),
+    (
+        "CUDACKPT_DRAIN_TIMEOUT",
+        "How long a drain, and a rebuild, is waited for (as --drain-timeout); also for the compatible grammar and the CRIU hook.",
+    ),
     (
         "CUDACKPT_LIBCUDA",
         "The CUDA driver library to load (as --libcuda). As root, only a library owned by root and writable by nobody else.",
@@ -201,8 +209,8 @@ const FILES: [(&str, &str); 9] = [
         "What the CRIU hook did, when syslog is not available.",
     ),
     (
-        "/proc/PID/maps, /proc/PID/environ, /proc/PID/task/*/comm",
-        "Read to find CUDA processes (libcuda mapped) and what cannot be restored (/dev/shm/cuda.shm.*, NCCL ranks).",
+        "/proc/PID/maps, /proc/PID/environ, /proc/PID/task/*/comm, /proc/PID/status",
+        "Read to find CUDA processes (libcuda mapped) and what cannot be restored (/dev/shm/cuda.shm.*, NCCL ranks); the drain handshake reads the signals a process catches (SigCgt) and its threads' names (the marker).",
     ),
     (
         "/proc/driver/nvidia/gpus",
@@ -226,6 +234,20 @@ cuda-checkpoint --get-state --pid PID; cuda-checkpoint --get-restore-tid --pid P
 
 Flags come in any order, as --flag value or --flag=value. --timeout is milliseconds. Output and exit statuses are NVIDIA's: the state or thread id on stdout, every failure exit 1 with one line on stderr. A thread id acts on its process, as CRIU's plugin needs. The pre-flights run there too; CUDACKPT_FORCE=1 overrides them.";
 
+/// The drain handshake (SPEC 11), as a target implements it.
+const DRAIN_PROTOCOL: &str = "\
+What the driver cannot restore (NCCL communicators over P2P or shared memory, CUDA IPC), a process can release on request and build again after: --drain on lock, checkpoint, suspend and toggle asks it to. Version 1 of the handshake, for a process to implement:
+
+1. Catch the drain signal: 40 (SIGRTMIN+6 under glibc) unless --drain-signal says otherwise. Count the signals in the handler. cudackpt reads SigCgt in /proc/PID/status first: a process that does not catch the signal is never sent it (the group is refused, exit 8, cannot_drain).
+
+2. At a safe point (between two steps), when the count since the last rebuild is odd: release (destroy every NCCL communicator or call ncclCommSuspend, drop every CUDA IPC mapping), then name one thread cudackpt-drain1 (prctl PR_SET_NAME). That name is the acknowledgement; ranks of one job should agree first (an all-reduce of the request) so they release at the same step.
+
+3. Wait until the count changes. The next signal asks for the rebuild: cudackpt sends it after the resume (resume, toggle, unlock), or at once when it calls the drain off. Rebuild, take the count as the new baseline, and give the thread its name back: the name going is the end of the rebuild. A signal that arrives before the safe point calls the request off (the count is even again).
+
+cudackpt sends signals through each process's pidfd and reads names in /proc/PID/task/*/comm, so the handshake crosses PID and mount namespaces and trusts no file the target could plant. It waits --drain-timeout (30s) for every acknowledgement; then it checks the evidence again (no pt_nccl_* thread, no /dev/shm/cuda.shm.* mapping: a rank that acknowledged is no longer held to its launcher's WORLD_SIZE) before the first lock. If any process does not acknowledge in time, every process asked is asked again, nothing is locked, and cudackpt exits 12 naming who did not. A cudackpt killed during a drain leaves an intent record that says so, and cudackpt recover asks the processes to rebuild.
+
+A C program: clients/c/cudackpt_drain.h in the source (cudackpt_drain_init() once, cudackpt_drain_point(release, rebuild) at every safe point). PyTorch: the cudackpt_drain package in clients/python (pip install ./clients/python), whose drain point agrees across ranks, destroys every process group and builds them again on the job's store.";
+
 /// Every section but the options, in full, for cudackpt(1).
 fn full_sections(roff: &mut Roff) {
     section(roff, "EXIT STATUS");
@@ -238,9 +260,13 @@ fn full_sections(roff: &mut Roff) {
         roff.text([roman(status.meaning())]);
     }
     section(roff, "JSON OUTPUT");
+    let kinds: Vec<&str> = crate::ops::diagnose::FailureKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
     for paragraph in JSON_SCHEMA.split("\n\n") {
         roff.control("PP", []);
-        roff.text([roman(paragraph)]);
+        roff.text([roman(paragraph.replace("KINDS", &kinds.join(", ")))]);
     }
     section(roff, "ENVIRONMENT");
     for (name, meaning) in ENVIRONMENT {
@@ -256,6 +282,11 @@ fn full_sections(roff: &mut Roff) {
     }
     section(roff, "COMPATIBLE MODE");
     for paragraph in COMPATIBLE_MODE.split("\n\n") {
+        roff.control("PP", []);
+        roff.text([roman(paragraph)]);
+    }
+    section(roff, "DRAIN PROTOCOL");
+    for paragraph in DRAIN_PROTOCOL.split("\n\n") {
         roff.control("PP", []);
         roff.text([roman(paragraph)]);
     }
@@ -289,6 +320,7 @@ fn checkpointable() -> Vec<(String, String)> {
         ("A party to CUDA IPC (e.g. torch.multiprocessing sharing CUDA tensors)".into(), lost(facts.ipc, "its /proc/PID/maps shows the driver's /dev/shm/cuda.shm.* file (the peer is named)")),
         ("A rank of a multi-process NCCL job over P2P or shared memory".into(), lost(facts.nccl_p2p_shm, "it has PyTorch's pt_nccl_watchdg thread, or WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS above 1 in its environment")),
         ("The same rank launched with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 (sockets)".into(), "Restored; the job goes on. Suspend and resume every rank of the job in one command.".into()),
+        ("A rank, or a CUDA IPC party, that speaks the drain protocol (suspend --drain)".into(), "It releases what cannot be restored, acknowledges, and is checkpointed once the evidence shows nothing left; after the resume it rebuilds. See DRAIN PROTOCOL.".into()),
         ("A process under a cgroup memory limit (a container)".into(), "The checkpoint copies its GPU memory into its own host memory, charged to its cgroup: without headroom of at least its GPU footprint the kernel OOM-kills it. Refused before any driver call (exit 8, insufficient_host_memory); doctor --cgroup PATH says whether a cgroup has the headroom. A target killed anyway is reported oom_killed (exit 5).".into()),
         ("Source".into(), format!("{}; newer drivers are taken to behave the same until measured. doctor prints the facts in force.", facts.source)),
     ]

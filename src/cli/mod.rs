@@ -149,9 +149,15 @@ pub fn run(cli: Cli) -> ExitStatus {
     match command {
         Command::Ps { filter } => sink.finish(&ps::run(libcuda, filter.selectors())),
         Command::Recover { dry_run } => sink.finish(&recover::run(libcuda, dry_run)),
-        Command::Check { targets } => {
-            sink.finish(&check::run(libcuda, targets.pids(), targets.selectors()))
-        }
+        Command::Check { targets, drain } => sink.finish(&check::run(
+            libcuda,
+            targets.pids(),
+            targets.selectors(),
+            crate::ops::Drain {
+                before_lock: drain.drain,
+                ..validate::handshake(drain.handshake)
+            },
+        )),
         Command::CriuHook {
             resume_when_thawed,
             after_criu,
@@ -253,6 +259,7 @@ fn run_process_command(invocation: Invocation, global: &GlobalArgs, sink: &Sink)
         use_locks: !global.no_lock,
         dry_run: invocation.dry_run,
         recovering: false,
+        drain: invocation.drain,
     });
     sink.finish(&report)
 }

@@ -5,12 +5,14 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::args::{Command, DeadlineArg, DryRunArg, ForceArg, MapArg, Targets, VerifyArg};
+use crate::cli::args::{
+    Command, DeadlineArg, DrainArg, DryRunArg, ForceArg, HandshakeArg, MapArg, Targets, VerifyArg,
+};
 use crate::files;
 use crate::gpu::map::{self, MapError, MapSpec};
 use crate::ops::execute::timeout::Timeout;
 use crate::ops::plan::Operation;
-use crate::ops::Selectors;
+use crate::ops::{Drain, Selectors};
 
 /// A process command as the modern grammar gives it, not yet validated.
 pub struct RawProcessCommand {
@@ -27,6 +29,8 @@ pub struct RawProcessCommand {
     map_file: Option<PathBuf>,
     /// `--dry-run`: check everything, change nothing.
     dry_run: bool,
+    /// `--drain` and the handshake's signal and wait.
+    drain: Drain,
 }
 
 impl RawProcessCommand {
@@ -41,6 +45,24 @@ impl RawProcessCommand {
             verify: false,
             map_file: None,
             dry_run: false,
+            drain: Drain::default(),
+        }
+    }
+
+    fn drain(self, drain: DrainArg) -> RawProcessCommand {
+        RawProcessCommand {
+            drain: Drain {
+                before_lock: drain.drain,
+                ..handshake(drain.handshake)
+            },
+            ..self
+        }
+    }
+
+    fn handshake(self, handshake_arg: HandshakeArg) -> RawProcessCommand {
+        RawProcessCommand {
+            drain: handshake(handshake_arg),
+            ..self
         }
     }
 
@@ -82,27 +104,43 @@ impl RawProcessCommand {
     }
 }
 
+/// The drain settings from the handshake's flags (no `--drain`).
+pub fn handshake(handshake: HandshakeArg) -> Drain {
+    Drain {
+        signal: handshake.drain_signal,
+        timeout: handshake.drain_timeout,
+        ..Drain::default()
+    }
+}
+
 /// The process command in `command`, if it is one.
 pub fn split(command: Command) -> Option<RawProcessCommand> {
     use RawProcessCommand as Raw;
     Some(match command {
         Command::State { targets } => Raw::new(targets, Operation::State { restore_tid: true }),
         Command::RestoreTid { targets } => Raw::new(targets, Operation::RestoreTid),
-        Command::Lock { targets, timeout } => Raw::new(
+        Command::Lock {
+            targets,
+            timeout,
+            drain,
+        } => Raw::new(
             targets,
             Operation::Lock {
                 timeout: timeout.timeout,
             },
-        ),
+        )
+        .drain(drain),
         Command::Checkpoint {
             targets,
             verify,
             force,
             dry_run,
+            drain,
         } => Raw::new(targets, Operation::Checkpoint)
             .verify(verify)
             .force(force)
-            .dry_run(dry_run),
+            .dry_run(dry_run)
+            .drain(drain),
         Command::Restore {
             targets,
             map,
@@ -112,52 +150,9 @@ pub fn split(command: Command) -> Option<RawProcessCommand> {
             .map(map)
             .verify(verify)
             .dry_run(dry_run),
-        Command::Unlock { targets } => Raw::new(targets, Operation::Unlock),
-        Command::Toggle {
-            targets,
-            timeout,
-            map,
-            deadline,
-            verify,
-            dry_run,
-        } => Raw::new(
-            targets,
-            Operation::Toggle {
-                timeout: timeout.timeout,
-            },
-        )
-        .map(map)
-        .deadline(deadline)
-        .verify(verify)
-        .dry_run(dry_run),
-        Command::Suspend {
-            targets,
-            timeout,
-            deadline,
-            verify,
-            force,
-            dry_run,
-        } => Raw::new(
-            targets,
-            Operation::Suspend {
-                timeout: timeout.timeout,
-            },
-        )
-        .deadline(deadline)
-        .verify(verify)
-        .force(force)
-        .dry_run(dry_run),
-        Command::Resume {
-            targets,
-            map,
-            deadline,
-            verify,
-            dry_run,
-        } => Raw::new(targets, Operation::Resume)
-            .map(map)
-            .deadline(deadline)
-            .verify(verify)
-            .dry_run(dry_run),
+        Command::Unlock { targets, handshake } => {
+            Raw::new(targets, Operation::Unlock).handshake(handshake)
+        }
         Command::Wait {
             targets,
             state,
@@ -169,16 +164,69 @@ pub fn split(command: Command) -> Option<RawProcessCommand> {
                 timeout,
             },
         ),
-        Command::Doctor { .. }
-        | Command::Devices
-        | Command::CriuHook { .. }
-        | Command::Ps { .. }
-        | Command::Recover { .. }
-        | Command::Check { .. }
-        | Command::Demo { .. }
-        | Command::Completions { .. }
-        | Command::Man { .. }
-        | Command::InstallCompat { .. } => return None,
+        compound @ (Command::Toggle { .. } | Command::Suspend { .. } | Command::Resume { .. }) => {
+            return split_compound(compound)
+        }
+        _ => return None,
+    })
+}
+
+/// The compound commands: `toggle`, `suspend`, `resume`.
+fn split_compound(command: Command) -> Option<RawProcessCommand> {
+    use RawProcessCommand as Raw;
+    Some(match command {
+        Command::Toggle {
+            targets,
+            timeout,
+            map,
+            deadline,
+            verify,
+            dry_run,
+            drain,
+        } => Raw::new(
+            targets,
+            Operation::Toggle {
+                timeout: timeout.timeout,
+            },
+        )
+        .map(map)
+        .deadline(deadline)
+        .verify(verify)
+        .dry_run(dry_run)
+        .drain(drain),
+        Command::Suspend {
+            targets,
+            timeout,
+            deadline,
+            verify,
+            force,
+            dry_run,
+            drain,
+        } => Raw::new(
+            targets,
+            Operation::Suspend {
+                timeout: timeout.timeout,
+            },
+        )
+        .deadline(deadline)
+        .verify(verify)
+        .force(force)
+        .dry_run(dry_run)
+        .drain(drain),
+        Command::Resume {
+            targets,
+            map,
+            deadline,
+            verify,
+            dry_run,
+            handshake,
+        } => Raw::new(targets, Operation::Resume)
+            .map(map)
+            .deadline(deadline)
+            .verify(verify)
+            .dry_run(dry_run)
+            .handshake(handshake),
+        _ => return None,
     })
 }
 
@@ -192,6 +240,7 @@ pub struct Invocation {
     pub force: bool,
     pub verify: bool,
     pub dry_run: bool,
+    pub drain: Drain,
 }
 
 /// Why a process command cannot start.
@@ -247,6 +296,7 @@ impl TryFrom<RawProcessCommand> for Invocation {
             force: raw.force,
             verify: raw.verify,
             dry_run: raw.dry_run,
+            drain: raw.drain,
         })
     }
 }

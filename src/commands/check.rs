@@ -10,7 +10,7 @@ use std::time::Instant;
 use crate::ops::execute::timeout::Timeout;
 use crate::ops::plan::Operation;
 use crate::ops::report::{ProcessReport, Report};
-use crate::ops::{self, Request, Selectors};
+use crate::ops::{self, Drain, Request, Selectors};
 
 /// One dry run's word on a process.
 fn verdict(report: Option<&ProcessReport>) -> String {
@@ -24,13 +24,14 @@ fn verdict(report: Option<&ProcessReport>) -> String {
     }
 }
 
-pub fn run(libcuda: Option<&Path>, pids: Vec<i32>, selectors: Selectors) -> Report {
+pub fn run(libcuda: Option<&Path>, pids: Vec<i32>, selectors: Selectors, drain: Drain) -> Report {
     let started = Instant::now();
     let dry = |operation| {
         ops::run(Request {
             pids: pids.clone(),
             selectors: selectors.clone(),
             dry_run: true,
+            drain,
             ..Request::new(libcuda, operation)
         })
     };
@@ -66,6 +67,8 @@ pub fn run(libcuda: Option<&Path>, pids: Vec<i32>, selectors: Selectors) -> Repo
                     ],
                 ),
             };
+            // Suspend's own warnings (what a drain must release) come first.
+            let warnings = s.warnings.iter().cloned().chain(warnings).collect();
             ProcessReport {
                 note,
                 failure,

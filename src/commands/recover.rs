@@ -9,10 +9,12 @@ use std::time::Instant;
 use crate::driver::ProcessState;
 use crate::ops::diagnose::{Failure, FailureKind};
 use crate::ops::execute::timeout::Timeout;
-use crate::ops::journal::intent::{self, Intent, Member};
+use crate::ops::journal::intent::{self, DrainNote, Intent, Member};
 use crate::ops::plan::Operation;
 use crate::ops::report::Report;
-use crate::ops::{self, Request};
+use crate::ops::report::{DrainOutcome, ProcessReport};
+use crate::ops::stages::drain as drain_stage;
+use crate::ops::{self, Drain, Request};
 
 /// The command that brings a member back to where it started.
 fn way_back(start: ProcessState) -> Option<Operation> {
@@ -26,6 +28,32 @@ fn way_back(start: ProcessState) -> Option<Operation> {
         // it; say so rather than guess a lock back.
         ProcessState::Locked => Some(Operation::Resume),
         _ => None,
+    }
+}
+
+/// Asks the members of a drained group to rebuild (or call the drain off)
+/// and records each answer; one still drained at the end fails.
+fn rebuild_drained(report: &mut Report, pids: &[i32], note: DrainNote) {
+    for (pid, drain) in drain_stage::recover(pids, note, ops::DEFAULT_DRAIN_TIMEOUT) {
+        let at = match report.processes.iter().position(|p| p.pid == pid) {
+            Some(at) => at,
+            None => {
+                report.processes.push(ProcessReport::new(pid, None));
+                report.processes.len() - 1
+            }
+        };
+        let process = &mut report.processes[at];
+        if drain.outcome == DrainOutcome::NotRebuilt && process.failure.is_none() {
+            process.failure = Some(Failure::new(
+                FailureKind::DrainTimeout,
+                format!(
+                    "PID {pid} was asked to rebuild (signal {}) and still showed the drain marker at the end of the wait",
+                    drain.signal
+                ),
+                format!("look at the process; `cudackpt resume {pid}` asks it again"),
+            ));
+        }
+        process.drain = Some(drain);
     }
 }
 
@@ -67,6 +95,11 @@ pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
                 pids,
                 dry_run,
                 recovering: true,
+                // A drained group is asked to rebuild below, from its record.
+                drain: Drain {
+                    rebuild: false,
+                    ..Drain::default()
+                },
                 ..Request::new(libcuda, operation)
             });
             all_back &= sub.ok();
@@ -88,6 +121,13 @@ pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
                 ),
                 "check them with `cudackpt state` and resume or suspend them by hand",
             ));
+        }
+        // Asked once, whatever the answers: asking again could start a new
+        // drain. A process still drained after it is named, and `cudackpt
+        // resume` asks it again (it shows the marker).
+        if let (Some(note), false) = (intent.drain, dry_run) {
+            let pids: Vec<i32> = alive.iter().map(|m| m.pid).collect();
+            rebuild_drained(&mut report, &pids, note);
         }
         if all_back && !dry_run {
             intent::remove(&path);

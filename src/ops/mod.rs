@@ -19,6 +19,7 @@
 //! May use: `gpu`, `targets`, `driver`, `exit`, `files`.
 
 pub mod diagnose;
+pub mod drain;
 pub mod execute;
 pub mod journal;
 pub mod plan;
@@ -41,6 +42,7 @@ use journal::{intent, lock, pidlock, records};
 use plan::Operation;
 use preflight::{host_memory, restorable};
 use report::{Layout, ProcessReport, Report};
+use stages::drain as drain_stage;
 pub use stages::select::Selectors;
 use stages::{check, choose_map, dry_run, finish, select};
 
@@ -84,7 +86,37 @@ pub struct Request<'a> {
     pub dry_run: bool,
     /// `recover` itself: act on processes an abandoned intent names.
     pub recovering: bool,
+    /// The drain handshake (SPEC 11): `--drain`, and the rebuild.
+    pub drain: Drain,
 }
+
+/// The drain handshake of a request (SPEC 11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drain {
+    /// `--drain`: ask every process the command will lock to drain first.
+    pub before_lock: bool,
+    /// Ask drained processes that run again to rebuild (`recover` does it
+    /// itself, from its record).
+    pub rebuild: bool,
+    pub signal: drain::protocol::DrainSignal,
+    /// How long to wait for every acknowledgement, and every rebuild.
+    pub timeout: std::time::Duration,
+}
+
+impl Default for Drain {
+    fn default() -> Drain {
+        Drain {
+            before_lock: false,
+            rebuild: true,
+            signal: drain::protocol::DEFAULT_SIGNAL,
+            timeout: DEFAULT_DRAIN_TIMEOUT,
+        }
+    }
+}
+
+/// How long a drain waits by default: a few training steps and the tear
+/// down of NCCL communicators.
+pub const DEFAULT_DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl<'a> Request<'a> {
     /// `operation` on no target yet, with every option at its default:
@@ -106,6 +138,7 @@ impl<'a> Request<'a> {
             use_locks: true,
             dry_run: false,
             recovering: false,
+            drain: Drain::default(),
         }
     }
 }
@@ -162,13 +195,15 @@ fn proceed(
     let ready = check::ready(request, checked)?;
     let cleared = clear(request, &ready)?;
     if request.dry_run {
+        let mut reports = dry_run::reports(request, &ready, cleared.map());
+        drain_stage::predict(request, &ready, &mut reports);
         return Ok(Finished {
-            reports: dry_run::reports(request, &ready, cleared.map()),
+            reports,
             remarks: cleared.remarks,
             map: cleared.chosen.pairs,
         });
     }
-    Ok(execute_and_finish(request, &ready, cleared, started))
+    execute_and_finish(request, &ready, cleared, started)
 }
 
 /// What the pre-flights and the per-PID locks leave for the driver calls.
@@ -194,7 +229,12 @@ impl Cleared<'_> {
 /// Every pre-flight, the map and the per-PID locks (none for a dry run),
 /// in that order: the first refusal stops the command before any change.
 fn clear<'d>(request: &Request<'_>, ready: &'d check::Ready) -> Result<Cleared<'d>, Stop> {
-    let rank_warnings = restorable::check(request, ready)?;
+    // A drain proves restorability after the acknowledgements, instead.
+    let passed = if request.drain.before_lock && drain_stage::drains(&request.operation) {
+        restorable::Passed::default()
+    } else {
+        restorable::check(request, ready)?
+    };
     let weighed = host_memory::check(request, ready)?;
     let host = Inventory::with_driver(&ready.driver);
     let records = records::open(request)?;
@@ -226,7 +266,7 @@ fn clear<'d>(request: &Request<'_>, ready: &'d check::Ready) -> Result<Cleared<'
         &host,
     )?);
     Ok(Cleared {
-        rank_warnings,
+        rank_warnings: passed.warnings,
         usage: weighed.usage,
         host,
         records,
@@ -236,14 +276,15 @@ fn clear<'d>(request: &Request<'_>, ready: &'d check::Ready) -> Result<Cleared<'
     })
 }
 
-/// The driver calls, then what follows them: the post-mortem of a target
-/// that died, records, `--verify`, the warnings of ranks let through.
+/// The drain, the driver calls, then what follows them: the rebuild of
+/// drained processes running again, the post-mortem of a target that died,
+/// records, `--verify`, the warnings of ranks let through.
 fn execute_and_finish(
     request: &Request<'_>,
     ready: &check::Ready,
     cleared: Cleared<'_>,
     started: Instant,
-) -> Finished {
+) -> Result<Finished, Stop> {
     let Cleared {
         rank_warnings,
         usage,
@@ -258,16 +299,21 @@ fn execute_and_finish(
     // removed when this function returns (however the command ended).
     let journal = intent::Journal::default();
     let write_intent = |places: &[interrupt::Place]| journal.record(&request.operation, places);
+    let executor = executor_for(request, ready, started, &locks_lost, &write_intent);
+    let drained = drain_stage::drain(request, ready, &journal, &executor.interrupt)?;
     let snapshot = request
         .operation
         .checkpoints()
         .then(|| finish::snapshot(&ready.driver, &host, usage));
-    let executor = executor_for(request, ready, started, &locks_lost, &write_intent);
     let map = chosen.pairs.as_deref().unwrap_or_default();
     let oom_watch =
         diagnose::postmortem::watch(&request.operation, &ready.targets, snapshot.as_ref());
     remarks.extend(executor.interrupt.unguarded().map(str::to_string));
     let mut reports = executor.run(&request.operation, &ready.targets, map);
+    match drained {
+        Some(drained) => drained.settle(&mut reports),
+        None => drain_stage::rebuild_resumed(request, ready, &mut reports),
+    }
     remarks.extend(journal.unwritten());
     if let Some(watch) = &oom_watch {
         watch.diagnose(&mut reports);
@@ -289,11 +335,11 @@ fn execute_and_finish(
         }
     }
     reports.extend(ready.blocked.iter().cloned());
-    Finished {
+    Ok(Finished {
         reports,
         remarks,
         map: chosen.pairs,
-    }
+    })
 }
 
 /// The executor of a request: its driver, interrupts, deadline, progress,

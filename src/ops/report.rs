@@ -86,6 +86,8 @@ pub struct ProcessReport {
     pub abandoned_by: Option<i32>,
     /// Remarks that do not make the command fail (e.g. NCCL loaded).
     pub warnings: Vec<String>,
+    /// What the drain handshake did with it (`--drain`, a rebuild).
+    pub drain: Option<DrainReport>,
 }
 
 impl ProcessReport {
@@ -104,6 +106,75 @@ impl ProcessReport {
     /// Whether the command itself (not a rollback) ran this step on it.
     pub fn did(&self, kind: StepKind) -> bool {
         self.steps.iter().any(|s| s.did(kind))
+    }
+}
+
+/// What the drain handshake (SPEC 11) did with one process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DrainReport {
+    /// The signal number that asked it.
+    pub signal: i32,
+    pub outcome: DrainOutcome,
+    /// How long it took to acknowledge, when it did.
+    pub acknowledged: Option<Duration>,
+    /// How long its rebuild took (its marker gone), when it rebuilt.
+    pub rebuilt: Option<Duration>,
+    /// The evidence not held against it because it acknowledged.
+    pub exempted: Option<String>,
+}
+
+impl DrainReport {
+    pub fn new(signal: i32, outcome: DrainOutcome) -> DrainReport {
+        DrainReport {
+            signal,
+            outcome,
+            acknowledged: None,
+            rebuilt: None,
+            exempted: None,
+        }
+    }
+}
+
+/// Where the handshake left a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DrainOutcome {
+    /// A dry run: it catches the signal and would be asked.
+    WouldDrain,
+    /// It does not catch the signal (or is locked without the marker):
+    /// nothing was sent to the group.
+    CannotDrain,
+    /// Asked, it did not acknowledge in time; it was then asked to call
+    /// the drain off.
+    NotAcknowledged,
+    /// It acknowledged and stays drained (checkpointed or locked): the
+    /// command that resumes it asks for the rebuild.
+    Drained,
+    /// Asked to rebuild, it did (its marker is gone).
+    Rebuilt,
+    /// Asked to rebuild, it still showed the marker at the end of the
+    /// wait (it is running; nothing was rolled back).
+    NotRebuilt,
+}
+
+impl DrainOutcome {
+    pub const ALL: [DrainOutcome; 6] = [
+        DrainOutcome::WouldDrain,
+        DrainOutcome::CannotDrain,
+        DrainOutcome::NotAcknowledged,
+        DrainOutcome::Drained,
+        DrainOutcome::Rebuilt,
+        DrainOutcome::NotRebuilt,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DrainOutcome::WouldDrain => "would_drain",
+            DrainOutcome::CannotDrain => "cannot_drain",
+            DrainOutcome::NotAcknowledged => "not_acknowledged",
+            DrainOutcome::Drained => "drained",
+            DrainOutcome::Rebuilt => "rebuilt",
+            DrainOutcome::NotRebuilt => "not_rebuilt",
+        }
     }
 }
 

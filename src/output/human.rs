@@ -2,7 +2,7 @@
 //! failure a message and a hint on stderr.
 
 use crate::ops::diagnose::{Failure, FailureKind};
-use crate::ops::report::{Layout, ProcessReport, Report};
+use crate::ops::report::{DrainOutcome, DrainReport, Layout, ProcessReport, Report};
 use crate::output::{columns, format_duration, Look};
 
 /// Renders a process command's report: (stdout, stderr).
@@ -93,8 +93,33 @@ fn row(layout: Layout, p: &ProcessReport, look: Look) -> Vec<String> {
     }
 }
 
-/// `running → checkpointed`, `already checkpointed`, or what went wrong.
+/// The result column, with what the drain handshake did, if anything.
 fn result(p: &ProcessReport, look: Look) -> String {
+    let base = moved_or_failed(p, look);
+    match p.drain.as_ref().and_then(drain_words) {
+        Some(words) => format!("{base}; {words}"),
+        None => base,
+    }
+}
+
+/// `drained (0.81 s)`, `rebuilt (1.20 s)`, `did not drain`.
+fn drain_words(drain: &DrainReport) -> Option<String> {
+    let took = |d: Option<std::time::Duration>| {
+        d.map_or(String::new(), |d| format!(" ({})", format_duration(d)))
+    };
+    Some(match drain.outcome {
+        // The failure already says so.
+        DrainOutcome::WouldDrain | DrainOutcome::CannotDrain | DrainOutcome::NotAcknowledged => {
+            return None
+        }
+        DrainOutcome::Drained => format!("drained{}", took(drain.acknowledged)),
+        DrainOutcome::Rebuilt => format!("rebuilt{}", took(drain.rebuilt)),
+        DrainOutcome::NotRebuilt => "not rebuilt".to_string(),
+    })
+}
+
+/// `running → checkpointed`, `already checkpointed`, or what went wrong.
+fn moved_or_failed(p: &ProcessReport, look: Look) -> String {
     let after = look.state(p.state);
     let moved = match p.state_before {
         Some(before) if Some(before) != p.state => {
@@ -170,6 +195,8 @@ fn short(failure: &Failure) -> &'static str {
         FailureKind::NeedsRecovery => "left by a dead cudackpt",
         FailureKind::LockUnavailable => "lock unavailable",
         FailureKind::SpawnFailed => "could not start a helper",
+        FailureKind::CannotDrain => "cannot drain",
+        FailureKind::DrainTimeout => "did not drain in time",
         FailureKind::Usage => "usage error",
     }
 }

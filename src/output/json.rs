@@ -28,6 +28,15 @@ fn kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": "string", "enum": kinds })
 }
 
+/// Where the drain handshake left a process.
+fn drain_outcome_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let outcomes: Vec<&str> = crate::ops::report::DrainOutcome::ALL
+        .iter()
+        .map(|o| o.as_str())
+        .collect();
+    schemars::json_schema!({ "type": "string", "enum": outcomes })
+}
+
 /// The names a process state takes (`unknown`: not known, or a state this
 /// cudackpt does not know).
 fn state_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -125,6 +134,27 @@ pub struct ProcessDoc<'a> {
     pub abandoned_by: Option<i32>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub warnings: &'a [String],
+    /// The drain handshake (SPEC 11): `--drain`, or a rebuild on resume.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain: Option<DrainDoc<'a>>,
+}
+
+/// What the drain handshake did with one process.
+#[derive(Serialize, JsonSchema)]
+pub struct DrainDoc<'a> {
+    /// The signal number that asked it to drain (and to rebuild).
+    pub signal: i32,
+    #[schemars(schema_with = "drain_outcome_schema")]
+    pub outcome: &'static str,
+    /// How long it took to acknowledge (its marker thread appeared).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acknowledged_ms: Option<f64>,
+    /// How long its rebuild took (its marker thread went).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rebuilt_ms: Option<f64>,
+    /// The evidence not held against it because it acknowledged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exempted: Option<&'a str>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -197,6 +227,13 @@ fn process_doc(p: &ProcessReport) -> ProcessDoc<'_> {
         record: p.record.as_deref(),
         abandoned_by: p.abandoned_by,
         warnings: &p.warnings,
+        drain: p.drain.as_ref().map(|d| DrainDoc {
+            signal: d.signal,
+            outcome: d.outcome.as_str(),
+            acknowledged_ms: d.acknowledged.map(millis),
+            rebuilt_ms: d.rebuilt.map(millis),
+            exempted: d.exempted.as_deref(),
+        }),
     }
 }
 

@@ -3,8 +3,9 @@
 //!
 //! - CUDA IPC: a process that exported or imported device memory maps a
 //!   driver file `/dev/shm/cuda.shm.<n>.<exporter pid, hex>.<n>`;
-//! - a rank of a multi-process NCCL job: PyTorch's `pt_nccl_watchdg` thread
-//!   (a live process group), or a launcher's world size above 1 in its
+//! - a rank of a multi-process NCCL job: PyTorch's `pt_nccl_*` threads
+//!   (`pt_nccl_watchdg`, `pt_nccl_heartbt`: a live process group), or a
+//!   launcher's world size above 1 in its
 //!   environment (`WORLD_SIZE`, `OMPI_COMM_WORLD_SIZE`, `PMI_SIZE`,
 //!   `SLURM_NTASKS`), and whether its environment disables NCCL's P2P and
 //!   SHM transports (the socket transport is the one that round-trips).
@@ -17,8 +18,12 @@ use memchr::memmem;
 
 use crate::files;
 
-/// The thread PyTorch starts for a live NCCL process group.
-pub const NCCL_WATCHDOG_THREAD: &str = "pt_nccl_watchdg";
+/// The prefix of the threads PyTorch starts for a live NCCL process group
+/// (`pt_nccl_watchdg`, `pt_nccl_heartbt`); a group torn down has none.
+pub const NCCL_THREAD_PREFIX: &str = "pt_nccl_";
+
+/// A thread name is 15 bytes and a newline; anything longer is not one.
+const COMM_CAP: u64 = 64;
 
 /// Launcher variables that give a job's world size.
 pub const WORLD_SIZE_VARS: [&str; 4] = [
@@ -45,8 +50,8 @@ pub struct IpcFile {
 /// Why a process looks like a rank of a multi-process NCCL job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RankSign {
-    /// PyTorch's NCCL watchdog thread, by its thread id.
-    WatchdogThread { tid: i32 },
+    /// One of PyTorch's NCCL threads, by its thread id and name.
+    NcclThread { tid: i32, name: String },
     /// A launcher's world size above 1.
     WorldSize { var: String, size: u64 },
 }
@@ -58,6 +63,9 @@ pub struct Evidence {
     pub rank_signs: Vec<RankSign>,
     /// `NCCL_P2P_DISABLE` and `NCCL_SHM_DISABLE` both set to 1.
     pub socket_transport_only: bool,
+    /// Every thread, by id and name (a drained process names one with the
+    /// drain protocol's marker).
+    pub threads: Vec<(i32, String)>,
 }
 
 impl Evidence {
@@ -78,9 +86,14 @@ pub fn gather(pid: i32) -> Evidence {
         ENVIRON_CAP,
     )
     .unwrap_or_default();
-    let mut rank_signs: Vec<RankSign> = watchdog_threads(pid)
-        .into_iter()
-        .map(|tid| RankSign::WatchdogThread { tid })
+    let threads = thread_names(pid);
+    let mut rank_signs: Vec<RankSign> = threads
+        .iter()
+        .filter(|(_, name)| name.starts_with(NCCL_THREAD_PREFIX))
+        .map(|(tid, name)| RankSign::NcclThread {
+            tid: *tid,
+            name: name.clone(),
+        })
         .collect();
     rank_signs.extend(world_sizes(&environ));
     Evidence {
@@ -88,6 +101,7 @@ pub fn gather(pid: i32) -> Evidence {
         rank_signs,
         socket_transport_only: env_is(&environ, "NCCL_P2P_DISABLE", "1")
             && env_is(&environ, "NCCL_SHM_DISABLE", "1"),
+        threads,
     }
 }
 
@@ -113,8 +127,11 @@ pub fn ipc_files(maps: &[u8]) -> Vec<IpcFile> {
     found
 }
 
-/// The threads of `pid` named as PyTorch's NCCL watchdog.
-fn watchdog_threads(pid: i32) -> Vec<i32> {
+/// Every thread of `pid` with its name (`/proc/PID/task/TID/comm`), in no
+/// particular order; what cannot be read is left out. A thread's name is
+/// its process's to set, so each is read capped and trusted for nothing
+/// but what it says.
+pub fn thread_names(pid: i32) -> Vec<(i32, String)> {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };
@@ -122,8 +139,11 @@ fn watchdog_threads(pid: i32) -> Vec<i32> {
         .filter_map(|entry| {
             let entry = entry.ok()?;
             let tid: i32 = entry.file_name().to_str()?.parse().ok()?;
-            let comm = fs::read_to_string(entry.path().join("comm")).ok()?;
-            (comm.trim_end() == NCCL_WATCHDOG_THREAD).then_some(tid)
+            let comm = files::read_capped_bytes(&entry.path().join("comm"), COMM_CAP).ok()?;
+            let name = String::from_utf8_lossy(&comm)
+                .trim_end_matches('\n')
+                .to_string();
+            Some((tid, name))
         })
         .collect()
 }
@@ -199,6 +219,13 @@ mod tests {
         assert!(!me
             .rank_signs
             .iter()
-            .any(|s| matches!(s, RankSign::WatchdogThread { .. })));
+            .any(|s| matches!(s, RankSign::NcclThread { .. })));
+        let names = thread_names(std::process::id() as i32);
+        assert!(
+            names
+                .iter()
+                .any(|(tid, _)| *tid == std::process::id() as i32),
+            "the main thread is listed: {names:?}"
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! Linux processes as targets: parsing PIDs, reading /proc to check that a
 //! PID is a live thread-group leader the caller may act on, and the caller's
-//! own privileges. Read-only: nothing here touches a process's CUDA state.
+//! own privileges. Nothing here touches a process's CUDA state; the one
+//! effect is a signal sent to a checked target through its pidfd (the
+//! drain handshake's request).
 
 use std::fs;
 use std::io::{self, Read};
@@ -119,6 +121,26 @@ impl Target {
     }
 }
 
+impl Target {
+    /// Sends signal `number` to this process and to no other: through the
+    /// pidfd held since its check (it can never reach a later process that
+    /// reuses the PID), or, beyond the pidfd budget, by PID once
+    /// [`Target::still_the_same`] has confirmed it.
+    pub fn send_signal(&self, number: i32) -> io::Result<()> {
+        use rustix_libc_wrappers::process::SignalExt;
+        let signal = rustix::process::Signal::from_raw(number)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        if let Some(pidfd) = &self.identity.pidfd {
+            return rustix::process::pidfd_send_signal(pidfd.as_ref(), signal).map_err(Into::into);
+        }
+        self.still_the_same()
+            .map_err(|lost| io::Error::new(io::ErrorKind::NotFound, lost.to_string()))?;
+        let pid = rustix::process::Pid::from_raw(self.pid)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        rustix::process::kill_process(pid, signal).map_err(Into::into)
+    }
+}
+
 /// How many pidfds one cudackpt may hold: a quarter of its open-file limit,
 /// so that a group of thousands still has descriptors for /proc, the driver
 /// and its lock files. Targets beyond it are told apart by start time and
@@ -169,6 +191,8 @@ pub struct ProcStatus {
     pub uids: [u32; 4],
     /// The one-letter state: R, S, D, Z, T, ...
     pub state: char,
+    /// The signals it catches (`SigCgt`, bit N-1 for signal N), when shown.
+    pub caught: Option<u64>,
 }
 
 /// Why a PID cannot be acted on. Each says what to do next.
@@ -228,6 +252,7 @@ pub fn parse_status(text: &str) -> Option<ProcStatus> {
     let mut tgid = None;
     let mut uids = None;
     let mut state = None;
+    let mut caught = None;
     for line in text.lines() {
         let Some((key, value)) = line.split_once(':') else {
             continue;
@@ -237,6 +262,7 @@ pub fn parse_status(text: &str) -> Option<ProcStatus> {
             "Name" => name = Some(value.to_string()),
             "State" => state = value.chars().next(),
             "Tgid" => tgid = value.parse().ok(),
+            "SigCgt" => caught = u64::from_str_radix(value, 16).ok(),
             "Uid" => {
                 let parsed: Vec<u32> = value
                     .split_whitespace()
@@ -252,6 +278,7 @@ pub fn parse_status(text: &str) -> Option<ProcStatus> {
         tgid: tgid?,
         uids: uids?,
         state: state?,
+        caught,
     })
 }
 
@@ -499,7 +526,8 @@ mod tests {
                 name: "python3".into(),
                 tgid: 4242,
                 uids: [1000; 4],
-                state: 'S'
+                state: 'S',
+                caught: None,
             }
         );
         assert_eq!(parse_status("Name:\tx\n"), None);

@@ -51,12 +51,17 @@ pub enum FailureKind {
     /// A helper process cudackpt needed could not be started (a pids
     /// limit, no memory); what it would have done is left to the user.
     SpawnFailed,
+    /// It cannot be asked to drain: it does not catch the drain signal, or
+    /// is locked without having drained.
+    CannotDrain,
+    /// It did not acknowledge a drain, or a rebuild, in time.
+    DrainTimeout,
     Usage,
 }
 
 impl FailureKind {
     /// Every kind, for the JSON Schema.
-    pub const ALL: [FailureKind; 30] = [
+    pub const ALL: [FailureKind; 32] = [
         FailureKind::NoSuchProcess,
         FailureKind::ThreadNotProcess,
         FailureKind::NotCudaProcess,
@@ -86,6 +91,8 @@ impl FailureKind {
         FailureKind::NeedsRecovery,
         FailureKind::LockUnavailable,
         FailureKind::SpawnFailed,
+        FailureKind::CannotDrain,
+        FailureKind::DrainTimeout,
         FailureKind::Usage,
     ];
 
@@ -120,6 +127,8 @@ impl FailureKind {
             FailureKind::NeedsRecovery => "needs_recovery",
             FailureKind::LockUnavailable => "lock_unavailable",
             FailureKind::SpawnFailed => "spawn_failed",
+            FailureKind::CannotDrain => "cannot_drain",
+            FailureKind::DrainTimeout => "drain_timeout",
             FailureKind::Usage => "usage",
         }
     }
@@ -138,7 +147,9 @@ impl FailureKind {
             FailureKind::InvalidMap
             | FailureKind::InsufficientGpuMemory
             | FailureKind::Unrestorable
-            | FailureKind::InsufficientHostMemory => ExitStatus::PreflightRefused,
+            | FailureKind::InsufficientHostMemory
+            | FailureKind::CannotDrain => ExitStatus::PreflightRefused,
+            FailureKind::DrainTimeout => ExitStatus::DrainTimeout,
             FailureKind::Usage => ExitStatus::Usage,
             FailureKind::Interrupted => ExitStatus::Interrupted,
             FailureKind::DriverUnavailable => ExitStatus::DriverUnavailable,
@@ -411,7 +422,7 @@ mod tests {
         // An exhaustive match: a new kind does not compile here until it
         // has a number, and then fails below until ALL (and so the
         // schema) has it.
-        const KINDS: usize = 30;
+        const KINDS: usize = 32;
         let number = |kind: FailureKind| match kind {
             FailureKind::NoSuchProcess => 0,
             FailureKind::ThreadNotProcess => 1,
@@ -443,6 +454,8 @@ mod tests {
             FailureKind::LockUnavailable => 27,
             FailureKind::SpawnFailed => 28,
             FailureKind::Usage => 29,
+            FailureKind::CannotDrain => 30,
+            FailureKind::DrainTimeout => 31,
         };
         let mut listed = [false; KINDS];
         for kind in FailureKind::ALL {

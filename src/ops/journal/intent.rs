@@ -5,6 +5,9 @@
 //! killer, a second signal, power) stays: the next cudackpt that touches
 //! one of its processes refuses until `cudackpt recover` has put them back
 //! where they started.
+//!
+//! A drained group (SPEC 11) says so in its record, with the signal and how
+//! far the handshake got, so that `recover` asks its processes to rebuild.
 
 use std::path::PathBuf;
 
@@ -42,6 +45,29 @@ pub struct Intent {
     pub owner_pid: i32,
     pub owner_starttime: Option<u64>,
     pub members: Vec<Member>,
+    /// Set when the group was asked to drain (`--drain`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<DrainNote>,
+}
+
+/// A drained group's handshake, as far as it got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainNote {
+    /// The signal that asked (and asks for the rebuild).
+    pub signal: i32,
+    pub phase: DrainPhase,
+}
+
+/// How far a drain got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DrainPhase {
+    /// Every member was sent the request; not all had acknowledged: each
+    /// is asked once more (a drained one rebuilds, a late one calls it off).
+    Requested,
+    /// Every member acknowledged: those still showing the marker are asked
+    /// to rebuild.
+    Drained,
 }
 
 impl Member {
@@ -86,11 +112,14 @@ fn file_name(owner: i32) -> String {
 pub struct Written {
     dir: SafeDir,
     name: String,
+    /// Cleared when a newer record took its name: dropping it then leaves
+    /// the file to the newer one.
+    owns_file: bool,
 }
 
 impl Drop for Written {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        if std::thread::panicking() || !self.owns_file {
             return;
         }
         set_in_flight(None);
@@ -145,14 +174,41 @@ pub struct Journal {
     written: std::sync::Mutex<Option<Written>>,
     /// Why the intent could not be written, for the report.
     unwritten: std::sync::Mutex<Option<String>>,
+    /// The drain in force, kept in every record written after it.
+    drain: std::sync::Mutex<Option<DrainNote>>,
+    /// The last record's command and members, to write it again.
+    last: std::sync::Mutex<Option<(&'static str, Vec<Member>)>>,
+}
+
+fn locked<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Journal {
+    /// Writes the intent of a drain: before the first request is sent.
+    pub fn drain(&self, operation: &Operation, places: &[Place], note: DrainNote) {
+        *locked(&self.drain) = Some(note);
+        self.record(operation, places);
+    }
+
+    /// Writes the record again with the drain at `phase`.
+    pub fn drain_phase(&self, phase: DrainPhase) {
+        if let Some(note) = locked(&self.drain).as_mut() {
+            note.phase = phase;
+        }
+        let last = locked(&self.last).clone();
+        if let Some((command, members)) = last {
+            self.write_members(command, members);
+        }
+    }
+
     /// Writes the intent of `operation` over the group at `places` (where
     /// each process is, just before the first state change). A single step
     /// starts from the state it needs.
     pub fn record(&self, operation: &Operation, places: &[Place]) {
-        let members = places
+        let members: Vec<Member> = places
             .iter()
             .map(|place| {
                 let start = place.state.or_else(|| operation.precondition());
@@ -165,18 +221,21 @@ impl Journal {
                 }
             })
             .collect();
-        match write(operation.name(), members) {
+        self.write_members(operation.name(), members);
+    }
+
+    fn write_members(&self, command: &'static str, members: Vec<Member>) {
+        *locked(&self.last) = Some((command, members.clone()));
+        let drain = *locked(&self.drain);
+        match write(command, members, drain) {
             Ok(written) => {
-                *self
-                    .written
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(written)
+                // The new record replaced the old one under the same name.
+                if let Some(mut old) = locked(&self.written).replace(written) {
+                    old.owns_file = false;
+                }
             }
             Err(error) => {
-                *self
-                    .unwritten
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(format!(
+                *locked(&self.unwritten) = Some(format!(
                     "could not write the intent record ({error}): had cudackpt been killed mid-change, `cudackpt recover` would not have known these processes"
                 ))
             }
@@ -204,7 +263,11 @@ pub fn planned_steps(operation: &Operation, start: Option<ProcessState>) -> Vec<
 }
 
 /// Writes this command's intent, atomically.
-pub fn write(command: &str, members: Vec<Member>) -> Result<Written, UnsafeDir> {
+pub fn write(
+    command: &str,
+    members: Vec<Member>,
+    drain: Option<DrainNote>,
+) -> Result<Written, UnsafeDir> {
     let dir = SafeDir::create(&dir())?;
     let me = std::process::id() as i32;
     let intent = Intent {
@@ -213,6 +276,7 @@ pub fn write(command: &str, members: Vec<Member>) -> Result<Written, UnsafeDir> 
         owner_pid: me,
         owner_starttime: process::starttime(me),
         members,
+        drain,
     };
     let text = serde_json::to_string_pretty(&intent).unwrap_or_default();
     let name = file_name(me);
@@ -222,7 +286,11 @@ pub fn write(command: &str, members: Vec<Member>) -> Result<Written, UnsafeDir> 
             source,
         })?;
     set_in_flight(Some(dir.path().join(&name)));
-    Ok(Written { dir, name })
+    Ok(Written {
+        dir,
+        name,
+        owns_file: true,
+    })
 }
 
 /// Every intent left by a cudackpt that died, with its file's path.
@@ -280,6 +348,7 @@ mod tests {
         let written = Written {
             dir,
             name: "1.json".to_string(),
+            owns_file: true,
         };
         (written, path)
     }

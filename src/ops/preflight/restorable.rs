@@ -9,9 +9,15 @@
 //! A rank that is accepted (NCCL over sockets only) gets a warning: every
 //! rank must be suspended together. A process that merely maps libnccl
 //! (every PyTorch process does) is no rank and gets none.
+//!
+//! A process that shows the drain marker (SPEC 11) said it released what
+//! the driver cannot restore: its launcher's world size is no longer held
+//! against it (and the report says so), but the evidence still is: a live
+//! `pt_nccl_*` thread or a CUDA IPC mapping refuses it all the same.
 
 use crate::driver::{CheckpointApi, Driver, ProcessState};
 use crate::ops::diagnose::{describe_process, Failure, FailureKind};
+use crate::ops::drain::protocol;
 use crate::ops::execute::concurrently;
 use crate::ops::plan::Operation;
 use crate::ops::report::ProcessReport;
@@ -73,31 +79,45 @@ struct Finding {
     failure: Failure,
 }
 
-/// The pre-flight of a request. Returns warnings for the processes it
-/// lets through (PID, words), or stops the group before any lock.
-pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<(i32, String)>, Stop> {
+/// What the pre-flight lets through, with its words for the report.
+#[derive(Debug, Default)]
+pub struct Passed {
+    /// Warnings for processes let through (PID, words).
+    pub warnings: Vec<(i32, String)>,
+    /// Drained processes whose launcher environment was not held against
+    /// them (PID, the evidence set aside).
+    pub exempted: Vec<(i32, String)>,
+}
+
+/// The pre-flight of a request, or the stop of the group before any lock.
+pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Passed, Stop> {
     if !request.operation.checkpoints() {
-        return Ok(Vec::new());
+        return Ok(Passed::default());
     }
     let facts = facts_for(ready.driver.version().ok());
     let evidence = concurrently(&ready.targets, |t| evidence::gather(t.pid));
-    let mut findings: Vec<Finding> = ready
-        .targets
-        .iter()
-        .zip(&evidence)
-        .filter_map(|(target, found)| judge(target, found, &facts))
-        .collect();
+    let mut passed = Passed::default();
+    let mut findings: Vec<Finding> = Vec::new();
+    for (target, found) in ready.targets.iter().zip(&evidence) {
+        let drained = protocol::shows_marker(&found.threads);
+        let (finding, exempted) = judge(target, found, &facts, drained);
+        findings.extend(finding);
+        passed
+            .exempted
+            .extend(exempted.map(|words| (target.pid, words)));
+    }
     // A toggle checkpoints only the running ones: ask the suspects (a
     // read-only query; the clean ones cost no driver call).
     if matches!(request.operation, Operation::Toggle { .. }) {
         findings.retain(|f| will_checkpoint(&ready.driver, f.pid));
     }
-    let mut warnings = Vec::new();
     let mut refused = Vec::new();
     for finding in findings {
         match (finding.verdict, request.force) {
-            (Verdict::Restorable, _) => warnings.push((finding.pid, finding.failure.message)),
-            (Verdict::Lost, true) => warnings.push((
+            (Verdict::Restorable, _) => {
+                passed.warnings.push((finding.pid, finding.failure.message))
+            }
+            (Verdict::Lost, true) => passed.warnings.push((
                 finding.pid,
                 format!(
                     "{} (checkpointing anyway: --force)",
@@ -108,7 +128,7 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<(i32, String)>,
         }
     }
     let Some(first) = refused.first().map(|f| f.pid) else {
-        return Ok(warnings);
+        return Ok(passed);
     };
     let ran = refused
         .into_iter()
@@ -127,6 +147,22 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<(i32, String)>,
     })
 }
 
+/// What the pre-flight holds against each target now, as words, whatever
+/// the marker says (for a dry run of a drain: what each must release).
+pub fn pending(ready: &Ready) -> Vec<(i32, String)> {
+    let facts = facts_for(ready.driver.version().ok());
+    let evidence = concurrently(&ready.targets, |t| evidence::gather(t.pid));
+    ready
+        .targets
+        .iter()
+        .zip(&evidence)
+        .filter_map(|(target, found)| {
+            let finding = judge(target, found, &facts, false).0?;
+            (finding.verdict == Verdict::Lost).then_some((target.pid, finding.failure.message))
+        })
+        .collect()
+}
+
 fn name_of(ready: &Ready, pid: i32) -> Option<String> {
     ready
         .targets
@@ -143,9 +179,54 @@ fn will_checkpoint(driver: &Driver, pid: i32) -> bool {
     )
 }
 
-/// The finding about one target, if any (pure).
-fn judge(target: &Target, found: &Evidence, facts: &DriverFacts) -> Option<Finding> {
+/// The finding about one target, if any, and for a drained target the
+/// evidence set aside (pure).
+fn judge(
+    target: &Target,
+    found: &Evidence,
+    facts: &DriverFacts,
+    drained: bool,
+) -> (Option<Finding>, Option<String>) {
     let who = describe_process(target.pid, Some(&target.name));
+    let environment =
+        |var: &str, size: &u64| format!("{var}={size} in /proc/{}/environ", target.pid);
+    let (set_aside, signs): (Vec<&RankSign>, Vec<&RankSign>) = found
+        .rank_signs
+        .iter()
+        .partition(|sign| drained && matches!(sign, RankSign::WorldSize { .. }));
+    let exempted = (!set_aside.is_empty()).then(|| {
+        let words: Vec<String> = set_aside
+            .iter()
+            .filter_map(|sign| match sign {
+                RankSign::WorldSize { var, size } => Some(environment(var, size)),
+                RankSign::NcclThread { .. } => None,
+            })
+            .collect();
+        format!(
+            "acknowledged the drain: its launcher's {} is not held against it; no live NCCL thread and no CUDA IPC mapping were found",
+            words.join(", ")
+        )
+    });
+    (
+        judge_evidence(target, &who, found, &signs, facts, drained),
+        exempted,
+    )
+}
+
+/// The finding from the evidence still held against a target (pure).
+fn judge_evidence(
+    target: &Target,
+    who: &str,
+    found: &Evidence,
+    signs: &[&RankSign],
+    facts: &DriverFacts,
+    drained: bool,
+) -> Option<Finding> {
+    let drained_yet = if drained {
+        "it acknowledged the drain, yet "
+    } else {
+        ""
+    };
     let force = "or checkpoint anyway with --force (CUDACKPT_FORCE=1 for NVIDIA's grammar and CRIU's hook), knowing the restore will fail";
     if found.is_ipc_party() {
         let peers: Vec<String> = found
@@ -167,32 +248,29 @@ fn judge(target: &Target, found: &Evidence, facts: &DriverFacts) -> Option<Findi
             failure: Failure::new(
                 FailureKind::Unrestorable,
                 format!(
-                    "refused before any change: {who} {with} through CUDA IPC ({} in /proc/{}/maps); {}, such a checkpoint succeeds and every restore fails: the process would be lost",
+                    "refused before any change: {drained_yet}{who} {with} through CUDA IPC ({} in /proc/{}/maps); {}, such a checkpoint succeeds and every restore fails: the process would be lost",
                     files.join(", "),
                     target.pid,
                     facts.source
                 ),
-                format!("stop sharing CUDA memory between processes before checkpointing (no CUDA IPC, e.g. torch.multiprocessing with CUDA tensors), {force}"),
+                format!("stop sharing CUDA memory between processes before checkpointing (no CUDA IPC, e.g. torch.multiprocessing with CUDA tensors; a drain client must drop every shared tensor before it acknowledges), {force}"),
             ),
         });
     }
-    if found.is_nccl_rank() {
-        let signs: Vec<String> = found
-            .rank_signs
+    if !signs.is_empty() {
+        let signs: Vec<String> = signs
             .iter()
             .map(|sign| match sign {
-                RankSign::WatchdogThread { tid } => format!(
-                    "thread {} (TID {tid}) in /proc/{}/task",
-                    evidence::NCCL_WATCHDOG_THREAD,
-                    target.pid
-                ),
+                RankSign::NcclThread { tid, name } => {
+                    format!("thread {name} (TID {tid}) in /proc/{}/task", target.pid)
+                }
                 RankSign::WorldSize { var, size } => {
                     format!("{var}={size} in /proc/{}/environ", target.pid)
                 }
             })
             .collect();
         let rank = format!(
-            "{who} is a rank of a multi-process NCCL job ({})",
+            "{drained_yet}{who} is a rank of a multi-process NCCL job ({})",
             signs.join("; ")
         );
         if found.socket_transport_only {
@@ -215,7 +293,11 @@ fn judge(target: &Target, found: &Evidence, facts: &DriverFacts) -> Option<Findi
                     "refused before any change: {rank} whose P2P or shared-memory transport is in use; {}, such a checkpoint succeeds and every restore fails: the job would be lost",
                     facts.source
                 ),
-                format!("relaunch the job with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 (the socket transport restores) and suspend every rank together, {force}"),
+                if drained {
+                    format!("its drain client must release every NCCL process group before it acknowledges (destroy it, or ncclCommSuspend on NCCL 2.29.7 and later); {force}")
+                } else {
+                    format!("relaunch the job with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 (the socket transport restores) and suspend every rank together, or drain it first (--drain, with a drain client in the job), {force}")
+                },
             ),
         });
     }
@@ -253,7 +335,9 @@ mod tests {
             }],
             ..Evidence::default()
         };
-        let finding = judge(&target(42), &found, &FACTS[0]).expect("a finding");
+        let finding = judge(&target(42), &found, &FACTS[0], false)
+            .0
+            .expect("a finding");
         assert_eq!(finding.verdict, Verdict::Lost);
         let message = &finding.failure.message;
         assert!(
@@ -277,7 +361,9 @@ mod tests {
             }],
             ..Evidence::default()
         };
-        let refused = judge(&target(7), &rank, &FACTS[0]).expect("a finding");
+        let refused = judge(&target(7), &rank, &FACTS[0], false)
+            .0
+            .expect("a finding");
         assert_eq!(refused.verdict, Verdict::Lost);
         assert!(refused
             .failure
@@ -292,8 +378,67 @@ mod tests {
             socket_transport_only: true,
             ..rank
         };
-        let accepted = judge(&target(7), &sockets, &FACTS[0]).expect("a warning");
+        let accepted = judge(&target(7), &sockets, &FACTS[0], false)
+            .0
+            .expect("a warning");
         assert_eq!(accepted.verdict, Verdict::Restorable);
-        assert_eq!(judge(&target(7), &Evidence::default(), &FACTS[0]), None);
+        assert_eq!(
+            judge(&target(7), &Evidence::default(), &FACTS[0], false),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn a_drained_rank_is_exempt_from_its_launcher_environment_but_not_from_its_threads() {
+        let world = RankSign::WorldSize {
+            var: "WORLD_SIZE".into(),
+            size: 2,
+        };
+        let drained = Evidence {
+            rank_signs: vec![world.clone()],
+            ..Evidence::default()
+        };
+        let (finding, exempted) = judge(&target(7), &drained, &FACTS[0], true);
+        assert_eq!(finding, None, "the environment alone no longer refuses it");
+        let exempted = exempted.expect("the report says what was set aside");
+        assert!(
+            exempted.contains("acknowledged the drain") && exempted.contains("WORLD_SIZE=2"),
+            "{exempted}"
+        );
+
+        let still_live = Evidence {
+            rank_signs: vec![
+                world,
+                RankSign::NcclThread {
+                    tid: 9,
+                    name: "pt_nccl_watchdg".into(),
+                },
+            ],
+            ..Evidence::default()
+        };
+        let (finding, _) = judge(&target(7), &still_live, &FACTS[0], true);
+        let finding = finding.expect("a live NCCL thread refuses it all the same");
+        assert_eq!(finding.verdict, Verdict::Lost);
+        let message = &finding.failure.message;
+        assert!(
+            message.contains("acknowledged the drain, yet")
+                && message.contains("thread pt_nccl_watchdg (TID 9)")
+                && !message.contains("WORLD_SIZE"),
+            "{message}"
+        );
+        let ipc = Evidence {
+            ipc_files: vec![IpcFile {
+                path: "/dev/shm/cuda.shm.0.7.1".into(),
+                exporter: Some(7),
+            }],
+            ..Evidence::default()
+        };
+        assert_eq!(
+            judge(&target(7), &ipc, &FACTS[0], true)
+                .0
+                .map(|f| f.verdict),
+            Some(Verdict::Lost),
+            "a CUDA IPC mapping refuses a drained process"
+        );
     }
 }

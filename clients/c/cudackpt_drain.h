@@ -1,0 +1,49 @@
+/* The cudackpt drain protocol, version 1, for a C program with a main loop
+ * (cudackpt(1), DRAIN PROTOCOL). Public domain; copy it into your program.
+ *
+ *   cudackpt_drain_init();                       once, at start
+ *   cudackpt_drain_point(release, rebuild);      at every safe point
+ *
+ * On a request (signal 40, SIGRTMIN+6 under glibc) the next safe point
+ * calls release() (free what the driver cannot restore: NCCL
+ * communicators, CUDA IPC mappings), names this thread "cudackpt-drain1"
+ * (the acknowledgement), and waits for the next signal: then it calls
+ * rebuild() and takes its old name back. A second signal before the safe
+ * point calls the request off. The thread that calls it is renamed while
+ * drained; call it from the main loop's thread. */
+#ifndef CUDACKPT_DRAIN_H
+#define CUDACKPT_DRAIN_H
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#define CUDACKPT_DRAIN_SIGNAL 40
+#define CUDACKPT_DRAIN_MARKER "cudackpt-drain1"
+
+static volatile sig_atomic_t cudackpt_requests; /* counted by the handler */
+static sig_atomic_t cudackpt_baseline;          /* the count at the last rebuild */
+
+static void cudackpt_on_request(int sig) { (void)sig; cudackpt_requests++; }
+
+static void cudackpt_drain_init(void) {
+    struct sigaction action = {0};
+    action.sa_handler = cudackpt_on_request;
+    action.sa_flags = SA_RESTART;
+    sigaction(CUDACKPT_DRAIN_SIGNAL, &action, 0);
+}
+
+static void cudackpt_drain_point(void (*release)(void), void (*rebuild)(void)) {
+    if ((cudackpt_requests - cudackpt_baseline) % 2 == 0) return; /* nothing asked */
+    release();
+    sig_atomic_t acknowledged = cudackpt_requests;
+    char name[16] = {0};
+    prctl(PR_GET_NAME, name);
+    if ((acknowledged - cudackpt_baseline) % 2 == 1) {      /* not called off meanwhile */
+        prctl(PR_SET_NAME, CUDACKPT_DRAIN_MARKER);
+        while (cudackpt_requests == acknowledged) usleep(10000); /* checkpointed here */
+    }
+    rebuild();
+    cudackpt_baseline = cudackpt_requests;
+    prctl(PR_SET_NAME, name);
+}
+#endif

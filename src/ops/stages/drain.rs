@@ -1,0 +1,559 @@
+//! Stage 6, drain (SPEC 11), between the pre-flights and the first lock:
+//! with `--drain`, every process the command will lock is asked to release
+//! what the driver cannot restore. The group goes on only when every one
+//! has acknowledged and the section 10 pre-flight passes on the evidence.
+//! All or nothing: otherwise every process asked is asked again (to call
+//! the drain off, or to rebuild), nothing is locked, and the report names
+//! who did not drain. Before anything is sent, a process that does not
+//! catch the signal refuses the group: nothing is sent to any.
+//!
+//! After the driver calls, every drained process that runs again (rolled
+//! back, or resumed by `resume`, `toggle`, `unlock`) is asked to rebuild,
+//! and the wait for its marker to go is reported.
+
+use std::time::{Duration, Instant};
+
+use crate::driver::{CheckpointApi, ProcessState};
+use crate::ops::diagnose::{describe_process, Failure, FailureKind};
+use crate::ops::drain::protocol::DrainSignal;
+use crate::ops::drain::{self, Answer, Unable};
+use crate::ops::execute::concurrently;
+use crate::ops::execute::interrupt::{signal_name, Interrupt, Place};
+use crate::ops::execute::timeout::format_duration;
+use crate::ops::journal::intent::{DrainNote, DrainPhase, Journal};
+use crate::ops::plan::Operation;
+use crate::ops::preflight::restorable;
+use crate::ops::report::{DrainOutcome, DrainReport, ProcessReport};
+use crate::ops::stages::check::Ready;
+use crate::ops::{Request, Stop};
+use crate::targets::process::Target;
+
+/// One process of a drained group.
+struct Member {
+    target: Target,
+    state: ProcessState,
+    /// Sent the request by this command (not: it showed the marker already).
+    asked: bool,
+    acknowledged: Option<Duration>,
+    exempted: Option<String>,
+}
+
+/// A group that drained: asked to rebuild once it runs again.
+pub struct Drained {
+    signal: DrainSignal,
+    timeout: Duration,
+    members: Vec<Member>,
+}
+
+/// Whether `operation` locks running processes, so `--drain` applies.
+pub fn drains(operation: &Operation) -> bool {
+    matches!(
+        operation,
+        Operation::Lock { .. } | Operation::Suspend { .. } | Operation::Toggle { .. }
+    ) || operation == &Operation::Checkpoint
+}
+
+/// Whether `operation` leaves processes running, so drained ones rebuild.
+fn resumes(operation: &Operation) -> bool {
+    matches!(
+        operation,
+        Operation::Resume | Operation::Unlock | Operation::Toggle { .. }
+    )
+}
+
+/// The drain of a request's targets, if it asks for one; or the stop of
+/// the group, every process asked having been asked again.
+pub fn drain(
+    request: &Request<'_>,
+    ready: &Ready,
+    journal: &Journal,
+    interrupt: &Interrupt,
+) -> Result<Option<Drained>, Stop> {
+    if !request.drain.before_lock || !drains(&request.operation) {
+        return Ok(None);
+    }
+    let signal = request.drain.signal;
+    let members = members(ready, signal)?;
+    journal.drain(
+        &request.operation,
+        &places(&members),
+        DrainNote {
+            signal: signal.number(),
+            phase: DrainPhase::Requested,
+        },
+    );
+    // From the first request on, a signal to cudackpt calls the drain off
+    // rather than ending it with processes half drained.
+    interrupt.arm();
+    let mut drained = Drained {
+        signal,
+        timeout: request.drain.timeout,
+        members,
+    };
+    let until = deadline(request, drained.timeout);
+    if let Err(why) = drained.ask_and_wait(until, interrupt) {
+        return Err(drained.call_off(&why));
+    }
+    journal.drain_phase(DrainPhase::Drained);
+    drained.prove(request, ready)?;
+    Ok(Some(drained))
+}
+
+/// When the wait for acknowledgements ends: the drain timeout, or the
+/// command's deadline if sooner.
+fn deadline(request: &Request<'_>, timeout: Duration) -> Instant {
+    let by_timeout = Instant::now() + timeout;
+    match request.deadline.as_duration() {
+        Some(limit) => by_timeout.min(Instant::now() + limit),
+        None => by_timeout,
+    }
+}
+
+/// The processes to drain: those the command will lock (running), and
+/// locked ones that drained before their lock. A process that does not
+/// catch the signal stops the group before any driver call, and before
+/// anything is sent; so does one locked without having drained.
+fn members(ready: &Ready, signal: DrainSignal) -> Result<Vec<Member>, Stop> {
+    let marked: Vec<bool> = ready
+        .targets
+        .iter()
+        .map(|t| drain::shows_marker(t.pid))
+        .collect();
+    let unable: Vec<ProcessReport> = ready
+        .targets
+        .iter()
+        .zip(&marked)
+        .filter(|(_, &marked)| !marked)
+        .filter_map(|(t, _)| {
+            let why = drain::may_ask(t, signal).err()?;
+            Some(cannot_drain(t, None, Some(&why), signal))
+        })
+        .collect();
+    if !unable.is_empty() {
+        return Err(stop_unable(unable));
+    }
+    let states = concurrently(&ready.targets, |t| ready.driver.get_state(t.pid).ok());
+    let mut members = Vec::new();
+    let mut unable = Vec::new();
+    for ((target, state), marked) in ready.targets.iter().zip(states).zip(marked) {
+        match state {
+            Some(ProcessState::Locked) if !marked => {
+                unable.push(cannot_drain(target, state, None, signal));
+            }
+            Some(state @ (ProcessState::Running | ProcessState::Locked)) => members.push(Member {
+                target: target.clone(),
+                state,
+                asked: !marked,
+                acknowledged: None,
+                exempted: None,
+            }),
+            // Checkpointed already, or a state the command refuses.
+            _ => {}
+        }
+    }
+    if unable.is_empty() {
+        Ok(members)
+    } else {
+        Err(stop_unable(unable))
+    }
+}
+
+fn stop_unable(unable: Vec<ProcessReport>) -> Stop {
+    let first = unable[0].pid;
+    Stop::Halted {
+        ran: unable,
+        not_run: Some(Failure::new(
+            FailureKind::NotAttempted,
+            format!("not attempted: PID {first} cannot drain, so nothing was sent to any process"),
+            "a group drains together or not at all",
+        )),
+    }
+}
+
+/// The report of a process that cannot be asked (`why` None: locked).
+fn cannot_drain(
+    target: &Target,
+    state: Option<ProcessState>,
+    why: Option<&Unable>,
+    signal: DrainSignal,
+) -> ProcessReport {
+    let who = describe_process(target.pid, Some(&target.name));
+    let (message, hint) = match why {
+        Some(Unable::NotCaught) => (
+            format!("refused before any change: {who} does not catch the drain signal, {signal}, according to SigCgt in /proc/{}/status: it does not speak the drain protocol and the signal could kill it; nothing was sent to any process", target.pid),
+            "start it with a drain client (the PyTorch one: `import cudackpt_drain`; see cudackpt(1), DRAIN PROTOCOL), pass the signal it catches with --drain-signal, or leave out --drain".to_string(),
+        ),
+        Some(Unable::Unreadable(reason)) => (
+            format!("refused before any change: whether {who} catches the drain signal, {signal}, could not be read ({reason}); nothing was sent to any process"),
+            "check /proc/PID/status, then try again".to_string(),
+        ),
+        None => (
+            format!("refused before any change: {who} is locked and has not drained: a locked process cannot run the CUDA calls that release its resources"),
+            format!("unlock it (`cudackpt unlock {}`), then drain with `suspend --drain`", target.pid),
+        ),
+    };
+    ProcessReport {
+        state_before: state,
+        state,
+        failure: Some(Failure::new(FailureKind::CannotDrain, message, hint)),
+        drain: Some(DrainReport::new(signal.number(), DrainOutcome::CannotDrain)),
+        ..ProcessReport::new(target.pid, Some(target.name.clone()))
+    }
+}
+
+/// Where each member is, for the intent record.
+fn places(members: &[Member]) -> Vec<Place> {
+    members
+        .iter()
+        .map(|m| Place {
+            pid: m.target.pid,
+            name: m.target.name.clone(),
+            state: Some(m.state),
+            in_flight: None,
+        })
+        .collect()
+}
+
+/// Why a drain was called off, for every member's report.
+enum Why {
+    /// These processes did not acknowledge in time.
+    NoAnswer(Vec<i32>, Duration),
+    /// A process exited (or could not be sent the request).
+    Gone(i32, String),
+    /// cudackpt was asked to stop by this signal.
+    Signal(i32),
+    /// The section 10 pre-flight refused, after the acknowledgements.
+    Refused(Vec<ProcessReport>),
+}
+
+impl Drained {
+    fn asked(&self) -> Vec<&Target> {
+        self.members
+            .iter()
+            .filter(|m| m.asked)
+            .map(|m| &m.target)
+            .collect()
+    }
+
+    /// Sends every request, then waits for every marker.
+    fn ask_and_wait(&mut self, until: Instant, interrupt: &Interrupt) -> Result<(), Why> {
+        let started = Instant::now();
+        for member in self.members.iter().filter(|m| m.asked) {
+            if let Err(error) = drain::ask(&member.target, self.signal) {
+                return Err(Why::Gone(
+                    member.target.pid,
+                    format!("the drain request could not be sent to it ({error})"),
+                ));
+            }
+        }
+        let asked = self.asked();
+        let stop = || interrupt.signal().is_some();
+        let answers = drain::wait_for(&asked, drain::shows_marker, until, &stop);
+        let pids: Vec<i32> = asked.iter().map(|t| t.pid).collect();
+        for (pid, answer) in pids.iter().zip(&answers) {
+            if let (Answer::After(took), Some(member)) = (
+                answer,
+                self.members.iter_mut().find(|m| m.target.pid == *pid),
+            ) {
+                member.acknowledged = Some(*took);
+            }
+        }
+        if let Some(signal) = interrupt.signal() {
+            return Err(Why::Signal(signal));
+        }
+        if let Some((pid, _)) = pids.iter().zip(&answers).find(|(_, a)| **a == Answer::Gone) {
+            return Err(Why::Gone(*pid, "it exited during the drain".to_string()));
+        }
+        let silent: Vec<i32> = pids
+            .iter()
+            .zip(&answers)
+            .filter(|(_, a)| **a == Answer::None)
+            .map(|(pid, _)| *pid)
+            .collect();
+        if silent.is_empty() {
+            Ok(())
+        } else {
+            Err(Why::NoAnswer(silent, started.elapsed()))
+        }
+    }
+
+    /// The section 10 pre-flight, on the evidence after the drain.
+    fn prove(&mut self, request: &Request<'_>, ready: &Ready) -> Result<(), Stop> {
+        match restorable::check(request, ready) {
+            Ok(passed) => {
+                for (pid, words) in passed.exempted {
+                    if let Some(m) = self.members.iter_mut().find(|m| m.target.pid == pid) {
+                        m.exempted = Some(words);
+                    }
+                }
+                Ok(())
+            }
+            Err(Stop::Halted { ran, .. }) => Err(self.call_off(&Why::Refused(ran))),
+            Err(stop) => Err(stop),
+        }
+    }
+
+    /// Asks every process asked once more (a drained one rebuilds, one
+    /// that has not drained yet calls it off), waits for the markers to
+    /// go, and says what happened to each.
+    fn call_off(&self, why: &Why) -> Stop {
+        let asked = self.asked();
+        let mut rebuilds = self.ask_rebuild(&asked, Instant::now() + self.timeout);
+        let mut reports = Vec::new();
+        for member in &self.members {
+            let pid = member.target.pid;
+            let mut drain = rebuilds
+                .iter()
+                .position(|(p, _)| *p == pid)
+                .map(|at| rebuilds.swap_remove(at).1)
+                .unwrap_or_else(|| DrainReport::new(self.signal.number(), DrainOutcome::Drained));
+            drain.acknowledged = member.acknowledged;
+            drain.exempted.clone_from(&member.exempted);
+            if member.acknowledged.is_none() && member.asked {
+                drain.outcome = DrainOutcome::NotAcknowledged;
+            }
+            let failure = self.failure_of(member, why);
+            let mut report = ProcessReport {
+                state_before: Some(member.state),
+                state: Some(member.state),
+                failure: Some(failure),
+                drain: Some(drain),
+                ..ProcessReport::new(pid, Some(member.target.name.clone()))
+            };
+            if let Why::Refused(refused) = why {
+                if let Some(own) = refused.iter().find(|r| r.pid == pid) {
+                    report.failure.clone_from(&own.failure);
+                }
+            }
+            reports.push(report);
+        }
+        Stop::Halted {
+            ran: reports,
+            not_run: None,
+        }
+    }
+
+    /// What a called-off drain says of one member.
+    fn failure_of(&self, member: &Member, why: &Why) -> Failure {
+        let pid = member.target.pid;
+        let who = describe_process(pid, Some(&member.target.name));
+        let rebuilt = "every process asked was asked again to rebuild, and nothing was locked";
+        match why {
+            Why::NoAnswer(silent, waited) if silent.contains(&pid) => Failure::new(
+                FailureKind::DrainTimeout,
+                format!(
+                    "{who} did not acknowledge the drain (signal {}) within {}: no thread named {} in /proc/{pid}/task; {rebuilt}",
+                    self.signal,
+                    format_duration(*waited),
+                    drain::protocol::MARKER
+                ),
+                "give it longer (--drain-timeout; a rank answers at its next step boundary), check that every rank of the job was named (all ranks must agree), or run `cudackpt check --drain`",
+            ),
+            Why::NoAnswer(silent, _) => Failure::new(
+                FailureKind::NotAttempted,
+                format!("not attempted: PID {} did not drain in time; {rebuilt}", silent[0]),
+                "a group drains together or not at all",
+            ),
+            Why::Gone(gone, reason) if *gone == pid => Failure::new(
+                FailureKind::NoSuchProcess,
+                format!("{who}: {reason}; {rebuilt}"),
+                "check the job: one of its processes is gone",
+            ),
+            Why::Gone(gone, _) => Failure::new(
+                FailureKind::NotAttempted,
+                format!("not attempted: PID {gone} exited during the drain; {rebuilt}"),
+                "a group drains together or not at all",
+            ),
+            Why::Signal(signal) => Failure::new(
+                FailureKind::Interrupted,
+                format!("interrupted by {} during the drain; {rebuilt}", signal_name(*signal)),
+                "run the command again when it may finish",
+            ),
+            Why::Refused(refused) => Failure::new(
+                FailureKind::NotAttempted,
+                format!(
+                    "not attempted: PID {} drained but still could not be restored; {rebuilt}",
+                    refused.first().map_or(0, |r| r.pid)
+                ),
+                "a group changes state together or not at all",
+            ),
+        }
+    }
+
+    /// Asks `targets` to rebuild (each once) and waits for their markers
+    /// to go; returns each one's drain report.
+    fn ask_rebuild(&self, targets: &[&Target], until: Instant) -> Vec<(i32, DrainReport)> {
+        rebuild(targets, self.signal, until)
+    }
+
+    /// After the driver calls: members running again are asked to rebuild;
+    /// the others stay drained until the command that resumes them.
+    pub fn settle(self, reports: &mut [ProcessReport]) {
+        let running: Vec<&Target> = self
+            .members
+            .iter()
+            .filter(|m| state_in(reports, m.target.pid) == Some(ProcessState::Running))
+            .map(|m| &m.target)
+            .collect();
+        let mut rebuilt = self.ask_rebuild(&running, Instant::now() + self.timeout);
+        for member in &self.members {
+            let Some(report) = reports.iter_mut().find(|r| r.pid == member.target.pid) else {
+                continue;
+            };
+            let mut drain = match rebuilt.iter().position(|(p, _)| *p == member.target.pid) {
+                Some(at) => rebuilt.swap_remove(at).1,
+                None => DrainReport::new(self.signal.number(), DrainOutcome::Drained),
+            };
+            drain.acknowledged = member.acknowledged;
+            drain.exempted.clone_from(&member.exempted);
+            note_rebuild(report, &drain);
+            report.drain = Some(drain);
+        }
+    }
+}
+
+fn state_in(reports: &[ProcessReport], pid: i32) -> Option<ProcessState> {
+    reports.iter().find(|r| r.pid == pid).and_then(|r| r.state)
+}
+
+/// A rebuild that did not finish is the command's failure when nothing
+/// else failed, else a warning.
+fn note_rebuild(report: &mut ProcessReport, drain: &DrainReport) {
+    if drain.outcome != DrainOutcome::NotRebuilt {
+        return;
+    }
+    let words = format!(
+        "asked to rebuild (signal {}), PID {} still showed the drain marker at the end of the wait: it is running, and was not rolled back",
+        drain.signal, report.pid
+    );
+    if report.failure.is_none() {
+        report.failure = Some(Failure::new(
+            FailureKind::DrainTimeout,
+            words,
+            "look at the process: its rebuild (e.g. a new NCCL communicator) may be waiting for a rank that is not back",
+        ));
+    } else {
+        report.warnings.push(words);
+    }
+}
+
+/// Asks each target that catches `signal` to rebuild, once, and waits
+/// until `until` for each marker to go.
+pub fn rebuild(
+    targets: &[&Target],
+    signal: DrainSignal,
+    until: Instant,
+) -> Vec<(i32, DrainReport)> {
+    let mut sent = Vec::new();
+    let mut reports = Vec::new();
+    for &target in targets {
+        let sendable = drain::may_ask(target, signal).is_ok();
+        if sendable && drain::ask(target, signal).is_ok() {
+            sent.push(target);
+        } else {
+            reports.push((
+                target.pid,
+                DrainReport::new(signal.number(), DrainOutcome::NotRebuilt),
+            ));
+        }
+    }
+    let answers = drain::wait_for(&sent, |pid| !drain::shows_marker(pid), until, &|| false);
+    for (target, answer) in sent.iter().zip(answers) {
+        let mut report = DrainReport::new(signal.number(), DrainOutcome::Rebuilt);
+        match answer {
+            Answer::After(took) => report.rebuilt = Some(took),
+            Answer::Gone => {}
+            Answer::None => report.outcome = DrainOutcome::NotRebuilt,
+        }
+        reports.push((target.pid, report));
+    }
+    reports
+}
+
+/// `recover`'s part for a drained group a dead cudackpt left: once its
+/// processes are back where they started, each one asked to drain is asked
+/// again (all of them while the drain was still being answered: a drained
+/// one rebuilds, a late one calls it off; after every one answered, those
+/// still showing the marker), and the rebuilds are waited for.
+pub fn recover(pids: &[i32], note: DrainNote, timeout: Duration) -> Vec<(i32, DrainReport)> {
+    let Ok(signal) = DrainSignal::from_number(note.signal) else {
+        return Vec::new();
+    };
+    let privileges = crate::targets::process::Privileges::current();
+    let targets: Vec<Target> = pids
+        .iter()
+        .filter_map(|&pid| crate::targets::process::check_target(pid, &privileges, true).ok())
+        .filter(|t| note.phase == DrainPhase::Requested || drain::shows_marker(t.pid))
+        .collect();
+    let targets: Vec<&Target> = targets.iter().collect();
+    rebuild(&targets, signal, Instant::now() + timeout)
+}
+
+/// After a command that resumes: every process running again that shows
+/// the marker (it drained before its checkpoint) is asked to rebuild.
+pub fn rebuild_resumed(request: &Request<'_>, ready: &Ready, reports: &mut [ProcessReport]) {
+    if !request.drain.rebuild || !resumes(&request.operation) {
+        return;
+    }
+    let waiting: Vec<&Target> = ready
+        .targets
+        .iter()
+        .filter(|t| state_in(reports, t.pid) == Some(ProcessState::Running))
+        .filter(|t| reports.iter().any(|r| r.pid == t.pid && r.drain.is_none()))
+        .filter(|t| drain::shows_marker(t.pid))
+        .collect();
+    if waiting.is_empty() {
+        return;
+    }
+    let until = Instant::now() + request.drain.timeout;
+    for (pid, drain) in rebuild(&waiting, request.drain.signal, until) {
+        if let Some(report) = reports.iter_mut().find(|r| r.pid == pid) {
+            note_rebuild(report, &drain);
+            report.drain = Some(drain);
+        }
+    }
+}
+
+/// A dry run's word on the drain: who would be asked, who cannot be, and
+/// what each would have to release (the evidence held against it now).
+pub fn predict(request: &Request<'_>, ready: &Ready, reports: &mut [ProcessReport]) {
+    if !request.drain.before_lock || !drains(&request.operation) {
+        return;
+    }
+    let signal = request.drain.signal;
+    let pending = restorable::pending(ready);
+    let members = members(ready, signal);
+    let refused = match &members {
+        Ok(_) => Vec::new(),
+        Err(Stop::Halted { ran, .. }) => ran.clone(),
+        Err(Stop::Refused(_)) => Vec::new(),
+    };
+    for report in reports.iter_mut() {
+        if let Some(own) = refused.iter().find(|r| r.pid == report.pid) {
+            report.failure.clone_from(&own.failure);
+            report.drain.clone_from(&own.drain);
+            report.note = Some("dry run: would be refused: cannot drain".to_string());
+            continue;
+        }
+        let Ok(members) = &members else { continue };
+        if let Some(member) = members.iter().find(|m| m.target.pid == report.pid) {
+            let outcome = if member.asked {
+                DrainOutcome::WouldDrain
+            } else {
+                DrainOutcome::Drained
+            };
+            report.drain = Some(DrainReport::new(signal.number(), outcome));
+            if let Some(note) = &report.note {
+                report.note = Some(
+                    note.replacen("would ", "would drain (signal), then ", 1)
+                        .replace("(signal)", &format!("(signal {})", signal.number())),
+                );
+            }
+            for (_, words) in pending.iter().filter(|(pid, _)| *pid == report.pid) {
+                report.warnings.push(format!(
+                    "the drain must release, before it acknowledges: {words}"
+                ));
+            }
+        }
+    }
+}
