@@ -18,6 +18,7 @@ mod demo;
 mod devices;
 mod discovery;
 mod doctor;
+mod drain;
 mod driver;
 mod errors;
 mod groups;

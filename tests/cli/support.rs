@@ -586,6 +586,55 @@ impl Fixture {
         tree
     }
 
+    /// A fake rank speaking the drain protocol (tests/drain-target), in
+    /// `mode` (ack, keep, ignore, die, stuck-rebuild), with this
+    /// environment and the fake preloaded; returned once it is ready, with
+    /// the file where it writes what it does.
+    pub fn drain_target(&self, mode: &str, env: &[(&str, &str)]) -> (Target, PathBuf) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static TARGETS: AtomicUsize = AtomicUsize::new(0);
+        let program = self.dir().join("drain_target");
+        if !program.exists() {
+            let source = workspace().join("tests/drain-target/drain_target.c");
+            let include = workspace().join("clients/c");
+            let output = StdCommand::new(std::env::var_os("CC").unwrap_or_else(|| "cc".into()))
+                .args(["-pthread", "-Wall", "-Werror", "-I"])
+                .arg(&include)
+                .arg("-o")
+                .arg(&program)
+                .arg(&source)
+                .output()
+                .expect("run the C compiler");
+            assert!(
+                output.status.success(),
+                "the drain target does not compile:\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let events = self.dir().join(format!(
+            "drain-{}.events",
+            TARGETS.fetch_add(1, Ordering::Relaxed)
+        ));
+        let child = StdCommand::new(&program)
+            .arg(mode)
+            .arg(&events)
+            .envs(env.iter().copied())
+            .env("FAKE_CUDA_STATE_DIR", self.dir())
+            .env("LD_PRELOAD", fake_libcuda())
+            .env_remove("FAKE_CUDA_INJECT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the drain target");
+        let pid = i32::try_from(child.id()).expect("pid fits i32");
+        let target = Target { child, pid };
+        wait_until("the drain target to be ready", || {
+            fs::read_to_string(&events).is_ok_and(|e| e.contains("ready"))
+        });
+        (target, events)
+    }
+
     /// Compiles a C program into the fixture directory.
     pub fn compile_program(&self, name: &str, source: &str) -> PathBuf {
         let out = self.dir().join(name);

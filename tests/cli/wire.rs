@@ -68,7 +68,32 @@ pub enum Kind {
     NeedsRecovery,
     LockUnavailable,
     SpawnFailed,
+    CannotDrain,
+    DrainTimeout,
     Usage,
+}
+
+/// Where the drain handshake left a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DrainOutcome {
+    WouldDrain,
+    CannotDrain,
+    NotAcknowledged,
+    Drained,
+    Rebuilt,
+    NotRebuilt,
+}
+
+/// What the drain handshake did with one process.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DrainDoc {
+    pub signal: i32,
+    pub outcome: DrainOutcome,
+    pub acknowledged_ms: Option<f64>,
+    pub rebuilt_ms: Option<f64>,
+    pub exempted: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -150,6 +175,8 @@ pub struct ProcessDoc {
     pub record: Option<String>,
     /// A cudackpt that died while changing it (`ps`).
     pub abandoned_by: Option<i32>,
+    /// The drain handshake, when it touched the process.
+    pub drain: Option<DrainDoc>,
 }
 
 impl ProcessDoc {
@@ -192,6 +219,19 @@ impl ProcessDoc {
         }
         for warning in &self.warnings {
             assert!(!warning.is_empty(), "a warning is never empty: {self:?}");
+        }
+        if let Some(drain) = &self.drain {
+            assert!((1..=64).contains(&drain.signal), "{self:?}");
+            for ms in [drain.acknowledged_ms, drain.rebuilt_ms]
+                .into_iter()
+                .flatten()
+            {
+                assert!(ms.is_finite() && ms >= 0.0, "{self:?}");
+            }
+            assert!(
+                drain.rebuilt_ms.is_none() || drain.outcome == DrainOutcome::Rebuilt,
+                "only a rebuild has a rebuild time: {self:?}"
+            );
         }
     }
 

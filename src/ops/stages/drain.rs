@@ -311,6 +311,7 @@ impl Drained {
             drain.exempted.clone_from(&member.exempted);
             if member.acknowledged.is_none() && member.asked {
                 drain.outcome = DrainOutcome::NotAcknowledged;
+                drain.rebuilt = None;
             }
             let failure = self.failure_of(member, why);
             let mut report = ProcessReport {
@@ -532,7 +533,7 @@ pub fn predict(request: &Request<'_>, ready: &Ready, reports: &mut [ProcessRepor
         if let Some(own) = refused.iter().find(|r| r.pid == report.pid) {
             report.failure.clone_from(&own.failure);
             report.drain.clone_from(&own.drain);
-            report.note = Some("dry run: would be refused: cannot drain".to_string());
+            report.note = None;
             continue;
         }
         let Ok(members) = &members else { continue };
@@ -543,11 +544,12 @@ pub fn predict(request: &Request<'_>, ready: &Ready, reports: &mut [ProcessRepor
                 DrainOutcome::Drained
             };
             report.drain = Some(DrainReport::new(signal.number(), outcome));
-            if let Some(note) = &report.note {
-                report.note = Some(
-                    note.replacen("would ", "would drain (signal), then ", 1)
-                        .replace("(signal)", &format!("(signal {})", signal.number())),
-                );
+            if let (Some(note), true) = (&report.note, member.asked) {
+                report.note = Some(note.replacen(
+                    "every check passed; would ",
+                    &format!("every check passed; would drain (signal {signal}), then "),
+                    1,
+                ));
             }
             for (_, words) in pending.iter().filter(|(pid, _)| *pid == report.pid) {
                 report.warnings.push(format!(

@@ -1,0 +1,427 @@
+//! The drain handshake (SPEC 11): fake ranks (tests/drain-target, built on
+//! the reference C client) play the protocol against the real binary and
+//! the fake driver. A rank that acknowledges is checkpointed and rebuilds
+//! on resume; one that does not catch the signal refuses the group before
+//! any driver call or signal; one that never answers, dies, or answers but
+//! keeps its NCCL thread calls the drain off with nothing locked; a killed
+//! cudackpt leaves a record that `recover` turns into a rebuild.
+
+use std::fs;
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::support::{send_signal, texts, wait_until, Fixture, Target};
+use crate::wire::{DrainOutcome, Kind, ProcessCommandDoc, State};
+
+/// The launcher environment of a rank of a two-rank job.
+const RANK: [(&str, &str); 1] = [("WORLD_SIZE", "2")];
+
+/// What a drain target wrote, a line per event.
+fn events(path: &std::path::Path) -> Vec<String> {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn thread_names(pid: i32) -> Vec<String> {
+    let mut names = Vec::new();
+    for entry in fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+    {
+        let path = entry.expect("a task").path().join("comm");
+        if let Ok(name) = fs::read_to_string(path) {
+            names.push(name.trim_end().to_string());
+        }
+    }
+    names
+}
+
+fn shows(pid: i32, name: &str) -> bool {
+    thread_names(pid).iter().any(|n| n == name)
+}
+
+/// A rank ready to be looked at: its watchdog thread is named.
+fn rank(fx: &Fixture, mode: &str) -> (Target, std::path::PathBuf) {
+    let (target, events) = fx.drain_target(mode, &RANK);
+    wait_until("the rank's watchdog thread", || {
+        shows(target.pid, "pt_nccl_watchdg")
+    });
+    (target, events)
+}
+
+/// The driver calls that change state, as `op pid`.
+fn state_changes(fx: &Fixture) -> Vec<String> {
+    fx.take_calls()
+        .iter()
+        .filter(|c| c.op != "get_state" && c.op != "restore_tid")
+        .map(|c| c.short())
+        .collect()
+}
+
+#[test]
+fn a_drained_job_is_checkpointed_and_rebuilds_on_resume() {
+    let fx = Fixture::new();
+    let (a, a_events) = rank(&fx, "ack");
+    let (b, b_events) = rank(&fx, "ack");
+    let (pa, pb) = (a.arg(), b.arg());
+
+    // Not drained, the job is refused: its ranks would be lost.
+    let refused: ProcessCommandDoc = fx.json(&["suspend", &pa, &pb], 8);
+    assert_eq!(refused.process(a.pid).kind(), Kind::Unrestorable);
+    fx.take_calls();
+
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--drain", &pa, &pb], 0);
+    for (target, events_file) in [(&a, &a_events), (&b, &b_events)] {
+        let p = doc.process(target.pid);
+        assert!(p.ok && p.state == State::Checkpointed, "{p:?}");
+        let drain = p.drain.as_ref().expect("the drain is reported");
+        assert_eq!(drain.signal, 40);
+        assert_eq!(drain.outcome, DrainOutcome::Drained, "{p:?}");
+        assert!(drain.acknowledged_ms.is_some(), "{p:?}");
+        let exempted = drain.exempted.as_deref().unwrap_or_default();
+        assert!(
+            exempted.contains("acknowledged the drain") && exempted.contains("WORLD_SIZE=2"),
+            "the report says what was set aside: {exempted}"
+        );
+        assert_eq!(events(events_file), ["ready", "released"]);
+        assert!(shows(target.pid, "cudackpt-drain1"), "the marker stays");
+        assert!(!shows(target.pid, "pt_nccl_watchdg"), "released");
+    }
+    let changes = state_changes(&fx);
+    assert_eq!(changes.len(), 4, "lock and checkpoint each: {changes:?}");
+
+    let doc: ProcessCommandDoc = fx.json(&["resume", &pa, &pb], 0);
+    for (target, events_file) in [(&a, &a_events), (&b, &b_events)] {
+        let p = doc.process(target.pid);
+        assert!(p.ok && p.state == State::Running, "{p:?}");
+        let drain = p.drain.as_ref().expect("the rebuild is reported");
+        assert_eq!(drain.outcome, DrainOutcome::Rebuilt, "{p:?}");
+        assert!(drain.rebuilt_ms.is_some(), "{p:?}");
+        assert_eq!(events(events_file), ["ready", "released", "rebuilt"]);
+        assert!(!shows(target.pid, "cudackpt-drain1"), "the marker went");
+        wait_until("the watchdog back", || shows(target.pid, "pt_nccl_watchdg"));
+    }
+
+    // For people: the result column says it.
+    let output = fx
+        .cudackpt(&["suspend", "--drain", &pa, &pb])
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let (stdout, _) = texts(&output);
+    assert!(
+        stdout.contains("running → checkpointed; drained ("),
+        "{stdout}"
+    );
+    fx.cudackpt(&["resume", &pa, &pb]).assert().code(0);
+}
+
+#[test]
+fn a_process_that_does_not_catch_the_signal_refuses_the_group_before_any_call_or_signal() {
+    let fx = Fixture::new();
+    let (rank, rank_events) = rank(&fx, "ack");
+    // `sleep` does not catch signal 40, whose default action kills it.
+    let bystander = fx.cuda_target();
+    fx.take_calls();
+
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--drain", &rank.arg(), &bystander.arg()], 8);
+    let refused = doc.process(bystander.pid);
+    assert_eq!(refused.kind(), Kind::CannotDrain);
+    let message = &refused.error.as_ref().expect("an error").message;
+    assert!(
+        message.contains("does not catch the drain signal, 40 (SIGRTMIN+6)")
+            && message.contains(&format!("SigCgt in /proc/{}/status", bystander.pid))
+            && message.contains("nothing was sent"),
+        "{message}"
+    );
+    assert_eq!(
+        refused.drain.as_ref().map(|d| d.outcome),
+        Some(DrainOutcome::CannotDrain)
+    );
+    assert_eq!(doc.process(rank.pid).kind(), Kind::NotAttempted);
+    fx.assert_no_calls("a process that cannot drain");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        events(&rank_events),
+        ["ready"],
+        "nothing was sent to the rank"
+    );
+    assert!(
+        crate::support::proc_state(bystander.pid).is_some_and(|s| s != 'Z'),
+        "the bystander was not signalled to death"
+    );
+}
+
+#[test]
+fn a_rank_that_never_acknowledges_calls_the_drain_off_and_nothing_is_locked() {
+    let fx = Fixture::new();
+    let (ready, ready_events) = rank(&fx, "ack");
+    let (silent, _) = rank(&fx, "ignore");
+    fx.take_calls();
+
+    let doc: ProcessCommandDoc = fx.json(
+        &[
+            "suspend",
+            "--drain",
+            "--drain-timeout",
+            "300ms",
+            &ready.arg(),
+            &silent.arg(),
+        ],
+        12,
+    );
+    let culprit = doc.process(silent.pid);
+    assert_eq!(culprit.kind(), Kind::DrainTimeout);
+    assert_eq!(
+        culprit.drain.as_ref().map(|d| d.outcome),
+        Some(DrainOutcome::NotAcknowledged)
+    );
+    assert!(
+        culprit
+            .error
+            .as_ref()
+            .expect("error")
+            .message
+            .contains("did not acknowledge the drain"),
+        "{culprit:?}"
+    );
+    let other = doc.process(ready.pid);
+    assert_eq!(other.kind(), Kind::NotAttempted);
+    assert_eq!(
+        other.drain.as_ref().map(|d| d.outcome),
+        Some(DrainOutcome::Rebuilt),
+        "the rank that drained was asked to rebuild: {other:?}"
+    );
+    assert_eq!(events(&ready_events), ["ready", "released", "rebuilt"]);
+    assert_eq!(state_changes(&fx), Vec::<String>::new(), "nothing locked");
+    for target in [&ready, &silent] {
+        assert_eq!(fx.state_of(target), "running");
+    }
+    assert!(!shows(ready.pid, "cudackpt-drain1"));
+}
+
+#[test]
+fn a_rank_that_dies_mid_drain_calls_the_drain_off() {
+    let fx = Fixture::new();
+    let (survivor, survivor_events) = rank(&fx, "ack");
+    let (dying, _) = rank(&fx, "die");
+    fx.take_calls();
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--drain", &survivor.arg(), &dying.arg()], 5);
+    assert_eq!(doc.process(dying.pid).kind(), Kind::NoSuchProcess);
+    let other = doc.process(survivor.pid);
+    assert_eq!(other.kind(), Kind::NotAttempted);
+    assert_eq!(
+        other.drain.as_ref().map(|d| d.outcome),
+        Some(DrainOutcome::Rebuilt)
+    );
+    assert_eq!(events(&survivor_events), ["ready", "released", "rebuilt"]);
+    assert_eq!(state_changes(&fx), Vec::<String>::new(), "nothing locked");
+    assert_eq!(fx.state_of(&survivor), "running");
+}
+
+#[test]
+fn a_rank_that_acknowledges_but_keeps_its_nccl_thread_is_refused_on_evidence() {
+    let fx = Fixture::new();
+    let (liar, liar_events) = rank(&fx, "keep");
+    let (honest, honest_events) = rank(&fx, "ack");
+    fx.take_calls();
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--drain", &liar.arg(), &honest.arg()], 8);
+    let refused = doc.process(liar.pid);
+    assert_eq!(refused.kind(), Kind::Unrestorable);
+    let message = &refused.error.as_ref().expect("error").message;
+    assert!(
+        message.contains("it acknowledged the drain, yet")
+            && message.contains("thread pt_nccl_watchdg")
+            && !message.contains("WORLD_SIZE"),
+        "the evidence, not the environment: {message}"
+    );
+    assert_eq!(doc.process(honest.pid).kind(), Kind::NotAttempted);
+    for events_file in [&liar_events, &honest_events] {
+        assert_eq!(events(events_file), ["ready", "released", "rebuilt"]);
+    }
+    assert_eq!(state_changes(&fx), Vec::<String>::new(), "nothing locked");
+}
+
+#[test]
+fn check_drain_predicts_and_sends_nothing() {
+    let fx = Fixture::new();
+    let (a, a_events) = rank(&fx, "ack");
+    let (b, _) = rank(&fx, "ack");
+    let doc: ProcessCommandDoc = fx.json(&["check", "--drain", &a.arg(), &b.arg()], 0);
+    for target in [&a, &b] {
+        let p = doc.process(target.pid);
+        assert_eq!(
+            p.drain.as_ref().map(|d| d.outcome),
+            Some(DrainOutcome::WouldDrain),
+            "{p:?}"
+        );
+        let note = p.note.as_deref().unwrap_or_default();
+        assert!(
+            note.contains("would drain (signal 40 (SIGRTMIN+6)), then lock"),
+            "{note}"
+        );
+        assert!(
+            p.warnings
+                .iter()
+                .any(|w| w.starts_with("the drain must release") && w.contains("pt_nccl_watchdg")),
+            "what it must release: {p:?}"
+        );
+    }
+    let bystander = fx.cuda_target();
+    let doc: ProcessCommandDoc = fx.json(&["check", "--drain", &a.arg(), &bystander.arg()], 8);
+    assert_eq!(doc.process(bystander.pid).kind(), Kind::CannotDrain);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(events(&a_events), ["ready"], "a prediction sends nothing");
+    assert_eq!(state_changes(&fx), Vec::<String>::new());
+}
+
+#[test]
+fn a_rebuild_that_does_not_finish_is_reported_and_not_rolled_back() {
+    let fx = Fixture::new();
+    let (stuck, stuck_events) = rank(&fx, "stuck-rebuild");
+    fx.json::<ProcessCommandDoc>(&["suspend", "--drain", &stuck.arg()], 0);
+    let doc: ProcessCommandDoc = fx.json(&["resume", "--drain-timeout", "300ms", &stuck.arg()], 12);
+    let p = doc.process(stuck.pid);
+    assert_eq!(p.state, State::Running, "resumed, not rolled back: {p:?}");
+    assert!(!p.rolled_back);
+    assert_eq!(p.kind(), Kind::DrainTimeout);
+    assert_eq!(
+        p.drain.as_ref().map(|d| d.outcome),
+        Some(DrainOutcome::NotRebuilt)
+    );
+    assert_eq!(events(&stuck_events), ["ready", "released"]);
+}
+
+#[test]
+fn a_rank_drained_at_its_lock_is_checkpointed_by_the_single_step() {
+    let fx = Fixture::new();
+    let (r, r_events) = rank(&fx, "ack");
+    let doc: ProcessCommandDoc = fx.json(&["lock", "--drain", &r.arg()], 0);
+    assert_eq!(doc.process(r.pid).state, State::Locked);
+    // The marker is the evidence the single step reads: no --drain needed.
+    let doc: ProcessCommandDoc = fx.json(&["checkpoint", &r.arg()], 0);
+    let p = doc.process(r.pid);
+    assert_eq!(p.state, State::Checkpointed, "{p:?}");
+    fx.json::<ProcessCommandDoc>(&["restore", &r.arg()], 0);
+    let doc: ProcessCommandDoc = fx.json(&["unlock", &r.arg()], 0);
+    assert_eq!(
+        doc.process(r.pid).drain.as_ref().map(|d| d.outcome),
+        Some(DrainOutcome::Rebuilt)
+    );
+    assert_eq!(events(&r_events), ["ready", "released", "rebuilt"]);
+}
+
+#[test]
+fn a_locked_process_that_has_not_drained_cannot_drain() {
+    let fx = Fixture::new();
+    let (r, r_events) = rank(&fx, "ack");
+    fx.put_in(&r, "locked");
+    fx.take_calls();
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--drain", &r.arg()], 8);
+    let p = doc.process(r.pid);
+    assert_eq!(p.kind(), Kind::CannotDrain);
+    assert!(p
+        .error
+        .as_ref()
+        .expect("error")
+        .message
+        .contains("is locked"));
+    assert_eq!(events(&r_events), ["ready"]);
+    assert_eq!(state_changes(&fx), Vec::<String>::new());
+}
+
+fn intents(fx: &Fixture) -> Vec<std::path::PathBuf> {
+    fs::read_dir(fx.dir().join("records").join("intents"))
+        .into_iter()
+        .flatten()
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect()
+}
+
+/// `suspend --drain` of `group` in the background, its output discarded.
+fn drain_in_background(fx: &Fixture, group: &[&Target]) -> std::process::Child {
+    let mut args = vec!["suspend".to_string(), "--drain".to_string()];
+    args.extend(group.iter().map(|t| t.arg()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    fx.std_command(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start cudackpt")
+}
+
+#[test]
+fn a_cudackpt_killed_mid_drain_leaves_a_record_and_recover_calls_the_drain_off() {
+    let fx = Fixture::new();
+    let (ready, ready_events) = rank(&fx, "ack");
+    let (silent, _) = rank(&fx, "ignore");
+    let mut cudackpt = drain_in_background(&fx, &[&ready, &silent]);
+    wait_until("the first rank to acknowledge", || {
+        shows(ready.pid, "cudackpt-drain1")
+    });
+    cudackpt.kill().expect("SIGKILL cudackpt");
+    cudackpt.wait().expect("reaped");
+
+    let left = intents(&fx);
+    assert_eq!(left.len(), 1, "{left:?}");
+    let record = fs::read_to_string(&left[0]).expect("the record");
+    assert!(
+        record.contains("\"drain\"") && record.contains("\"requested\""),
+        "the record says a drain was under way: {record}"
+    );
+    // Every other cudackpt refuses the group until it is recovered.
+    fx.json::<ProcessCommandDoc>(&["suspend", &ready.arg()], 10);
+
+    let doc: ProcessCommandDoc = fx.json(&["recover"], 0);
+    let p = doc.process(ready.pid);
+    assert_eq!(
+        p.drain.as_ref().map(|d| d.outcome),
+        Some(DrainOutcome::Rebuilt),
+        "{doc:?}"
+    );
+    assert_eq!(events(&ready_events), ["ready", "released", "rebuilt"]);
+    assert!(!shows(ready.pid, "cudackpt-drain1"));
+    assert!(intents(&fx).is_empty(), "recover removes the record");
+    for target in [&ready, &silent] {
+        assert_eq!(fx.state_of(target), "running");
+    }
+}
+
+#[test]
+fn a_signal_to_cudackpt_mid_drain_calls_the_drain_off() {
+    let fx = Fixture::new();
+    let (ready, ready_events) = rank(&fx, "ack");
+    let (silent, _) = rank(&fx, "ignore");
+    let mut cudackpt = drain_in_background(&fx, &[&ready, &silent]);
+    wait_until("the first rank to acknowledge", || {
+        shows(ready.pid, "cudackpt-drain1")
+    });
+    send_signal(i32::try_from(cudackpt.id()).expect("pid"), "TERM");
+    let status = cudackpt.wait().expect("reaped");
+    assert_eq!(status.code(), Some(130), "interrupted, called off");
+    assert_eq!(events(&ready_events), ["ready", "released", "rebuilt"]);
+    assert!(intents(&fx).is_empty(), "it ended: no record left");
+    assert_eq!(fx.state_of(&ready), "running");
+}
+
+#[test]
+fn a_drain_signal_nobody_can_catch_and_an_endless_wait_are_usage_errors() {
+    let fx = Fixture::new();
+    for args in [
+        ["suspend", "--drain", "--drain-signal", "KILL", "1"],
+        ["suspend", "--drain", "--drain-timeout", "0", "1"],
+        ["suspend", "--drain", "--drain-signal", "33", "1"],
+    ] {
+        let output = fx.cudackpt(&args).assert().code(2).get_output().clone();
+        let (_, stderr) = texts(&output);
+        assert!(
+            stderr.contains(args[3]),
+            "the offending text is quoted: {stderr}"
+        );
+    }
+}
