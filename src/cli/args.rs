@@ -229,7 +229,7 @@ fn parse_drain_signal(text: &str) -> Result<DrainSignal, String> {
 
 /// A drain needs a limit: with none, a job that never answers would wait,
 /// stopped at its step boundary, for ever.
-fn parse_drain_timeout(text: &str) -> Result<Duration, String> {
+pub fn parse_drain_timeout(text: &str) -> Result<Duration, String> {
     parse_timeout(text)?
         .as_duration()
         .ok_or_else(|| format!("{text:?}: a drain needs a limit (0 would wait for ever); e.g. 30s"))

@@ -78,7 +78,7 @@ PROCESS: {\"pid\":N, \"name\":COMM, \"ok\":BOOL, \"state_before\":STATE (compoun
 ERROR: {\"kind\":KIND, \"message\":TEXT, \"hint\":TEXT, \"cuda_error\":\"CUDA_ERROR_...\", \"code\":N}; cuda_error and code only when the driver answered. \
 KIND is one of KINDS.
 
-DRAIN (with --drain, or a rebuild after a resume): {\"signal\":N, \"outcome\":OUTCOME, \"acknowledged_ms\":MS (how long it took to show the marker), \"rebuilt_ms\":MS (how long until the marker went), \"exempted\":TEXT (the launcher environment not held against it because it acknowledged)}; a PROCESS has it as \"drain\" when the handshake touched it. OUTCOME is would_drain (a dry run), cannot_drain (it does not catch the signal, or is locked without having drained: nothing was sent to the group), not_acknowledged (no answer in time: the drain was called off), drained (it acknowledged and stays drained while checkpointed or locked), rebuilt (asked to rebuild, its marker went) or not_rebuilt (its marker was still there at the end of the wait; it runs, nothing was rolled back).
+DRAIN (with --drain, or a rebuild after a resume): {\"signal\":N, \"outcome\":OUTCOME, \"acknowledged_ms\":MS (how long it took to show the marker), \"rebuilt_ms\":MS (how long until the marker went), \"exempted\":TEXT (the launcher environment not held against it because it acknowledged)}; a PROCESS has it as \"drain\" when the handshake touched it. OUTCOME is would_drain (a dry run), cannot_drain (it does not catch the signal, or is locked without having drained: nothing was sent to the group), not_acknowledged (no answer in time: the drain was called off), drained (it acknowledged and stays drained while checkpointed or locked), rebuilt (asked to rebuild, its marker went) not_rebuilt (its marker was still there at the end of the wait; it runs, nothing was rolled back) or rebuild_asked (asked while stopped, as CRIU's restore unlocks before it thaws: it rebuilds when it runs).
 
 doctor: {\"schema_version\":1, \"command\":\"doctor\", \"ok\":BOOL, \"exit_code\":N, \"checks\":[{\"name\", \"status\":ok|warn|fail|info, \
 \"detail\", \"hint\"}], \"driver\":{\"path\", \"cuda_version\", \"kernel_module_version\", \"features\":{\"checkpoint_api\":BOOL, \
@@ -91,7 +91,11 @@ devices: {\"schema_version\":1, \"command\":\"devices\", \"ok\":BOOL, \"exit_cod
 demo: {\"schema_version\":1, \"command\":\"demo\", \"ok\":BOOL, \"exit_code\":N, \"pid\":N, \"size_bytes\":N, \"gpu\":GPU, \
 \"steps\":[{\"step\", \"ok\", \"state\", \"duration_ms\"}], \"data_intact\":BOOL, \"error\":ERROR}.";
 
-const ENVIRONMENT: [(&str, &str); 22] = [
+const ENVIRONMENT: [(&str, &str); 23] = [
+    (
+        "CUDACKPT_DRAIN",
+        "1: drain before the lock (as --drain), for NVIDIA's grammar (--action lock, --toggle) and the CRIU hook's pre-dump, which have no --drain. Drained processes are asked to rebuild after a resume whether or not it is set. CRIU's CUDA plugin locks a frozen tree, which cannot drain: use the action-script mode.",
+    ),
     (
         "CUDACKPT_DRAIN_SIGNAL",
         "The drain signal (as --drain-signal): a number, RTMIN+N or a name; also for the compatible grammar and the CRIU hook.",

@@ -337,6 +337,13 @@ pub fn main(args: &[OsString]) -> ExitStatus {
             (pid, operation, device_map)
         }
     };
+    let drain = match super::drain_from_env() {
+        Ok(drain) => drain,
+        Err(problem) => {
+            output::write_stderr(&format!("{COMPAT_NAME}: {problem}\n"));
+            return ExitStatus::Failed;
+        }
+    };
     let report = match MapSpec::parse(&map) {
         Ok(map) => request::run(Request {
             pids: vec![pid],
@@ -344,6 +351,7 @@ pub fn main(args: &[OsString]) -> ExitStatus {
             // CRIU's plugin passes the restore thread's id.
             thread_ids: ThreadIds::ActOnProcess,
             force: super::force_from_env(),
+            drain,
             ..Request::new(libcuda.as_deref(), operation.clone())
         }),
         Err(error) => request::refused_map(&operation, &[pid], &error),

@@ -117,6 +117,19 @@ fn run_on(
     operation: Operation,
 ) -> Report {
     let confirmed = std::env::var(YES_VAR).is_ok_and(|v| v == "1");
+    let drain = match super::drain_from_env() {
+        Ok(drain) => drain,
+        Err(problem) => {
+            return Report {
+                failure: Some(Failure::new(
+                    FailureKind::Usage,
+                    problem,
+                    "set CUDACKPT_DRAIN_SIGNAL to a signal a process can catch (40, RTMIN+6, USR2) and CUDACKPT_DRAIN_TIMEOUT to a limit (30s)",
+                )),
+                ..Report::new("criu-hook", Duration::ZERO)
+            }
+        }
+    };
     let mut report = request::run(Request {
         selectors: Selectors {
             trees,
@@ -125,6 +138,7 @@ fn run_on(
         },
         confirmed,
         force: super::force_from_env(),
+        drain,
         ..Request::new(libcuda, operation)
     });
     report.command = "criu-hook";

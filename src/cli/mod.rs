@@ -77,6 +77,38 @@ pub fn force_from_env() -> bool {
     std::env::var("CUDACKPT_FORCE").is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on"))
 }
 
+/// The drain handshake for the modes that take no flags (NVIDIA's grammar,
+/// CRIU's action script): `CUDACKPT_DRAIN=1` drains before the lock, and
+/// `CUDACKPT_DRAIN_SIGNAL`, `CUDACKPT_DRAIN_TIMEOUT` are read as the
+/// modern flags read them; a value that does not parse is refused, never
+/// replaced by the default in silence.
+pub fn drain_from_env() -> Result<crate::ops::Drain, String> {
+    let mut drain = crate::ops::Drain {
+        before_lock: std::env::var("CUDACKPT_DRAIN")
+            .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on")),
+        ..crate::ops::Drain::default()
+    };
+    if let Some(text) = env_text("CUDACKPT_DRAIN_SIGNAL")? {
+        drain.signal = crate::ops::drain::protocol::DrainSignal::parse(&text)
+            .map_err(|why| format!("CUDACKPT_DRAIN_SIGNAL: {why}"))?;
+    }
+    if let Some(text) = env_text("CUDACKPT_DRAIN_TIMEOUT")? {
+        drain.timeout = args::parse_drain_timeout(&text)
+            .map_err(|why| format!("CUDACKPT_DRAIN_TIMEOUT: {why}"))?;
+    }
+    Ok(drain)
+}
+
+/// A variable's text: `None` when unset or empty.
+fn env_text(name: &str) -> Result<Option<String>, String> {
+    match std::env::var(name) {
+        Ok(text) if text.is_empty() => Ok(None),
+        Ok(text) => Ok(Some(text)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name} is not UTF-8 text")),
+    }
+}
+
 /// `CUDACKPT_LIBCUDA_UNSAFE=1` for the modes that take no flags (NVIDIA's
 /// grammar, CRIU's action script).
 pub fn trust_library_from_env() {

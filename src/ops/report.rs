@@ -154,16 +154,20 @@ pub enum DrainOutcome {
     /// Asked to rebuild, it still showed the marker at the end of the
     /// wait (it is running; nothing was rolled back).
     NotRebuilt,
+    /// Asked to rebuild while stopped (CRIU's restore unlocks before it
+    /// thaws): it rebuilds once it runs, and nobody waited for it.
+    RebuildAsked,
 }
 
 impl DrainOutcome {
-    pub const ALL: [DrainOutcome; 6] = [
+    pub const ALL: [DrainOutcome; 7] = [
         DrainOutcome::WouldDrain,
         DrainOutcome::CannotDrain,
         DrainOutcome::NotAcknowledged,
         DrainOutcome::Drained,
         DrainOutcome::Rebuilt,
         DrainOutcome::NotRebuilt,
+        DrainOutcome::RebuildAsked,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -174,6 +178,7 @@ impl DrainOutcome {
             DrainOutcome::Drained => "drained",
             DrainOutcome::Rebuilt => "rebuilt",
             DrainOutcome::NotRebuilt => "not_rebuilt",
+            DrainOutcome::RebuildAsked => "rebuild_asked",
         }
     }
 }

@@ -115,6 +115,7 @@ fn drain_words(drain: &DrainReport) -> Option<String> {
         DrainOutcome::Drained => format!("drained{}", took(drain.acknowledged)),
         DrainOutcome::Rebuilt => format!("rebuilt{}", took(drain.rebuilt)),
         DrainOutcome::NotRebuilt => "not rebuilt".to_string(),
+        DrainOutcome::RebuildAsked => "asked to rebuild once it runs".to_string(),
     })
 }
 

@@ -425,3 +425,100 @@ fn a_drain_signal_nobody_can_catch_and_an_endless_wait_are_usage_errors() {
         );
     }
 }
+
+/// cudackpt with no arguments, as CRIU runs an action script, with
+/// `CUDACKPT_DRAIN=1` when `drain`.
+fn criu_hook(fx: &Fixture, action: &str, init_pid: i32, drain: bool) -> std::process::Output {
+    let mut command = fx.std_command(&[]);
+    command
+        .env("CRTOOLS_SCRIPT_ACTION", action)
+        .env("CRTOOLS_INIT_PID", init_pid.to_string());
+    if drain {
+        command.env("CUDACKPT_DRAIN", "1");
+    }
+    command.output().expect("run the hook")
+}
+
+#[test]
+fn criu_s_action_script_drains_at_pre_dump_and_rebuilds_at_post_resume() {
+    let fx = Fixture::new();
+    let (r, r_events) = rank(&fx, "ack");
+    let refused = criu_hook(&fx, "pre-dump", r.pid, false);
+    assert_eq!(refused.status.code(), Some(8), "{refused:?}");
+    assert_eq!(fx.state_of(&r), "running");
+
+    let drained = criu_hook(&fx, "pre-dump", r.pid, true);
+    assert_eq!(drained.status.code(), Some(0), "{drained:?}");
+    assert_eq!(fx.state_of(&r), "checkpointed");
+    assert_eq!(events(&r_events), ["ready", "released"]);
+
+    // post-resume asks for the rebuild with or without the variable: the
+    // marker says the process waits for it.
+    let resumed = criu_hook(&fx, "post-resume", r.pid, false);
+    assert_eq!(resumed.status.code(), Some(0), "{resumed:?}");
+    assert_eq!(fx.state_of(&r), "running");
+    assert_eq!(events(&r_events), ["ready", "released", "rebuilt"]);
+}
+
+/// NVIDIA's grammar, as CRIU's CUDA plugin runs it, with CUDACKPT_DRAIN=1.
+fn compat(fx: &Fixture, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut command = fx.std_command(args);
+    command.env("CUDACKPT_DRAIN", "1").envs(env.iter().copied());
+    command.output().expect("run cudackpt")
+}
+
+#[test]
+fn the_compatible_grammar_honours_cudackpt_drain() {
+    let fx = Fixture::new();
+    let (r, r_events) = rank(&fx, "ack");
+    let pid = r.arg();
+    for action in ["lock", "checkpoint", "restore", "unlock"] {
+        let output = compat(&fx, &["--action", action, "--pid", &pid], &[]);
+        assert_eq!(output.status.code(), Some(0), "{action}: {output:?}");
+        assert!(output.stdout.is_empty(), "NVIDIA's grammar prints nothing");
+    }
+    assert_eq!(events(&r_events), ["ready", "released", "rebuilt"]);
+    assert_eq!(fx.state_of(&r), "running");
+
+    // A signal the process does not catch: refused, exit 1, one line.
+    let output = compat(
+        &fx,
+        &["--toggle", "--pid", &pid],
+        &[("CUDACKPT_DRAIN_SIGNAL", "USR2")],
+    );
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let (_, stderr) = texts(&output);
+    assert!(
+        stderr.starts_with("cuda-checkpoint: ")
+            && stderr.contains("does not catch the drain signal, 12 (SIGUSR2)"),
+        "{stderr}"
+    );
+    let output = compat(
+        &fx,
+        &["--toggle", "--pid", &pid],
+        &[("CUDACKPT_DRAIN_SIGNAL", "nonsense")],
+    );
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(texts(&output).1.contains("CUDACKPT_DRAIN_SIGNAL"));
+    assert_eq!(fx.state_of(&r), "running");
+    assert_eq!(events(&r_events), ["ready", "released", "rebuilt"]);
+}
+
+#[test]
+fn a_stopped_process_cannot_drain_and_is_not_waited_for() {
+    let fx = Fixture::new();
+    let (r, r_events) = rank(&fx, "ack");
+    send_signal(r.pid, "STOP");
+    wait_until("the rank to stop", || {
+        crate::support::proc_state(r.pid) == Some('T')
+    });
+    fx.take_calls();
+    let output = compat(&fx, &["--action", "lock", "--pid", &r.arg()], &[]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let (_, stderr) = texts(&output);
+    assert!(stderr.contains("is stopped"), "{stderr}");
+    send_signal(r.pid, "CONT");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(events(&r_events), ["ready"], "nothing was sent");
+    assert_eq!(state_changes(&fx), Vec::<String>::new());
+}

@@ -83,6 +83,7 @@ pub enum DrainOutcome {
     Drained,
     Rebuilt,
     NotRebuilt,
+    RebuildAsked,
 }
 
 /// What the drain handshake did with one process.

@@ -125,8 +125,12 @@ fn members(ready: &Ready, signal: DrainSignal) -> Result<Vec<Member>, Stop> {
         .zip(&marked)
         .filter(|(_, &marked)| !marked)
         .filter_map(|(t, _)| {
-            let why = drain::may_ask(t, signal).err()?;
-            Some(cannot_drain(t, None, Some(&why), signal))
+            let why = match drain::may_ask(t, signal) {
+                Err(unable) => Cannot::Unable(unable),
+                Ok(()) if t.stopped => Cannot::Stopped,
+                Ok(()) => return None,
+            };
+            Some(cannot_drain(t, None, &why, signal))
         })
         .collect();
     if !unable.is_empty() {
@@ -138,7 +142,7 @@ fn members(ready: &Ready, signal: DrainSignal) -> Result<Vec<Member>, Stop> {
     for ((target, state), marked) in ready.targets.iter().zip(states).zip(marked) {
         match state {
             Some(ProcessState::Locked) if !marked => {
-                unable.push(cannot_drain(target, state, None, signal));
+                unable.push(cannot_drain(target, state, &Cannot::Locked, signal));
             }
             Some(state @ (ProcessState::Running | ProcessState::Locked)) => members.push(Member {
                 target: target.clone(),
@@ -170,24 +174,38 @@ fn stop_unable(unable: Vec<ProcessReport>) -> Stop {
     }
 }
 
-/// The report of a process that cannot be asked (`why` None: locked).
+/// Why a process cannot take part in a drain.
+enum Cannot {
+    Unable(Unable),
+    /// Locked without having drained: it cannot run the CUDA calls that
+    /// release its resources.
+    Locked,
+    /// Stopped (SIGSTOP, a debugger, CRIU's freeze): it cannot answer.
+    Stopped,
+}
+
+/// The report of a process that cannot take part.
 fn cannot_drain(
     target: &Target,
     state: Option<ProcessState>,
-    why: Option<&Unable>,
+    why: &Cannot,
     signal: DrainSignal,
 ) -> ProcessReport {
     let who = describe_process(target.pid, Some(&target.name));
     let (message, hint) = match why {
-        Some(Unable::NotCaught) => (
+        Cannot::Unable(Unable::NotCaught) => (
             format!("refused before any change: {who} does not catch the drain signal, {signal}, according to SigCgt in /proc/{}/status: it does not speak the drain protocol and the signal could kill it; nothing was sent to any process", target.pid),
             "start it with a drain client (the PyTorch one: `import cudackpt_drain`; see cudackpt(1), DRAIN PROTOCOL), pass the signal it catches with --drain-signal, or leave out --drain".to_string(),
         ),
-        Some(Unable::Unreadable(reason)) => (
+        Cannot::Unable(Unable::Unreadable(reason)) => (
             format!("refused before any change: whether {who} catches the drain signal, {signal}, could not be read ({reason}); nothing was sent to any process"),
             "check /proc/PID/status, then try again".to_string(),
         ),
-        None => (
+        Cannot::Stopped => (
+            format!("refused before any change: {who} is stopped (SIGSTOP, a debugger, or CRIU's freeze), so it cannot reach a safe point to drain; nothing was sent to any process"),
+            "drain before the freeze: CRIU's action-script mode drains at pre-dump (CUDACKPT_DRAIN=1), before CRIU freezes the tree, or run `cudackpt suspend --drain` before `criu dump`".to_string(),
+        ),
+        Cannot::Locked => (
             format!("refused before any change: {who} is locked and has not drained: a locked process cannot run the CUDA calls that release its resources"),
             format!("unlock it (`cudackpt unlock {}`), then drain with `suspend --drain`", target.pid),
         ),
