@@ -32,6 +32,7 @@ mod nccl;
 mod output;
 mod package;
 mod progress;
+mod python_client;
 mod records;
 mod restorable;
 mod schema;

@@ -1,0 +1,278 @@
+"""The cudackpt drain client for PyTorch (drain protocol, version 1).
+
+A training loop calls :meth:`Drain.point` at every step boundary::
+
+    import cudackpt_drain
+
+    drain = cudackpt_drain.Drain()          # after init_process_group
+    for batch in loader:
+        train_step(batch)
+        drain.point()                       # cudackpt suspend --drain
+
+When ``cudackpt suspend --drain`` (or ``toggle``, ``lock``) asks, every rank
+agrees at the same step, destroys every process group (NCCL communicators
+over P2P or shared memory cannot be restored by the driver), names one
+thread ``cudackpt-drain1`` to acknowledge, and waits. cudackpt then
+checkpoints it; after ``cudackpt resume`` it asks again, and each rank
+builds the default process group anew on the job's store under a fresh
+prefix and returns. Objects that hold the old group (a DDP wrapper,
+subgroups from ``new_group``) are rebuilt in ``on_rebuild``.
+
+Nothing here needs more than torch and the standard library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal as signals
+import sys
+import threading
+import time
+from typing import Callable, List, Optional
+
+__all__ = ["Drain", "MARKER", "DEFAULT_SIGNAL", "VERSION", "parse_signal"]
+
+#: The protocol version; the marker names it.
+VERSION = 1
+#: The name of the thread that acknowledges a drain.
+MARKER = "cudackpt-drain1"
+#: Real-time signal 40 (SIGRTMIN+6 under glibc): cudackpt's default.
+DEFAULT_SIGNAL = 40
+#: glibc's first real-time signal, for RTMIN+N (cudackpt reads it the same).
+_GLIBC_RTMIN = 34
+_PR_SET_NAME = 15
+#: How often a drained rank looks for the rebuild request.
+_POLL_SECONDS = 0.01
+
+
+def parse_signal(text: str) -> int:
+    """A signal as cudackpt's ``--drain-signal`` reads it: ``40``,
+    ``RTMIN+6``, ``SIGUSR2``."""
+    name = text.strip().upper()
+    name = name[3:] if name.startswith("SIG") else name
+    if name.isdigit():
+        return int(name)
+    for base, prefix, sign in ((_GLIBC_RTMIN, "RTMIN", 1), (64, "RTMAX", -1)):
+        if name.startswith(prefix):
+            rest = name[len(prefix):]
+            if not rest:
+                return base
+            if rest[0] not in "+-":
+                break
+            return base + int(rest)
+    try:
+        return int(signals.Signals["SIG" + name])
+    except KeyError:
+        raise ValueError(f"{text!r} is not a signal (e.g. 40, RTMIN+6 or USR2)") from None
+
+
+def _signal_from_env() -> int:
+    text = os.environ.get("CUDACKPT_DRAIN_SIGNAL", "")
+    return parse_signal(text) if text else DEFAULT_SIGNAL
+
+
+def _name_this_thread(name: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl(PR_SET_NAME, {name!r})")
+
+
+class _Marker:
+    """A thread named :data:`MARKER` while it lives: the acknowledgement.
+
+    A thread of its own, so the process keeps its name in ``ps``."""
+
+    def __init__(self) -> None:
+        self._named = threading.Event()
+        self._done = threading.Event()
+        self._unnamed = threading.Event()
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, name=MARKER, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            _name_this_thread(MARKER)
+        except BaseException as error:  # reported by show()
+            self._error = error
+        self._named.set()
+        self._done.wait()
+        # Renamed before it ends: a thread's /proc entry outlives join() for
+        # a moment, and the marker must be gone when hide() returns.
+        try:
+            _name_this_thread("drain-rebuilt")
+        finally:
+            self._unnamed.set()
+
+    def show(self) -> None:
+        self._thread.start()
+        self._named.wait()
+        if self._error is not None:
+            raise self._error
+
+    def hide(self) -> None:
+        self._done.set()
+        self._unnamed.wait()
+        self._thread.join()
+
+
+class Drain:
+    """Answers cudackpt's drain requests at the points the loop chooses.
+
+    Construct it in the main thread (Python installs signal handlers only
+    there), after ``torch.distributed.init_process_group`` when the job has
+    one. ``on_release`` callbacks run before the process groups are
+    destroyed (drop CUDA tensors shared with other processes there);
+    ``on_rebuild`` callbacks run once the default group is back (wrap the
+    model in DDP again, make subgroups again). ``every`` checks for a
+    request at one point in that many: the check is one all-reduce of a
+    single number, and every rank must call :meth:`point` the same number
+    of times.
+    """
+
+    def __init__(
+        self,
+        signal: Optional[int] = None,
+        on_release: Optional[List[Callable[[], None]]] = None,
+        on_rebuild: Optional[List[Callable[[], None]]] = None,
+        every: int = 1,
+    ) -> None:
+        if every < 1:
+            raise ValueError("every must be 1 or more")
+        self.signal = _signal_from_env() if signal is None else int(signal)
+        self.on_release = list(on_release or [])
+        self.on_rebuild = list(on_rebuild or [])
+        self.every = every
+        #: How many drains this process went through.
+        self.drains = 0
+        self._requests = 0
+        self._baseline = 0
+        self._points = 0
+        self._previous = signals.signal(self.signal, self._on_request)
+
+    # The handler only counts: everything else happens at a point.
+    def _on_request(self, signum, frame) -> None:  # noqa: ARG002
+        self._requests += 1
+
+    def requested(self) -> bool:
+        """Whether a drain is asked for and not called off since the last."""
+        return (self._requests - self._baseline) % 2 == 1
+
+    def close(self) -> None:
+        """Puts back the handler the signal had before."""
+        signals.signal(self.signal, self._previous)
+
+    def __enter__(self) -> "Drain":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def point(self) -> bool:
+        """A safe point: drains here if every rank was asked. Returns True
+        when it drained (and is rebuilt again), False otherwise."""
+        self._points += 1
+        if self._points % self.every:
+            return False
+        if not self._agreed():
+            return False
+        self._drain()
+        return True
+
+    def _agreed(self) -> bool:
+        """Whether every rank was asked: the minimum of the ranks' requests,
+        so that a rank asked alone (or one that called it off) drains none."""
+        asked = self.requested()
+        dist = _distributed()
+        if dist is None or dist.get_world_size() == 1:
+            return asked
+        import torch
+
+        device = torch.device("cpu")
+        if dist.get_backend() == "nccl":
+            device = torch.device("cuda", torch.cuda.current_device())
+        flag = torch.tensor([1 if asked else 0], dtype=torch.int32, device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        return bool(flag.item())
+
+    def _drain(self) -> None:
+        group = _Group.capture() if _distributed() is not None else None
+        for release in self.on_release:
+            release()
+        if group is not None:
+            group.release()
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+            torch.cuda.ipc_collect()
+        acknowledged = self._requests
+        marker = None
+        if (acknowledged - self._baseline) % 2 == 1:  # not called off meanwhile
+            marker = _Marker()
+            marker.show()
+            while self._requests == acknowledged:  # checkpointed in here
+                time.sleep(_POLL_SECONDS)
+        self.drains += 1
+        if group is not None:
+            group.rebuild(self.drains)
+        for rebuild in self.on_rebuild:
+            rebuild()
+        self._baseline = self._requests
+        if marker is not None:
+            marker.hide()
+
+
+def _distributed():
+    """torch.distributed when the program has a process group, else None.
+
+    A program that never imported torch has none, and this client does not
+    import it for them (nor needs it: a plain process drains on its own)."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return dist
+
+
+class _Group:
+    """The default process group: what it takes to build it again."""
+
+    def __init__(self, backend, store, rank, world_size) -> None:
+        self.backend = backend
+        self.store = store
+        self.rank = rank
+        self.world_size = world_size
+
+    @classmethod
+    def capture(cls) -> "_Group":
+        import torch.distributed as dist
+        from torch.distributed import distributed_c10d
+
+        # The job's store (torchrun's, or the one init_process_group made),
+        # held here so that it outlives the group.
+        store = distributed_c10d._get_default_store()
+        return cls(dist.get_backend(), store, dist.get_rank(), dist.get_world_size())
+
+    def release(self) -> None:
+        import torch.distributed as dist
+
+        # Every group goes, subgroups included, with their NCCL
+        # communicators and PyTorch's pt_nccl_* threads. ncclCommSuspend
+        # (NCCL 2.29.7) would keep the groups but also those threads, which
+        # cudackpt's evidence check refuses: destroy is what it can prove.
+        dist.destroy_process_group()
+
+    def rebuild(self, generation: int) -> None:
+        import torch
+        import torch.distributed as dist
+
+        store = dist.PrefixStore(f"cudackpt-drain/{generation}/", self.store)
+        options = {}
+        if self.backend == "nccl" and torch.cuda.is_available():
+            options["device_id"] = torch.device("cuda", torch.cuda.current_device())
+        dist.init_process_group(
+            self.backend,
+            store=store,
+            rank=self.rank,
+            world_size=self.world_size,
+            **options,
+        )
