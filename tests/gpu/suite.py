@@ -1064,6 +1064,376 @@ def two_gpu_moves(tools):
         t.close()
 
 
+
+# ---------------------------------------------------------------------------
+# The drain handshake (SPEC 11) on real ranks: tests/gpu/drain_job.py under
+# torchrun (2 GPUs, NCCL over NVLink and SHM, NCCL_NVLS_ENABLE=0) with the
+# PyTorch client, and tests/gpu/drain_ipc.py for a CUDA IPC pair.
+
+DRAIN_JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "drain_job.py")
+DRAIN_IPC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "drain_ipc.py")
+# What the drain scenarios saw, written beside --json as drain-raw.json.
+RAW = {}
+
+
+def thread_names(pid):
+    names = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            names.append(open(f"/proc/{pid}/task/{tid}/comm").read().strip())
+        except OSError:
+            pass
+    return names
+
+
+def shows_marker(pid):
+    try:
+        return "cudackpt-drain1" in thread_names(pid)
+    except OSError:
+        return False
+
+
+def wait_for(what, condition, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise Failed(f"timed out waiting for {what}")
+
+
+def gpus_free_mib(tools):
+    doc = tools.json("devices")
+    return [g["memory_free_bytes"] >> 20 for g in doc["gpus"]]
+
+
+class DrainJob:
+    """The torchrun job of drain_job.py, in a process session of its own;
+    `wrap` goes before torchrun (e.g. unshare into a PID namespace)."""
+
+    PORTS = iter(range(29600, 29700))
+
+    def __init__(self, env=None, wrap=None):
+        self.dir = tempfile.mkdtemp(prefix="cudackpt-drain-job-")
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                   "--master-port", str(next(self.PORTS)), DRAIN_JOB, self.dir]
+        self.log = open(os.path.join(self.dir, "job.log"), "w")
+        self.p = subprocess.Popen((wrap or []) + command, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+                                  env=dict(os.environ, NCCL_NVLS_ENABLE="0", HOLD_MIB="1024", **(env or {})))
+        self.launcher = self.p.pid
+
+    def ranks(self):
+        ranks = []
+        for r in range(2):
+            try:
+                ranks.append(json.load(open(os.path.join(self.dir, f"rank{r}.json"))))
+            except (OSError, ValueError):
+                return None
+        return ranks
+
+    @property
+    def pids(self):
+        return [r["pid"] for r in self.ranks()]
+
+    def wait_steps(self, at_least, timeout=180):
+        def ready():
+            ranks = self.ranks()
+            return ranks is not None and all(r["steps"] >= at_least for r in ranks)
+        if self.p.poll() is not None:
+            raise Failed(f"the job exited {self.p.returncode}: {self.tail()}")
+        wait_for(f"the job to reach step {at_least} ({self.tail()})", ready, timeout)
+
+    def steps(self):
+        return [r["steps"] for r in self.ranks()]
+
+    def tail(self):
+        try:
+            return open(os.path.join(self.dir, "job.log")).read()[-600:]
+        except OSError:
+            return ""
+
+    def finish(self, timeout=180):
+        """Stops the job at a step boundary; its exit code and the ranks."""
+        open(os.path.join(self.dir, "stop"), "w").close()
+        try:
+            code = self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise Failed(f"the job did not finish: {self.tail()}")
+        return code, self.ranks()
+
+    def close(self):
+        try:
+            os.killpg(self.p.pid, 9)
+        except OSError:
+            pass
+        self.p.wait(timeout=60)
+
+
+def need_two_gpus():
+    if torch_gpu_count() < 2:
+        raise Skipped("needs two GPUs")
+
+
+@scenario("drain: a torchrun job on NVLink drains, is checkpointed (GPUs freed), resumes, rebuilds, finishes with right values; all-reduce bandwidth the same before and after")
+def drain_round_trip(tools):
+    need_two_gpus()
+    job = DrainJob(env={"HOLD_MIB": "2048"})
+    try:
+        job.wait_steps(10)
+        free_before = gpus_free_mib(tools)
+        refused = tools.json("suspend", "--tree", job.launcher, expect_code=8)
+        expect(all(p["error"]["kind"] == "unrestorable" for p in refused["processes"]), f"without --drain: {refused}")
+        checked = tools.json("check", "--drain", "--tree", job.launcher)
+        started = time.monotonic()
+        down = tools.json("suspend", "--drain", "--tree", job.launcher)
+        suspend_s = time.monotonic() - started
+        expect(sorted(p["pid"] for p in down["processes"]) == sorted(job.pids), f"both ranks, nothing else: {down}")
+        for p in down["processes"]:
+            expect(p["state"] == "checkpointed", f"{p}")
+            expect(p["drain"]["outcome"] == "drained" and "WORLD_SIZE" in p["drain"].get("exempted", ""), f"{p}")
+        free_during = gpus_free_mib(tools)
+        freed = [d - b for b, d in zip(free_before, free_during)]
+        expect(all(f >= 2048 for f in freed), f"the GPUs were freed: free MiB {free_before} -> {free_during}")
+        steps = job.steps()
+        time.sleep(1)
+        expect(job.steps() == steps, "no step while checkpointed")
+        started = time.monotonic()
+        up = tools.json("resume", "--tree", job.launcher)
+        resume_s = time.monotonic() - started
+        for p in up["processes"]:
+            expect(p["state"] == "running" and p["drain"]["outcome"] == "rebuilt", f"{p}")
+        wait_for("a step after the rebuild", lambda: all(s > t for s, t in zip(job.steps(), steps)))
+        wait_for("the bandwidth after the rebuild", lambda: all(len(r["bandwidth_gbps"]) >= 2 for r in job.ranks()))
+        job.wait_steps(max(steps) + 10)
+        code, ranks = job.finish()
+        expect(code == 0 and all(r["sums_ok"] and r["held_ok"] and r["drains"] == 1 for r in ranks), f"the job: exit {code}, {ranks}")
+        bandwidth = [r["bandwidth_gbps"] for r in ranks]
+        RAW["drain_round_trip"] = {"check": checked, "suspend": down, "resume": up, "free_mib_before": free_before,
+                                   "free_mib_checkpointed": free_during, "bandwidth_gbps": bandwidth,
+                                   "suspend_wall_s": round(suspend_s, 3), "resume_wall_s": round(resume_s, 3)}
+        ack = [round(p["drain"]["acknowledged_ms"]) for p in down["processes"]]
+        rebuilt = [round(p["drain"]["rebuilt_ms"]) for p in up["processes"]]
+        return (f"suspend --drain {suspend_s:.2f} s (acks {ack} ms), resume {resume_s:.2f} s (rebuilds {rebuilt} ms); "
+                f"freed {freed} MiB; bus bandwidth GB/s before/after {bandwidth}")
+    finally:
+        job.close()
+
+
+@scenario("drain: the harm first: the same job without the client suspended with --force cannot be resumed")
+def drain_harm_forced(tools):
+    need_two_gpus()
+    job = DrainJob(env={"NO_DRAIN": "1"})
+    try:
+        job.wait_steps(5)
+        down = tools.json("suspend", "--force", "--tree", job.launcher)
+        expect(all(p["state"] == "checkpointed" for p in down["processes"]), f"{down}")
+        code, out, _ = tools.run("--json", "resume", "--tree", job.launcher)
+        up = json.loads(out)
+        again, _, _ = tools.run("--json", "resume", "--tree", job.launcher)
+        states = {pid: tools.state(pid) for pid in job.pids}
+        expect(code != 0 and any(s != "running" for s in states.values()), f"the job came back: {up} {states}")
+        errors = [p.get("error", {}).get("cuda_error") for p in up["processes"]]
+        RAW["drain_harm_forced"] = {"suspend": down, "resume": up, "states_after": states}
+        return f"resume exited {code}, again {again}; states {states}; driver errors {errors}"
+    finally:
+        job.close()
+
+
+@scenario("drain: the price users avoid: the socket-only job's all-reduce bandwidth")
+def drain_sockets_bandwidth(tools):
+    need_two_gpus()
+    job = DrainJob(env={"NO_DRAIN": "1", "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"})
+    try:
+        job.wait_steps(3)
+        code, ranks = job.finish()
+        expect(code == 0, f"exit {code}: {job.tail()}")
+        bandwidth = [r["bandwidth_gbps"][0] for r in ranks]
+        RAW["drain_sockets_bandwidth"] = {"bandwidth_gbps": bandwidth}
+        return f"bus bandwidth over sockets: {bandwidth} GB/s"
+    finally:
+        job.close()
+
+
+@scenario("drain: a rank that does not acknowledge in time: exit 12, nothing locked, the other rank rebuilds, the job finishes right")
+def drain_never_acknowledges(tools):
+    need_two_gpus()
+    job = DrainJob(env={"STALL_RANK": "1", "STALL_SECONDS": "7"})
+    try:
+        job.wait_steps(5)
+        started = time.monotonic()
+        doc = tools.json("suspend", "--drain", "--drain-timeout", "5s", "--tree", job.launcher, expect_code=12)
+        took = time.monotonic() - started
+        kinds = {p["pid"]: p["error"]["kind"] for p in doc["processes"]}
+        outcomes = {p["pid"]: p["drain"]["outcome"] for p in doc["processes"]}
+        expect(sorted(kinds.values()) == ["drain_timeout", "not_attempted"], f"{doc}")
+        expect(all(tools.state(pid) == "running" for pid in job.pids), "nothing locked")
+        steps = job.steps()
+        wait_for("steps after the call-off", lambda: all(s > t for s, t in zip(job.steps(), steps)), 120)
+        code, ranks = job.finish()
+        expect(code == 0 and all(r["sums_ok"] and r["held_ok"] for r in ranks), f"exit {code}: {ranks}")
+        RAW["drain_never_acknowledges"] = {"suspend": doc, "ranks": ranks}
+        return f"exit 12 after {took:.1f} s; kinds {sorted(kinds.values())}; outcomes {sorted(outcomes.values())}; job finished right"
+    finally:
+        job.close()
+
+
+@scenario("drain: kill -9 of cudackpt mid-drain, then recover: the ranks rebuild and the job finishes right")
+def drain_killed_then_recovered(tools):
+    need_two_gpus()
+    job = DrainJob(env={"STALL_RANK": "1", "STALL_SECONDS": "6"})
+    try:
+        job.wait_steps(5)
+        pids = job.pids
+        p = subprocess.Popen([tools.cudackpt, "--json", "suspend", "--drain", "--tree", str(job.launcher)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for("rank 0 to acknowledge", lambda: shows_marker(pids[0]), 60)
+        p.kill()
+        p.wait()
+        intents = os.listdir("/run/cudackpt/intents")
+        expect(intents, "the killed cudackpt left its intent record")
+        refused, _, _ = tools.run("suspend", *pids)
+        expect(refused == 10, f"another cudackpt refuses the group until recover: exit {refused}")
+        rec = tools.json("recover")
+        outcomes = {p["pid"]: (p.get("drain") or {}).get("outcome") for p in rec["processes"]}
+        steps = job.steps()
+        wait_for("steps after recover", lambda: all(s > t for s, t in zip(job.steps(), steps)), 120)
+        code, ranks = job.finish()
+        expect(code == 0 and all(r["sums_ok"] and r["held_ok"] for r in ranks), f"exit {code}: {ranks}")
+        expect(not os.listdir("/run/cudackpt/intents"), "recover removed the record")
+        RAW["drain_killed_then_recovered"] = {"recover": rec, "ranks": ranks}
+        return f"record {intents}; another cudackpt exited {refused}; recover outcomes {outcomes}; job finished right"
+    finally:
+        job.close()
+
+
+def state_or_gone(tools, pid):
+    """The CUDA state, or `exited` for a process that is gone."""
+    code, out, _ = tools.run("--json", "state", pid)
+    doc = json.loads(out)
+    return doc["processes"][0]["state"] if code == 0 else doc["processes"][0]["error"]["kind"]
+
+
+@scenario("drain: a CUDA IPC pair that drops its shared tensor still maps the driver's IPC file: refused on evidence; forced, both restore, but sharing again fails")
+def drain_ipc_pair(tools):
+    work = tempfile.mkdtemp(prefix="cudackpt-drain-ipc-")
+    log = open(os.path.join(work, "pair.log"), "w")
+    p = subprocess.Popen([sys.executable, DRAIN_IPC, work], stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
+    result = {}
+    RAW["drain_ipc_pair"] = result
+    maps = lambda pid: sorted({line.split()[-1] for line in open(f"/proc/{pid}/maps") if "/dev/shm/cuda.shm." in line})
+    try:
+        ready, _, _ = select.select([p.stdout], [], [], 180)
+        line = p.stdout.readline().strip() if ready else ""
+        expect(line.startswith("PIDS"), f"the pair did not start: {line!r}")
+        pids = [int(x) for x in line.split()[1:]]
+        status = lambda pid: json.load(open(os.path.join(work, f"{pid}.json")))
+        wait_for("both processes' first steps", lambda: all(os.path.exists(os.path.join(work, f"{pid}.json")) for pid in pids))
+        result["ipc_files_before"] = {pid: maps(pid) for pid in pids}
+        code, out, _ = tools.run("--json", "suspend", "--drain", *pids)
+        result["suspend"] = json.loads(out)
+        result["ipc_files_drained"] = {pid: maps(pid) for pid in pids}
+        if code == 0:
+            up = tools.json("resume", *pids)
+            result["resume"] = up
+            steps = {pid: status(pid)["steps"] for pid in pids}
+            wait_for("steps after the rebuild", lambda: all(status(pid)["steps"] > steps[pid] for pid in pids))
+            oks = {pid: status(pid)["ok"] for pid in pids}
+            expect(all(oks.values()), f"data after the round trip: {oks}")
+            return f"IPC files before {result['ipc_files_before']}, drained {result['ipc_files_drained']}: checkpointed and restored, data right"
+        expect(code == 8, f"suspend --drain exited {code}: {result['suspend']}")
+        # Refused on evidence: the driver's files are still mapped. What does
+        # the driver do with a pair that released its memory all the same?
+        forced_code, forced_out, _ = tools.run("--json", "suspend", "--drain", "--force", *pids)
+        result["forced_suspend"] = json.loads(forced_out)
+        resumed_code, resumed_out, _ = tools.run("--json", "resume", *pids)
+        result["forced_resume"] = json.loads(resumed_out)
+        time.sleep(2)
+        result["states_after"] = {pid: state_or_gone(tools, pid) for pid in pids}
+        result["pair_log"] = open(os.path.join(work, "pair.log")).read()[-3000:]
+        # Measured on driver 580.159.04: both restore, and the child's next
+        # cudaIpcOpenMemHandle (the parent's new tensor) fails. A driver that
+        # lets them share again fails this, and the facts need measuring.
+        expect(forced_code == 0 and resumed_code == 0, f"forced: suspend exit {forced_code}, resume exit {resumed_code}")
+        expect("operation not permitted" in result["pair_log"], f"sharing again after the restore: {result['states_after']} {result['pair_log'][-400:]}")
+        return (f"IPC files before {result['ipc_files_before']}, after the drain {result['ipc_files_drained']}: refused on evidence (exit 8); "
+                f"forced: both checkpointed and restored (exit 0), then the child's open of the parent's new tensor failed "
+                f"(cudaErrorNotPermitted); states {result['states_after']}")
+    finally:
+        result.setdefault("pair_log", open(os.path.join(work, "pair.log")).read()[-3000:])
+        open(os.path.join(work, "stop"), "w").close()
+        try:
+            os.killpg(p.pid, 9)
+        except OSError:
+            pass
+        p.wait(timeout=60)
+
+
+@scenario("drain: a single-GPU PyTorch process with the client: check --drain predicts, suspend --drain, resume rebuilds, data right; a process that does not catch the signal is never sent it")
+def drain_single_torch(tools):
+    work = tempfile.mkdtemp(prefix="cudackpt-drain-single-")
+    p = subprocess.Popen([sys.executable, DRAIN_IPC, work, "single"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    bystander = Target(tools, size_mib=256)
+    try:
+        ready, _, _ = select.select([p.stdout], [], [], 180)
+        line = p.stdout.readline().strip() if ready else ""
+        expect(line.startswith("PIDS"), f"the process did not start: {line!r}")
+        pid = int(line.split()[1])
+        status = lambda: json.load(open(os.path.join(work, f"{pid}.json")))
+        wait_for("its first steps", lambda: os.path.exists(os.path.join(work, f"{pid}.json")))
+        refused = tools.json("suspend", "--drain", pid, bystander.pid, expect_code=8)
+        kinds = {q["pid"]: q["error"]["kind"] for q in refused["processes"]}
+        expect(kinds.get(bystander.pid) == "cannot_drain", f"{refused}")
+        expect(tools.state(bystander.pid) == "running" and bystander.p.poll() is None, "the bystander was not signalled (signal 40 would have killed it)")
+        expect(not shows_marker(pid) and tools.state(pid) == "running", "nothing was sent to the group")
+        bystander.verify()
+        checked = tools.json("check", "--drain", pid)
+        expect(checked["processes"][0]["drain"]["outcome"] == "would_drain", f"{checked}")
+        down = tools.json("suspend", "--drain", pid)
+        expect(down["processes"][0]["state"] == "checkpointed" and down["processes"][0]["drain"]["outcome"] == "drained", f"{down}")
+        steps = status()["steps"]
+        up = tools.json("resume", pid)
+        expect(up["processes"][0]["drain"]["outcome"] == "rebuilt", f"{up}")
+        wait_for("steps after the rebuild", lambda: status()["steps"] > steps + 3)
+        expect(status()["ok"] and status()["drains"] == 1, f"{status()}")
+        RAW["drain_single_torch"] = {"refused": refused, "check": checked, "suspend": down, "resume": up}
+        return (f"bystander refused cannot_drain and alive; drained in {down['processes'][0]['drain']['acknowledged_ms']:.0f} ms, "
+                f"rebuilt in {up['processes'][0]['drain']['rebuilt_ms']:.0f} ms, data right")
+    finally:
+        bystander.close()
+        open(os.path.join(work, "stop"), "w").close()
+        try:
+            os.killpg(p.pid, 9)
+        except OSError:
+            pass
+        p.wait(timeout=60)
+
+
+@scenario("drain: a job in its own PID and mount namespace (private /dev/shm), driven from the host")
+def drain_in_namespace(tools):
+    need_two_gpus()
+    wrap = ["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", 'mount -t tmpfs tmpfs /dev/shm && exec "$@"', "sh"]
+    job = DrainJob(wrap=wrap)
+    try:
+        job.wait_steps(5)
+        # The ranks write their PIDs as their namespace sees them; the host's
+        # are cudackpt's to find.
+        listed = tools.json("ps", "--tree", job.launcher)
+        host_pids = sorted(p["pid"] for p in listed["processes"])
+        expect(len(host_pids) == 2, f"two ranks found from the host: {listed}")
+        nspid = [open(f"/proc/{pid}/status").read().split("NSpid:")[1].split("\n")[0].split() for pid in host_pids]
+        expect(all(len(n) == 2 and n[1] in map(str, job.pids) for n in nspid), f"the ranks are in a PID namespace: NSpid {nspid}, their own PIDs {job.pids}")
+        down = tools.json("suspend", "--drain", "--tree", job.launcher)
+        expect(all(p["state"] == "checkpointed" for p in down["processes"]), f"{down}")
+        up = tools.json("resume", "--tree", job.launcher)
+        expect(all(p["drain"]["outcome"] == "rebuilt" for p in up["processes"]), f"{up}")
+        job.wait_steps(max(job.steps()) + 5)
+        code, ranks = job.finish()
+        expect(code == 0 and all(r["sums_ok"] and r["held_ok"] and r["drains"] == 1 for r in ranks), f"exit {code}: {ranks}")
+        RAW["drain_in_namespace"] = {"nspid": nspid, "suspend": down, "resume": up}
+        return f"ranks' NSpid {nspid}; drained, checkpointed, rebuilt, finished right"
+    finally:
+        job.close()
+
+
 def bench(tools, out_dir):
     args = [tools.bench, "latency", "--cudackpt", tools.cudackpt, "--target", tools.target_bin, "--runs", "30"]
     if tools.nvidia:
@@ -1137,6 +1507,14 @@ def main():
     cgroup_memory_limit(tools)
     killed_then_recovered(tools)
     check_agrees(tools)
+    drain_harm_forced(tools)
+    drain_round_trip(tools)
+    drain_sockets_bandwidth(tools)
+    drain_never_acknowledges(tools)
+    drain_killed_then_recovered(tools)
+    drain_single_torch(tools)
+    drain_ipc_pair(tools)
+    drain_in_namespace(tools)
 
     count = {status: sum(r["status"] == status for r in RESULTS) for status in ["pass", "fail", "skip"]}
     print(f"\n{'scenario':<90} result")
@@ -1146,6 +1524,9 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"results": RESULTS, "passed": count["pass"], "failed": count["fail"], "skipped": count["skip"]}, f, indent=2)
+        if RAW:
+            with open(os.path.join(os.path.dirname(os.path.abspath(args.json)), "drain-raw.json"), "w") as f:
+                json.dump(RAW, f, indent=1)
     if args.bench:
         bench(tools, os.path.dirname(args.json) if args.json else None)
     sys.exit(0 if count["fail"] == 0 else 1)
