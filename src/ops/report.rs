@@ -157,10 +157,14 @@ pub enum DrainOutcome {
     /// Asked to rebuild while stopped (CRIU's restore unlocks before it
     /// thaws): it rebuilds once it runs, and nobody waited for it.
     RebuildAsked,
+    /// Left out of the handshake: it does not catch the signal and holds
+    /// nothing the driver cannot restore (a launcher, such as torchrun's
+    /// agent); nothing was sent to it.
+    NotNeeded,
 }
 
 impl DrainOutcome {
-    pub const ALL: [DrainOutcome; 7] = [
+    pub const ALL: [DrainOutcome; 8] = [
         DrainOutcome::WouldDrain,
         DrainOutcome::CannotDrain,
         DrainOutcome::NotAcknowledged,
@@ -168,6 +172,7 @@ impl DrainOutcome {
         DrainOutcome::Rebuilt,
         DrainOutcome::NotRebuilt,
         DrainOutcome::RebuildAsked,
+        DrainOutcome::NotNeeded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -179,6 +184,7 @@ impl DrainOutcome {
             DrainOutcome::Rebuilt => "rebuilt",
             DrainOutcome::NotRebuilt => "not_rebuilt",
             DrainOutcome::RebuildAsked => "rebuild_asked",
+            DrainOutcome::NotNeeded => "not_needed",
         }
     }
 }

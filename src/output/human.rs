@@ -116,6 +116,7 @@ fn drain_words(drain: &DrainReport) -> Option<String> {
         DrainOutcome::Rebuilt => format!("rebuilt{}", took(drain.rebuilt)),
         DrainOutcome::NotRebuilt => "not rebuilt".to_string(),
         DrainOutcome::RebuildAsked => "asked to rebuild once it runs".to_string(),
+        DrainOutcome::NotNeeded => "nothing to drain".to_string(),
     })
 }
 

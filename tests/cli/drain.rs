@@ -121,11 +121,12 @@ fn a_drained_job_is_checkpointed_and_rebuilds_on_resume() {
 }
 
 #[test]
-fn a_process_that_does_not_catch_the_signal_refuses_the_group_before_any_call_or_signal() {
+fn a_rank_that_does_not_catch_the_signal_refuses_the_group_before_any_call_or_signal() {
     let fx = Fixture::new();
     let (rank, rank_events) = rank(&fx, "ack");
-    // `sleep` does not catch signal 40, whose default action kills it.
-    let bystander = fx.cuda_target();
+    // A rank (its launcher's WORLD_SIZE) in `sleep`, which does not catch
+    // signal 40, whose default action kills it.
+    let bystander = fx.nccl_cuda_target_with(&RANK);
     fx.take_calls();
 
     let doc: ProcessCommandDoc = fx.json(&["suspend", "--drain", &rank.arg(), &bystander.arg()], 8);
@@ -135,6 +136,7 @@ fn a_process_that_does_not_catch_the_signal_refuses_the_group_before_any_call_or
     assert!(
         message.contains("does not catch the drain signal, 40 (SIGRTMIN+6)")
             && message.contains(&format!("SigCgt in /proc/{}/status", bystander.pid))
+            && message.contains("WORLD_SIZE=2")
             && message.contains("nothing was sent"),
         "{message}"
     );
@@ -154,6 +156,36 @@ fn a_process_that_does_not_catch_the_signal_refuses_the_group_before_any_call_or
         crate::support::proc_state(bystander.pid).is_some_and(|s| s != 'Z'),
         "the bystander was not signalled to death"
     );
+}
+
+#[test]
+fn a_launcher_that_does_not_catch_the_signal_and_holds_nothing_is_left_out_and_checkpointed() {
+    let fx = Fixture::new();
+    // torchrun's agent: a CUDA process to the driver, no handler, no rank.
+    let launcher = fx.cuda_target();
+    let (r, r_events) = rank(&fx, "ack");
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--drain", &launcher.arg(), &r.arg()], 0);
+    let left_out = doc.process(launcher.pid);
+    assert_eq!(left_out.state, State::Checkpointed, "{left_out:?}");
+    assert_eq!(
+        left_out.drain.as_ref().map(|d| d.outcome),
+        Some(DrainOutcome::NotNeeded)
+    );
+    assert_eq!(
+        doc.process(r.pid).drain.as_ref().map(|d| d.outcome),
+        Some(DrainOutcome::Drained)
+    );
+    assert!(
+        crate::support::proc_state(launcher.pid).is_some_and(|s| s != 'Z'),
+        "nothing was sent to it: signal 40 would have killed it"
+    );
+    let doc: ProcessCommandDoc = fx.json(&["resume", &launcher.arg(), &r.arg()], 0);
+    assert_eq!(doc.process(launcher.pid).state, State::Running);
+    assert!(
+        doc.process(launcher.pid).drain.is_none(),
+        "no marker, no rebuild"
+    );
+    assert_eq!(events(&r_events), ["ready", "released", "rebuilt"]);
 }
 
 #[test]
@@ -271,7 +303,7 @@ fn check_drain_predicts_and_sends_nothing() {
             "what it must release: {p:?}"
         );
     }
-    let bystander = fx.cuda_target();
+    let bystander = fx.nccl_cuda_target_with(&RANK);
     let doc: ProcessCommandDoc = fx.json(&["check", "--drain", &a.arg(), &bystander.arg()], 8);
     assert_eq!(doc.process(bystander.pid).kind(), Kind::CannotDrain);
     std::thread::sleep(Duration::from_millis(100));

@@ -84,6 +84,7 @@ pub enum DrainOutcome {
     Rebuilt,
     NotRebuilt,
     RebuildAsked,
+    NotNeeded,
 }
 
 /// What the drain handshake did with one process.

@@ -9,6 +9,8 @@ Environment: HOLD_MIB (the tensor each rank holds, default 1024),
 STEP_SECONDS (default 0.05), STALL_RANK and STALL_SECONDS (that rank's
 release takes that long: a rank that does not acknowledge in time),
 NO_DRAIN=1 (no client: a job that does not speak the protocol),
+DRAIN_BACKEND=gloo (both ranks on GPU 0, all-reduces on the CPU: the
+torchrun store and the client on a host with one GPU),
 BANDWIDTH_MIB (the all-reduce measured at the start and after every drain,
 default 256).
 
@@ -28,9 +30,9 @@ import torch
 import torch.distributed as dist
 
 
-def bus_bandwidth(mib, world):
-    """NCCL's bus bandwidth of an all-reduce of `mib` MiB, in GB/s."""
-    x = torch.ones(mib * 1024 * 1024 // 4, device="cuda")
+def bus_bandwidth(mib, world, device):
+    """The bus bandwidth of an all-reduce of `mib` MiB, in GB/s."""
+    x = torch.ones(mib * 1024 * 1024 // 4, device=device)
     for _ in range(3):
         dist.all_reduce(x)
     torch.cuda.synchronize()
@@ -47,9 +49,15 @@ def bus_bandwidth(mib, world):
 def main():
     status_dir = sys.argv[1]
     os.environ["NCCL_NVLS_ENABLE"] = "0"
-    local = int(os.environ.get("LOCAL_RANK", "0"))
+    backend = os.environ.get("DRAIN_BACKEND", "nccl")
+    local = int(os.environ.get("LOCAL_RANK", "0")) if backend == "nccl" else 0
     torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    if backend == "nccl":
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    else:
+        dist.init_process_group(backend)
+    # Where the all-reduces happen: the GPU for NCCL, the CPU for gloo.
+    device = "cuda" if backend == "nccl" else "cpu"
     rank, world = dist.get_rank(), dist.get_world_size()
     hold_mib = int(os.environ.get("HOLD_MIB", "1024"))
     step_seconds = float(os.environ.get("STEP_SECONDS", "0.05"))
@@ -58,7 +66,7 @@ def main():
     held = torch.randint(0, 1 << 30, (hold_mib * 1024 * 1024 // 8,), dtype=torch.int64, device="cuda", generator=generator)
     expected = int(held.sum().item())
 
-    state = {"pid": os.getpid(), "rank": rank, "steps": 0, "drains": 0, "sums_ok": True, "bandwidth_gbps": [bus_bandwidth(bw_mib, world)]}
+    state = {"pid": os.getpid(), "rank": rank, "steps": 0, "drains": 0, "sums_ok": True, "bandwidth_gbps": [bus_bandwidth(bw_mib, world, device)]}
 
     drain = None
     if os.environ.get("NO_DRAIN") != "1":
@@ -81,7 +89,7 @@ def main():
     while True:
         # The stop rides on the step's all-reduce, so every rank stops at
         # the same step (one that stopped alone would hang the other).
-        value = torch.full((1024,), float(rank + 1), device="cuda")
+        value = torch.full((1024,), float(rank + 1), device=device)
         value[0] = 1.0 if os.path.exists(stop) else 0.0
         dist.all_reduce(value)
         if value[0].item() > 0:
@@ -90,7 +98,7 @@ def main():
         state["steps"] += 1
         if drain is not None and drain.point():
             state["drains"] = drain.drains
-            state["bandwidth_gbps"].append(bus_bandwidth(bw_mib, world))
+            state["bandwidth_gbps"].append(bus_bandwidth(bw_mib, world, device))
         write()
         time.sleep(step_seconds)
     state["held_ok"] = int(held.sum().item()) == expected

@@ -1119,7 +1119,7 @@ class DrainJob:
                    "--master-port", str(next(self.PORTS)), DRAIN_JOB, self.dir]
         self.log = open(os.path.join(self.dir, "job.log"), "w")
         self.p = subprocess.Popen((wrap or []) + command, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
-                                  env=dict(os.environ, NCCL_NVLS_ENABLE="0", HOLD_MIB="1024", **(env or {})))
+                                  env={**os.environ, "NCCL_NVLS_ENABLE": "0", "HOLD_MIB": "1024", **(env or {})})
         self.launcher = self.p.pid
 
     def ranks(self):
@@ -1215,6 +1215,27 @@ def drain_round_trip(tools):
         rebuilt = [round(p["drain"]["rebuilt_ms"]) for p in up["processes"]]
         return (f"suspend --drain {suspend_s:.2f} s (acks {ack} ms), resume {resume_s:.2f} s (rebuilds {rebuilt} ms); "
                 f"freed {freed} MiB; bus bandwidth GB/s before/after {bandwidth}")
+    finally:
+        job.close()
+
+
+@scenario("drain: a torchrun job on one GPU over gloo (the torchrun store, the client): suspend --drain, resume, rebuilt, finishes right")
+def drain_round_trip_gloo(tools):
+    job = DrainJob(env={"DRAIN_BACKEND": "gloo", "HOLD_MIB": "512", "BANDWIDTH_MIB": "16"})
+    try:
+        job.wait_steps(10)
+        down = tools.json("suspend", "--drain", "--tree", job.launcher)
+        expect(len(down["processes"]) == 2 and all(p["state"] == "checkpointed" and p["drain"]["outcome"] == "drained" for p in down["processes"]), f"{down}")
+        steps = job.steps()
+        up = tools.json("resume", "--tree", job.launcher)
+        expect(all(p["state"] == "running" and p["drain"]["outcome"] == "rebuilt" for p in up["processes"]), f"{up}")
+        job.wait_steps(max(steps) + 10)
+        code, ranks = job.finish()
+        expect(code == 0 and all(r["sums_ok"] and r["held_ok"] and r["drains"] == 1 for r in ranks), f"exit {code}: {ranks}")
+        RAW["drain_round_trip_gloo"] = {"suspend": down, "resume": up, "ranks": ranks}
+        ack = [round(p["drain"]["acknowledged_ms"]) for p in down["processes"]]
+        rebuilt = [round(p["drain"]["rebuilt_ms"]) for p in up["processes"]]
+        return f"2 ranks on GPU 0: acks {ack} ms, rebuilds {rebuilt} ms, finished right"
     finally:
         job.close()
 
@@ -1507,6 +1528,7 @@ def main():
     cgroup_memory_limit(tools)
     killed_then_recovered(tools)
     check_agrees(tools)
+    drain_round_trip_gloo(tools)
     drain_harm_forced(tools)
     drain_round_trip(tools)
     drain_sockets_bandwidth(tools)

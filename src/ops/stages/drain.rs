@@ -43,6 +43,8 @@ pub struct Drained {
     signal: DrainSignal,
     timeout: Duration,
     members: Vec<Member>,
+    /// Left out of the handshake: nothing to release, nothing sent.
+    bystanders: Vec<i32>,
 }
 
 /// Whether `operation` locks running processes, so `--drain` applies.
@@ -73,7 +75,10 @@ pub fn drain(
         return Ok(None);
     }
     let signal = request.drain.signal;
-    let members = members(ready, signal)?;
+    let Parties {
+        members,
+        bystanders,
+    } = parties(ready, signal)?;
     journal.drain(
         &request.operation,
         &places(&members),
@@ -89,6 +94,7 @@ pub fn drain(
         signal,
         timeout: request.drain.timeout,
         members,
+        bystanders,
     };
     let until = deadline(request, drained.timeout);
     if let Err(why) = drained.ask_and_wait(until, interrupt) {
@@ -109,37 +115,57 @@ fn deadline(request: &Request<'_>, timeout: Duration) -> Instant {
     }
 }
 
+/// Who takes part in a drain, and who is left out of it.
+struct Parties {
+    members: Vec<Member>,
+    /// Processes that do not catch the signal and hold nothing the driver
+    /// cannot restore (a launcher such as torchrun's agent): never sent
+    /// anything, checkpointed as they are.
+    bystanders: Vec<i32>,
+}
+
 /// The processes to drain: those the command will lock (running), and
 /// locked ones that drained before their lock. A process that does not
-/// catch the signal stops the group before any driver call, and before
-/// anything is sent; so does one locked without having drained.
-fn members(ready: &Ready, signal: DrainSignal) -> Result<Vec<Member>, Stop> {
+/// catch the signal is left out when the evidence holds nothing against
+/// it; when it does, it stops the group before any driver call and before
+/// anything is sent. So does one locked without having drained.
+fn parties(ready: &Ready, signal: DrainSignal) -> Result<Parties, Stop> {
     let marked: Vec<bool> = ready
         .targets
         .iter()
         .map(|t| drain::shows_marker(t.pid))
         .collect();
-    let unable: Vec<ProcessReport> = ready
-        .targets
-        .iter()
-        .zip(&marked)
-        .filter(|(_, &marked)| !marked)
-        .filter_map(|(t, _)| {
-            let why = match drain::may_ask(t, signal) {
-                Err(unable) => Cannot::Unable(unable),
-                Ok(()) if t.stopped => Cannot::Stopped,
-                Ok(()) => return None,
-            };
-            Some(cannot_drain(t, None, &why, signal))
-        })
-        .collect();
+    let mut held_against: Option<Vec<(i32, String)>> = None;
+    let mut bystanders = Vec::new();
+    let mut unable = Vec::new();
+    for (t, _) in ready.targets.iter().zip(&marked).filter(|(_, &m)| !m) {
+        let why = match drain::may_ask(t, signal) {
+            Err(Unable::NotCaught) => {
+                // Read once, and only when a process does not catch it.
+                let findings = held_against.get_or_insert_with(|| restorable::pending(ready));
+                match findings.iter().find(|(pid, _)| *pid == t.pid) {
+                    Some((_, evidence)) => Cannot::NotCaught(evidence.clone()),
+                    None => {
+                        bystanders.push(t.pid);
+                        continue;
+                    }
+                }
+            }
+            Err(Unable::Unreadable(reason)) => Cannot::Unreadable(reason),
+            Ok(()) if t.stopped => Cannot::Stopped,
+            Ok(()) => continue,
+        };
+        unable.push(cannot_drain(t, None, &why, signal));
+    }
     if !unable.is_empty() {
         return Err(stop_unable(unable));
     }
     let states = concurrently(&ready.targets, |t| ready.driver.get_state(t.pid).ok());
     let mut members = Vec::new();
-    let mut unable = Vec::new();
     for ((target, state), marked) in ready.targets.iter().zip(states).zip(marked) {
+        if bystanders.contains(&target.pid) {
+            continue;
+        }
         match state {
             Some(ProcessState::Locked) if !marked => {
                 unable.push(cannot_drain(target, state, &Cannot::Locked, signal));
@@ -156,7 +182,10 @@ fn members(ready: &Ready, signal: DrainSignal) -> Result<Vec<Member>, Stop> {
         }
     }
     if unable.is_empty() {
-        Ok(members)
+        Ok(Parties {
+            members,
+            bystanders,
+        })
     } else {
         Err(stop_unable(unable))
     }
@@ -176,7 +205,11 @@ fn stop_unable(unable: Vec<ProcessReport>) -> Stop {
 
 /// Why a process cannot take part in a drain.
 enum Cannot {
-    Unable(Unable),
+    /// It does not catch the signal, and this evidence holds it to the
+    /// drain (a rank, a CUDA IPC party).
+    NotCaught(String),
+    /// Its status could not be read (why).
+    Unreadable(String),
     /// Locked without having drained: it cannot run the CUDA calls that
     /// release its resources.
     Locked,
@@ -193,11 +226,11 @@ fn cannot_drain(
 ) -> ProcessReport {
     let who = describe_process(target.pid, Some(&target.name));
     let (message, hint) = match why {
-        Cannot::Unable(Unable::NotCaught) => (
-            format!("refused before any change: {who} does not catch the drain signal, {signal}, according to SigCgt in /proc/{}/status: it does not speak the drain protocol and the signal could kill it; nothing was sent to any process", target.pid),
+        Cannot::NotCaught(evidence) => (
+            format!("refused before any change: {who} does not catch the drain signal, {signal}, according to SigCgt in /proc/{}/status: it does not speak the drain protocol and the signal could kill it, yet it holds what the driver cannot restore ({evidence}); nothing was sent to any process", target.pid),
             "start it with a drain client (the PyTorch one: `import cudackpt_drain`; see cudackpt(1), DRAIN PROTOCOL), pass the signal it catches with --drain-signal, or leave out --drain".to_string(),
         ),
-        Cannot::Unable(Unable::Unreadable(reason)) => (
+        Cannot::Unreadable(reason) => (
             format!("refused before any change: whether {who} catches the drain signal, {signal}, could not be read ({reason}); nothing was sent to any process"),
             "check /proc/PID/status, then try again".to_string(),
         ),
@@ -348,7 +381,13 @@ impl Drained {
         }
         Stop::Halted {
             ran: reports,
-            not_run: None,
+            // The bystanders, and any process the command had nothing to do
+            // with (already checkpointed): not attempted.
+            not_run: Some(Failure::new(
+                FailureKind::NotAttempted,
+                "not attempted: the drain of its group was called off",
+                "a group drains together or not at all",
+            )),
         }
     }
 
@@ -406,8 +445,18 @@ impl Drained {
     }
 
     /// After the driver calls: members running again are asked to rebuild;
-    /// the others stay drained until the command that resumes them.
+    /// the others stay drained until the command that resumes them. The
+    /// bystanders are said to have had nothing to drain.
     pub fn settle(self, reports: &mut [ProcessReport]) {
+        for report in reports
+            .iter_mut()
+            .filter(|r| self.bystanders.contains(&r.pid))
+        {
+            report.drain = Some(DrainReport::new(
+                self.signal.number(),
+                DrainOutcome::NotNeeded,
+            ));
+        }
         let running: Vec<&Target> = self
             .members
             .iter()
@@ -541,8 +590,8 @@ pub fn predict(request: &Request<'_>, ready: &Ready, reports: &mut [ProcessRepor
     }
     let signal = request.drain.signal;
     let pending = restorable::pending(ready);
-    let members = members(ready, signal);
-    let refused = match &members {
+    let parties = parties(ready, signal);
+    let refused = match &parties {
         Ok(_) => Vec::new(),
         Err(Stop::Halted { ran, .. }) => ran.clone(),
         Err(Stop::Refused(_)) => Vec::new(),
@@ -554,8 +603,11 @@ pub fn predict(request: &Request<'_>, ready: &Ready, reports: &mut [ProcessRepor
             report.note = None;
             continue;
         }
-        let Ok(members) = &members else { continue };
-        if let Some(member) = members.iter().find(|m| m.target.pid == report.pid) {
+        let Ok(parties) = &parties else { continue };
+        if parties.bystanders.contains(&report.pid) {
+            report.drain = Some(DrainReport::new(signal.number(), DrainOutcome::NotNeeded));
+        }
+        if let Some(member) = parties.members.iter().find(|m| m.target.pid == report.pid) {
             let outcome = if member.asked {
                 DrainOutcome::WouldDrain
             } else {
