@@ -111,11 +111,11 @@ class Tools:
 class Target:
     """The project's CUDA target program, driven over stdin/stdout."""
 
-    def __init__(self, tools, size_mib=256, device=0, seed=1, fill=True):
+    def __init__(self, tools, size_mib=256, device=0, seed=1, fill=True, env=None):
         self.p = subprocess.Popen(
             [tools.target_bin, "--size-mib", str(size_mib), "--device", str(device), "--seed", str(seed)]
             + ([] if fill else ["--no-fill"]),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, env={**os.environ, **(env or {})})
         line = self.read(120)
         if not line.startswith("READY"):
             raise Failed(f"target did not start: {line!r}")
@@ -1169,6 +1169,14 @@ class DrainJob:
         self.p.wait(timeout=60)
 
 
+def split_ranks(doc, job):
+    """A document's processes: the job's ranks, and the rest (torchrun's
+    agent, a CUDA process to the driver)."""
+    pids = job.pids
+    return ([p for p in doc["processes"] if p["pid"] in pids],
+            [p for p in doc["processes"] if p["pid"] not in pids])
+
+
 def need_two_gpus():
     if torch_gpu_count() < 2:
         raise Skipped("needs two GPUs")
@@ -1187,10 +1195,12 @@ def drain_round_trip(tools):
         started = time.monotonic()
         down = tools.json("suspend", "--drain", "--tree", job.launcher)
         suspend_s = time.monotonic() - started
-        expect(sorted(p["pid"] for p in down["processes"]) == sorted(job.pids), f"both ranks, nothing else: {down}")
-        for p in down["processes"]:
+        ranks, others = split_ranks(down, job)
+        expect(len(ranks) == 2, f"both ranks: {down}")
+        for p in ranks:
             expect(p["state"] == "checkpointed", f"{p}")
             expect(p["drain"]["outcome"] == "drained" and "WORLD_SIZE" in p["drain"].get("exempted", ""), f"{p}")
+        expect(all(p["state"] == "checkpointed" and p["drain"]["outcome"] == "not_needed" for p in others), f"torchrun's agent: {others}")
         free_during = gpus_free_mib(tools)
         freed = [d - b for b, d in zip(free_before, free_during)]
         expect(all(f >= 2048 for f in freed), f"the GPUs were freed: free MiB {free_before} -> {free_during}")
@@ -1200,19 +1210,20 @@ def drain_round_trip(tools):
         started = time.monotonic()
         up = tools.json("resume", "--tree", job.launcher)
         resume_s = time.monotonic() - started
-        for p in up["processes"]:
-            expect(p["state"] == "running" and p["drain"]["outcome"] == "rebuilt", f"{p}")
+        expect(all(p["state"] == "running" for p in up["processes"]), f"{up}")
+        for p in split_ranks(up, job)[0]:
+            expect(p["drain"]["outcome"] == "rebuilt", f"{p}")
         wait_for("a step after the rebuild", lambda: all(s > t for s, t in zip(job.steps(), steps)))
         wait_for("the bandwidth after the rebuild", lambda: all(len(r["bandwidth_gbps"]) >= 2 for r in job.ranks()))
         job.wait_steps(max(steps) + 10)
-        code, ranks = job.finish()
-        expect(code == 0 and all(r["sums_ok"] and r["held_ok"] and r["drains"] == 1 for r in ranks), f"the job: exit {code}, {ranks}")
-        bandwidth = [r["bandwidth_gbps"] for r in ranks]
+        code, finished = job.finish()
+        expect(code == 0 and all(r["sums_ok"] and r["held_ok"] and r["drains"] == 1 for r in finished), f"the job: exit {code}, {finished}")
+        bandwidth = [r["bandwidth_gbps"] for r in finished]
         RAW["drain_round_trip"] = {"check": checked, "suspend": down, "resume": up, "free_mib_before": free_before,
                                    "free_mib_checkpointed": free_during, "bandwidth_gbps": bandwidth,
                                    "suspend_wall_s": round(suspend_s, 3), "resume_wall_s": round(resume_s, 3)}
-        ack = [round(p["drain"]["acknowledged_ms"]) for p in down["processes"]]
-        rebuilt = [round(p["drain"]["rebuilt_ms"]) for p in up["processes"]]
+        ack = [round(p["drain"]["acknowledged_ms"]) for p in ranks]
+        rebuilt = [round(p["drain"]["rebuilt_ms"]) for p in split_ranks(up, job)[0]]
         return (f"suspend --drain {suspend_s:.2f} s (acks {ack} ms), resume {resume_s:.2f} s (rebuilds {rebuilt} ms); "
                 f"freed {freed} MiB; bus bandwidth GB/s before/after {bandwidth}")
     finally:
@@ -1225,17 +1236,22 @@ def drain_round_trip_gloo(tools):
     try:
         job.wait_steps(10)
         down = tools.json("suspend", "--drain", "--tree", job.launcher)
-        expect(len(down["processes"]) == 2 and all(p["state"] == "checkpointed" and p["drain"]["outcome"] == "drained" for p in down["processes"]), f"{down}")
+        ranks, others = split_ranks(down, job)
+        expect(len(ranks) == 2 and all(p["state"] == "checkpointed" and p["drain"]["outcome"] == "drained" for p in ranks), f"{down}")
+        # torchrun's agent is a CUDA process to the driver, with no handler
+        # and no rank: left out of the handshake, checkpointed as it is.
+        expect(all(p["state"] == "checkpointed" and p["drain"]["outcome"] == "not_needed" for p in others), f"{others}")
         steps = job.steps()
         up = tools.json("resume", "--tree", job.launcher)
-        expect(all(p["state"] == "running" and p["drain"]["outcome"] == "rebuilt" for p in up["processes"]), f"{up}")
+        expect(all(p["state"] == "running" for p in up["processes"]), f"{up}")
+        expect(all(p["drain"]["outcome"] == "rebuilt" for p in up["processes"] if p["pid"] in job.pids), f"{up}")
         job.wait_steps(max(steps) + 10)
-        code, ranks = job.finish()
-        expect(code == 0 and all(r["sums_ok"] and r["held_ok"] and r["drains"] == 1 for r in ranks), f"exit {code}: {ranks}")
-        RAW["drain_round_trip_gloo"] = {"suspend": down, "resume": up, "ranks": ranks}
-        ack = [round(p["drain"]["acknowledged_ms"]) for p in down["processes"]]
-        rebuilt = [round(p["drain"]["rebuilt_ms"]) for p in up["processes"]]
-        return f"2 ranks on GPU 0: acks {ack} ms, rebuilds {rebuilt} ms, finished right"
+        code, finished = job.finish()
+        expect(code == 0 and all(r["sums_ok"] and r["held_ok"] and r["drains"] == 1 for r in finished), f"exit {code}: {finished}")
+        RAW["drain_round_trip_gloo"] = {"suspend": down, "resume": up, "ranks": finished}
+        ack = [round(p["drain"]["acknowledged_ms"]) for p in ranks]
+        rebuilt = [round(p["drain"]["rebuilt_ms"]) for p in up["processes"] if p["pid"] in job.pids]
+        return f"2 ranks on GPU 0 and torchrun's agent ({len(others)} left out, not_needed): acks {ack} ms, rebuilds {rebuilt} ms, finished right"
     finally:
         job.close()
 
@@ -1284,15 +1300,17 @@ def drain_never_acknowledges(tools):
         started = time.monotonic()
         doc = tools.json("suspend", "--drain", "--drain-timeout", "5s", "--tree", job.launcher, expect_code=12)
         took = time.monotonic() - started
-        kinds = {p["pid"]: p["error"]["kind"] for p in doc["processes"]}
-        outcomes = {p["pid"]: p["drain"]["outcome"] for p in doc["processes"]}
+        ranks, _ = split_ranks(doc, job)
+        kinds = {p["pid"]: p["error"]["kind"] for p in ranks}
+        outcomes = {p["pid"]: p["drain"]["outcome"] for p in ranks}
         expect(sorted(kinds.values()) == ["drain_timeout", "not_attempted"], f"{doc}")
+        expect(all(p["error"]["kind"] == "not_attempted" for p in split_ranks(doc, job)[1]), f"{doc}")
         expect(all(tools.state(pid) == "running" for pid in job.pids), "nothing locked")
         steps = job.steps()
         wait_for("steps after the call-off", lambda: all(s > t for s, t in zip(job.steps(), steps)), 120)
-        code, ranks = job.finish()
-        expect(code == 0 and all(r["sums_ok"] and r["held_ok"] for r in ranks), f"exit {code}: {ranks}")
-        RAW["drain_never_acknowledges"] = {"suspend": doc, "ranks": ranks}
+        code, finished = job.finish()
+        expect(code == 0 and all(r["sums_ok"] and r["held_ok"] for r in finished), f"exit {code}: {finished}")
+        RAW["drain_never_acknowledges"] = {"suspend": doc, "ranks": finished}
         return f"exit 12 after {took:.1f} s; kinds {sorted(kinds.values())}; outcomes {sorted(outcomes.values())}; job finished right"
     finally:
         job.close()
@@ -1388,11 +1406,14 @@ def drain_ipc_pair(tools):
         p.wait(timeout=60)
 
 
-@scenario("drain: a single-GPU PyTorch process with the client: check --drain predicts, suspend --drain, resume rebuilds, data right; a process that does not catch the signal is never sent it")
+@scenario("drain: a single-GPU PyTorch process with the client: check --drain predicts, suspend --drain, resume rebuilds, data right; a rank with no handler is never sent the signal, a plain process with none is left out")
 def drain_single_torch(tools):
     work = tempfile.mkdtemp(prefix="cudackpt-drain-single-")
     p = subprocess.Popen([sys.executable, DRAIN_IPC, work, "single"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-    bystander = Target(tools, size_mib=256)
+    # The project's target under a launcher's WORLD_SIZE: a rank to the
+    # evidence, with no handler for signal 40 (whose default kills it).
+    bystander = Target(tools, size_mib=256, env={"WORLD_SIZE": "2"})
+    plain = Target(tools, size_mib=256, seed=2)
     try:
         ready, _, _ = select.select([p.stdout], [], [], 180)
         line = p.stdout.readline().strip() if ready else ""
@@ -1406,20 +1427,25 @@ def drain_single_torch(tools):
         expect(tools.state(bystander.pid) == "running" and bystander.p.poll() is None, "the bystander was not signalled (signal 40 would have killed it)")
         expect(not shows_marker(pid) and tools.state(pid) == "running", "nothing was sent to the group")
         bystander.verify()
-        checked = tools.json("check", "--drain", pid)
-        expect(checked["processes"][0]["drain"]["outcome"] == "would_drain", f"{checked}")
-        down = tools.json("suspend", "--drain", pid)
-        expect(down["processes"][0]["state"] == "checkpointed" and down["processes"][0]["drain"]["outcome"] == "drained", f"{down}")
+        checked = tools.json("check", "--drain", pid, plain.pid)
+        outcomes = {q["pid"]: q["drain"]["outcome"] for q in checked["processes"]}
+        expect(outcomes == {pid: "would_drain", plain.pid: "not_needed"}, f"{checked}")
+        down = tools.json("suspend", "--drain", pid, plain.pid)
+        outcomes = {q["pid"]: (q["state"], q["drain"]["outcome"]) for q in down["processes"]}
+        expect(outcomes == {pid: ("checkpointed", "drained"), plain.pid: ("checkpointed", "not_needed")}, f"{down}")
         steps = status()["steps"]
-        up = tools.json("resume", pid)
-        expect(up["processes"][0]["drain"]["outcome"] == "rebuilt", f"{up}")
+        up = tools.json("resume", pid, plain.pid)
+        expect(next(q for q in up["processes"] if q["pid"] == pid)["drain"]["outcome"] == "rebuilt", f"{up}")
+        plain.verify()
         wait_for("steps after the rebuild", lambda: status()["steps"] > steps + 3)
         expect(status()["ok"] and status()["drains"] == 1, f"{status()}")
         RAW["drain_single_torch"] = {"refused": refused, "check": checked, "suspend": down, "resume": up}
-        return (f"bystander refused cannot_drain and alive; drained in {down['processes'][0]['drain']['acknowledged_ms']:.0f} ms, "
-                f"rebuilt in {up['processes'][0]['drain']['rebuilt_ms']:.0f} ms, data right")
+        mine = lambda doc: next(q for q in doc["processes"] if q["pid"] == pid)["drain"]
+        return (f"a rank with no handler refused cannot_drain and alive; drained in {mine(down)['acknowledged_ms']:.0f} ms, "
+                f"rebuilt in {mine(up)['rebuilt_ms']:.0f} ms, data right; a plain target left out (not_needed), data intact")
     finally:
         bystander.close()
+        plain.close()
         open(os.path.join(work, "stop"), "w").close()
         try:
             os.killpg(p.pid, 9)
@@ -1438,17 +1464,18 @@ def drain_in_namespace(tools):
         # The ranks write their PIDs as their namespace sees them; the host's
         # are cudackpt's to find.
         listed = tools.json("ps", "--tree", job.launcher)
-        host_pids = sorted(p["pid"] for p in listed["processes"])
-        expect(len(host_pids) == 2, f"two ranks found from the host: {listed}")
-        nspid = [open(f"/proc/{pid}/status").read().split("NSpid:")[1].split("\n")[0].split() for pid in host_pids]
-        expect(all(len(n) == 2 and n[1] in map(str, job.pids) for n in nspid), f"the ranks are in a PID namespace: NSpid {nspid}, their own PIDs {job.pids}")
+        nspid_of = lambda pid: open(f"/proc/{pid}/status").read().split("NSpid:")[1].split("\n")[0].split()
+        nspid = [nspid_of(p["pid"]) for p in listed["processes"]]
+        host_ranks = sorted(int(n[0]) for n in nspid if len(n) == 2 and int(n[1]) in job.pids)
+        expect(len(host_ranks) == 2, f"the ranks are in a PID namespace: NSpid {nspid}, their own PIDs {job.pids}")
         down = tools.json("suspend", "--drain", "--tree", job.launcher)
         expect(all(p["state"] == "checkpointed" for p in down["processes"]), f"{down}")
         up = tools.json("resume", "--tree", job.launcher)
-        expect(all(p["drain"]["outcome"] == "rebuilt" for p in up["processes"]), f"{up}")
+        rebuilt = sorted(p["pid"] for p in up["processes"] if (p.get("drain") or {}).get("outcome") == "rebuilt")
+        expect(rebuilt == host_ranks, f"the ranks, by their host PIDs, rebuilt: {up}")
         job.wait_steps(max(job.steps()) + 5)
-        code, ranks = job.finish()
-        expect(code == 0 and all(r["sums_ok"] and r["held_ok"] and r["drains"] == 1 for r in ranks), f"exit {code}: {ranks}")
+        code, finished = job.finish()
+        expect(code == 0 and all(r["sums_ok"] and r["held_ok"] and r["drains"] == 1 for r in finished), f"exit {code}: {finished}")
         RAW["drain_in_namespace"] = {"nspid": nspid, "suspend": down, "resume": up}
         return f"ranks' NSpid {nspid}; drained, checkpointed, rebuilt, finished right"
     finally:
