@@ -300,7 +300,13 @@ fn execute_and_finish(
     let journal = intent::Journal::default();
     let write_intent = |places: &[interrupt::Place]| journal.record(&request.operation, places);
     let executor = executor_for(request, ready, started, &locks_lost, &write_intent);
-    let drained = drain_stage::drain(request, ready, &journal, &executor.interrupt)?;
+    let drained = drain_stage::drain(
+        request,
+        ready,
+        &journal,
+        &executor.interrupt,
+        executor.deadline,
+    )?;
     let snapshot = request
         .operation
         .checkpoints()

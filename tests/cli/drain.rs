@@ -279,6 +279,51 @@ fn a_rank_that_acknowledges_but_keeps_its_nccl_thread_is_refused_on_evidence() {
 }
 
 #[test]
+fn a_marker_planted_before_any_request_gets_no_lie_past_the_evidence() {
+    let fx = Fixture::new();
+    let (liar, liar_events) = rank(&fx, "plant");
+    wait_until("the planted marker", || shows(liar.pid, "cudackpt-drain1"));
+    fx.take_calls();
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--drain", &liar.arg()], 8);
+    let refused = doc.process(liar.pid);
+    assert_eq!(refused.kind(), Kind::Unrestorable);
+    let message = &refused.error.as_ref().expect("error").message;
+    assert!(
+        message.contains("it acknowledged the drain, yet") && message.contains("pt_nccl_watchdg"),
+        "{message}"
+    );
+    assert_eq!(events(&liar_events), ["ready"]);
+    assert_eq!(state_changes(&fx), Vec::<String>::new(), "nothing locked");
+}
+
+#[test]
+fn a_resume_with_a_signal_the_drained_process_does_not_catch_sends_nothing() {
+    let fx = Fixture::new();
+    let (r, r_events) = rank(&fx, "ack");
+    fx.json::<ProcessCommandDoc>(&["suspend", "--drain", &r.arg()], 0);
+    let doc: ProcessCommandDoc = fx.json(&["resume", "--drain-signal", "USR2", &r.arg()], 8);
+    let p = doc.process(r.pid);
+    assert_eq!(p.state, State::Running, "resumed: {p:?}");
+    assert_eq!(p.kind(), Kind::CannotDrain);
+    assert!(
+        p.error
+            .as_ref()
+            .expect("error")
+            .message
+            .contains("does not catch signal 12 (SIGUSR2)"),
+        "{p:?}"
+    );
+    assert!(shows(r.pid, "cudackpt-drain1"), "still waiting to rebuild");
+    // Asked again with its own signal: already running, and rebuilt.
+    let doc: ProcessCommandDoc = fx.json(&["resume", &r.arg()], 0);
+    assert_eq!(
+        doc.process(r.pid).drain.as_ref().map(|d| d.outcome),
+        Some(DrainOutcome::Rebuilt)
+    );
+    assert_eq!(events(&r_events), ["ready", "released", "rebuilt"]);
+}
+
+#[test]
 fn check_drain_predicts_and_sends_nothing() {
     let fx = Fixture::new();
     let (a, a_events) = rank(&fx, "ack");

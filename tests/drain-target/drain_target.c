@@ -6,6 +6,7 @@
  *   ignore         catches the signal, never reaches a drain point
  *   die            exits while releasing
  *   stuck-rebuild  never finishes its rebuild
+ *   plant          names a thread with the marker at start, never drains
  * Every event is appended to the file named by its second argument. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -17,6 +18,7 @@ static const char *mode;
 static FILE *events;
 static pthread_t watchdog;
 static void *watch(void *arg) { (void)arg; prctl(PR_SET_NAME, "pt_nccl_watchdg"); for (;;) pause(); return 0; }
+static void *liar(void *arg) { (void)arg; prctl(PR_SET_NAME, CUDACKPT_DRAIN_MARKER); for (;;) pause(); return 0; }
 static void note(const char *what) { fprintf(events, "%s\n", what); fflush(events); }
 static void release(void) {
     note("released");
@@ -33,7 +35,9 @@ int main(int argc, char **argv) {
     mode = argv[1];
     events = fopen(argv[2], "a");
     pthread_create(&watchdog, 0, watch, 0);
+    if (!strcmp(mode, "plant")) { pthread_t planted; pthread_create(&planted, 0, liar, 0); }
     cudackpt_drain_init();
     note("ready");
-    for (;;) { if (strcmp(mode, "ignore")) cudackpt_drain_point(release, rebuild); usleep(2000); }
+    int drains = strcmp(mode, "ignore") && strcmp(mode, "plant");
+    for (;;) { if (drains) cudackpt_drain_point(release, rebuild); usleep(2000); }
 }

@@ -70,6 +70,7 @@ pub fn drain(
     ready: &Ready,
     journal: &Journal,
     interrupt: &Interrupt,
+    deadline: Option<Instant>,
 ) -> Result<Option<Drained>, Stop> {
     if !request.drain.before_lock || !drains(&request.operation) {
         return Ok(None);
@@ -79,9 +80,19 @@ pub fn drain(
         members,
         bystanders,
     } = parties(ready, signal)?;
+    let mut drained = Drained {
+        signal,
+        timeout: request.drain.timeout,
+        members,
+        bystanders,
+    };
+    if drained.members.is_empty() {
+        // Every process is checkpointed already, or left out: nothing to ask.
+        return Ok(Some(drained));
+    }
     journal.drain(
         &request.operation,
-        &places(&members),
+        &places(&drained.members),
         DrainNote {
             signal: signal.number(),
             phase: DrainPhase::Requested,
@@ -90,29 +101,15 @@ pub fn drain(
     // From the first request on, a signal to cudackpt calls the drain off
     // rather than ending it with processes half drained.
     interrupt.arm();
-    let mut drained = Drained {
-        signal,
-        timeout: request.drain.timeout,
-        members,
-        bystanders,
-    };
-    let until = deadline(request, drained.timeout);
+    // The drain timeout, or the command's --deadline if sooner.
+    let by_timeout = Instant::now() + drained.timeout;
+    let until = deadline.map_or(by_timeout, |deadline| deadline.min(by_timeout));
     if let Err(why) = drained.ask_and_wait(until, interrupt) {
         return Err(drained.call_off(&why));
     }
     journal.drain_phase(DrainPhase::Drained);
     drained.prove(request, ready)?;
     Ok(Some(drained))
-}
-
-/// When the wait for acknowledgements ends: the drain timeout, or the
-/// command's deadline if sooner.
-fn deadline(request: &Request<'_>, timeout: Duration) -> Instant {
-    let by_timeout = Instant::now() + timeout;
-    match request.deadline.as_duration() {
-        Some(limit) => by_timeout.min(Instant::now() + limit),
-        None => by_timeout,
-    }
 }
 
 /// Who takes part in a drain, and who is left out of it.
@@ -573,8 +570,22 @@ pub fn rebuild_resumed(request: &Request<'_>, ready: &Ready, reports: &mut [Proc
     if waiting.is_empty() {
         return;
     }
+    let signal = request.drain.signal;
+    let (askable, deaf): (Vec<&Target>, Vec<&Target>) = waiting
+        .into_iter()
+        .partition(|t| drain::may_ask(t, signal).is_ok());
+    for target in deaf {
+        if let Some(report) = reports.iter_mut().find(|r| r.pid == target.pid) {
+            report.drain = Some(DrainReport::new(signal.number(), DrainOutcome::NotRebuilt));
+            report.failure.get_or_insert_with(|| Failure::new(
+                FailureKind::CannotDrain,
+                format!("PID {} shows the drain marker, so it waits to rebuild, but it does not catch signal {signal}: nothing was sent", target.pid),
+                "resume it again with the --drain-signal it was drained with (CUDACKPT_DRAIN_SIGNAL)",
+            ));
+        }
+    }
     let until = Instant::now() + request.drain.timeout;
-    for (pid, drain) in rebuild(&waiting, request.drain.signal, until) {
+    for (pid, drain) in rebuild(&askable, signal, until) {
         if let Some(report) = reports.iter_mut().find(|r| r.pid == pid) {
             note_rebuild(report, &drain);
             report.drain = Some(drain);
