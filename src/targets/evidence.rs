@@ -17,6 +17,7 @@ use std::fs;
 use memchr::memmem;
 
 use crate::files;
+use crate::targets::namespace;
 
 /// The prefix of the threads PyTorch starts for a live NCCL process group
 /// (`pt_nccl_watchdg`, `pt_nccl_heartbt`); a group torn down has none.
@@ -43,8 +44,21 @@ const ENVIRON_CAP: u64 = 1 << 20;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IpcFile {
     pub path: String,
-    /// The process that exported the memory (from the file name).
+    /// The process that exported the memory, from the file name: a PID of
+    /// the PID namespace of the process that maps it.
     pub exporter: Option<i32>,
+    /// The file's device and inode, from its maps line: the same file
+    /// whatever a mount namespace calls it.
+    pub id: Option<(String, u64)>,
+}
+
+/// Who a process shares CUDA IPC memory with, by host PID.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IpcPeers {
+    /// It exported the memory (a file names it as the exporter).
+    pub exports: bool,
+    /// Its exporter, or the processes that import from it.
+    pub pids: Vec<i32>,
 }
 
 /// Why a process looks like a rank of a multi-process NCCL job.
@@ -60,6 +74,8 @@ pub enum RankSign {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Evidence {
     pub ipc_files: Vec<IpcFile>,
+    /// The host PIDs behind the IPC files' names.
+    pub ipc_peers: IpcPeers,
     pub rank_signs: Vec<RankSign>,
     /// `NCCL_P2P_DISABLE` and `NCCL_SHM_DISABLE` both set to 1.
     pub socket_transport_only: bool,
@@ -96,8 +112,15 @@ pub fn gather(pid: i32) -> Evidence {
         })
         .collect();
     rank_signs.extend(world_sizes(&environ));
+    let ipc_files = ipc_files(&maps);
+    let ipc_peers = if ipc_files.is_empty() {
+        IpcPeers::default()
+    } else {
+        ipc_peers(pid, &ipc_files)
+    };
     Evidence {
-        ipc_files: ipc_files(&maps),
+        ipc_files,
+        ipc_peers,
         rank_signs,
         socket_transport_only: env_is(&environ, "NCCL_P2P_DISABLE", "1")
             && env_is(&environ, "NCCL_SHM_DISABLE", "1"),
@@ -122,9 +145,67 @@ pub fn ipc_files(maps: &[u8]) -> Vec<IpcFile> {
             .split('.')
             .nth(1)
             .and_then(|hex| i32::from_str_radix(hex, 16).ok());
-        found.push(IpcFile { path, exporter });
+        // The line: address perms offset dev inode path.
+        let line_start = maps[..at]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |n| n + 1);
+        let line = String::from_utf8_lossy(&maps[line_start..at]).into_owned();
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let id = match fields[..] {
+            [_, _, _, dev, inode, ..] => inode.parse().ok().map(|inode| (dev.to_string(), inode)),
+            _ => None,
+        };
+        found.push(IpcFile { path, exporter, id });
     }
     found
+}
+
+/// Who `pid` shares its IPC files with, by host PID. A file's name holds
+/// the exporter's PID in the namespace of the process that maps it: when
+/// that is `pid`'s own, `pid` is the exporter, and its importers are the
+/// processes of its PID namespace that map the same file; otherwise the
+/// exporter is the process of its namespace with that PID.
+pub fn ipc_peers(pid: i32, files: &[IpcFile]) -> IpcPeers {
+    let Some(space) = namespace::pid_namespace(pid) else {
+        // Unreadable: the names are all there is.
+        return IpcPeers {
+            exports: false,
+            pids: files
+                .iter()
+                .filter_map(|f| f.exporter)
+                .filter(|&e| e != pid)
+                .collect(),
+        };
+    };
+    let own = namespace::own_pid(pid);
+    let mut peers = IpcPeers::default();
+    for file in files {
+        match file.exporter {
+            Some(exporter) if exporter == own => {
+                peers.exports = true;
+                let importers =
+                    namespace::processes_in(&space, |host, _| host != pid && maps_file(host, file));
+                peers.pids.extend(importers);
+            }
+            Some(exporter) => peers.pids.extend(namespace::host_pid(&space, exporter)),
+            None => {}
+        }
+    }
+    peers.pids.sort_unstable();
+    peers.pids.dedup();
+    peers
+}
+
+/// Whether `pid` maps `file` (the same device and inode, else the same path).
+fn maps_file(pid: i32, file: &IpcFile) -> bool {
+    let Ok(maps) = fs::read(format!("/proc/{pid}/maps")) else {
+        return false;
+    };
+    ipc_files(&maps).iter().any(|f| match (&f.id, &file.id) {
+        (Some(a), Some(b)) => a == b,
+        _ => f.path == file.path,
+    })
 }
 
 /// Every thread of `pid` with its name (`/proc/PID/task/TID/comm`), in no
@@ -188,7 +269,8 @@ mod tests {
             files,
             [IpcFile {
                 path: "/dev/shm/cuda.shm.0.1f4a.1".into(),
-                exporter: Some(0x1f4a)
+                exporter: Some(0x1f4a),
+                id: Some(("00:1a".into(), 12)),
             }]
         );
         assert!(ipc_files(b"7f20-7f30 r-xp 0 08:01 99 /usr/lib/libnccl.so.2\n").is_empty());

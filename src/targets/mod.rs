@@ -1,6 +1,7 @@
 //! The processes a command acts on: one process's /proc facts and the
 //! caller's privileges (`process`), and discovery of CUDA processes in
-//! trees, cgroups or the whole host (`discover`), read-only.
+//! trees, cgroups or the whole host (`discover`), PIDs across PID
+//! namespaces (`namespace`), read-only.
 //!
 //! May use: `exit`, `files`.
 
@@ -8,4 +9,5 @@ pub mod discover;
 pub mod evidence;
 pub mod kmsg;
 pub mod memory;
+pub mod namespace;
 pub mod process;

@@ -10,7 +10,7 @@ use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::support::{cudackpt_bin, Fixture};
+use crate::support::{cudackpt_bin, Fixture, SpawnGuarded};
 use crate::wire::{Kind, ProcessCommandDoc, State};
 
 const NOBODY: u32 = 65534;
@@ -337,8 +337,7 @@ fn a_lock_directory_removed_mid_run_rolls_the_group_back() {
         .std_command(&["--json", "suspend", &target.arg()])
         .env("FAKE_CUDA_INJECT", "checkpoint=delay:600")
         .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("suspend");
+        .spawn_guarded();
     crate::support::wait_until("the lock", || {
         fx.calls().iter().any(|c| c.short() == "lock 0")
     });

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::support::{cudackpt_bin, fake_uuid, parse_one_document, shorts, texts, Fixture};
+use crate::support::{
+    cudackpt_bin, fake_uuid, parse_one_document, shorts, texts, Fixture, SpawnGuarded,
+};
 use crate::wire::{Document, UsageDoc};
 
 /// The name CRIU's plugin runs (`CUDA_CHECKPOINT`).
@@ -95,9 +97,7 @@ fn run_merged(command: StdCommand) -> Merged {
         };
     }
     let started = Instant::now();
-    let mut child = shell
-        .spawn()
-        .unwrap_or_else(|e| panic!("could not start {command:?}: {e}"));
+    let mut child = shell.spawn_guarded();
     let mut bytes = Vec::new();
     child
         .stdout

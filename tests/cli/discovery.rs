@@ -13,7 +13,8 @@ use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    check_document, parse_one_document, running_as_root, texts, wait_until, Fixture, Member, Tree,
+    check_document, parse_one_document, running_as_root, texts, wait_until, Fixture, Member,
+    SpawnGuarded, Tree,
 };
 use crate::wire::{Document, Kind, ProcessCommandDoc, State};
 
@@ -503,8 +504,7 @@ wait"#,
         .env("FAKE_CUDA_INJECT", format!("get_state@{victim}=delay:1000"))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start ps");
+        .spawn_guarded();
     // Discovery queries every candidate at once: when the canary's answer is
     // logged, the victim's query is under way.
     wait_until("the canary's GetState", || {

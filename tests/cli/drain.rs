@@ -10,7 +10,7 @@ use std::fs;
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::support::{send_signal, texts, wait_until, Fixture, Target};
+use crate::support::{send_signal, texts, wait_until, Fixture, SpawnGuarded, Target};
 use crate::wire::{DrainOutcome, Kind, ProcessCommandDoc, State};
 
 /// The launcher environment of a rank of a two-rank job.
@@ -421,15 +421,14 @@ fn intents(fx: &Fixture) -> Vec<std::path::PathBuf> {
 }
 
 /// `suspend --drain` of `group` in the background, its output discarded.
-fn drain_in_background(fx: &Fixture, group: &[&Target]) -> std::process::Child {
+fn drain_in_background(fx: &Fixture, group: &[&Target]) -> crate::support::Guard {
     let mut args = vec!["suspend".to_string(), "--drain".to_string()];
     args.extend(group.iter().map(|t| t.arg()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     fx.std_command(&args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn()
-        .expect("start cudackpt")
+        .spawn_guarded()
 }
 
 #[test]

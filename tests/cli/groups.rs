@@ -2,7 +2,7 @@
 //! report per process, and all-or-nothing: a failure on one process rolls
 //! the others back, and a bad target stops the group before any driver call.
 
-use crate::support::{Call, Fixture, Target};
+use crate::support::{Call, Fixture, SpawnGuarded, Target};
 use crate::wire::{Kind, ProcessCommandDoc, State};
 
 fn args<'a>(command: &'a str, pids: &'a [String]) -> Vec<&'a str> {
@@ -260,8 +260,7 @@ fn an_interrupted_suspend_rolls_the_group_back() {
             .env("FAKE_CUDA_INJECT", "checkpoint=delay:800")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start suspend");
+            .spawn_guarded();
         // Both locks are done; the checkpoints are in flight.
         crate::support::wait_until("both locks", || {
             fx.calls().iter().filter(|c| c.short() == "lock 0").count() == 2

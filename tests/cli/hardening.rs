@@ -4,7 +4,7 @@
 
 use std::process::Stdio;
 
-use crate::support::{parse_one_document, wait_until, Fixture};
+use crate::support::{parse_one_document, wait_until, Fixture, SpawnGuarded};
 use crate::wire::{Kind, ProcessCommandDoc};
 
 #[test]
@@ -15,8 +15,7 @@ fn a_second_cudackpt_on_the_same_process_is_told_and_changes_nothing() {
         .std_command(&["--json", "suspend", &target.arg()])
         .env("FAKE_CUDA_INJECT", "checkpoint=delay:1500")
         .stdout(Stdio::piped())
-        .spawn()
-        .expect("first suspend");
+        .spawn_guarded();
     wait_until("the first to lock", || {
         fx.calls().iter().any(|c| c.op == "lock")
     });
@@ -55,8 +54,7 @@ fn a_process_that_exits_mid_group_is_reported_and_the_rest_rolled_back() {
         .std_command(&["--json", "suspend", &a.arg(), &b.arg()])
         .env("FAKE_CUDA_INJECT", "checkpoint=delay:800")
         .stdout(Stdio::piped())
-        .spawn()
-        .expect("suspend");
+        .spawn_guarded();
     wait_until("both locked", || {
         fx.calls().iter().filter(|c| c.short() == "lock 0").count() == 2
     });

@@ -3,7 +3,7 @@
 
 use std::process::Stdio;
 
-use crate::support::{texts, Fixture};
+use crate::support::{texts, Fixture, SpawnGuarded};
 
 /// `-q` as `grep -q`: no result and no remarks, the exit status, and what
 /// went wrong still said on stderr (in words, with --json too).
@@ -128,8 +128,7 @@ fn a_closed_stdout_pipe_is_not_an_error() {
             .env("FAKE_CUDA_INJECT", "get_state=delay:300")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .spawn()
-            .expect("start cudackpt");
+            .spawn_guarded();
         drop(child.stdout.take());
         let output = child.wait_with_output().expect("cudackpt exits");
         let stderr = String::from_utf8_lossy(&output.stderr);

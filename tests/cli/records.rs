@@ -5,7 +5,7 @@
 
 use std::fs;
 
-use crate::support::{fake_uuid, Fixture};
+use crate::support::{fake_uuid, Fixture, SpawnGuarded};
 use crate::wire::{Kind, ProcessCommandDoc, State};
 
 fn record_of(fx: &Fixture, pid: i32) -> serde_json::Value {
@@ -227,12 +227,12 @@ fn a_user_keeps_records_and_locks_in_their_runtime_directory() {
     let mut sleeper = std::process::Command::new("sleep");
     sleeper
         .arg("600")
-        .env("LD_PRELOAD", crate::support::fake_libcuda())
+        .env("LD_PRELOAD", fx.fake())
         .env("FAKE_CUDA_STATE_DIR", &state);
     if as_nobody {
         sleeper.uid(user).gid(user);
     }
-    let mut target = sleeper.spawn().expect("a CUDA process");
+    let mut target = sleeper.spawn_guarded();
     let pid = target.id() as i32;
     crate::support::wait_until("the fake to be mapped", || {
         fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains("fake_libcuda"))

@@ -4,6 +4,7 @@ use std::process::Stdio;
 
 use crate::support::{
     assert_aligned, parse_one_document, shorts, table_snapshot_settings, texts, Fixture,
+    SpawnGuarded,
 };
 use crate::wire::{Document, Kind, ProcessCommandDoc, State};
 
@@ -122,8 +123,7 @@ fn wait_returns_once_another_command_moves_the_process() {
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
-        .expect("start wait");
+        .spawn_guarded();
     // Let the waiter see the process running at least once.
     crate::support::wait_until("wait to poll", || {
         fx.calls().iter().any(|c| c.op == "get_state")

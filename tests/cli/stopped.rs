@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{proc_state, send_signal, shorts, wait_until, Fixture};
+use crate::support::{proc_state, send_signal, shorts, wait_until, Fixture, SpawnGuarded};
 use crate::wire::{Kind, ProcessCommandDoc, State};
 
 /// Stops a process and waits until the kernel shows it stopped (`kill`
@@ -137,8 +137,7 @@ fn a_signal_while_nothing_has_moved_ends_cudackpt_at_once() {
     // `wait` only queries, so a signal must end it now, not be deferred.
     let mut child = fx
         .std_command(&["wait", "--state", "checkpointed", &target.arg()])
-        .spawn()
-        .expect("start wait");
+        .spawn_guarded();
     wait_until("a few polls", || calls_for(&fx, target.pid).len() >= 2);
     let signalled = Instant::now();
     send_signal(child.id() as i32, "TERM");

@@ -129,6 +129,54 @@ pub fn shorts(calls: &[Call]) -> Vec<String> {
     calls.iter().map(Call::short).collect()
 }
 
+/// A child process a test started, killed and reaped when dropped unless
+/// the test waited for it: a failing test leaves nothing running, and
+/// nothing holding the test runner's output pipe.
+pub struct Guard(Option<Child>);
+
+/// `spawn_guarded`: `spawn` whose child is a [`Guard`].
+pub trait SpawnGuarded {
+    fn spawn_guarded(&mut self) -> Guard;
+}
+
+impl SpawnGuarded for StdCommand {
+    fn spawn_guarded(&mut self) -> Guard {
+        let child = self
+            .spawn()
+            .unwrap_or_else(|e| panic!("could not start {self:?}: {e}"));
+        Guard(Some(child))
+    }
+}
+
+impl Guard {
+    /// Waits for it and collects its output (it is then not killed).
+    pub fn wait_with_output(mut self) -> std::io::Result<Output> {
+        self.0.take().expect("a child").wait_with_output()
+    }
+}
+
+impl std::ops::Deref for Guard {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        self.0.as_ref().expect("a child")
+    }
+}
+
+impl std::ops::DerefMut for Guard {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.0.as_mut().expect("a child")
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// A spawned target process, killed and reaped on drop.
 pub struct Target {
     child: Child,
@@ -265,6 +313,10 @@ pub struct Fixture {
     /// Whether cudackpt (and the fake's `oom_kill`) read a cgroup tree under
     /// the fixture instead of /sys/fs/cgroup.
     cgroup_tree: bool,
+    /// The fake libcuda copied where every user can read it, once a test
+    /// runs cudackpt as another user (the checkout may be private: a clone
+    /// under a 0700 directory).
+    world_fake: OnceLock<PathBuf>,
 }
 
 impl Fixture {
@@ -280,6 +332,7 @@ impl Fixture {
             kernel_gpus: true,
             nvml: false,
             cgroup_tree: false,
+            world_fake: OnceLock::new(),
         }
     }
 
@@ -654,7 +707,7 @@ impl Fixture {
     /// output (logs, colour, terminal width, injected failures).
     fn configure(&self, command: &mut StdCommand) {
         command
-            .env("CUDACKPT_LIBCUDA", fake_libcuda())
+            .env("CUDACKPT_LIBCUDA", self.fake())
             .env("FAKE_CUDA_STATE_DIR", self.dir())
             .env("CUDACKPT_RECORD_DIR", self.dir().join("records"))
             .env("CUDACKPT_LOCK_DIR", self.dir().join("locks"))
@@ -849,16 +902,29 @@ impl Fixture {
         self.take_calls();
     }
 
-    /// Copies the cudackpt binary into a directory every user can enter, for
-    /// runs under another uid (the build directory may be private).
+    /// The fake libcuda this fixture's processes and cudackpt load: the
+    /// build's, or its world-readable copy once another user needs it.
+    pub fn fake(&self) -> PathBuf {
+        self.world_fake
+            .get()
+            .cloned()
+            .unwrap_or_else(|| fake_libcuda().to_path_buf())
+    }
+
+    /// Copies the cudackpt binary and the fake libcuda into a directory
+    /// every user can enter, for runs under another uid (the build
+    /// directory may be private, as in a clone under a 0700 directory).
     pub fn world_runnable_cudackpt(&self) -> PathBuf {
         let dir = self.dir().join("bin");
         fs::create_dir_all(&dir).expect("bin dir");
         let bin = dir.join("cudackpt");
         fs::copy(cudackpt_bin(), &bin).expect("copy cudackpt");
-        for path in [self.dir(), dir.as_path(), bin.as_path()] {
+        let fake = dir.join("libfake_libcuda.so");
+        fs::copy(fake_libcuda(), &fake).expect("copy the fake libcuda");
+        for path in [self.dir(), dir.as_path(), bin.as_path(), fake.as_path()] {
             fs::set_permissions(path, fs::Permissions::from_mode(0o755)).expect("chmod");
         }
+        let _ = self.world_fake.set(fake);
         // A child another test thread forked while the copy was open for
         // writing holds it until that child execs; until then executing the
         // copy fails with ETXTBSY ("text file busy"). Wait that out.

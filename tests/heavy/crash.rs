@@ -7,7 +7,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::support::{send_signal, wait_until, Fixture, Target};
+use crate::support::{send_signal, wait_until, Fixture, SpawnGuarded, Target};
 use crate::wire::{Kind, ProcessCommandDoc, State};
 
 /// The fake's state of `pid` as the fake itself reads it: a file left
@@ -33,8 +33,7 @@ fn kill_9_at_every_step_of_a_group_suspend_then_recover() {
             .env("FAKE_CUDA_INJECT", "checkpoint=delay:150;lock=delay:40")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .spawn()
-            .expect("suspend");
+            .spawn_guarded();
         // Somewhere between the first lock and the last checkpoint.
         wait_until("the first lock", || {
             fx.calls().iter().any(|c| c.op == "lock")

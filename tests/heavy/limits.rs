@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::support::{cudackpt_bin, parse_one_document, Fixture, Target};
+use crate::support::{cudackpt_bin, parse_one_document, Fixture, SpawnGuarded, Target};
 use crate::wire::{Kind, ProcessCommandDoc, State};
 
 /// A fresh cgroup with the pids controller (v2, or v1's pids hierarchy),
@@ -289,8 +289,7 @@ fn with_no_thread_for_the_signal_watcher_a_signal_ends_it_and_recover_mends() {
         .env("FAKE_CUDA_INJECT", "checkpoint=delay:400")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("sh");
+        .spawn_guarded();
     crate::support::wait_until("the first checkpoint to start", || {
         fx.calls().iter().filter(|c| c.op == "lock").count() == 2
     });

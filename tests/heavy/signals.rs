@@ -4,15 +4,17 @@
 //! left; and a lock with no timeout still notices a signal within about a
 //! second.
 
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::support::{parse_one_document, send_signal, wait_until, Fixture, Target};
+use crate::support::{
+    parse_one_document, send_signal, wait_until, Fixture, Guard, SpawnGuarded, Target,
+};
 use crate::wire::{Kind, ProcessCommandDoc};
 
 /// Starts `suspend` of the group with slow checkpoints, and waits until
 /// every lock is done (the checkpoints then are in flight).
-fn suspend_in_flight(fx: &Fixture, group: &[Target], delay_ms: u32) -> Child {
+fn suspend_in_flight(fx: &Fixture, group: &[Target], delay_ms: u32) -> Guard {
     let mut args = vec!["--json".to_string(), "suspend".to_string()];
     args.extend(group.iter().map(Target::arg));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -21,8 +23,7 @@ fn suspend_in_flight(fx: &Fixture, group: &[Target], delay_ms: u32) -> Child {
         .env("FAKE_CUDA_INJECT", format!("checkpoint=delay:{delay_ms}"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
-        .expect("start suspend");
+        .spawn_guarded();
     wait_until("every lock", || {
         fx.calls().iter().filter(|c| c.short() == "lock 0").count() == group.len()
     });
@@ -144,8 +145,7 @@ fn a_lock_with_no_timeout_notices_a_signal_within_a_slice() {
         .std_command(&["--json", "suspend", &target.arg()])
         .env("FAKE_CUDA_INJECT", "lock=busy:60000")
         .stdout(Stdio::piped())
-        .spawn()
-        .expect("start suspend");
+        .spawn_guarded();
     wait_until("the first lock attempt", || {
         fx.calls().iter().any(|c| c.op == "lock")
     });

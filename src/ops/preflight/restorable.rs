@@ -230,16 +230,16 @@ fn judge_evidence(
     let force = "or checkpoint anyway with --force (CUDACKPT_FORCE=1 for NVIDIA's grammar and CRIU's hook), knowing the restore will fail";
     if found.is_ipc_party() {
         let peers: Vec<String> = found
-            .ipc_files
+            .ipc_peers
+            .pids
             .iter()
-            .filter_map(|f| f.exporter)
-            .filter(|&p| p != target.pid)
             .map(|p| format!("PID {p}"))
             .collect();
-        let with = if peers.is_empty() {
-            "exports GPU memory to other processes".to_string()
-        } else {
-            format!("shares GPU memory with {}", peers.join(", "))
+        let with = match (found.ipc_peers.exports, peers.is_empty()) {
+            (true, true) => "exports GPU memory to other processes".to_string(),
+            (true, false) => format!("exports GPU memory to {}", peers.join(", ")),
+            (false, true) => "imports GPU memory from another process".to_string(),
+            (false, false) => format!("shares GPU memory with {}", peers.join(", ")),
         };
         let files: Vec<&str> = found.ipc_files.iter().map(|f| f.path.as_str()).collect();
         return Some(Finding {
@@ -307,7 +307,7 @@ fn judge_evidence(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::targets::evidence::IpcFile;
+    use crate::targets::evidence::{IpcFile, IpcPeers};
 
     fn target(pid: i32) -> Target {
         Target {
@@ -332,7 +332,12 @@ mod tests {
             ipc_files: vec![IpcFile {
                 path: "/dev/shm/cuda.shm.0.1f4a.1".into(),
                 exporter: Some(0x1f4a),
+                id: None,
             }],
+            ipc_peers: IpcPeers {
+                exports: false,
+                pids: vec![0x1f4a],
+            },
             ..Evidence::default()
         };
         let finding = judge(&target(42), &found, &FACTS[0], false)
@@ -430,6 +435,7 @@ mod tests {
             ipc_files: vec![IpcFile {
                 path: "/dev/shm/cuda.shm.0.7.1".into(),
                 exporter: Some(7),
+                id: None,
             }],
             ..Evidence::default()
         };
