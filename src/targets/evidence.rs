@@ -59,6 +59,9 @@ pub struct IpcPeers {
     pub exports: bool,
     /// Its exporter, or the processes that import from it.
     pub pids: Vec<i32>,
+    /// Exporters named in its own PID namespace that no process there is
+    /// now (by that namespace's PID).
+    pub unresolved: Vec<i32>,
 }
 
 /// Why a process looks like a rank of a multi-process NCCL job.
@@ -170,15 +173,18 @@ pub fn ipc_peers(pid: i32, files: &[IpcFile]) -> IpcPeers {
     let Some(space) = namespace::pid_namespace(pid) else {
         // Unreadable: the names are all there is.
         return IpcPeers {
-            exports: false,
             pids: files
                 .iter()
                 .filter_map(|f| f.exporter)
                 .filter(|&e| e != pid)
                 .collect(),
+            ..IpcPeers::default()
         };
     };
     let own = namespace::own_pid(pid);
+    // In the host's namespace a name's PID is the host's: kept as named
+    // even when that process has gone.
+    let nested = own != pid;
     let mut peers = IpcPeers::default();
     for file in files {
         match file.exporter {
@@ -188,7 +194,11 @@ pub fn ipc_peers(pid: i32, files: &[IpcFile]) -> IpcPeers {
                     namespace::processes_in(&space, |host, _| host != pid && maps_file(host, file));
                 peers.pids.extend(importers);
             }
-            Some(exporter) => peers.pids.extend(namespace::host_pid(&space, exporter)),
+            Some(exporter) if !nested => peers.pids.push(exporter),
+            Some(exporter) => match namespace::host_pid(&space, exporter) {
+                Some(host) => peers.pids.push(host),
+                None => peers.unresolved.push(exporter),
+            },
             None => {}
         }
     }

@@ -584,7 +584,11 @@ fn ps_says_how_many_processes_it_could_not_inspect() {
     let mut command = if running_as_root() {
         let bin = fx.world_runnable_cudackpt();
         let mut nobody = fx.command_for(&bin, &["--json", "ps"]);
-        nobody.uid(65534).gid(65534).current_dir("/");
+        nobody
+            .uid(65534)
+            .gid(65534)
+            .current_dir("/")
+            .env("CUDACKPT_LIBCUDA", fx.world_fake());
         assert_cmd::Command::from_std(nobody)
     } else {
         fx.cudackpt(&["--json", "ps"])

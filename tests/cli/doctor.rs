@@ -254,7 +254,11 @@ fn doctor_tells_an_unprivileged_user_what_they_can_do() {
     let mut command = if running_as_root() {
         let bin = fx.world_runnable_cudackpt();
         let mut nobody = fx.command_for(&bin, &["--json", "doctor"]);
-        nobody.uid(65534).gid(65534).current_dir("/");
+        nobody
+            .uid(65534)
+            .gid(65534)
+            .current_dir("/")
+            .env("CUDACKPT_LIBCUDA", fx.world_fake());
         assert_cmd::Command::from_std(nobody)
     } else if crate::support::privileged() {
         eprintln!("skipped: this user has CAP_SYS_PTRACE and cannot drop it here");

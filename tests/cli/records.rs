@@ -227,7 +227,7 @@ fn a_user_keeps_records_and_locks_in_their_runtime_directory() {
     let mut sleeper = std::process::Command::new("sleep");
     sleeper
         .arg("600")
-        .env("LD_PRELOAD", fx.fake())
+        .env("LD_PRELOAD", fx.world_fake())
         .env("FAKE_CUDA_STATE_DIR", &state);
     if as_nobody {
         sleeper.uid(user).gid(user);
@@ -240,6 +240,7 @@ fn a_user_keeps_records_and_locks_in_their_runtime_directory() {
     let run = |command: &str| {
         let mut cudackpt = fx.command_for(&bin, &["--json", command, &pid.to_string()]);
         cudackpt
+            .env("CUDACKPT_LIBCUDA", fx.world_fake())
             .env("XDG_RUNTIME_DIR", &runtime)
             .env("FAKE_CUDA_STATE_DIR", &state)
             .env_remove("CUDACKPT_RECORD_DIR")

@@ -34,15 +34,21 @@ impl Drop for IpcFile {
     }
 }
 
-/// A CUDA process that maps `file` shared, as an importer of CUDA IPC does.
-fn importer(fx: &Fixture, file: &IpcFile) -> Target {
-    let program = fx.compile_program(
+/// A program that maps the file it is given shared, as a party to CUDA
+/// IPC maps the driver's file.
+fn importer_program(fx: &Fixture) -> PathBuf {
+    fx.compile_program(
         "importer",
         "#include <fcntl.h>\n#include <sys/mman.h>\n#include <unistd.h>\n\
          int main(int argc, char **argv) { (void)argc; int fd = open(argv[1], O_RDWR);\n\
          if (fd < 0 || mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED) return 1;\n\
          for (;;) pause(); }\n",
-    );
+    )
+}
+
+/// A CUDA process that maps `file` shared, as an importer of CUDA IPC does.
+fn importer(fx: &Fixture, file: &IpcFile) -> Target {
+    let program = importer_program(fx);
     let path = file.0.to_str().expect("utf-8").to_string();
     let target = fx.cuda_program(&program, &[&path]);
     wait_until("the IPC file to be mapped", || {
@@ -249,4 +255,108 @@ fn check_says_whether_suspend_and_resume_would_be_safe() {
         "check only asks"
     );
     assert_eq!(fx.fake_state(plain.pid), "running");
+}
+
+/// A CUDA IPC pair in a PID namespace of its own, as in a container: the
+/// driver's file names the exporter by its PID in that namespace (1 here),
+/// and the refusals name both processes by their host PIDs: the exporter
+/// its importer, the importer its exporter. `unshare` needs root.
+#[test]
+fn an_ipc_pair_in_a_pid_namespace_is_named_by_host_pids() {
+    if !crate::support::running_as_root() {
+        eprintln!("skipped: a PID namespace (unshare --pid) needs root");
+        return;
+    }
+    use crate::support::SpawnGuarded;
+    let fx = Fixture::new();
+    let file = IpcFile::new(1);
+    let path = file.0.to_str().expect("utf-8").to_string();
+    let program = importer_program(&fx);
+    // sh is PID 1 of the namespace: it starts one importer (PID 2 there),
+    // then becomes the other, which so stays PID 1: the exporter.
+    let _namespace = std::process::Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "sh",
+            "-c",
+            r#""$0" "$1" & exec "$0" "$1""#,
+        ])
+        .arg(&program)
+        .arg(&path)
+        .env("LD_PRELOAD", crate::support::fake_libcuda())
+        .env("FAKE_CUDA_STATE_DIR", fx.dir())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn_guarded();
+    let _pair_killer = KillMapping(path.clone());
+    let mut pair: Vec<(i32, i32)> = Vec::new();
+    wait_until("both to map the file", || {
+        pair = mapping(&path);
+        pair.len() == 2
+    });
+    let exporter = pair
+        .iter()
+        .find(|(_, own)| *own == 1)
+        .expect("PID 1 there")
+        .0;
+    let importer = pair.iter().find(|(_, own)| *own != 1).expect("the other").0;
+    let doc: ProcessCommandDoc = fx.json(
+        &["suspend", &exporter.to_string(), &importer.to_string()],
+        8,
+    );
+    let said = |pid: i32| doc.process(pid).error().message.clone();
+    assert!(
+        said(exporter).contains(&format!("exports GPU memory to PID {importer}")),
+        "{}",
+        said(exporter)
+    );
+    assert!(
+        said(importer).contains(&format!("shares GPU memory with PID {exporter}")),
+        "{}",
+        said(importer)
+    );
+    assert!(
+        !said(importer).contains("PID 1 ") && !said(exporter).contains("PID 1 "),
+        "no namespace PID passed for a host one"
+    );
+}
+
+/// Kills every process that maps the file, when dropped: the namespace's
+/// init among them, which ends the namespace (killing `unshare` alone
+/// would leave both running).
+struct KillMapping(String);
+
+impl Drop for KillMapping {
+    fn drop(&mut self) {
+        for (pid, _) in mapping(&self.0) {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+/// The host PIDs of the processes mapping `path`, with each one's PID in
+/// its own namespace.
+fn mapping(path: &str) -> Vec<(i32, i32)> {
+    fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains(path))
+        })
+        .filter_map(|pid| {
+            let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let own = status
+                .lines()
+                .find_map(|l| l.strip_prefix("NSpid:"))?
+                .split_whitespace()
+                .last()?
+                .parse()
+                .ok()?;
+            Some((pid, own))
+        })
+        .collect()
 }

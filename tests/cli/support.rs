@@ -707,7 +707,7 @@ impl Fixture {
     /// output (logs, colour, terminal width, injected failures).
     fn configure(&self, command: &mut StdCommand) {
         command
-            .env("CUDACKPT_LIBCUDA", self.fake())
+            .env("CUDACKPT_LIBCUDA", fake_libcuda())
             .env("FAKE_CUDA_STATE_DIR", self.dir())
             .env("CUDACKPT_RECORD_DIR", self.dir().join("records"))
             .env("CUDACKPT_LOCK_DIR", self.dir().join("locks"))
@@ -902,13 +902,16 @@ impl Fixture {
         self.take_calls();
     }
 
-    /// The fake libcuda this fixture's processes and cudackpt load: the
-    /// build's, or its world-readable copy once another user needs it.
-    pub fn fake(&self) -> PathBuf {
+    /// The world-readable copy of the fake libcuda that
+    /// [`Fixture::world_runnable_cudackpt`] made, for processes and
+    /// cudackpt runs of another user (give it as `LD_PRELOAD` and
+    /// `CUDACKPT_LIBCUDA`: discovery knows a CUDA process by the library
+    /// path it maps).
+    pub fn world_fake(&self) -> PathBuf {
         self.world_fake
             .get()
             .cloned()
-            .unwrap_or_else(|| fake_libcuda().to_path_buf())
+            .expect("world_runnable_cudackpt copies the fake first")
     }
 
     /// Copies the cudackpt binary and the fake libcuda into a directory

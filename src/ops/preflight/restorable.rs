@@ -235,12 +235,17 @@ fn judge_evidence(
             .iter()
             .map(|p| format!("PID {p}"))
             .collect();
-        let with = match (found.ipc_peers.exports, peers.is_empty()) {
+        let mut with = match (found.ipc_peers.exports, peers.is_empty()) {
             (true, true) => "exports GPU memory to other processes".to_string(),
             (true, false) => format!("exports GPU memory to {}", peers.join(", ")),
             (false, true) => "imports GPU memory from another process".to_string(),
             (false, false) => format!("shares GPU memory with {}", peers.join(", ")),
         };
+        for gone in &found.ipc_peers.unresolved {
+            with.push_str(&format!(
+                " (its exporter was PID {gone} of its PID namespace, and no process is now)"
+            ));
+        }
         let files: Vec<&str> = found.ipc_files.iter().map(|f| f.path.as_str()).collect();
         return Some(Finding {
             pid: target.pid,
@@ -335,8 +340,8 @@ mod tests {
                 id: None,
             }],
             ipc_peers: IpcPeers {
-                exports: false,
                 pids: vec![0x1f4a],
+                ..IpcPeers::default()
             },
             ..Evidence::default()
         };
