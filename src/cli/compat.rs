@@ -352,6 +352,7 @@ pub fn main(args: &[OsString]) -> ExitStatus {
             thread_ids: ThreadIds::ActOnProcess,
             force: super::force_from_env(),
             drain,
+            nvidia_errors: true,
             ..Request::new(libcuda.as_deref(), operation.clone())
         }),
         Err(error) => request::refused_map(&operation, &[pid], &error),

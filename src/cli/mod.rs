@@ -292,6 +292,7 @@ fn run_process_command(invocation: Invocation, global: &GlobalArgs, sink: &Sink)
         dry_run: invocation.dry_run,
         recovering: false,
         drain: invocation.drain,
+        nvidia_errors: false,
     });
     sink.finish(&report)
 }

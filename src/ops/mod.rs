@@ -88,6 +88,10 @@ pub struct Request<'a> {
     pub recovering: bool,
     /// The drain handshake (SPEC 11): `--drain`, and the rebuild.
     pub drain: Drain,
+    /// NVIDIA's grammar: a single step on a process already where it leads
+    /// is an error (exit 1), as NVIDIA's tool says; the modern grammar
+    /// reports it "already there" and succeeds.
+    pub nvidia_errors: bool,
 }
 
 /// The drain handshake of a request (SPEC 11).
@@ -139,6 +143,7 @@ impl<'a> Request<'a> {
             dry_run: false,
             recovering: false,
             drain: Drain::default(),
+            nvidia_errors: false,
         }
     }
 }
@@ -366,6 +371,7 @@ fn executor_for<'a>(
         progress: request.progress,
         locks_lost: Some(locks_lost),
         before_change: Some(before_change),
+        already_there_ok: !request.nvidia_errors,
     }
 }
 

@@ -41,7 +41,7 @@ fn every_exit_status_is_reachable() {
         (&["lock", &pid], Some("lock=error:999"), 1),
         (&["lock", "abc"], None, 2),
         (&["lock", "-t", "100", &pid], Some("lock=busy:1000"), 3),
-        (&["unlock", &pid], None, 4),
+        (&["checkpoint", &pid], None, 4),
         (&["state", &plain.arg()], None, 5),
         (&["lock", &pid], Some("lock=error:800"), 6),
         (
@@ -132,7 +132,7 @@ fn a_human_failure_says_what_why_and_what_next() {
     let fx = Fixture::new();
     let target = fx.cuda_target();
     let output = fx
-        .cudackpt(&["unlock", &target.arg()])
+        .cudackpt(&["checkpoint", &target.arg()])
         .assert()
         .code(4)
         .get_output()

@@ -46,7 +46,7 @@ fn a_failure_is_still_one_document_and_nothing_on_stderr() {
     let target = fx.cuda_target();
     let pid = target.arg();
     for (args, code) in [
-        (vec!["unlock", &pid], 4),
+        (vec!["checkpoint", &pid], 4),
         (vec!["lock", "--timeout", "50", &pid], 3),
         (vec!["state", "4194304999"], 2),
     ] {

@@ -19,7 +19,7 @@ fn quiet_prints_no_result_keeps_the_exit_status_and_the_errors() {
         .stdout("")
         .stderr("");
     for (args, code, said) in [
-        (vec!["-q", "unlock", &pid], 4, "could not unlock"),
+        (vec!["-q", "checkpoint", &pid], 4, "could not checkpoint"),
         (
             vec!["--quiet", "lock", &dead.to_string()],
             5,
@@ -30,7 +30,11 @@ fn quiet_prints_no_result_keeps_the_exit_status_and_the_errors() {
             7,
             "/nonexistent/libcuda.so",
         ),
-        (vec!["-q", "--json", "unlock", &pid], 4, "could not unlock"),
+        (
+            vec!["-q", "--json", "checkpoint", &pid],
+            4,
+            "could not checkpoint",
+        ),
         (
             vec!["-q", "doctor", "--libcuda", "/nonexistent/libcuda.so"],
             7,

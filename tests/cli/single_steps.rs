@@ -117,13 +117,9 @@ fn the_four_steps_make_a_round_trip() {
 fn a_step_in_the_wrong_state_names_the_state_and_the_way_out() {
     let cases = [
         ("checkpoint", "running", "suspend"),
-        ("unlock", "running", "already running"),
         ("restore", "running", "nothing to restore"),
-        ("lock", "locked", "checkpoint"),
-        ("restore", "locked", "unlock"),
         ("unlock", "checkpointed", "resume"),
         ("lock", "checkpointed", "resume"),
-        ("checkpoint", "checkpointed", "already checkpointed"),
     ];
     let fx = Fixture::new();
     for (command, from, way_out) in cases {
@@ -157,4 +153,62 @@ fn a_step_in_the_wrong_state_names_the_state_and_the_way_out() {
         let calls = shorts(&fx.take_calls());
         assert_eq!(calls, [format!("{command} 401"), "get_state 0".to_string()]);
     }
+}
+
+/// A step on a process already where it leads (unlock of a running one) is
+/// "already there": exit 0 and a note, as `suspend` and `resume` say; the
+/// one driver call it made (refused, 401) and the state query are all.
+#[test]
+fn a_step_on_a_process_already_where_it_leads_is_already_there() {
+    let fx = Fixture::new();
+    for (command, state) in [
+        ("unlock", "running"),
+        ("lock", "locked"),
+        ("checkpoint", "checkpointed"),
+        ("restore", "locked"),
+    ] {
+        let target = fx.cuda_target();
+        fx.put_in(&target, state);
+        let doc: ProcessCommandDoc = fx.json(&[command, &target.arg()], 0);
+        let p = doc.only(target.pid);
+        assert!(p.ok, "{command} on {state}: {p:?}");
+        assert_eq!(p.state.as_str(), state);
+        assert_eq!(p.note.as_deref(), Some(format!("already {state}").as_str()));
+        assert_eq!(
+            fx.fake_state(target.pid),
+            state,
+            "{command} changed nothing"
+        );
+        let calls = shorts(&fx.take_calls());
+        assert_eq!(calls, [format!("{command} 401"), "get_state 0".to_string()]);
+    }
+}
+
+/// The case of issue 18: `unlock A B` with A running and B locked unlocks B
+/// and keeps it unlocked (it used to fail A and lock B again).
+#[test]
+fn a_group_step_where_one_is_already_there_moves_the_others_and_keeps_them() {
+    let fx = Fixture::new();
+    let (a, b) = (fx.cuda_target(), fx.cuda_target());
+    fx.put_in(&b, "locked");
+    let doc: ProcessCommandDoc = fx.json(&["unlock", &a.arg(), &b.arg()], 0);
+    assert_eq!(doc.process(a.pid).note.as_deref(), Some("already running"));
+    assert!(doc.process(b.pid).ok && !doc.process(b.pid).rolled_back);
+    for target in [&a, &b] {
+        assert_eq!(fx.fake_state(target.pid), "running");
+    }
+}
+
+/// NVIDIA's grammar keeps NVIDIA's error for the same step: exit 1.
+#[test]
+fn nvidias_grammar_keeps_its_error_for_a_process_already_there() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let output = fx
+        .cudackpt(&["--action", "unlock", "--pid", &target.arg()])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    assert!(String::from_utf8_lossy(&output.stderr).contains("already running"));
 }

@@ -48,6 +48,11 @@ pub struct Executor<'a> {
     /// Told, just before the first state change, where every process
     /// starts (the crash journal writes its intent record then).
     pub before_change: Option<BeforeChange<'a>>,
+    /// A single step refused because the process is already where the
+    /// step leads (unlock of a running process) is a success, "already
+    /// there", as `suspend` and `resume` say; NVIDIA's grammar keeps its
+    /// error.
+    pub already_there_ok: bool,
 }
 
 /// Told where every process starts, before the first state change.
@@ -501,6 +506,11 @@ impl Executor<'_> {
                         None => {
                             let (failure, state_now) =
                                 self.explain(Attempt::Step(step), &targets[*i], &error);
+                            if self.already_there(step, &error, state_now) {
+                                report.state = state_now;
+                                report.note = state_now.map(|state| format!("already {state}"));
+                                continue;
+                            }
                             (failure, state_now, RollbackCause::Failed(*i))
                         }
                     };
@@ -511,6 +521,20 @@ impl Executor<'_> {
             }
         }
         (cause, slowest)
+    }
+
+    /// Whether a failed step only met a process already where it leads: the
+    /// driver said the state was wrong, and the state now is the step's
+    /// own destination.
+    fn already_there(
+        &self,
+        step: &Step,
+        error: &CallError,
+        state_now: Option<ProcessState>,
+    ) -> bool {
+        self.already_there_ok
+            && matches!(error, CallError::Cuda { error, .. } if error.is(code::ILLEGAL_STATE))
+            && state_now == Some(step.resulting_state())
     }
 
     /// The signal that cut a lock short (its last slice timed out because a

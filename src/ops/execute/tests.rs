@@ -163,6 +163,7 @@ fn run_full(
         progress: None,
         locks_lost: None,
         before_change: None,
+        already_there_ok: true,
     };
     executor.run(&operation, &targets(pids), &[])
 }
@@ -339,14 +340,23 @@ fn a_refused_plan_stops_the_group_before_any_call() {
 }
 
 #[test]
-fn single_steps_explain_a_wrong_state() {
+fn a_single_step_where_the_process_already_is_succeeds_already_there() {
     let model = Model::with(&[(1, Running)]);
+    let reports = run(&model, Operation::Unlock, &[1]);
+    assert!(reports[0].failure.is_none(), "{:?}", reports[0].failure);
+    assert_eq!(reports[0].note.as_deref(), Some("already running"));
+    assert_eq!(reports[0].state, Some(Running));
+}
+
+#[test]
+fn single_steps_explain_a_wrong_state() {
+    let model = Model::with(&[(1, Checkpointed)]);
     let reports = run(&model, Operation::Unlock, &[1]);
     let failure = reports[0].failure.as_ref().expect("fails");
     assert_eq!(failure.kind, FailureKind::WrongState);
-    assert_eq!(reports[0].state, Some(Running));
+    assert_eq!(reports[0].state, Some(Checkpointed));
     assert!(
-        failure.message.contains("it is running"),
+        failure.message.contains("it is checkpointed"),
         "{}",
         failure.message
     );
