@@ -350,7 +350,16 @@ impl Executor<'_> {
                 })
                 .collect(),
         );
-        if let Some(before_change) = self.before_change {
+        // One driver call on one process cannot be left half-done: it needs
+        // no intent record (and saves a single step the record's cost).
+        let calls: usize = plans
+            .iter()
+            .map(|plan| match plan {
+                Plan::Steps(steps) => steps.len(),
+                Plan::AlreadyThere | Plan::Refused(_) => 0,
+            })
+            .sum();
+        if let (Some(before_change), true) = (self.before_change, calls > 1) {
             before_change(&self.interrupt.places());
         }
         // From here on processes move: a signal must roll back, not kill.

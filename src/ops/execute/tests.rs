@@ -612,3 +612,40 @@ fn a_lock_timeout_within_one_slice_is_one_call_of_exactly_that_timeout() {
     );
     assert_eq!(*model.lock_timeouts.lock().expect("model lock"), [200]);
 }
+
+#[test]
+fn one_driver_call_on_one_process_writes_no_intent_and_more_calls_do() {
+    let lock = Operation::Lock {
+        timeout: Timeout::from_millis(500),
+    };
+    for (pids, operation, records) in [
+        (&[1][..], lock.clone(), 0),
+        (&[1, 2][..], lock, 1),
+        (&[1][..], suspend(), 1),
+    ] {
+        let model = Model::with(&[(1, Running), (2, Running)]);
+        let written = AtomicUsize::new(0);
+        let record = |_: &[Place]| {
+            written.fetch_add(1, Ordering::SeqCst);
+        };
+        let executor = Executor {
+            api: &model,
+            caller_privileged: true,
+            is_alive: |_| true,
+            interrupt: Interrupt::never(),
+            deadline: None,
+            progress: None,
+            locks_lost: None,
+            before_change: Some(&record),
+            already_there_ok: true,
+        };
+        let reports = executor.run(&operation, &targets(pids), &[]);
+        assert!(reports.iter().all(|r| r.ok()), "{reports:?}");
+        assert_eq!(
+            written.load(Ordering::SeqCst),
+            records,
+            "{} on {pids:?}",
+            operation.name()
+        );
+    }
+}
