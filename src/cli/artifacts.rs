@@ -206,7 +206,7 @@ const FILES: [(&str, &str); 9] = [
     ),
     (
         "/run/cudackpt/intents/OWNER.json",
-        "The intent record of a command changing processes: written before its first change, removed when it ends. One left by a dead cudackpt makes others refuse those processes until cudackpt recover.",
+        "The intent record of a command changing processes (more than one driver call, or a drain): written before its first change, removed when it ends. One left by a dead cudackpt makes others refuse those processes until cudackpt recover.",
     ),
     (
         "/run/cudackpt/criu-hook.log",
