@@ -211,15 +211,17 @@ def suspend_resume(tools, t):
     t.verify()
 
 
-@scenario("wrong-state calls are refused with exit 4 and the state named")
+@scenario("wrong-state calls are refused with exit 4 and the state named; a step already where it leads is 'already there'")
 def wrong_states(tools, t):
-    for command in ["unlock", "checkpoint", "restore"]:
+    for command in ["checkpoint", "restore"]:
         error = refused(tools, command, t.pid, 4, "wrong_state")
         expect(error.get("code") == 401 and "running" in error["message"], f"{command}: {error}")
+    there = tools.json("unlock", t.pid)
+    expect(there["processes"][0].get("note") == "already running", f"unlock of a running process: {there}")
     step(tools, "lock", t.pid, "locked")
     for command in ["lock", "restore"]:
-        error = refused(tools, command, t.pid, 4, "wrong_state")
-        expect("locked" in error["message"], f"{command}: {error}")
+        there = tools.json(command, t.pid)
+        expect(there["processes"][0].get("note") == "already locked", f"{command} of a locked process: {there}")
     code, _, _ = tools.run("toggle", t.pid)
     expect(code == 4, f"toggle on a locked process exited {code}")
     step(tools, "unlock", t.pid, "running")
