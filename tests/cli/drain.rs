@@ -52,6 +52,11 @@ fn rank(fx: &Fixture, mode: &str) -> (Target, std::path::PathBuf) {
     (target, events)
 }
 
+/// Where the drain handshake left a process, as its document says.
+fn outcome_of(p: &crate::wire::ProcessDoc) -> Option<DrainOutcome> {
+    p.drain.as_ref().map(|d| d.outcome)
+}
+
 /// The driver calls that change state, as `op pid`.
 fn state_changes(fx: &Fixture) -> Vec<String> {
     fx.take_calls()
@@ -140,10 +145,7 @@ fn a_rank_that_does_not_catch_the_signal_refuses_the_group_before_any_call_or_si
             && message.contains("nothing was sent"),
         "{message}"
     );
-    assert_eq!(
-        refused.drain.as_ref().map(|d| d.outcome),
-        Some(DrainOutcome::CannotDrain)
-    );
+    assert_eq!(outcome_of(refused), Some(DrainOutcome::CannotDrain));
     assert_eq!(doc.process(rank.pid).kind(), Kind::NotAttempted);
     fx.assert_no_calls("a process that cannot drain");
     std::thread::sleep(Duration::from_millis(100));
@@ -167,14 +169,8 @@ fn a_launcher_that_does_not_catch_the_signal_and_holds_nothing_is_left_out_and_c
     let doc: ProcessCommandDoc = fx.json(&["suspend", "--drain", &launcher.arg(), &r.arg()], 0);
     let left_out = doc.process(launcher.pid);
     assert_eq!(left_out.state, State::Checkpointed, "{left_out:?}");
-    assert_eq!(
-        left_out.drain.as_ref().map(|d| d.outcome),
-        Some(DrainOutcome::NotNeeded)
-    );
-    assert_eq!(
-        doc.process(r.pid).drain.as_ref().map(|d| d.outcome),
-        Some(DrainOutcome::Drained)
-    );
+    assert_eq!(outcome_of(left_out), Some(DrainOutcome::NotNeeded));
+    assert_eq!(outcome_of(doc.process(r.pid)), Some(DrainOutcome::Drained));
     assert!(
         crate::support::proc_state(launcher.pid).is_some_and(|s| s != 'Z'),
         "nothing was sent to it: signal 40 would have killed it"
@@ -208,10 +204,7 @@ fn a_rank_that_never_acknowledges_calls_the_drain_off_and_nothing_is_locked() {
     );
     let culprit = doc.process(silent.pid);
     assert_eq!(culprit.kind(), Kind::DrainTimeout);
-    assert_eq!(
-        culprit.drain.as_ref().map(|d| d.outcome),
-        Some(DrainOutcome::NotAcknowledged)
-    );
+    assert_eq!(outcome_of(culprit), Some(DrainOutcome::NotAcknowledged));
     assert!(
         culprit
             .error
@@ -224,7 +217,7 @@ fn a_rank_that_never_acknowledges_calls_the_drain_off_and_nothing_is_locked() {
     let other = doc.process(ready.pid);
     assert_eq!(other.kind(), Kind::NotAttempted);
     assert_eq!(
-        other.drain.as_ref().map(|d| d.outcome),
+        outcome_of(other),
         Some(DrainOutcome::Rebuilt),
         "the rank that drained was asked to rebuild: {other:?}"
     );
@@ -246,10 +239,7 @@ fn a_rank_that_dies_mid_drain_calls_the_drain_off() {
     assert_eq!(doc.process(dying.pid).kind(), Kind::NoSuchProcess);
     let other = doc.process(survivor.pid);
     assert_eq!(other.kind(), Kind::NotAttempted);
-    assert_eq!(
-        other.drain.as_ref().map(|d| d.outcome),
-        Some(DrainOutcome::Rebuilt)
-    );
+    assert_eq!(outcome_of(other), Some(DrainOutcome::Rebuilt));
     assert_eq!(events(&survivor_events), ["ready", "released", "rebuilt"]);
     assert_eq!(state_changes(&fx), Vec::<String>::new(), "nothing locked");
     assert_eq!(fx.state_of(&survivor), "running");
@@ -316,10 +306,7 @@ fn a_resume_with_a_signal_the_drained_process_does_not_catch_sends_nothing() {
     assert!(shows(r.pid, "cudackpt-drain1"), "still waiting to rebuild");
     // Asked again with its own signal: already running, and rebuilt.
     let doc: ProcessCommandDoc = fx.json(&["resume", &r.arg()], 0);
-    assert_eq!(
-        doc.process(r.pid).drain.as_ref().map(|d| d.outcome),
-        Some(DrainOutcome::Rebuilt)
-    );
+    assert_eq!(outcome_of(doc.process(r.pid)), Some(DrainOutcome::Rebuilt));
     assert_eq!(events(&r_events), ["ready", "released", "rebuilt"]);
 }
 
@@ -331,11 +318,7 @@ fn check_drain_predicts_and_sends_nothing() {
     let doc: ProcessCommandDoc = fx.json(&["check", "--drain", &a.arg(), &b.arg()], 0);
     for target in [&a, &b] {
         let p = doc.process(target.pid);
-        assert_eq!(
-            p.drain.as_ref().map(|d| d.outcome),
-            Some(DrainOutcome::WouldDrain),
-            "{p:?}"
-        );
+        assert_eq!(outcome_of(p), Some(DrainOutcome::WouldDrain), "{p:?}");
         let note = p.note.as_deref().unwrap_or_default();
         assert!(
             note.contains("would drain (signal 40 (SIGRTMIN+6)), then lock"),
@@ -366,10 +349,7 @@ fn a_rebuild_that_does_not_finish_is_reported_and_not_rolled_back() {
     assert_eq!(p.state, State::Running, "resumed, not rolled back: {p:?}");
     assert!(!p.rolled_back);
     assert_eq!(p.kind(), Kind::DrainTimeout);
-    assert_eq!(
-        p.drain.as_ref().map(|d| d.outcome),
-        Some(DrainOutcome::NotRebuilt)
-    );
+    assert_eq!(outcome_of(p), Some(DrainOutcome::NotRebuilt));
     assert_eq!(events(&stuck_events), ["ready", "released"]);
 }
 
@@ -385,10 +365,7 @@ fn a_rank_drained_at_its_lock_is_checkpointed_by_the_single_step() {
     assert_eq!(p.state, State::Checkpointed, "{p:?}");
     fx.json::<ProcessCommandDoc>(&["restore", &r.arg()], 0);
     let doc: ProcessCommandDoc = fx.json(&["unlock", &r.arg()], 0);
-    assert_eq!(
-        doc.process(r.pid).drain.as_ref().map(|d| d.outcome),
-        Some(DrainOutcome::Rebuilt)
-    );
+    assert_eq!(outcome_of(doc.process(r.pid)), Some(DrainOutcome::Rebuilt));
     assert_eq!(events(&r_events), ["ready", "released", "rebuilt"]);
 }
 
@@ -455,11 +432,7 @@ fn a_cudackpt_killed_mid_drain_leaves_a_record_and_recover_calls_the_drain_off()
 
     let doc: ProcessCommandDoc = fx.json(&["recover"], 0);
     let p = doc.process(ready.pid);
-    assert_eq!(
-        p.drain.as_ref().map(|d| d.outcome),
-        Some(DrainOutcome::Rebuilt),
-        "{doc:?}"
-    );
+    assert_eq!(outcome_of(p), Some(DrainOutcome::Rebuilt), "{doc:?}");
     assert_eq!(events(&ready_events), ["ready", "released", "rebuilt"]);
     assert!(!shows(ready.pid, "cudackpt-drain1"));
     assert!(intents(&fx).is_empty(), "recover removes the record");

@@ -350,13 +350,7 @@ impl Drained {
         let mut reports = Vec::new();
         for member in &self.members {
             let pid = member.target.pid;
-            let mut drain = rebuilds
-                .iter()
-                .position(|(p, _)| *p == pid)
-                .map(|at| rebuilds.swap_remove(at).1)
-                .unwrap_or_else(|| DrainReport::new(self.signal.number(), DrainOutcome::Drained));
-            drain.acknowledged = member.acknowledged;
-            drain.exempted.clone_from(&member.exempted);
+            let mut drain = self.report_of(member, &mut rebuilds);
             if member.acknowledged.is_none() && member.asked {
                 drain.outcome = DrainOutcome::NotAcknowledged;
                 drain.rebuilt = None;
@@ -435,6 +429,18 @@ impl Drained {
         }
     }
 
+    /// A member's drain report: its rebuild's, taken from `rebuilds`, when
+    /// it was asked to rebuild, else drained; with what it acknowledged.
+    fn report_of(&self, member: &Member, rebuilds: &mut Vec<(i32, DrainReport)>) -> DrainReport {
+        let mut drain = match rebuilds.iter().position(|(p, _)| *p == member.target.pid) {
+            Some(at) => rebuilds.swap_remove(at).1,
+            None => DrainReport::new(self.signal.number(), DrainOutcome::Drained),
+        };
+        drain.acknowledged = member.acknowledged;
+        drain.exempted.clone_from(&member.exempted);
+        drain
+    }
+
     /// Asks `targets` to rebuild (each once) and waits for their markers
     /// to go; returns each one's drain report.
     fn ask_rebuild(&self, targets: &[&Target], until: Instant) -> Vec<(i32, DrainReport)> {
@@ -465,12 +471,7 @@ impl Drained {
             let Some(report) = reports.iter_mut().find(|r| r.pid == member.target.pid) else {
                 continue;
             };
-            let mut drain = match rebuilt.iter().position(|(p, _)| *p == member.target.pid) {
-                Some(at) => rebuilt.swap_remove(at).1,
-                None => DrainReport::new(self.signal.number(), DrainOutcome::Drained),
-            };
-            drain.acknowledged = member.acknowledged;
-            drain.exempted.clone_from(&member.exempted);
+            let drain = self.report_of(member, &mut rebuilt);
             note_rebuild(report, &drain);
             report.drain = Some(drain);
         }
