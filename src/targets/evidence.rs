@@ -37,6 +37,10 @@ pub const WORLD_SIZE_VARS: [&str; 4] = [
 /// The prefix of the driver's CUDA IPC files.
 const IPC_PREFIX: &[u8] = b"/dev/shm/cuda.shm.";
 
+/// A process's maps, read for another process's IPC peers: far beyond any
+/// real job's; a larger one is cut.
+const MAPS_CAP: u64 = 64 << 20;
+
 /// An environment is rarely more than a few KiB; a larger one is cut.
 const ENVIRON_CAP: u64 = 1 << 20;
 
@@ -208,8 +212,10 @@ pub fn ipc_peers(pid: i32, files: &[IpcFile]) -> IpcPeers {
 }
 
 /// Whether `pid` maps `file` (the same device and inode, else the same path).
+/// Any process of the namespace is read here, so its maps are read capped.
 fn maps_file(pid: i32, file: &IpcFile) -> bool {
-    let Ok(maps) = fs::read(format!("/proc/{pid}/maps")) else {
+    let path = format!("/proc/{pid}/maps");
+    let Ok(maps) = files::read_capped_bytes(std::path::Path::new(&path), MAPS_CAP) else {
         return false;
     };
     ipc_files(&maps).iter().any(|f| match (&f.id, &file.id) {
