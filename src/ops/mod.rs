@@ -321,10 +321,12 @@ fn execute_and_finish(
         diagnose::postmortem::watch(&request.operation, &ready.targets, snapshot.as_ref());
     remarks.extend(executor.interrupt.unguarded().map(str::to_string));
     let mut reports = executor.run(&request.operation, &ready.targets, map);
-    match drained {
-        Some(drained) => drained.settle(&mut reports),
-        None => drain_stage::rebuild_resumed(request, ready, &mut reports),
+    if let Some(drained) = drained {
+        drained.settle(&mut reports);
     }
+    // A toggle --drain may also resume processes drained before: they rebuild
+    // as after any resume (the settled members have their report already).
+    drain_stage::rebuild_resumed(request, ready, &mut reports);
     remarks.extend(journal.unwritten());
     if let Some(watch) = &oom_watch {
         watch.diagnose(&mut reports);

@@ -370,6 +370,19 @@ fn a_rank_drained_at_its_lock_is_checkpointed_by_the_single_step() {
 }
 
 #[test]
+fn toggle_drain_suspends_a_running_rank_and_rebuilds_a_checkpointed_one() {
+    let fx = Fixture::new();
+    let (r, r_events) = rank(&fx, "ack");
+    let doc: ProcessCommandDoc = fx.json(&["toggle", "--drain", &r.arg()], 0);
+    assert_eq!(doc.process(r.pid).state, State::Checkpointed);
+    assert_eq!(outcome_of(doc.process(r.pid)), Some(DrainOutcome::Drained));
+    let doc: ProcessCommandDoc = fx.json(&["toggle", "--drain", &r.arg()], 0);
+    assert_eq!(doc.process(r.pid).state, State::Running);
+    assert_eq!(outcome_of(doc.process(r.pid)), Some(DrainOutcome::Rebuilt));
+    assert_eq!(events(&r_events), ["ready", "released", "rebuilt"]);
+}
+
+#[test]
 fn a_locked_process_that_has_not_drained_cannot_drain() {
     let fx = Fixture::new();
     let (r, r_events) = rank(&fx, "ack");
