@@ -185,10 +185,7 @@ pub fn run(cli: Cli) -> ExitStatus {
             libcuda,
             targets.pids(),
             targets.selectors(),
-            crate::ops::Drain {
-                before_lock: drain.drain,
-                ..validate::handshake(drain.handshake)
-            },
+            validate::drain_of(drain),
         )),
         Command::CriuHook {
             resume_when_thawed,

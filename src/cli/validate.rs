@@ -51,10 +51,7 @@ impl RawProcessCommand {
 
     fn drain(self, drain: DrainArg) -> RawProcessCommand {
         RawProcessCommand {
-            drain: Drain {
-                before_lock: drain.drain,
-                ..handshake(drain.handshake)
-            },
+            drain: drain_of(drain),
             ..self
         }
     }
@@ -104,8 +101,16 @@ impl RawProcessCommand {
     }
 }
 
+/// The drain settings of `--drain` and the handshake's flags.
+pub fn drain_of(drain: DrainArg) -> Drain {
+    Drain {
+        before_lock: drain.drain,
+        ..handshake(drain.handshake)
+    }
+}
+
 /// The drain settings from the handshake's flags (no `--drain`).
-pub fn handshake(handshake: HandshakeArg) -> Drain {
+fn handshake(handshake: HandshakeArg) -> Drain {
     Drain {
         signal: handshake.drain_signal,
         timeout: handshake.drain_timeout,

@@ -132,9 +132,7 @@ impl Drop for Written {
 static IN_FLIGHT: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
 
 fn set_in_flight(path: Option<PathBuf>) {
-    *IN_FLIGHT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = path;
+    *locked(&IN_FLIGHT) = path;
 }
 
 /// Makes a panic say, after Rust's own message, what it leaves behind and
@@ -244,10 +242,7 @@ impl Journal {
 
     /// Why the intent could not be written, if it could not.
     pub fn unwritten(&self) -> Option<String> {
-        self.unwritten
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        locked(&self.unwritten).clone()
     }
 }
 

@@ -188,8 +188,6 @@ fn judge(
     drained: bool,
 ) -> (Option<Finding>, Option<String>) {
     let who = describe_process(target.pid, Some(&target.name));
-    let environment =
-        |var: &str, size: &u64| format!("{var}={size} in /proc/{}/environ", target.pid);
     let (set_aside, signs): (Vec<&RankSign>, Vec<&RankSign>) = found
         .rank_signs
         .iter()
@@ -197,10 +195,7 @@ fn judge(
     let exempted = (!set_aside.is_empty()).then(|| {
         let words: Vec<String> = set_aside
             .iter()
-            .filter_map(|sign| match sign {
-                RankSign::WorldSize { var, size } => Some(environment(var, size)),
-                RankSign::NcclThread { .. } => None,
-            })
+            .map(|sign| sign_text(target.pid, sign))
             .collect();
         format!(
             "acknowledged the drain: its launcher's {} is not held against it; no live NCCL thread and no CUDA IPC mapping were found",
@@ -211,6 +206,16 @@ fn judge(
         judge_evidence(target, &who, found, &signs, facts, drained),
         exempted,
     )
+}
+
+/// Where /proc shows a rank sign of `pid` (pure).
+fn sign_text(pid: i32, sign: &RankSign) -> String {
+    match sign {
+        RankSign::NcclThread { tid, name } => {
+            format!("thread {name} (TID {tid}) in /proc/{pid}/task")
+        }
+        RankSign::WorldSize { var, size } => format!("{var}={size} in /proc/{pid}/environ"),
+    }
 }
 
 /// The finding from the evidence still held against a target (pure).
@@ -265,14 +270,7 @@ fn judge_evidence(
     if !signs.is_empty() {
         let signs: Vec<String> = signs
             .iter()
-            .map(|sign| match sign {
-                RankSign::NcclThread { tid, name } => {
-                    format!("thread {name} (TID {tid}) in /proc/{}/task", target.pid)
-                }
-                RankSign::WorldSize { var, size } => {
-                    format!("{var}={size} in /proc/{}/environ", target.pid)
-                }
-            })
+            .map(|sign| sign_text(target.pid, sign))
             .collect();
         let rank = format!(
             "{drained_yet}{who} is a rank of a multi-process NCCL job ({})",
