@@ -192,7 +192,11 @@ fn judge(
         .rank_signs
         .iter()
         .partition(|sign| drained && matches!(sign, RankSign::WorldSize { .. }));
-    let exempted = (!set_aside.is_empty()).then(|| {
+    let finding = judge_evidence(target, &who, found, &signs, facts, drained);
+    // Said only of a process the evidence then lets through: one still
+    // held to its threads or an IPC mapping has its refusal (or, forced,
+    // its warning) say why instead.
+    let exempted = (finding.is_none() && !set_aside.is_empty()).then(|| {
         let words: Vec<String> = set_aside
             .iter()
             .map(|sign| sign_text(target.pid, sign))
@@ -202,10 +206,7 @@ fn judge(
             words.join(", ")
         )
     });
-    (
-        judge_evidence(target, &who, found, &signs, facts, drained),
-        exempted,
-    )
+    (finding, exempted)
 }
 
 /// Where /proc shows a rank sign of `pid` (pure).
@@ -424,7 +425,11 @@ mod tests {
             ],
             ..Evidence::default()
         };
-        let (finding, _) = judge(&target(7), &still_live, &FACTS[0], true);
+        let (finding, exempted) = judge(&target(7), &still_live, &FACTS[0], true);
+        assert_eq!(
+            exempted, None,
+            "no exemption is claimed for a refused process"
+        );
         let finding = finding.expect("a live NCCL thread refuses it all the same");
         assert_eq!(finding.verdict, Verdict::Lost);
         let message = &finding.failure.message;
