@@ -66,8 +66,10 @@ def drained_rounds(binary, hold, rounds):
             out.append({
                 "suspend_s": round(down_s, 3),
                 "resume_s": round(up_s, 3),
-                "acknowledged_ms": [p["drain"]["acknowledged_ms"] for p in down["processes"]],
-                "rebuilt_ms": [p["drain"]["rebuilt_ms"] for p in up["processes"]],
+                # The ranks' figures; torchrun's agent, checkpointed too,
+                # has nothing to drain (its outcome is not_needed).
+                "acknowledged_ms": [p["drain"]["acknowledged_ms"] for p in down["processes"] if "acknowledged_ms" in p.get("drain", {})],
+                "rebuilt_ms": [p["drain"]["rebuilt_ms"] for p in up["processes"] if "rebuilt_ms" in p.get("drain", {})],
             })
         return footprint, out
     finally:

@@ -234,6 +234,9 @@ impl Cleared<'_> {
 /// Every pre-flight, the map and the per-PID locks (none for a dry run),
 /// in that order: the first refusal stops the command before any change.
 fn clear<'d>(request: &Request<'_>, ready: &'d check::Ready) -> Result<Cleared<'d>, Stop> {
+    if !request.recovering {
+        lock::not_left_by_a_dead_cudackpt(ready)?;
+    }
     // A drain proves restorability after the acknowledgements, instead.
     let passed = if request.drain.before_lock && drain_stage::drains(&request.operation) {
         restorable::Passed::default()

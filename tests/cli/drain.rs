@@ -440,8 +440,16 @@ fn a_cudackpt_killed_mid_drain_leaves_a_record_and_recover_calls_the_drain_off()
         record.contains("\"drain\"") && record.contains("\"requested\""),
         "the record says a drain was under way: {record}"
     );
-    // Every other cudackpt refuses the group until it is recovered.
-    fx.json::<ProcessCommandDoc>(&["suspend", &ready.arg()], 10);
+    // Every other cudackpt refuses the group until it is recovered, and
+    // says so first: the rank still holding its NCCL thread would be
+    // refused by the pre-flight too, whose advice (drain it) cannot help.
+    let refused: ProcessCommandDoc = fx.json(&["suspend", &ready.arg(), &silent.arg()], 10);
+    let reason = refused
+        .process(ready.pid)
+        .error
+        .as_ref()
+        .expect("a refusal");
+    assert!(reason.message.contains("died mid-change"), "{refused:?}");
 
     let doc: ProcessCommandDoc = fx.json(&["recover"], 0);
     let p = doc.process(ready.pid);

@@ -1192,7 +1192,9 @@ def drain_round_trip(tools):
         job.wait_steps(10)
         free_before = gpus_free_mib(tools)
         refused = tools.json("suspend", "--tree", job.launcher, expect_code=8)
-        expect(all(p["error"]["kind"] == "unrestorable" for p in refused["processes"]), f"without --drain: {refused}")
+        refused_ranks, refused_others = split_ranks(refused, job)
+        expect(len(refused_ranks) == 2 and all(p["error"]["kind"] == "unrestorable" for p in refused_ranks), f"without --drain: {refused}")
+        expect(all(p["error"]["kind"] == "not_attempted" for p in refused_others), f"without --drain, torchrun's agent: {refused}")
         checked = tools.json("check", "--drain", "--tree", job.launcher)
         started = time.monotonic()
         down = tools.json("suspend", "--drain", "--tree", job.launcher)
@@ -1296,7 +1298,10 @@ def drain_sockets_bandwidth(tools):
 @scenario("drain: a rank that does not acknowledge in time: exit 12, nothing locked, the other rank rebuilds, the job finishes right")
 def drain_never_acknowledges(tools):
     need_two_gpus()
-    job = DrainJob(env={"STALL_RANK": "1", "STALL_SECONDS": "7"})
+    # Rank 1 stalls after its tear-down, before its acknowledgement: a
+    # stall before it would hold rank 0 too (NCCL's tear-down waits for
+    # its peer, measured on 2 x H200), and no rank would have drained.
+    job = DrainJob(env={"STALL_RANK": "1", "STALL_SECONDS": "7", "STALL_AT": "acknowledge"})
     try:
         job.wait_steps(5)
         started = time.monotonic()
@@ -1306,6 +1311,7 @@ def drain_never_acknowledges(tools):
         kinds = {p["pid"]: p["error"]["kind"] for p in ranks}
         outcomes = {p["pid"]: p["drain"]["outcome"] for p in ranks}
         expect(sorted(kinds.values()) == ["drain_timeout", "not_attempted"], f"{doc}")
+        expect(sorted(outcomes.values()) == ["not_acknowledged", "rebuilt"], f"the rank that drained rebuilt: {doc}")
         expect(all(p["error"]["kind"] == "not_attempted" for p in split_ranks(doc, job)[1]), f"{doc}")
         expect(all(tools.state(pid) == "running" for pid in job.pids), "nothing locked")
         steps = job.steps()
@@ -1321,7 +1327,7 @@ def drain_never_acknowledges(tools):
 @scenario("drain: kill -9 of cudackpt mid-drain, then recover: the ranks rebuild and the job finishes right")
 def drain_killed_then_recovered(tools):
     need_two_gpus()
-    job = DrainJob(env={"STALL_RANK": "1", "STALL_SECONDS": "6"})
+    job = DrainJob(env={"STALL_RANK": "1", "STALL_SECONDS": "6", "STALL_AT": "acknowledge"})
     try:
         job.wait_steps(5)
         pids = job.pids

@@ -38,7 +38,9 @@ pub fn lock(
 
 /// Stops the group if a cudackpt that died mid-change left one of its
 /// processes (its intent record is still there): `recover` comes first.
-fn not_left_by_a_dead_cudackpt(ready: &Ready) -> Result<(), Stop> {
+/// Asked before the pre-flights too, whose advice cannot help a process
+/// left mid-drain, and again once the locks are held.
+pub fn not_left_by_a_dead_cudackpt(ready: &Ready) -> Result<(), Stop> {
     let abandoned = intent::abandoned();
     if abandoned.is_empty() {
         return Ok(());
