@@ -234,7 +234,7 @@ impl Cleared<'_> {
 /// Every pre-flight, the map and the per-PID locks (none for a dry run),
 /// in that order: the first refusal stops the command before any change.
 fn clear<'d>(request: &Request<'_>, ready: &'d check::Ready) -> Result<Cleared<'d>, Stop> {
-    if !request.recovering {
+    if request.operation.changes_state() && !request.recovering {
         lock::not_left_by_a_dead_cudackpt(ready)?;
     }
     // A drain proves restorability after the acknowledgements, instead.
