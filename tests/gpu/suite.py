@@ -2,12 +2,13 @@
 """cudackpt's real-GPU suite: one command, run as root on a host with an
 NVIDIA GPU and driver 570+ (see docs/gpu-results.md for how and where).
 
-    python3 tests/gpu/suite.py --bin-dir DIR [--json FILE] [--bench] [--criu-dir C]
+    python3 tests/gpu/suite.py --bin-dir DIR [--json FILE] [--bench] [--criu-dir C] [--runc-dir R]
 
 DIR holds the release binaries `cudackpt`, `cudackpt-gpu-target` and
 `cudackpt-bench`, and optionally NVIDIA's `cuda-checkpoint` to compare with.
 C holds a CRIU built elsewhere (`criu`, `cuda_plugin.so`, and the shared
-libraries it needs under `lib/`), for hosts without one installed.
+libraries it needs under `lib/`), for hosts without one installed; R a
+runc (`runc` and `lib/libseccomp.so.2`, from Debian's packages).
 Each scenario drives real CUDA processes (the project's own target program,
 holding a seeded pattern in device memory) through cudackpt and checks the
 states, the exit codes and JSON, and that the data survived. Prints a
@@ -489,6 +490,189 @@ esac
             p.wait(timeout=5)
         except Exception:
             pass
+
+
+# A carried runc with --runc-dir: (binary, library dir).
+CARRIED_RUNC = None
+
+
+def runc_for(tools, work):
+    """runc (carried, else installed) driving the carried or installed CRIU,
+    or Skipped naming what is missing."""
+    import containers
+
+    if CARRIED_RUNC:
+        binary, lib_dir = CARRIED_RUNC
+    else:
+        binary, lib_dir = shutil.which("runc"), None
+    if not binary:
+        raise Skipped("runc is not installed on this host (carry Debian's with --runc-dir)")
+    found = criu_command()
+    if not found:
+        raise Skipped("criu is not installed on this host (carry one with --criu-dir)")
+    criu, criu_env = found
+    if not os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        raise Skipped("no cgroup v2 here")
+    return containers.Runc(binary, lib_dir, os.path.join(work, "runc-root"), criu, criu_env)
+
+
+class GpuContainer:
+    """The project's GPU target in a runc container (tests/gpu/containers.py),
+    its CRIU images and logs under a fresh directory."""
+
+    def __init__(self, tools, name, size_mib=256, annotations=None):
+        import containers
+
+        self.work = tempfile.mkdtemp(prefix=f"cudackpt-runc-{name}-")
+        os.chmod(self.work, 0o755)
+        self.runc = runc_for(tools, self.work)
+        self.ct = containers.Container(self.runc, os.path.join(self.work, "ct"), f"{name}-{os.getpid()}",
+                                       os.path.dirname(tools.target_bin), os.path.basename(tools.target_bin), size_mib, annotations)
+        self.ct.start()
+        self.ready, self.seen = wait_for_line(self.ct.log, "READY", 0, 60)
+        self.expect_ok("at the start")
+
+    def expect_ok(self, when, timeout=60):
+        """Waits for the target's next check of its device memory."""
+        line, self.seen = wait_for_line(self.ct.log, "OK", self.seen, timeout)
+        expect(line == f"OK {self.ready.split()[2]}", f"{when} the container's target says {line!r}")
+
+    def images(self, name):
+        path = os.path.join(self.work, name)
+        os.makedirs(path)
+        return path
+
+    def plugin_env(self, tools, plugin_dir):
+        """CRIU loads the CUDA plugin from plugin_dir, which finds
+        cudackpt as `cuda-checkpoint` on PATH."""
+        return {"CRIU_LIBS_DIR": plugin_dir, "PATH": tools.compat_dir + os.pathsep + os.environ["PATH"]}
+
+    def close(self):
+        self.ct.close()
+
+
+def plugin_or_skip():
+    plugin_dir = find_cuda_plugin()
+    if not plugin_dir:
+        raise Skipped("CRIU's cuda_plugin.so not found")
+    return plugin_dir
+
+
+def checkpoint_or_fail(box, images, *extra, env):
+    import containers
+
+    code, took, err = box.ct.checkpoint(images, *extra, env=env)
+    expect(code == 0, f"runc checkpoint exited {code}: {err.strip()[-600:]} | dump.log: {containers.criu_log_tail(images, 'dump.log')}")
+    return took
+
+
+def restore_or_fail(box, images, env):
+    import containers
+
+    work_path = box.images(f"restore-{time.monotonic_ns()}")
+    code, took, err = box.ct.restore(images, work_path, env=env)
+    expect(code == 0, f"runc restore exited {code}: {err.strip()[-600:]} | restore.log: {containers.criu_log_tail(work_path, 'restore.log')}")
+    return took
+
+
+@scenario("runc checkpoint and restore of a GPU container with CRIU and its CUDA plugin, cudackpt as cuda-checkpoint; data intact")
+def runc_with_plugin(tools):
+    plugin_dir = plugin_or_skip()
+    box = GpuContainer(tools, "plugin")
+    try:
+        pid = box.ct.pid()
+        env = box.plugin_env(tools, plugin_dir)
+        images = box.images("images")
+        dumped = checkpoint_or_fail(box, images, env=env)
+        expect(box.ct.pid() is None, f"the container is gone after the checkpoint: {box.ct.state()}")
+        restored = restore_or_fail(box, images, env)
+        after = box.ct.pid()
+        expect(after is not None and tools.state(after) == "running", f"restored container's init {after} running")
+        box.expect_ok("after the restore")
+        return f"{box.runc.version()}; init PID {pid} -> {after}; checkpoint {dumped:.1f} s, restore {restored:.1f} s, data intact"
+    finally:
+        box.close()
+
+
+@scenario("runc checkpoint and restore of a GPU container with cudackpt as CRIU's action script (runc's CRIU config file, no plugin); data intact")
+def runc_with_action_script(tools):
+    conf, no_plugins = hook_config(tools)
+    # runc hands this file to CRIU (org.criu.config); CRIU runs the
+    # script of a config file in RPC mode too.
+    box = GpuContainer(tools, "hook", annotations={"org.criu.config": conf})
+    try:
+        env = {"CRIU_LIBS_DIR": no_plugins}
+        images = box.images("images")
+        dumped = checkpoint_or_fail(box, images, env=env)
+        restored = restore_or_fail(box, images, env)
+        after = box.ct.pid()
+        expect(after is not None and tools.state(after) == "running", f"restored container's init {after} running")
+        box.expect_ok("after the restore")
+        return f"checkpoint {dumped:.1f} s, restore {restored:.1f} s, data intact"
+    finally:
+        box.close()
+
+
+def hook_config(tools):
+    """A CRIU config file that makes cudackpt CRIU's action script, and an
+    empty plugin directory, so that no installed plugin acts behind it."""
+    work = tempfile.mkdtemp(prefix="cudackpt-runc-conf-")
+    os.chmod(work, 0o755)
+    conf = os.path.join(work, "criu.conf")
+    with open(conf, "w") as f:
+        f.write(f"action-script {tools.cudackpt}\n")
+    no_plugins = os.path.join(work, "no-plugins")
+    os.makedirs(no_plugins)
+    return conf, no_plugins
+
+
+@scenario("runc checkpoint --leave-running of a GPU container, with the plugin and with the action script: it goes on with its data; its image restores after it is killed")
+def runc_leave_running(tools):
+    plugin_dir = plugin_or_skip()
+    conf, no_plugins = hook_config(tools)
+    said = []
+    for mode in ["plugin", "action script"]:
+        hooked = mode == "action script"
+        box = GpuContainer(tools, "leave-hook" if hooked else "leave", annotations={"org.criu.config": conf} if hooked else None)
+        try:
+            pid = box.ct.pid()
+            env = {"CRIU_LIBS_DIR": no_plugins} if hooked else box.plugin_env(tools, plugin_dir)
+            images = box.images("images")
+            dumped = checkpoint_or_fail(box, images, "--leave-running", env=env)
+            expect(box.ct.pid() == pid, f"{mode}: still running as {pid}: {box.ct.state()}")
+            # The action script's post-dump resumes the tree once CRIU thaws
+            # it (a detached waiter): give it the few seconds it may take.
+            wait_for(f"{mode}: the CUDA state running again", lambda: tools.state(pid) == "running", 30)
+            box.expect_ok(f"{mode}: after --leave-running")
+            box.ct.close()
+            restored = restore_or_fail(box, images, env)
+            after = box.ct.pid()
+            expect(after is not None and tools.state(after) == "running", f"{mode}: restored container's init {after} running")
+            box.expect_ok(f"{mode}: after the restore of the image")
+            said.append(f"{mode}: checkpoint --leave-running {dumped:.1f} s, went on; killed, restored in {restored:.1f} s")
+        finally:
+            box.close()
+    return "; ".join(said) + "; data intact"
+
+
+@scenario("cudackpt suspend --cgroup on a runc container's cgroup frees its GPU memory; resume --cgroup; data intact")
+def runc_cgroup_suspend(tools):
+    box = GpuContainer(tools, "cgroup", size_mib=1024)
+    try:
+        pid = box.ct.pid()
+        cgroup = box.ct.cgroup_dir()
+        free_before = gpus_free_mib(tools)
+        down = tools.json("suspend", "--cgroup", cgroup)
+        expect([p["pid"] for p in down["processes"]] == [pid], f"the container's process: {down}")
+        expect(down["processes"][0]["state"] == "checkpointed", f"{down}")
+        freed = [d - b for b, d in zip(free_before, gpus_free_mib(tools))]
+        expect(freed[0] >= 1024, f"GPU memory freed: {freed} MiB")
+        up = tools.json("resume", "--cgroup", cgroup)
+        expect(up["processes"][0]["state"] == "running", f"{up}")
+        box.expect_ok("after resume --cgroup")
+        return f"cgroup {cgroup}: PID {pid} suspended ({freed[0]} MiB freed) and resumed, data intact"
+    finally:
+        box.close()
 
 
 def pids_cgroup(limit):
@@ -1512,6 +1696,7 @@ def main():
     parser.add_argument("--bench", action="store_true", help="also run the latency benchmark")
     parser.add_argument("--big-mib", type=int, default=1024, help="size of the larger demo")
     parser.add_argument("--criu-dir", help="a carried CRIU: criu, cuda_plugin.so and lib/")
+    parser.add_argument("--runc-dir", help="a carried runc: runc and lib/ (Debian's, with libseccomp)")
     parser.add_argument("--only", help="run only the scenarios whose function names are given, comma-separated")
     args = parser.parse_args()
     if args.only:
@@ -1520,6 +1705,10 @@ def main():
         global CARRIED_CRIU
         criu_dir = os.path.abspath(args.criu_dir)
         CARRIED_CRIU = (os.path.join(criu_dir, "criu"), criu_dir, os.path.join(criu_dir, "lib"))
+    if args.runc_dir:
+        global CARRIED_RUNC
+        runc_dir = os.path.abspath(args.runc_dir)
+        CARRIED_RUNC = (os.path.join(runc_dir, "runc"), os.path.join(runc_dir, "lib"))
     tools = Tools(args.bin_dir)
 
     doctor(tools)
@@ -1554,6 +1743,10 @@ def main():
     criu_with_plugin(tools)
     criu_with_action_script(tools)
     criu_failed_dump(tools)
+    runc_with_plugin(tools)
+    runc_with_action_script(tools)
+    runc_leave_running(tools)
+    runc_cgroup_suspend(tools)
     group_under_pids_limit(tools)
     ipc_pair_refused(tools)
     ipc_pair_forced(tools)
