@@ -202,7 +202,7 @@ const FILES: [(&str, &str); 9] = [
     ),
     (
         "/run/cudackpt/locks/PID.lock",
-        "The per-process lock that keeps two cudackpt from changing one process at once; removed when released.",
+        "The per-process lock that keeps two cudackpt from changing one process at once (flock; the file holds the holder's PID). It stays while the process lives, so the next command opens it instead of creating it; it is removed at release once the process is gone, and by cudackpt recover.",
     ),
     (
         "/run/cudackpt/intents/OWNER.json",

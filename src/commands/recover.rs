@@ -133,6 +133,12 @@ pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
             intent::remove(&path);
         }
     }
+    if !dry_run {
+        // Housekeeping: the lock files of processes gone since (a live
+        // process keeps its file between commands; see pidlock).
+        let pruned = crate::ops::journal::pidlock::prune();
+        tracing::debug!(pruned, "removed stale lock files");
+    }
     report.duration = started.elapsed();
     report
 }

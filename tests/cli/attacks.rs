@@ -106,9 +106,10 @@ fn under_umask_000_directories_are_private_and_records_too() {
         mode(&fx.dir().join(format!("records/{}.json", target.pid))),
         0o600
     );
-    assert!(
-        !fx.dir().join(format!("locks/{}.lock", target.pid)).exists(),
-        "released lock files are removed"
+    assert_eq!(
+        mode(&fx.dir().join(format!("locks/{}.lock", target.pid))),
+        0o600,
+        "a live process's lock file stays, private"
     );
 }
 

@@ -22,6 +22,18 @@ import time
 HOST_TREES = ["/usr", "/etc", "/opt", "/lib", "/lib64", "/bin", "/sbin"]
 
 
+def submounts(tree):
+    """The host's mount points strictly below `tree`, parents first (from
+    /proc/self/mountinfo)."""
+    points = set()
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4].replace("\\040", " ")
+            if point.startswith(tree.rstrip("/") + "/"):
+                points.add(point)
+    return sorted(points, key=lambda p: (p.count("/"), p))
+
+
 def nvidia_devices():
     """The host's NVIDIA character devices: (path, major, minor)."""
     found = []
@@ -53,9 +65,12 @@ def config(args, env, binds, devices, cgroup, annotations):
         {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]},
         {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]},
     ]
+    # Plain (not recursive) binds, one per mount: runc tells CRIU that each
+    # bind it made is external, and CRIU refuses a mount below one that it
+    # was not told of (the driver's /usr/local/nvidia is one, on the GPU host).
     for source, destination, read_only in binds:
         mounts.append({"destination": destination, "type": "bind", "source": source,
-                       "options": ["rbind", "rprivate"] + (["ro"] if read_only else ["rw"])})
+                       "options": ["bind", "rprivate"] + (["ro"] if read_only else ["rw"])})
     return {
         "ociVersion": "1.0.2",
         "process": {
@@ -139,7 +154,10 @@ class Container:
                 os.symlink(os.readlink(tree), inside)
             elif os.path.isdir(tree):
                 binds.append((tree, tree, True))
-        for mount_point in ["proc", "dev", "sys", "tmp", "out", "cudackpt"] + [b[1].lstrip("/") for b in binds]:
+                binds.extend((point, point, True) for point in submounts(tree) if os.path.exists(point))
+        # Mount points in the root file system; those below a bound tree
+        # exist there already (the host's own).
+        for mount_point in ["proc", "dev", "sys", "tmp", "out", "cudackpt"] + [tree.lstrip("/") for tree in HOST_TREES if os.path.isdir(tree) and not os.path.islink(tree)]:
             os.makedirs(os.path.join(rootfs, mount_point), exist_ok=True)
         env = [f"PATH={os.environ.get('PATH', '/usr/bin:/bin')}"]
         if os.environ.get("LD_LIBRARY_PATH"):

@@ -4,15 +4,22 @@
 //! its whole run, rollback included. A second invocation on the same
 //! process gets a clear answer at once instead of interleaving its driver
 //! calls with the first's. The kernel drops the lock when its holder exits,
-//! however it exits, so a lock never goes stale; the file is removed when
-//! released.
+//! however it exits, so a lock never goes stale.
+//!
+//! A lock file stays while its process lives: the next command on that
+//! process opens it again instead of creating it, since creating and
+//! unlinking a file cost 0.2 to 0.4 ms where the run directory is on disk
+//! (ext4, measured on the GPU host), a tenth of the bare driver call. The
+//! holder's PID is written over the file in place, in a fixed width. The
+//! file of a process found gone at release is removed then (still held), and
+//! `recover` removes the ones whose process is gone and nobody holds.
 //!
 //! The lock fails closed: a directory that cannot be made or trusted, or a
 //! lock file that cannot be opened (EMFILE, a planted link), refuses the
 //! command rather than running it unlocked (`--no-lock` runs it anyway).
 
 use std::fs::File;
-use std::io::{Seek, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{flock, FlockOperation};
@@ -24,10 +31,11 @@ pub const DIR_VAR: &str = "CUDACKPT_LOCK_DIR";
 /// A lock file's content is a PID.
 const HOLDER_CAP: u64 = 32;
 
-/// Locks held until dropped; their files are removed then.
+/// Locks held until dropped.
 pub struct Held {
     dir: Option<SafeDir>,
-    files: Vec<(String, File)>,
+    /// Each lock's file name, file and process.
+    files: Vec<(String, File, i32)>,
 }
 
 impl Held {
@@ -52,8 +60,8 @@ impl Held {
         }
         self.files
             .iter()
-            .find(|(name, file)| !dir.still_holds(name, file))
-            .map(|(name, _)| {
+            .find(|(name, file, _)| !dir.still_holds(name, file))
+            .map(|(name, _, _)| {
                 format!(
                     "the lock file {} was removed while this command held it",
                     dir.path().join(name).display()
@@ -64,14 +72,21 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        // Unlink while still holding the lock, so nobody can take a lock on
-        // a file that is about to vanish; a waiter then makes a fresh one.
+        // The file of a process that is gone goes too, unlinked while still
+        // held, so nobody can take a lock on a file that is about to vanish;
+        // a live process keeps its file for the next command.
         if let Some(dir) = &self.dir {
-            for (name, _file) in &self.files {
-                let _ = dir.remove(name);
+            for (name, _file, pid) in &self.files {
+                if !process_exists(*pid) {
+                    let _ = dir.remove(name);
+                }
             }
         }
     }
+}
+
+fn process_exists(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// Why the locks could not be taken.
@@ -114,18 +129,68 @@ pub fn acquire_in(dir: &Path, pids: &[i32]) -> Result<Held, LockError> {
             let text = SafeDir::read_open(&mut file, HOLDER_CAP);
             return Err(LockError::Busy {
                 pid,
-                holder: text.trim().parse().ok(),
+                holder: holder_of(&text),
             });
         }
-        // Say who holds it, for the message the next one gets.
-        let _ = file
-            .set_len(0)
-            .and_then(|()| file.rewind())
-            .and_then(|()| write!(file, "{}", std::process::id()));
-        held.files.push((name, file));
+        // Say who holds it, for the message the next one gets: written over
+        // what the last holder wrote, in a width that covers any PID.
+        let _ = file.write_all_at(holder_text(std::process::id()).as_bytes(), 0);
+        held.files.push((name, file, pid));
     }
     held.dir = Some(dir);
     Ok(held)
+}
+
+/// What a holder writes in a lock file: its PID, padded to the width of the
+/// largest one, so that a shorter PID overwrites a longer one whole.
+fn holder_text(pid: u32) -> String {
+    format!("{pid:<10}\n")
+}
+
+/// The holder's PID in a lock file's text: its first line.
+fn holder_of(text: &str) -> Option<i32> {
+    text.lines().next()?.trim().parse().ok()
+}
+
+/// Removes the lock files of processes that are gone and that nobody holds
+/// (`recover` calls it); returns how many. Each is unlinked while this
+/// holds it, as at release.
+pub fn prune() -> usize {
+    prune_in(&dir())
+}
+
+/// [`prune`] with the lock directory given.
+pub fn prune_in(dir: &Path) -> usize {
+    let Ok(Some(dir)) = SafeDir::open_existing(dir) else {
+        return 0;
+    };
+    let Ok(entries) = std::fs::read_dir(dir.path()) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let Some(pid) = name
+            .strip_suffix(".lock")
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if process_exists(pid) {
+            continue;
+        }
+        let Ok(file) = dir.open_lock_file(&name) else {
+            continue;
+        };
+        if flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok()
+            && dir.remove(&name).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 #[cfg(test)]
@@ -153,11 +218,56 @@ mod tests {
             "other processes are free"
         );
         drop(first);
-        assert!(
-            !dir.path().join("4242.lock").exists(),
-            "released lock files are removed"
-        );
         assert!(acquire_in(dir.path(), &[4243]).is_ok(), "released on drop");
+    }
+
+    // Above the kernel's PID_MAX_LIMIT (4194304): never a live process.
+    const GONE: i32 = 4_194_305;
+
+    #[test]
+    fn a_live_process_keeps_its_lock_file_and_a_gone_one_loses_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let me = std::process::id() as i32;
+        drop(acquire_in(dir.path(), &[me, GONE]).expect("free"));
+        assert!(
+            dir.path().join(format!("{me}.lock")).exists(),
+            "kept for the next command"
+        );
+        assert!(
+            !dir.path().join(format!("{GONE}.lock")).exists(),
+            "removed at release"
+        );
+        // The next holder writes over the last one's PID in place.
+        std::fs::write(dir.path().join(format!("{me}.lock")), "123456789012345\n")
+            .expect("a long one");
+        let held = acquire_in(dir.path(), &[me]).expect("free again");
+        let text = std::fs::read_to_string(dir.path().join(format!("{me}.lock"))).expect("read");
+        assert_eq!(holder_of(&text), Some(me), "{text:?}");
+        drop(held);
+    }
+
+    #[test]
+    fn prune_removes_the_files_of_gone_processes_that_nobody_holds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let locks = dir.path().join("locks");
+        let me = std::process::id() as i32;
+        drop(acquire_in(&locks, &[me]).expect("free"));
+        std::fs::write(locks.join(format!("{GONE}.lock")), holder_text(1)).expect("stale");
+        std::fs::write(locks.join(format!("{}.lock", GONE + 1)), holder_text(1)).expect("held");
+        std::fs::write(locks.join("notes.txt"), "not a lock").expect("other");
+        let held = acquire_in(&locks, &[GONE + 1]).expect("free");
+        assert_eq!(prune_in(&locks), 1);
+        assert!(!locks.join(format!("{GONE}.lock")).exists());
+        assert!(
+            locks.join(format!("{}.lock", GONE + 1)).exists(),
+            "held: left alone"
+        );
+        assert!(
+            locks.join(format!("{me}.lock")).exists(),
+            "live: left alone"
+        );
+        assert!(locks.join("notes.txt").exists());
+        drop(held);
     }
 
     #[test]
