@@ -9,13 +9,12 @@ pub mod artifacts;
 pub mod compat;
 pub mod criu_hook;
 pub mod logging;
+pub mod parse;
 pub mod validate;
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-
-use clap::Parser;
 
 use crate::cli::args::{Cli, Command, GlobalArgs};
 use crate::cli::validate::{Invalid, Invocation};
@@ -44,7 +43,7 @@ pub fn main() -> ExitStatus {
         // CRIU logs what the script prints: plain text, no colour.
         return Sink::plain().finish(&report);
     }
-    let cli = match Cli::try_parse_from(&args) {
+    let cli = match parse::parse(&args) {
         Ok(cli) => cli,
         Err(error) => return clap_error(error, &args),
     };

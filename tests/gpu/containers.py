@@ -2,7 +2,7 @@
 scenarios: an OCI bundle for runc whose root file system is the host's
 own (`/usr`, `/etc` and the rest bound read-only), with the NVIDIA device
 nodes, a private `/dev/shm`, its own PID, mount, IPC and UTS namespaces and
-its own cgroup, and a work directory bound read-write for its output.
+its own cgroup, and a work directory bound read-write.
 Checkpoint and restore go through runc and CRIU exactly as Kubernetes,
 Podman and CRI-O drive them: runtime -> runc -> CRIU (swrk) -> CRIU's CUDA
 plugin -> `cuda-checkpoint`, or CRIU's action script.
@@ -134,7 +134,8 @@ class Runc:
 
 class Container:
     """One container of the project's GPU target (`--hold`: it checks its
-    device memory once a second and prints `OK <hash>` to work/target.log)."""
+    device memory once a second and prints `OK <hash>` to /tmp/target.log
+    in the container)."""
 
     def __init__(self, runc, work, name, target_dir, target_name, size_mib, annotations=None):
         self.runc = runc
@@ -142,7 +143,6 @@ class Container:
         self.name = name
         self.bundle = os.path.join(work, "bundle")
         self.out = os.path.join(work, "out")
-        self.log = os.path.join(self.out, "target.log")
         self.cgroup = f"/cudackpt-runc-{name}"
         rootfs = os.path.join(self.bundle, "rootfs")
         os.makedirs(self.out)
@@ -163,7 +163,11 @@ class Container:
         if os.environ.get("LD_LIBRARY_PATH"):
             env.append(f"LD_LIBRARY_PATH={os.environ['LD_LIBRARY_PATH']}")
         target = os.path.join("/cudackpt", target_name)
-        args = ["/bin/sh", "-c", f"exec {target} --size-mib {size_mib} --hold >/out/target.log 2>&1"]
+        # The log is in the container's own /tmp (a tmpfs in its image), not
+        # on a host directory: CRIU checks the size of every open regular
+        # file at restore, and a container left running by --leave-running
+        # goes on writing after its dump.
+        args = ["/bin/sh", "-c", f"exec {target} --size-mib {size_mib} --hold >/tmp/target.log 2>&1"]
         with open(os.path.join(self.bundle, "config.json"), "w") as f:
             json.dump(config(args, env, binds, nvidia_devices(), self.cgroup, annotations or {}), f, indent=1)
 
@@ -203,6 +207,11 @@ class Container:
         code, _, err = self.runc.run("restore", "-d", "--image-path", images, "--work-path", work_path, "--bundle", self.bundle, self.name,
                                      env=env, detached_stdio=True)
         return code, time.monotonic() - started, err
+
+    @property
+    def log(self):
+        """The target's log, seen from the host through its init's root."""
+        return f"/proc/{self.pid()}/root/tmp/target.log"
 
     def lines(self):
         try:

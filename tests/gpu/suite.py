@@ -586,6 +586,7 @@ def runc_with_plugin(tools):
         dumped = checkpoint_or_fail(box, images, env=env)
         expect(box.ct.pid() is None, f"the container is gone after the checkpoint: {box.ct.state()}")
         restored = restore_or_fail(box, images, env)
+        box.seen = len(box.ct.lines())
         after = box.ct.pid()
         expect(after is not None and tools.state(after) == "running", f"restored container's init {after} running")
         box.expect_ok("after the restore")
@@ -605,6 +606,7 @@ def runc_with_action_script(tools):
         images = box.images("images")
         dumped = checkpoint_or_fail(box, images, env=env)
         restored = restore_or_fail(box, images, env)
+        box.seen = len(box.ct.lines())
         after = box.ct.pid()
         expect(after is not None and tools.state(after) == "running", f"restored container's init {after} running")
         box.expect_ok("after the restore")
@@ -646,6 +648,7 @@ def runc_leave_running(tools):
             box.expect_ok(f"{mode}: after --leave-running")
             box.ct.close()
             restored = restore_or_fail(box, images, env)
+            box.seen = len(box.ct.lines())  # the log as it was at the dump
             after = box.ct.pid()
             expect(after is not None and tools.state(after) == "running", f"{mode}: restored container's init {after} running")
             box.expect_ok(f"{mode}: after the restore of the image")
