@@ -58,108 +58,113 @@ complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "completions" -d '
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "man" -d 'Print the man page, or write every page into a directory'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "criu-hook" -d 'Act as CRIU\'s action script, giving CUDA support to any CRIU'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l libcuda-unsafe -d 'As root, load --libcuda even when it is not owned by root or is writable by others (whoever can write it can then run code as root; for tests)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s t -l timeout -d 'How long to wait for the process\'s CUDA work to drain before giving up (the process then keeps running). Milliseconds (500) or a duration (500ms, 5s, 2m); 0, the default, waits as long as it takes' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l drain-signal -d 'The signal that asks a process to drain, and to rebuild after its resume: a number, RTMIN+N or a name (USR2). The target must catch the same one' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l drain-timeout -d 'How long to wait for every process to acknowledge a drain, and for every drained process to rebuild once running again: milliseconds (30000) or a duration (30s, 2m)' -r
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
-always\t''
-never\t''"
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l drain -d 'Before the first lock, ask every process to release what the driver cannot restore (NCCL communicators, CUDA IPC) and wait until each acknowledges; then check the evidence again and lock. A process that does not catch the drain signal refuses the group before anything is sent; one that does not acknowledge in time calls it off (exit 12). See DRAIN PROTOCOL in cudackpt(1)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l libcuda-unsafe -d 'As root, load --libcuda even when it is not owned by root or is writable by others (whoever can write it can then run code as root; for tests)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l drain -d 'Before the first lock, ask every process to release what the driver cannot restore (NCCL communicators, CUDA IPC) and wait until each acknowledges; then check the evidence again and lock. A process that does not catch the drain signal refuses the group before anything is sent; one that does not acknowledge in time calls it off (exit 12). See DRAIN PROTOCOL in cudackpt(1)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l drain-signal -d 'The signal that asks a process to drain, and to rebuild after its resume: a number, RTMIN+N or a name (USR2). The target must catch the same one' -r
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l drain-timeout -d 'How long to wait for every process to acknowledge a drain, and for every drained process to rebuild once running again: milliseconds (30000) or a duration (30s, 2m)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l verify -d 'Confirm through NVML that a checkpoint left the process holding no GPU memory, and that a restore put it back on the GPUs expected (from its checkpoint record and the map). A mismatch, or no NVML, fails the command'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l force -d 'Checkpoint even when a pre-flight refuses: a process this driver is known not to restore (a CUDA IPC party, a rank of an NCCL job over P2P or shared memory; its restore will fail and it will be lost), or GPU memory that host or cgroup memory cannot hold (the kernel will likely kill the process). Also CUDACKPT_FORCE=1'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l dry-run -d 'Run every check and pre-flight (targets, restorability, host and GPU memory, the map), say what would happen, and change nothing: a refusal exits as the real command would'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l drain -d 'Before the first lock, ask every process to release what the driver cannot restore (NCCL communicators, CUDA IPC) and wait until each acknowledges; then check the evidence again and lock. A process that does not catch the drain signal refuses the group before anything is sent; one that does not acknowledge in time calls it off (exit 12). See DRAIN PROTOCOL in cudackpt(1)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l drain-signal -d 'The signal that asks a process to drain, and to rebuild after its resume: a number, RTMIN+N or a name (USR2). The target must catch the same one' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l drain-timeout -d 'How long to wait for every process to acknowledge a drain, and for every drained process to rebuild once running again: milliseconds (30000) or a duration (30s, 2m)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l libcuda-unsafe -d 'As root, load --libcuda even when it is not owned by root or is writable by others (whoever can write it can then run code as root; for tests)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l verify -d 'Confirm through NVML that a checkpoint left the process holding no GPU memory, and that a restore put it back on the GPUs expected (from its checkpoint record and the map). A mismatch, or no NVML, fails the command'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l force -d 'Checkpoint even when a pre-flight refuses: a process this driver is known not to restore (a CUDA IPC party, a rank of an NCCL job over P2P or shared memory; its restore will fail and it will be lost), or GPU memory that host or cgroup memory cannot hold (the kernel will likely kill the process). Also CUDACKPT_FORCE=1'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l dry-run -d 'Run every check and pre-flight (targets, restorability, host and GPU memory, the map), say what would happen, and change nothing: a refusal exits as the real command would'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l drain -d 'Before the first lock, ask every process to release what the driver cannot restore (NCCL communicators, CUDA IPC) and wait until each acknowledges; then check the evidence again and lock. A process that does not catch the drain signal refuses the group before anything is sent; one that does not acknowledge in time calls it off (exit 12). See DRAIN PROTOCOL in cudackpt(1)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU; a partial map of this host\'s GPUs is completed. `auto` maps the GPUs recorded at checkpoint onto this host\'s by index (same count and models)' -r
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l map-file -d 'Read OLD=NEW pairs from a JSON file: {"OLD": "NEW", ...}, a list of "OLD=NEW" strings, or the `map` cudackpt prints with --json' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l force -d 'Go on despite the pre-flights: restore onto a GPU with less free memory than the process held, and (toggle) checkpoint a process this driver is known not to restore'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l verify -d 'Confirm through NVML that a checkpoint left the process holding no GPU memory, and that a restore put it back on the GPUs expected (from its checkpoint record and the map). A mismatch, or no NVML, fails the command'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l dry-run -d 'Run every check and pre-flight (targets, restorability, host and GPU memory, the map), say what would happen, and change nothing: a refusal exits as the real command would'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU; a partial map of this host\'s GPUs is completed. `auto` maps the GPUs recorded at checkpoint onto this host\'s by index (same count and models)' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l map-file -d 'Read OLD=NEW pairs from a JSON file: {"OLD": "NEW", ...}, a list of "OLD=NEW" strings, or the `map` cudackpt prints with --json' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l libcuda-unsafe -d 'As root, load --libcuda even when it is not owned by root or is writable by others (whoever can write it can then run code as root; for tests)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l force -d 'Go on despite the pre-flights: restore onto a GPU with less free memory than the process held, and (toggle) checkpoint a process this driver is known not to restore'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l verify -d 'Confirm through NVML that a checkpoint left the process holding no GPU memory, and that a restore put it back on the GPUs expected (from its checkpoint record and the map). A mismatch, or no NVML, fails the command'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l dry-run -d 'Run every check and pre-flight (targets, restorability, host and GPU memory, the map), say what would happen, and change nothing: a refusal exits as the real command would'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l drain-signal -d 'The signal that asks a process to drain, and to rebuild after its resume: a number, RTMIN+N or a name (USR2). The target must catch the same one' -r
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l drain-timeout -d 'How long to wait for every process to acknowledge a drain, and for every drained process to rebuild once running again: milliseconds (30000) or a duration (30s, 2m)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l drain-signal -d 'The signal that asks a process to drain, and to rebuild after its resume: a number, RTMIN+N or a name (USR2). The target must catch the same one' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l drain-timeout -d 'How long to wait for every process to acknowledge a drain, and for every drained process to rebuild once running again: milliseconds (30000) or a duration (30s, 2m)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l libcuda-unsafe -d 'As root, load --libcuda even when it is not owned by root or is writable by others (whoever can write it can then run code as root; for tests)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
@@ -169,24 +174,24 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l map-file -d
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l deadline -d 'Give up on the whole group after this long: no new step starts, the group is rolled back and the report names the slowest process. Lock timeouts are shortened to fit. A duration with its unit (30s, 500ms, 2m); 0, the default, sets no deadline' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l drain-signal -d 'The signal that asks a process to drain, and to rebuild after its resume: a number, RTMIN+N or a name (USR2). The target must catch the same one' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l drain-timeout -d 'How long to wait for every process to acknowledge a drain, and for every drained process to rebuild once running again: milliseconds (30000) or a duration (30s, 2m)' -r
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
-always\t''
-never\t''"
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l force -d 'Go on despite the pre-flights: restore onto a GPU with less free memory than the process held, and (toggle) checkpoint a process this driver is known not to restore'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l verify -d 'Confirm through NVML that a checkpoint left the process holding no GPU memory, and that a restore put it back on the GPUs expected (from its checkpoint record and the map). A mismatch, or no NVML, fails the command'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l dry-run -d 'Run every check and pre-flight (targets, restorability, host and GPU memory, the map), say what would happen, and change nothing: a refusal exits as the real command would'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l drain -d 'Before the first lock, ask every process to release what the driver cannot restore (NCCL communicators, CUDA IPC) and wait until each acknowledges; then check the evidence again and lock. A process that does not catch the drain signal refuses the group before anything is sent; one that does not acknowledge in time calls it off (exit 12). See DRAIN PROTOCOL in cudackpt(1)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l libcuda-unsafe -d 'As root, load --libcuda even when it is not owned by root or is writable by others (whoever can write it can then run code as root; for tests)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l force -d 'Go on despite the pre-flights: restore onto a GPU with less free memory than the process held, and (toggle) checkpoint a process this driver is known not to restore'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l verify -d 'Confirm through NVML that a checkpoint left the process holding no GPU memory, and that a restore put it back on the GPUs expected (from its checkpoint record and the map). A mismatch, or no NVML, fails the command'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l dry-run -d 'Run every check and pre-flight (targets, restorability, host and GPU memory, the map), say what would happen, and change nothing: a refusal exits as the real command would'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l drain -d 'Before the first lock, ask every process to release what the driver cannot restore (NCCL communicators, CUDA IPC) and wait until each acknowledges; then check the evidence again and lock. A process that does not catch the drain signal refuses the group before anything is sent; one that does not acknowledge in time calls it off (exit 12). See DRAIN PROTOCOL in cudackpt(1)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
@@ -194,24 +199,24 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s t -l timeo
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l deadline -d 'Give up on the whole group after this long: no new step starts, the group is rolled back and the report names the slowest process. Lock timeouts are shortened to fit. A duration with its unit (30s, 500ms, 2m); 0, the default, sets no deadline' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l drain-signal -d 'The signal that asks a process to drain, and to rebuild after its resume: a number, RTMIN+N or a name (USR2). The target must catch the same one' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l drain-timeout -d 'How long to wait for every process to acknowledge a drain, and for every drained process to rebuild once running again: milliseconds (30000) or a duration (30s, 2m)' -r
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
-always\t''
-never\t''"
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l verify -d 'Confirm through NVML that a checkpoint left the process holding no GPU memory, and that a restore put it back on the GPUs expected (from its checkpoint record and the map). A mismatch, or no NVML, fails the command'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l force -d 'Checkpoint even when a pre-flight refuses: a process this driver is known not to restore (a CUDA IPC party, a rank of an NCCL job over P2P or shared memory; its restore will fail and it will be lost), or GPU memory that host or cgroup memory cannot hold (the kernel will likely kill the process). Also CUDACKPT_FORCE=1'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l dry-run -d 'Run every check and pre-flight (targets, restorability, host and GPU memory, the map), say what would happen, and change nothing: a refusal exits as the real command would'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l drain -d 'Before the first lock, ask every process to release what the driver cannot restore (NCCL communicators, CUDA IPC) and wait until each acknowledges; then check the evidence again and lock. A process that does not catch the drain signal refuses the group before anything is sent; one that does not acknowledge in time calls it off (exit 12). See DRAIN PROTOCOL in cudackpt(1)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l libcuda-unsafe -d 'As root, load --libcuda even when it is not owned by root or is writable by others (whoever can write it can then run code as root; for tests)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l verify -d 'Confirm through NVML that a checkpoint left the process holding no GPU memory, and that a restore put it back on the GPUs expected (from its checkpoint record and the map). A mismatch, or no NVML, fails the command'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l force -d 'Checkpoint even when a pre-flight refuses: a process this driver is known not to restore (a CUDA IPC party, a rank of an NCCL job over P2P or shared memory; its restore will fail and it will be lost), or GPU memory that host or cgroup memory cannot hold (the kernel will likely kill the process). Also CUDACKPT_FORCE=1'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l dry-run -d 'Run every check and pre-flight (targets, restorability, host and GPU memory, the map), say what would happen, and change nothing: a refusal exits as the real command would'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l drain -d 'Before the first lock, ask every process to release what the driver cannot restore (NCCL communicators, CUDA IPC) and wait until each acknowledges; then check the evidence again and lock. A process that does not catch the drain signal refuses the group before anything is sent; one that does not acknowledge in time calls it off (exit 12). See DRAIN PROTOCOL in cudackpt(1)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
@@ -220,40 +225,40 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l map-file -d
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l deadline -d 'Give up on the whole group after this long: no new step starts, the group is rolled back and the report names the slowest process. Lock timeouts are shortened to fit. A duration with its unit (30s, 500ms, 2m); 0, the default, sets no deadline' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l drain-signal -d 'The signal that asks a process to drain, and to rebuild after its resume: a number, RTMIN+N or a name (USR2). The target must catch the same one' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l drain-timeout -d 'How long to wait for every process to acknowledge a drain, and for every drained process to rebuild once running again: milliseconds (30000) or a duration (30s, 2m)' -r
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
-always\t''
-never\t''"
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l force -d 'Go on despite the pre-flights: restore onto a GPU with less free memory than the process held, and (toggle) checkpoint a process this driver is known not to restore'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l verify -d 'Confirm through NVML that a checkpoint left the process holding no GPU memory, and that a restore put it back on the GPUs expected (from its checkpoint record and the map). A mismatch, or no NVML, fails the command'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l dry-run -d 'Run every check and pre-flight (targets, restorability, host and GPU memory, the map), say what would happen, and change nothing: a refusal exits as the real command would'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l libcuda-unsafe -d 'As root, load --libcuda even when it is not owned by root or is writable by others (whoever can write it can then run code as root; for tests)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l force -d 'Go on despite the pre-flights: restore onto a GPU with less free memory than the process held, and (toggle) checkpoint a process this driver is known not to restore'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l verify -d 'Confirm through NVML that a checkpoint left the process holding no GPU memory, and that a restore put it back on the GPUs expected (from its checkpoint record and the map). A mismatch, or no NVML, fails the command'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l dry-run -d 'Run every check and pre-flight (targets, restorability, host and GPU memory, the map), say what would happen, and change nothing: a refusal exits as the real command would'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l libcuda-unsafe -d 'As root, load --libcuda even when it is not owned by root or is writable by others (whoever can write it can then run code as root; for tests)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s V -l version -d 'Print version'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
+always\t''
+never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
@@ -262,27 +267,22 @@ locked\t''
 checkpointed\t''
 failed\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s t -l timeout -d 'Give up after this long (exit 1). A duration with its unit (30s, 500ms, 2m); 0, the default, waits as long as it takes' -r
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
-always\t''
-never\t''"
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l libcuda-unsafe -d 'As root, load --libcuda even when it is not owned by root or is writable by others (whoever can write it can then run code as root; for tests)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l tree -d 'Only this process\'s tree (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l cgroup -d 'Only this cgroup and its child cgroups (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l tree -d 'Only this process\'s tree (repeatable)' -r -f
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l cgroup -d 'Only this cgroup and its child cgroups (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
@@ -291,24 +291,24 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s y -l yes -d 'Co
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l drain-signal -d 'The signal that asks a process to drain, and to rebuild after its resume: a number, RTMIN+N or a name (USR2). The target must catch the same one' -r
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l drain-timeout -d 'How long to wait for every process to acknowledge a drain, and for every drained process to rebuild once running again: milliseconds (30000) or a duration (30s, 2m)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l drain -d 'Before the first lock, ask every process to release what the driver cannot restore (NCCL communicators, CUDA IPC) and wait until each acknowledges; then check the evidence again and lock. A process that does not catch the drain signal refuses the group before anything is sent; one that does not acknowledge in time calls it off (exit 12). See DRAIN PROTOCOL in cudackpt(1)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l drain-signal -d 'The signal that asks a process to drain, and to rebuild after its resume: a number, RTMIN+N or a name (USR2). The target must catch the same one' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l drain-timeout -d 'How long to wait for every process to acknowledge a drain, and for every drained process to rebuild once running again: milliseconds (30000) or a duration (30s, 2m)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l libcuda-unsafe -d 'As root, load --libcuda even when it is not owned by root or is writable by others (whoever can write it can then run code as root; for tests)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l drain -d 'Before the first lock, ask every process to release what the driver cannot restore (NCCL communicators, CUDA IPC) and wait until each acknowledges; then check the evidence again and lock. A process that does not catch the drain signal refuses the group before anything is sent; one that does not acknowledge in time calls it off (exit 12). See DRAIN PROTOCOL in cudackpt(1)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
@@ -316,13 +316,13 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l record-dir
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l dry-run -d 'Say what would be done, and do nothing'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l libcuda-unsafe -d 'As root, load --libcuda even when it is not owned by root or is writable by others (whoever can write it can then run code as root; for tests)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l dry-run -d 'Say what would be done, and do nothing'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
@@ -338,12 +338,12 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s y -l yes -
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l cgroup -d 'Also weigh this cgroup\'s memory limits (and its ancestors\') against the GPU memory of its processes: a checkpoint needs that much headroom (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l cgroup -d 'Also weigh this cgroup\'s memory limits (and its ancestors\') against the GPU memory of its processes: a checkpoint needs that much headroom (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
@@ -352,13 +352,13 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s y -l yes -d
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l size-mib -d 'How much GPU memory to fill and carry through the round trip' -r
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l device -d 'The GPU to use (index)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l size-mib -d 'How much GPU memory to fill and carry through the round trip' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l device -d 'The GPU to use (index)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
@@ -372,15 +372,15 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l rec
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l force -d 'Replace an existing cuda-checkpoint there (e.g. NVIDIA\'s); it is kept as cuda-checkpoint.orig, and the swap is atomic'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l allow-build-dir -d 'Link to this cudackpt even though it runs from a cargo build directory (the link breaks at the next rebuild or cargo clean)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l uninstall -d 'Remove cudackpt\'s cuda-checkpoint link and put back what it replaced; anything else there is left alone'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l libcuda-unsafe -d 'As root, load --libcuda even when it is not owned by root or is writable by others (whoever can write it can then run code as root; for tests)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l force -d 'Replace an existing cuda-checkpoint there (e.g. NVIDIA\'s); it is kept as cuda-checkpoint.orig, and the swap is atomic'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l allow-build-dir -d 'Link to this cudackpt even though it runs from a cargo build directory (the link breaks at the next rebuild or cargo clean)'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l uninstall -d 'Remove cudackpt\'s cuda-checkpoint link and put back what it replaced; anything else there is left alone'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
@@ -396,12 +396,12 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s y -l y
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l dir -d 'Write cudackpt.1 and one page per command here' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l dir -d 'Write cudackpt.1 and one page per command here' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'

@@ -98,7 +98,7 @@ pub struct GlobalArgs {
     pub color: ColorChoice,
 }
 
-/// The processes a command acts on.
+// The processes a command acts on.
 #[derive(Debug, Args, Clone)]
 #[group(required = true, multiple = true)]
 pub struct Targets {
@@ -127,7 +127,7 @@ pub struct Targets {
     pub all: bool,
 }
 
-/// Which processes `ps` lists (all CUDA processes when none is given).
+// Which processes `ps` lists (all CUDA processes when none is given).
 #[derive(Debug, Args, Clone)]
 pub struct Filter {
     /// Only this process's tree (repeatable).
@@ -159,7 +159,7 @@ impl From<StateArg> for ProcessState {
     }
 }
 
-/// A lock timeout.
+// A lock timeout.
 #[derive(Debug, Args, Clone)]
 pub struct TimeoutArg {
     /// How long to wait for the process's CUDA work to drain before giving
@@ -169,7 +169,7 @@ pub struct TimeoutArg {
     pub timeout: Timeout,
 }
 
-/// A limit on a whole compound command.
+// A limit on a whole compound command.
 #[derive(Debug, Args, Clone)]
 pub struct DeadlineArg {
     /// Give up on the whole group after this long: no new step starts, the
@@ -180,7 +180,7 @@ pub struct DeadlineArg {
     pub deadline: Timeout,
 }
 
-/// Checking a checkpoint or restore through NVML.
+// Checking a checkpoint or restore through NVML.
 #[derive(Debug, Args, Clone)]
 pub struct VerifyArg {
     /// Confirm through NVML that a checkpoint left the process holding no
@@ -191,7 +191,7 @@ pub struct VerifyArg {
     pub verify: bool,
 }
 
-/// The drain handshake (SPEC 11) on a command that locks.
+// The drain handshake (SPEC 11) on a command that locks.
 #[derive(Debug, Args, Clone)]
 pub struct DrainArg {
     /// Before the first lock, ask every process to release what the driver
@@ -207,7 +207,7 @@ pub struct DrainArg {
     pub handshake: HandshakeArg,
 }
 
-/// The signal and the wait of the drain handshake, also for the rebuild.
+// The signal and the wait of the drain handshake, also for the rebuild.
 #[derive(Debug, Args, Clone)]
 pub struct HandshakeArg {
     /// The signal that asks a process to drain, and to rebuild after its
@@ -235,7 +235,7 @@ pub fn parse_drain_timeout(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{text:?}: a drain needs a limit (0 would wait for ever); e.g. 30s"))
 }
 
-/// Asking before acting.
+// Asking before acting.
 #[derive(Debug, Args, Clone)]
 pub struct DryRunArg {
     /// Run every check and pre-flight (targets, restorability, host and GPU
@@ -245,7 +245,7 @@ pub struct DryRunArg {
     pub dry_run: bool,
 }
 
-/// Checkpointing what cannot be restored, on purpose.
+// Checkpointing what cannot be restored, on purpose.
 #[derive(Debug, Args, Clone)]
 pub struct ForceArg {
     /// Checkpoint even when a pre-flight refuses: a process this driver is
@@ -257,7 +257,7 @@ pub struct ForceArg {
     pub force: bool,
 }
 
-/// A GPU remapping for restore.
+// A GPU remapping for restore.
 #[derive(Debug, Args, Clone)]
 pub struct MapArg {
     /// Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with
@@ -283,6 +283,10 @@ pub struct MapArg {
 }
 
 #[derive(Debug, Subcommand)]
+// Each subcommand's own arguments are built only for the one invoked
+// (clap's `defer`). That is why the flattened structs above carry plain
+// comments: a doc comment there would replace the subcommand's about.
+#[command(defer = true)]
 pub enum Command {
     /// Print each process's CUDA state and restore thread id.
     State {

@@ -34,15 +34,14 @@ pub fn completions(shell: Shell) -> Vec<u8> {
 fn without_hidden_arguments(command: clap::Command) -> clap::Command {
     let names: Vec<String> = command
         .get_subcommands()
-        .filter(|sub| sub.get_arguments().any(|a| a.is_hide_set()))
+        .filter(|sub| own_arguments(sub).iter().any(clap::Arg::is_hide_set))
         .map(|sub| sub.get_name().to_string())
         .collect();
     names.iter().fold(command, |command, name| {
         command.mut_subcommand(name, |sub| {
-            let visible: Vec<clap::Arg> = sub
-                .get_arguments()
+            let visible: Vec<clap::Arg> = own_arguments(&sub)
+                .into_iter()
                 .filter(|a| !a.is_hide_set())
-                .cloned()
                 .collect();
             // clap takes a command's name as 'static; this runs once per
             // generated script.
@@ -340,6 +339,19 @@ Records and locks live in a directory owned by root (or by the user running cuda
 As root, --libcuda loads only a library owned by root and writable by nobody else, checked and loaded through the same descriptor (--libcuda-unsafe overrides). Under sudo, --map-file is read only if the user who ran sudo could read it.
 
 Keep sudo's env_reset, so that no CUDACKPT_* variable passes through: %gpu-ops ALL=(root) NOPASSWD: /usr/local/bin/cudackpt";
+
+/// A subcommand's own arguments: built on a copy, since they are deferred
+/// until the subcommand is built (`defer` in args.rs), and without the
+/// --help and --version that building adds (clap adds them again).
+fn own_arguments(sub: &clap::Command) -> Vec<clap::Arg> {
+    let mut built = sub.clone();
+    built.build();
+    built
+        .get_arguments()
+        .filter(|a| !matches!(a.get_id().as_str(), "help" | "version"))
+        .cloned()
+        .collect()
+}
 
 /// The OPTIONS of a subcommand's page, its own first, then the global ones
 /// under GLOBAL OPTIONS (as `--help` separates them). clap_mangen renders

@@ -277,7 +277,8 @@ fn the_declared_rust_version_covers_every_locked_dependency() {
 #[test]
 fn completions_hide_internal_arguments_and_know_the_states() {
     use clap::CommandFactory;
-    let command = cudackpt::cli::args::Cli::command();
+    let mut command = cudackpt::cli::args::Cli::command();
+    command.build(); // the subcommands' arguments are deferred until then
     let hidden: Vec<String> = command
         .get_subcommands()
         .flat_map(|sub| sub.get_arguments())
