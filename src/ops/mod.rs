@@ -322,8 +322,8 @@ fn execute_and_finish(
     let map = chosen.pairs.as_deref().unwrap_or_default();
     let oom_watch =
         diagnose::postmortem::watch(&request.operation, &ready.targets, snapshot.as_ref());
-    remarks.extend(executor.interrupt.unguarded().map(str::to_string));
     let mut reports = executor.run(&request.operation, &ready.targets, map);
+    remarks.extend(executor.interrupt.unguarded());
     if let Some(drained) = drained {
         drained.settle(&mut reports);
     }

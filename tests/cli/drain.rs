@@ -10,7 +10,7 @@ use std::fs;
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::support::{send_signal, texts, wait_until, Fixture, SpawnGuarded, Target};
+use crate::support::{send_signal, texts, thread_names, wait_until, Fixture, SpawnGuarded, Target};
 use crate::wire::{DrainOutcome, Kind, ProcessCommandDoc, State};
 
 /// The launcher environment of a rank of a two-rank job.
@@ -23,20 +23,6 @@ fn events(path: &std::path::Path) -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
-}
-
-fn thread_names(pid: i32) -> Vec<String> {
-    let mut names = Vec::new();
-    for entry in fs::read_dir(format!("/proc/{pid}/task"))
-        .into_iter()
-        .flatten()
-    {
-        let path = entry.expect("a task").path().join("comm");
-        if let Ok(name) = fs::read_to_string(path) {
-            names.push(name.trim_end().to_string());
-        }
-    }
-    names
 }
 
 fn shows(pid: i32, name: &str) -> bool {

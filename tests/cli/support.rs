@@ -282,6 +282,16 @@ impl Drop for Tree {
     }
 }
 
+/// The names of a process's threads, from /proc (none once it is gone).
+pub fn thread_names(pid: i32) -> Vec<String> {
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .filter_map(|task| fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim_end().to_string())
+        .collect()
+}
+
 /// Sends `signal` (a name such as `STOP`) to `pid` (a negative PID names a
 /// process group).
 pub fn send_signal(pid: i32, signal: &str) {

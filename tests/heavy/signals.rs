@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    parse_one_document, send_signal, wait_until, Fixture, Guard, SpawnGuarded, Target,
+    parse_one_document, send_signal, thread_names, wait_until, Fixture, Guard, SpawnGuarded, Target,
 };
 use crate::wire::{Kind, ProcessCommandDoc};
 
@@ -163,4 +163,90 @@ fn a_lock_with_no_timeout_notices_a_signal_within_a_slice() {
     let error = doc.process(target.pid).error();
     assert_eq!(error.kind, Kind::Interrupted, "{error:?}");
     assert_eq!(fx.fake_state(target.pid), "running");
+}
+
+/// A lock of one process is one short call: no watcher thread starts (it
+/// would cost a sixteenth of the command), and the signal is read between
+/// the lock's slices, rolling back as ever.
+#[test]
+fn a_single_lock_reads_its_signal_without_a_watcher_thread() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let child = fx
+        .std_command(&["--json", "lock", &target.arg()])
+        .env("FAKE_CUDA_INJECT", "lock=busy:60000")
+        .stdout(Stdio::piped())
+        .spawn_guarded();
+    wait_until("the first lock attempt", || {
+        fx.calls().iter().any(|c| c.op == "lock")
+    });
+    let threads = thread_names(i32::try_from(child.id()).expect("pid"));
+    assert!(
+        !threads.iter().any(|t| t == "signals"),
+        "no watcher thread for one short call: {threads:?}"
+    );
+    send_signal(i32::try_from(child.id()).expect("pid"), "TERM");
+    let signalled = Instant::now();
+    let output = child.wait_with_output().expect("exits");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(3),
+        "noticed within a slice"
+    );
+    assert_eq!(output.status.code(), Some(130));
+    let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+    assert_eq!(doc.process(target.pid).error().kind, Kind::Interrupted);
+    assert_eq!(fx.fake_state(target.pid), "running");
+}
+
+/// Two signals during one short call: the slice in flight finishes, then
+/// cudackpt stops without rolling back (exit 11) and says where the process
+/// is, and that no intent record was written (there is nothing to recover).
+#[test]
+fn two_signals_during_a_single_lock_abandon_after_the_slice_and_say_where() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let child = fx
+        .std_command(&["lock", &target.arg()])
+        .env("FAKE_CUDA_INJECT", "lock=busy:60000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn_guarded();
+    // The first slice is logged when it ends; the second is then in flight.
+    wait_until("the first lock slice", || {
+        fx.calls().iter().any(|c| c.op == "lock")
+    });
+    let pid = i32::try_from(child.id()).expect("pid");
+    send_signal(pid, "TERM");
+    std::thread::sleep(Duration::from_millis(100));
+    send_signal(pid, "INT");
+    let signalled = Instant::now();
+    let output = child.wait_with_output().expect("exits");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(3),
+        "within a slice"
+    );
+    assert_eq!(output.status.code(), Some(11), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("PID {} (sleep): ", target.pid))
+            && stderr.contains("(lock was in flight")
+            && stderr.contains("one call, so no intent record")
+            && !stderr.contains("recover"),
+        "{stderr}"
+    );
+    assert_eq!(fx.fake_state(target.pid), "running");
+}
+
+/// Anything longer than one short call has its signals watched by a thread
+/// (a second signal must not wait for a checkpoint of many GiB).
+#[test]
+fn a_suspend_has_a_watcher_thread() {
+    let fx = Fixture::new();
+    let group: Vec<Target> = (0..1).map(|_| fx.cuda_target()).collect();
+    let child = suspend_in_flight(&fx, &group, 600);
+    let threads = thread_names(i32::try_from(child.id()).expect("pid"));
+    assert!(threads.iter().any(|t| t == "signals"), "{threads:?}");
+    let output = child.wait_with_output().expect("exits");
+    assert_eq!(output.status.code(), Some(0));
+    reset(&fx, &group);
 }

@@ -15,6 +15,15 @@
 //! flight, then exits 11 (`Abandoned`), a status of its own. Signals are
 //! taken by a thread of their own (signal-hook's iterator), so all of this
 //! runs outside signal-handler context.
+//!
+//! Starting that thread costs about 0.2 ms, a sixteenth of a whole `lock`
+//! on the GPU host, so it starts only when it is needed: until `arm`, the
+//! handler itself ends cudackpt (signal-hook's conditional shutdown, which
+//! is `_exit`), and a command of one short call (`lock`, taken in slices of
+//! a second, or `unlock`, on one process) arms [`Interrupt::arm_polled`]:
+//! the signals wait in signal-hook's pipe and the executor reads them
+//! between slices and after the call, so a second signal is acted on within
+//! a second, the call in flight having finished.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -65,8 +74,14 @@ pub struct Interrupt {
     /// True until `arm`: while nothing has moved, a signal exits at once.
     nothing_moved: Arc<AtomicBool>,
     board: Arc<Mutex<Vec<Place>>>,
-    /// Set when the signals could not be caught, saying why.
-    unguarded: Option<String>,
+    /// Set when the signals could not be caught, or not watched by a
+    /// thread, saying why and what follows.
+    unguarded: Arc<Mutex<Option<String>>>,
+    /// The caught signals while no watcher thread reads them: read by
+    /// [`Interrupt::signal`] instead.
+    unwatched: Arc<Mutex<Option<Signals>>>,
+    /// Whether an intent record covers the group (not for one call).
+    journaled: Arc<AtomicBool>,
 }
 
 /// The remark for a command whose signals could not be caught (pure).
@@ -81,15 +96,39 @@ impl Interrupt {
     /// their default effect (cudackpt dies, its intent record stays for
     /// `recover`), and [`Interrupt::unguarded`] says so for the report.
     pub fn install() -> Interrupt {
-        let mut interrupt = Interrupt::default();
+        let interrupt = Interrupt::default();
         interrupt.nothing_moved.store(true, Ordering::SeqCst);
-        // The watcher starts first: handlers registered without it would
-        // swallow the signals (signal-hook leaves its handler in place when
-        // unregistered), and the command would go on as if nobody had asked
-        // it to stop. Where no thread may start (a pids limit), nothing is
-        // registered and signals keep their default effect.
+        let caught = CAUGHT.map(|(signal, _)| signal.as_raw());
+        // While nothing has moved, the handler ends cudackpt itself, as the
+        // signal's default would (`_exit`: no atexit handler, the driver's
+        // among them, runs).
+        for signal in caught {
+            if let Err(error) = signal_hook::flag::register_conditional_shutdown(
+                signal,
+                128 + signal,
+                Arc::clone(&interrupt.nothing_moved),
+            ) {
+                *locked(&interrupt.unguarded) = Some(unguarded_text(&error.to_string()));
+                return interrupt;
+            }
+        }
+        match Signals::new(caught) {
+            Ok(signals) => *locked(&interrupt.unwatched) = Some(signals),
+            Err(error) => *locked(&interrupt.unguarded) = Some(unguarded_text(&error.to_string())),
+        }
+        interrupt
+    }
+
+    /// State is about to change: from now on a first signal is deferred
+    /// until the calls in flight finish, then the group is rolled back; a
+    /// second abandons at once. A thread watches for them.
+    pub fn arm(&self) {
+        self.nothing_moved.store(false, Ordering::SeqCst);
+        let Some(signals) = locked(&self.unwatched).take() else {
+            return; // already watched, or never caught
+        };
+        let watcher = self.clone();
         let (hand_over, handed) = std::sync::mpsc::channel::<Signals>();
-        let watcher = interrupt.clone();
         let spawned = std::thread::Builder::new()
             .name("signals".to_string())
             .spawn(move || {
@@ -99,28 +138,36 @@ impl Interrupt {
                     }
                 }
             });
-        if let Err(error) = spawned {
-            interrupt.unguarded = Some(unguarded_text(&format!(
-                "no thread could be started for them ({error})"
-            )));
-            return interrupt;
-        }
-        // Registered before this returns, so no signal slips by; the
-        // watcher reads them from then on.
-        match Signals::new(CAUGHT.map(|(signal, _)| signal.as_raw())) {
-            Ok(signals) => {
+        match spawned {
+            Ok(_) => {
                 let _ = hand_over.send(signals);
             }
-            // Dropping `hand_over` ends the watcher.
-            Err(error) => interrupt.unguarded = Some(unguarded_text(&error.to_string())),
+            // No thread may start (a pids limit): the executor reads the
+            // signals itself, between its calls.
+            Err(error) => {
+                *locked(&self.unwatched) = Some(signals);
+                *locked(&self.unguarded) = Some(format!(
+                    "no thread could be started to watch for signals ({error}): they were read between driver calls instead, so a second signal would have waited for the call in flight"
+                ));
+            }
         }
-        interrupt
     }
 
-    /// Why signals are not caught, when they are not: a signal then ends
-    /// cudackpt at once, without rolling the group back.
-    pub fn unguarded(&self) -> Option<&str> {
-        self.unguarded.as_deref()
+    /// An intent record now covers the group: a second signal says so.
+    pub fn journaled(&self) {
+        self.journaled.store(true, Ordering::SeqCst);
+    }
+
+    /// [`Interrupt::arm`] for a command of one short call on one process:
+    /// no thread; [`Interrupt::signal`] reads the signals that came.
+    pub fn arm_polled(&self) {
+        self.nothing_moved.store(false, Ordering::SeqCst);
+    }
+
+    /// Why signals are not caught (a signal then ends cudackpt at once,
+    /// without rolling the group back), or not watched by a thread.
+    pub fn unguarded(&self) -> Option<String> {
+        locked(&self.unguarded).clone()
     }
 
     /// What the watcher does with each signal.
@@ -135,7 +182,8 @@ impl Interrupt {
             .compare_exchange(0, signal as usize, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok();
         if !first {
-            let text = abandon_text(signal, &self.places());
+            let journaled = self.journaled.load(Ordering::SeqCst);
+            let text = abandon_text(signal, &self.places(), journaled);
             let _ = std::io::stderr().lock().write_all(text.as_bytes());
             signal_hook::low_level::exit(i32::from(ExitStatus::Abandoned.code()));
         }
@@ -146,14 +194,16 @@ impl Interrupt {
         Interrupt::default()
     }
 
-    /// State is about to change: from now on a first signal is deferred
-    /// until the calls in flight finish, then the group is rolled back.
-    pub fn arm(&self) {
-        self.nothing_moved.store(false, Ordering::SeqCst);
-    }
-
-    /// The signal received, if any.
+    /// The signal received, if any (reading first the ones no thread
+    /// watches: a second one abandons here).
     pub fn signal(&self) -> Option<i32> {
+        let arrived: Vec<i32> = locked(&self.unwatched)
+            .as_mut()
+            .map(|signals| signals.pending().collect())
+            .unwrap_or_default();
+        for signal in arrived {
+            self.arrived(signal);
+        }
         match self.signal.load(Ordering::SeqCst) {
             0 => None,
             signal => i32::try_from(signal).ok(),
@@ -167,12 +217,12 @@ impl Interrupt {
 
     /// Starts the board: every process of the group, where it is now.
     pub fn track(&self, places: Vec<Place>) {
-        *self.board.lock().unwrap_or_else(PoisonError::into_inner) = places;
+        *locked(&self.board) = places;
     }
 
     /// A call on `pid` starts (`Some`) or ends with its state now.
     pub fn note(&self, pid: i32, in_flight: Option<StepKind>, state: Option<ProcessState>) {
-        let mut board = self.board.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut board = locked(&self.board);
         if let Some(place) = board.iter_mut().find(|p| p.pid == pid) {
             place.in_flight = in_flight;
             if state.is_some() {
@@ -183,15 +233,17 @@ impl Interrupt {
 
     /// Where each process of the group is, as far as the executor knows.
     pub fn places(&self) -> Vec<Place> {
-        self.board
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        locked(&self.board).clone()
     }
 }
 
+/// A mutex's content, also after a panic elsewhere held it.
+fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// What a second signal leaves on stderr: each process and where it is.
-pub fn abandon_text(signal: i32, places: &[Place]) -> String {
+pub fn abandon_text(signal: i32, places: &[Place], journaled: bool) -> String {
     let mut text = format!(
         "cudackpt: {} again: stopped at once, without rolling back; where each process was left:\n",
         signal_name(signal)
@@ -209,10 +261,14 @@ pub fn abandon_text(signal: i32, places: &[Place]) -> String {
         ));
     }
     let pids: Vec<String> = places.iter().map(|p| p.pid.to_string()).collect();
-    text.push_str(&format!(
-        "cudackpt: the intent record stays: `cudackpt recover` puts them back where they started (`cudackpt state {}` shows where they are)\n",
-        pids.join(" ")
-    ));
+    let pids = pids.join(" ");
+    text.push_str(&if journaled {
+        format!("cudackpt: the intent record stays: `cudackpt recover` puts them back where they started (`cudackpt state {pids}` shows where they are)\n")
+    } else {
+        // One driver call writes no intent record: there is nothing to
+        // recover from, only a state to look at.
+        format!("cudackpt: one call, so no intent record: `cudackpt state {pids}` shows where they are\n")
+    });
     text
 }
 
@@ -261,7 +317,7 @@ mod tests {
         interrupt.note(7, Some(StepKind::Lock), None);
         interrupt.note(7, None, Some(ProcessState::Locked));
         interrupt.note(8, Some(StepKind::Lock), None);
-        let text = abandon_text(Signal::TERM.as_raw(), &interrupt.places());
+        let text = abandon_text(Signal::TERM.as_raw(), &interrupt.places(), true);
         assert!(text.starts_with("cudackpt: SIGTERM again"), "{text}");
         assert!(text.contains("PID 7 (a): locked\n"), "{text}");
         assert!(
@@ -271,6 +327,11 @@ mod tests {
         assert!(
             text.contains("`cudackpt recover`") && text.contains("`cudackpt state 7 8`"),
             "{text}"
+        );
+        let one_call = abandon_text(Signal::TERM.as_raw(), &interrupt.places(), false);
+        assert!(
+            !one_call.contains("recover") && one_call.contains("no intent record"),
+            "{one_call}"
         );
     }
 }

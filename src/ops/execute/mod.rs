@@ -361,9 +361,16 @@ impl Executor<'_> {
             .sum();
         if let (Some(before_change), true) = (self.before_change, calls > 1) {
             before_change(&self.interrupt.places());
+            self.interrupt.journaled();
         }
         // From here on processes move: a signal must roll back, not kill.
-        self.interrupt.arm();
+        // One short call (a lock, in slices of a second, or an unlock) reads
+        // its signals between calls; anything longer has them watched.
+        if calls == 1 && plans.iter().all(is_short_or_none) {
+            self.interrupt.arm_polled();
+        } else {
+            self.interrupt.arm();
+        }
         if let Some(cause) = self.run_phases(targets, &plans, &mut reports, &mut done) {
             self.roll_back(targets, &mut reports, &done, cause);
         }
@@ -554,6 +561,17 @@ impl Executor<'_> {
             Step::Lock { .. } if timed_out => self.interrupt.signal(),
             _ => None,
         }
+    }
+}
+
+/// Whether a plan's steps are only short ones: a lock (taken in slices of a
+/// second) or an unlock.
+fn is_short_or_none(plan: &Plan) -> bool {
+    match plan {
+        Plan::Steps(steps) => steps
+            .iter()
+            .all(|step| matches!(step, Step::Lock { .. } | Step::Unlock)),
+        Plan::AlreadyThere | Plan::Refused(_) => true,
     }
 }
 
