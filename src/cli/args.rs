@@ -48,6 +48,18 @@ Examples:
   cudackpt restore --map GPU-aaaa...=GPU-bbbb... 4242
   cudackpt --json state 4242 | jq .processes[0].state";
 
+const CHECK_EXAMPLES: &str = "\
+Examples:
+  $ cudackpt check 4242
+  PID   NAME    RESULT                                                       TIME
+  4242  python  suspend: every check passed; would lock, then checkpoint;    -
+                resume: already there; nothing to do
+  $ cudackpt check 4243          # one end of a CUDA IPC pair
+  PID   NAME    RESULT                                    TIME
+  4243  python  would be refused: could not be restored   -
+  (exit 8, the reason on stderr; --json says \"state\": \"running\", the state the
+  driver gave, and the refusal as the process's \"error\")";
+
 /// Options that apply to every command.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Global options")]
@@ -424,6 +436,7 @@ pub enum Command {
     /// exit status is that of the first refusal (8 for a pre-flight).
     /// With --drain, says who would be asked to drain, who cannot be, and
     /// what each would have to release.
+    #[command(after_long_help = CHECK_EXAMPLES)]
     Check {
         #[command(flatten)]
         targets: Targets,

@@ -185,6 +185,23 @@ const ENVIRONMENT: [(&str, &str); 23] = [
     ),
 ];
 
+/// A subcommand's examples (its long after-help, "Examples:" and what
+/// follows), kept as typed: they show a table.
+fn examples(roff: &mut Roff, command: &clap::Command) {
+    let Some(text) = command.get_after_long_help().map(ToString::to_string) else {
+        return;
+    };
+    let Some(body) = text.strip_prefix("Examples:\n") else {
+        return;
+    };
+    section(roff, "EXAMPLES");
+    roff.control("nf", []);
+    for line in body.lines() {
+        roff.text([roman(line)]);
+    }
+    roff.control("fi", []);
+}
+
 fn section(roff: &mut Roff, title: &str) {
     roff.control("SH", [title]);
 }
@@ -398,6 +415,7 @@ fn render(command: &clap::Command, with_subcommands: bool, see_also: &str) -> io
     if with_subcommands {
         full_sections(&mut roff);
     } else {
+        examples(&mut roff, command);
         // Said once, in cudackpt(1).
         section(&mut roff, "EXIT STATUS, JSON OUTPUT, ENVIRONMENT, FILES");
         roff.text([roman(

@@ -87,6 +87,7 @@ pub fn run(libcuda: Option<&Path>, pids: Vec<i32>, selectors: Selectors, drain: 
         processes,
         warnings,
         failure: suspend.failure.or(resume.failure),
+        prediction: true,
         ..Report::new("check", started.elapsed())
     }
 }

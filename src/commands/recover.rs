@@ -6,28 +6,30 @@
 
 use std::time::Instant;
 
-use crate::driver::ProcessState;
 use crate::ops::diagnose::{Failure, FailureKind};
 use crate::ops::execute::timeout::Timeout;
-use crate::ops::journal::intent::{self, DrainNote, Intent, Member};
+use crate::ops::journal::intent::{self, DrainNote, Intent, Member, Start};
 use crate::ops::plan::Operation;
 use crate::ops::report::Report;
 use crate::ops::report::{DrainOutcome, ProcessReport};
 use crate::ops::stages::drain as drain_stage;
 use crate::ops::{self, Drain, Request};
 
-/// The command that brings a member back to where it started.
-fn way_back(start: ProcessState) -> Option<Operation> {
+/// The command that brings a member back to where it started: one for
+/// every state a record can hold.
+fn way_back(start: Start) -> Option<Operation> {
     match start {
-        ProcessState::Running => Some(Operation::Resume),
-        ProcessState::Checkpointed => Some(Operation::Suspend {
+        Start::Running => Some(Operation::Resume),
+        Start::Checkpointed => Some(Operation::Suspend {
             timeout: Timeout::NONE,
         }),
         // A group that started locked is taken back to running: the lock
         // was someone else's, and a dead cudackpt cannot have meant to keep
         // it; say so rather than guess a lock back.
-        ProcessState::Locked => Some(Operation::Resume),
-        _ => None,
+        Start::Locked => Some(Operation::Resume),
+        // A failed process has no way back, and an unknown start none that
+        // can be trusted: they are named for a person to look at.
+        Start::Failed | Start::Unknown => None,
     }
 }
 
@@ -78,14 +80,10 @@ pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
             members.len()
         ));
         let mut all_back = true;
-        for start in [
-            ProcessState::Running,
-            ProcessState::Checkpointed,
-            ProcessState::Locked,
-        ] {
+        for start in [Start::Running, Start::Checkpointed, Start::Locked] {
             let pids: Vec<i32> = alive
                 .iter()
-                .filter(|m| Intent::start_of(m) == Some(start))
+                .filter(|m| m.start == start)
                 .map(|m| m.pid)
                 .collect();
             let Some(operation) = way_back(start).filter(|_| !pids.is_empty()) else {
@@ -108,7 +106,7 @@ pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
         }
         let unknown: Vec<i32> = alive
             .iter()
-            .filter(|m| Intent::start_of(m).and_then(way_back).is_none())
+            .filter(|m| way_back(m.start).is_none())
             .map(|m| m.pid)
             .collect();
         if !unknown.is_empty() {

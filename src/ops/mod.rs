@@ -184,11 +184,19 @@ pub fn run(request: Request<'_>) -> Report {
     let started = Instant::now();
     let selection = match select::select(&request) {
         Ok(selection) => selection,
-        Err(failure) => return refused(&request.operation, &request.pids, failure, started),
+        Err(failure) => {
+            return Report {
+                prediction: request.dry_run,
+                ..refused(&request.operation, &request.pids, failure, started)
+            }
+        }
     };
     let mut checked = check::check(&request, selection);
     let outcome = proceed(&request, &mut checked, started);
-    checked.assemble(outcome, started)
+    Report {
+        prediction: request.dry_run,
+        ..checked.assemble(outcome, started)
+    }
 }
 
 /// The stages after the checks, each of which may stop the command.
@@ -198,7 +206,15 @@ fn proceed(
     started: Instant,
 ) -> Result<Finished, Stop> {
     let ready = check::ready(request, checked)?;
-    let cleared = clear(request, &ready)?;
+    let cleared = match clear(request, &ready) {
+        Ok(cleared) => cleared,
+        Err(stop) => {
+            if request.dry_run {
+                checked.read_states(&ready.driver, &ready.targets);
+            }
+            return Err(stop);
+        }
+    };
     if request.dry_run {
         let mut reports = dry_run::reports(request, &ready, cleared.map());
         drain_stage::predict(request, &ready, &mut reports);

@@ -51,6 +51,9 @@ pub struct Report {
     pub warnings: Vec<String>,
     /// The GPU map passed to the driver, after completion (restores only).
     pub map: Option<Vec<GpuPair>>,
+    /// What would happen, not what happened (`check`, `--dry-run`): the
+    /// text says "would", where a real run says what it did.
+    pub prediction: bool,
 }
 
 /// What happened to one target.
@@ -235,6 +238,7 @@ impl Report {
             failure: None,
             warnings: Vec::new(),
             map: None,
+            prediction: false,
         }
     }
 

@@ -17,7 +17,7 @@ pub fn process_report(report: &Report, look: Look) -> (String, String) {
     };
     rows.push(header.into_iter().map(|h| look.dim(h)).collect());
     for process in &report.processes {
-        rows.push(row(report.layout, process, look));
+        rows.push(row(report.layout, report.prediction, process, look));
     }
     let mut errors = String::new();
     if let Some(failure) = &report.failure {
@@ -52,7 +52,7 @@ pub fn process_report(report: &Report, look: Look) -> (String, String) {
     (table, errors)
 }
 
-fn row(layout: Layout, p: &ProcessReport, look: Look) -> Vec<String> {
+fn row(layout: Layout, prediction: bool, p: &ProcessReport, look: Look) -> Vec<String> {
     let pid = p.pid.to_string();
     let name = p.name.clone().unwrap_or_else(|| "-".to_string());
     let tid = p
@@ -88,14 +88,17 @@ fn row(layout: Layout, p: &ProcessReport, look: Look) -> Vec<String> {
             } else {
                 format_duration(p.duration)
             };
-            vec![pid, name, result(p, look), time]
+            vec![pid, name, result(p, prediction, look), time]
         }
     }
 }
 
 /// The result column, with what the drain handshake did, if anything.
-fn result(p: &ProcessReport, look: Look) -> String {
-    let base = moved_or_failed(p, look);
+fn result(p: &ProcessReport, prediction: bool, look: Look) -> String {
+    let base = match (&p.failure, prediction) {
+        (Some(failure), true) => predicted_refusal(failure, look),
+        _ => moved_or_failed(p, look),
+    };
     match p.drain.as_ref().and_then(drain_words) {
         Some(words) => format!("{base}; {words}"),
         None => base,
@@ -162,6 +165,15 @@ fn moved_or_failed(p: &ProcessReport, look: Look) -> String {
             };
             format!("{} ({}{tail})", look.bad("FAILED"), short(f))
         }
+    }
+}
+
+/// A refusal foretold (`check`, `--dry-run`): nothing failed, nothing was
+/// done, so the words say what a real run would meet.
+fn predicted_refusal(failure: &Failure, look: Look) -> String {
+    match failure.kind {
+        FailureKind::NotAttempted => look.dim("would not be attempted").to_string(),
+        _ => format!("{}: {}", look.bad("would be refused"), short(failure)),
     }
 }
 

@@ -10,7 +10,7 @@
 use std::fs;
 use std::path::PathBuf;
 
-use crate::support::{texts, wait_until, Fixture, Target};
+use crate::support::{table_snapshot_settings, texts, wait_until, Fixture, Target};
 use crate::wire::{Kind, ProcessCommandDoc, State};
 
 /// A driver IPC file named as the driver names them, for an exporter PID;
@@ -255,6 +255,65 @@ fn check_says_whether_suspend_and_resume_would_be_safe() {
         "check only asks"
     );
     assert_eq!(fx.fake_state(plain.pid), "running");
+}
+
+/// `check` and `--dry-run` predict (issue 19): a refused process is reported
+/// in the state the driver gives, never `unknown` (checkpointed too), and
+/// the table says what a real run would meet ("would be refused"), with the
+/// exit status and JSON of a refusal. Only state queries reach the driver.
+#[test]
+fn a_prediction_reads_the_state_and_words_itself_as_one() {
+    let fx = Fixture::new();
+    let file = IpcFile::new(0x67);
+    let party = importer(&fx, &file);
+    let parked = fx.cuda_target();
+    fx.json::<ProcessCommandDoc>(&["suspend", &parked.arg()], 0);
+    fx.take_calls();
+
+    for command in [&["check"][..], &["suspend", "--dry-run"][..]] {
+        let mut args = command.to_vec();
+        let (a, b) = (party.arg(), parked.arg());
+        args.extend([a.as_str(), b.as_str()]);
+        let doc: ProcessCommandDoc = fx.json(&args, 8);
+        let refused = doc.process(party.pid);
+        assert_eq!(refused.error().kind, Kind::Unrestorable, "{command:?}");
+        assert_eq!(
+            refused.state,
+            State::Running,
+            "{command:?}: the state read, not unknown"
+        );
+        let other = doc.process(parked.pid);
+        assert_eq!(other.error().kind, Kind::NotAttempted);
+        assert_eq!(other.state, State::Checkpointed, "{command:?}");
+
+        let output = fx.cudackpt(&args).assert().code(8).get_output().clone();
+        let (table, _) = texts(&output);
+        assert!(
+            table.contains("would be refused: could not be restored")
+                && table.contains("would not be attempted")
+                && !table.contains("FAILED"),
+            "{command:?}: {table}"
+        );
+        if command == ["check"] {
+            table_snapshot_settings(&fx, &[party.pid, parked.pid])
+                .bind(|| insta::assert_snapshot!("check_refused_table", table));
+        }
+    }
+    // One refused before the driver is even loaded (no such process): the
+    // others' states are read all the same.
+    let doc: ProcessCommandDoc = fx.json(&["check", "4194305", &parked.arg()], 5);
+    assert_eq!(
+        doc.process(parked.pid).state,
+        State::Checkpointed,
+        "{doc:?}"
+    );
+    assert!(
+        fx.take_calls().iter().all(|c| c.op == "get_state"),
+        "a prediction only asks"
+    );
+    assert_eq!(fx.fake_state(party.pid), "running");
+    assert_eq!(fx.fake_state(parked.pid), "checkpointed");
+    fx.json::<ProcessCommandDoc>(&["resume", &parked.arg()], 0);
 }
 
 /// A CUDA IPC pair in a PID namespace of its own, as in a container: the

@@ -795,24 +795,36 @@ def cgroup_memory_limit(tools):
             pass
 
 
-@scenario("check agrees with what then happens: running and checkpointed targets (the IPC and cgroup scenarios check refusals)")
+@scenario("check agrees with what then happens and reports the state it read: running and checkpointed targets, and a refused one (a launcher's WORLD_SIZE) said to be running and 'would be refused'")
 def check_agrees(tools):
     t = Target(tools, size_mib=1024)
+    ranked = Target(tools, size_mib=64, seed=7, env={"WORLD_SIZE": "2"})
     try:
         doc = tools.json("check", t.pid)
         note = doc["processes"][0]["note"]
         expect("suspend: every check passed" in note, f"check on a running target: {note}")
+        expect(doc["processes"][0]["state"] == "running", f"the state check read: {doc}")
         step(tools, "suspend", t.pid, "checkpointed")
         doc = tools.json("check", t.pid)
         note2 = doc["processes"][0]["note"]
         expect("resume: every check passed" in note2 and "suspend: already there" in note2, f"check on a checkpointed target: {note2}")
+        expect(doc["processes"][0]["state"] == "checkpointed", f"the state check read: {doc}")
+        # A refusal still says the state the driver gives, never unknown.
+        code, out, _ = tools.run("--json", "check", ranked.pid, t.pid)
+        refused = {p["pid"]: p for p in json.loads(out)["processes"]}
+        expect(code == 8 and refused[ranked.pid]["error"]["kind"] == "unrestorable", f"exit {code}: {out[:600]}")
+        states = {pid: p["state"] for pid, p in refused.items()}
+        expect(states == {ranked.pid: "running", t.pid: "checkpointed"}, f"the states a refused check read: {states}")
+        code, table, _ = tools.run("check", ranked.pid)
+        expect(code == 8 and "would be refused: could not be restored" in table and "FAILED" not in table, f"the words: {table}")
         step(tools, "resume", t.pid, "running")
         t.verify()
         dry = tools.json("suspend", "--dry-run", t.pid)
         expect(tools.state(t.pid) == "running" and dry["ok"], f"a dry run changed something: {dry}")
-        return f"running: {note!r}; checkpointed: {note2!r}; both came true"
+        return f"running: {note!r}; checkpointed: {note2!r}; both came true; refused: states {states}"
     finally:
         t.close()
+        ranked.close()
 
 
 @scenario("kill -9 of cudackpt mid-suspend of 4 x 2 GiB, then recover: all running, data intact")

@@ -29,12 +29,58 @@ pub struct Member {
     pub name: String,
     /// Field 22 of /proc/PID/stat, to tell the process from a later one.
     pub starttime: Option<u64>,
-    /// Where to put it back: `running`, `locked` or `checkpointed`.
-    pub start: String,
+    /// Where to put it back.
+    pub start: Start,
     /// The driver calls planned for it from there, in order (e.g. `lock`,
     /// `checkpoint`); empty when it had nothing to do.
     #[serde(default)]
     pub plan: Vec<String>,
+}
+
+/// The state a member started in, as the record keeps it: the driver's
+/// word for it (`running`, ...), or `unknown` (not asked, or a state this
+/// cudackpt does not know). Any other text in an older record reads as
+/// `unknown`, so `recover` meets no state it cannot match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Start {
+    Running,
+    Locked,
+    Checkpointed,
+    Failed,
+    #[serde(other)]
+    Unknown,
+}
+
+impl Start {
+    /// The driver's state, for a known one.
+    pub fn state(self) -> Option<ProcessState> {
+        match self {
+            Start::Running => Some(ProcessState::Running),
+            Start::Locked => Some(ProcessState::Locked),
+            Start::Checkpointed => Some(ProcessState::Checkpointed),
+            Start::Failed => Some(ProcessState::Failed),
+            Start::Unknown => None,
+        }
+    }
+}
+
+impl From<Option<ProcessState>> for Start {
+    fn from(state: Option<ProcessState>) -> Start {
+        match state {
+            Some(ProcessState::Running) => Start::Running,
+            Some(ProcessState::Locked) => Start::Locked,
+            Some(ProcessState::Checkpointed) => Start::Checkpointed,
+            Some(ProcessState::Failed) => Start::Failed,
+            Some(ProcessState::Unknown(_)) | None => Start::Unknown,
+        }
+    }
+}
+
+impl std::fmt::Display for Start {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.state().map_or("unknown", ProcessState::as_str))
+    }
 }
 
 /// What a command set out to do, and who ran it.
@@ -90,9 +136,9 @@ impl Intent {
             || process::starttime(self.owner_pid) != self.owner_starttime
     }
 
-    /// The state a member started in.
+    /// The state a member started in, when known.
     pub fn start_of(member: &Member) -> Option<ProcessState> {
-        member.start.parse().ok()
+        member.start.state()
     }
 }
 
@@ -214,7 +260,7 @@ impl Journal {
                     pid: place.pid,
                     name: place.name.clone(),
                     starttime: process::starttime(place.pid),
-                    start: start.map_or("unknown".to_string(), |s| s.to_string()),
+                    start: Start::from(start),
                     plan: planned_steps(operation, start),
                 }
             })
@@ -346,6 +392,41 @@ mod tests {
             owns_file: true,
         };
         (written, path)
+    }
+
+    /// A record in the format written before `start` was typed (a string;
+    /// an unknown state was written `unknown` or `unknown (7)`) reads back,
+    /// and a known state is written as it was.
+    #[test]
+    fn records_written_with_a_string_start_read_back() {
+        let text = r#"{"schema_version":1,"command":"suspend","owner_pid":4242,"owner_starttime":99,
+            "members":[
+              {"pid":1,"name":"a","starttime":5,"start":"running","plan":["lock","checkpoint"]},
+              {"pid":2,"name":"b","starttime":6,"start":"checkpointed","plan":[]},
+              {"pid":3,"name":"c","starttime":7,"start":"locked"},
+              {"pid":4,"name":"d","starttime":8,"start":"unknown"},
+              {"pid":5,"name":"e","starttime":9,"start":"unknown (7)"},
+              {"pid":6,"name":"f","starttime":null,"start":"failed"}]}"#;
+        let intent: Intent = serde_json::from_str(text).expect("an old record reads");
+        let starts: Vec<Option<ProcessState>> =
+            intent.members.iter().map(Intent::start_of).collect();
+        assert_eq!(
+            starts,
+            [
+                Some(ProcessState::Running),
+                Some(ProcessState::Checkpointed),
+                Some(ProcessState::Locked),
+                None,
+                None,
+                Some(ProcessState::Failed)
+            ]
+        );
+        let written = serde_json::to_string(&intent.members[0]).expect("json");
+        assert!(written.contains(r#""start":"running""#), "{written}");
+        assert_eq!(
+            Start::from(Some(ProcessState::Unknown(7))).to_string(),
+            "unknown"
+        );
     }
 
     #[test]

@@ -122,6 +122,12 @@ pub fn ready(request: &Request<'_>, checked: &mut Checked) -> Result<Ready, Stop
         .find(|(result, _)| result.is_err())
         .map(|(_, pid)| *pid);
     if let (Some(bad), true) = (first_bad, checked.changes_state) {
+        if request.dry_run {
+            if let Ok(driver) = crate::ops::load_driver(request.libcuda) {
+                let valid: Vec<Target> = checked.results.iter().flatten().cloned().collect();
+                checked.read_states(&driver, &valid);
+            }
+        }
         return Err(Stop::not_run(Failure::new(
             FailureKind::NotAttempted,
             format!("not attempted: PID {bad} failed its checks"),
@@ -193,6 +199,22 @@ fn set_aside_stopped(
 }
 
 impl Checked {
+    /// A prediction that stops (a dry run refused) still says where each
+    /// process is: asking changes nothing, and a scheduler reading
+    /// `unknown` for a process whose state can be known is misled. A
+    /// stopped process is not asked (the driver would wait until it runs).
+    pub(in crate::ops) fn read_states(&mut self, driver: &Driver, targets: &[Target]) {
+        use crate::driver::CheckpointApi;
+        for target in targets.iter().filter(|t| !t.stopped) {
+            if self.known_states.contains_key(&target.pid) {
+                continue;
+            }
+            if let Ok(state) = driver.get_state(target.pid) {
+                self.known_states.insert(target.pid, state);
+            }
+        }
+    }
+
     /// Found by a selector, not named.
     fn discovered(&self, pid: i32) -> bool {
         !self.named.contains(&pid)
