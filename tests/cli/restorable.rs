@@ -316,6 +316,59 @@ fn a_prediction_reads_the_state_and_words_itself_as_one() {
     fx.json::<ProcessCommandDoc>(&["resume", &parked.arg()], 0);
 }
 
+/// A prediction refuses as the real command would, also after every
+/// pre-flight passed: a process the driver has no CUDA state for (exit 5),
+/// and one in a state the command cannot start from (exit 4, the rest of
+/// the group not attempted). Before, both read "would be refused" in a note
+/// beside `ok: true` and exit 0: a scheduler was told to go ahead.
+#[test]
+fn a_prediction_refuses_what_the_real_command_refuses() {
+    let fx = Fixture::new();
+    let plain = fx.plain_target();
+    let doc: ProcessCommandDoc = fx.json(&["check", &plain.arg()], 5);
+    assert!(!doc.ok);
+    assert_eq!(
+        doc.process(plain.pid).error().kind,
+        Kind::NotCudaProcess,
+        "{doc:?}"
+    );
+    let output = fx
+        .cudackpt(&["check", &plain.arg()])
+        .assert()
+        .code(5)
+        .get_output()
+        .clone();
+    assert!(
+        texts(&output)
+            .0
+            .contains("would be refused: not a CUDA process"),
+        "{output:?}"
+    );
+
+    let locked = fx.cuda_target();
+    let running = fx.cuda_target();
+    fx.json::<ProcessCommandDoc>(&["lock", &locked.arg()], 0);
+    fx.take_calls();
+    let (l, r) = (locked.arg(), running.arg());
+    let predicted: ProcessCommandDoc = fx.json(&["toggle", "--dry-run", &l, &r], 4);
+    let refused = predicted.process(locked.pid);
+    assert_eq!(refused.error().kind, Kind::WrongState, "{predicted:?}");
+    assert_eq!(refused.state, State::Locked);
+    assert_eq!(
+        predicted.process(running.pid).error().kind,
+        Kind::NotAttempted
+    );
+    assert!(
+        fx.take_calls().iter().all(|c| c.op == "get_state"),
+        "a prediction only asks"
+    );
+    // The real command says the same.
+    let real: ProcessCommandDoc = fx.json(&["toggle", &l, &r], 4);
+    assert_eq!(real.process(locked.pid).error().kind, Kind::WrongState);
+    assert_eq!(fx.fake_state(running.pid), "running");
+    fx.json::<ProcessCommandDoc>(&["unlock", &l], 0);
+}
+
 /// A CUDA IPC pair in a PID namespace of its own, as in a container: the
 /// driver's file names the exporter by its PID in that namespace (1 here),
 /// and the refusals name both processes by their host PIDs: the exporter

@@ -607,16 +607,7 @@ fn refuse_wrong_states(
         match plan {
             Plan::Refused(wrong) => {
                 refused = true;
-                report.failure = Some(Failure::new(
-                    FailureKind::WrongState,
-                    format!(
-                        "cannot {} {}: it is {}",
-                        operation.name(),
-                        diagnose::describe_process(target.pid, Some(&target.name)),
-                        wrong.state
-                    ),
-                    wrong.hint.clone(),
-                ));
+                report.failure = Some(wrong_state(operation, target, wrong));
             }
             Plan::AlreadyThere => {
                 report.note = report.state.map(|state| format!("already {state}"));
@@ -630,8 +621,22 @@ fn refuse_wrong_states(
     refused
 }
 
+/// Why `operation` cannot start from where `target` is.
+pub fn wrong_state(operation: &Operation, target: &Target, wrong: &plan::WrongState) -> Failure {
+    Failure::new(
+        FailureKind::WrongState,
+        format!(
+            "cannot {} {}: it is {}",
+            operation.name(),
+            diagnose::describe_process(target.pid, Some(&target.name)),
+            wrong.state
+        ),
+        wrong.hint.clone(),
+    )
+}
+
 /// Marks every process without a failure of its own as not attempted.
-fn mark_not_attempted(reports: &mut [ProcessReport], why: &str) {
+pub fn mark_not_attempted(reports: &mut [ProcessReport], why: &str) {
     for report in reports.iter_mut().filter(|r| r.failure.is_none()) {
         report.note = None;
         report.failure = Some(Failure::new(

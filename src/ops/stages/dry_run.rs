@@ -2,47 +2,91 @@
 //! passed, each target's state now (a read-only query) and the steps the
 //! command would take from there. Nothing here changes a process.
 
-use crate::driver::{CheckpointApi, GpuPair};
+use crate::driver::{CallError, CheckpointApi, GpuPair};
+use crate::ops::diagnose::{self, Attempt, Facts, Failure};
 use crate::ops::execute;
 use crate::ops::plan;
 use crate::ops::report::ProcessReport;
 use crate::ops::stages::check::Ready;
 use crate::ops::Request;
+use crate::targets::process::{self, Privileges, Target};
 
 /// What a dry run says of each target once every pre-flight passed: its
-/// state now (a read-only query) and the steps the command would take.
+/// state now (a read-only query) and the steps the command would take. It
+/// refuses as the real command would: a process the driver cannot answer
+/// for (not a CUDA process), or one in a state the command cannot start
+/// from, fails with the real command's failure, and the rest of a group
+/// that changes state are not attempted.
 pub fn reports(request: &Request<'_>, ready: &Ready, map: &[GpuPair]) -> Vec<ProcessReport> {
-    let states = execute::concurrently(&ready.targets, |t| ready.driver.get_state(t.pid).ok());
+    let states = execute::concurrently(&ready.targets, |t| ready.driver.get_state(t.pid));
     let mut reports: Vec<ProcessReport> = ready
         .targets
         .iter()
         .zip(states)
         .map(|(target, state)| {
-            let current = state.filter(|_| request.operation.needs_current_state());
-            let what = match plan::plan(&request.operation, current, map) {
-                plan::Plan::Steps(steps) => {
-                    let names: Vec<&str> = steps.iter().map(|s| s.kind().as_str()).collect();
-                    format!(
-                        "dry run: every check passed; would {}",
-                        names.join(", then ")
-                    )
-                }
-                plan::Plan::AlreadyThere => "dry run: already there; nothing to do".to_string(),
-                plan::Plan::Refused(wrong) => {
-                    format!(
-                        "dry run: would be refused: it is {} ({})",
-                        wrong.state, wrong.hint
-                    )
+            let report = ProcessReport::new(target.pid, Some(target.name.clone()));
+            let state = match state {
+                Ok(state) => state,
+                Err(error) => {
+                    return ProcessReport {
+                        failure: Some(unanswered(ready, target, &error)),
+                        ..report
+                    }
                 }
             };
+            let current = Some(state).filter(|_| request.operation.needs_current_state());
+            let (note, failure) = match plan::plan(&request.operation, current, map) {
+                plan::Plan::Steps(steps) => {
+                    let names: Vec<&str> = steps.iter().map(|s| s.kind().as_str()).collect();
+                    let note = format!(
+                        "dry run: every check passed; would {}",
+                        names.join(", then ")
+                    );
+                    (Some(note), None)
+                }
+                plan::Plan::AlreadyThere => (
+                    Some("dry run: already there; nothing to do".to_string()),
+                    None,
+                ),
+                plan::Plan::Refused(wrong) => (
+                    None,
+                    Some(execute::wrong_state(&request.operation, target, &wrong)),
+                ),
+            };
             ProcessReport {
-                state_before: state,
-                state,
-                note: Some(what),
-                ..ProcessReport::new(target.pid, Some(target.name.clone()))
+                state_before: Some(state),
+                state: Some(state),
+                note,
+                failure,
+                ..report
             }
         })
         .collect();
+    if request.operation.changes_state() && reports.iter().any(|r| r.failure.is_some()) {
+        execute::mark_not_attempted(&mut reports, "another process would be refused");
+    }
     reports.extend(ready.blocked.iter().cloned());
     reports
+}
+
+/// Why the driver could not say where `target` is, as the real command
+/// would explain it (a process that never initialised CUDA, one gone).
+fn unanswered(ready: &Ready, target: &Target, error: &CallError) -> Failure {
+    let driver_says = match error {
+        CallError::Cuda { error, .. } => ready.driver.describe_error(*error),
+        CallError::Missing(_) => None,
+    };
+    let facts = Facts {
+        alive: process::is_alive(target.pid),
+        caller_privileged: Privileges::current().is_privileged(),
+        state_now: None,
+        driver_says: driver_says.as_deref(),
+    };
+    diagnose::from_call(
+        Attempt::GetState,
+        target.pid,
+        Some(&target.name),
+        error,
+        facts,
+    )
 }
