@@ -155,13 +155,10 @@ pub fn usage_message(rendered: &str) -> String {
 /// The subcommand named on the command line, if any: the first argument
 /// that is one of cudackpt's subcommands.
 fn command_named(args: &[OsString]) -> Option<String> {
-    use clap::CommandFactory;
-    let cli = args::Cli::command();
-    let names: Vec<&str> = cli.get_subcommands().map(|c| c.get_name()).collect();
     args.iter()
         .skip(1)
         .filter_map(|a| a.to_str())
-        .find(|a| names.contains(a))
+        .find(|a| parse::SUBCOMMANDS.contains(a))
         .map(str::to_string)
 }
 

@@ -179,23 +179,28 @@ struct Finished {
     map: Option<Vec<GpuPair>>,
 }
 
+/// A mutex's content, also after a panic elsewhere held it: the journal and
+/// the signal board must still be read then.
+pub(crate) fn locked<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Runs one process command through every stage.
 pub fn run(request: Request<'_>) -> Report {
     let started = Instant::now();
-    let selection = match select::select(&request) {
-        Ok(selection) => selection,
-        Err(failure) => {
-            return Report {
-                prediction: request.dry_run,
-                ..refused(&request.operation, &request.pids, failure, started)
-            }
+    let report = match select::select(&request) {
+        Ok(selection) => {
+            let mut checked = check::check(&request, selection);
+            let outcome = proceed(&request, &mut checked, started);
+            checked.assemble(outcome, started)
         }
+        Err(failure) => refused(&request.operation, &request.pids, failure, started),
     };
-    let mut checked = check::check(&request, selection);
-    let outcome = proceed(&request, &mut checked, started);
     Report {
         prediction: request.dry_run,
-        ..checked.assemble(outcome, started)
+        ..report
     }
 }
 

@@ -105,27 +105,12 @@ impl Executor<'_> {
         target: &Target,
         error: &CallError,
     ) -> (Failure, Option<ProcessState>) {
-        let alive = (self.is_alive)(target.pid);
-        // After a failed step the state tells where the process was left; a
-        // failed query would only fail again.
-        let is_step = matches!(attempt, Attempt::Step(_));
-        let state_now = if alive && is_step {
-            self.api.get_state(target.pid).ok()
-        } else {
-            None
+        let who = Caller {
+            api: self.api,
+            alive: (self.is_alive)(target.pid),
+            privileged: self.caller_privileged,
         };
-        let driver_says = match error {
-            CallError::Cuda { error, .. } => self.api.describe_error(*error),
-            CallError::Missing(_) => None,
-        };
-        let facts = Facts {
-            alive,
-            caller_privileged: self.caller_privileged,
-            state_now,
-            driver_says: driver_says.as_deref(),
-        };
-        let failure = diagnose::from_call(attempt, target.pid, Some(&target.name), error, facts);
-        (failure, state_now)
+        explain(&who, attempt, target, error)
     }
 
     /// `state` (the state, and the restore thread id when `with_tid`), or
@@ -619,6 +604,45 @@ fn refuse_wrong_states(
         mark_not_attempted(reports, "another process is in the wrong state");
     }
     refused
+}
+
+/// What [`explain`] needs to know besides the failed call.
+pub struct Caller<'a> {
+    pub api: &'a dyn CheckpointApi,
+    /// Whether the target is still a live process.
+    pub alive: bool,
+    /// Root or CAP_SYS_PTRACE.
+    pub privileged: bool,
+}
+
+/// Explains a failed call on `target`, gathering what is known about the
+/// process now; after a failed step, also the state it was left in.
+pub fn explain(
+    caller: &Caller<'_>,
+    attempt: Attempt<'_>,
+    target: &Target,
+    error: &CallError,
+) -> (Failure, Option<ProcessState>) {
+    // After a failed step the state tells where the process was left; a
+    // failed query would only fail again.
+    let is_step = matches!(attempt, Attempt::Step(_));
+    let state_now = if caller.alive && is_step {
+        caller.api.get_state(target.pid).ok()
+    } else {
+        None
+    };
+    let driver_says = match error {
+        CallError::Cuda { error, .. } => caller.api.describe_error(*error),
+        CallError::Missing(_) => None,
+    };
+    let facts = Facts {
+        alive: caller.alive,
+        caller_privileged: caller.privileged,
+        state_now,
+        driver_says: driver_says.as_deref(),
+    };
+    let failure = diagnose::from_call(attempt, target.pid, Some(&target.name), error, facts);
+    (failure, state_now)
 }
 
 /// Why `operation` cannot start from where `target` is.

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::driver::ProcessState;
 use crate::files::{SafeDir, UnsafeDir};
 use crate::ops::execute::interrupt::Place;
+use crate::ops::locked;
 use crate::ops::plan::{self, Operation, Plan};
 use crate::targets::process;
 
@@ -135,11 +136,6 @@ impl Intent {
         !process::is_alive(self.owner_pid)
             || process::starttime(self.owner_pid) != self.owner_starttime
     }
-
-    /// The state a member started in, when known.
-    pub fn start_of(member: &Member) -> Option<ProcessState> {
-        member.start.state()
-    }
 }
 
 /// Where intents live: `intents/` in the run directory (or wherever
@@ -222,12 +218,6 @@ pub struct Journal {
     drain: std::sync::Mutex<Option<DrainNote>>,
     /// The last record's command and members, to write it again.
     last: std::sync::Mutex<Option<(&'static str, Vec<Member>)>>,
-}
-
-fn locked<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Journal {
@@ -409,7 +399,7 @@ mod tests {
               {"pid":6,"name":"f","starttime":null,"start":"failed"}]}"#;
         let intent: Intent = serde_json::from_str(text).expect("an old record reads");
         let starts: Vec<Option<ProcessState>> =
-            intent.members.iter().map(Intent::start_of).collect();
+            intent.members.iter().map(|m| m.start.state()).collect();
         assert_eq!(
             starts,
             [

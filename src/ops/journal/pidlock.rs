@@ -85,6 +85,9 @@ impl Drop for Held {
     }
 }
 
+/// Whether `/proc/PID` is there: one stat, as this runs at every release
+/// (`process::is_alive` reads the status file to tell a zombie, which only
+/// keeps a file a little longer, until `recover` prunes it).
 fn process_exists(pid: i32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }

@@ -3,7 +3,7 @@
 //! command would take from there. Nothing here changes a process.
 
 use crate::driver::{CallError, CheckpointApi, GpuPair};
-use crate::ops::diagnose::{self, Attempt, Facts, Failure};
+use crate::ops::diagnose::{Attempt, Failure};
 use crate::ops::execute;
 use crate::ops::plan;
 use crate::ops::report::ProcessReport;
@@ -72,21 +72,10 @@ pub fn reports(request: &Request<'_>, ready: &Ready, map: &[GpuPair]) -> Vec<Pro
 /// Why the driver could not say where `target` is, as the real command
 /// would explain it (a process that never initialised CUDA, one gone).
 fn unanswered(ready: &Ready, target: &Target, error: &CallError) -> Failure {
-    let driver_says = match error {
-        CallError::Cuda { error, .. } => ready.driver.describe_error(*error),
-        CallError::Missing(_) => None,
-    };
-    let facts = Facts {
+    let caller = execute::Caller {
+        api: &ready.driver,
         alive: process::is_alive(target.pid),
-        caller_privileged: Privileges::current().is_privileged(),
-        state_now: None,
-        driver_says: driver_says.as_deref(),
+        privileged: Privileges::current().is_privileged(),
     };
-    diagnose::from_call(
-        Attempt::GetState,
-        target.pid,
-        Some(&target.name),
-        error,
-        facts,
-    )
+    execute::explain(&caller, Attempt::GetState, target, error).0
 }
