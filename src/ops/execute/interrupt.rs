@@ -27,13 +27,14 @@
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use rustix::process::Signal;
 use signal_hook::iterator::Signals;
 
 use crate::driver::ProcessState;
 use crate::exit::ExitStatus;
+use crate::ops::locked;
 use crate::ops::plan::StepKind;
 
 /// The signals caught, with their names: those whose default action ends
@@ -82,6 +83,11 @@ pub struct Interrupt {
     unwatched: Arc<Mutex<Option<Signals>>>,
     /// Whether an intent record covers the group (not for one call).
     journaled: Arc<AtomicBool>,
+    /// Whether every handler is in place. When one could not be, the ones
+    /// that were would swallow their signal once armed (signal-hook cannot
+    /// put the default back), so the command stays unarmed: a signal then
+    /// ends it at once, as `unguarded` says.
+    caught: bool,
 }
 
 /// The remark for a command whose signals could not be caught (pure).
@@ -96,7 +102,7 @@ impl Interrupt {
     /// their default effect (cudackpt dies, its intent record stays for
     /// `recover`), and [`Interrupt::unguarded`] says so for the report.
     pub fn install() -> Interrupt {
-        let interrupt = Interrupt::default();
+        let mut interrupt = Interrupt::default();
         interrupt.nothing_moved.store(true, Ordering::SeqCst);
         let caught = CAUGHT.map(|(signal, _)| signal.as_raw());
         // While nothing has moved, the handler ends cudackpt itself, as the
@@ -113,7 +119,10 @@ impl Interrupt {
             }
         }
         match Signals::new(caught) {
-            Ok(signals) => *locked(&interrupt.unwatched) = Some(signals),
+            Ok(signals) => {
+                *locked(&interrupt.unwatched) = Some(signals);
+                interrupt.caught = true;
+            }
             Err(error) => *locked(&interrupt.unguarded) = Some(unguarded_text(&error.to_string())),
         }
         interrupt
@@ -123,11 +132,16 @@ impl Interrupt {
     /// until the calls in flight finish, then the group is rolled back; a
     /// second abandons at once. A thread watches for them.
     pub fn arm(&self) {
+        if !self.caught {
+            return;
+        }
         self.nothing_moved.store(false, Ordering::SeqCst);
         let Some(signals) = locked(&self.unwatched).take() else {
-            return; // already watched, or never caught
+            return; // already watched
         };
         let watcher = self.clone();
+        // Handed over once the thread exists: if it cannot start, the
+        // signals stay here for the executor to read.
         let (hand_over, handed) = std::sync::mpsc::channel::<Signals>();
         let spawned = std::thread::Builder::new()
             .name("signals".to_string())
@@ -161,7 +175,9 @@ impl Interrupt {
     /// [`Interrupt::arm`] for a command of one short call on one process:
     /// no thread; [`Interrupt::signal`] reads the signals that came.
     pub fn arm_polled(&self) {
-        self.nothing_moved.store(false, Ordering::SeqCst);
+        if self.caught {
+            self.nothing_moved.store(false, Ordering::SeqCst);
+        }
     }
 
     /// Why signals are not caught (a signal then ends cudackpt at once,
@@ -235,11 +251,6 @@ impl Interrupt {
     pub fn places(&self) -> Vec<Place> {
         locked(&self.board).clone()
     }
-}
-
-/// A mutex's content, also after a panic elsewhere held it.
-fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// What a second signal leaves on stderr: each process and where it is.
