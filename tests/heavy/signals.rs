@@ -244,8 +244,11 @@ fn a_suspend_has_a_watcher_thread() {
     let fx = Fixture::new();
     let group: Vec<Target> = (0..1).map(|_| fx.cuda_target()).collect();
     let child = suspend_in_flight(&fx, &group, 600);
-    let threads = thread_names(i32::try_from(child.id()).expect("pid"));
-    assert!(threads.iter().any(|t| t == "signals"), "{threads:?}");
+    let pid = i32::try_from(child.id()).expect("pid");
+    // The thread names itself once it runs, which a loaded host may delay.
+    wait_until("the watcher thread", || {
+        thread_names(pid).iter().any(|t| t == "signals")
+    });
     let output = child.wait_with_output().expect("exits");
     assert_eq!(output.status.code(), Some(0));
     reset(&fx, &group);
