@@ -219,6 +219,29 @@ fn sign_text(pid: i32, sign: &RankSign) -> String {
     }
 }
 
+/// How a CUDA IPC party shares GPU memory, naming its peers by host PID
+/// (pure): "exports GPU memory to PID 7", "shares GPU memory with PID 3".
+fn ipc_sharing(found: &Evidence) -> String {
+    let peers: Vec<String> = found
+        .ipc_peers
+        .pids
+        .iter()
+        .map(|p| format!("PID {p}"))
+        .collect();
+    let mut with = match (found.ipc_peers.exports, peers.is_empty()) {
+        (true, true) => "exports GPU memory to other processes".to_string(),
+        (true, false) => format!("exports GPU memory to {}", peers.join(", ")),
+        (false, true) => "imports GPU memory from another process".to_string(),
+        (false, false) => format!("shares GPU memory with {}", peers.join(", ")),
+    };
+    for gone in &found.ipc_peers.unresolved {
+        with.push_str(&format!(
+            " (its exporter was PID {gone} of its PID namespace, and no process is now)"
+        ));
+    }
+    with
+}
+
 /// The finding from the evidence still held against a target (pure).
 fn judge_evidence(
     target: &Target,
@@ -235,23 +258,7 @@ fn judge_evidence(
     };
     let force = "or checkpoint anyway with --force (CUDACKPT_FORCE=1 for NVIDIA's grammar and CRIU's hook), knowing the restore will fail";
     if found.is_ipc_party() {
-        let peers: Vec<String> = found
-            .ipc_peers
-            .pids
-            .iter()
-            .map(|p| format!("PID {p}"))
-            .collect();
-        let mut with = match (found.ipc_peers.exports, peers.is_empty()) {
-            (true, true) => "exports GPU memory to other processes".to_string(),
-            (true, false) => format!("exports GPU memory to {}", peers.join(", ")),
-            (false, true) => "imports GPU memory from another process".to_string(),
-            (false, false) => format!("shares GPU memory with {}", peers.join(", ")),
-        };
-        for gone in &found.ipc_peers.unresolved {
-            with.push_str(&format!(
-                " (its exporter was PID {gone} of its PID namespace, and no process is now)"
-            ));
-        }
+        let with = ipc_sharing(found);
         let files: Vec<&str> = found.ipc_files.iter().map(|f| f.path.as_str()).collect();
         return Some(Finding {
             pid: target.pid,
