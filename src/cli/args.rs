@@ -223,8 +223,8 @@ pub struct DrainArg {
 #[derive(Debug, Args, Clone)]
 pub struct HandshakeArg {
     /// The signal that asks a process to drain, and to rebuild after its
-    /// resume: a number, RTMIN+N or a name (USR2). The target must catch
-    /// the same one.
+    /// resume: a real-time signal, as a number (34..64) or RTMIN+N /
+    /// RTMAX-N. The target must catch the same one.
     #[arg(long, value_name = "SIG", value_parser = parse_drain_signal, default_value = "40", env = "CUDACKPT_DRAIN_SIGNAL")]
     pub drain_signal: DrainSignal,
 

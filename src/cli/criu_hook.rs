@@ -124,7 +124,7 @@ fn run_on(
                 failure: Some(Failure::new(
                     FailureKind::Usage,
                     problem,
-                    "set CUDACKPT_DRAIN_SIGNAL to a signal a process can catch (40, RTMIN+6, USR2) and CUDACKPT_DRAIN_TIMEOUT to a limit (30s)",
+                    "set CUDACKPT_DRAIN_SIGNAL to a real-time signal (40, RTMIN+6) and CUDACKPT_DRAIN_TIMEOUT to a limit (30s)",
                 )),
                 ..Report::new("criu-hook", Duration::ZERO)
             }

@@ -277,7 +277,7 @@ fn a_resume_with_a_signal_the_drained_process_does_not_catch_sends_nothing() {
     let fx = Fixture::new();
     let (r, r_events) = rank(&fx, "ack");
     fx.json::<ProcessCommandDoc>(&["suspend", "--drain", &r.arg()], 0);
-    let doc: ProcessCommandDoc = fx.json(&["resume", "--drain-signal", "USR2", &r.arg()], 8);
+    let doc: ProcessCommandDoc = fx.json(&["resume", "--drain-signal", "41", &r.arg()], 8);
     let p = doc.process(r.pid);
     assert_eq!(p.state, State::Running, "resumed: {p:?}");
     assert_eq!(p.kind(), Kind::CannotDrain);
@@ -286,7 +286,7 @@ fn a_resume_with_a_signal_the_drained_process_does_not_catch_sends_nothing() {
             .as_ref()
             .expect("error")
             .message
-            .contains("does not catch signal 12 (SIGUSR2)"),
+            .contains("does not catch signal 41 (SIGRTMIN+7)"),
         "{p:?}"
     );
     assert!(shows(r.pid, "cudackpt-drain1"), "still waiting to rebuild");
@@ -540,13 +540,13 @@ fn the_compatible_grammar_honours_cudackpt_drain() {
     let output = compat(
         &fx,
         &["--toggle", "--pid", &pid],
-        &[("CUDACKPT_DRAIN_SIGNAL", "USR2")],
+        &[("CUDACKPT_DRAIN_SIGNAL", "41")],
     );
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let (_, stderr) = texts(&output);
     assert!(
         stderr.starts_with("cuda-checkpoint: ")
-            && stderr.contains("does not catch the drain signal, 12 (SIGUSR2)"),
+            && stderr.contains("does not catch the drain signal, 41 (SIGRTMIN+7)"),
         "{stderr}"
     );
     let output = compat(

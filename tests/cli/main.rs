@@ -41,3 +41,4 @@ mod single_steps;
 mod state;
 mod stopped;
 mod targets;
+mod trust;

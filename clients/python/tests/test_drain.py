@@ -76,9 +76,10 @@ class Protocol(unittest.TestCase):
         self.assertEqual(cd.parse_signal("RTMIN+6"), 40)
         self.assertEqual(cd.parse_signal("sigrtmin+6"), 40)
         self.assertEqual(cd.parse_signal("RTMAX-2"), 62)
-        self.assertEqual(cd.parse_signal("SIGUSR2"), int(signal.SIGUSR2))
-        with self.assertRaises(ValueError):
-            cd.parse_signal("NOPE")
+        self.assertEqual(cd.parse_signal("64"), 64)
+        for stop in ("SIGUSR2", "TERM", "INT", "15", "33", "65", "NOPE", "RTMIN+x"):
+            with self.assertRaises(ValueError, msg=stop):
+                cd.parse_signal(stop)
 
     def test_the_handler_shows_in_sigcgt_where_cudackpt_looks(self):
         self.assertEqual(self.drain.signal, cd.DEFAULT_SIGNAL)

@@ -40,46 +40,23 @@ const GLIBC_RTMIN: i32 = 34;
 /// The highest signal number on Linux.
 const SIGNAL_MAX: i32 = 64;
 
-/// Standard signals by name; only those a process can catch.
-const NAMED: [(&str, i32); 28] = [
-    ("HUP", 1),
-    ("INT", 2),
-    ("QUIT", 3),
-    ("ILL", 4),
-    ("TRAP", 5),
-    ("ABRT", 6),
-    ("BUS", 7),
-    ("FPE", 8),
-    ("USR1", 10),
-    ("SEGV", 11),
-    ("USR2", 12),
-    ("PIPE", 13),
-    ("ALRM", 14),
-    ("TERM", 15),
-    ("STKFLT", 16),
-    ("CHLD", 17),
-    ("CONT", 18),
-    ("TSTP", 20),
-    ("TTIN", 21),
-    ("TTOU", 22),
-    ("URG", 23),
-    ("XCPU", 24),
-    ("XFSZ", 25),
-    ("VTALRM", 26),
-    ("PROF", 27),
-    ("WINCH", 28),
-    ("IO", 29),
-    ("PWR", 30),
-];
+/// The last real-time signal: SIGRTMAX on Linux.
+const GLIBC_RTMAX: i32 = SIGNAL_MAX;
 
 /// The signal that asks a process to drain, and to rebuild.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DrainSignal(i32);
 
 impl DrainSignal {
-    /// Parses `40`, `RTMIN+6`, `SIGRTMIN+6`, `RTMAX-2`, `USR2`, `SIGUSR2`
-    /// (any case). Refuses what no process can catch (KILL, STOP) and
-    /// numbers glibc keeps for itself (32, 33).
+    /// Parses `40`, `RTMIN+6`, `SIGRTMIN+6`, `RTMAX-2` (any case): a
+    /// real-time signal, SIGRTMIN (34 under glibc) to SIGRTMAX (64).
+    ///
+    /// Nothing else, because the drain sends its signal to every process of
+    /// a group that catches it, twice (the request, then the rebuild or the
+    /// call-off), and a process may be another user's: a program reads
+    /// SIGTERM or SIGINT as "stop" (Python raises KeyboardInterrupt),
+    /// SIGUSR1/SIGUSR2 as a batch system's warning, and no standard signal
+    /// is free of such a meaning. Real-time signals have none by default.
     pub fn parse(text: &str) -> Result<DrainSignal, String> {
         let upper = text.trim().to_ascii_uppercase();
         let name = upper.strip_prefix("SIG").unwrap_or(&upper);
@@ -88,28 +65,25 @@ impl DrainSignal {
         } else if let Some(offset) = name.strip_prefix("RTMIN") {
             GLIBC_RTMIN + parse_offset(offset, text)?
         } else if let Some(offset) = name.strip_prefix("RTMAX") {
-            SIGNAL_MAX + parse_offset(offset, text)?
-        } else if name == "KILL" || name == "STOP" {
-            return Err(format!(
-                "{text:?} cannot be caught, so no process could answer it"
-            ));
+            GLIBC_RTMAX + parse_offset(offset, text)?
         } else {
-            NAMED
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, number)| *number)
-                .ok_or_else(|| format!("{text:?} is not a signal (e.g. 40, RTMIN+6 or USR2)"))?
+            return Err(format!(
+                "{text:?} is not a real-time signal: the drain signal must be one of SIGRTMIN..SIGRTMAX (34..64, e.g. 40 or RTMIN+6), which no program reads as stop or interrupt"
+            ));
         };
         DrainSignal::from_number(number).map_err(|why| format!("{text:?}: {why}"))
     }
 
-    /// A signal by number, if a process can catch it.
+    /// A real-time signal by number (34 to 64).
     pub fn from_number(number: i32) -> Result<DrainSignal, String> {
         match number {
-            9 | 19 => Err("SIGKILL and SIGSTOP cannot be caught".to_string()),
-            32 | 33 => Err("signals 32 and 33 are glibc's own".to_string()),
-            1..=SIGNAL_MAX => Ok(DrainSignal(number)),
-            _ => Err(format!("signals are numbered 1 to {SIGNAL_MAX}")),
+            GLIBC_RTMIN..=GLIBC_RTMAX => Ok(DrainSignal(number)),
+            32 | 33 => Err(format!(
+                "signals 32 and 33 are glibc's own; the drain signal must be one of SIGRTMIN..SIGRTMAX ({GLIBC_RTMIN}..{GLIBC_RTMAX})"
+            )),
+            _ => Err(format!(
+                "signal {number} is not a real-time signal: the drain signal must be one of SIGRTMIN..SIGRTMAX ({GLIBC_RTMIN}..{GLIBC_RTMAX}), which no program reads as stop or interrupt"
+            )),
         }
     }
 
@@ -123,17 +97,10 @@ impl DrainSignal {
     }
 }
 
-/// `40 (SIGRTMIN+6)`, `12 (SIGUSR2)`.
+/// `40 (SIGRTMIN+6)`.
 impl fmt::Display for DrainSignal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let number = self.0;
-        match NAMED.iter().find(|(_, n)| *n == number) {
-            Some((name, _)) => write!(f, "{number} (SIG{name})"),
-            None if number >= GLIBC_RTMIN => {
-                write!(f, "{number} (SIGRTMIN+{})", number - GLIBC_RTMIN)
-            }
-            None => write!(f, "{number}"),
-        }
+        write!(f, "{} (SIGRTMIN+{})", self.0, self.0 - GLIBC_RTMIN)
     }
 }
 
@@ -156,16 +123,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn signals_parse_by_number_name_and_real_time_offset() {
+    fn signals_parse_by_number_and_real_time_offset() {
         for (text, number) in [
             ("40", 40),
             ("RTMIN+6", 40),
             ("sigrtmin+6", 40),
             ("SIGRTMIN", 34),
             ("RTMAX-2", 62),
-            ("USR2", 12),
-            ("SIGUSR2", 12),
-            ("urg", 23),
+            ("64", 64),
+            ("34", 34),
         ] {
             assert_eq!(
                 DrainSignal::parse(text).map(DrainSignal::number),
@@ -173,19 +139,40 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    /// The drain signals every process of a group that catches it, twice:
+    /// a signal a program reads as stop, interrupt or a batch system's
+    /// warning would become a kill of another user's job.
+    #[test]
+    fn only_real_time_signals_can_ask_for_a_drain() {
         for (bad, why) in [
-            ("KILL", "cannot be caught"),
-            ("9", "cannot be caught"),
-            ("SIGSTOP", "cannot be caught"),
+            ("TERM", "not a real-time signal"),
+            ("SIGINT", "not a real-time signal"),
+            ("USR2", "not a real-time signal"),
+            ("usr1", "not a real-time signal"),
+            ("HUP", "not a real-time signal"),
+            ("KILL", "not a real-time signal"),
+            ("15", "signal 15 is not a real-time signal"),
+            ("2", "signal 2 is not a real-time signal"),
+            ("9", "signal 9 is not a real-time signal"),
+            ("31", "signal 31 is not a real-time signal"),
             ("33", "glibc's own"),
-            ("65", "1 to 64"),
-            ("0", "1 to 64"),
-            ("NOPE", "not a signal"),
+            ("RTMIN-1", "glibc's own"),
+            ("65", "signal 65 is not"),
+            ("RTMAX+1", "signal 65 is not"),
+            ("0", "signal 0 is not"),
+            ("-40", "signal -40 is not"),
+            ("NOPE", "not a real-time signal"),
             ("RTMIN+x", "RTMIN+N"),
         ] {
             let error = DrainSignal::parse(bad).expect_err(bad);
             assert!(
                 error.contains(why) && error.contains(&format!("{bad:?}")),
+                "{bad}: {error}"
+            );
+            assert!(
+                error.contains("SIGRTMIN") || error.contains("RTMIN+N"),
                 "{bad}: {error}"
             );
         }
@@ -196,8 +183,7 @@ mod tests {
         // A Python process that caught SIGINT (2) and signal 40.
         let caught = (1u64 << 1) | (1u64 << 39);
         assert!(DEFAULT_SIGNAL.caught_by(caught));
-        assert!(!DrainSignal(12).caught_by(caught));
-        assert!(DrainSignal(2).caught_by(caught));
+        assert!(!DrainSignal(41).caught_by(caught));
         assert!(!DEFAULT_SIGNAL.caught_by(0));
         assert!(DrainSignal(64).caught_by(1u64 << 63));
     }
@@ -205,7 +191,7 @@ mod tests {
     #[test]
     fn signals_say_their_number_and_name() {
         assert_eq!(DEFAULT_SIGNAL.to_string(), "40 (SIGRTMIN+6)");
-        assert_eq!(DrainSignal(12).to_string(), "12 (SIGUSR2)");
+        assert_eq!(DrainSignal(64).to_string(), "64 (SIGRTMIN+30)");
     }
 
     #[test]

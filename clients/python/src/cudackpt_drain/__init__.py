@@ -46,25 +46,35 @@ _PR_SET_NAME = 15
 _POLL_SECONDS = 0.01
 
 
+#: The last real-time signal (SIGRTMAX).
+_RTMAX = 64
+
+
 def parse_signal(text: str) -> int:
-    """A signal as cudackpt's ``--drain-signal`` reads it: ``40``,
-    ``RTMIN+6``, ``SIGUSR2``."""
+    """A drain signal as cudackpt's ``--drain-signal`` reads it: a real-time
+    signal, ``40``, ``RTMIN+6``, ``RTMAX-2``. cudackpt refuses any other
+    (SIGTERM, SIGINT, SIGUSR1... mean "stop" or a batch system's warning),
+    and so does the client."""
     name = text.strip().upper()
     name = name[3:] if name.startswith("SIG") else name
-    if name.isdigit():
-        return int(name)
-    for base, prefix, sign in ((_GLIBC_RTMIN, "RTMIN", 1), (64, "RTMAX", -1)):
-        if name.startswith(prefix):
+    number = None
+    if name.lstrip("-").isdigit():
+        number = int(name)
+    for base, prefix in ((_GLIBC_RTMIN, "RTMIN"), (_RTMAX, "RTMAX")):
+        if number is None and name.startswith(prefix):
             rest = name[len(prefix):]
-            if not rest:
-                return base
-            if rest[0] not in "+-":
+            if rest and rest[0] not in "+-":
                 break
-            return base + int(rest)
-    try:
-        return int(signals.Signals["SIG" + name])
-    except KeyError:
-        raise ValueError(f"{text!r} is not a signal (e.g. 40, RTMIN+6 or USR2)") from None
+            try:
+                number = base + (int(rest) if rest else 0)
+            except ValueError:
+                raise ValueError(f"{text!r}: write the offset as RTMIN+N or RTMAX-N") from None
+    if number is None or not _GLIBC_RTMIN <= number <= _RTMAX:
+        raise ValueError(
+            f"{text!r} is not a real-time signal: the drain signal must be one of "
+            f"SIGRTMIN..SIGRTMAX ({_GLIBC_RTMIN}..{_RTMAX}, e.g. 40 or RTMIN+6)"
+        )
+    return number
 
 
 def _signal_from_env() -> int:
