@@ -193,7 +193,7 @@ impl LoadError {
                 "the checkpoint API needs display driver 570 or newer (GPU remapping needs 580); upgrade the driver"
             }
             LoadError::Untrusted(_) => {
-                "as root, --libcuda and CUDACKPT_LIBCUDA name only libraries owned by root and writable by nobody else (`chown root: FILE; chmod go-w FILE`); --libcuda-unsafe (or CUDACKPT_LIBCUDA_UNSAFE=1) loads it anyway"
+                "as root or with capabilities, --libcuda and CUDACKPT_LIBCUDA name only libraries owned by root and writable by nobody else (`chown root: FILE; chmod go-w FILE`); root itself (not through sudo or a capable copy) may load another with --libcuda-unsafe (CUDACKPT_LIBCUDA_UNSAFE=1)"
             }
         }
     }

@@ -81,8 +81,19 @@ impl Driver {
     pub fn load(explicit: Option<&Path>) -> Result<Driver, LoadError> {
         // An explicit library is opened and checked first, then loaded
         // through its descriptor: what was checked is what runs.
+        let trust_any = TRUST_ANY_LIBRARY.load(Ordering::Relaxed);
+        if let (true, Some(path)) = (trust_any, explicit) {
+            if let Err((user, how)) = crate::files::may_trust_any_library() {
+                return Err(crate::files::UntrustedLibrary::OverrideNotTheirs {
+                    path: path.to_path_buf(),
+                    user,
+                    how,
+                }
+                .into());
+            }
+        }
         let pinned = match explicit {
-            Some(path) if !TRUST_ANY_LIBRARY.load(Ordering::Relaxed) => {
+            Some(path) if !trust_any => {
                 match crate::files::open_library_for_root(path) {
                     Ok(fd) => Some(fd),
                     // Not there (or unreadable): say so as the loader would.

@@ -7,6 +7,7 @@
 //!
 //! May use: nothing else of cudackpt (the bottom floor).
 
+pub mod privilege;
 pub mod safe_dir;
 
 use std::fs::File;
@@ -48,13 +49,38 @@ pub enum UntrustedLibrary {
         mode: u32,
         who: &'static str,
     },
+    #[error("{path}: --libcuda-unsafe (CUDACKPT_LIBCUDA_UNSAFE) is root's own override, and uid {user} started this cudackpt, which runs with more power than that user ({how}): loading a library that user chose would run their code with it")]
+    OverrideNotTheirs {
+        path: PathBuf,
+        user: u32,
+        how: &'static str,
+    },
+}
+
+/// Whether root's `--libcuda-unsafe` may be honoured: always for a process
+/// with no power beyond its user, and for root itself; never for a process
+/// that another user started and that runs with more power than that user
+/// (file capabilities, set-uid, or sudo), since that user would choose the
+/// code it runs. `Err` says who and how.
+pub fn may_trust_any_library() -> Result<(), (u32, &'static str)> {
+    let standing = privilege::standing();
+    if !standing.elevated() {
+        return Ok(());
+    }
+    match invoking_user() {
+        None => Ok(()),
+        Some(user) if standing.root => Err((user, "through sudo")),
+        Some(user) => Err((user, "through file capabilities or set-uid")),
+    }
 }
 
 /// Opens a shared library that root is about to load, and checks the file
 /// itself (not its name, which could be swapped): a regular file owned by
 /// root and writable by nobody else. The caller loads it through
 /// `/proc/self/fd/N`, so what was checked is what runs. Other users load
-/// what they like into their own process: for them only the opening counts.
+/// what they like into their own process: for them only the opening
+/// counts, unless this process has more power than they do (capabilities,
+/// secure execution), which it is then checked as root.
 pub fn open_library_for_root(path: &Path) -> Result<OwnedFd, UntrustedLibrary> {
     let fd =
         rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).map_err(|e| {
@@ -63,7 +89,7 @@ pub fn open_library_for_root(path: &Path) -> Result<OwnedFd, UntrustedLibrary> {
                 source: e.into(),
             }
         })?;
-    if !rustix::process::geteuid().is_root() {
+    if !privilege::elevated() {
         return Ok(fd);
     }
     let stat = rustix::fs::fstat(&fd).map_err(|e| UntrustedLibrary::Io {
@@ -122,7 +148,7 @@ pub fn invoking_user() -> Option<u32> {
 /// last component, no FIFO.
 pub fn read_for_invoker(path: &Path, cap: u64) -> Result<String, ReadError> {
     let (fd, stat) = open_regular(path)?;
-    if let (true, Some(user)) = (rustix::process::geteuid().is_root(), invoking_user()) {
+    if let (true, Some(user)) = (privilege::elevated(), invoking_user()) {
         if stat.st_uid != user && stat.st_mode & 0o004 == 0 {
             return Err(ReadError::NotTheirs {
                 owner: stat.st_uid,

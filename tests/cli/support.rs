@@ -729,6 +729,9 @@ impl Fixture {
             .env_remove("FAKE_CUDA_DRIVER_VERSION")
             .env_remove("CRTOOLS_SCRIPT_ACTION")
             .env_remove("LD_PRELOAD")
+            // A `sudo cargo test` would otherwise make every run one that
+            // acts for another user.
+            .env_remove("SUDO_UID")
             .stdin(Stdio::null());
         match &self.devices {
             Some(devices) => command.env("FAKE_CUDA_DEVICES", devices),

@@ -134,3 +134,161 @@ fn a_drain_signal_that_means_stop_is_refused_before_anything_is_sent() {
         received(&received_file).lines().any(|l| l == "40")
     });
 }
+
+/// A prerequisite a test cannot do without. Where it is missing the test
+/// says so and passes, except in CI (`CI` set), where it fails: CI must
+/// run every attacker's test.
+fn prerequisite(what: &str, met: bool) -> bool {
+    if !met {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must be able to {what}"
+        );
+        eprintln!("skipped: cannot {what}");
+    }
+    met
+}
+
+const NOBODY: u32 = 65534;
+
+/// A library whose constructor writes `MARK_FILE`: the code a user would
+/// have a capable cudackpt run.
+const MARKING_LIBRARY: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((constructor)) static void mark(void) {
+    const char *path = getenv("MARK_FILE");
+    if (path) { FILE *f = fopen(path, "w"); if (f) { fputs("ran with cudackpt's power", f); fclose(f); } }
+}
+int cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+"#;
+
+/// Arguments, environment and the exit status expected.
+type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], i32);
+
+fn setcap() -> Option<PathBuf> {
+    ["/usr/sbin/setcap", "/sbin/setcap", "/usr/bin/setcap"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+/// The README offers `setcap cap_sys_ptrace+ep` on the binary. Such a copy
+/// runs with the uid of whoever starts it, so it once skipped root's
+/// checks on `--libcuda`: a user's library ran with CAP_SYS_PTRACE, enough
+/// to attach to a root daemon. A capable copy now loads only what root
+/// would, and root's `--libcuda-unsafe` is not the user's to give.
+#[test]
+fn a_copy_with_capabilities_loads_only_what_root_would() {
+    if !prerequisite(
+        "give files to another user and run as them (needs root)",
+        crate::support::running_as_root(),
+    ) {
+        return;
+    }
+    let Some(setcap) = setcap() else {
+        prerequisite("find setcap (Debian's libcap2-bin)", false);
+        return;
+    };
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let bin = fx.world_runnable_cudackpt();
+    let plain_bin = bin.with_file_name("cudackpt-plain");
+    fs::copy(&bin, &plain_bin).expect("a copy without capabilities");
+    let status = std::process::Command::new(&setcap)
+        .args(["cap_sys_ptrace+ep"])
+        .arg(&bin)
+        .status()
+        .expect("run setcap");
+    if !prerequisite("set a file capability here", status.success()) {
+        return;
+    }
+    // The user's own directory, library and mark.
+    let home = fx.dir().join("home");
+    fs::create_dir(&home).expect("home");
+    let library = home.join("libcuda.so.1");
+    fs::copy(fx.compile_library("evil", MARKING_LIBRARY), &library).expect("library");
+    for path in [&home, &library] {
+        std::os::unix::fs::chown(path, Some(NOBODY), Some(NOBODY)).expect("chown");
+    }
+    let mark = home.join("mark");
+    let lib = library.to_str().expect("utf-8").to_string();
+    let pid = target.arg();
+    let as_nobody = |program: &Path, args: &[&str], env: &[(&str, &str)]| {
+        use std::os::unix::process::CommandExt;
+        let mut command = fx.command_for(program, args);
+        command
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .current_dir("/")
+            .env_remove("CUDACKPT_LIBCUDA")
+            .env("MARK_FILE", &mark)
+            .envs(env.iter().copied());
+        command.output().expect("run cudackpt as nobody")
+    };
+
+    // The control: without capabilities nobody loads their own library
+    // into their own process (their business), so the library works.
+    let output = as_nobody(&plain_bin, &["--libcuda", &lib, "devices"], &[]);
+    assert!(
+        mark.exists(),
+        "the library runs in nobody's own process: {output:?}"
+    );
+    fs::remove_file(&mark).expect("reset");
+
+    // With the capability, every way of naming it is refused.
+    let cases: [Case; 6] = [
+        (&["--json", "--libcuda", &lib, "state", &pid], &[], 6),
+        (
+            &[
+                "--json",
+                "--libcuda",
+                &lib,
+                "--libcuda-unsafe",
+                "state",
+                &pid,
+            ],
+            &[],
+            6,
+        ),
+        (&["--json", "state", &pid], &[("CUDACKPT_LIBCUDA", &lib)], 6),
+        (
+            &["--json", "state", &pid],
+            &[("CUDACKPT_LIBCUDA", &lib), ("CUDACKPT_LIBCUDA_UNSAFE", "1")],
+            6,
+        ),
+        (
+            &["--get-state", "--pid", &pid],
+            &[("CUDACKPT_LIBCUDA", &lib), ("CUDACKPT_LIBCUDA_UNSAFE", "1")],
+            1,
+        ),
+        (
+            &[],
+            &[
+                ("CUDACKPT_LIBCUDA", &lib),
+                ("CUDACKPT_LIBCUDA_UNSAFE", "1"),
+                ("CRTOOLS_SCRIPT_ACTION", "pre-dump"),
+                ("CRTOOLS_INIT_PID", &pid),
+            ],
+            6,
+        ),
+    ];
+    for (args, env, code) in cases {
+        let output = as_nobody(&bin, args, env);
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{args:?} {env:?}: {output:?}"
+        );
+        assert!(
+            !mark.exists(),
+            "{args:?} {env:?}: the user's code ran with CAP_SYS_PTRACE"
+        );
+        let (stdout, stderr) = texts(&output);
+        assert!(
+            (stdout + &stderr).contains("uid 65534"),
+            "{args:?}: the refusal names the owner or the user: {output:?}"
+        );
+    }
+    fx.assert_no_calls("a capable copy refusing a user's library");
+}
