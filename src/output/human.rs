@@ -4,6 +4,7 @@
 use crate::ops::diagnose::{Failure, FailureKind};
 use crate::ops::report::{DrainOutcome, DrainReport, Layout, ProcessReport, Report};
 use crate::output::{columns, format_duration, Look};
+use crate::targets::name::printable;
 
 /// Renders a process command's report: (stdout, stderr).
 pub fn process_report(report: &Report, look: Look) -> (String, String) {
@@ -54,7 +55,11 @@ pub fn process_report(report: &Report, look: Look) -> (String, String) {
 
 fn row(layout: Layout, prediction: bool, p: &ProcessReport, look: Look) -> Vec<String> {
     let pid = p.pid.to_string();
-    let name = p.name.clone().unwrap_or_else(|| "-".to_string());
+    // A name is its process's to choose: never raw on a terminal.
+    let name = p
+        .name
+        .as_deref()
+        .map_or_else(|| "-".to_string(), |n| printable(n).into_owned());
     let tid = p
         .restore_tid
         .map_or_else(|| "-".to_string(), |t| t.to_string());
@@ -143,7 +148,10 @@ fn moved_or_failed(p: &ProcessReport, look: Look) -> String {
     // whatever it was, rather than "unknown".
     let untouched = p.state.is_none() && p.steps.is_empty();
     match &p.failure {
-        None => p.note.clone().unwrap_or(moved),
+        None => p
+            .note
+            .as_deref()
+            .map_or(moved, |note| printable(note).into_owned()),
         Some(f) if f.kind == FailureKind::NotAttempted => {
             let now = if untouched {
                 "unchanged".to_string()

@@ -296,8 +296,12 @@ pub fn write_stdout(text: &str) -> io::Result<()> {
     )
 }
 
-/// Writes `text` to stderr, ignoring a closed stream.
+/// Writes `text` to stderr, ignoring a closed stream. Messages carry the
+/// names of processes and threads, which their owners choose: every control
+/// character but the newline is escaped (`\x1b`), so none can drive the
+/// terminal (cudackpt writes no colour or cursor motion to stderr).
 pub fn write_stderr(text: &str) {
+    let text = crate::targets::name::printable_lines(text);
     let _ = io::stderr().lock().write_all(text.as_bytes());
 }
 

@@ -36,7 +36,7 @@ pub fn parse_ppid(stat: &str) -> Option<i32> {
 pub fn tree(root: i32) -> Vec<i32> {
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     for pid in all_pids() {
-        if let Some(ppid) = fs::read_to_string(format!("/proc/{pid}/stat"))
+        if let Some(ppid) = crate::targets::process::read_proc_text(&format!("/proc/{pid}/stat"))
             .ok()
             .as_deref()
             .and_then(parse_ppid)

@@ -237,9 +237,7 @@ pub fn thread_names(pid: i32) -> Vec<(i32, String)> {
             let entry = entry.ok()?;
             let tid: i32 = entry.file_name().to_str()?.parse().ok()?;
             let comm = files::read_capped_bytes(&entry.path().join("comm"), COMM_CAP).ok()?;
-            let name = String::from_utf8_lossy(&comm)
-                .trim_end_matches('\n')
-                .to_string();
+            let name = crate::targets::name::from_bytes(&comm);
             Some((tid, name))
         })
         .collect()

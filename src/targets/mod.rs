@@ -9,5 +9,6 @@ pub mod discover;
 pub mod evidence;
 pub mod kmsg;
 pub mod memory;
+pub mod name;
 pub mod namespace;
 pub mod process;

@@ -33,7 +33,7 @@ pub fn parse_nspid(status: &str) -> Vec<i32> {
 
 /// The PID `pid` (a host PID) has in its own namespace.
 pub fn own_pid(pid: i32) -> i32 {
-    fs::read_to_string(format!("/proc/{pid}/status"))
+    crate::targets::process::read_proc_text(&format!("/proc/{pid}/status"))
         .ok()
         .and_then(|status| parse_nspid(&status).last().copied())
         .unwrap_or(pid)

@@ -10,6 +10,8 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use crate::targets::name::printable;
+
 /// Parses a PID as given on the command line. Rejects what can never be a
 /// process: text, 0, negative numbers and numbers beyond `pid_t`.
 pub fn parse_pid(text: &str) -> Result<i32, String> {
@@ -69,9 +71,9 @@ impl Eq for Identity {}
 /// How a target stopped being the process that was checked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdentityLost {
-    #[error("PID {pid} ({name}) exited after it was checked")]
+    #[error("PID {pid} ({}) exited after it was checked", printable(name))]
     Exited { pid: i32, name: String },
-    #[error("PID {pid} is no longer the process that was checked ({name}): it exited and its PID now belongs to another process{owner}", owner = .owner.map_or(String::new(), |uid| format!(" of uid {uid}")))]
+    #[error("PID {pid} is no longer the process that was checked ({}): it exited and its PID now belongs to another process{owner}", printable(name), owner = .owner.map_or(String::new(), |uid| format!(" of uid {uid}")))]
     Replaced {
         pid: i32,
         name: String,
@@ -163,7 +165,7 @@ fn take_pidfd_budget() -> bool {
 /// Field 22 of /proc/PID/stat: when the process started, in clock ticks
 /// since boot; a reused PID has another.
 pub fn starttime(pid: i32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = read_proc_text(&format!("/proc/{pid}/stat")).ok()?;
     stat_fields(&stat)?.nth(19)?.parse().ok()
 }
 
@@ -200,12 +202,19 @@ pub struct ProcStatus {
 pub enum TargetError {
     #[error("no process has PID {pid}")]
     NoSuchProcess { pid: i32 },
-    #[error("PID {pid} ({name}) has exited and is waiting to be reaped (zombie)")]
+    #[error(
+        "PID {pid} ({}) has exited and is waiting to be reaped (zombie)",
+        printable(name)
+    )]
     Zombie { pid: i32, name: String },
-    #[error("{tid} is a thread of process {tgid} ({name}), not a process")]
+    #[error(
+        "{tid} is a thread of process {tgid} ({}), not a process",
+        printable(name)
+    )]
     Thread { tid: i32, tgid: i32, name: String },
     #[error(
-        "PID {pid} ({name}) belongs to user {owner}, and this user ({caller}) may not act on it"
+        "PID {pid} ({}) belongs to user {owner}, and this user ({caller}) may not act on it",
+        printable(name)
     )]
     PermissionDenied {
         pid: i32,
@@ -282,17 +291,25 @@ pub fn parse_status(text: &str) -> Option<ProcStatus> {
     })
 }
 
-/// Reads a small /proc file in one `read` where it fits in 4 KiB (procfs
-/// reports size 0, so the std helpers would grow the buffer read by read).
-fn read_proc_file(path: &str) -> io::Result<String> {
-    let mut text = String::with_capacity(4096);
-    fs::File::open(path)?.read_to_string(&mut text)?;
-    Ok(text)
+/// The most of a /proc text file cudackpt reads (`status` is about 1.5
+/// KiB; a file this long is not one the kernel wrote).
+const PROC_TEXT_CAP: u64 = 64 << 10;
+
+/// Reads a small /proc text file (`stat`, `status`) in one `read` where it
+/// fits in 4 KiB (procfs reports size 0, so the std helpers would grow the
+/// buffer read by read). Its process's name is in it, and a name is any
+/// bytes: the text is decoded lossily, never refused for them.
+pub fn read_proc_text(path: &str) -> io::Result<String> {
+    let mut bytes = Vec::with_capacity(4096);
+    fs::File::open(path)?
+        .take(PROC_TEXT_CAP)
+        .read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Reads `/proc/PID/status`; `Ok(None)` when the PID does not exist.
 pub fn read_status(pid: i32) -> Result<Option<ProcStatus>, TargetError> {
-    match read_proc_file(&format!("/proc/{pid}/status")) {
+    match read_proc_text(&format!("/proc/{pid}/status")) {
         Ok(text) => parse_status(&text)
             .map(Some)
             .ok_or_else(|| TargetError::Unreadable {
@@ -378,7 +395,7 @@ pub fn stat_fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
 
 /// Whether thread `tid` of process `pid` is stopped; `None` when it is gone.
 pub fn thread_stopped(pid: i32, tid: i32) -> Option<bool> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    let stat = read_proc_text(&format!("/proc/{pid}/task/{tid}/stat")).ok()?;
     let state = stat_fields(&stat)?.next()?.chars().next()?;
     Some(is_stopped_state(state))
 }
@@ -433,7 +450,7 @@ impl Privileges {
 
 /// Whether this process's effective capabilities include CAP_SYS_PTRACE.
 fn has_cap_sys_ptrace() -> bool {
-    read_proc_file("/proc/self/status")
+    read_proc_text("/proc/self/status")
         .ok()
         .and_then(|status| {
             let hex = status

@@ -715,6 +715,12 @@ impl Fixture {
     /// The environment every cudackpt run gets: the fake as the driver, this
     /// fixture's state directory, and nothing from the caller that changes
     /// output (logs, colour, terminal width, injected failures).
+    /// [`Fixture::configure`] for a command that runs cudackpt itself (a
+    /// shell in a namespace of its own).
+    pub fn configure_for(&self, command: &mut StdCommand) {
+        self.configure(command);
+    }
+
     fn configure(&self, command: &mut StdCommand) {
         command
             .env("CUDACKPT_LIBCUDA", fake_libcuda())

@@ -199,7 +199,8 @@ impl Failure {
 /// `PID 4242 (python3)`, or `PID 4242` when the name is unknown.
 pub fn describe_process(pid: i32, name: Option<&str>) -> String {
     match name {
-        Some(name) => format!("PID {pid} ({name})"),
+        // Printable: a newline in a name must not start a line of its own.
+        Some(name) => format!("PID {pid} ({})", crate::targets::name::printable(name)),
         None => format!("PID {pid}"),
     }
 }

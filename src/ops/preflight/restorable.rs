@@ -213,7 +213,10 @@ fn judge(
 fn sign_text(pid: i32, sign: &RankSign) -> String {
     match sign {
         RankSign::NcclThread { tid, name } => {
-            format!("thread {name} (TID {tid}) in /proc/{pid}/task")
+            format!(
+                "thread {} (TID {tid}) in /proc/{pid}/task",
+                crate::targets::name::printable(name)
+            )
         }
         RankSign::WorldSize { var, size } => format!("{var}={size} in /proc/{pid}/environ"),
     }

@@ -22,15 +22,14 @@ pub fn resolve(pid: i32) -> Result<Target, i32> {
     if pid <= 0 {
         return Err(CUDA_ERROR_OPERATING_SYSTEM);
     }
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|_| CUDA_ERROR_OPERATING_SYSTEM)?;
+    let status =
+        read_lossy(format!("/proc/{pid}/status")).map_err(|_| CUDA_ERROR_OPERATING_SYSTEM)?;
     let tgid = parse_tgid(&status).ok_or(CUDA_ERROR_OPERATING_SYSTEM)?;
-    let stat = std::fs::read_to_string(format!("/proc/{tgid}/stat"))
-        .map_err(|_| CUDA_ERROR_OPERATING_SYSTEM)?;
+    let stat = read_lossy(format!("/proc/{tgid}/stat")).map_err(|_| CUDA_ERROR_OPERATING_SYSTEM)?;
     let starttime = parse_starttime(&stat).ok_or(CUDA_ERROR_OPERATING_SYSTEM)?;
     // Unreadable maps (another user's process, PID 1 for a non-root caller)
     // count as "not a CUDA process", as for PID 1 under the real driver.
-    let maps = std::fs::read_to_string(format!("/proc/{tgid}/maps")).unwrap_or_default();
+    let maps = read_lossy(format!("/proc/{tgid}/maps")).unwrap_or_default();
     match own_library() {
         Some(me) if maps_library(&maps, me) => Ok(Target { tgid, starttime }),
         _ => Err(CUDA_ERROR_NOT_INITIALIZED),
@@ -68,7 +67,7 @@ fn parse_tgid(status: &str) -> Option<i32> {
 
 /// Whether `pid` is a live process: it exists and is not a zombie.
 pub fn is_running(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+    read_lossy(format!("/proc/{pid}/status")).is_ok_and(|status| {
         status
             .lines()
             .find_map(|line| line.strip_prefix("State:"))
@@ -78,7 +77,7 @@ pub fn is_running(pid: i32) -> bool {
 
 /// Field 22 of `/proc/PID/stat`: when process `pid` started.
 pub fn starttime(pid: i32) -> Option<u64> {
-    parse_starttime(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    parse_starttime(&read_lossy(format!("/proc/{pid}/stat")).ok()?)
 }
 
 /// Field 22 (starttime) of a `/proc/PID/stat` text; the command name (field
@@ -132,7 +131,7 @@ fn own_library() -> Option<&'static LibraryId> {
     static ME: OnceLock<Option<LibraryId>> = OnceLock::new();
     ME.get_or_init(|| {
         let address = own_library as *const () as u64;
-        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+        let maps = read_lossy("/proc/self/maps".to_string()).ok()?;
         maps.lines()
             .filter_map(parse_maps_line)
             .find(|m| m.start <= address && address < m.end && m.inode != 0)
@@ -152,6 +151,12 @@ fn maps_library(maps: &str, me: &LibraryId) -> bool {
         (m.inode == me.inode && m.device == me.device)
             || m.path.trim_end_matches(" (deleted)") == me.path
     })
+}
+
+/// A /proc text file, whatever bytes the process's name holds (the real
+/// driver does not refuse a process for its name either).
+fn read_lossy(path: String) -> std::io::Result<String> {
+    std::fs::read(path).map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[cfg(test)]
