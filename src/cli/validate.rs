@@ -265,9 +265,20 @@ pub enum Invalid {
 /// A map file is a few KiB.
 const MAP_FILE_CAP: u64 = 1 << 20;
 
+/// The pairs of a map file. An entry that is not a pair is named by its
+/// position, never echoed: the file's text is not for an error to show.
 fn read_map_file(file: &Path) -> Result<Vec<String>, String> {
     let text = files::read_for_invoker(file, MAP_FILE_CAP).map_err(|e| e.to_string())?;
-    map::parse_map_file(&text)
+    let pairs = map::parse_map_file(&text)?;
+    for (i, pair) in pairs.iter().enumerate() {
+        if let Err(MapError::Syntax { .. }) = MapSpec::parse(std::slice::from_ref(pair)) {
+            return Err(format!(
+                "entry {} is not OLD=NEW with each side a GPU UUID or a local index",
+                i + 1
+            ));
+        }
+    }
+    Ok(pairs)
 }
 
 impl TryFrom<RawProcessCommand> for Invocation {

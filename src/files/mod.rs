@@ -141,22 +141,59 @@ pub fn invoking_user() -> Option<u32> {
         .filter(|&uid| uid != 0)
 }
 
+/// The group of the user cudackpt acts for under sudo (`SUDO_GID`, set by
+/// sudo itself); the overflow group (nobody's) where it is missing, so a
+/// file is never read through a group that user may not be in.
+fn invoking_group() -> u32 {
+    const OVERFLOW_GID: u32 = 65534;
+    std::env::var("SUDO_GID")
+        .ok()
+        .and_then(|gid| gid.trim().parse::<u32>().ok())
+        .filter(|&gid| gid != 0)
+        .unwrap_or(OVERFLOW_GID)
+}
+
 /// Reads a small file that a user named on the command line, on their
-/// behalf: as root for someone else (sudo), only a file that user could
-/// read themselves (their own, or readable by everyone), so root never
-/// shows them what they could not see. Capped, no link followed at the
-/// last component, no FIFO.
+/// behalf. As root for someone else (sudo), the file is opened with that
+/// user's credentials (uid, `SUDO_GID`, no supplementary groups) on a
+/// thread of its own, so the kernel decides, every directory above it
+/// included, and root never shows them a file they could not open
+/// themselves. Capped, no link followed at the last component, no FIFO.
 pub fn read_for_invoker(path: &Path, cap: u64) -> Result<String, ReadError> {
-    let (fd, stat) = open_regular(path)?;
-    if let (true, Some(user)) = (privilege::elevated(), invoking_user()) {
-        if stat.st_uid != user && stat.st_mode & 0o004 == 0 {
-            return Err(ReadError::NotTheirs {
-                owner: stat.st_uid,
-                user,
-            });
-        }
-    }
+    let (fd, _) = match (privilege::standing().root, invoking_user()) {
+        (true, Some(user)) => open_as(user, invoking_group(), path)?,
+        _ => open_regular(path)?,
+    };
     read_fd_capped(fd, cap)
+}
+
+/// [`open_regular`] with another user's credentials. Linux keeps
+/// credentials per thread, so a scoped thread takes them on, opens, and
+/// ends: this thread's stay root's, whatever happens on the other.
+fn open_as(uid: u32, gid: u32, path: &Path) -> Result<(OwnedFd, rustix::fs::Stat), ReadError> {
+    use rustix::process::{Gid, Uid};
+    std::thread::scope(|scope| {
+        let opener = std::thread::Builder::new()
+            .name("cudackpt-as-user".into())
+            .spawn_scoped(scope, || {
+                // Groups first: after the uid changes, this thread may not.
+                rustix::thread::set_thread_groups(&[]).map_err(io::Error::from)?;
+                rustix::thread::set_thread_res_gid(None, Gid::from_raw(gid), None)
+                    .map_err(io::Error::from)?;
+                rustix::thread::set_thread_res_uid(None, Uid::from_raw(uid), None)
+                    .map_err(io::Error::from)?;
+                match open_regular(path) {
+                    Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::PermissionDenied => {
+                        Err(ReadError::NotTheirs { user: uid })
+                    }
+                    other => other,
+                }
+            })
+            .map_err(ReadError::Io)?;
+        opener
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }
 
 /// Why a small file could not be read.
@@ -172,8 +209,8 @@ pub enum ReadError {
     NotText,
     #[error("{0}")]
     Unsafe(Box<UnsafeDir>),
-    #[error("it belongs to uid {owner} and uid {user}, who ran cudackpt, may not read it")]
-    NotTheirs { owner: u32, user: u32 },
+    #[error("uid {user}, who ran cudackpt through sudo, may not read it")]
+    NotTheirs { user: u32 },
 }
 
 /// Reads at most `cap` bytes of text from `path`: no symlink followed at the

@@ -273,32 +273,38 @@ pub fn format_map(pairs: &[GpuPair]) -> String {
 /// `map` cudackpt prints with --json). Returns `OLD=NEW` values for
 /// [`parse_map`]; the error says what is wrong with the file.
 pub fn parse_map_file(text: &str) -> Result<Vec<String>, String> {
+    // The file may be one the invoker could read but a log should not
+    // show: errors name an entry by its position, never by its text.
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let as_text = |v: &serde_json::Value| {
+    let as_text = |v: &serde_json::Value, at: usize| {
         v.as_str()
             .map(str::to_string)
-            .ok_or(format!("{v} is not a string"))
+            .ok_or(format!("entry {at}: its value is not a string"))
     };
     match value {
+        // serde_json keeps an object's keys sorted: so are the positions.
         serde_json::Value::Object(pairs) => pairs
             .iter()
-            .map(|(old, new)| Ok(format!("{old}={}", as_text(new)?)))
+            .enumerate()
+            .map(|(i, (old, new))| Ok(format!("{old}={}", as_text(new, i + 1)?)))
             .collect(),
         serde_json::Value::Array(items) => items
             .iter()
-            .map(|item| match item {
+            .enumerate()
+            .map(|(i, item)| match item {
                 serde_json::Value::String(pair) => Ok(pair.clone()),
                 serde_json::Value::Object(pair) => {
                     let field = |name: &str| {
                         pair.get(name)
-                            .ok_or(format!("{item} has no \"{name}\""))
-                            .and_then(as_text)
+                            .ok_or(format!("entry {}: no \"{name}\"", i + 1))
+                            .and_then(|v| as_text(v, i + 1))
                     };
                     Ok(format!("{}={}", field("old")?, field("new")?))
                 }
-                other => Err(format!(
-                    "{other} is neither \"OLD=NEW\" nor {{\"old\": ..., \"new\": ...}}"
+                _ => Err(format!(
+                    "entry {} is neither \"OLD=NEW\" nor {{\"old\": ..., \"new\": ...}}",
+                    i + 1
                 )),
             })
             .collect(),

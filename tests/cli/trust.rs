@@ -292,3 +292,248 @@ fn a_copy_with_capabilities_loads_only_what_root_would() {
     }
     fx.assert_no_calls("a capable copy refusing a user's library");
 }
+
+/// A CUDA program that names itself by its first argument: `bad` gives it
+/// a name that is not UTF-8, `ctl` one that would retitle a terminal,
+/// return the cursor and erase the row.
+const NAMED_PROGRAM: &str = r#"#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    const char *name = argc > 1 && strcmp(argv[1], "ctl") == 0
+        ? "\x1b]0;pwn\x07\r\x1b[2K" : "bad\xff\xfe";
+    prctl(PR_SET_NAME, name);
+    for (;;) pause();
+}
+"#;
+
+const BAD_NAME: &str = "bad\u{fffd}\u{fffd}";
+const CONTROL_NAME: &str = "\x1b]0;pwn\x07\r\x1b[2K";
+
+/// Raw control characters a terminal would act on.
+fn drives_a_terminal(text: &str) -> bool {
+    text.chars().any(|c| c.is_control() && c != '\n')
+}
+
+fn named_program(fx: &Fixture) -> PathBuf {
+    fx.compile_program("named", NAMED_PROGRAM)
+}
+
+/// A name is its process's to choose, and `prctl(PR_SET_NAME, "bad\xff\xfe")`
+/// once made /proc/PID/status unreadable as text: `state` failed with the
+/// hint "check that /proc is mounted", `suspend --all --yes` failed the
+/// process and left the rest of the group not attempted, and a `--tree`
+/// suspend said "no CUDA process found" while it kept its GPU. Every CUDA
+/// process is now found and acted on whatever its name, and no name
+/// reaches a terminal raw.
+#[test]
+fn a_process_is_found_named_and_acted_on_whatever_its_name() {
+    use crate::support::Member;
+    use crate::wire::{ProcessCommandDoc, State};
+    let fx = Fixture::new();
+    let program = named_program(&fx);
+    let tree = fx.tree(
+        &format!(
+            r#"LD_PRELOAD=$CUDA {0} bad & echo "bad $!" >> "$PIDS"
+LD_PRELOAD=$CUDA {0} ctl & echo "ctl $!" >> "$PIDS"
+wait"#,
+            program.display()
+        ),
+        &[("bad", Member::Cuda), ("ctl", Member::Cuda)],
+    );
+    let (bad, ctl) = (tree.pid("bad"), tree.pid("ctl"));
+    wait_until("both to name themselves", || {
+        fs::read(format!("/proc/{ctl}/comm")).is_ok_and(|c| c.starts_with(b"\x1b"))
+            && fs::read(format!("/proc/{bad}/comm")).is_ok_and(|c| c.starts_with(b"bad\xff"))
+    });
+    let (bad_arg, ctl_arg, root) = (bad.to_string(), ctl.to_string(), tree.root().to_string());
+
+    // state and ps, JSON: the names as the process set them (lossily).
+    let doc: ProcessCommandDoc = fx.json(&["state", &bad_arg, &ctl_arg], 0);
+    assert_eq!(doc.process(bad).name.as_deref(), Some(BAD_NAME), "{doc:?}");
+    assert_eq!(
+        doc.process(ctl).name.as_deref(),
+        Some(CONTROL_NAME),
+        "{doc:?}"
+    );
+    let doc: ProcessCommandDoc = fx.json(&["ps", "--tree", &root], 0);
+    let mut pids = doc.pids();
+    pids.sort_unstable();
+    assert_eq!(pids, {
+        let mut both = vec![bad, ctl];
+        both.sort_unstable();
+        both
+    });
+
+    // Human output: found, and every control character escaped.
+    for args in [
+        vec!["state", &bad_arg, &ctl_arg],
+        vec!["ps", "--tree", &root],
+        vec!["-v", "suspend", "--tree", &root],
+        vec!["resume", "--tree", &root],
+        // A refusal names the process on stderr.
+        vec!["unlock", &ctl_arg],
+        vec!["restore", &ctl_arg],
+    ] {
+        let output = fx.std_command(&args).output().expect("run cudackpt");
+        let (stdout, stderr) = texts(&output);
+        assert!(
+            !drives_a_terminal(&stdout) && !drives_a_terminal(&stderr),
+            "{args:?}: raw control characters reached the terminal: {output:?}"
+        );
+        if args[0] == "state" {
+            assert_eq!(output.status.code(), Some(0), "{output:?}");
+            assert!(stdout.contains("\\x1b]0;pwn\\x07\\x0d\\x1b[2K"), "{stdout}");
+            assert!(stdout.contains(BAD_NAME), "{stdout}");
+        }
+        if args[0] == "restore" {
+            assert_eq!(output.status.code(), Some(4), "{output:?}");
+            assert!(
+                stderr.contains(&format!("PID {ctl} (\\x1b]0;pwn")),
+                "{stderr}"
+            );
+        }
+    }
+    // The suspend and resume above went through --tree, and did act.
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--tree", &root], 0);
+    for pid in [bad, ctl] {
+        assert_eq!(doc.process(pid).state, State::Checkpointed, "{doc:?}");
+    }
+    let doc: ProcessCommandDoc = fx.json(&["resume", "--tree", &root], 0);
+    for pid in [bad, ctl] {
+        assert_eq!(doc.process(pid).state, State::Running, "{doc:?}");
+    }
+}
+
+/// `suspend --all --yes` of a host where one CUDA process has a name that
+/// is not text: every process is suspended and resumed. Run in a PID
+/// namespace of its own (`unshare --pid --mount-proc`), so that "the whole
+/// host" is this test's processes alone.
+#[test]
+fn the_whole_host_is_suspended_whatever_its_processes_are_named() {
+    if !prerequisite(
+        "make a PID namespace (needs root)",
+        crate::support::running_as_root(),
+    ) {
+        return;
+    }
+    let fx = Fixture::new();
+    let program = named_program(&fx);
+    let out = fx.dir().join("all");
+    fs::create_dir(&out).expect("out dir");
+    let script = format!(
+        r#"set -e
+LD_PRELOAD="$CUDA" {program} bad & LD_PRELOAD="$CUDA" {program} ctl & LD_PRELOAD="$CUDA" sleep 600 &
+for i in $(seq 200); do [ "$(grep -l -s '{fake}' /proc/[0-9]*/maps | wc -l)" -ge 3 ] && break; sleep 0.05; done
+"$CUDACKPT" --json suspend --all --yes > {out}/suspend.json || echo $? > {out}/suspend.status
+"$CUDACKPT" --json resume --all --yes > {out}/resume.json || echo $? > {out}/resume.status
+kill $(jobs -p)"#,
+        program = program.display(),
+        fake = crate::support::fake_libcuda().display(),
+        out = out.display(),
+    );
+    let mut command = std::process::Command::new("unshare");
+    command
+        .args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script])
+        .env("CUDA", crate::support::fake_libcuda())
+        .env("CUDACKPT", crate::support::cudackpt_bin());
+    fx.configure_for(&mut command);
+    let output = command.output().expect("run unshare");
+    if !prerequisite(
+        "run unshare --pid --mount-proc here",
+        output.status.success() || out.join("suspend.json").exists(),
+    ) {
+        return;
+    }
+    for step in ["suspend", "resume"] {
+        assert!(
+            !out.join(format!("{step}.status")).exists(),
+            "{step} failed: {output:?}"
+        );
+        let text = fs::read(out.join(format!("{step}.json"))).expect("the document");
+        let doc: crate::wire::ProcessCommandDoc = crate::support::parse_one_document(&text);
+        assert!(doc.ok, "{step}: {doc:?}");
+        assert_eq!(
+            doc.processes.len(),
+            3,
+            "{step}: every CUDA process: {doc:?}"
+        );
+        let names: Vec<_> = doc
+            .processes
+            .iter()
+            .filter_map(|p| p.name.clone())
+            .collect();
+        assert!(names.iter().any(|n| n == BAD_NAME), "{names:?}");
+        assert!(names.iter().any(|n| n == CONTROL_NAME), "{names:?}");
+    }
+}
+
+/// Under sudo, `--map-file` once checked only the file's owner and its
+/// other-read bit: a 0644 file under root's 0700 directory was read for a
+/// user who could not open it, and its text came back in the error
+/// (`invalid --map entry "SECRET-TOKEN-abc123=hunter2-password"`). The
+/// file is now opened with the user's own credentials, so the kernel
+/// judges every directory above it; a missing file there reads the same as
+/// a present one; and no error shows a file's text.
+#[test]
+fn a_map_file_is_read_as_the_user_who_asked_and_never_echoed() {
+    if !prerequisite(
+        "act for another user (needs root)",
+        crate::support::running_as_root(),
+    ) {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let vault = fx.dir().join("vault");
+    fs::create_dir(&vault).expect("vault");
+    fs::set_permissions(&vault, fs::Permissions::from_mode(0o700)).expect("chmod");
+    let secret = vault.join("map.json");
+    fs::write(&secret, r#"["SECRET-TOKEN-abc123=hunter2-password"]"#).expect("secret");
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o644)).expect("chmod");
+    let missing = vault.join("missing.json");
+    // The fixture's own directory must be open to nobody, as a home is.
+    fs::set_permissions(fx.dir(), fs::Permissions::from_mode(0o755)).expect("chmod");
+    let run = |file: &Path, sudo_uid: Option<&str>| {
+        let mut command = fx.std_command(&[
+            "restore",
+            "--map-file",
+            file.to_str().expect("utf-8"),
+            &target.arg(),
+        ]);
+        if let Some(uid) = sudo_uid {
+            command.env("SUDO_UID", uid).env("SUDO_GID", uid);
+        }
+        let output = command.output().expect("run cudackpt");
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        texts(&output).1
+    };
+    // Root itself reads it, and names the bad entry by position.
+    let err = run(&secret, None);
+    assert!(err.contains("entry 1 is not OLD=NEW"), "{err}");
+    assert!(!err.contains("SECRET") && !err.contains("hunter2"), "{err}");
+    // For nobody, through sudo: the directory stops them, as it would
+    // stop them without sudo; present or not, the same words.
+    let present = run(&secret, Some("65534"));
+    assert!(
+        present.contains("uid 65534") && present.contains("may not read it"),
+        "{present}"
+    );
+    assert!(
+        !present.contains("SECRET") && !present.contains("hunter2"),
+        "{present}"
+    );
+    let absent = run(&missing, Some("65534"));
+    assert_eq!(
+        present.replace("map.json", "FILE"),
+        absent.replace("missing.json", "FILE"),
+        "whether the file exists is not told"
+    );
+    fx.assert_no_calls("a map file the user may not read");
+    // Once nobody may pass through, the same file is read for them.
+    fs::set_permissions(&vault, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let err = run(&secret, Some("65534"));
+    assert!(err.contains("entry 1 is not OLD=NEW"), "{err}");
+    assert!(!err.contains("SECRET") && !err.contains("hunter2"), "{err}");
+}
