@@ -91,19 +91,8 @@ impl Target {
             pid: self.pid,
             name: self.name.clone(),
         };
-        if let Some(pidfd) = &self.identity.pidfd {
-            // A pidfd becomes readable when its process exits.
-            use rustix::event::{poll, PollFd, PollFlags, Timespec};
-            let mut fds = [PollFd::new(pidfd.as_ref(), PollFlags::IN)];
-            let now = Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            if poll(&mut fds, Some(&now)).is_ok_and(|ready| ready > 0)
-                && fds[0].revents().contains(PollFlags::IN)
-            {
-                return Err(exited());
-            }
+        if self.identity.pidfd.as_deref().is_some_and(pidfd_exited) {
+            return Err(exited());
         }
         let Some(status) = read_status(self.pid).ok().flatten() else {
             return Err(exited());
@@ -169,14 +158,32 @@ pub fn starttime(pid: i32) -> Option<u64> {
     stat_fields(&stat)?.nth(19)?.parse().ok()
 }
 
-/// The identity of the process `status` describes, held by a pidfd while
-/// the budget lasts.
-fn identity_of(pid: i32, status: &ProcStatus) -> Identity {
-    let pidfd = take_pidfd_budget()
+/// A pidfd for `pid`, while the budget lasts: opened before anything about
+/// the PID is read, so what is read afterwards is known to be this
+/// process's (see [`check_target`]).
+fn open_pidfd(pid: i32) -> Option<Arc<OwnedFd>> {
+    take_pidfd_budget()
         .then(|| rustix::process::Pid::from_raw(pid))
         .flatten()
         .and_then(|pid| rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok())
-        .map(Arc::new);
+        .map(Arc::new)
+}
+
+/// Whether the process a pidfd refers to has exited (its pidfd is then
+/// readable).
+fn pidfd_exited(pidfd: &OwnedFd) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    poll(&mut fds, Some(&now)).is_ok_and(|ready| ready > 0)
+        && fds[0].revents().contains(PollFlags::IN)
+}
+
+/// The identity of the process `status` describes, held by `pidfd`.
+fn identity_of(pid: i32, status: &ProcStatus, pidfd: Option<Arc<OwnedFd>>) -> Identity {
     Identity {
         pidfd,
         starttime: starttime(pid),
@@ -343,6 +350,12 @@ pub fn is_alive(pid: i32) -> bool {
 /// `hold`, the target is also held by a pidfd (while the budget lasts), for
 /// commands that will change it.
 pub fn check_target(pid: i32, caller: &Privileges, hold: bool) -> Result<Target, TargetError> {
+    // The pidfd first: opened after the checks, it could hold (and later
+    // signal) a process that took the PID in between. Opened before, it
+    // holds the process the checks then read, as long as that process has
+    // not exited by the end of them (checked below). A thread id has no
+    // pidfd of this kind; the status read says it is a thread.
+    let pidfd = if hold { open_pidfd(pid) } else { None };
     let status = read_status(pid)?.ok_or(TargetError::NoSuchProcess { pid })?;
     if status.tgid != pid {
         let name = read_status(status.tgid)
@@ -370,7 +383,13 @@ pub fn check_target(pid: i32, caller: &Privileges, hold: bool) -> Result<Target,
         });
     }
     let identity = if hold {
-        identity_of(pid, &status)
+        let identity = identity_of(pid, &status, pidfd);
+        // What was read may be a later process's, if the one the pidfd
+        // holds exited meanwhile: then it is gone.
+        if identity.pidfd.as_deref().is_some_and(pidfd_exited) {
+            return Err(TargetError::NoSuchProcess { pid });
+        }
+        identity
     } else {
         Identity::default()
     };
