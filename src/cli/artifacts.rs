@@ -145,7 +145,7 @@ const ENVIRONMENT: [(&str, &str); 23] = [
     ),
     (
         "SUDO_UID",
-        "Under sudo, --map-file is read only if this user could read it.",
+        "Under sudo, --map-file is opened with this user's credentials (and SUDO_GID's), and --libcuda-unsafe is refused.",
     ),
     (
         "LD_LIBRARY_PATH",
@@ -353,7 +353,7 @@ A sudo rule for cudackpt lets its users lock, checkpoint, restore and unlock the
 
 Records and locks live in a directory owned by root (or by the user running cudackpt) and writable by nobody else unless sticky: /run/cudackpt, --record-dir, CUDACKPT_RECORD_DIR, CUDACKPT_LOCK_DIR. Another directory is refused before any driver call (exit 6). Files are created 0600, exclusively and never through a link; links, FIFOs, devices and other users' files there are never read or written. The per-process lock fails closed (exit 1) unless --no-lock.
 
-As root, --libcuda loads only a library owned by root and writable by nobody else, checked and loaded through the same descriptor (--libcuda-unsafe overrides). Under sudo, --map-file is read only if the user who ran sudo could read it.
+As root, or with any capability or in secure execution (a setcap copy), --libcuda loads only a library owned by root and writable by nobody else, checked and loaded through the same descriptor; --libcuda-unsafe overrides it for root itself only, never under sudo or in a capable copy another user started. Under sudo, --map-file is opened with the credentials of the user who ran sudo, and no error shows its text. The drain signal is a real-time one (34..64). Process and thread names are printed with control characters escaped.
 
 Keep sudo's env_reset, so that no CUDACKPT_* variable passes through: %gpu-ops ALL=(root) NOPASSWD: /usr/local/bin/cudackpt";
 
