@@ -19,6 +19,8 @@ pub struct Standing {
     pub root: bool,
     /// The effective capability set is not empty.
     pub capable: bool,
+    /// The effective set holds CAP_SYS_PTRACE: it may act on any process.
+    pub ptrace: bool,
     /// The kernel started this program in secure-execution mode (set-uid,
     /// set-gid or file capabilities).
     pub secure: bool,
@@ -35,18 +37,21 @@ impl Standing {
 /// This process's standing, read once (a capget and, for a non-root
 /// process, one small read of /proc/self/auxv).
 pub fn standing() -> Standing {
+    use rustix::thread::CapabilitySet;
     static STANDING: OnceLock<Standing> = OnceLock::new();
     *STANDING.get_or_init(|| {
         let root = rustix::process::geteuid().is_root();
-        let capable = rustix::thread::capabilities(None)
-            .map(|sets| !sets.effective.is_empty())
-            // Unreadable: assume the worst, so the checks apply.
-            .unwrap_or(true);
+        let effective = rustix::thread::capabilities(None).map(|sets| sets.effective);
+        // Unreadable: assume the worst for the checks (capable), and no
+        // power to act on others' processes (no ptrace).
+        let capable = effective.map_or(true, |set| !set.is_empty());
+        let ptrace = effective.is_ok_and(|set| set.contains(CapabilitySet::SYS_PTRACE));
         // Root is elevated whatever the auxiliary vector says.
         let secure = !root && secure_execution();
         Standing {
             root,
             capable,
+            ptrace,
             secure,
         }
     })
@@ -104,6 +109,7 @@ mod tests {
         let plain = Standing {
             root: false,
             capable: false,
+            ptrace: false,
             secure: false,
         };
         assert!(!plain.elevated());

@@ -37,11 +37,16 @@ pub fn printable(text: &str) -> Cow<'_, str> {
 /// newlines stay, every other control character is escaped. Names that go
 /// into messages are made [`printable`] first, so a newline in a name
 /// cannot start a line of its own.
-pub fn printable_lines(text: &str) -> String {
-    text.split('\n')
-        .map(printable)
-        .collect::<Vec<_>>()
-        .join("\n")
+pub fn printable_lines(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\n') {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(
+        text.split('\n')
+            .map(printable)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
 }
 
 #[cfg(test)]

@@ -429,8 +429,6 @@ pub struct Privileges {
     pub ptrace_scope: Option<u8>,
 }
 
-const CAP_SYS_PTRACE_BIT: u32 = 19;
-
 impl Privileges {
     /// The caller's privileges. Root needs no capability check, so the
     /// process path reads /proc/self only for other users.
@@ -439,7 +437,7 @@ impl Privileges {
         Privileges {
             uid: rustix::process::getuid().as_raw(),
             euid,
-            cap_sys_ptrace: euid != 0 && has_cap_sys_ptrace(),
+            cap_sys_ptrace: euid != 0 && crate::files::privilege::standing().ptrace,
             ptrace_scope: None,
         }
     }
@@ -465,19 +463,6 @@ impl Privileges {
     pub fn may_act_on(&self, target: &ProcStatus) -> bool {
         self.is_privileged() || target.uids.iter().all(|&uid| uid == self.uid)
     }
-}
-
-/// Whether this process's effective capabilities include CAP_SYS_PTRACE.
-fn has_cap_sys_ptrace() -> bool {
-    read_proc_text("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            let hex = status
-                .lines()
-                .find_map(|line| line.strip_prefix("CapEff:"))?;
-            u64::from_str_radix(hex.trim(), 16).ok()
-        })
-        .is_some_and(|caps| caps & (1 << CAP_SYS_PTRACE_BIT) != 0)
 }
 
 #[cfg(test)]

@@ -10,10 +10,8 @@ use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::support::{cudackpt_bin, Fixture, SpawnGuarded};
+use crate::support::{cudackpt_bin, Fixture, SpawnGuarded, MARKING_LIBRARY, NOBODY};
 use crate::wire::{Kind, ProcessCommandDoc, State};
-
-const NOBODY: u32 = 65534;
 
 fn is_root() -> bool {
     fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) == 0
@@ -234,18 +232,6 @@ trait Pipe: Sized {
 }
 
 impl<T> Pipe for T {}
-
-/// A library whose constructor leaves a mark: the code a user would have
-/// root run by naming it in --libcuda.
-const MARKING_LIBRARY: &str = r#"
-#include <stdio.h>
-#include <stdlib.h>
-__attribute__((constructor)) static void mark(void) {
-    const char *path = getenv("MARK_FILE");
-    if (path) { FILE *f = fopen(path, "w"); if (f) { fputs("ran as root", f); fclose(f); } }
-}
-int cuDriverGetVersion(int *v) { *v = 13000; return 0; }
-"#;
 
 #[test]
 fn root_refuses_a_library_another_user_could_have_written() {

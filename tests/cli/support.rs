@@ -59,6 +59,22 @@ pub fn fake_libcuda() -> &'static Path {
     })
 }
 
+/// The user others' files are given to, and attackers' commands run as.
+pub const NOBODY: u32 = 65534;
+
+/// A library whose constructor writes the file `MARK_FILE` names: the code
+/// a user would have a root (or capable) cudackpt run by naming it in
+/// `--libcuda`.
+pub const MARKING_LIBRARY: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((constructor)) static void mark(void) {
+    const char *path = getenv("MARK_FILE");
+    if (path) { FILE *f = fopen(path, "w"); if (f) { fputs("ran with cudackpt's power", f); fclose(f); } }
+}
+int cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+"#;
+
 /// The tests' effective uid.
 pub fn own_uid() -> u32 {
     fs::metadata("/proc/self").expect("/proc/self").uid()

@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::support::{texts, wait_until, Fixture, Target};
+use crate::support::{texts, wait_until, Fixture, Target, MARKING_LIBRARY, NOBODY};
 
 /// A CUDA process that catches SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2
 /// and signal 40 and writes the number of each it gets to a file: the
@@ -149,19 +149,14 @@ fn prerequisite(what: &str, met: bool) -> bool {
     met
 }
 
-const NOBODY: u32 = 65534;
-
-/// A library whose constructor writes `MARK_FILE`: the code a user would
-/// have a capable cudackpt run.
-const MARKING_LIBRARY: &str = r#"
-#include <stdio.h>
-#include <stdlib.h>
-__attribute__((constructor)) static void mark(void) {
-    const char *path = getenv("MARK_FILE");
-    if (path) { FILE *f = fopen(path, "w"); if (f) { fputs("ran with cudackpt's power", f); fclose(f); } }
+/// [`prerequisite`] for a test that must run as root (as CI does): to
+/// give files to another user, run as them, or make a namespace.
+fn as_root(what: &str) -> bool {
+    prerequisite(
+        &format!("{what} (needs root)"),
+        crate::support::running_as_root(),
+    )
 }
-int cuDriverGetVersion(int *v) { *v = 13000; return 0; }
-"#;
 
 /// Arguments, environment and the exit status expected.
 type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], i32);
@@ -180,10 +175,7 @@ fn setcap() -> Option<PathBuf> {
 /// would, and root's `--libcuda-unsafe` is not the user's to give.
 #[test]
 fn a_copy_with_capabilities_loads_only_what_root_would() {
-    if !prerequisite(
-        "give files to another user and run as them (needs root)",
-        crate::support::running_as_root(),
-    ) {
+    if !as_root("give files to another user and run as them") {
         return;
     }
     let Some(setcap) = setcap() else {
@@ -411,10 +403,7 @@ wait"#,
 /// host" is this test's processes alone.
 #[test]
 fn the_whole_host_is_suspended_whatever_its_processes_are_named() {
-    if !prerequisite(
-        "make a PID namespace (needs root)",
-        crate::support::running_as_root(),
-    ) {
+    if !as_root("make a PID namespace") {
         return;
     }
     let fx = Fixture::new();
@@ -477,10 +466,7 @@ kill $(jobs -p)"#,
 /// a present one; and no error shows a file's text.
 #[test]
 fn a_map_file_is_read_as_the_user_who_asked_and_never_echoed() {
-    if !prerequisite(
-        "act for another user (needs root)",
-        crate::support::running_as_root(),
-    ) {
+    if !as_root("act for another user") {
         return;
     }
     use std::os::unix::fs::PermissionsExt;

@@ -37,11 +37,9 @@ pub const DEFAULT_SIGNAL: DrainSignal = DrainSignal(40);
 /// The first real-time signal under glibc, for names like `RTMIN+6`.
 const GLIBC_RTMIN: i32 = 34;
 
-/// The highest signal number on Linux.
-const SIGNAL_MAX: i32 = 64;
-
-/// The last real-time signal: SIGRTMAX on Linux.
-const GLIBC_RTMAX: i32 = SIGNAL_MAX;
+/// The last real-time signal, SIGRTMAX: the highest signal number on
+/// Linux.
+const GLIBC_RTMAX: i32 = 64;
 
 /// The signal that asks a process to drain, and to rebuild.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
