@@ -65,7 +65,7 @@ always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
@@ -82,7 +82,7 @@ always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s t -l timeout -d 'How long to wait for the process\'s CUDA work to drain before giving up (the process then keeps running). Milliseconds (500) or a duration (500ms, 5s, 2m); 0, the default, waits as long as it takes' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l drain-signal -d 'The signal that asks a process to drain, and to rebuild after its resume: a real-time signal, as a number (34..64) or RTMIN+N / RTMAX-N. The target must catch the same one' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l drain-timeout -d 'How long to wait for every process to acknowledge a drain, and for every drained process to rebuild once running again: milliseconds (30000) or a duration (30s, 2m)' -r
@@ -103,7 +103,7 @@ always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l drain-signal -d 'The signal that asks a process to drain, and to rebuild after its resume: a real-time signal, as a number (34..64) or RTMIN+N / RTMAX-N. The target must catch the same one' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l drain-timeout -d 'How long to wait for every process to acknowledge a drain, and for every drained process to rebuild once running again: milliseconds (30000) or a duration (30s, 2m)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l json -d 'Print one JSON document on stdout instead of text'
@@ -126,7 +126,7 @@ always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU; a partial map of this host\'s GPUs is completed. `auto` maps the GPUs recorded at checkpoint onto this host\'s by index (same count and models)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l map-file -d 'Read OLD=NEW pairs from a JSON file: {"OLD": "NEW", ...}, a list of "OLD=NEW" strings, or the `map` cudackpt prints with --json' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l json -d 'Print one JSON document on stdout instead of text'
@@ -148,7 +148,7 @@ always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l drain-signal -d 'The signal that asks a process to drain, and to rebuild after its resume: a real-time signal, as a number (34..64) or RTMIN+N / RTMAX-N. The target must catch the same one' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l drain-timeout -d 'How long to wait for every process to acknowledge a drain, and for every drained process to rebuild once running again: milliseconds (30000) or a duration (30s, 2m)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l json -d 'Print one JSON document on stdout instead of text'
@@ -167,7 +167,7 @@ always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s t -l timeout -d 'How long to wait for the process\'s CUDA work to drain before giving up (the process then keeps running). Milliseconds (500) or a duration (500ms, 5s, 2m); 0, the default, waits as long as it takes' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU; a partial map of this host\'s GPUs is completed. `auto` maps the GPUs recorded at checkpoint onto this host\'s by index (same count and models)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l map-file -d 'Read OLD=NEW pairs from a JSON file: {"OLD": "NEW", ...}, a list of "OLD=NEW" strings, or the `map` cudackpt prints with --json' -r -F
@@ -194,7 +194,7 @@ always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s t -l timeout -d 'How long to wait for the process\'s CUDA work to drain before giving up (the process then keeps running). Milliseconds (500) or a duration (500ms, 5s, 2m); 0, the default, waits as long as it takes' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l deadline -d 'Give up on the whole group after this long: no new step starts, the group is rolled back and the report names the slowest process. Lock timeouts are shortened to fit. A duration with its unit (30s, 500ms, 2m); 0, the default, sets no deadline' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l drain-signal -d 'The signal that asks a process to drain, and to rebuild after its resume: a real-time signal, as a number (34..64) or RTMIN+N / RTMAX-N. The target must catch the same one' -r
@@ -219,7 +219,7 @@ always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s m -l map -d 'Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with commas). OLD is the UUID of a GPU the process was checkpointed on, NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`. The driver needs every GPU of the host mapped, each to a distinct GPU; a partial map of this host\'s GPUs is completed. `auto` maps the GPUs recorded at checkpoint onto this host\'s by index (same count and models)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l map-file -d 'Read OLD=NEW pairs from a JSON file: {"OLD": "NEW", ...}, a list of "OLD=NEW" strings, or the `map` cudackpt prints with --json' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l deadline -d 'Give up on the whole group after this long: no new step starts, the group is rolled back and the report names the slowest process. Lock timeouts are shortened to fit. A duration with its unit (30s, 500ms, 2m); 0, the default, sets no deadline' -r
@@ -244,7 +244,7 @@ always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
@@ -261,7 +261,7 @@ always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s s -l state -d 'The state to wait for' -r -f -a "running\t''
 locked\t''
 checkpointed\t''
@@ -298,7 +298,7 @@ always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a cgroup directory, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l drain-signal -d 'The signal that asks a process to drain, and to rebuild after its resume: a real-time signal, as a number (34..64) or RTMIN+N / RTMAX-N. The target must catch the same one' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l drain-timeout -d 'How long to wait for every process to acknowledge a drain, and for every drained process to rebuild once running again: milliseconds (30000) or a duration (30s, 2m)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l json -d 'Print one JSON document on stdout instead of text'

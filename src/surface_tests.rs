@@ -148,6 +148,6 @@ proptest! {
 
     #[test]
     fn cgroup_paths_never_panic(path in "[/a-z0-9._-]{0,40}") {
-        let _ = crate::targets::discover::resolve_cgroup(std::path::Path::new(&path));
+        let _ = crate::targets::cgroup::Cgroup::resolve(std::path::Path::new(&path));
     }
 }

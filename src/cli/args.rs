@@ -127,9 +127,9 @@ pub struct Targets {
     #[arg(long, value_name = "PID", value_parser = parse_pid, value_hint = clap::ValueHint::Other)]
     pub tree: Vec<i32>,
 
-    /// Every CUDA process in this cgroup and its child cgroups: a cgroup
-    /// directory, or a path relative to the cgroup v2 root, e.g. a pod's
-    /// (repeatable).
+    /// Every CUDA process in this cgroup and its child cgroups: a directory
+    /// on a cgroup filesystem, or a path relative to the cgroup v2 root,
+    /// e.g. a pod's (repeatable).
     #[arg(long, value_name = "PATH")]
     pub cgroup: Vec<PathBuf>,
 

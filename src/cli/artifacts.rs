@@ -90,7 +90,7 @@ devices: {\"schema_version\":1, \"command\":\"devices\", \"ok\":BOOL, \"exit_cod
 demo: {\"schema_version\":1, \"command\":\"demo\", \"ok\":BOOL, \"exit_code\":N, \"pid\":N, \"size_bytes\":N, \"gpu\":GPU, \
 \"steps\":[{\"step\", \"ok\", \"state\", \"duration_ms\"}], \"data_intact\":BOOL, \"error\":ERROR}.";
 
-const ENVIRONMENT: [(&str, &str); 23] = [
+const ENVIRONMENT: [(&str, &str); 24] = [
     (
         "CUDACKPT_DRAIN",
         "1: drain before the lock (as --drain), for NVIDIA's grammar (--action lock, --toggle) and the CRIU hook's pre-dump, which have no --drain. Drained processes are asked to rebuild after a resume whether or not it is set. CRIU's CUDA plugin locks a frozen tree, which cannot drain: use the action-script mode.",
@@ -157,7 +157,11 @@ const ENVIRONMENT: [(&str, &str); 23] = [
     ),
     (
         "CUDACKPT_CGROUP_ROOT",
-        "A directory read as the cgroup v2 mount instead of the one in /proc/self/mountinfo (for tests; it also turns off the cgroup v1 memory hierarchy).",
+        "The cgroup v2 mount to use instead of the one in /proc/self/mountinfo. It must be a cgroup2 filesystem: anything else is refused (exit 2) before any driver call.",
+    ),
+    (
+        "CUDACKPT_DEBUG_CGROUP_TREE",
+        "Debug builds only (tests): a plain directory read as the cgroup v2 mount, whose memory files the tests write; it turns off the cgroup v1 memory hierarchy. Release builds ignore it.",
     ),
     (
         "CUDACKPT_DEBUG_PANIC_AFTER",

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::gpu::nvml;
 use crate::ops::preflight::host_memory::{judge, Need};
-use crate::targets::discover;
+use crate::targets::cgroup::Cgroup;
 use crate::targets::memory::{self, CgroupLevel};
 
 /// How a cgroup's memory compares with what its checkpoint needs.
@@ -72,11 +72,11 @@ pub fn describe_level(level: &CgroupLevel) -> String {
 
 /// The verdict for the cgroup the user named.
 pub fn check(path: &Path) -> Headroom {
-    let resolved = discover::resolve_cgroup(path).and_then(|dir| {
-        let placement = memory::placement_of_dir(&dir)?;
-        Ok((placement, dir))
+    let resolved = Cgroup::resolve(path).and_then(|cgroup| {
+        let placement = memory::placement_of_dir(&cgroup.path)?;
+        Ok((placement, cgroup))
     });
-    let (placement, dir) = match resolved {
+    let (placement, cgroup) = match resolved {
         Ok(found) => found,
         Err(why) => {
             return Headroom::new(
@@ -93,7 +93,7 @@ pub fn check(path: &Path) -> Headroom {
         .filter(|l| l.max.is_some() || l.high.is_some() || l.name == name)
         .map(describe_level)
         .collect();
-    let pids = discover::cgroup_pids(&dir).unwrap_or_default();
+    let pids = cgroup.pids().unwrap_or_default();
     let footprints = match nvml::open().and_then(nvml::memory_by_process) {
         Ok(footprints) => footprints,
         Err(why) => {

@@ -1,5 +1,5 @@
-//! Finding processes, read-only: every process on the host, a process tree,
-//! the members of a cgroup, and which of them have the CUDA driver (or NCCL)
+//! Finding processes, read-only: every process on the host, a process tree
+//! (a cgroup's members are `cgroup`'s), the mounts, and which of them have the CUDA driver (or NCCL)
 //! mapped. Nothing here talks to the driver or changes any process; the
 //! caller confirms candidates with the driver's read-only GetState.
 //! Processes that vanish mid-scan are skipped.
@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use memchr::memmem;
 
@@ -67,17 +67,6 @@ pub fn descendants(root: i32, children: &HashMap<i32, Vec<i32>>) -> Vec<i32> {
     found
 }
 
-/// Names a directory read as the cgroup v2 mount instead of the one in
-/// /proc/self/mountinfo (the tests' stand-in for /sys/fs/cgroup).
-pub const CGROUP_ROOT_VAR: &str = "CUDACKPT_CGROUP_ROOT";
-
-/// The tests' stand-in for the cgroup v2 mount, when one is named.
-pub fn cgroup_root_override() -> Option<PathBuf> {
-    std::env::var_os(CGROUP_ROOT_VAR)
-        .filter(|r| !r.is_empty())
-        .map(PathBuf::from)
-}
-
 /// /proc/self/mountinfo can be long: a Kubernetes node has thousands of
 /// mounts.
 const MOUNTINFO_CAP: u64 = 16 << 20;
@@ -120,79 +109,6 @@ pub fn mounts(mountinfo: &str) -> impl Iterator<Item = Mount<'_>> {
             options,
         })
     })
-}
-
-/// Where cgroup v2 is mounted, from /proc/self/mountinfo.
-pub fn cgroup2_root() -> Option<PathBuf> {
-    if let Some(root) = cgroup_root_override() {
-        return Some(root);
-    }
-    mounts(mountinfo()?)
-        .find(|m| m.fstype == "cgroup2")
-        .map(|m| PathBuf::from(m.point))
-}
-
-/// Whether a cgroup directory is the root of the cgroup v2 hierarchy (every
-/// process of the host is in it or below).
-pub fn is_root_cgroup(dir: &Path) -> bool {
-    match (cgroup2_root(), dir.canonicalize()) {
-        (Some(root), Ok(dir)) => root.canonicalize().is_ok_and(|root| root == dir),
-        _ => false,
-    }
-}
-
-/// A cgroup as the user named it: an absolute directory as is, anything
-/// else relative to the cgroup v2 mount (e.g. `kubepods.slice/...`, or the
-/// path `/proc/PID/cgroup` shows when it is not a directory here).
-pub fn resolve_cgroup(path: &Path) -> Result<PathBuf, String> {
-    if path.is_absolute() && path.join("cgroup.procs").is_file() {
-        return Ok(path.to_path_buf());
-    }
-    let root = cgroup2_root().ok_or_else(|| {
-        format!(
-            "{} is not a cgroup directory, and no cgroup v2 mount was found to resolve it against",
-            path.display()
-        )
-    })?;
-    let relative = path.strip_prefix("/").unwrap_or(path);
-    let candidate = root.join(relative);
-    if candidate.join("cgroup.procs").is_file() {
-        Ok(candidate)
-    } else {
-        Err(format!(
-            "no cgroup at {} (nor {}): a cgroup is a directory holding cgroup.procs",
-            path.display(),
-            candidate.display()
-        ))
-    }
-}
-
-/// Every PID in the cgroup at `dir` and its descendant cgroups (a pod's
-/// cgroup holds one child per container).
-pub fn cgroup_pids(dir: &Path) -> io::Result<Vec<i32>> {
-    let mut pids = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(group) = pending.pop() {
-        let procs = match fs::read_to_string(group.join("cgroup.procs")) {
-            Ok(text) => text,
-            // A child cgroup removed mid-walk is skipped, like a vanished process.
-            Err(e) if e.kind() == io::ErrorKind::NotFound && group != dir => continue,
-            Err(e) => return Err(e),
-        };
-        pids.extend(
-            procs
-                .lines()
-                .filter_map(|line| line.trim().parse::<i32>().ok()),
-        );
-        for entry in fs::read_dir(&group)?.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                pending.push(entry.path());
-            }
-        }
-    }
-    pids.sort_unstable();
-    pids.dedup();
-    Ok(pids)
 }
 
 /// What a process has mapped that matters here.
@@ -340,18 +256,6 @@ mod tests {
         assert_eq!(scan_maps(fake, None), Mapped::default());
         assert!(scan_maps(fake, Some("libfake_libcuda.so")).cuda);
         assert_eq!(scan_maps(b"", Some("libcuda.so.1")), Mapped::default());
-    }
-
-    #[test]
-    fn cgroups_are_walked_recursively() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        fs::write(dir.path().join("cgroup.procs"), "5\n3\n").expect("procs");
-        let child = dir.path().join("container-a");
-        fs::create_dir(&child).expect("child");
-        fs::write(child.join("cgroup.procs"), "7\n5\n").expect("procs");
-        assert_eq!(cgroup_pids(dir.path()).expect("reads"), vec![3, 5, 7]);
-        assert_eq!(resolve_cgroup(dir.path()).expect("absolute"), dir.path());
-        assert!(cgroup_pids(&dir.path().join("missing")).is_err());
     }
 
     #[test]

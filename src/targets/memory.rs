@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::files;
-use crate::targets::discover;
+use crate::targets::{cgroup, discover};
 
 /// Which cgroup hierarchy holds a process's memory controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -132,10 +132,10 @@ pub fn parse_mem_available(meminfo: &str) -> Option<u64> {
 /// Where `pid`'s memory is accounted: its cgroup v2 when the memory
 /// controller is enabled there, else its cgroup in the v1 memory
 /// hierarchy, if this host mounts one. With the tests' stand-in for the v2
-/// mount (`CUDACKPT_CGROUP_ROOT`), v2 only.
+/// mount (debug builds), v2 only.
 pub fn placement_of(pid: i32) -> Option<Placement> {
     let own = read_small(Path::new(&format!("/proc/{pid}/cgroup")))?;
-    let v2 = discover::cgroup2_root()
+    let v2 = cgroup::v2_root()
         .zip(parse_cgroup_v2(&own))
         .map(|(root, name)| Placement {
             hierarchy: Hierarchy::V2,
@@ -143,7 +143,7 @@ pub fn placement_of(pid: i32) -> Option<Placement> {
             name,
         });
     let governs_memory = |p: &Placement| p.dir().join("memory.max").exists();
-    if v2.as_ref().is_some_and(governs_memory) || discover::cgroup_root_override().is_some() {
+    if v2.as_ref().is_some_and(governs_memory) || cgroup::debug_tree().is_some() {
         return v2;
     }
     let v1 = v1_memory_hierarchy().zip(parse_cgroup_v1_memory(&own)).map(
@@ -163,7 +163,7 @@ pub fn placement_of_dir(dir: &Path) -> Result<Placement, String> {
         .canonicalize()
         .map_err(|e| format!("{} cannot be resolved: {e}", dir.display()))?;
     let v1 = v1_memory_hierarchy().map(|(_, mount_point)| (Hierarchy::V1, mount_point));
-    let v2 = discover::cgroup2_root().map(|root| (Hierarchy::V2, root));
+    let v2 = cgroup::v2_root().map(|root| (Hierarchy::V2, root));
     [v2, v1]
         .into_iter()
         .flatten()

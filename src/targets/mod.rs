@@ -5,6 +5,7 @@
 //!
 //! May use: `exit`, `files`.
 
+pub mod cgroup;
 pub mod discover;
 pub mod evidence;
 pub mod kmsg;

@@ -8,13 +8,12 @@
 //! own processes only. `--tree` and `--cgroup` pick exact sets.
 
 use std::collections::BTreeSet;
-use std::fs;
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 use crate::support::{
     check_document, parse_one_document, running_as_root, texts, wait_until, Fixture, Member,
-    SpawnGuarded, Tree,
+    RealCgroup, SpawnGuarded, Tree,
 };
 use crate::wire::{Document, Kind, ProcessCommandDoc, State};
 
@@ -277,29 +276,22 @@ fn selectors_and_pids_combine_without_duplicates() {
 
 #[test]
 fn cgroup_picks_exactly_the_cuda_processes_listed() {
+    let Some(pod) = RealCgroup::new() else {
+        return;
+    };
     let fx = Fixture::new();
     let (a, b) = (fx.cuda_target(), fx.cuda_target());
     let plain = fx.plain_target();
     let outside = fx.cuda_target();
-    let dead = fx.cuda_target().kill_and_reap();
 
     // A pod: a parent cgroup with a process of its own and a child cgroup
     // per container (one of them empty).
-    let pod = fx.dir().join("pod");
-    let container = pod.join("container-a");
-    fs::create_dir_all(container.join("empty")).expect("cgroup dirs");
-    fs::write(
-        pod.join("cgroup.procs"),
-        format!("{}\n{}\n", a.pid, plain.pid),
-    )
-    .expect("procs");
-    fs::write(
-        container.join("cgroup.procs"),
-        format!("{}\n{dead}\n", b.pid),
-    )
-    .expect("procs");
-    fs::write(container.join("empty").join("cgroup.procs"), "").expect("procs");
-    let pod_arg = pod.to_string_lossy().into_owned();
+    let container = pod.child("container-a");
+    pod.child("container-a/empty");
+    pod.add(&pod.dir, a.pid);
+    pod.add(&pod.dir, plain.pid);
+    pod.add(&container, b.pid);
+    let pod_arg = pod.dir.to_string_lossy().into_owned();
 
     let doc: ProcessCommandDoc = fx.json(&["ps", "--cgroup", &pod_arg], 0);
     let mut expected = vec![a.pid, b.pid];
@@ -471,10 +463,12 @@ fn a_tree_without_cuda_is_a_warning_not_an_error() {
         );
         fx.assert_no_calls(command);
     }
-    // So is an empty cgroup.
-    let group = fx.dir().join("empty-group");
-    fs::create_dir(&group).expect("cgroup dir");
-    fs::write(group.join("cgroup.procs"), format!("{root}\n")).expect("procs");
+    // So is a cgroup without a CUDA process.
+    let Some(group) = RealCgroup::new() else {
+        return;
+    };
+    group.add(&group.dir, plain.pid);
+    let group = &group.dir;
     let doc: ProcessCommandDoc = fx.json(&["ps", "--cgroup", &group.to_string_lossy()], 0);
     assert!(doc.processes.is_empty());
     assert!(

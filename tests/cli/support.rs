@@ -85,6 +85,119 @@ pub fn running_as_root() -> bool {
     own_uid() == 0
 }
 
+/// A prerequisite a test cannot do without. Where it is missing the test
+/// says so and passes, except in CI (`CI` set), where it fails: CI must
+/// run every attacker's test.
+pub fn prerequisite(what: &str, met: bool) -> bool {
+    if !met {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must be able to {what}"
+        );
+        eprintln!("skipped: cannot {what}");
+    }
+    met
+}
+
+/// A real cgroup, made for one test in this host's cgroup v2 hierarchy
+/// (or, where that cannot be written, the v1 `pids` one) and removed on
+/// drop, its processes moved back to the root first.
+pub struct RealCgroup {
+    pub dir: PathBuf,
+    root: PathBuf,
+}
+
+impl RealCgroup {
+    /// A fresh cgroup; `None`, with the reason said, where none can be
+    /// made (not root, or no writable hierarchy): [`prerequisite`] rules.
+    pub fn new() -> Option<RealCgroup> {
+        static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let nth = MADE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let name = format!("cudackpt-test-{}-{nth}", std::process::id());
+        let made = running_as_root()
+            .then(writable_cgroup_roots)
+            .into_iter()
+            .flatten()
+            .find_map(|root| {
+                let dir = root.join(&name);
+                fs::create_dir(&dir).ok()?;
+                Some(RealCgroup { dir, root })
+            });
+        prerequisite(
+            "make a cgroup (needs root and a cgroup hierarchy)",
+            made.is_some(),
+        );
+        made
+    }
+
+    /// A child cgroup, removed with this one.
+    pub fn child(&self, name: &str) -> PathBuf {
+        let dir = self.dir.join(name);
+        fs::create_dir(&dir).expect("a child cgroup");
+        dir
+    }
+
+    /// Moves `pid` into the cgroup at `dir` (this one or a child).
+    pub fn add(&self, dir: &Path, pid: i32) {
+        fs::write(dir.join("cgroup.procs"), pid.to_string()).expect("join the cgroup");
+    }
+}
+
+/// The cgroup hierarchies mounted whole (root `/`) where tests may make
+/// cgroups: v2 first, then v1 `pids`.
+fn writable_cgroup_roots() -> Vec<PathBuf> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut roots: Vec<(bool, PathBuf)> = mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (before, after) = line.split_once(" - ")?;
+            let fields: Vec<&str> = before.split_whitespace().collect();
+            let (root, point) = (*fields.get(3)?, *fields.get(4)?);
+            let mut after = after.split_whitespace();
+            let (fstype, options) = (after.next()?, after.nth(1).unwrap_or(""));
+            let v2 = fstype == "cgroup2";
+            let pids = fstype == "cgroup" && options.split(',').any(|o| o == "pids");
+            (root == "/" && (v2 || pids) && !options.split(',').any(|o| o == "ro"))
+                .then(|| (!v2, PathBuf::from(point)))
+        })
+        .collect();
+    roots.sort();
+    roots.into_iter().map(|(_, point)| point).collect()
+}
+
+impl Drop for RealCgroup {
+    fn drop(&mut self) {
+        let mut dirs: Vec<PathBuf> = walk_dirs(&self.dir);
+        // Deepest first: a cgroup is removed only once it is empty.
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+        for dir in dirs {
+            let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+            for pid in procs.lines() {
+                let _ = fs::write(self.root.join("cgroup.procs"), pid);
+            }
+            let _ = fs::remove_dir(&dir);
+        }
+    }
+}
+
+/// `dir` and every directory below it.
+fn walk_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut found = vec![dir.to_path_buf()];
+    let mut next = 0;
+    while next < found.len() {
+        if let Ok(entries) = fs::read_dir(&found[next]) {
+            found.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path()),
+            );
+        }
+        next += 1;
+    }
+    found
+}
+
 /// Whether the tests may act on any process: root or CAP_SYS_PTRACE (what
 /// `doctor` checks).
 pub fn privileged() -> bool {
@@ -766,10 +879,11 @@ impl Fixture {
         }
         if self.cgroup_tree {
             command
-                .env("CUDACKPT_CGROUP_ROOT", self.cgroup_root())
+                .env("CUDACKPT_DEBUG_CGROUP_TREE", self.cgroup_root())
                 .env("FAKE_CUDA_CGROUP_ROOT", self.cgroup_root());
         } else {
             command
+                .env_remove("CUDACKPT_DEBUG_CGROUP_TREE")
                 .env_remove("CUDACKPT_CGROUP_ROOT")
                 .env_remove("FAKE_CUDA_CGROUP_ROOT");
         }

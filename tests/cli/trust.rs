@@ -8,7 +8,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::support::{texts, wait_until, Fixture, Target, MARKING_LIBRARY, NOBODY};
+use crate::support::{
+    prerequisite, texts, wait_until, Fixture, RealCgroup, Target, MARKING_LIBRARY, NOBODY,
+};
 
 /// A CUDA process that catches SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2
 /// and signal 40 and writes the number of each it gets to a file: the
@@ -133,20 +135,6 @@ fn a_drain_signal_that_means_stop_is_refused_before_anything_is_sent() {
     wait_until("the catcher to get signal 40", || {
         received(&received_file).lines().any(|l| l == "40")
     });
-}
-
-/// A prerequisite a test cannot do without. Where it is missing the test
-/// says so and passes, except in CI (`CI` set), where it fails: CI must
-/// run every attacker's test.
-fn prerequisite(what: &str, met: bool) -> bool {
-    if !met {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must be able to {what}"
-        );
-        eprintln!("skipped: cannot {what}");
-    }
-    met
 }
 
 /// [`prerequisite`] for a test that must run as root (as CI does): to
@@ -522,4 +510,109 @@ fn a_map_file_is_read_as_the_user_who_asked_and_never_echoed() {
     let err = run(&secret, Some("65534"));
     assert!(err.contains("entry 1 is not OLD=NEW"), "{err}");
     assert!(!err.contains("SECRET") && !err.contains("hunter2"), "{err}");
+}
+
+/// Item 3: a directory that only looks like a cgroup. A user makes a
+/// directory holding a file named `cgroup.procs` and writes a root
+/// daemon's PID in it, then asks root to suspend "their cgroup". Before,
+/// root suspended the daemon. Now the directory is refused because its
+/// filesystem is not a cgroup one, as is `CUDACKPT_CGROUP_ROOT` naming it,
+/// before any driver call; a link to a real cgroup is not followed; and a
+/// real cgroup still works (`discovery`'s cgroup tests use real ones).
+#[test]
+fn a_directory_that_only_looks_like_a_cgroup_aims_nothing() {
+    if !as_root("plant a directory as another user") {
+        return;
+    }
+    let fx = Fixture::new();
+    let daemon = fx.cuda_target();
+    let planted = fx.dir().join("planted");
+    fs::create_dir(&planted).expect("the user's directory");
+    fs::write(planted.join("cgroup.procs"), format!("{}\n", daemon.pid)).expect("planted");
+    std::os::unix::fs::chown(&planted, Some(NOBODY), Some(NOBODY)).expect("theirs");
+    let path = planted.to_str().expect("utf-8");
+
+    let refused = |args: &[&str], env: &[(&str, &str)], says: &str| {
+        let mut command = fx.std_command(args);
+        command.envs(env.iter().copied());
+        let output = command.output().expect("run cudackpt");
+        let (stdout, stderr) = texts(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stdout}{stderr}");
+        // doctor says it in its table, the process commands on stderr.
+        assert!(
+            stderr.contains(says) || (args[0] == "doctor" && stdout.contains(says)),
+            "{args:?}: {stdout}{stderr}"
+        );
+        fx.assert_no_calls(&format!("{args:?} {env:?}"));
+        assert_eq!(fx.fake_state(daemon.pid), "running", "{args:?}");
+    };
+    let not_a_cgroup = "not on a cgroup filesystem";
+    for command in ["suspend", "lock", "ps", "state"] {
+        refused(&[command, "--cgroup", path], &[], not_a_cgroup);
+    }
+    refused(
+        &["suspend", "--cgroup", path, "--all", "--yes"],
+        &[],
+        not_a_cgroup,
+    );
+    refused(&["doctor", "--cgroup", path], &[], not_a_cgroup);
+
+    // The same directory named as the cgroup v2 mount, and a cgroup named
+    // relative to it; a root that is no mount is refused even for a PID.
+    let root = [("CUDACKPT_CGROUP_ROOT", path)];
+    let not_a_mount = "not a cgroup v2 mount";
+    refused(&["suspend", "--cgroup", "/"], &root, not_a_mount);
+    refused(&["suspend", &daemon.arg()], &root, not_a_mount);
+    refused(&["doctor", "--cgroup", "/"], &root, not_a_mount);
+
+    // A link the user made, even to a real cgroup, is not followed.
+    if let Some(real) = RealCgroup::new() {
+        let link = fx.dir().join("link");
+        std::os::unix::fs::symlink(&real.dir, &link).expect("link");
+        refused(
+            &["suspend", "--cgroup", link.to_str().expect("utf-8")],
+            &[],
+            "symbolic link",
+        );
+    }
+}
+
+/// The root of a cgroup hierarchy holds every process of the host: v1's
+/// as well as v2's, named as a directory or as `/`, needs `--yes` to
+/// change anything, like `--all`. Before, only the v2 mount's root was
+/// caught.
+#[test]
+fn the_root_of_any_cgroup_hierarchy_is_the_whole_host() {
+    let fx = Fixture::new();
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let roots: Vec<String> = mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (before, after) = line.split_once(" - ")?;
+            let fields: Vec<&str> = before.split_whitespace().collect();
+            let fstype = after.split_whitespace().next()?;
+            (fields.get(3) == Some(&"/") && fstype.starts_with("cgroup"))
+                .then(|| fields.get(4).map(|p| p.to_string()))?
+        })
+        .collect();
+    if !prerequisite("find a cgroup hierarchy mounted here", !roots.is_empty()) {
+        return;
+    }
+    let mut named: Vec<&str> = roots.iter().map(String::as_str).collect();
+    if mountinfo.contains(" - cgroup2 ") {
+        named.push("/");
+    }
+    for root in named {
+        let output = fx
+            .std_command(&["suspend", "--cgroup", root])
+            .output()
+            .expect("run cudackpt");
+        let (_, stderr) = texts(&output);
+        assert_eq!(output.status.code(), Some(2), "{root}: {stderr}");
+        assert!(
+            stderr.contains("the whole host") && stderr.contains("--yes"),
+            "{root}: {stderr}"
+        );
+        fx.assert_no_calls(root);
+    }
 }

@@ -10,6 +10,7 @@ use crate::driver::{code, CallError, CheckpointApi, Driver, ProcessState};
 use crate::ops::diagnose::{Failure, FailureKind};
 use crate::ops::execute::concurrently;
 use crate::ops::Request;
+use crate::targets::cgroup::{self, Cgroup};
 use crate::targets::discover::{self, Mapped};
 use crate::targets::process::{self, TargetError};
 
@@ -70,8 +71,9 @@ pub struct Selection {
 /// Selects the targets of a request, or refuses the whole command.
 pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
     let command = request.operation.name();
+    let cgroups = open_cgroups(&request.selectors)?;
     if let (Some(what), true, false) = (
-        whole_host(&request.selectors),
+        whole_host(&request.selectors, &cgroups),
         request.operation.changes_state(),
         request.confirmed,
     ) {
@@ -93,7 +95,7 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
     }
     // The driver is needed this early only to confirm discovered processes.
     let driver = crate::ops::load_driver(request.libcuda)?;
-    let (found, unreadable) = find(&request.selectors, &driver)?;
+    let (found, unreadable) = find(&request.selectors, &cgroups, &driver)?;
     if found.is_empty() {
         selection.warnings.push(format!(
             "no CUDA process found in {}",
@@ -119,22 +121,44 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
 /// The selector that reaches every process of the host, in words: `--all`,
 /// but also the tree of PID 1 (`--tree 1`, CRIU's `CRTOOLS_INIT_PID=1`) and
 /// the root cgroup (`--cgroup /`), which are the whole host too.
-fn whole_host(selectors: &Selectors) -> Option<String> {
+fn whole_host(selectors: &Selectors, cgroups: &[Cgroup]) -> Option<String> {
     if selectors.all {
         return Some("--all".to_string());
     }
     if selectors.trees.contains(&1) {
         return Some("the tree of PID 1 (the whole host)".to_string());
     }
-    selectors.cgroups.iter().find_map(|cgroup| {
-        let dir = discover::resolve_cgroup(cgroup).ok()?;
-        discover::is_root_cgroup(&dir)
-            .then(|| format!("cgroup {} (the root: the whole host)", cgroup.display()))
+    cgroups.iter().find(|c| c.is_root()).map(|cgroup| {
+        format!(
+            "cgroup {} (the root of its hierarchy: the whole host)",
+            cgroup.path.display()
+        )
     })
 }
 
+/// The cgroups the selectors name, opened and known to be cgroups, or the
+/// refusal of the whole command before the driver is loaded: a plain
+/// directory holding a file named cgroup.procs names whatever PIDs its
+/// owner wrote there. A `CUDACKPT_CGROUP_ROOT` that is no cgroup v2 mount
+/// is refused as well, even where no `--cgroup` reads it.
+fn open_cgroups(selectors: &Selectors) -> Result<Vec<Cgroup>, Failure> {
+    let usage = |why: String| {
+        Failure::new(
+            FailureKind::Usage,
+            why,
+            "give a cgroup directory, e.g. /sys/fs/cgroup/kubepods.slice/...",
+        )
+    };
+    cgroup::check_root_override().map_err(usage)?;
+    selectors
+        .cgroups
+        .iter()
+        .map(|path| Cgroup::resolve(path).map_err(|why| usage(format!("--cgroup: {why}"))))
+        .collect()
+}
+
 /// The PIDs the selectors name, before any is confirmed.
-fn candidate_pids(selectors: &Selectors) -> Result<Vec<i32>, Failure> {
+fn candidate_pids(selectors: &Selectors, cgroups: &[Cgroup]) -> Result<Vec<i32>, Failure> {
     let mut pids = Vec::new();
     for &root in &selectors.trees {
         if !process::is_alive(root) {
@@ -147,18 +171,11 @@ fn candidate_pids(selectors: &Selectors) -> Result<Vec<i32>, Failure> {
         }
         pids.extend(discover::tree(root));
     }
-    for cgroup in &selectors.cgroups {
-        let dir = discover::resolve_cgroup(cgroup).map_err(|why| {
-            Failure::new(
-                FailureKind::Usage,
-                format!("--cgroup: {why}"),
-                "give a cgroup directory, e.g. /sys/fs/cgroup/kubepods.slice/...",
-            )
-        })?;
-        let members = discover::cgroup_pids(&dir).map_err(|e| {
+    for cgroup in cgroups {
+        let members = cgroup.pids().map_err(|e| {
             Failure::new(
                 FailureKind::ProcUnreadable,
-                format!("could not read cgroup {}: {e}", dir.display()),
+                format!("could not read cgroup {}: {e}", cgroup.path.display()),
                 "",
             )
         })?;
@@ -189,8 +206,12 @@ fn uninspected(count: usize) -> String {
 /// The CUDA processes the selectors pick, with what each has mapped, and
 /// how many processes could not be inspected. Processes that never
 /// initialised CUDA, or that vanish meanwhile, are skipped.
-fn find(selectors: &Selectors, driver: &Driver) -> Result<(Vec<Found>, usize), Failure> {
-    let pids = candidate_pids(selectors)?;
+fn find(
+    selectors: &Selectors,
+    cgroups: &[Cgroup],
+    driver: &Driver,
+) -> Result<(Vec<Found>, usize), Failure> {
+    let pids = candidate_pids(selectors, cgroups)?;
     let driver_path = driver.path();
     let driver_file = driver_path.file_name().and_then(|n| n.to_str());
     let discover::Scan {
@@ -307,7 +328,7 @@ mod tests {
             refused.message.starts_with("the tree of PID 1"),
             "{refused:?}"
         );
-        assert_eq!(whole_host(&Selectors::default()), None);
+        assert_eq!(whole_host(&Selectors::default(), &[]), None);
     }
 
     #[test]
@@ -327,7 +348,7 @@ mod tests {
             trees: vec![i32::MAX],
             ..Selectors::default()
         };
-        let failure = candidate_pids(&selectors).expect_err("no such process");
+        let failure = candidate_pids(&selectors, &[]).expect_err("no such process");
         assert_eq!(failure.kind, FailureKind::NoSuchProcess);
         assert!(failure.message.starts_with(&format!("--tree {}", i32::MAX)));
     }
