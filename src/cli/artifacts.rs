@@ -90,7 +90,7 @@ devices: {\"schema_version\":1, \"command\":\"devices\", \"ok\":BOOL, \"exit_cod
 demo: {\"schema_version\":1, \"command\":\"demo\", \"ok\":BOOL, \"exit_code\":N, \"pid\":N, \"size_bytes\":N, \"gpu\":GPU, \
 \"steps\":[{\"step\", \"ok\", \"state\", \"duration_ms\"}], \"data_intact\":BOOL, \"error\":ERROR}.";
 
-const ENVIRONMENT: [(&str, &str); 24] = [
+const ENVIRONMENT: [(&str, &str); 25] = [
     (
         "CUDACKPT_DRAIN",
         "1: drain before the lock (as --drain), for NVIDIA's grammar (--action lock, --toggle) and the CRIU hook's pre-dump, which have no --drain. Drained processes are asked to rebuild after a resume whether or not it is set. CRIU's CUDA plugin locks a frozen tree, which cannot drain: use the action-script mode.",
@@ -168,6 +168,10 @@ const ENVIRONMENT: [(&str, &str); 24] = [
         "Debug builds only (tests): panic just after a lock, checkpoint, restore or unlock call succeeds. Release builds ignore it.",
     ),
     (
+        "CUDACKPT_DEBUG_KILL_AT",
+        "Debug builds only (tests): SIGKILL cudackpt itself just before (before-signal:N) or just after (after-signal:N) the Nth drain signal it sends. Release builds ignore it.",
+    ),
+    (
         "RUST_LOG",
         "Tracing filter for logs on stderr (as -v), e.g. cudackpt=debug.",
     ),
@@ -211,7 +215,7 @@ fn section(roff: &mut Roff, title: &str) {
 }
 
 /// The files cudackpt reads and writes.
-const FILES: [(&str, &str); 9] = [
+const FILES: [(&str, &str); 10] = [
     (
         "/run/cudackpt",
         "The run directory as root (0700; $XDG_RUNTIME_DIR/cudackpt otherwise). It must belong to its user and be writable by nobody else.",
@@ -226,7 +230,11 @@ const FILES: [(&str, &str); 9] = [
     ),
     (
         "/run/cudackpt/intents/OWNER.json",
-        "The intent record of a command changing processes (more than one driver call, or a drain): written before its first change, removed when it ends. One left by a dead cudackpt makes others refuse those processes until cudackpt recover.",
+        "The intent record of a command changing processes (more than one driver call, or a drain): written before its first change, removed when it ends. One left by a dead cudackpt makes others refuse those processes until cudackpt recover. A drain writes it again before each signal it sends, so it says which processes were sent what. OWNER.json.lock is the flock a recover holds while it acts on the record.",
+    ),
+    (
+        "/run/cudackpt/drained/PID.json",
+        "A process a cudackpt drained and left drained (locked or checkpointed), with its start time: the only place, besides the command that asked, whose word makes its drain marker believed. Removed when it is asked to rebuild.",
     ),
     (
         "/run/cudackpt/criu-hook.log",
@@ -268,7 +276,9 @@ What the driver cannot restore (NCCL communicators over P2P or shared memory, CU
 
 3. Wait until the count changes. The next signal asks for the rebuild: cudackpt sends it after the resume (resume, toggle, unlock), or at once when it calls the drain off. Rebuild, take the count as the new baseline, and give the thread its name back: the name going is the end of the rebuild. A signal that arrives before the safe point calls the request off (the count is even again).
 
-cudackpt sends signals through each process's pidfd and reads names in /proc/PID/task/*/comm, so the handshake crosses PID and mount namespaces and trusts no file the target could plant. It waits --drain-timeout (30s) for every acknowledgement; then it checks the evidence again (no pt_nccl_* thread, no /dev/shm/cuda.shm.* mapping: a rank that acknowledged is no longer held to its launcher's WORLD_SIZE) before the first lock. If any process does not acknowledge in time, every process asked is asked again, nothing is locked, and cudackpt exits 12 naming who did not. A cudackpt killed during a drain leaves an intent record that says so, and cudackpt recover asks the processes to rebuild.
+cudackpt sends signals through each process's pidfd and reads names in /proc/PID/task/*/comm, so the handshake crosses PID and mount namespaces and trusts no file the target could plant. It waits --drain-timeout (30s), or until --deadline if sooner, for every acknowledgement; then it checks the evidence again (no pt_nccl_* thread, no /dev/shm/cuda.shm.* mapping: a rank that acknowledged this command's request, or one a cudackpt drained and left drained, is no longer held to its launcher's WORLD_SIZE; a thread named cudackpt-drain1 that nobody asked for counts for nothing) before the first lock. If any process does not acknowledge in time, every process asked is asked again, nothing is locked, and cudackpt exits 12 naming who did not (1, deadline_exceeded, when --deadline cut the wait). The waits for rebuilds are bounded by --deadline too, and a signal to cudackpt ends them at once (the signals are sent by then).
+
+A cudackpt killed during a drain leaves an intent record written before each signal it sent: cudackpt recover sends each process exactly what undoes its drain: nothing to one never asked, one signal to one asked once, none to one asked twice. The one process a signal was going to at the kill is judged by what it does within the drain timeout (it drains: it had the request; its marker goes: it had the rebuild); one that took a request and never reaches a safe point cannot be told from one never asked, and recover says so by PID. One recover at a time acts on a record; another exits 10 (in_use) and sends nothing.
 
 A C program: clients/c/cudackpt_drain.h in the source (cudackpt_drain_init() once, cudackpt_drain_point(release, rebuild) at every safe point). PyTorch: the cudackpt_drain package in clients/python (pip install ./clients/python), whose drain point agrees across ranks, destroys every process group and builds them again on the job's store.";
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use crate::ops::diagnose::{Failure, FailureKind};
 use crate::ops::execute::timeout::Timeout;
-use crate::ops::journal::intent::{self, DrainNote, Intent, Member, Start};
+use crate::ops::journal::intent::{self, Claimed, DrainNote, Intent, Member, NotClaimed, Start};
 use crate::ops::plan::Operation;
 use crate::ops::report::Report;
 use crate::ops::report::{DrainOutcome, ProcessReport};
@@ -33,10 +33,12 @@ fn way_back(start: Start) -> Option<Operation> {
     }
 }
 
-/// Asks the members of a drained group to rebuild (or call the drain off)
-/// and records each answer; one still drained at the end fails.
-fn rebuild_drained(report: &mut Report, pids: &[i32], note: DrainNote) {
-    for (pid, drain) in drain_stage::recover(pids, note, ops::DEFAULT_DRAIN_TIMEOUT) {
+/// Sends the members of a drained group what undoes their drain, and
+/// records each answer; one still drained at the end fails.
+fn rebuild_drained(report: &mut Report, pids: &[i32], note: &DrainNote, claimed: &Claimed) {
+    let recovered = drain_stage::recover(pids, note, claimed);
+    report.warnings.extend(recovered.warnings);
+    for (pid, drain) in recovered.reports {
         let at = match report.processes.iter().position(|p| p.pid == pid) {
             Some(at) => at,
             None => {
@@ -62,7 +64,30 @@ fn rebuild_drained(report: &mut Report, pids: &[i32], note: DrainNote) {
 pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
     let started = Instant::now();
     let mut report = Report::new("recover", started.elapsed());
-    for (path, intent) in intent::abandoned() {
+    for (path, _) in intent::abandoned() {
+        // One recover at a time per record: a second one sends nothing.
+        let claimed = match intent::claim(&path) {
+            Ok(claimed) => claimed,
+            Err(NotClaimed::Gone) => continue,
+            Err(NotClaimed::Busy(holder)) => {
+                let who = holder.map_or("another cudackpt".to_string(), |pid| {
+                    format!("cudackpt PID {pid}")
+                });
+                report.warnings.push(format!(
+                    "{} is being recovered by {who}: this run left its processes alone",
+                    path.display()
+                ));
+                report.failure.get_or_insert_with(|| {
+                    Failure::new(
+                        FailureKind::InUse,
+                        format!("{} is being recovered by {who}", path.display()),
+                        "wait for that recover to finish, then run `cudackpt recover` again to confirm",
+                    )
+                });
+                continue;
+            }
+        };
+        let intent = claimed.intent();
         let Intent {
             owner_pid, members, ..
         } = &intent;
@@ -123,12 +148,12 @@ pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
         // Asked once, whatever the answers: asking again could start a new
         // drain. A process still drained after it is named, and `cudackpt
         // resume` asks it again (it shows the marker).
-        if let (Some(note), false) = (intent.drain, dry_run) {
+        if let (Some(note), false) = (&intent.drain, dry_run) {
             let pids: Vec<i32> = alive.iter().map(|m| m.pid).collect();
-            rebuild_drained(&mut report, &pids, note);
+            rebuild_drained(&mut report, &pids, note, &claimed);
         }
         if all_back && !dry_run {
-            intent::remove(&path);
+            claimed.finish();
         }
     }
     if !dry_run {
@@ -136,6 +161,8 @@ pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
         // process keeps its file between commands; see pidlock).
         let pruned = crate::ops::journal::pidlock::prune();
         tracing::debug!(pruned, "removed stale lock files");
+        let pruned = crate::ops::journal::drained::prune();
+        tracing::debug!(pruned, "forgot drained processes gone since");
     }
     report.duration = started.elapsed();
     report

@@ -38,7 +38,7 @@ use diagnose::{Failure, FailureKind};
 use execute::interrupt::{self, Interrupt};
 use execute::timeout::Timeout;
 use execute::{Executor, StepDone};
-use journal::{intent, lock, pidlock, records};
+use journal::{drained, intent, lock, pidlock, records};
 use plan::Operation;
 use preflight::{host_memory, restorable};
 use report::{Layout, ProcessReport, Report};
@@ -262,7 +262,7 @@ fn clear<'d>(request: &Request<'_>, ready: &'d check::Ready) -> Result<Cleared<'
     let passed = if request.drain.before_lock && drain_stage::drains(&request.operation) {
         restorable::Passed::default()
     } else {
-        restorable::check(request, ready)?
+        restorable::check(request, ready, &drained::vouches_for)?
     };
     let weighed = host_memory::check(request, ready)?;
     let host = Inventory::with_driver(&ready.driver);
@@ -346,11 +346,11 @@ fn execute_and_finish(
     let mut reports = executor.run(&request.operation, &ready.targets, map);
     remarks.extend(executor.interrupt.unguarded());
     if let Some(drained) = drained {
-        drained.settle(&mut reports);
+        drained.settle(&mut reports, &journal, &executor.interrupt);
     }
     // A toggle --drain may also resume processes drained before: they rebuild
     // as after any resume (the settled members have their report already).
-    drain_stage::rebuild_resumed(request, ready, &mut reports);
+    drain_stage::rebuild_resumed(request, ready, &mut reports, &journal, executor.deadline);
     remarks.extend(journal.unwritten());
     if let Some(watch) = &oom_watch {
         watch.diagnose(&mut reports);

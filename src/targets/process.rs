@@ -202,6 +202,9 @@ pub struct ProcStatus {
     pub state: char,
     /// The signals it catches (`SigCgt`, bit N-1 for signal N), when shown.
     pub caught: Option<u64>,
+    /// The signals sent to it and not yet taken (`ShdPnd`, the process's,
+    /// and `SigPnd`, its main thread's), bit N-1 for signal N.
+    pub pending: u64,
 }
 
 /// Why a PID cannot be acted on. Each says what to do next.
@@ -269,6 +272,7 @@ pub fn parse_status(text: &str) -> Option<ProcStatus> {
     let mut uids = None;
     let mut state = None;
     let mut caught = None;
+    let mut pending = 0;
     for line in text.lines() {
         let Some((key, value)) = line.split_once(':') else {
             continue;
@@ -279,6 +283,7 @@ pub fn parse_status(text: &str) -> Option<ProcStatus> {
             "State" => state = value.chars().next(),
             "Tgid" => tgid = value.parse().ok(),
             "SigCgt" => caught = u64::from_str_radix(value, 16).ok(),
+            "ShdPnd" | "SigPnd" => pending |= u64::from_str_radix(value, 16).unwrap_or(0),
             "Uid" => {
                 let parsed: Vec<u32> = value
                     .split_whitespace()
@@ -295,6 +300,7 @@ pub fn parse_status(text: &str) -> Option<ProcStatus> {
         uids: uids?,
         state: state?,
         caught,
+        pending,
     })
 }
 
@@ -549,8 +555,14 @@ mod tests {
                 uids: [1000; 4],
                 state: 'S',
                 caught: None,
+                pending: 0,
             }
         );
+        let pending = parse_status(&format!(
+            "{STATUS}SigPnd:\t0000000000000000\nShdPnd:\t0000008000000000\n"
+        ))
+        .expect("parses");
+        assert_eq!(pending.pending, 1 << 39, "signal 40 pending");
         assert_eq!(parse_status("Name:\tx\n"), None);
     }
 

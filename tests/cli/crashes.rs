@@ -6,22 +6,14 @@
 //! recover` puts them back, and nobody is left locked or checkpointed.
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
 
 use crate::support::{texts, Fixture, Target};
 use crate::wire::{Kind, ProcessCommandDoc, State};
 
-fn intents(fx: &Fixture) -> Vec<PathBuf> {
-    match std::fs::read_dir(fx.dir().join("records").join("intents")) {
-        Ok(entries) => entries.map(|e| e.expect("entry").path()).collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
 /// What the crash left is named by its record, refused until `recover`,
 /// and then put back: every process running, the record gone.
 fn refused_until_recovered(fx: &Fixture, group: &[Target]) {
-    let left = intents(fx);
+    let left = fx.intents();
     assert_eq!(left.len(), 1, "the intent record stays: {left:?}");
     let states: Vec<String> = group.iter().map(|t| fx.fake_state(t.pid)).collect();
     assert!(
@@ -37,7 +29,7 @@ fn refused_until_recovered(fx: &Fixture, group: &[Target]) {
     for target in group {
         assert_eq!(fx.fake_state(target.pid), "running");
     }
-    assert!(intents(fx).is_empty(), "recover removes the record");
+    assert!(fx.intents().is_empty(), "recover removes the record");
 }
 
 fn suspend(fx: &Fixture, group: &[Target]) -> std::process::Command {
@@ -66,7 +58,7 @@ fn a_panic_mid_group_keeps_the_record_and_says_how_to_recover() {
         stderr.contains("a deliberate panic after a checkpoint call"),
         "{stderr}"
     );
-    let record = intents(&fx).pop().expect("a record");
+    let record = fx.intents().pop().expect("a record");
     assert!(
         stderr.contains(&format!("its intent record {}", record.display()))
             && stderr.contains("`cudackpt recover`"),

@@ -19,6 +19,7 @@ mod devices;
 mod discovery;
 mod doctor;
 mod drain;
+mod drain_exact;
 mod driver;
 mod errors;
 mod groups;

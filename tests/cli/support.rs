@@ -778,6 +778,16 @@ impl Fixture {
         tree
     }
 
+    /// The intent records left in the fixture's run directory.
+    pub fn intents(&self) -> Vec<PathBuf> {
+        fs::read_dir(self.dir().join("records").join("intents"))
+            .into_iter()
+            .flatten()
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect()
+    }
+
     /// A fake rank speaking the drain protocol (tests/drain-target), in
     /// `mode` (ack, keep, ignore, die, stuck-rebuild), with this
     /// environment and the fake preloaded; returned once it is ready, with

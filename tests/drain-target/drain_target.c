@@ -7,11 +7,16 @@
  *   die            exits while releasing
  *   stuck-rebuild  never finishes its rebuild
  *   plant          names a thread with the marker at start, never drains
- * Every event is appended to the file named by its second argument. */
+ *   pretend        like plant, without the watchdog thread: a rank whose
+ *                  only sign is its launcher environment, and a fake marker
+ * Every event is appended to the file named by its second argument, and a
+ * line per drain signal taken to that name with ".signals" added, so tests
+ * can count what each rank was sent. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
 #include "cudackpt_drain.h"
 static const char *mode;
@@ -19,6 +24,9 @@ static FILE *events;
 static pthread_t watchdog;
 static void *watch(void *arg) { (void)arg; prctl(PR_SET_NAME, "pt_nccl_watchdg"); for (;;) pause(); return 0; }
 static void *liar(void *arg) { (void)arg; prctl(PR_SET_NAME, CUDACKPT_DRAIN_MARKER); for (;;) pause(); return 0; }
+static int signals_fd = -1;
+/* The client's handler, counted first (write(2) is async-signal-safe). */
+static void counted(int sig) { if (write(signals_fd, "signal\n", 7) < 0) {} cudackpt_on_request(sig); }
 static void note(const char *what) { fprintf(events, "%s\n", what); fflush(events); }
 static void release(void) {
     note("released");
@@ -34,10 +42,17 @@ int main(int argc, char **argv) {
     if (argc < 3) return 2;
     mode = argv[1];
     events = fopen(argv[2], "a");
-    pthread_create(&watchdog, 0, watch, 0);
-    if (!strcmp(mode, "plant")) { pthread_t planted; pthread_create(&planted, 0, liar, 0); }
+    if (strcmp(mode, "pretend")) pthread_create(&watchdog, 0, watch, 0);
+    if (!strcmp(mode, "plant") || !strcmp(mode, "pretend")) { pthread_t planted; pthread_create(&planted, 0, liar, 0); }
+    char signals_path[4096];
+    snprintf(signals_path, sizeof signals_path, "%s.signals", argv[2]);
+    signals_fd = open(signals_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     cudackpt_drain_init();
+    struct sigaction action = {0};
+    action.sa_handler = counted;
+    action.sa_flags = SA_RESTART;
+    sigaction(CUDACKPT_DRAIN_SIGNAL, &action, 0);
     note("ready");
-    int drains = strcmp(mode, "ignore") && strcmp(mode, "plant");
+    int drains = strcmp(mode, "ignore") && strcmp(mode, "plant") && strcmp(mode, "pretend");
     for (;;) { if (drains) cudackpt_drain_point(release, rebuild); usleep(2000); }
 }

@@ -48,6 +48,14 @@ pub fn shows_marker(pid: i32) -> bool {
     protocol::shows_marker(&evidence::thread_names(pid))
 }
 
+/// Whether `signal` was sent to `target` and not yet taken by it.
+pub fn pending(target: &Target, signal: DrainSignal) -> bool {
+    process::read_status(target.pid)
+        .ok()
+        .flatten()
+        .is_some_and(|status| signal.caught_by(status.pending))
+}
+
 /// Sends the request (or the rebuild, or the call-off: the same signal).
 pub fn ask(target: &Target, signal: DrainSignal) -> std::io::Result<()> {
     target.send_signal(signal.number())

@@ -18,3 +18,42 @@ pub fn after(step: StepKind) {
 #[cfg(not(debug_assertions))]
 #[inline(always)]
 pub fn after(_step: StepKind) {}
+
+/// Where a drain signal send stands, for [`drain_signal`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Send {
+    /// The record says the signal is going; it has not gone.
+    Before,
+    /// It went; the record has not said so yet.
+    After,
+}
+
+/// A debug build's SIGKILL of itself around the Nth drain signal it sends
+/// (requests, rebuilds and call-offs alike, counted from 1):
+/// `CUDACKPT_DEBUG_KILL_AT=before-signal:N` or `after-signal:N`, so tests
+/// can put a kill -9 at every instant of a drain and show what `recover`
+/// makes of the record.
+#[cfg(debug_assertions)]
+pub fn drain_signal(when: Send) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static SENT: AtomicU32 = AtomicU32::new(0);
+    let Ok(wanted) = std::env::var("CUDACKPT_DEBUG_KILL_AT") else {
+        return;
+    };
+    let nth = match when {
+        Send::Before => SENT.load(Ordering::SeqCst) + 1,
+        Send::After => SENT.fetch_add(1, Ordering::SeqCst) + 1,
+    };
+    let label = match when {
+        Send::Before => "before-signal",
+        Send::After => "after-signal",
+    };
+    if wanted == format!("{label}:{nth}") {
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    }
+}
+
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub fn drain_signal(_when: Send) {}

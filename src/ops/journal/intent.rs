@@ -97,24 +97,122 @@ pub struct Intent {
     pub drain: Option<DrainNote>,
 }
 
-/// A drained group's handshake, as far as it got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A drained group's handshake, as far as it got: the signal, and every
+/// drain signal this command sent, member by member, so that `recover`
+/// sends each exactly what undoes it (SPEC 11): nothing to one never
+/// asked, one signal to one asked once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DrainNote {
     /// The signal that asked (and asks for the rebuild).
     pub signal: i32,
     pub phase: DrainPhase,
+    /// The command's drain timeout: how long `recover` waits on a process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Each member's signals; `None` in a record written before they were
+    /// kept (`recover` then goes by `phase`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signals: Option<Vec<Signalled>>,
+    /// The member a signal was going to when the record was written: it
+    /// may or may not have had it (the record is written just before the
+    /// send, and again before the next one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sending: Option<i32>,
+}
+
+/// The drain signals one member has had from this command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Signalled {
+    pub pid: i32,
+    /// Signals delivered to it: a request, then a rebuild or a call-off.
+    pub sent: u32,
+    /// It showed the marker before this command sent it anything (it
+    /// drained for an earlier command and waits for its rebuild).
+    pub drained_before: bool,
+}
+
+impl Signalled {
+    /// Whether the process waits for one more signal: it was asked once
+    /// (or drained before) and not yet asked again.
+    pub fn owes_one(self) -> bool {
+        self.drained_before ^ (self.sent % 2 == 1)
+    }
 }
 
 /// How far a drain got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DrainPhase {
-    /// Every member was sent the request; not all had acknowledged: each
-    /// is asked once more (a drained one rebuilds, a late one calls it off).
+    /// The requests are being sent, or answered.
     Requested,
-    /// Every member acknowledged: those still showing the marker are asked
-    /// to rebuild.
+    /// Every member acknowledged.
     Drained,
+}
+
+impl DrainNote {
+    /// A drain about to ask `members` (PID, showing the marker already).
+    pub fn new(signal: i32, timeout: std::time::Duration, members: &[(i32, bool)]) -> DrainNote {
+        DrainNote {
+            signal,
+            phase: DrainPhase::Requested,
+            timeout_ms: Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
+            signals: Some(
+                members
+                    .iter()
+                    .map(|&(pid, drained_before)| Signalled {
+                        pid,
+                        sent: 0,
+                        drained_before,
+                    })
+                    .collect(),
+            ),
+            sending: None,
+        }
+    }
+
+    /// A signal is about to go to `pid`.
+    pub fn begin(&mut self, pid: i32) {
+        self.sending = Some(pid);
+    }
+
+    /// The signal to `pid` went (`delivered`) or could not be sent.
+    pub fn end(&mut self, pid: i32, delivered: bool) {
+        if self.sending == Some(pid) {
+            self.sending = None;
+        }
+        if !delivered {
+            return;
+        }
+        let signals = self.signals.get_or_insert_with(Vec::new);
+        match signals.iter_mut().find(|s| s.pid == pid) {
+            Some(member) => member.sent += 1,
+            None => signals.push(Signalled {
+                pid,
+                sent: 1,
+                drained_before: false,
+            }),
+        }
+    }
+
+    /// What the record says of `pid`, when it knows.
+    pub fn of(&self, pid: i32) -> Option<Signalled> {
+        self.signals
+            .as_ref()?
+            .iter()
+            .find(|s| s.pid == pid)
+            .copied()
+    }
+}
+
+/// Where the drain signals of a command are accounted for: its intent
+/// record, or (for `recover`) the record it took over.
+pub trait SignalLedger {
+    /// Before a drain signal goes to `pid`: written down first.
+    fn begin(&self, pid: i32);
+    /// After the send: whether it went.
+    fn end(&self, pid: i32, delivered: bool);
+    /// After the last send of a round: written down.
+    fn flush(&self);
 }
 
 impl Member {
@@ -232,6 +330,11 @@ impl Journal {
         if let Some(note) = locked(&self.drain).as_mut() {
             note.phase = phase;
         }
+        self.rewrite();
+    }
+
+    /// Writes the last record again, with the drain as it stands.
+    fn rewrite(&self) {
         let last = locked(&self.last).clone();
         if let Some((command, members)) = last {
             self.write_members(command, members);
@@ -260,7 +363,7 @@ impl Journal {
 
     fn write_members(&self, command: &'static str, members: Vec<Member>) {
         *locked(&self.last) = Some((command, members.clone()));
-        let drain = *locked(&self.drain);
+        let drain = locked(&self.drain).clone();
         match write(command, members, drain) {
             Ok(written) => {
                 // The new record replaced the old one under the same name.
@@ -279,6 +382,32 @@ impl Journal {
     /// Why the intent could not be written, if it could not.
     pub fn unwritten(&self) -> Option<String> {
         locked(&self.unwritten).clone()
+    }
+}
+
+/// A command's drain signals go into its record; without a drain (a
+/// resume that rebuilds) there is nothing to write.
+impl SignalLedger for Journal {
+    fn begin(&self, pid: i32) {
+        let noted = locked(&self.drain)
+            .as_mut()
+            .map(|note| note.begin(pid))
+            .is_some();
+        if noted {
+            self.rewrite();
+        }
+    }
+
+    fn end(&self, pid: i32, delivered: bool) {
+        if let Some(note) = locked(&self.drain).as_mut() {
+            note.end(pid, delivered);
+        }
+    }
+
+    fn flush(&self) {
+        if locked(&self.drain).is_some() {
+            self.rewrite();
+        }
     }
 }
 
@@ -345,6 +474,106 @@ pub fn abandoned() -> Vec<(PathBuf, Intent)> {
                 .then(|| (dir.path().join(&name), intent))
         })
         .collect()
+}
+
+/// An abandoned record taken over by one `recover`: it holds the record's
+/// lock file (`NAME.lock`, flock) until dropped, so a second `recover` at
+/// the same time sends nothing to its processes, and it writes the record
+/// again as it signals them, so a `recover` killed midway leaves the next
+/// one an exact account too.
+pub struct Claimed {
+    dir: SafeDir,
+    name: String,
+    /// The flock, released when dropped (or by the kernel when the holder
+    /// dies).
+    _lock: std::fs::File,
+    intent: std::sync::Mutex<Intent>,
+}
+
+/// Why a record could not be taken over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotClaimed {
+    /// Another cudackpt (this PID, when it said) holds it.
+    Busy(Option<i32>),
+    /// It is gone (the other `recover` finished it), or cannot be read.
+    Gone,
+}
+
+/// Takes the record at `path` over, or says who has it.
+pub fn claim(path: &std::path::Path) -> Result<Claimed, NotClaimed> {
+    use std::os::unix::fs::FileExt;
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str()))
+    else {
+        return Err(NotClaimed::Gone);
+    };
+    let dir = match SafeDir::open_existing(parent) {
+        Ok(Some(dir)) => dir,
+        _ => return Err(NotClaimed::Gone),
+    };
+    let lock_name = format!("{name}.lock");
+    let mut lock = dir
+        .open_lock_file(&lock_name)
+        .map_err(|_| NotClaimed::Gone)?;
+    use rustix::fs::{flock, FlockOperation};
+    if flock(&lock, FlockOperation::NonBlockingLockExclusive).is_err() {
+        let text = SafeDir::read_open(&mut lock, 32);
+        return Err(NotClaimed::Busy(text.trim().parse().ok()));
+    }
+    let _ = lock.set_len(0);
+    let _ = lock.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0);
+    // Read under the lock: the one before may have finished it, or changed
+    // it as it signalled.
+    let intent = match dir.read_capped(name, INTENT_CAP) {
+        Ok(Some(text)) => serde_json::from_str::<Intent>(&text).map_err(|_| NotClaimed::Gone)?,
+        _ => {
+            let _ = dir.remove(&lock_name);
+            return Err(NotClaimed::Gone);
+        }
+    };
+    Ok(Claimed {
+        dir,
+        name: name.to_string(),
+        _lock: lock,
+        intent: std::sync::Mutex::new(intent),
+    })
+}
+
+impl Claimed {
+    pub fn intent(&self) -> Intent {
+        locked(&self.intent).clone()
+    }
+
+    /// Removes the record (its processes are back), then its lock file.
+    pub fn finish(self) {
+        let _ = self.dir.remove(&self.name);
+        let _ = self.dir.remove(&format!("{}.lock", self.name));
+    }
+
+    fn write(&self) {
+        let text = serde_json::to_string_pretty(&*locked(&self.intent)).unwrap_or_default();
+        if let Err(error) = self.dir.write_atomic(&self.name, text.as_bytes()) {
+            tracing::warn!(%error, "could not write the recovered record again");
+        }
+    }
+}
+
+impl SignalLedger for Claimed {
+    fn begin(&self, pid: i32) {
+        if let Some(note) = locked(&self.intent).drain.as_mut() {
+            note.begin(pid);
+        }
+        self.write();
+    }
+
+    fn end(&self, pid: i32, delivered: bool) {
+        if let Some(note) = locked(&self.intent).drain.as_mut() {
+            note.end(pid, delivered);
+        }
+    }
+
+    fn flush(&self) {
+        self.write();
+    }
 }
 
 /// Removes an intent once its processes are back where they started.
@@ -446,6 +675,43 @@ mod tests {
         let advice = panic_advice(None);
         assert!(advice.contains("no intent record"), "{advice}");
         assert!(!advice.contains("recover`"), "{advice}");
+    }
+
+    /// What each member is owed follows from what it was sent: nothing
+    /// after none or two, one after one; the reverse for a member that
+    /// showed the marker before (drained for an earlier command).
+    #[test]
+    fn a_member_is_owed_one_signal_after_an_odd_number() {
+        let mut note = DrainNote::new(
+            40,
+            std::time::Duration::from_secs(2),
+            &[(7, false), (9, true)],
+        );
+        assert_eq!(note.timeout_ms, Some(2000));
+        let owes = |note: &DrainNote, pid| note.of(pid).expect("a member").owes_one();
+        assert!(!owes(&note, 7) && owes(&note, 9));
+        note.begin(7);
+        assert_eq!(note.sending, Some(7), "written down before it goes");
+        note.end(7, true);
+        assert_eq!(note.sending, None);
+        assert!(
+            owes(&note, 7),
+            "asked once: owed the rebuild or the call-off"
+        );
+        note.begin(9);
+        note.end(9, false);
+        assert!(owes(&note, 9), "a send that failed counts for nothing");
+        note.begin(9);
+        note.end(9, true);
+        assert!(!owes(&note, 9), "drained before, rebuilt now");
+        note.begin(7);
+        note.end(7, true);
+        assert!(!owes(&note, 7), "asked twice: balanced");
+        // A record without the counts reads back, and says it has none.
+        let old: DrainNote =
+            serde_json::from_str(r#"{"signal":40,"phase":"drained"}"#).expect("an old note");
+        assert_eq!(old.signals, None);
+        assert_eq!(old.of(7), None);
     }
 
     #[test]

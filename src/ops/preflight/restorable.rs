@@ -13,7 +13,10 @@
 //! A process that shows the drain marker (SPEC 11) said it released what
 //! the driver cannot restore: its launcher's world size is no longer held
 //! against it (and the report says so), but the evidence still is: a live
-//! `pt_nccl_*` thread or a CUDA IPC mapping refuses it all the same.
+//! `pt_nccl_*` thread or a CUDA IPC mapping refuses it all the same. The
+//! marker is a thread name any process can take, so it counts only for a
+//! process the caller vouches for: one this command asked and saw answer,
+//! or one a cudackpt drained and left drained (`journal::drained`).
 
 use crate::driver::{CheckpointApi, Driver, ProcessState};
 use crate::ops::diagnose::{describe_process, Failure, FailureKind};
@@ -90,7 +93,12 @@ pub struct Passed {
 }
 
 /// The pre-flight of a request, or the stop of the group before any lock.
-pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Passed, Stop> {
+/// `vouched` says whose drain marker may be believed.
+pub fn check(
+    request: &Request<'_>,
+    ready: &Ready,
+    vouched: &dyn Fn(i32) -> bool,
+) -> Result<Passed, Stop> {
     if !request.operation.checkpoints() {
         return Ok(Passed::default());
     }
@@ -99,7 +107,7 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Passed, Stop> {
     let mut passed = Passed::default();
     let mut findings: Vec<Finding> = Vec::new();
     for (target, found) in ready.targets.iter().zip(&evidence) {
-        let drained = protocol::shows_marker(&found.threads);
+        let drained = protocol::shows_marker(&found.threads) && vouched(target.pid);
         let (finding, exempted) = judge(target, found, &facts, drained);
         findings.extend(finding);
         passed

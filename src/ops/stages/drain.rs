@@ -18,9 +18,11 @@ use crate::ops::diagnose::{describe_process, Failure, FailureKind};
 use crate::ops::drain::protocol::DrainSignal;
 use crate::ops::drain::{self, Answer, Unable};
 use crate::ops::execute::concurrently;
+use crate::ops::execute::failpoint::{self, Send};
 use crate::ops::execute::interrupt::{signal_name, Interrupt, Place};
 use crate::ops::execute::timeout::format_duration;
-use crate::ops::journal::intent::{DrainNote, DrainPhase, Journal};
+use crate::ops::journal::drained;
+use crate::ops::journal::intent::{DrainNote, DrainPhase, Journal, SignalLedger};
 use crate::ops::plan::Operation;
 use crate::ops::preflight::restorable;
 use crate::ops::report::{DrainOutcome, DrainReport, ProcessReport};
@@ -42,6 +44,8 @@ struct Member {
 pub struct Drained {
     signal: DrainSignal,
     timeout: Duration,
+    /// The command's `--deadline`: no wait outlasts it.
+    deadline: Option<Instant>,
     members: Vec<Member>,
     /// Left out of the handshake: nothing to release, nothing sent.
     bystanders: Vec<i32>,
@@ -83,6 +87,7 @@ pub fn drain(
     let mut drained = Drained {
         signal,
         timeout: request.drain.timeout,
+        deadline,
         members,
         bystanders,
     };
@@ -90,26 +95,64 @@ pub fn drain(
         // Every process is checkpointed already, or left out: nothing to ask.
         return Ok(Some(drained));
     }
+    let members: Vec<(i32, bool)> = drained
+        .members
+        .iter()
+        .map(|m| (m.target.pid, !m.asked))
+        .collect();
     journal.drain(
         &request.operation,
         &places(&drained.members),
-        DrainNote {
-            signal: signal.number(),
-            phase: DrainPhase::Requested,
-        },
+        DrainNote::new(signal.number(), drained.timeout, &members),
     );
     // From the first request on, a signal to cudackpt calls the drain off
     // rather than ending it with processes half drained.
     interrupt.arm();
-    // The drain timeout, or the command's --deadline if sooner.
-    let by_timeout = Instant::now() + drained.timeout;
-    let until = deadline.map_or(by_timeout, |deadline| deadline.min(by_timeout));
-    if let Err(why) = drained.ask_and_wait(until, interrupt) {
-        return Err(drained.call_off(&why));
+    if let Err(why) = drained.ask_and_wait(interrupt, journal) {
+        return Err(drained.call_off(&why, journal, interrupt));
     }
     journal.drain_phase(DrainPhase::Drained);
-    drained.prove(request, ready)?;
+    drained.prove(request, ready, journal, interrupt)?;
     Ok(Some(drained))
+}
+
+/// The end of a wait that starts now: `timeout` from now, or `deadline`
+/// if sooner (pure).
+fn wait_until(timeout: Duration, deadline: Option<Instant>) -> Instant {
+    let by_timeout = Instant::now() + timeout;
+    deadline.map_or(by_timeout, |deadline| deadline.min(by_timeout))
+}
+
+/// Sends the drain signal to one process, written down first: the record
+/// says it is going before it goes, and the next write says it went.
+fn send(target: &Target, signal: DrainSignal, ledger: &dyn SignalLedger) -> std::io::Result<()> {
+    ledger.begin(target.pid);
+    failpoint::drain_signal(Send::Before);
+    let sent = drain::ask(target, signal);
+    ledger.end(target.pid, sent.is_ok());
+    if sent.is_ok() {
+        failpoint::drain_signal(Send::After);
+    }
+    sent
+}
+
+/// What a wait for rebuilds that a signal ended says of each process it
+/// did not see rebuild.
+fn cut_short(interrupt: &Interrupt) -> Option<String> {
+    interrupt.signal().map(|signal| {
+        format!(
+            "{} arrived while cudackpt waited for the rebuilds: it was asked to rebuild, and cudackpt stopped waiting; `cudackpt ps` shows whether it still shows the drain marker",
+            signal_name(signal)
+        )
+    })
+}
+
+/// A stop for a wait that starts now: a signal to cudackpt that arrives
+/// during it (one that arrived before is the reason for the wait, and the
+/// wait still runs, bounded by the timeout and the deadline).
+fn new_signal(interrupt: &Interrupt) -> impl Fn() -> bool + '_ {
+    let before = interrupt.signal().is_some();
+    move || !before && interrupt.signal().is_some()
 }
 
 /// Who takes part in a drain, and who is left out of it.
@@ -266,6 +309,8 @@ fn places(members: &[Member]) -> Vec<Place> {
 enum Why {
     /// These processes did not acknowledge in time.
     NoAnswer(Vec<i32>, Duration),
+    /// These had not acknowledged when the command's --deadline passed.
+    Deadline(Vec<i32>, Duration),
     /// A process exited (or could not be sent the request).
     Gone(i32, String),
     /// cudackpt was asked to stop by this signal.
@@ -283,17 +328,31 @@ impl Drained {
             .collect()
     }
 
-    /// Sends every request, then waits for every marker.
-    fn ask_and_wait(&mut self, until: Instant, interrupt: &Interrupt) -> Result<(), Why> {
+    /// The end of a wait that starts now.
+    fn until(&self) -> Instant {
+        wait_until(self.timeout, self.deadline)
+    }
+
+    /// Sends every request, then waits for every marker (the drain
+    /// timeout, or the command's --deadline if sooner).
+    fn ask_and_wait(
+        &mut self,
+        interrupt: &Interrupt,
+        ledger: &dyn SignalLedger,
+    ) -> Result<(), Why> {
         let started = Instant::now();
+        let until = self.until();
+        let by_deadline = self.deadline.is_some_and(|d| d <= started + self.timeout);
         for member in self.members.iter().filter(|m| m.asked) {
-            if let Err(error) = drain::ask(&member.target, self.signal) {
+            if let Err(error) = send(&member.target, self.signal, ledger) {
+                ledger.flush();
                 return Err(Why::Gone(
                     member.target.pid,
                     format!("the drain request could not be sent to it ({error})"),
                 ));
             }
         }
+        ledger.flush();
         let asked = self.asked();
         let stop = || interrupt.signal().is_some();
         let answers = drain::wait_for(&asked, drain::shows_marker, until, &stop);
@@ -320,14 +379,31 @@ impl Drained {
             .collect();
         if silent.is_empty() {
             Ok(())
+        } else if by_deadline {
+            Err(Why::Deadline(silent, started.elapsed()))
         } else {
             Err(Why::NoAnswer(silent, started.elapsed()))
         }
     }
 
     /// The section 10 pre-flight, on the evidence after the drain.
-    fn prove(&mut self, request: &Request<'_>, ready: &Ready) -> Result<(), Stop> {
-        match restorable::check(request, ready) {
+    fn prove(
+        &mut self,
+        request: &Request<'_>,
+        ready: &Ready,
+        ledger: &dyn SignalLedger,
+        interrupt: &Interrupt,
+    ) -> Result<(), Stop> {
+        // Believed: the marker of one that answered this command's request,
+        // or of one a cudackpt drained and left drained.
+        let answered: Vec<i32> = self
+            .members
+            .iter()
+            .filter(|m| m.asked && m.acknowledged.is_some())
+            .map(|m| m.target.pid)
+            .collect();
+        let vouched = |pid: i32| answered.contains(&pid) || drained::vouches_for(pid);
+        match restorable::check(request, ready, &vouched) {
             Ok(passed) => {
                 for (pid, words) in passed.exempted {
                     if let Some(m) = self.members.iter_mut().find(|m| m.target.pid == pid) {
@@ -336,7 +412,9 @@ impl Drained {
                 }
                 Ok(())
             }
-            Err(Stop::Halted { ran, .. }) => Err(self.call_off(&Why::Refused(ran))),
+            Err(Stop::Halted { ran, .. }) => {
+                Err(self.call_off(&Why::Refused(ran), ledger, interrupt))
+            }
             Err(stop) => Err(stop),
         }
     }
@@ -344,13 +422,16 @@ impl Drained {
     /// Asks every process asked once more (a drained one rebuilds, one
     /// that has not drained yet calls it off), waits for the markers to
     /// go, and says what happened to each.
-    fn call_off(&self, why: &Why) -> Stop {
+    fn call_off(&self, why: &Why, ledger: &dyn SignalLedger, interrupt: &Interrupt) -> Stop {
         let asked = self.asked();
-        let mut rebuilds = self.ask_rebuild(&asked, Instant::now() + self.timeout);
+        let stop = new_signal(interrupt);
+        let mut rebuilds = rebuild(&asked, self.signal, self.until(), ledger, &stop);
+        let cut_short = stop().then(|| cut_short(interrupt)).flatten();
         let mut reports = Vec::new();
         for member in &self.members {
             let pid = member.target.pid;
             let mut drain = self.report_of(member, &mut rebuilds);
+            let unconfirmed = drain.outcome == DrainOutcome::NotRebuilt;
             if member.acknowledged.is_none() && member.asked {
                 drain.outcome = DrainOutcome::NotAcknowledged;
                 drain.rebuilt = None;
@@ -367,6 +448,9 @@ impl Drained {
                 if let Some(own) = refused.iter().find(|r| r.pid == pid) {
                     report.failure.clone_from(&own.failure);
                 }
+            }
+            if let (true, Some(words)) = (unconfirmed, &cut_short) {
+                report.warnings.push(words.clone());
             }
             reports.push(report);
         }
@@ -388,7 +472,14 @@ impl Drained {
         let who = describe_process(pid, Some(&member.target.name));
         let rebuilt = "every process asked was asked again to rebuild, and nothing was locked";
         match why {
-            Why::NoAnswer(silent, waited) if silent.contains(&pid) => Failure::new(
+            Why::NoAnswer(silent, _) | Why::Deadline(silent, _) if !silent.contains(&pid) => {
+                Failure::new(
+                    FailureKind::NotAttempted,
+                    format!("not attempted: PID {} did not drain in time; {rebuilt}", silent[0]),
+                    "a group drains together or not at all",
+                )
+            }
+            Why::NoAnswer(_, waited) => Failure::new(
                 FailureKind::DrainTimeout,
                 format!(
                     "{who} did not acknowledge the drain (signal {}) within {}: no thread named {} in /proc/{pid}/task; {rebuilt}",
@@ -398,10 +489,14 @@ impl Drained {
                 ),
                 "give it longer (--drain-timeout; a rank answers at its next step boundary), check that every rank of the job was named (all ranks must agree), or run `cudackpt check --drain`",
             ),
-            Why::NoAnswer(silent, _) => Failure::new(
-                FailureKind::NotAttempted,
-                format!("not attempted: PID {} did not drain in time; {rebuilt}", silent[0]),
-                "a group drains together or not at all",
+            Why::Deadline(_, waited) => Failure::new(
+                FailureKind::DeadlineExceeded,
+                format!(
+                    "{who} had not acknowledged the drain (signal {}) when the command's --deadline passed, {} into the drain; {rebuilt}",
+                    self.signal,
+                    format_duration(*waited),
+                ),
+                "give the command a later --deadline (a rank answers at its next step boundary), or leave it out to wait the whole --drain-timeout",
             ),
             Why::Gone(gone, reason) if *gone == pid => Failure::new(
                 FailureKind::NoSuchProcess,
@@ -441,16 +536,15 @@ impl Drained {
         drain
     }
 
-    /// Asks `targets` to rebuild (each once) and waits for their markers
-    /// to go; returns each one's drain report.
-    fn ask_rebuild(&self, targets: &[&Target], until: Instant) -> Vec<(i32, DrainReport)> {
-        rebuild(targets, self.signal, until)
-    }
-
     /// After the driver calls: members running again are asked to rebuild;
     /// the others stay drained until the command that resumes them. The
     /// bystanders are said to have had nothing to drain.
-    pub fn settle(self, reports: &mut [ProcessReport]) {
+    pub fn settle(
+        self,
+        reports: &mut [ProcessReport],
+        ledger: &dyn SignalLedger,
+        interrupt: &Interrupt,
+    ) {
         for report in reports
             .iter_mut()
             .filter(|r| self.bystanders.contains(&r.pid))
@@ -466,11 +560,20 @@ impl Drained {
             .filter(|m| state_in(reports, m.target.pid) == Some(ProcessState::Running))
             .map(|m| &m.target)
             .collect();
-        let mut rebuilt = self.ask_rebuild(&running, Instant::now() + self.timeout);
+        let stop = new_signal(interrupt);
+        let mut rebuilt = rebuild(&running, self.signal, self.until(), ledger, &stop);
         for member in &self.members {
             let Some(report) = reports.iter_mut().find(|r| r.pid == member.target.pid) else {
                 continue;
             };
+            let left_drained = matches!(
+                report.state,
+                Some(ProcessState::Locked | ProcessState::Checkpointed)
+            );
+            let answered = member.asked && member.acknowledged.is_some();
+            if left_drained && (answered || drained::vouches_for(member.target.pid)) {
+                drained::note(member.target.pid, self.signal.number());
+            }
             let drain = self.report_of(member, &mut rebuilt);
             note_rebuild(report, &drain);
             report.drain = Some(drain);
@@ -503,18 +606,22 @@ fn note_rebuild(report: &mut ProcessReport, drain: &DrainReport) {
     }
 }
 
-/// Asks each target that catches `signal` to rebuild, once, and waits
-/// until `until` for each marker to go.
+/// Asks each target that catches `signal` to rebuild, once, each send
+/// written down in `ledger`, and waits until `until` (or `stop`) for each
+/// marker to go.
 pub fn rebuild(
     targets: &[&Target],
     signal: DrainSignal,
     until: Instant,
+    ledger: &dyn SignalLedger,
+    stop: &dyn Fn() -> bool,
 ) -> Vec<(i32, DrainReport)> {
     let mut sent = Vec::new();
     let mut reports = Vec::new();
     for &target in targets {
         let sendable = drain::may_ask(target, signal).is_ok();
-        if sendable && drain::ask(target, signal).is_ok() {
+        if sendable && send(target, signal, ledger).is_ok() {
+            drained::forget(target.pid);
             sent.push(target);
         } else {
             reports.push((
@@ -523,7 +630,8 @@ pub fn rebuild(
             ));
         }
     }
-    let answers = drain::wait_for(&sent, |pid| !drain::shows_marker(pid), until, &|| false);
+    ledger.flush();
+    let answers = drain::wait_for(&sent, |pid| !drain::shows_marker(pid), until, stop);
     for (target, answer) in sent.iter().zip(answers) {
         let mut report = DrainReport::new(signal.number(), DrainOutcome::Rebuilt);
         match answer {
@@ -536,28 +644,150 @@ pub fn rebuild(
     reports
 }
 
-/// `recover`'s part for a drained group a dead cudackpt left: once its
-/// processes are back where they started, each one asked to drain is asked
-/// again (all of them while the drain was still being answered: a drained
-/// one rebuilds, a late one calls it off; after every one answered, those
-/// still showing the marker), and the rebuilds are waited for.
-pub fn recover(pids: &[i32], note: DrainNote, timeout: Duration) -> Vec<(i32, DrainReport)> {
+/// What `recover` did for a drained group a dead cudackpt left.
+#[derive(Default)]
+pub struct Recovered {
+    /// Each member asked, with its drain report.
+    pub reports: Vec<(i32, DrainReport)>,
+    /// What it could not be sure of, in words.
+    pub warnings: Vec<String>,
+}
+
+/// `recover`'s part for a drained group a dead cudackpt left, once its
+/// processes are back where they started (running): each is sent exactly
+/// what undoes what happened to it, from the record's account of every
+/// signal sent (`ledger`, the record taken over, written as it goes):
+/// nothing to one never asked, one signal to one asked once (it rebuilds,
+/// or calls off a request it has not acted on), none to one asked twice.
+/// The one process a signal was going to when cudackpt died is judged by
+/// what it does: see [`delivered`].
+pub fn recover(pids: &[i32], note: &DrainNote, ledger: &dyn SignalLedger) -> Recovered {
+    let mut recovered = Recovered::default();
     let Ok(signal) = DrainSignal::from_number(note.signal) else {
-        return Vec::new();
+        return recovered;
     };
+    let timeout = note
+        .timeout_ms
+        .map_or(crate::ops::DEFAULT_DRAIN_TIMEOUT, Duration::from_millis);
     let privileges = crate::targets::process::Privileges::current();
     let targets: Vec<Target> = pids
         .iter()
         .filter_map(|&pid| crate::targets::process::check_target(pid, &privileges, true).ok())
-        .filter(|t| note.phase == DrainPhase::Requested || drain::shows_marker(t.pid))
         .collect();
-    let targets: Vec<&Target> = targets.iter().collect();
-    rebuild(&targets, signal, Instant::now() + timeout)
+    let mut owed: Vec<&Target> = Vec::new();
+    for target in &targets {
+        let pid = target.pid;
+        if note.signals.is_none() {
+            // A record from before signals were counted: by its phase.
+            if note.phase == DrainPhase::Requested || drain::shows_marker(pid) {
+                owed.push(target);
+            }
+            continue;
+        }
+        let known = note
+            .of(pid)
+            .unwrap_or(crate::ops::journal::intent::Signalled {
+                pid,
+                sent: 0,
+                drained_before: false,
+            });
+        if note.sending == Some(pid) {
+            let went = delivered(target, signal, known.owes_one(), timeout);
+            ledger.end(pid, went.delivered);
+            if let Some(doubt) = went.doubt {
+                recovered.warnings.push(doubt);
+            }
+            let now = crate::ops::journal::intent::Signalled {
+                sent: known.sent + u32::from(went.delivered),
+                ..known
+            };
+            if now.owes_one() {
+                owed.push(target);
+            }
+        } else if known.owes_one() {
+            owed.push(target);
+        }
+    }
+    ledger.flush();
+    recovered.reports = rebuild(&owed, signal, Instant::now() + timeout, ledger, &|| false);
+    recovered
+}
+
+/// Whether the signal that was going to `target` when cudackpt died went.
+struct Went {
+    delivered: bool,
+    /// Said when its behaviour could not settle it.
+    doubt: Option<String>,
+}
+
+/// Judges a signal in doubt by what the process does. It went if it is
+/// still pending. Else, a request (`owed_before` false) went if the
+/// process drains within `timeout` (its marker appears); a rebuild or a
+/// call-off went if the marker goes, or is not there at the end. A process
+/// that takes a request and never reaches a safe point cannot be told from
+/// one never asked: it is taken as never asked, and the words say so.
+fn delivered(target: &Target, signal: DrainSignal, owed_before: bool, timeout: Duration) -> Went {
+    let pid = target.pid;
+    if drain::pending(target, signal) {
+        return Went {
+            delivered: true,
+            doubt: None,
+        };
+    }
+    let until = Instant::now() + timeout;
+    let mut seen_marker = false;
+    loop {
+        let marker = drain::shows_marker(pid);
+        if !owed_before && marker {
+            // It drained: it had the request.
+            return Went {
+                delivered: true,
+                doubt: None,
+            };
+        }
+        if owed_before && seen_marker && !marker {
+            // It rebuilt: it had the rebuild.
+            return Went {
+                delivered: true,
+                doubt: None,
+            };
+        }
+        seen_marker |= marker;
+        if Instant::now() >= until || target.still_the_same().is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let waited = format_duration(timeout);
+    if owed_before {
+        let marker = drain::shows_marker(pid);
+        Went {
+            delivered: !marker,
+            doubt: (!marker && !seen_marker).then(|| format!(
+                "PID {pid}: cudackpt died as it sent it a rebuild or a call-off; it showed no drain marker within {waited}, so that signal is taken as delivered and nothing more was sent. If it shows the marker {} later, `cudackpt resume {pid}` asks it to rebuild",
+                drain::protocol::MARKER
+            )),
+        }
+    } else {
+        Went {
+            delivered: false,
+            doubt: Some(format!(
+                "PID {pid}: cudackpt died as it sent it the drain request; it did not drain within {waited}, so it is taken as never asked and nothing was sent. If it shows the drain marker {} later, `cudackpt resume {pid}` asks it to rebuild",
+                drain::protocol::MARKER
+            )),
+        }
+    }
 }
 
 /// After a command that resumes: every process running again that shows
 /// the marker (it drained before its checkpoint) is asked to rebuild.
-pub fn rebuild_resumed(request: &Request<'_>, ready: &Ready, reports: &mut [ProcessReport]) {
+pub fn rebuild_resumed(
+    request: &Request<'_>,
+    ready: &Ready,
+    reports: &mut [ProcessReport],
+    ledger: &dyn SignalLedger,
+    deadline: Option<Instant>,
+) {
     if !request.drain.rebuild || !resumes(&request.operation) {
         return;
     }
@@ -585,8 +815,8 @@ pub fn rebuild_resumed(request: &Request<'_>, ready: &Ready, reports: &mut [Proc
             ));
         }
     }
-    let until = Instant::now() + request.drain.timeout;
-    for (pid, drain) in rebuild(&askable, signal, until) {
+    let until = wait_until(request.drain.timeout, deadline);
+    for (pid, drain) in rebuild(&askable, signal, until, ledger, &|| false) {
         if let Some(report) = reports.iter_mut().find(|r| r.pid == pid) {
             note_rebuild(report, &drain);
             report.drain = Some(drain);

@@ -1,0 +1,397 @@
+//! The drain under crashes, deadlines and signals is exact (issue 23,
+//! item 7): a kill -9 at every instant of a drain leaves an intent record
+//! from which `recover` sends each rank what undoes its drain (nothing to
+//! one never asked, one signal to one asked once); two `recover`s at once
+//! act once; `--deadline` bounds the drain's waits; a signal during a
+//! call-off is acted on at once; and the drain marker is believed only of a
+//! process a cudackpt asked.
+//!
+//! Each rank (tests/drain-target) writes a line per drain signal it takes,
+//! so a test counts what each was sent: an even count is a rank whose
+//! drain was undone (or never started).
+
+use std::fs;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::support::{send_signal, texts, thread_names, wait_until, Fixture, SpawnGuarded, Target};
+use crate::wire::{Kind, ProcessCommandDoc};
+
+const MARKER: &str = "cudackpt-drain1";
+
+/// The launcher environment of a rank of a two-rank job.
+const RANK: [(&str, &str); 1] = [("WORLD_SIZE", "2")];
+
+fn shows_marker(pid: i32) -> bool {
+    thread_names(pid).iter().any(|n| n == MARKER)
+}
+
+/// A rank whose watchdog thread is named, and its events file.
+fn rank(fx: &Fixture, mode: &str) -> (Target, PathBuf) {
+    let (target, events) = fx.drain_target(mode, &RANK);
+    wait_until("the rank's watchdog thread", || {
+        thread_names(target.pid)
+            .iter()
+            .any(|n| n == "pt_nccl_watchdg")
+    });
+    (target, events)
+}
+
+/// How many drain signals a rank has taken.
+fn signals(events: &Path) -> usize {
+    let mut path = events.as_os_str().to_owned();
+    path.push(".signals");
+    fs::read_to_string(path).unwrap_or_default().lines().count()
+}
+
+/// Runs `args` with a SIGKILL of cudackpt at `point` (see
+/// `CUDACKPT_DEBUG_KILL_AT`), and checks that it died there.
+fn killed_at(fx: &Fixture, point: &str, args: &[&str]) {
+    let output = fx
+        .std_command(args)
+        .env("CUDACKPT_DEBUG_KILL_AT", point)
+        .output()
+        .expect("run cudackpt");
+    assert_eq!(
+        output.status.signal(),
+        Some(9),
+        "{point}: {args:?} was to die there: {output:?}"
+    );
+}
+
+/// What a kill at each instant of a called-off drain must leave, once
+/// `recover` has run: the signals each rank took in all, and whether
+/// `recover` must say it could not settle one rank from its behaviour.
+struct Expected {
+    point: &'static str,
+    ack: usize,
+    ignore: usize,
+    /// The rank `recover` names as a doubt (`Some("ack")`, `Some("ignore")`),
+    /// `None` for none, `Some("either")` where it depends on timing.
+    doubt: Option<&'static str>,
+}
+
+/// A kill -9 at each instant of `suspend --drain` of two ranks, one that
+/// acknowledges and one that never reaches a safe point (so the drain is
+/// called off): four signals, a kill before and after each. Before, the
+/// record said only "requested", and `recover` sent the *first* request to
+/// ranks never asked (a kill before the sends), which then drained and
+/// stalled. Now the record is written before each send and says which one
+/// was going, and every rank ends balanced, save where no record can know:
+/// a rank that took a signal whose send cudackpt died in, and that never
+/// reaches a safe point, cannot be told from one that did not; `recover`
+/// then says so by name.
+#[test]
+fn a_kill_at_any_instant_of_a_drain_leaves_recover_an_exact_account() {
+    let cases = [
+        // The request to `ack` in doubt: it does not drain, so never asked.
+        Expected {
+            point: "before-signal:1",
+            ack: 0,
+            ignore: 0,
+            doubt: Some("ack"),
+        },
+        // It drained: it had the request, and gets its rebuild.
+        Expected {
+            point: "after-signal:1",
+            ack: 2,
+            ignore: 0,
+            doubt: None,
+        },
+        Expected {
+            point: "before-signal:2",
+            ack: 2,
+            ignore: 0,
+            doubt: Some("ignore"),
+        },
+        // The one instant no record can settle: `ignore` took the request
+        // and never drains.
+        Expected {
+            point: "after-signal:2",
+            ack: 2,
+            ignore: 1,
+            doubt: Some("ignore"),
+        },
+        // The call-off to `ack` did not go: its marker stays, so it is sent.
+        Expected {
+            point: "before-signal:3",
+            ack: 2,
+            ignore: 2,
+            doubt: None,
+        },
+        Expected {
+            point: "after-signal:3",
+            ack: 2,
+            ignore: 2,
+            doubt: Some("either"),
+        },
+        // The call-off to `ignore`, which never drains: cannot be told.
+        Expected {
+            point: "before-signal:4",
+            ack: 2,
+            ignore: 1,
+            doubt: Some("ignore"),
+        },
+        Expected {
+            point: "after-signal:4",
+            ack: 2,
+            ignore: 2,
+            doubt: Some("ignore"),
+        },
+    ];
+    std::thread::scope(|scope| {
+        for case in &cases {
+            scope.spawn(move || kill_and_recover(case));
+        }
+    });
+}
+
+fn kill_and_recover(case: &Expected) {
+    let point = case.point;
+    let fx = Fixture::new();
+    let (ack, ack_events) = rank(&fx, "ack");
+    let (ignore, ignore_events) = rank(&fx, "ignore");
+    killed_at(
+        &fx,
+        point,
+        &[
+            "suspend",
+            "--drain",
+            "--drain-timeout",
+            "1s",
+            &ack.arg(),
+            &ignore.arg(),
+        ],
+    );
+    assert_eq!(fx.intents().len(), 1, "{point}: the record stays");
+
+    let output = fx
+        .std_command(&["recover", "--json"])
+        .output()
+        .expect("recover");
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(0), "{point}: {stdout}{stderr}");
+    let doc: ProcessCommandDoc = serde_json::from_str(&stdout).expect("recover's document");
+    assert!(fx.intents().is_empty(), "{point}: recovered");
+
+    // Whatever is still on its way: the ack rank's rebuild.
+    wait_until("the ack rank to drop its marker", || !shows_marker(ack.pid));
+    assert_eq!(
+        signals(&ack_events),
+        case.ack,
+        "{point}: the ack rank's signals"
+    );
+    assert_eq!(
+        signals(&ignore_events),
+        case.ignore,
+        "{point}: the ignoring rank's signals"
+    );
+    let doubt_about = |pid: i32| {
+        doc.warnings
+            .iter()
+            .any(|w| w.starts_with(&format!("PID {pid}: cudackpt died as it sent")))
+    };
+    match case.doubt {
+        None => assert!(
+            !doubt_about(ack.pid) && !doubt_about(ignore.pid),
+            "{point}: {:?}",
+            doc.warnings
+        ),
+        Some("ack") => assert!(doubt_about(ack.pid), "{point}: {:?}", doc.warnings),
+        Some("ignore") => assert!(doubt_about(ignore.pid), "{point}: {:?}", doc.warnings),
+        Some(_) => assert!(!doubt_about(ignore.pid), "{point}: {:?}", doc.warnings),
+    }
+    for target in [&ack, &ignore] {
+        assert_eq!(fx.state_of(target), "running", "{point}");
+    }
+}
+
+/// `recover` itself killed while it sends the rebuilds leaves the record
+/// written as far as it got, and the next `recover` finishes the job: no
+/// rank asked twice.
+#[test]
+fn a_recover_killed_midway_leaves_the_next_one_an_exact_account() {
+    let fx = Fixture::new();
+    let (a, a_events) = rank(&fx, "ack");
+    let (b, b_events) = rank(&fx, "ack");
+    // Both asked; both drain.
+    killed_at(
+        &fx,
+        "after-signal:2",
+        &["suspend", "--drain", &a.arg(), &b.arg()],
+    );
+    wait_until("both ranks to drain", || {
+        shows_marker(a.pid) && shows_marker(b.pid)
+    });
+    // The first recover dies just after its first rebuild.
+    killed_at(&fx, "after-signal:1", &["recover"]);
+    assert_eq!(fx.intents().len(), 1, "the record stays for the next one");
+    let doc: ProcessCommandDoc = fx.json(&["recover"], 0);
+    assert!(fx.intents().is_empty(), "{doc:?}");
+    wait_until("both ranks to rebuild", || {
+        !shows_marker(a.pid) && !shows_marker(b.pid)
+    });
+    assert_eq!((signals(&a_events), signals(&b_events)), (2, 2));
+}
+
+/// Two `recover`s at once: the second finds the record taken and sends
+/// nothing, saying who has it (exit 10, in use). Before, both signalled:
+/// one rank was left drained and one drained twice.
+#[test]
+fn two_recovers_at_once_act_once() {
+    let fx = Fixture::new();
+    let (a, a_events) = rank(&fx, "ack");
+    let (b, b_events) = rank(&fx, "ack");
+    // The first asked (and drained); the record says the second request
+    // was going (it was not), so the first recover watches that rank for
+    // the drain timeout before it decides it was never asked.
+    killed_at(
+        &fx,
+        "before-signal:2",
+        &[
+            "suspend",
+            "--drain",
+            "--drain-timeout",
+            "3s",
+            &a.arg(),
+            &b.arg(),
+        ],
+    );
+    let record = fx.intents().pop().expect("the record");
+    let first = fx
+        .std_command(&["recover"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn_guarded();
+    let first_pid = first.id();
+    let mut lock = record.into_os_string();
+    lock.push(".lock");
+    wait_until("the first recover to take the record", || {
+        fs::read_to_string(&lock).is_ok_and(|t| t.trim() == first_pid.to_string())
+    });
+    let doc: ProcessCommandDoc = fx.json(&["recover"], 10);
+    let error = doc.error.as_ref().expect("a command-level error");
+    assert_eq!(error.kind, Kind::InUse, "{doc:?}");
+    assert!(
+        error.message.contains(&format!("cudackpt PID {first_pid}")),
+        "{error:?}"
+    );
+    let output = first.wait_with_output().expect("the first recover");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    wait_until("the first rank to rebuild", || !shows_marker(a.pid));
+    assert_eq!((signals(&a_events), signals(&b_events)), (2, 0));
+}
+
+/// `--deadline` bounds the drain's waits too: the wait for the
+/// acknowledgements and the one for the rebuilds after the call-off.
+/// Before, `suspend --drain --deadline 2s --drain-timeout 15s` took 17 s
+/// and reported `drain_timeout`.
+#[test]
+fn the_deadline_bounds_the_drain_and_its_call_off() {
+    let fx = Fixture::new();
+    let (a, a_events) = rank(&fx, "stuck-rebuild");
+    let (b, b_events) = rank(&fx, "ignore");
+    let began = Instant::now();
+    let doc: ProcessCommandDoc = fx.json(
+        &[
+            "suspend",
+            "--drain",
+            "--deadline",
+            "2s",
+            "--drain-timeout",
+            "15s",
+            &a.arg(),
+            &b.arg(),
+        ],
+        1,
+    );
+    let took = began.elapsed();
+    assert!(took < Duration::from_secs(10), "took {took:?}: {doc:?}");
+    assert_eq!(doc.process(b.pid).kind(), Kind::DeadlineExceeded, "{doc:?}");
+    // Each was still asked again: the call-off is sent whatever the time.
+    assert_eq!((signals(&a_events), signals(&b_events)), (2, 2));
+}
+
+/// A signal to cudackpt while it waits for the rebuilds of a called-off
+/// drain ends that wait at once (the call-offs are sent by then). Before,
+/// it waited out the whole drain timeout.
+#[test]
+fn a_signal_during_a_call_off_is_acted_on_at_once() {
+    let fx = Fixture::new();
+    let (a, a_events) = rank(&fx, "stuck-rebuild");
+    let (b, _) = rank(&fx, "ignore");
+    let cudackpt = fx
+        .std_command(&[
+            "--json",
+            "suspend",
+            "--drain",
+            "--drain-timeout",
+            "4s",
+            &a.arg(),
+            &b.arg(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn_guarded();
+    // The call-off: the stuck rank takes its second signal, and will never
+    // drop its marker.
+    wait_until("the call-off", || signals(&a_events) == 2);
+    let signalled = Instant::now();
+    send_signal(i32::try_from(cudackpt.id()).expect("pid"), "TERM");
+    let output = cudackpt.wait_with_output().expect("reaped");
+    let took = signalled.elapsed();
+    assert!(
+        took < Duration::from_secs(2),
+        "took {took:?} after SIGTERM; the wait had 4 s left"
+    );
+    // The drain's own failure stays the news (the rank that did not
+    // answer), and the stuck rank's report says the wait was cut short.
+    assert_eq!(output.status.code(), Some(12), "{output:?}");
+    let doc: ProcessCommandDoc =
+        serde_json::from_str(&String::from_utf8_lossy(&output.stdout)).expect("its document");
+    let stuck = doc.process(a.pid);
+    assert!(
+        stuck
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("SIGTERM arrived while cudackpt waited for the rebuilds")),
+        "{doc:?}"
+    );
+    assert!(fx.intents().is_empty(), "it ended: no record left");
+}
+
+/// The drain marker is a thread name any process can take. Before, a
+/// plain `suspend` (no `--drain`) of a rank that named a thread
+/// `cudackpt-drain1` set its launcher environment aside and checkpointed
+/// it. Now the marker counts only where this command asked, or where a
+/// cudackpt drained the process and left it drained (`lock --drain`, then
+/// `checkpoint`).
+#[test]
+fn a_marker_nobody_asked_for_exempts_nothing() {
+    let fx = Fixture::new();
+    // No NCCL thread: only its launcher environment is held against it,
+    // which only the marker could set aside.
+    let (liar, _) = fx.drain_target("pretend", &RANK);
+    let (honest, _) = rank(&fx, "ack");
+    wait_until("the planted marker", || shows_marker(liar.pid));
+    fx.take_calls();
+    let doc: ProcessCommandDoc = fx.json(&["suspend", &liar.arg()], 8);
+    let refused = doc.process(liar.pid);
+    assert_eq!(refused.kind(), Kind::Unrestorable, "{doc:?}");
+    assert!(
+        refused
+            .error
+            .as_ref()
+            .is_some_and(|e| e.message.contains("WORLD_SIZE=2")),
+        "{doc:?}"
+    );
+    fx.assert_no_calls("a rank with a planted marker");
+
+    // A rank drained at its lock by one command is checkpointed by the next.
+    fx.json::<ProcessCommandDoc>(&["lock", "--drain", &honest.arg()], 0);
+    let doc: ProcessCommandDoc = fx.json(&["checkpoint", &honest.arg()], 0);
+    assert!(doc.process(honest.pid).error.is_none(), "{doc:?}");
+    fx.json::<ProcessCommandDoc>(&["resume", &honest.arg()], 0);
+    wait_until("the honest rank to rebuild", || !shows_marker(honest.pid));
+}
