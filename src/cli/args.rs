@@ -12,6 +12,7 @@ use crate::ops::drain::protocol::DrainSignal;
 use crate::ops::execute::timeout::{parse_duration_with_unit, parse_timeout, Timeout};
 use crate::ops::Selectors;
 use crate::output::ColorChoice;
+use crate::targets::identity::Identity;
 use crate::targets::process::parse_pid;
 
 /// Checkpoint and restore the CUDA state of running processes.
@@ -493,12 +494,12 @@ pub enum Command {
     CriuHook {
         /// (Internal) wait until these processes are thawed, then resume
         /// them.
-        #[arg(long, hide = true, num_args = 1.., value_name = "PID", value_parser = parse_pid)]
-        resume_when_thawed: Vec<i32>,
+        #[arg(long, hide = true, num_args = 1.., value_name = "PID@START", value_parser = Identity::parse)]
+        resume_when_thawed: Vec<Identity>,
         /// (Internal) wait until CRIU (the first PID) ends, then resume the
-        /// other PIDs if they are still checkpointed.
-        #[arg(long, hide = true, num_args = 2.., value_name = "PID", value_parser = parse_pid, conflicts_with = "resume_when_thawed")]
-        after_criu: Vec<i32>,
+        /// other processes if they are still checkpointed.
+        #[arg(long, hide = true, num_args = 2.., value_name = "PID@START", value_parser = Identity::parse, conflicts_with = "resume_when_thawed")]
+        after_criu: Vec<Identity>,
     },
     /// Install cudackpt as `cuda-checkpoint` (a symlink), so CRIU's CUDA
     /// plugin and scripts written for NVIDIA's tool use it unchanged.

@@ -14,7 +14,12 @@
 //!   process's restore thread to run, so resuming here would never finish.
 //!   Instead a detached waiter resumes the processes once CRIU thaws them
 //!   (after `--leave-running`), or does nothing when they exit (a plain
-//!   dump kills them).
+//!   dump kills them). It resumes exactly what this dump's pre-dump
+//!   suspended (`criu_handoff`: PID and start time), never a process it
+//!   merely finds in the tree.
+//!
+//! The tree of PID 1 is the whole host: every action that changes state
+//! needs `CUDACKPT_YES=1`, as `--all` needs `--yes`.
 //! - `post-resume`: after `criu restore`, resume the restored tree.
 //! - anything else: nothing, exit 0.
 
@@ -22,12 +27,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::cli::criu_handoff::{self, Handoff};
 use crate::ops::diagnose::{Failure, FailureKind};
 use crate::ops::execute::timeout::Timeout;
 use crate::ops::plan::Operation;
 use crate::ops::report::Report;
 use crate::ops::{self as request, Request, Selectors};
-use crate::targets::discover;
+use crate::targets::identity::Identity;
 use crate::targets::process::{self, parse_pid};
 
 /// The environment CRIU sets for action scripts.
@@ -116,7 +122,7 @@ fn run_on(
     trees: Vec<i32>,
     operation: Operation,
 ) -> Report {
-    let confirmed = std::env::var(YES_VAR).is_ok_and(|v| v == "1");
+    let confirmed = confirmed();
     let drain = match super::drain_from_env() {
         Ok(drain) => drain,
         Err(problem) => {
@@ -143,6 +149,16 @@ fn run_on(
     });
     report.command = "criu-hook";
     report
+}
+
+/// Whether CRIU's caller confirmed acting on the whole host.
+fn confirmed() -> bool {
+    std::env::var(YES_VAR).is_ok_and(|v| v == "1")
+}
+
+/// The CRIU process this hook runs under (its parent).
+fn criu() -> Identity {
+    Identity::of(rustix::process::getppid().map_or(0, |pid| pid.as_raw_nonzero().get()))
 }
 
 /// The action CRIU names, or why it cannot be read.
@@ -195,7 +211,11 @@ pub fn run(libcuda: Option<&Path>, action: Result<String, String>) -> Report {
                 Err(why) => return hook_failure(why),
             };
             let mut report = run_on(libcuda, vec![], vec![root], Operation::Suspend { timeout });
-            watch_criu(libcuda, &mut report);
+            let suspended = suspended_by(&report);
+            if !suspended.is_empty() {
+                hand_off(root, &suspended, &mut report);
+                watch_criu(libcuda, &suspended, &mut report);
+            }
             report
         }
         HookStep::ResumeWhenThawed => {
@@ -203,19 +223,25 @@ pub fn run(libcuda: Option<&Path>, action: Result<String, String>) -> Report {
                 Ok(root) => root,
                 Err(why) => return hook_failure(why),
             };
-            // Which processes to wait for: the tree's CUDA processes, found
-            // from /proc alone. The tree is frozen, and the driver would not
-            // answer for a stopped process until it runs again.
-            let driver_file = libcuda.and_then(|p| p.file_name()).and_then(|n| n.to_str());
-            let pids: Vec<i32> = discover::cuda_candidates(&discover::tree(root), driver_file)
-                .found
+            if root == 1 && !confirmed() {
+                return whole_host_unconfirmed("post-dump");
+            }
+            // Exactly what this dump's pre-dump suspended, still the same
+            // processes. The tree is frozen, and the driver would not answer
+            // for a stopped process until it runs again: /proc alone says.
+            let Some(handoff) = criu_handoff::take(criu(), root) else {
+                return Report::new("criu-hook", Duration::ZERO);
+            };
+            let waiting: Vec<Identity> = handoff
+                .suspended
                 .into_iter()
-                .map(|(pid, _)| pid)
+                .filter(|p| p.is_still_there())
                 .collect();
-            if pids.is_empty() {
+            if waiting.is_empty() {
                 return Report::new("criu-hook", Duration::ZERO);
             }
-            match spawn_waiter(libcuda, &pids) {
+            let pids: Vec<i32> = waiting.iter().map(|p| p.pid).collect();
+            match spawn_waiter(libcuda, &waiting) {
                 Ok(()) => Report {
                     warnings: vec![format!(
                         "PIDs {pids:?} will be resumed once CRIU thaws them (a detached cudackpt waits)"
@@ -228,11 +254,49 @@ pub fn run(libcuda: Option<&Path>, action: Result<String, String>) -> Report {
     }
 }
 
+/// The refusal of an action on the tree of PID 1 without `CUDACKPT_YES=1`.
+fn whole_host_unconfirmed(action: &str) -> Report {
+    Report {
+        failure: Some(Failure::new(
+            FailureKind::Usage,
+            format!("the tree of PID 1 is the whole host: {action} would act on every CUDA process on this host"),
+            "set CUDACKPT_YES=1 for CRIU's action script to confirm, or dump a tree of its own",
+        )),
+        ..Report::new("criu-hook", Duration::ZERO)
+    }
+}
+
+/// The processes a pre-dump checkpointed, as they are now.
+fn suspended_by(report: &Report) -> Vec<Identity> {
+    report
+        .processes
+        .iter()
+        .filter(|p| p.ok() && p.did(crate::ops::plan::StepKind::Checkpoint))
+        .map(|p| Identity::of(p.pid))
+        .collect()
+}
+
+/// Leaves what pre-dump suspended for this dump's post-dump.
+fn hand_off(root: i32, suspended: &[Identity], report: &mut Report) {
+    let handoff = Handoff {
+        criu: criu(),
+        root,
+        suspended: suspended.to_vec(),
+    };
+    if let Err(why) = criu_handoff::give(&handoff) {
+        let pids: Vec<i32> = suspended.iter().map(|p| p.pid).collect();
+        report.warnings.push(format!(
+            "could not leave post-dump the list of what was suspended ({why}): it will resume nothing; after a --leave-running dump, run {}",
+            resume_command(&pids)
+        ));
+    }
+}
+
 /// Starts `cudackpt criu-hook --resume-when-thawed PIDS` detached from CRIU
 /// (own process group, no inherited stdio), so CRIU can finish.
-fn spawn_waiter(libcuda: Option<&Path>, pids: &[i32]) -> std::io::Result<()> {
+fn spawn_waiter(libcuda: Option<&Path>, processes: &[Identity]) -> std::io::Result<()> {
     let mut args = vec!["criu-hook".to_string(), "--resume-when-thawed".to_string()];
-    args.extend(pids.iter().map(ToString::to_string));
+    args.extend(processes.iter().map(ToString::to_string));
     spawn_detached(libcuda, &args)
 }
 
@@ -258,39 +322,34 @@ fn spawn_detached(libcuda: Option<&Path>, args: &[String]) -> std::io::Result<()
 /// After a pre-dump that suspended processes: starts a detached watcher
 /// that outlives this hook and waits for CRIU (the hook's parent) to end,
 /// then resumes whatever of the group it finds alive and checkpointed.
-fn watch_criu(libcuda: Option<&Path>, report: &mut Report) {
-    let suspended: Vec<i32> = report
-        .processes
-        .iter()
-        .filter(|p| p.ok() && p.did(crate::ops::plan::StepKind::Checkpoint))
-        .map(|p| p.pid)
-        .collect();
-    if suspended.is_empty() {
-        return;
-    }
-    let criu = rustix::process::getppid().map_or(0, |pid| pid.as_raw_nonzero().get());
+fn watch_criu(libcuda: Option<&Path>, suspended: &[Identity], report: &mut Report) {
+    let criu = criu();
     let mut args = vec![
         "criu-hook".to_string(),
         "--after-criu".to_string(),
         criu.to_string(),
     ];
     args.extend(suspended.iter().map(ToString::to_string));
+    let pids: Vec<i32> = suspended.iter().map(|p| p.pid).collect();
     match spawn_detached(libcuda, &args) {
         Ok(()) => report.warnings.push(format!(
-            "a detached cudackpt resumes {suspended:?} if CRIU (PID {criu}) ends without dumping them (a failed dump)"
+            "a detached cudackpt resumes {pids:?} if CRIU (PID {}) ends without dumping them (a failed dump)",
+            criu.pid
         )),
         Err(error) => report.warnings.push(format!(
-            "could not start the watcher that resumes {suspended:?} if the dump fails: {error}; if it does, run {}",
-            resume_command(&suspended)
+            "could not start the watcher that resumes {pids:?} if the dump fails: {error}; if it does, run {}",
+            resume_command(&pids)
         )),
     }
 }
 
 /// The watcher: waits for CRIU to end, then resumes what it left alive and
 /// checkpointed, once thawed. A tree CRIU killed (a plain dump) drops out.
-pub fn after_criu(libcuda: Option<&Path>, criu: i32, pids: &[i32]) -> Report {
-    wait_for_exit(criu);
-    resume_when_thawed(libcuda, pids)
+pub fn after_criu(libcuda: Option<&Path>, criu: Identity, processes: &[Identity]) -> Report {
+    if criu.is_still_there() {
+        wait_for_exit(criu.pid);
+    }
+    resume_when_thawed(libcuda, processes)
 }
 
 /// Blocks until `pid` has exited: on its pidfd, or by polling /proc.
@@ -368,13 +427,17 @@ fn is_stopped(pid: i32) -> Option<bool> {
     }
 }
 
-/// The waiter: once none of `pids` is stopped any more, resume those still
-/// alive. Processes that exit are dropped.
-pub fn resume_when_thawed(libcuda: Option<&Path>, pids: &[i32]) -> Report {
+/// The waiter: once none of `processes` is stopped any more, resume those
+/// still alive and still the same processes. Processes that exit (or whose
+/// PID names another process by then) are dropped.
+pub fn resume_when_thawed(libcuda: Option<&Path>, processes: &[Identity]) -> Report {
     let started = Instant::now();
-    let mut waiting: Vec<i32> = pids.to_vec();
+    let mut waiting: Vec<i32> = processes.iter().map(|p| p.pid).collect();
     loop {
-        waiting.retain(|&pid| is_stopped(pid).is_some());
+        waiting.retain(|&pid| {
+            is_stopped(pid).is_some()
+                && processes.iter().any(|p| p.pid == pid && p.is_still_there())
+        });
         if waiting.is_empty() {
             // They exited: a dump without --leave-running. Nothing to do.
             return Report::new("criu-hook", started.elapsed());

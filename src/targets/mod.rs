@@ -8,6 +8,7 @@
 pub mod cgroup;
 pub mod discover;
 pub mod evidence;
+pub mod identity;
 pub mod kmsg;
 pub mod memory;
 pub mod name;

@@ -351,6 +351,30 @@ pub fn is_alive(pid: i32) -> bool {
     }
 }
 
+/// A debug build's pause just after a target's /proc checks, so a test
+/// can make its PID name another process there:
+/// `CUDACKPT_DEBUG_PAUSE_AFTER_CHECKS=FILE` creates FILE and waits (a
+/// minute at most) until it is removed. Release builds compile it to
+/// nothing.
+#[cfg(debug_assertions)]
+fn pause_after_checks() {
+    let Some(file) = std::env::var_os("CUDACKPT_DEBUG_PAUSE_AFTER_CHECKS") else {
+        return;
+    };
+    let file = std::path::PathBuf::from(file);
+    if std::fs::write(&file, b"").is_err() {
+        return;
+    }
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while file.exists() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+fn pause_after_checks() {}
+
 /// The checks every target passes before any driver call: the PID is live,
 /// is a process rather than a thread, and the caller may act on it. With
 /// `hold`, the target is also held by a pidfd (while the budget lasts), for
@@ -388,6 +412,7 @@ pub fn check_target(pid: i32, caller: &Privileges, hold: bool) -> Result<Target,
             caller: caller.uid,
         });
     }
+    pause_after_checks();
     let identity = if hold {
         let identity = identity_of(pid, &status, pidfd);
         // What was read may be a later process's, if the one the pidfd

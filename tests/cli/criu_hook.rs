@@ -68,9 +68,10 @@ fn waiters_for(pids: &[i32]) -> Vec<i32> {
                 .map(|a| String::from_utf8_lossy(a).into_owned())
                 .collect();
             let flag = args.iter().position(|a| a == "--resume-when-thawed")?;
+            // Each is PID@START.
             args[flag + 1..]
                 .iter()
-                .any(|a| wanted.contains(a))
+                .any(|a| wanted.iter().any(|w| a.split('@').next() == Some(w)))
                 .then_some(pid)
         })
         .filter(|&pid| proc_state(pid).is_some_and(|s| s != 'Z'))
@@ -513,4 +514,55 @@ fn the_tree_of_pid_1_is_the_whole_host_and_needs_confirming() {
     assert!(stderr.contains("the tree of PID 1"), "{stderr}");
     assert!(stderr.contains("CUDACKPT_YES=1"), "{stderr}");
     fx.assert_no_calls("the whole host, unconfirmed");
+}
+
+/// Post-dump resumes exactly what this dump's pre-dump suspended. Before,
+/// its waiter resumed every CUDA process it found in the tree once thawed,
+/// one that was checkpointed on purpose before the dump included (with
+/// `CRTOOLS_INIT_PID=1`: every such process on the host).
+#[test]
+fn post_dump_resumes_only_what_pre_dump_suspended() {
+    let fx = Fixture::new();
+    let tree = family(&fx);
+    let (mine, kept) = (tree.pid("a"), tree.pid("g"));
+    let root = tree.root().to_string();
+    // Someone checkpointed this one on purpose before the dump.
+    fx.json::<crate::wire::ProcessCommandDoc>(&["suspend", &kept.to_string()], 0);
+    run(hook(&fx, "pre-dump", Some(&root)), 0);
+    tree.signal_all("STOP");
+    wait_until("the tree to stop", || {
+        [mine, kept].iter().all(|&pid| proc_state(pid) == Some('T'))
+    });
+    run(hook(&fx, "post-dump", Some(&root)), 0);
+    wait_until("the detached waiter", || !waiters_for(&[mine]).is_empty());
+    assert!(waiters_for(&[kept]).is_empty(), "nobody waits to resume it");
+    tree.signal_all("CONT");
+    wait_until("the waiter to resume what pre-dump suspended", || {
+        fx.fake_state_while_changing(mine).as_deref() == Some("running")
+    });
+    wait_until("the waiter to exit", || waiters_for(&[mine]).is_empty());
+    assert_eq!(
+        fx.fake_state(kept),
+        "checkpointed",
+        "left as its owner left it"
+    );
+}
+
+/// The tree of PID 1 is the whole host at post-dump too: without
+/// `CUDACKPT_YES=1` it is refused, and no waiter starts.
+#[test]
+fn post_dump_of_the_tree_of_pid_1_needs_confirming() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    fx.json::<crate::wire::ProcessCommandDoc>(&["suspend", &target.arg()], 0);
+    fx.take_calls();
+    let output = run(hook(&fx, "post-dump", Some("1")), 2);
+    let (_, stderr) = texts(&output);
+    assert!(
+        stderr.contains("the tree of PID 1 is the whole host") && stderr.contains("CUDACKPT_YES=1"),
+        "{stderr}"
+    );
+    thread::sleep(Duration::from_millis(100));
+    assert!(waiters_for(&[target.pid]).is_empty());
+    fx.assert_no_calls("post-dump of the whole host, unconfirmed");
 }

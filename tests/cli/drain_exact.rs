@@ -395,3 +395,41 @@ fn a_marker_nobody_asked_for_exempts_nothing() {
     fx.json::<ProcessCommandDoc>(&["resume", &honest.arg()], 0);
     wait_until("the honest rank to rebuild", || !shows_marker(honest.pid));
 }
+
+/// Whether a target is stopped is asked again after the drain's wait,
+/// before the first lock: the lock of a stopped process waits until it
+/// runs (SPEC 8). Before, it was asked only before the wait (up to the
+/// drain timeout), and a rank stopped meanwhile was locked.
+#[test]
+fn a_rank_stopped_during_the_drain_calls_it_off_before_any_lock() {
+    let fx = Fixture::new();
+    let (quick, quick_events) = rank(&fx, "ack");
+    let (late, _) = rank(&fx, "late");
+    fx.take_calls();
+    let cudackpt = fx
+        .std_command(&["--json", "suspend", "--drain", &quick.arg(), &late.arg()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn_guarded();
+    wait_until("the quick rank to drain", || shows_marker(quick.pid));
+    send_signal(quick.pid, "STOP");
+    let output = cudackpt.wait_with_output().expect("cudackpt");
+    let doc: ProcessCommandDoc =
+        serde_json::from_str(&String::from_utf8_lossy(&output.stdout)).expect("its document");
+    assert_eq!(
+        doc.process(quick.pid).kind(),
+        Kind::ProcessStopped,
+        "{doc:?}"
+    );
+    let changes: Vec<String> = fx
+        .take_calls()
+        .iter()
+        .filter(|c| c.op != "get_state" && c.op != "restore_tid")
+        .map(|c| c.short())
+        .collect();
+    assert!(changes.is_empty(), "nothing locked: {changes:?}");
+    // Continued, it takes the call-off and rebuilds.
+    send_signal(quick.pid, "CONT");
+    wait_until("the stopped rank to rebuild", || !shows_marker(quick.pid));
+    assert_eq!(signals(&quick_events), 2);
+}

@@ -616,3 +616,75 @@ fn the_root_of_any_cgroup_hierarchy_is_the_whole_host() {
         fx.assert_no_calls(root);
     }
 }
+
+/// Item 8: the pidfd is opened before the /proc checks. Inside a PID
+/// namespace of its own, the test pauses cudackpt just after its checks
+/// of a CUDA process (a debug build's pause point), kills that process,
+/// and makes the next process take its PID (`ns_last_pid`). When the pidfd
+/// was opened after the checks, it held the newcomer, which was then
+/// locked and checkpointed in the first one's place. Now the pidfd holds
+/// the process the checks read, which has exited: the PID is refused as
+/// gone, and nothing is asked of the newcomer.
+#[test]
+fn a_pid_reused_during_the_checks_is_never_acted_on() {
+    if !as_root("make a PID namespace and set its ns_last_pid") {
+        return;
+    }
+    let fx = Fixture::new();
+    let out = fx.dir().join("reuse");
+    fs::create_dir(&out).expect("out dir");
+    let script = format!(
+        r#"set -e
+cuda() {{ for i in $(seq 200); do grep -q -s '{fake}' /proc/$1/maps && return 0; sleep 0.05; done; return 1; }}
+LD_PRELOAD="$CUDA" sleep 600 & A=$!
+cuda $A
+(set +e; CUDACKPT_DEBUG_PAUSE_AFTER_CHECKS={out}/paused "$CUDACKPT" --json suspend $A > {out}/suspend.json; echo $? > {out}/status) &
+for i in $(seq 400); do [ -e {out}/paused ] && break; sleep 0.05; done
+kill -9 $A; wait $A 2>/dev/null || true
+echo $((A - 1)) > /proc/sys/kernel/ns_last_pid
+LD_PRELOAD="$CUDA" sleep 600 & B=$!
+echo "$A $B" > {out}/pids
+cuda $B
+rm {out}/paused
+for i in $(seq 1200); do [ -e {out}/status ] && break; sleep 0.05; done
+kill $B"#,
+        fake = crate::support::fake_libcuda().display(),
+        out = out.display(),
+    );
+    let mut command = std::process::Command::new("unshare");
+    command
+        .args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script])
+        .env("CUDA", crate::support::fake_libcuda())
+        .env("CUDACKPT", crate::support::cudackpt_bin());
+    fx.configure_for(&mut command);
+    let output = command.output().expect("run unshare");
+    let pids = fs::read_to_string(out.join("pids")).unwrap_or_default();
+    let pids: Vec<&str> = pids.split_whitespace().collect();
+    if !prerequisite(
+        "reuse a PID in a PID namespace of its own (unshare, ns_last_pid)",
+        output.status.success() && pids.len() == 2 && pids[0] == pids[1],
+    ) {
+        return;
+    }
+    let status = fs::read_to_string(out.join("status")).expect("cudackpt's status");
+    let doc: crate::wire::ProcessCommandDoc =
+        crate::support::parse_one_document(&fs::read(out.join("suspend.json")).expect("doc"));
+    assert_eq!(status.trim(), doc.exit_code.to_string(), "{doc:?}");
+    assert!(!doc.ok, "refused: {doc:?}");
+    let pid: i32 = pids[0].parse().expect("a PID");
+    assert_eq!(
+        doc.process(pid).kind(),
+        crate::wire::Kind::NoSuchProcess,
+        "{doc:?}"
+    );
+    let changes: Vec<String> = fx
+        .take_calls()
+        .iter()
+        .filter(|c| c.op != "get_state" && c.op != "restore_tid")
+        .map(|c| c.short())
+        .collect();
+    assert!(
+        changes.is_empty(),
+        "nothing asked of the newcomer: {changes:?}"
+    );
+}

@@ -7,6 +7,7 @@
  *   die            exits while releasing
  *   stuck-rebuild  never finishes its rebuild
  *   plant          names a thread with the marker at start, never drains
+ *   late           acknowledges a second after the request
  *   pretend        like plant, without the watchdog thread: a rank whose
  *                  only sign is its launcher environment, and a fake marker
  * Every event is appended to the file named by its second argument, and a
@@ -29,6 +30,7 @@ static int signals_fd = -1;
 static void counted(int sig) { if (write(signals_fd, "signal\n", 7) < 0) {} cudackpt_on_request(sig); }
 static void note(const char *what) { fprintf(events, "%s\n", what); fflush(events); }
 static void release(void) {
+    if (!strcmp(mode, "late")) sleep(1);
     note("released");
     if (!strcmp(mode, "die")) _exit(3);
     if (strcmp(mode, "keep")) { pthread_cancel(watchdog); pthread_join(watchdog, 0); }

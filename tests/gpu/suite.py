@@ -1661,6 +1661,58 @@ def drain_single_torch(tools):
         p.wait(timeout=60)
 
 
+@scenario("drain trust: a launcher's rank is refused without a drain; lock --drain then checkpoint (the drained record vouches); kill -9 mid-drain, then recover: one rebuild, data right")
+def drain_vouched_and_recovered(tools):
+    work = tempfile.mkdtemp(prefix="cudackpt-drain-vouched-")
+    env = dict(os.environ, WORLD_SIZE="2")
+    p = subprocess.Popen([sys.executable, DRAIN_IPC, work, "single"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True, env=env)
+    try:
+        ready, _, _ = select.select([p.stdout], [], [], 180)
+        line = p.stdout.readline().strip() if ready else ""
+        expect(line.startswith("PIDS"), f"the process did not start: {line!r}")
+        pid = int(line.split()[1])
+        status = lambda: json.load(open(os.path.join(work, f"{pid}.json")))
+        wait_for("its first steps", lambda: os.path.exists(os.path.join(work, f"{pid}.json")))
+        # Its launcher environment refuses a plain checkpoint.
+        refused = tools.json("suspend", pid, expect_code=8)
+        expect(refused["processes"][0]["error"]["kind"] == "unrestorable" and tools.state(pid) == "running", f"{refused}")
+        # Drained at its lock by one command, checkpointed by the next.
+        locked = tools.json("lock", "--drain", pid)
+        expect(locked["processes"][0]["drain"]["outcome"] == "drained", f"{locked}")
+        expect(os.path.exists(f"/run/cudackpt/drained/{pid}.json"), "the drained record")
+        ckpt = tools.json("checkpoint", pid)
+        expect(ckpt["processes"][0]["state"] == "checkpointed", f"{ckpt}")
+        up = tools.json("resume", pid)
+        expect(up["processes"][0]["drain"]["outcome"] == "rebuilt", f"{up}")
+        expect(not os.path.exists(f"/run/cudackpt/drained/{pid}.json"), "forgotten once rebuilt")
+        steps = status()["steps"]
+        wait_for("steps after the rebuild", lambda: status()["steps"] > steps + 3)
+        # A cudackpt killed the moment the process acknowledges.
+        k = subprocess.Popen([tools.cudackpt, "--json", "suspend", "--drain", str(pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for("the acknowledgement", lambda: shows_marker(pid) or k.poll() is not None, 60)
+        k.kill()
+        k.wait()
+        left = [n for n in os.listdir("/run/cudackpt/intents") if n.endswith(".json")]
+        # Killed too late (it had finished), there is no record: resume it.
+        rec = tools.json("recover") if left else tools.json("resume", pid)
+        wait_for("no marker", lambda: not shows_marker(pid), 60)
+        expect(tools.state(pid) == "running", "running after recover")
+        steps = status()["steps"]
+        wait_for("steps after recover", lambda: status()["steps"] > steps + 3)
+        final = status()
+        expect(final["ok"] and final["drains"] == 2, f"two drains, each rebuilt once, data right: {final}")
+        RAW["drain_vouched_and_recovered"] = {"refused": refused, "lock": locked, "checkpoint": ckpt, "resume": up, "recover": rec}
+        return (f"plain suspend refused (unrestorable); lock --drain + checkpoint + resume went, rebuilt in {up['processes'][0]['drain']['rebuilt_ms']:.0f} ms; "
+                f"killed mid-drain (record left: {bool(left)}), recovered, drains {final['drains']}, data right")
+    finally:
+        open(os.path.join(work, "stop"), "w").close()
+        try:
+            os.killpg(p.pid, 9)
+        except OSError:
+            pass
+        p.wait(timeout=60)
+
+
 @scenario("drain: a job in its own PID and mount namespace (private /dev/shm), driven from the host")
 def drain_in_namespace(tools):
     need_two_gpus()

@@ -113,6 +113,11 @@ pub fn drain(
     }
     journal.drain_phase(DrainPhase::Drained);
     drained.prove(request, ready, journal, interrupt)?;
+    // The wait can be long: a target stopped meanwhile (SIGSTOP, a
+    // debugger, a freeze) would make its lock wait until it runs.
+    if let Some(pid) = stopped_meanwhile(ready) {
+        return Err(drained.call_off(&Why::Stopped(pid), journal, interrupt));
+    }
     Ok(Some(drained))
 }
 
@@ -153,6 +158,18 @@ fn cut_short(interrupt: &Interrupt) -> Option<String> {
 fn new_signal(interrupt: &Interrupt) -> impl Fn() -> bool + '_ {
     let before = interrupt.signal().is_some();
     move || !before && interrupt.signal().is_some()
+}
+
+/// A target stopped since it was checked, whose restore thread is stopped
+/// too (the driver could not answer for it).
+fn stopped_meanwhile(ready: &Ready) -> Option<i32> {
+    ready.targets.iter().map(|t| t.pid).find(|&pid| {
+        crate::targets::process::read_status(pid)
+            .ok()
+            .flatten()
+            .is_some_and(|s| crate::targets::process::is_stopped_state(s.state))
+            && crate::ops::stages::select::restore_thread_stopped(&ready.driver, pid)
+    })
 }
 
 /// Who takes part in a drain, and who is left out of it.
@@ -317,6 +334,8 @@ enum Why {
     Signal(i32),
     /// The section 10 pre-flight refused, after the acknowledgements.
     Refused(Vec<ProcessReport>),
+    /// This process was stopped during the drain: its lock would wait.
+    Stopped(i32),
 }
 
 impl Drained {
@@ -508,6 +527,19 @@ impl Drained {
                 format!("not attempted: PID {gone} exited during the drain; {rebuilt}"),
                 "a group drains together or not at all",
             ),
+            Why::Stopped(stopped) if *stopped == pid => {
+                let stopped = crate::ops::diagnose::process_stopped(pid, Some(&member.target.name));
+                Failure::new(
+                    stopped.kind,
+                    format!("{} during the drain; {rebuilt}", stopped.message),
+                    stopped.hint.unwrap_or_default(),
+                )
+            }
+            Why::Stopped(stopped) => Failure::new(
+                FailureKind::NotAttempted,
+                format!("not attempted: PID {stopped} was stopped during the drain; {rebuilt}"),
+                "a group drains together or not at all",
+            ),
             Why::Signal(signal) => Failure::new(
                 FailureKind::Interrupted,
                 format!("interrupted by {} during the drain; {rebuilt}", signal_name(*signal)),
@@ -631,6 +663,19 @@ pub fn rebuild(
         }
     }
     ledger.flush();
+    // A stopped process takes the signal once it runs again: not waited for.
+    let (stopped, sent): (Vec<&Target>, Vec<&Target>) = sent.into_iter().partition(|t| {
+        crate::targets::process::read_status(t.pid)
+            .ok()
+            .flatten()
+            .is_some_and(|s| crate::targets::process::is_stopped_state(s.state))
+    });
+    reports.extend(stopped.iter().map(|t| {
+        (
+            t.pid,
+            DrainReport::new(signal.number(), DrainOutcome::NotRebuilt),
+        )
+    }));
     let answers = drain::wait_for(&sent, |pid| !drain::shows_marker(pid), until, stop);
     for (target, answer) in sent.iter().zip(answers) {
         let mut report = DrainReport::new(signal.number(), DrainOutcome::Rebuilt);
