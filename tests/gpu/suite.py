@@ -1830,6 +1830,7 @@ def main():
     drain_never_acknowledges(tools)
     drain_killed_then_recovered(tools)
     drain_single_torch(tools)
+    drain_vouched_and_recovered(tools)
     drain_ipc_pair(tools)
     drain_in_namespace(tools)
 
