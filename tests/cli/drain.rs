@@ -43,15 +43,6 @@ fn outcome_of(p: &crate::wire::ProcessDoc) -> Option<DrainOutcome> {
     p.drain.as_ref().map(|d| d.outcome)
 }
 
-/// The driver calls that change state, as `op pid`.
-fn state_changes(fx: &Fixture) -> Vec<String> {
-    fx.take_calls()
-        .iter()
-        .filter(|c| c.op != "get_state" && c.op != "restore_tid")
-        .map(|c| c.short())
-        .collect()
-}
-
 #[test]
 fn a_drained_job_is_checkpointed_and_rebuilds_on_resume() {
     let fx = Fixture::new();
@@ -81,7 +72,7 @@ fn a_drained_job_is_checkpointed_and_rebuilds_on_resume() {
         assert!(shows(target.pid, "cudackpt-drain1"), "the marker stays");
         assert!(!shows(target.pid, "pt_nccl_watchdg"), "released");
     }
-    let changes = state_changes(&fx);
+    let changes = fx.state_changes();
     assert_eq!(changes.len(), 4, "lock and checkpoint each: {changes:?}");
 
     let doc: ProcessCommandDoc = fx.json(&["resume", &pa, &pb], 0);
@@ -208,7 +199,7 @@ fn a_rank_that_never_acknowledges_calls_the_drain_off_and_nothing_is_locked() {
         "the rank that drained was asked to rebuild: {other:?}"
     );
     assert_eq!(events(&ready_events), ["ready", "released", "rebuilt"]);
-    assert_eq!(state_changes(&fx), Vec::<String>::new(), "nothing locked");
+    assert_eq!(fx.state_changes(), Vec::<String>::new(), "nothing locked");
     for target in [&ready, &silent] {
         assert_eq!(fx.state_of(target), "running");
     }
@@ -227,7 +218,7 @@ fn a_rank_that_dies_mid_drain_calls_the_drain_off() {
     assert_eq!(other.kind(), Kind::NotAttempted);
     assert_eq!(outcome_of(other), Some(DrainOutcome::Rebuilt));
     assert_eq!(events(&survivor_events), ["ready", "released", "rebuilt"]);
-    assert_eq!(state_changes(&fx), Vec::<String>::new(), "nothing locked");
+    assert_eq!(fx.state_changes(), Vec::<String>::new(), "nothing locked");
     assert_eq!(fx.state_of(&survivor), "running");
 }
 
@@ -251,7 +242,7 @@ fn a_rank_that_acknowledges_but_keeps_its_nccl_thread_is_refused_on_evidence() {
     for events_file in [&liar_events, &honest_events] {
         assert_eq!(events(events_file), ["ready", "released", "rebuilt"]);
     }
-    assert_eq!(state_changes(&fx), Vec::<String>::new(), "nothing locked");
+    assert_eq!(fx.state_changes(), Vec::<String>::new(), "nothing locked");
 }
 
 #[test]
@@ -273,7 +264,7 @@ fn a_marker_planted_before_any_request_gets_no_lie_past_the_evidence() {
         "{message}"
     );
     assert_eq!(events(&liar_events), ["ready"]);
-    assert_eq!(state_changes(&fx), Vec::<String>::new(), "nothing locked");
+    assert_eq!(fx.state_changes(), Vec::<String>::new(), "nothing locked");
 }
 
 #[test]
@@ -326,7 +317,7 @@ fn check_drain_predicts_and_sends_nothing() {
     assert_eq!(doc.process(bystander.pid).kind(), Kind::CannotDrain);
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(events(&a_events), ["ready"], "a prediction sends nothing");
-    assert_eq!(state_changes(&fx), Vec::<String>::new());
+    assert_eq!(fx.state_changes(), Vec::<String>::new());
 }
 
 #[test]
@@ -388,7 +379,7 @@ fn a_locked_process_that_has_not_drained_cannot_drain() {
         .message
         .contains("is locked"));
     assert_eq!(events(&r_events), ["ready"]);
-    assert_eq!(state_changes(&fx), Vec::<String>::new());
+    assert_eq!(fx.state_changes(), Vec::<String>::new());
 }
 
 /// `suspend --drain` of `group` in the background, its output discarded.
@@ -571,5 +562,5 @@ fn a_stopped_process_cannot_drain_and_is_not_waited_for() {
     send_signal(r.pid, "CONT");
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(events(&r_events), ["ready"], "nothing was sent");
-    assert_eq!(state_changes(&fx), Vec::<String>::new());
+    assert_eq!(fx.state_changes(), Vec::<String>::new());
 }

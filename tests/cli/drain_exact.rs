@@ -421,12 +421,7 @@ fn a_rank_stopped_during_the_drain_calls_it_off_before_any_lock() {
         Kind::ProcessStopped,
         "{doc:?}"
     );
-    let changes: Vec<String> = fx
-        .take_calls()
-        .iter()
-        .filter(|c| c.op != "get_state" && c.op != "restore_tid")
-        .map(|c| c.short())
-        .collect();
+    let changes = fx.state_changes();
     assert!(changes.is_empty(), "nothing locked: {changes:?}");
     // Continued, it takes the call-off and rebuilds.
     send_signal(quick.pid, "CONT");

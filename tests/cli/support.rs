@@ -778,6 +778,16 @@ impl Fixture {
         tree
     }
 
+    /// The driver calls that changed state since the log was last taken,
+    /// as `op pid` (queries left out).
+    pub fn state_changes(&self) -> Vec<String> {
+        self.take_calls()
+            .iter()
+            .filter(|c| c.op != "get_state" && c.op != "restore_tid")
+            .map(|c| c.short())
+            .collect()
+    }
+
     /// The intent records left in the fixture's run directory.
     pub fn intents(&self) -> Vec<PathBuf> {
         fs::read_dir(self.dir().join("records").join("intents"))

@@ -409,13 +409,7 @@ kill $(jobs -p)"#,
         fake = crate::support::fake_libcuda().display(),
         out = out.display(),
     );
-    let mut command = std::process::Command::new("unshare");
-    command
-        .args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script])
-        .env("CUDA", crate::support::fake_libcuda())
-        .env("CUDACKPT", crate::support::cudackpt_bin());
-    fx.configure_for(&mut command);
-    let output = command.output().expect("run unshare");
+    let output = in_pid_namespace(&fx, &script);
     if !prerequisite(
         "run unshare --pid --mount-proc here",
         output.status.success() || out.join("suspend.json").exists(),
@@ -617,6 +611,19 @@ fn the_root_of_any_cgroup_hierarchy_is_the_whole_host() {
     }
 }
 
+/// Runs `script` with sh as PID 1 of a PID namespace of its own (its own
+/// /proc), with `$CUDA` (the fake driver) and `$CUDACKPT` (the binary) set
+/// and the fixture's environment.
+fn in_pid_namespace(fx: &Fixture, script: &str) -> std::process::Output {
+    let mut command = std::process::Command::new("unshare");
+    command
+        .args(["--pid", "--fork", "--mount-proc", "sh", "-c", script])
+        .env("CUDA", crate::support::fake_libcuda())
+        .env("CUDACKPT", crate::support::cudackpt_bin());
+    fx.configure_for(&mut command);
+    command.output().expect("run unshare")
+}
+
 /// Item 8: the pidfd is opened before the /proc checks. Inside a PID
 /// namespace of its own, the test pauses cudackpt just after its checks
 /// of a CUDA process (a debug build's pause point), kills that process,
@@ -651,13 +658,7 @@ kill $B"#,
         fake = crate::support::fake_libcuda().display(),
         out = out.display(),
     );
-    let mut command = std::process::Command::new("unshare");
-    command
-        .args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script])
-        .env("CUDA", crate::support::fake_libcuda())
-        .env("CUDACKPT", crate::support::cudackpt_bin());
-    fx.configure_for(&mut command);
-    let output = command.output().expect("run unshare");
+    let output = in_pid_namespace(&fx, &script);
     let pids = fs::read_to_string(out.join("pids")).unwrap_or_default();
     let pids: Vec<&str> = pids.split_whitespace().collect();
     if !prerequisite(
@@ -677,12 +678,7 @@ kill $B"#,
         crate::wire::Kind::NoSuchProcess,
         "{doc:?}"
     );
-    let changes: Vec<String> = fx
-        .take_calls()
-        .iter()
-        .filter(|c| c.op != "get_state" && c.op != "restore_tid")
-        .map(|c| c.short())
-        .collect();
+    let changes = fx.state_changes();
     assert!(
         changes.is_empty(),
         "nothing asked of the newcomer: {changes:?}"

@@ -44,11 +44,15 @@ def expect(condition, message):
 
 # Scenario function names to run (--only); empty: all of them.
 ONLY = set()
+# The scenarios main() called (by function name), to catch an --only name
+# that names none: it would otherwise be left out in silence.
+CALLED = set()
 
 
 def scenario(name):
     def wrap(fn):
         def run(*args, **kwargs):
+            CALLED.add(fn.__name__)
             if ONLY and fn.__name__ not in ONLY:
                 return
             started = time.monotonic()
@@ -1613,21 +1617,33 @@ def drain_ipc_pair(tools):
         p.wait(timeout=60)
 
 
+def start_single(work, **env):
+    """A single-GPU PyTorch process with the drain client (drain_ipc.py
+    single), writing its status in `work`."""
+    return subprocess.Popen([sys.executable, DRAIN_IPC, work, "single"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            start_new_session=True, env=dict(os.environ, **env))
+
+
+def first_steps(p, work):
+    """Its PID once it has made its first steps, and a reader of its status."""
+    ready, _, _ = select.select([p.stdout], [], [], 180)
+    line = p.stdout.readline().strip() if ready else ""
+    expect(line.startswith("PIDS"), f"the process did not start: {line!r}")
+    pid = int(line.split()[1])
+    wait_for("its first steps", lambda: os.path.exists(os.path.join(work, f"{pid}.json")))
+    return pid, lambda: json.load(open(os.path.join(work, f"{pid}.json")))
+
+
 @scenario("drain: a single-GPU PyTorch process with the client: check --drain predicts, suspend --drain, resume rebuilds, data right; a rank with no handler is never sent the signal, a plain process with none is left out")
 def drain_single_torch(tools):
     work = tempfile.mkdtemp(prefix="cudackpt-drain-single-")
-    p = subprocess.Popen([sys.executable, DRAIN_IPC, work, "single"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    p = start_single(work)
     # The project's target under a launcher's WORLD_SIZE: a rank to the
     # evidence, with no handler for signal 40 (whose default kills it).
     bystander = Target(tools, size_mib=256, env={"WORLD_SIZE": "2"})
     plain = Target(tools, size_mib=256, seed=2)
     try:
-        ready, _, _ = select.select([p.stdout], [], [], 180)
-        line = p.stdout.readline().strip() if ready else ""
-        expect(line.startswith("PIDS"), f"the process did not start: {line!r}")
-        pid = int(line.split()[1])
-        status = lambda: json.load(open(os.path.join(work, f"{pid}.json")))
-        wait_for("its first steps", lambda: os.path.exists(os.path.join(work, f"{pid}.json")))
+        pid, status = first_steps(p, work)
         refused = tools.json("suspend", "--drain", pid, bystander.pid, expect_code=8)
         kinds = {q["pid"]: q["error"]["kind"] for q in refused["processes"]}
         expect(kinds.get(bystander.pid) == "cannot_drain", f"{refused}")
@@ -1664,15 +1680,9 @@ def drain_single_torch(tools):
 @scenario("drain trust: a launcher's rank is refused without a drain; lock --drain then checkpoint (the drained record vouches); kill -9 mid-drain, then recover: one rebuild, data right")
 def drain_vouched_and_recovered(tools):
     work = tempfile.mkdtemp(prefix="cudackpt-drain-vouched-")
-    env = dict(os.environ, WORLD_SIZE="2")
-    p = subprocess.Popen([sys.executable, DRAIN_IPC, work, "single"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True, env=env)
+    p = start_single(work, WORLD_SIZE="2")
     try:
-        ready, _, _ = select.select([p.stdout], [], [], 180)
-        line = p.stdout.readline().strip() if ready else ""
-        expect(line.startswith("PIDS"), f"the process did not start: {line!r}")
-        pid = int(line.split()[1])
-        status = lambda: json.load(open(os.path.join(work, f"{pid}.json")))
-        wait_for("its first steps", lambda: os.path.exists(os.path.join(work, f"{pid}.json")))
+        pid, status = first_steps(p, work)
         # Its launcher environment refuses a plain checkpoint.
         refused = tools.json("suspend", pid, expect_code=8)
         expect(refused["processes"][0]["error"]["kind"] == "unrestorable" and tools.state(pid) == "running", f"{refused}")
@@ -1834,6 +1844,9 @@ def main():
     drain_ipc_pair(tools)
     drain_in_namespace(tools)
 
+    for name in sorted(ONLY - CALLED):
+        RESULTS.append({"scenario": f"--only {name}", "status": "fail", "ok": False, "detail": "no such scenario (or main() does not call it)", "seconds": 0})
+        print(f"[FAIL] --only {name}: no such scenario (or main() does not call it)", flush=True)
     count = {status: sum(r["status"] == status for r in RESULTS) for status in ["pass", "fail", "skip"]}
     print(f"\n{'scenario':<90} result")
     for r in RESULTS:
