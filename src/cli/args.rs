@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::driver::ProcessState;
-use crate::ops::drain::protocol::DrainSignal;
-use crate::ops::execute::timeout::{parse_duration_with_unit, parse_timeout, Timeout};
+use crate::ops::vocabulary::drain_protocol::DrainSignal;
+use crate::ops::vocabulary::timeout::{parse_duration_with_unit, parse_timeout, Timeout};
 use crate::ops::Selectors;
 use crate::output::ColorChoice;
 use crate::targets::identity::Identity;

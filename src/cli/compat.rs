@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use crate::exit::ExitStatus;
 use crate::gpu::map::MapSpec;
-use crate::ops::execute::timeout::{parse_timeout, Timeout};
-use crate::ops::plan::Operation;
+use crate::ops::vocabulary::plan::Operation;
+use crate::ops::vocabulary::timeout::{parse_timeout, Timeout};
 use crate::ops::{self as request, Request, ThreadIds};
 use crate::output::{self, human};
 use crate::targets::process::parse_pid;

@@ -28,10 +28,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::cli::criu_handoff::{self, Handoff};
-use crate::ops::diagnose::{Failure, FailureKind};
-use crate::ops::execute::timeout::Timeout;
-use crate::ops::plan::Operation;
-use crate::ops::report::Report;
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::plan::Operation;
+use crate::ops::vocabulary::report::Report;
+use crate::ops::vocabulary::timeout::Timeout;
 use crate::ops::{self as request, Request, Selectors};
 use crate::targets::identity::Identity;
 use crate::targets::process::{self, parse_pid};
@@ -176,8 +176,10 @@ pub fn action_from_env() -> Result<String, String> {
 /// The lock timeout for pre-dump: `CUDACKPT_LOCK_TIMEOUT`, else 10 s.
 fn lock_timeout() -> Result<Timeout, String> {
     match std::env::var(LOCK_TIMEOUT_VAR) {
-        Ok(text) if !text.trim().is_empty() => crate::ops::execute::timeout::parse_timeout(&text)
-            .map_err(|why| format!("{LOCK_TIMEOUT_VAR}: {why}")),
+        Ok(text) if !text.trim().is_empty() => {
+            crate::ops::vocabulary::timeout::parse_timeout(&text)
+                .map_err(|why| format!("{LOCK_TIMEOUT_VAR}: {why}"))
+        }
         _ => Ok(DEFAULT_LOCK_TIMEOUT),
     }
 }
@@ -271,7 +273,7 @@ fn suspended_by(report: &Report) -> Vec<Identity> {
     report
         .processes
         .iter()
-        .filter(|p| p.ok() && p.did(crate::ops::plan::StepKind::Checkpoint))
+        .filter(|p| p.ok() && p.did(crate::ops::vocabulary::plan::StepKind::Checkpoint))
         .map(|p| Identity::of(p.pid))
         .collect()
 }

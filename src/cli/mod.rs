@@ -23,7 +23,7 @@ use crate::commands::{check, demo, devices, doctor, install_compat, ps, recover}
 use crate::exit::ExitStatus;
 use crate::gpu::inventory::Inventory;
 use crate::ops::diagnose;
-use crate::ops::execute::StepDone;
+use crate::ops::StepDone;
 use crate::ops::{Request, ThreadIds};
 use crate::output::{self, json, Look, Sink};
 
@@ -89,7 +89,7 @@ pub fn drain_from_env() -> Result<crate::ops::Drain, String> {
         ..crate::ops::Drain::default()
     };
     if let Some(text) = env_text("CUDACKPT_DRAIN_SIGNAL")? {
-        drain.signal = crate::ops::drain::protocol::DrainSignal::parse(&text)
+        drain.signal = crate::ops::vocabulary::drain_protocol::DrainSignal::parse(&text)
             .map_err(|why| format!("CUDACKPT_DRAIN_SIGNAL: {why}"))?;
     }
     if let Some(text) = env_text("CUDACKPT_DRAIN_TIMEOUT")? {

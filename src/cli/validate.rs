@@ -10,8 +10,8 @@ use crate::cli::args::{
 };
 use crate::files;
 use crate::gpu::map::{self, MapError, MapSpec};
-use crate::ops::execute::timeout::Timeout;
-use crate::ops::plan::Operation;
+use crate::ops::vocabulary::plan::Operation;
+use crate::ops::vocabulary::timeout::Timeout;
 use crate::ops::{Drain, Selectors};
 
 /// A process command as the modern grammar gives it, not yet validated.

@@ -7,9 +7,9 @@
 use std::path::Path;
 use std::time::Instant;
 
-use crate::ops::execute::timeout::Timeout;
-use crate::ops::plan::Operation;
-use crate::ops::report::{ProcessReport, Report};
+use crate::ops::vocabulary::plan::Operation;
+use crate::ops::vocabulary::report::{ProcessReport, Report};
+use crate::ops::vocabulary::timeout::Timeout;
 use crate::ops::{self, Drain, Request, Selectors};
 
 /// One dry run's word on a process.

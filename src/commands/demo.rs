@@ -12,10 +12,11 @@ use crate::commands::pattern;
 use crate::driver::{CallError, CheckpointApi, Driver, ProcessState};
 use crate::exit::ExitStatus;
 use crate::gpu::inventory::Gpu;
-use crate::ops::diagnose::{self, Attempt, Facts, Failure, FailureKind};
+use crate::ops::diagnose::{self, Attempt, Facts};
 use crate::ops::execute;
-use crate::ops::execute::timeout::Timeout;
-use crate::ops::plan::Step;
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::plan::Step;
+use crate::ops::vocabulary::timeout::Timeout;
 
 /// The demo's pattern stream.
 const DEMO_SEED: u64 = 0x00C0_FFEE;

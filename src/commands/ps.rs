@@ -7,8 +7,8 @@ use std::path::Path;
 
 use crate::gpu::nvml;
 use crate::ops::journal::intent;
-use crate::ops::plan::Operation;
-use crate::ops::report::{GpuMemory, Layout, Report};
+use crate::ops::vocabulary::plan::Operation;
+use crate::ops::vocabulary::report::{GpuMemory, Layout, Report};
 use crate::ops::{Request, Selectors};
 
 pub fn run(libcuda: Option<&Path>, selectors: Selectors) -> Report {

@@ -6,13 +6,13 @@
 
 use std::time::Instant;
 
-use crate::ops::diagnose::{Failure, FailureKind};
-use crate::ops::execute::timeout::Timeout;
+use crate::ops::drain::stage as drain_stage;
 use crate::ops::journal::intent::{self, Claimed, DrainNote, Intent, Member, NotClaimed, Start};
-use crate::ops::plan::Operation;
-use crate::ops::report::Report;
-use crate::ops::report::{DrainOutcome, ProcessReport};
-use crate::ops::stages::drain as drain_stage;
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::plan::Operation;
+use crate::ops::vocabulary::report::Report;
+use crate::ops::vocabulary::report::{DrainOutcome, ProcessReport};
+use crate::ops::vocabulary::timeout::Timeout;
 use crate::ops::{self, Drain, Request};
 
 /// The command that brings a member back to where it started: one for

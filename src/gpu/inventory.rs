@@ -27,20 +27,7 @@ pub const KERNEL_GPUS_DIR: &str = "/proc/driver/nvidia/gpus";
 /// Reads another directory in its place (the tests' stand-in for a host).
 pub const KERNEL_GPUS_DIR_VAR: &str = "CUDACKPT_DRIVER_GPUS_DIR";
 
-/// One GPU of this host; `None` fields could not be known from its source.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Gpu {
-    /// nvidia-smi's index (PCI order), or CUDA's ordinal from the CUDA driver.
-    pub index: usize,
-    pub uuid: GpuUuid,
-    pub name: String,
-    pub pci_bus_id: Option<String>,
-    pub memory_total_bytes: Option<u64>,
-    pub memory_free_bytes: Option<u64>,
-    /// `None` also when the GPU does not support MIG.
-    pub mig_enabled: Option<bool>,
-    pub persistence_mode: Option<bool>,
-}
+pub use crate::gpu::device::Gpu;
 
 impl Gpu {
     fn known(index: usize, uuid: GpuUuid, name: String) -> Gpu {

@@ -5,6 +5,7 @@
 //!
 //! May use: `targets`, `driver`, `exit`, `files`.
 
+pub mod device;
 pub mod inventory;
 pub mod map;
 pub mod nvml;

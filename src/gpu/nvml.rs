@@ -11,7 +11,7 @@ use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::Nvml;
 
 use crate::driver::GpuUuid;
-use crate::gpu::inventory::Gpu;
+use crate::gpu::device::Gpu;
 
 /// The names tried, in order: the runtime name first (the bare `.so` is
 /// usually only installed with development packages).

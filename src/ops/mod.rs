@@ -1,20 +1,25 @@
 //! The process pipeline, for every grammar (modern, NVIDIA's, the CRIU
 //! hook): one validated [`Request`] in, one [`Report`] out; nothing here
 //! prints. [`run`] reads as its stages: select → check → the pre-flights →
-//! choose the map → lock → execute → finish.
+//! choose the map → lock → drain → execute → finish (`stages/mod.rs`
+//! numbers them).
 //!
-//! The rooms, one job each:
-//! - `stages/`: select, check, choose the map, finish, the dry run's answer;
+//! The rooms, on floors: each uses only rooms below it (the layout test
+//! holds them to it), and this file, the pipeline, is the top.
+//! - `stages/`: the pipeline's own stages, in run order;
+//! - `drain/`: the drain handshake (SPEC 11), its stage, the rebuilds and
+//!   `recover`'s part;
 //! - `preflight/`: what is refused before any change (a checkpoint the
 //!   driver could not restore, host memory, GPU memory for a restore);
 //! - `journal/`: what outlives a command so no crash leaves a process
-//!   behind (the per-PID lock, the intent record, checkpoint records);
-//! - `execute/`: the driver calls, phased and concurrent, with rollback, and
-//!   what governs them in time (signals, timeouts, deadlines);
-//! - `diagnose/`: failures in words, and the post-mortem of a target that
-//!   died;
-//! - `plan.rs` (what a command means for one process, pure) and `report.rs`
-//!   (the result as data): the vocabulary every stage speaks.
+//!   behind (the per-PID lock files, the intent record, the processes left
+//!   drained, checkpoint records): storage only;
+//! - `execute/`: the driver calls, phased and concurrent, with rollback,
+//!   and the signals that govern them;
+//! - `diagnose/`: failures in words;
+//! - `vocabulary/`: the words every room speaks (the request, the plan, the
+//!   report, failures, the stop, the ready targets, timeouts), which use no
+//!   other room of ops.
 //!
 //! May use: `gpu`, `targets`, `driver`, `exit`, `files`.
 
@@ -22,170 +27,30 @@ pub mod diagnose;
 pub mod drain;
 pub mod execute;
 pub mod journal;
-pub mod plan;
 pub mod preflight;
-pub mod report;
 pub mod stages;
+pub mod vocabulary;
 
-use std::path::Path;
+pub use vocabulary::request::{
+    Drain, Request, Selectors, StepDone, ThreadIds, DEFAULT_DRAIN_TIMEOUT,
+};
+pub use vocabulary::stop::Stop;
+
 use std::time::Instant;
 
-use crate::driver::{Driver, GpuPair};
+use crate::driver::GpuPair;
 use crate::gpu::inventory::Inventory;
-use crate::gpu::map::{MapError, MapSpec};
+use crate::gpu::map::MapError;
 use crate::targets::process::{self, Privileges};
-use diagnose::{Failure, FailureKind};
-use execute::interrupt::{self, Interrupt};
-use execute::timeout::Timeout;
-use execute::{Executor, StepDone};
-use journal::{drained, intent, lock, pidlock, records};
-use plan::Operation;
+use drain::stage as drain_stage;
+use execute::interrupt::Interrupt;
+use execute::Executor;
+use journal::{drained, intent, pidlock, records};
 use preflight::{host_memory, restorable};
-use report::{Layout, ProcessReport, Report};
-use stages::drain as drain_stage;
-pub use stages::select::Selectors;
-use stages::{check, choose_map, dry_run, finish, select};
-
-/// What to do about a thread id given as a target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ThreadIds {
-    /// Refuse it, naming its process (the modern grammar: the driver would
-    /// silently act on the whole process).
-    Refuse,
-    /// Act on its process, as NVIDIA's tool does (the compatible grammar:
-    /// CRIU's plugin passes the restore thread's id).
-    ActOnProcess,
-}
-
-/// One process command, validated by its front end (modern or compatible).
-pub struct Request<'a> {
-    pub libcuda: Option<&'a Path>,
-    pub pids: Vec<i32>,
-    pub selectors: Selectors,
-    /// `--yes`: the user confirmed acting on every CUDA process (`--all`).
-    pub confirmed: bool,
-    pub operation: Operation,
-    /// The GPU map for restores, parsed; resolved against this host here.
-    pub map: MapSpec,
-    pub thread_ids: ThreadIds,
-    /// A limit on the whole command, from its start (0: none).
-    pub deadline: Timeout,
-    /// Told about every step as it finishes.
-    pub progress: Option<&'a (dyn Fn(&StepDone<'_>) + Sync)>,
-    /// Where checkpoint records live (None: the default).
-    pub record_dir: Option<&'a Path>,
-    /// Restore despite the memory pre-flight.
-    pub force: bool,
-    /// Confirm through NVML that checkpoints freed the GPUs and restores
-    /// brought the processes back where expected.
-    pub verify: bool,
-    /// Take the per-PID locks (`--no-lock` clears it).
-    pub use_locks: bool,
-    /// Run every check and pre-flight, then stop before the first lock:
-    /// say what would happen, change nothing (`--dry-run`).
-    pub dry_run: bool,
-    /// `recover` itself: act on processes an abandoned intent names.
-    pub recovering: bool,
-    /// The drain handshake (SPEC 11): `--drain`, and the rebuild.
-    pub drain: Drain,
-    /// NVIDIA's grammar: a single step on a process already where it leads
-    /// is an error (exit 1), as NVIDIA's tool says; the modern grammar
-    /// reports it "already there" and succeeds.
-    pub nvidia_errors: bool,
-}
-
-/// The drain handshake of a request (SPEC 11).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Drain {
-    /// `--drain`: ask every process the command will lock to drain first.
-    pub before_lock: bool,
-    /// Ask drained processes that run again to rebuild (`recover` does it
-    /// itself, from its record).
-    pub rebuild: bool,
-    pub signal: drain::protocol::DrainSignal,
-    /// How long to wait for every acknowledgement, and every rebuild.
-    pub timeout: std::time::Duration,
-}
-
-impl Default for Drain {
-    fn default() -> Drain {
-        Drain {
-            before_lock: false,
-            rebuild: true,
-            signal: drain::protocol::DEFAULT_SIGNAL,
-            timeout: DEFAULT_DRAIN_TIMEOUT,
-        }
-    }
-}
-
-/// How long a drain waits by default: a few training steps and the tear
-/// down of NCCL communicators.
-pub const DEFAULT_DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
-impl<'a> Request<'a> {
-    /// `operation` on no target yet, with every option at its default:
-    /// callers set what differs with struct-update syntax.
-    pub fn new(libcuda: Option<&'a Path>, operation: Operation) -> Request<'a> {
-        Request {
-            libcuda,
-            pids: Vec::new(),
-            selectors: Selectors::default(),
-            confirmed: false,
-            operation,
-            map: MapSpec::None,
-            thread_ids: ThreadIds::Refuse,
-            deadline: Timeout::NONE,
-            progress: None,
-            record_dir: None,
-            force: false,
-            verify: false,
-            use_locks: true,
-            dry_run: false,
-            recovering: false,
-            drain: Drain::default(),
-            nvidia_errors: false,
-        }
-    }
-}
-
-/// Why the pipeline ended before its last stage.
-#[derive(Debug)]
-pub enum Stop {
-    /// Before any target was examined: every named PID shares the failure.
-    Refused(Failure),
-    /// After the checks: the reports of targets already answered for, and
-    /// the failure of every other valid target (none: they simply were
-    /// not run).
-    Halted {
-        ran: Vec<ProcessReport>,
-        not_run: Option<Failure>,
-    },
-}
-
-impl Stop {
-    /// Every valid target gets `failure`; nothing ran.
-    fn not_run(failure: Failure) -> Stop {
-        Stop::Halted {
-            ran: Vec::new(),
-            not_run: Some(failure),
-        }
-    }
-}
-
-/// What the last stages hand to the report.
-struct Finished {
-    reports: Vec<ProcessReport>,
-    remarks: Vec<String>,
-    map: Option<Vec<GpuPair>>,
-}
-
-/// A mutex's content, also after a panic elsewhere held it: the journal and
-/// the signal board must still be read then.
-pub(crate) fn locked<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use stages::{check, choose_map, dry_run, finish, lock, postmortem, select};
+use vocabulary::failure::Failure;
+use vocabulary::plan::Operation;
+use vocabulary::report::{Finished, Layout, ProcessReport, Report};
 
 /// Runs one process command through every stage.
 pub fn run(request: Request<'_>) -> Report {
@@ -254,7 +119,10 @@ impl Cleared<'_> {
 
 /// Every pre-flight, the map and the per-PID locks (none for a dry run),
 /// in that order: the first refusal stops the command before any change.
-fn clear<'d>(request: &Request<'_>, ready: &'d check::Ready) -> Result<Cleared<'d>, Stop> {
+fn clear<'d>(
+    request: &Request<'_>,
+    ready: &'d vocabulary::ready::Ready,
+) -> Result<Cleared<'d>, Stop> {
     if request.operation.changes_state() && !request.recovering {
         lock::not_left_by_a_dead_cudackpt(ready)?;
     }
@@ -310,7 +178,7 @@ fn clear<'d>(request: &Request<'_>, ready: &'d check::Ready) -> Result<Cleared<'
 /// records, `--verify`, the warnings of ranks let through.
 fn execute_and_finish(
     request: &Request<'_>,
-    ready: &check::Ready,
+    ready: &vocabulary::ready::Ready,
     cleared: Cleared<'_>,
     started: Instant,
 ) -> Result<Finished, Stop> {
@@ -327,7 +195,8 @@ fn execute_and_finish(
     // The crash journal: written just before the first state change,
     // removed when this function returns (however the command ended).
     let journal = intent::Journal::default();
-    let write_intent = |places: &[interrupt::Place]| journal.record(&request.operation, places);
+    let write_intent =
+        |places: &[vocabulary::place::Place]| journal.record(&request.operation, places);
     let executor = executor_for(request, ready, started, &locks_lost, &write_intent);
     let drained = drain_stage::drain(
         request,
@@ -341,8 +210,7 @@ fn execute_and_finish(
         .checkpoints()
         .then(|| finish::snapshot(&ready.driver, &host, usage));
     let map = chosen.pairs.as_deref().unwrap_or_default();
-    let oom_watch =
-        diagnose::postmortem::watch(&request.operation, &ready.targets, snapshot.as_ref());
+    let oom_watch = postmortem::watch(&request.operation, &ready.targets, snapshot.as_ref());
     let mut reports = executor.run(&request.operation, &ready.targets, map);
     remarks.extend(executor.interrupt.unguarded());
     if let Some(drained) = drained {
@@ -383,7 +251,7 @@ fn execute_and_finish(
 /// the lock check between phases and the journal before the first change.
 fn executor_for<'a>(
     request: &'a Request<'a>,
-    ready: &'a check::Ready,
+    ready: &'a vocabulary::ready::Ready,
     started: Instant,
     locks_lost: &'a (dyn Fn() -> Option<String> + Sync),
     before_change: execute::BeforeChange<'a>,
@@ -411,25 +279,6 @@ fn interrupt_for(operation: &Operation) -> Interrupt {
     }
 }
 
-/// Loads the driver for process commands, or says why it cannot.
-fn load_driver(libcuda: Option<&Path>) -> Result<Driver, Failure> {
-    Driver::load_for_checkpoint(libcuda).map_err(|error| diagnose::from_load_error(&error))
-}
-
-/// The refusal of a map that cannot be used, in words and an exit status.
-pub fn map_failure(error: &MapError) -> Failure {
-    let kind = if error.is_syntax() {
-        FailureKind::Usage
-    } else {
-        FailureKind::InvalidMap
-    };
-    Failure::new(
-        kind,
-        error.to_string(),
-        "write the map as OLD=NEW pairs of GPU UUIDs (`nvidia-smi -L` lists them) or NEW as a GPU index; the driver needs every GPU of this host mapped, each to a distinct GPU",
-    )
-}
-
 /// The report of a command refused before any process was examined.
 pub fn refused(operation: &Operation, pids: &[i32], failure: Failure, started: Instant) -> Report {
     Report {
@@ -448,5 +297,10 @@ pub fn refused(operation: &Operation, pids: &[i32], failure: Failure, started: I
 
 /// The report of a command whose `--map` could not be parsed.
 pub fn refused_map(operation: &Operation, pids: &[i32], error: &MapError) -> Report {
-    refused(operation, pids, map_failure(error), Instant::now())
+    refused(
+        operation,
+        pids,
+        diagnose::map_failure(error),
+        Instant::now(),
+    )
 }

@@ -1,8 +1,8 @@
 //! Text for people: one aligned line per process on stdout, and for each
 //! failure a message and a hint on stderr.
 
-use crate::ops::diagnose::{Failure, FailureKind};
-use crate::ops::report::{DrainOutcome, DrainReport, Layout, ProcessReport, Report};
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::report::{DrainOutcome, DrainReport, Layout, ProcessReport, Report};
 use crate::output::{columns, format_duration, Look};
 use crate::targets::name::printable;
 

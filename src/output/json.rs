@@ -13,15 +13,15 @@ use crate::commands::devices::DevicesReport;
 use crate::commands::doctor::{Check, DoctorReport, DriverFacts, Status};
 use crate::gpu::inventory::{Gpu, Source};
 
-use crate::ops::diagnose::Failure;
-use crate::ops::report::{GpuMemory, ProcessReport, Report, StepRecord};
+use crate::ops::vocabulary::failure::Failure;
+use crate::ops::vocabulary::report::{GpuMemory, ProcessReport, Report, StepRecord};
 use crate::output::millis;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// The names a failure `kind` takes.
 fn kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let kinds: Vec<&str> = crate::ops::diagnose::FailureKind::ALL
+    let kinds: Vec<&str> = crate::ops::vocabulary::failure::FailureKind::ALL
         .iter()
         .map(|k| k.as_str())
         .collect();
@@ -30,7 +30,7 @@ fn kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 
 /// Where the drain handshake left a process.
 fn drain_outcome_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let outcomes: Vec<&str> = crate::ops::report::DrainOutcome::ALL
+    let outcomes: Vec<&str> = crate::ops::vocabulary::report::DrainOutcome::ALL
         .iter()
         .map(|o| o.as_str())
         .collect();

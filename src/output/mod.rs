@@ -264,7 +264,7 @@ impl Rendered for crate::commands::install_compat::InstallReport {
     }
 }
 
-impl Rendered for crate::ops::report::Report {
+impl Rendered for crate::ops::vocabulary::report::Report {
     fn json(&self) -> String {
         json::process_report(self)
     }
@@ -274,11 +274,11 @@ impl Rendered for crate::ops::report::Report {
     }
 
     fn exit_status(&self) -> crate::exit::ExitStatus {
-        crate::ops::report::Report::exit_status(self)
+        crate::ops::vocabulary::report::Report::exit_status(self)
     }
 }
 
-pub use crate::ops::execute::timeout::format_duration;
+pub use crate::ops::vocabulary::timeout::format_duration;
 
 /// Milliseconds for JSON, to the microsecond.
 pub fn millis(duration: Duration) -> f64 {

@@ -153,3 +153,107 @@ fn lib_rs_declares_every_room_on_a_floor() {
         );
     }
 }
+
+/// The floors inside `ops/`, top first: the pipeline (`ops/mod.rs`) runs
+/// the stages; the stages use the drain, the pre-flights, the journal, the
+/// executor and the wording; everyone speaks the vocabulary, which uses no
+/// other room of ops.
+const OPS_FLOORS: [&[&str]; 8] = [
+    &["mod"],
+    &["stages"],
+    &["drain"],
+    &["preflight"],
+    &["journal"],
+    &["execute"],
+    &["diagnose"],
+    &["vocabulary"],
+];
+
+/// The room inside `ops/` that a `crate::ops::NAME` path names: a folder
+/// or file of ops, else what `ops/mod.rs` itself defines or re-exports.
+fn ops_room(name: &str) -> String {
+    let ops = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ops");
+    if ops.join(name).is_dir() || ops.join(format!("{name}.rs")).is_file() {
+        name.to_string()
+    } else {
+        "mod".to_string()
+    }
+}
+
+/// Every `crate::ops::` path in a piece of code, by the ops room it names.
+fn ops_rooms_named(code: &str) -> BTreeSet<String> {
+    let mut rooms = BTreeSet::new();
+    for line in code.lines() {
+        let line = line.trim_start();
+        if line.starts_with("//") {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("crate::ops::") {
+            rest = &rest[at + "crate::ops::".len()..];
+            let names: Vec<String> = match rest.strip_prefix('{') {
+                Some(group) => group
+                    .split('}')
+                    .next()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(|item| {
+                        item.trim()
+                            .split("::")
+                            .next()
+                            .unwrap_or_default()
+                            .to_string()
+                    })
+                    .collect(),
+                None => vec![rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect()],
+            };
+            rooms.extend(
+                names
+                    .iter()
+                    .filter(|n| !n.is_empty() && *n != "self")
+                    .map(|n| ops_room(n)),
+            );
+        }
+    }
+    rooms
+}
+
+#[test]
+fn inside_ops_every_import_points_down_a_floor_or_stays_in_its_room() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let ops = src.join("ops");
+    let mut files = Vec::new();
+    rust_files(&ops, &mut files);
+    files.sort();
+    let floor = |room: &str| OPS_FLOORS.iter().position(|rooms| rooms.contains(&room));
+    let mut wrong = Vec::new();
+    for file in &files {
+        let from = room_of(&ops, file);
+        let Some(from_floor) = floor(&from) else {
+            wrong.push(format!(
+                "{}: room {from:?} of ops is on no floor",
+                file.display()
+            ));
+            continue;
+        };
+        let code = fs::read_to_string(file).expect("a source file");
+        for to in ops_rooms_named(&code) {
+            match floor(&to) {
+                _ if to == from => {}
+                Some(to_floor) if to_floor > from_floor => {}
+                _ => wrong.push(format!(
+                    "{}: {from} uses {to}, which is not on a lower floor of ops",
+                    file.display()
+                )),
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports against the floors of ops:\n{}",
+        wrong.join("\n")
+    );
+}

@@ -3,197 +3,25 @@
 //! process and why it failed, and a hint saying what to do next. Pure: the
 //! facts it needs (is the process alive, its state now) come from the caller.
 
-pub mod postmortem;
-
-use crate::driver::{code, CallError, CudaError, LoadError, ProcessState};
-use crate::exit::ExitStatus;
-use crate::ops::execute::timeout::Timeout;
-use crate::ops::plan::{wrong_state_hint, Step};
+use crate::driver::{code, CallError, LoadError, ProcessState};
+use crate::gpu::map::MapError;
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::plan::{wrong_state_hint, Step};
+use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::process::{TargetError, PERMISSION_HINT};
 
-/// The kinds of failure, as stable snake_case names in JSON.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FailureKind {
-    NoSuchProcess,
-    ThreadNotProcess,
-    NotCudaProcess,
-    PermissionDenied,
-    LockTimeout,
-    WrongState,
-    MapRejected,
-    InvalidMap,
-    OutOfMemory,
-    DriverError,
-    DriverUnavailable,
-    WaitTimeout,
-    NotAttempted,
-    RolledBack,
-    RollbackFailed,
-    Interrupted,
-    DeadlineExceeded,
-    ProcessStopped,
-    InsufficientGpuMemory,
-    VerifyFailed,
-    InUse,
-    ProcUnreadable,
-    /// A directory or file cudackpt will not trust (owner, mode, a link).
-    UnsafePath,
-    /// The driver is known not to restore this process after a checkpoint.
-    Unrestorable,
-    /// The host copy of a checkpoint would not fit (host or cgroup memory).
-    InsufficientHostMemory,
-    /// The kernel's OOM killer ended the process during the command.
-    OomKilled,
-    /// A cudackpt that died mid-change left this process; `recover` first.
-    NeedsRecovery,
-    /// The per-PID lock could not be taken (not held elsewhere: broken).
-    LockUnavailable,
-    /// A helper process cudackpt needed could not be started (a pids
-    /// limit, no memory); what it would have done is left to the user.
-    SpawnFailed,
-    /// It cannot be asked to drain: it does not catch the drain signal, or
-    /// is locked without having drained.
-    CannotDrain,
-    /// It did not acknowledge a drain, or a rebuild, in time.
-    DrainTimeout,
-    Usage,
-}
-
-impl FailureKind {
-    /// Every kind, for the JSON Schema.
-    pub const ALL: [FailureKind; 32] = [
-        FailureKind::NoSuchProcess,
-        FailureKind::ThreadNotProcess,
-        FailureKind::NotCudaProcess,
-        FailureKind::PermissionDenied,
-        FailureKind::LockTimeout,
-        FailureKind::WrongState,
-        FailureKind::MapRejected,
-        FailureKind::InvalidMap,
-        FailureKind::OutOfMemory,
-        FailureKind::DriverError,
-        FailureKind::DriverUnavailable,
-        FailureKind::WaitTimeout,
-        FailureKind::NotAttempted,
-        FailureKind::RolledBack,
-        FailureKind::RollbackFailed,
-        FailureKind::Interrupted,
-        FailureKind::DeadlineExceeded,
-        FailureKind::ProcessStopped,
-        FailureKind::InsufficientGpuMemory,
-        FailureKind::VerifyFailed,
-        FailureKind::InUse,
-        FailureKind::ProcUnreadable,
-        FailureKind::UnsafePath,
-        FailureKind::Unrestorable,
-        FailureKind::InsufficientHostMemory,
-        FailureKind::OomKilled,
-        FailureKind::NeedsRecovery,
-        FailureKind::LockUnavailable,
-        FailureKind::SpawnFailed,
-        FailureKind::CannotDrain,
-        FailureKind::DrainTimeout,
-        FailureKind::Usage,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureKind::NoSuchProcess => "no_such_process",
-            FailureKind::ThreadNotProcess => "thread_not_process",
-            FailureKind::NotCudaProcess => "not_cuda_process",
-            FailureKind::PermissionDenied => "permission_denied",
-            FailureKind::LockTimeout => "lock_timeout",
-            FailureKind::WrongState => "wrong_state",
-            FailureKind::MapRejected => "map_rejected",
-            FailureKind::InvalidMap => "invalid_map",
-            FailureKind::OutOfMemory => "out_of_memory",
-            FailureKind::DriverError => "driver_error",
-            FailureKind::DriverUnavailable => "driver_unavailable",
-            FailureKind::WaitTimeout => "wait_timeout",
-            FailureKind::NotAttempted => "not_attempted",
-            FailureKind::RolledBack => "rolled_back",
-            FailureKind::RollbackFailed => "rollback_failed",
-            FailureKind::Interrupted => "interrupted",
-            FailureKind::DeadlineExceeded => "deadline_exceeded",
-            FailureKind::ProcessStopped => "process_stopped",
-            FailureKind::InsufficientGpuMemory => "insufficient_gpu_memory",
-            FailureKind::VerifyFailed => "verify_failed",
-            FailureKind::InUse => "in_use",
-            FailureKind::ProcUnreadable => "proc_unreadable",
-            FailureKind::UnsafePath => "unsafe_path",
-            FailureKind::Unrestorable => "unrestorable",
-            FailureKind::InsufficientHostMemory => "insufficient_host_memory",
-            FailureKind::OomKilled => "oom_killed",
-            FailureKind::NeedsRecovery => "needs_recovery",
-            FailureKind::LockUnavailable => "lock_unavailable",
-            FailureKind::SpawnFailed => "spawn_failed",
-            FailureKind::CannotDrain => "cannot_drain",
-            FailureKind::DrainTimeout => "drain_timeout",
-            FailureKind::Usage => "usage",
-        }
-    }
-
-    pub fn exit_status(self) -> ExitStatus {
-        match self {
-            FailureKind::NoSuchProcess
-            | FailureKind::ThreadNotProcess
-            | FailureKind::NotCudaProcess
-            | FailureKind::OomKilled => ExitStatus::NoProcess,
-            FailureKind::PermissionDenied | FailureKind::UnsafePath => ExitStatus::PermissionDenied,
-            FailureKind::LockTimeout => ExitStatus::LockTimeout,
-            FailureKind::WrongState | FailureKind::ProcessStopped => ExitStatus::WrongState,
-            FailureKind::InUse | FailureKind::NeedsRecovery => ExitStatus::InUse,
-            FailureKind::RollbackFailed => ExitStatus::RollbackFailed,
-            FailureKind::InvalidMap
-            | FailureKind::InsufficientGpuMemory
-            | FailureKind::Unrestorable
-            | FailureKind::InsufficientHostMemory
-            | FailureKind::CannotDrain => ExitStatus::PreflightRefused,
-            FailureKind::DrainTimeout => ExitStatus::DrainTimeout,
-            FailureKind::Usage => ExitStatus::Usage,
-            FailureKind::Interrupted => ExitStatus::Interrupted,
-            FailureKind::DriverUnavailable => ExitStatus::DriverUnavailable,
-            FailureKind::MapRejected
-            | FailureKind::OutOfMemory
-            | FailureKind::DriverError
-            | FailureKind::WaitTimeout
-            | FailureKind::NotAttempted
-            | FailureKind::RolledBack
-            | FailureKind::DeadlineExceeded
-            | FailureKind::VerifyFailed
-            | FailureKind::ProcUnreadable
-            | FailureKind::LockUnavailable
-            | FailureKind::SpawnFailed => ExitStatus::Failed,
-        }
-    }
-}
-
-/// A failure, explained.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Failure {
-    pub kind: FailureKind,
-    /// What was attempted, on which process, and why it failed.
-    pub message: String,
-    /// What to do next.
-    pub hint: Option<String>,
-    /// The driver's answer, when the driver answered.
-    pub cuda: Option<CudaError>,
-}
-
-impl Failure {
-    pub fn new(kind: FailureKind, message: impl Into<String>, hint: impl Into<String>) -> Failure {
-        Failure {
-            kind,
-            message: message.into(),
-            hint: Some(hint.into()).filter(|h: &String| !h.is_empty()),
-            cuda: None,
-        }
-    }
-
-    fn with_cuda(mut self, error: CudaError) -> Failure {
-        self.cuda = Some(error);
-        self
-    }
+/// The refusal of a map that cannot be used, in words and an exit status.
+pub fn map_failure(error: &MapError) -> Failure {
+    let kind = if error.is_syntax() {
+        FailureKind::Usage
+    } else {
+        FailureKind::InvalidMap
+    };
+    Failure::new(
+        kind,
+        error.to_string(),
+        "write the map as OLD=NEW pairs of GPU UUIDs (`nvidia-smi -L` lists them) or NEW as a GPU index; the driver needs every GPU of this host mapped, each to a distinct GPU",
+    )
 }
 
 /// `PID 4242 (python3)`, or `PID 4242` when the name is unknown.
@@ -418,61 +246,7 @@ fn illegal_state(
 mod tests {
     use super::*;
 
-    #[test]
-    fn every_failure_kind_is_listed_once() {
-        // An exhaustive match: a new kind does not compile here until it
-        // has a number, and then fails below until ALL (and so the
-        // schema) has it.
-        const KINDS: usize = 32;
-        let number = |kind: FailureKind| match kind {
-            FailureKind::NoSuchProcess => 0,
-            FailureKind::ThreadNotProcess => 1,
-            FailureKind::NotCudaProcess => 2,
-            FailureKind::PermissionDenied => 3,
-            FailureKind::LockTimeout => 4,
-            FailureKind::WrongState => 5,
-            FailureKind::MapRejected => 6,
-            FailureKind::InvalidMap => 7,
-            FailureKind::OutOfMemory => 8,
-            FailureKind::DriverError => 9,
-            FailureKind::DriverUnavailable => 10,
-            FailureKind::WaitTimeout => 11,
-            FailureKind::NotAttempted => 12,
-            FailureKind::RolledBack => 13,
-            FailureKind::RollbackFailed => 14,
-            FailureKind::Interrupted => 15,
-            FailureKind::DeadlineExceeded => 16,
-            FailureKind::ProcessStopped => 17,
-            FailureKind::InsufficientGpuMemory => 18,
-            FailureKind::VerifyFailed => 19,
-            FailureKind::InUse => 20,
-            FailureKind::ProcUnreadable => 21,
-            FailureKind::UnsafePath => 22,
-            FailureKind::Unrestorable => 23,
-            FailureKind::InsufficientHostMemory => 24,
-            FailureKind::OomKilled => 25,
-            FailureKind::NeedsRecovery => 26,
-            FailureKind::LockUnavailable => 27,
-            FailureKind::SpawnFailed => 28,
-            FailureKind::Usage => 29,
-            FailureKind::CannotDrain => 30,
-            FailureKind::DrainTimeout => 31,
-        };
-        let mut listed = [false; KINDS];
-        for kind in FailureKind::ALL {
-            listed[number(kind)] = true;
-        }
-        let missing: Vec<usize> = (0..KINDS).filter(|n| !listed[*n]).collect();
-        assert!(
-            missing.is_empty(),
-            "ALL misses the kinds numbered {missing:?}"
-        );
-        assert_eq!(FailureKind::ALL.len(), KINDS, "ALL lists a kind twice");
-        let names: std::collections::BTreeSet<&str> =
-            FailureKind::ALL.iter().map(|k| k.as_str()).collect();
-        assert_eq!(names.len(), FailureKind::ALL.len(), "names are unique");
-    }
-    use crate::driver::GpuPair;
+    use crate::driver::{CudaError, GpuPair};
 
     fn cuda(code: i32) -> CallError {
         CallError::Cuda {

@@ -2,15 +2,17 @@
 //! ask it, read its answer, wait for answers. The request is a signal sent
 //! through the target's pidfd, so it reaches that process and no other;
 //! the answer is a thread name read in /proc/PID/task/*/comm, which crosses
-//! PID and mount namespaces and plants no file. No driver calls here: the
-//! stage that runs the handshake (`stages/drain.rs`) decides when.
+//! PID and mount namespaces and plants no file. The protocol as data (the
+//! signal, the marker) is `vocabulary::drain_protocol`; the stage that runs
+//! the handshake, the rebuilds after the driver calls and `recover`'s part
+//! are `stage`.
 
-pub mod protocol;
+pub mod stage;
 
 use std::thread;
 use std::time::{Duration, Instant};
 
-use protocol::DrainSignal;
+use crate::ops::vocabulary::drain_protocol::{self, DrainSignal};
 
 use crate::targets::evidence;
 use crate::targets::process::{self, Target};
@@ -45,7 +47,7 @@ pub fn may_ask(target: &Target, signal: DrainSignal) -> Result<(), Unable> {
 
 /// Whether `pid` shows the marker: it has drained and waits.
 pub fn shows_marker(pid: i32) -> bool {
-    protocol::shows_marker(&evidence::thread_names(pid))
+    drain_protocol::shows_marker(&evidence::thread_names(pid))
 }
 
 /// Whether `signal` was sent to `target` and not yet taken by it.

@@ -4,7 +4,7 @@
 //! call succeeds. Release builds compile it to nothing, so no variable can
 //! make an installed cudackpt panic.
 
-use crate::ops::plan::StepKind;
+use crate::ops::vocabulary::plan::StepKind;
 
 /// Panics after a successful `step` when the variable names it (debug
 /// builds only).

@@ -34,8 +34,9 @@ use signal_hook::iterator::Signals;
 
 use crate::driver::ProcessState;
 use crate::exit::ExitStatus;
-use crate::ops::locked;
-use crate::ops::plan::StepKind;
+use crate::ops::vocabulary::locked;
+use crate::ops::vocabulary::place::Place;
+use crate::ops::vocabulary::plan::StepKind;
 
 /// The signals caught, with their names: those whose default action ends
 /// the process (signal(7)), save the ones that mean a fault (SEGV, BUS,
@@ -56,17 +57,6 @@ pub const CAUGHT: [(Signal, &str); 10] = [
     (Signal::XFSZ, "SIGXFSZ"),
     (Signal::POWER, "SIGPWR"),
 ];
-
-/// Where one process of a group is, as far as the executor knows.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Place {
-    pub pid: i32,
-    pub name: String,
-    /// The state after its last finished call (`None`: not yet asked).
-    pub state: Option<ProcessState>,
-    /// The driver call under way on it, if any.
-    pub in_flight: Option<StepKind>,
-}
 
 /// Which signal arrived, if any, and where the group is.
 #[derive(Clone, Default)]

@@ -14,12 +14,15 @@ use std::time::{Duration, Instant};
 
 use crate::driver::GpuPair;
 use crate::driver::{code, CallError, CheckpointApi, ProcessState};
-use crate::ops::diagnose::{self, Attempt, Facts, Failure, FailureKind};
-use crate::ops::plan::{self, Operation, Plan, Step, StepKind};
-use crate::ops::report::{ProcessReport, StepRecord};
+use crate::ops::diagnose::{self, Attempt, Facts};
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::place::Place;
+use crate::ops::vocabulary::plan::{self, Operation, Plan, Step};
+use crate::ops::vocabulary::report::{ProcessReport, StepRecord};
+use crate::ops::vocabulary::request::StepDone;
+use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::process::Target;
-use interrupt::{Interrupt, Place};
-use timeout::Timeout;
+use interrupt::Interrupt;
 
 /// The longest single lock call: how long a signal may wait to be noticed
 /// while a process drains its work.
@@ -58,13 +61,11 @@ pub struct Executor<'a> {
 /// Told where every process starts, before the first state change.
 pub type BeforeChange<'a> = &'a (dyn Fn(&[Place]) + Sync);
 
-/// A step that just finished, for progress reports.
-pub struct StepDone<'a> {
-    pub target: &'a Target,
-    pub step: StepKind,
-    pub ok: bool,
-    pub took: Duration,
-    pub rollback: bool,
+/// Whether the restore thread of a process is stopped (or cannot be told).
+pub fn restore_thread_stopped(driver: &dyn CheckpointApi, pid: i32) -> bool {
+    driver.restore_thread_id(pid).map_or(true, |tid| {
+        crate::targets::process::thread_stopped(pid, tid) != Some(false)
+    })
 }
 
 /// The one driver call a step is.
@@ -677,7 +678,6 @@ mod pool;
 mod rollback;
 #[cfg(test)]
 mod tests;
-pub mod timeout;
 
 pub use pool::concurrently;
 use rollback::RollbackCause;

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use super::{concurrently, Executor};
 use crate::driver::ProcessState;
-use crate::ops::diagnose::{self, Attempt, Failure, FailureKind};
+use crate::ops::diagnose::{self, Attempt};
 use crate::ops::execute::interrupt;
-use crate::ops::execute::timeout::Timeout;
-use crate::ops::plan::{self, Step};
-use crate::ops::report::{ProcessReport, StepRecord};
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::plan::{self, Step};
+use crate::ops::vocabulary::report::{ProcessReport, StepRecord};
+use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::process::Target;
 
 /// How long a rollback waits to re-lock a process it had already unlocked.
@@ -194,7 +195,7 @@ impl RollbackCause {
             } => format!(
                 "the deadline passed; the slowest step was {}'s ({})",
                 who(i),
-                crate::ops::execute::timeout::format_duration(took)
+                crate::ops::vocabulary::timeout::format_duration(took)
             ),
             RollbackCause::Deadline { slowest: None } => "the deadline passed".to_string(),
         }

@@ -11,6 +11,7 @@ use super::rollback::group_failure;
 use super::*;
 use crate::driver::CudaError;
 use crate::ops::execute::interrupt::Interrupt;
+use crate::ops::vocabulary::plan::StepKind;
 
 /// A driver model: per-PID states with the real state machine, injectable
 /// error codes per (pid, call), a per-call delay, and a log of calls.
@@ -241,9 +242,9 @@ fn a_failed_checkpoint_rolls_the_whole_group_back() {
         .failure
         .as_ref()
         .is_some_and(|f| f.message.contains("PID 2 (worker2)")));
-    let report = crate::ops::report::Report {
+    let report = crate::ops::vocabulary::report::Report {
         processes: reports,
-        ..crate::ops::report::Report::new("suspend", Duration::ZERO)
+        ..crate::ops::vocabulary::report::Report::new("suspend", Duration::ZERO)
     };
     assert_eq!(report.exit_status(), crate::exit::ExitStatus::Failed);
 }
@@ -258,9 +259,9 @@ fn a_lock_timeout_unlocks_the_others_and_exits_3() {
         !model.calls().iter().any(|c| c.starts_with("checkpoint")),
         "no checkpoint after a failed phase"
     );
-    let report = crate::ops::report::Report {
+    let report = crate::ops::vocabulary::report::Report {
         processes: reports,
-        ..crate::ops::report::Report::new("suspend", Duration::ZERO)
+        ..crate::ops::vocabulary::report::Report::new("suspend", Duration::ZERO)
     };
     assert_eq!(report.exit_status(), crate::exit::ExitStatus::LockTimeout);
     assert!(
@@ -420,9 +421,9 @@ fn a_signal_stops_the_group_after_the_phase_in_flight_and_rolls_it_back() {
         assert_eq!(failure.kind, FailureKind::Interrupted);
         assert!(failure.message.contains("SIGTERM"), "{}", failure.message);
     }
-    let report = crate::ops::report::Report {
+    let report = crate::ops::vocabulary::report::Report {
         processes: reports,
-        ..crate::ops::report::Report::new("suspend", Duration::ZERO)
+        ..crate::ops::vocabulary::report::Report::new("suspend", Duration::ZERO)
     };
     assert_eq!(report.exit_status(), crate::exit::ExitStatus::Interrupted);
 }
@@ -471,9 +472,9 @@ fn a_deadline_that_passes_mid_group_rolls_it_back_and_names_the_slowest() {
             failure.message
         );
     }
-    let report = crate::ops::report::Report {
+    let report = crate::ops::vocabulary::report::Report {
         processes: reports,
-        ..crate::ops::report::Report::new("suspend", Duration::ZERO)
+        ..crate::ops::vocabulary::report::Report::new("suspend", Duration::ZERO)
     };
     assert_eq!(report.exit_status(), crate::exit::ExitStatus::Failed);
 }

@@ -15,9 +15,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::driver::ProcessState;
 use crate::files::{SafeDir, UnsafeDir};
-use crate::ops::execute::interrupt::Place;
-use crate::ops::locked;
-use crate::ops::plan::{self, Operation, Plan};
+use crate::ops::vocabulary::locked;
+use crate::ops::vocabulary::place::Place;
+use crate::ops::vocabulary::plan::{self, Operation, Plan};
 use crate::targets::process;
 
 /// An intent is a few KiB.
@@ -600,7 +600,7 @@ pub fn holding(pid: i32, abandoned: &[(PathBuf, Intent)]) -> Option<(PathBuf, i3
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::execute::timeout::Timeout;
+    use crate::ops::vocabulary::timeout::Timeout;
 
     fn written_in(dir: &std::path::Path) -> (Written, PathBuf) {
         let dir = SafeDir::create(dir).expect("a private directory");

@@ -6,6 +6,5 @@
 
 pub mod drained;
 pub mod intent;
-pub mod lock;
 pub mod pidlock;
 pub mod records;

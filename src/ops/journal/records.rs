@@ -8,8 +8,9 @@ use std::path::PathBuf;
 
 use crate::files::{SafeDir, UnsafeDir};
 use crate::gpu::record;
-use crate::ops::diagnose::{Failure, FailureKind};
-use crate::ops::{Request, Stop};
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::request::Request;
+use crate::ops::vocabulary::stop::Stop;
 
 /// This command's record directory, when it has one to use.
 pub struct Records {

@@ -1,4 +1,4 @@
-//! Stage 5, the pre-flight: before a restore, will the target GPUs hold
+//! Stage 5b, once the locks are held, the pre-flight: before a restore, will the target GPUs hold
 //! what the processes had? NVIDIA reports (driver 580.95) that a restore
 //! failing for lack of GPU memory can leave the process unrecoverable, so
 //! a restore is not attempted blind. The decision (`needs`, `shortfalls`)
@@ -10,9 +10,10 @@ use std::collections::{BTreeMap, HashMap};
 use crate::driver::{GpuPair, GpuUuid};
 use crate::gpu::inventory::Inventory;
 use crate::gpu::record::Record;
-use crate::ops::diagnose::{Failure, FailureKind};
-use crate::ops::plan::Operation;
-use crate::ops::{Request, Stop};
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::plan::Operation;
+use crate::ops::vocabulary::request::Request;
+use crate::ops::vocabulary::stop::Stop;
 use crate::targets::process::Target;
 
 /// The memory pre-flight of a request: nothing for commands that do not

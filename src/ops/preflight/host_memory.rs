@@ -1,4 +1,4 @@
-//! Stage 5b, the host-memory pre-flight of a checkpoint (SPEC 10). The
+//! Stage 3, the host-memory pre-flight of a checkpoint (SPEC 10). The
 //! driver copies each target's device memory into that target's own host
 //! memory, charged to its memory cgroup: a container whose limit is below
 //! its GPU footprint is OOM-killed in the middle of `suspend` (measured:
@@ -13,9 +13,10 @@
 use std::collections::BTreeMap;
 
 use crate::gpu::nvml;
-use crate::ops::diagnose::{Failure, FailureKind};
-use crate::ops::stages::check::Ready;
-use crate::ops::{Request, Stop};
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::ready::Ready;
+use crate::ops::vocabulary::request::Request;
+use crate::ops::vocabulary::stop::Stop;
 use crate::targets::memory::{self, CgroupLevel};
 
 /// One target's need: its GPU footprint and the cgroups it is charged to.

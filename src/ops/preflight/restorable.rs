@@ -19,13 +19,15 @@
 //! or one a cudackpt drained and left drained (`journal::drained`).
 
 use crate::driver::{CheckpointApi, Driver, ProcessState};
-use crate::ops::diagnose::{describe_process, Failure, FailureKind};
-use crate::ops::drain::protocol;
+use crate::ops::diagnose::describe_process;
 use crate::ops::execute::concurrently;
-use crate::ops::plan::Operation;
-use crate::ops::report::ProcessReport;
-use crate::ops::stages::check::Ready;
-use crate::ops::{Request, Stop};
+use crate::ops::vocabulary::drain_protocol;
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::plan::Operation;
+use crate::ops::vocabulary::ready::Ready;
+use crate::ops::vocabulary::report::ProcessReport;
+use crate::ops::vocabulary::request::Request;
+use crate::ops::vocabulary::stop::Stop;
 use crate::targets::evidence::{self, Evidence, RankSign};
 use crate::targets::process::Target;
 
@@ -107,7 +109,7 @@ pub fn check(
     let mut passed = Passed::default();
     let mut findings: Vec<Finding> = Vec::new();
     for (target, found) in ready.targets.iter().zip(&evidence) {
-        let drained = protocol::shows_marker(&found.threads) && vouched(target.pid);
+        let drained = drain_protocol::shows_marker(&found.threads) && vouched(target.pid);
         let (finding, exempted) = judge(target, found, &facts, drained);
         findings.extend(finding);
         passed

@@ -9,10 +9,15 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use crate::driver::{Driver, ProcessState};
-use crate::ops::diagnose::{self, Failure, FailureKind};
-use crate::ops::report::{Layout, ProcessReport, Report};
-use crate::ops::stages::select::{restore_thread_stopped, Selection};
-use crate::ops::{Finished, Request, Stop, ThreadIds};
+use crate::ops::diagnose;
+use crate::ops::execute::restore_thread_stopped;
+use crate::ops::stages::select::{load_driver, Selection};
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::ready::Ready;
+use crate::ops::vocabulary::report::Finished;
+use crate::ops::vocabulary::report::{Layout, ProcessReport, Report};
+use crate::ops::vocabulary::request::{Request, ThreadIds};
+use crate::ops::vocabulary::stop::Stop;
 use crate::targets::discover::{self, Mapped};
 use crate::targets::process::{self, Privileges, Target, TargetError};
 
@@ -30,14 +35,6 @@ pub struct Checked {
     changes_state: bool,
     /// Loaded during selection, taken when the targets are ready.
     driver: Option<Driver>,
-}
-
-/// Targets that passed every check, and the driver to act on them.
-pub struct Ready {
-    pub driver: Driver,
-    pub targets: Vec<Target>,
-    /// Stopped targets the driver cannot be asked about, already reported.
-    pub blocked: Vec<ProcessReport>,
 }
 
 /// Checks a target, resolving a thread id to its process when asked to.
@@ -123,7 +120,7 @@ pub fn ready(request: &Request<'_>, checked: &mut Checked) -> Result<Ready, Stop
         .map(|(_, pid)| *pid);
     if let (Some(bad), true) = (first_bad, checked.changes_state) {
         if request.dry_run {
-            if let Ok(driver) = crate::ops::load_driver(request.libcuda) {
+            if let Ok(driver) = load_driver(request.libcuda) {
                 let valid: Vec<Target> = checked.results.iter().flatten().cloned().collect();
                 checked.read_states(&driver, &valid);
             }
@@ -143,7 +140,7 @@ pub fn ready(request: &Request<'_>, checked: &mut Checked) -> Result<Ready, Stop
     }
     let driver = match checked.driver.take() {
         Some(driver) => driver,
-        None => crate::ops::load_driver(request.libcuda).map_err(Stop::not_run)?,
+        None => load_driver(request.libcuda).map_err(Stop::not_run)?,
     };
     let (blocked, targets) = set_aside_stopped(request, checked, &driver, valid);
     if let (Some(first), true) = (blocked.first(), checked.changes_state) {
@@ -176,8 +173,10 @@ fn set_aside_stopped(
     driver: &Driver,
     valid: Vec<Target>,
 ) -> (Vec<ProcessReport>, Vec<Target>) {
-    let asks_only_restore_tid =
-        matches!(request.operation, crate::ops::plan::Operation::RestoreTid);
+    let asks_only_restore_tid = matches!(
+        request.operation,
+        crate::ops::vocabulary::plan::Operation::RestoreTid
+    );
     let (blocked, targets): (Vec<Target>, Vec<Target>) = valid.into_iter().partition(|t| {
         t.stopped && !asks_only_restore_tid && restore_thread_stopped(driver, t.pid)
     });
@@ -316,7 +315,7 @@ impl Checked {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::plan::Operation;
+    use crate::ops::vocabulary::plan::Operation;
 
     fn target(pid: i32) -> Target {
         Target {

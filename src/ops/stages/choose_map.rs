@@ -1,4 +1,4 @@
-//! Stage 3, choose the map: the GPU map a restore hands to the driver.
+//! Stage 4, choose the map: the GPU map a restore hands to the driver.
 //! `--map auto` maps the GPUs recorded at checkpoint onto this host's by
 //! index; OLD=NEW pairs are resolved against this host's GPUs (indexes to
 //! UUIDs, every NEW checked to be here) and a partial map is completed into
@@ -11,8 +11,11 @@ use crate::files::SafeDir;
 use crate::gpu::inventory::Inventory;
 use crate::gpu::map::{self, Completed, MapEntry, MapError, MapSpec};
 use crate::gpu::record::{self, Found, Record, RecordedGpu};
-use crate::ops::diagnose::{describe_process, Failure, FailureKind};
-use crate::ops::{map_failure, Request, Stop};
+use crate::ops::diagnose::describe_process;
+use crate::ops::diagnose::map_failure;
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::request::Request;
+use crate::ops::vocabulary::stop::Stop;
 use crate::targets::process::Target;
 use std::collections::HashMap;
 

@@ -3,12 +3,13 @@
 //! command would take from there. Nothing here changes a process.
 
 use crate::driver::{CallError, CheckpointApi, GpuPair};
-use crate::ops::diagnose::{Attempt, Failure};
+use crate::ops::diagnose::Attempt;
 use crate::ops::execute;
-use crate::ops::plan;
-use crate::ops::report::ProcessReport;
-use crate::ops::stages::check::Ready;
-use crate::ops::Request;
+use crate::ops::vocabulary::failure::Failure;
+use crate::ops::vocabulary::plan;
+use crate::ops::vocabulary::ready::Ready;
+use crate::ops::vocabulary::report::ProcessReport;
+use crate::ops::vocabulary::request::Request;
 use crate::targets::process::{self, Privileges, Target};
 
 /// What a dry run says of each target once every pre-flight passed: its

@@ -1,4 +1,4 @@
-//! Stage 7, finish: what follows the driver calls. `--verify` checks
+//! Stage 8, finish: what follows the driver calls. `--verify` checks
 //! through NVML that what the driver reported really happened; processes
 //! this command checkpointed get a checkpoint record (the host's GPUs and
 //! their memory, for a later `--map auto` and pre-flight), and processes it
@@ -11,12 +11,14 @@ use crate::files::SafeDir;
 use crate::gpu::inventory::Inventory;
 use crate::gpu::nvml;
 use crate::gpu::record::{self, Record, RecordedGpu, RecordedUse};
-use crate::ops::diagnose::{describe_process, Failure, FailureKind};
+use crate::ops::diagnose::describe_process;
 use crate::ops::journal::records::Records;
-use crate::ops::plan::StepKind;
 use crate::ops::preflight::gpu_memory as preflight;
-use crate::ops::report::{GpuMemory, ProcessReport};
-use crate::ops::Request;
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::plan::StepKind;
+use crate::ops::vocabulary::report::{GpuMemory, ProcessReport};
+use crate::ops::vocabulary::request::Request;
+use crate::ops::vocabulary::snapshot::Snapshot;
 use crate::targets::process::Target;
 
 /// What the command moved, and what it knew before.
@@ -46,21 +48,6 @@ pub fn finish(
         clear_records(dir, reports);
     }
     remarks
-}
-
-/// What is known about the host and the targets just before a checkpoint.
-pub struct Snapshot {
-    host: Vec<RecordedGpu>,
-    memory: Option<HashMap<i32, Vec<(GpuUuid, u64)>>>,
-    cuda_version: Option<String>,
-}
-
-impl Snapshot {
-    /// The GPU memory NVML said `pid` held, summed over GPUs.
-    pub fn footprint(&self, pid: i32) -> Option<u64> {
-        let uses = self.memory.as_ref()?.get(&pid)?;
-        Some(uses.iter().map(|(_, bytes)| bytes).sum())
-    }
 }
 
 /// Takes the snapshot: GPUs from NVML or the kernel driver (never the CUDA

@@ -4,54 +4,15 @@
 //! confirms them; nothing is locked to find out.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use crate::driver::{code, CallError, CheckpointApi, Driver, ProcessState};
-use crate::ops::diagnose::{Failure, FailureKind};
 use crate::ops::execute::concurrently;
-use crate::ops::Request;
+use crate::ops::execute::restore_thread_stopped;
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::request::{Request, Selectors};
 use crate::targets::cgroup::{self, Cgroup};
 use crate::targets::discover::{self, Mapped};
 use crate::targets::process::{self, TargetError};
-
-/// Targets found rather than named: every CUDA process in these trees and
-/// cgroups, or on the whole host.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Selectors {
-    pub trees: Vec<i32>,
-    pub cgroups: Vec<PathBuf>,
-    pub all: bool,
-    /// PIDs to consider like found ones: kept only if they are (still)
-    /// CUDA processes, dropped quietly if gone.
-    pub candidates: Vec<i32>,
-}
-
-impl Selectors {
-    pub fn is_empty(&self) -> bool {
-        self.trees.is_empty() && self.cgroups.is_empty() && !self.all && self.candidates.is_empty()
-    }
-
-    /// Where to look, in words (for "no CUDA process found ...").
-    pub fn describe(&self) -> String {
-        let mut places: Vec<String> = self
-            .trees
-            .iter()
-            .map(|pid| format!("the tree of PID {pid}"))
-            .collect();
-        places.extend(
-            self.cgroups
-                .iter()
-                .map(|c| format!("cgroup {}", c.display())),
-        );
-        if self.all {
-            places.push("this host".to_string());
-        }
-        if !self.candidates.is_empty() {
-            places.push(format!("PIDs {:?}", self.candidates));
-        }
-        places.join(", ")
-    }
-}
 
 /// What selection found.
 pub struct Selection {
@@ -94,7 +55,7 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
         return Ok(selection);
     }
     // The driver is needed this early only to confirm discovered processes.
-    let driver = crate::ops::load_driver(request.libcuda)?;
+    let driver = load_driver(request.libcuda)?;
     let (found, unreadable) = find(&request.selectors, &cgroups, &driver)?;
     if found.is_empty() {
         selection.warnings.push(format!(
@@ -269,18 +230,18 @@ fn cannot_answer(driver: &Driver, pid: i32) -> bool {
     main_stopped && restore_thread_stopped(driver, pid)
 }
 
-/// Whether the restore thread of a process is stopped (or cannot be told).
-pub fn restore_thread_stopped(driver: &Driver, pid: i32) -> bool {
-    driver
-        .restore_thread_id(pid)
-        .map_or(true, |tid| process::thread_stopped(pid, tid) != Some(false))
+/// Loads the driver for process commands, or says why it cannot.
+pub(crate) fn load_driver(libcuda: Option<&std::path::Path>) -> Result<Driver, Failure> {
+    Driver::load_for_checkpoint(libcuda)
+        .map_err(|error| crate::ops::diagnose::from_load_error(&error))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::execute::timeout::Timeout;
-    use crate::ops::plan::Operation;
+    use crate::ops::vocabulary::plan::Operation;
+    use crate::ops::vocabulary::timeout::Timeout;
+    use std::path::PathBuf;
 
     fn request(operation: Operation, all: bool, confirmed: bool) -> Request<'static> {
         Request {

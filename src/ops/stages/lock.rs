@@ -1,15 +1,15 @@
-//! Stage 4, lock: one cudackpt at a time per process. A command that
+//! Stage 5, lock: one cudackpt at a time per process. A command that
 //! changes state takes the per-PID lock of every target (see `pidlock`)
 //! and holds it until it ends; a target held by another cudackpt stops the
 //! whole group before any driver call.
 
-use crate::ops::diagnose::{Failure, FailureKind};
 use crate::ops::journal::intent;
 use crate::ops::journal::pidlock::{self, Held, LockError};
-use crate::ops::plan::Operation;
-use crate::ops::report::ProcessReport;
-use crate::ops::stages::check::Ready;
-use crate::ops::Stop;
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::plan::Operation;
+use crate::ops::vocabulary::ready::Ready;
+use crate::ops::vocabulary::report::ProcessReport;
+use crate::ops::vocabulary::stop::Stop;
 
 /// The locks of every target (none for a query), or the stop that names
 /// the process held elsewhere and who holds it. With the locks held, every

@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::driver::GpuPair;
 use crate::driver::ProcessState;
 use crate::exit::ExitStatus;
-use crate::ops::diagnose::{Failure, FailureKind};
-use crate::ops::plan::{Operation, StepKind};
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::plan::{Operation, StepKind};
 
 /// How a report is laid out for people: which columns its rows have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,4 +277,11 @@ impl Report {
             .find_map(|p| p.failure.as_ref().or(p.rollback_failure.as_ref()))
             .map_or(ExitStatus::Success, |f| f.kind.exit_status())
     }
+}
+
+/// What the last stages hand to the report.
+pub struct Finished {
+    pub reports: Vec<ProcessReport>,
+    pub remarks: Vec<String>,
+    pub map: Option<Vec<GpuPair>>,
 }

@@ -1,4 +1,4 @@
-//! Stage 6, drain (SPEC 11), between the pre-flights and the first lock:
+//! Stage 6, drain (SPEC 11), between the lock and the driver calls:
 //! with `--drain`, every process the command will lock is asked to release
 //! what the driver cannot restore. The group goes on only when every one
 //! has acknowledged and the section 10 pre-flight passes on the evidence.
@@ -14,20 +14,23 @@
 use std::time::{Duration, Instant};
 
 use crate::driver::{CheckpointApi, ProcessState};
-use crate::ops::diagnose::{describe_process, Failure, FailureKind};
-use crate::ops::drain::protocol::DrainSignal;
+use crate::ops::diagnose::describe_process;
 use crate::ops::drain::{self, Answer, Unable};
 use crate::ops::execute::concurrently;
 use crate::ops::execute::failpoint::{self, Send};
-use crate::ops::execute::interrupt::{signal_name, Interrupt, Place};
-use crate::ops::execute::timeout::format_duration;
+use crate::ops::execute::interrupt::{signal_name, Interrupt};
 use crate::ops::journal::drained;
 use crate::ops::journal::intent::{DrainNote, DrainPhase, Journal, SignalLedger};
-use crate::ops::plan::Operation;
 use crate::ops::preflight::restorable;
-use crate::ops::report::{DrainOutcome, DrainReport, ProcessReport};
-use crate::ops::stages::check::Ready;
-use crate::ops::{Request, Stop};
+use crate::ops::vocabulary::drain_protocol::{self, DrainSignal};
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::place::Place;
+use crate::ops::vocabulary::plan::Operation;
+use crate::ops::vocabulary::ready::Ready;
+use crate::ops::vocabulary::report::{DrainOutcome, DrainReport, ProcessReport};
+use crate::ops::vocabulary::request::Request;
+use crate::ops::vocabulary::stop::Stop;
+use crate::ops::vocabulary::timeout::format_duration;
 use crate::targets::process::Target;
 
 /// One process of a drained group.
@@ -168,7 +171,7 @@ fn stopped_meanwhile(ready: &Ready) -> Option<i32> {
             .ok()
             .flatten()
             .is_some_and(|s| crate::targets::process::is_stopped_state(s.state))
-            && crate::ops::stages::select::restore_thread_stopped(&ready.driver, pid)
+            && crate::ops::execute::restore_thread_stopped(&ready.driver, pid)
     })
 }
 
@@ -504,7 +507,7 @@ impl Drained {
                     "{who} did not acknowledge the drain (signal {}) within {}: no thread named {} in /proc/{pid}/task; {rebuilt}",
                     self.signal,
                     format_duration(*waited),
-                    drain::protocol::MARKER
+                    drain_protocol::MARKER
                 ),
                 "give it longer (--drain-timeout; a rank answers at its next step boundary), check that every rank of the job was named (all ranks must agree), or run `cudackpt check --drain`",
             ),
@@ -711,9 +714,10 @@ pub fn recover(pids: &[i32], note: &DrainNote, ledger: &dyn SignalLedger) -> Rec
     let Ok(signal) = DrainSignal::from_number(note.signal) else {
         return recovered;
     };
-    let timeout = note
-        .timeout_ms
-        .map_or(crate::ops::DEFAULT_DRAIN_TIMEOUT, Duration::from_millis);
+    let timeout = note.timeout_ms.map_or(
+        crate::ops::vocabulary::request::DEFAULT_DRAIN_TIMEOUT,
+        Duration::from_millis,
+    );
     let privileges = crate::targets::process::Privileges::current();
     let targets: Vec<Target> = pids
         .iter()
@@ -810,7 +814,7 @@ fn delivered(target: &Target, signal: DrainSignal, owed_before: bool, timeout: D
             delivered: !marker,
             doubt: (!marker && !seen_marker).then(|| format!(
                 "PID {pid}: cudackpt died as it sent it a rebuild or a call-off; it showed no drain marker within {waited}, so that signal is taken as delivered and nothing more was sent. If it shows the marker {} later, `cudackpt resume {pid}` asks it to rebuild",
-                drain::protocol::MARKER
+                drain_protocol::MARKER
             )),
         }
     } else {
@@ -818,7 +822,7 @@ fn delivered(target: &Target, signal: DrainSignal, owed_before: bool, timeout: D
             delivered: false,
             doubt: Some(format!(
                 "PID {pid}: cudackpt died as it sent it the drain request; it did not drain within {waited}, so it is taken as never asked and nothing was sent. If it shows the drain marker {} later, `cudackpt resume {pid}` asks it to rebuild",
-                drain::protocol::MARKER
+                drain_protocol::MARKER
             )),
         }
     }

@@ -1,4 +1,4 @@
-//! Stage 7b, the post-mortem of a target that died during a command that
+//! Stage 7, beside the driver calls: the post-mortem of a target that died during a command that
 //! moves GPU memory: the host copy of a checkpoint is charged to the
 //! target's memory cgroup, and a kernel OOM kill then reads as "the process
 //! has exited" (the driver answers 304). So before the driver calls, each
@@ -11,10 +11,11 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use crate::ops::diagnose::{describe_process, Failure, FailureKind};
-use crate::ops::plan::Operation;
-use crate::ops::report::ProcessReport;
-use crate::ops::stages::finish::Snapshot;
+use crate::ops::diagnose::describe_process;
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::plan::Operation;
+use crate::ops::vocabulary::report::ProcessReport;
+use crate::ops::vocabulary::snapshot::Snapshot;
 use crate::targets::kmsg::{self, KernelLog};
 use crate::targets::memory::{self, Placement};
 use crate::targets::process::Target;

@@ -1,0 +1,14 @@
+//! The targets that passed every check, with the driver to act on them:
+//! what every stage after the checks is given.
+
+use crate::driver::Driver;
+use crate::ops::vocabulary::report::ProcessReport;
+use crate::targets::process::Target;
+
+/// Targets that passed every check, and the driver to act on them.
+pub struct Ready {
+    pub driver: Driver,
+    pub targets: Vec<Target>,
+    /// Stopped targets the driver cannot be asked about, already reported.
+    pub blocked: Vec<ProcessReport>,
+}

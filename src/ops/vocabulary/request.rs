@@ -1,0 +1,161 @@
+//! A process command as every grammar hands it to the pipeline: the
+//! targets named and to be found, the operation, and every option.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::gpu::map::MapSpec;
+use crate::ops::vocabulary::drain_protocol::{self, DrainSignal};
+use crate::ops::vocabulary::plan::{Operation, StepKind};
+use crate::ops::vocabulary::timeout::Timeout;
+use crate::targets::process::Target;
+
+/// What to do about a thread id given as a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadIds {
+    /// Refuse it, naming its process (the modern grammar: the driver would
+    /// silently act on the whole process).
+    Refuse,
+    /// Act on its process, as NVIDIA's tool does (the compatible grammar:
+    /// CRIU's plugin passes the restore thread's id).
+    ActOnProcess,
+}
+
+/// One process command, validated by its front end (modern or compatible).
+pub struct Request<'a> {
+    pub libcuda: Option<&'a Path>,
+    pub pids: Vec<i32>,
+    pub selectors: Selectors,
+    /// `--yes`: the user confirmed acting on every CUDA process (`--all`).
+    pub confirmed: bool,
+    pub operation: Operation,
+    /// The GPU map for restores, parsed; resolved against this host here.
+    pub map: MapSpec,
+    pub thread_ids: ThreadIds,
+    /// A limit on the whole command, from its start (0: none).
+    pub deadline: Timeout,
+    /// Told about every step as it finishes.
+    pub progress: Option<&'a (dyn Fn(&StepDone<'_>) + Sync)>,
+    /// Where checkpoint records live (None: the default).
+    pub record_dir: Option<&'a Path>,
+    /// Restore despite the memory pre-flight.
+    pub force: bool,
+    /// Confirm through NVML that checkpoints freed the GPUs and restores
+    /// brought the processes back where expected.
+    pub verify: bool,
+    /// Take the per-PID locks (`--no-lock` clears it).
+    pub use_locks: bool,
+    /// Run every check and pre-flight, then stop before the first lock:
+    /// say what would happen, change nothing (`--dry-run`).
+    pub dry_run: bool,
+    /// `recover` itself: act on processes an abandoned intent names.
+    pub recovering: bool,
+    /// The drain handshake (SPEC 11): `--drain`, and the rebuild.
+    pub drain: Drain,
+    /// NVIDIA's grammar: a single step on a process already where it leads
+    /// is an error (exit 1), as NVIDIA's tool says; the modern grammar
+    /// reports it "already there" and succeeds.
+    pub nvidia_errors: bool,
+}
+
+/// The drain handshake of a request (SPEC 11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drain {
+    /// `--drain`: ask every process the command will lock to drain first.
+    pub before_lock: bool,
+    /// Ask drained processes that run again to rebuild (`recover` does it
+    /// itself, from its record).
+    pub rebuild: bool,
+    pub signal: DrainSignal,
+    /// How long to wait for every acknowledgement, and every rebuild.
+    pub timeout: Duration,
+}
+
+impl Default for Drain {
+    fn default() -> Drain {
+        Drain {
+            before_lock: false,
+            rebuild: true,
+            signal: drain_protocol::DEFAULT_SIGNAL,
+            timeout: DEFAULT_DRAIN_TIMEOUT,
+        }
+    }
+}
+
+/// How long a drain waits by default: a few training steps and the tear
+/// down of NCCL communicators.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl<'a> Request<'a> {
+    /// `operation` on no target yet, with every option at its default:
+    /// callers set what differs with struct-update syntax.
+    pub fn new(libcuda: Option<&'a Path>, operation: Operation) -> Request<'a> {
+        Request {
+            libcuda,
+            pids: Vec::new(),
+            selectors: Selectors::default(),
+            confirmed: false,
+            operation,
+            map: MapSpec::None,
+            thread_ids: ThreadIds::Refuse,
+            deadline: Timeout::NONE,
+            progress: None,
+            record_dir: None,
+            force: false,
+            verify: false,
+            use_locks: true,
+            dry_run: false,
+            recovering: false,
+            drain: Drain::default(),
+            nvidia_errors: false,
+        }
+    }
+}
+
+/// Targets found rather than named: every CUDA process in these trees and
+/// cgroups, or on the whole host.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selectors {
+    pub trees: Vec<i32>,
+    pub cgroups: Vec<PathBuf>,
+    pub all: bool,
+    /// PIDs to consider like found ones: kept only if they are (still)
+    /// CUDA processes, dropped quietly if gone.
+    pub candidates: Vec<i32>,
+}
+
+impl Selectors {
+    pub fn is_empty(&self) -> bool {
+        self.trees.is_empty() && self.cgroups.is_empty() && !self.all && self.candidates.is_empty()
+    }
+
+    /// Where to look, in words (for "no CUDA process found ...").
+    pub fn describe(&self) -> String {
+        let mut places: Vec<String> = self
+            .trees
+            .iter()
+            .map(|pid| format!("the tree of PID {pid}"))
+            .collect();
+        places.extend(
+            self.cgroups
+                .iter()
+                .map(|c| format!("cgroup {}", c.display())),
+        );
+        if self.all {
+            places.push("this host".to_string());
+        }
+        if !self.candidates.is_empty() {
+            places.push(format!("PIDs {:?}", self.candidates));
+        }
+        places.join(", ")
+    }
+}
+
+/// A step that just finished, for progress reports.
+pub struct StepDone<'a> {
+    pub target: &'a Target,
+    pub step: StepKind,
+    pub ok: bool,
+    pub took: Duration,
+    pub rollback: bool,
+}
