@@ -50,42 +50,47 @@ fn room_of(src: &Path, file: &Path) -> String {
     first.trim_end_matches(".rs").to_string()
 }
 
-/// Every room a piece of code names through `crate::`, grouped imports
-/// (`use crate::{a, b::c}`) included. Comment lines are skipped.
-fn rooms_named(code: &str) -> BTreeSet<String> {
-    let mut rooms = BTreeSet::new();
+/// The first name after every `prefix` in a piece of code (each name of
+/// a group: `prefix{a, b::c}` gives `a` and `b`). Comment lines are skipped.
+fn names_after(code: &str, prefix: &str) -> BTreeSet<String> {
+    let word = |text: &str| -> String {
+        text.trim()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut names = BTreeSet::new();
     for line in code.lines() {
         let line = line.trim_start();
         if line.starts_with("//") {
             continue;
         }
         let mut rest = line;
-        while let Some(at) = rest.find("crate::") {
-            rest = &rest[at + "crate::".len()..];
-            if let Some(group) = rest.strip_prefix('{') {
-                let inner = group.split('}').next().unwrap_or_default();
-                for item in inner.split(',') {
-                    let name: String = item
-                        .trim()
-                        .chars()
-                        .take_while(|c| c.is_alphanumeric() || *c == '_')
-                        .collect();
-                    if !name.is_empty() && name != "self" {
-                        rooms.insert(name);
-                    }
+        while let Some(at) = rest.find(prefix) {
+            rest = &rest[at + prefix.len()..];
+            match rest.strip_prefix('{') {
+                Some(group) => names.extend(
+                    group
+                        .split('}')
+                        .next()
+                        .unwrap_or_default()
+                        .split(',')
+                        .map(word),
+                ),
+                None => {
+                    names.insert(word(rest));
                 }
-                continue;
-            }
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            if !name.is_empty() {
-                rooms.insert(name);
             }
         }
     }
-    rooms
+    names.retain(|name| !name.is_empty() && name != "self");
+    names
+}
+
+/// Every room a piece of code names through `crate::`, grouped imports
+/// (`use crate::{a, b::c}`) included.
+fn rooms_named(code: &str) -> BTreeSet<String> {
+    names_after(code, "crate::")
 }
 
 #[test]
@@ -182,43 +187,10 @@ fn ops_room(name: &str) -> String {
 
 /// Every `crate::ops::` path in a piece of code, by the ops room it names.
 fn ops_rooms_named(code: &str) -> BTreeSet<String> {
-    let mut rooms = BTreeSet::new();
-    for line in code.lines() {
-        let line = line.trim_start();
-        if line.starts_with("//") {
-            continue;
-        }
-        let mut rest = line;
-        while let Some(at) = rest.find("crate::ops::") {
-            rest = &rest[at + "crate::ops::".len()..];
-            let names: Vec<String> = match rest.strip_prefix('{') {
-                Some(group) => group
-                    .split('}')
-                    .next()
-                    .unwrap_or_default()
-                    .split(',')
-                    .map(|item| {
-                        item.trim()
-                            .split("::")
-                            .next()
-                            .unwrap_or_default()
-                            .to_string()
-                    })
-                    .collect(),
-                None => vec![rest
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect()],
-            };
-            rooms.extend(
-                names
-                    .iter()
-                    .filter(|n| !n.is_empty() && *n != "self")
-                    .map(|n| ops_room(n)),
-            );
-        }
-    }
-    rooms
+    names_after(code, "crate::ops::")
+        .iter()
+        .map(|name| ops_room(name))
+        .collect()
 }
 
 #[test]
