@@ -8,11 +8,14 @@
 //! 1. `cli`: argv in, exit status out. Picks the grammar (modern, NVIDIA's,
 //!    the CRIU hook), validates it into a request, dispatches, renders.
 //! 2. `output`: every renderer (human text, the JSON contract), `Sink`, `Look`.
-//! 3. `commands`: doctor, demo, devices, ps, install-compat; each returns a
+//! 3. `commands`: the commands that are not one pass of the pipeline:
+//!    check, demo, devices, doctor (and its cgroup `headroom`), ps,
+//!    recover, install-compat, and the GPU test `pattern`; each returns a
 //!    report value and never prints.
 //! 4. `ops`: the process pipeline, as stages: select → check → pre-flights
-//!    → choose the map → lock → execute → finish; in rooms by job
-//!    (`stages`, `preflight`, `journal`, `execute`, `diagnose`).
+//!    → choose the map → lock → drain → execute → finish; on floors of its
+//!    own (`stages`, `drain`, `preflight`, `journal`, `execute`,
+//!    `diagnose`, `vocabulary`), which the layout test holds too.
 //! 5. `gpu`: the one GPU inventory, restore maps, NVML, checkpoint records.
 //! 6. `targets` (/proc facts and discovery) and `driver` (libcuda: the only
 //!    unsafe code, the checkpoint API, GPU UUIDs).

@@ -290,6 +290,39 @@ pub fn parse(args: &[String]) -> Result<CompatCommand, String> {
     })
 }
 
+impl CompatCommand {
+    /// The process, the operation and the device map a command asks for;
+    /// `None` for `--help`.
+    fn operation(self) -> Option<(i32, Operation, Vec<String>)> {
+        Some(match self {
+            CompatCommand::Help => return None,
+            CompatCommand::GetState { pid } => {
+                (pid, Operation::State { restore_tid: false }, vec![])
+            }
+            CompatCommand::GetRestoreTid { pid } => (pid, Operation::RestoreTid, vec![]),
+            CompatCommand::Toggle {
+                pid,
+                timeout,
+                device_map,
+            } => (pid, Operation::Toggle { timeout }, device_map),
+            CompatCommand::Action {
+                action,
+                pid,
+                timeout,
+                device_map,
+            } => {
+                let operation = match action {
+                    Action::Lock => Operation::Lock { timeout },
+                    Action::Checkpoint => Operation::Checkpoint,
+                    Action::Restore => Operation::Restore,
+                    Action::Unlock => Operation::Unlock,
+                };
+                (pid, operation, device_map)
+            }
+        })
+    }
+}
+
 /// Runs the compatible grammar; exits 0 on success, 1 on any failure.
 pub fn main(args: &[OsString]) -> ExitStatus {
     let args: Vec<String> = args
@@ -310,32 +343,9 @@ pub fn main(args: &[OsString]) -> ExitStatus {
     let libcuda = std::env::var_os("CUDACKPT_LIBCUDA")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
-    let (pid, operation, map) = match command {
-        CompatCommand::Help => {
-            let _ = output::write_stdout(HELP);
-            return ExitStatus::Success;
-        }
-        CompatCommand::GetState { pid } => (pid, Operation::State { restore_tid: false }, vec![]),
-        CompatCommand::GetRestoreTid { pid } => (pid, Operation::RestoreTid, vec![]),
-        CompatCommand::Toggle {
-            pid,
-            timeout,
-            device_map,
-        } => (pid, Operation::Toggle { timeout }, device_map),
-        CompatCommand::Action {
-            action,
-            pid,
-            timeout,
-            device_map,
-        } => {
-            let operation = match action {
-                Action::Lock => Operation::Lock { timeout },
-                Action::Checkpoint => Operation::Checkpoint,
-                Action::Restore => Operation::Restore,
-                Action::Unlock => Operation::Unlock,
-            };
-            (pid, operation, device_map)
-        }
+    let Some((pid, operation, map)) = command.operation() else {
+        let _ = output::write_stdout(HELP);
+        return ExitStatus::Success;
     };
     let drain = match super::drain_from_env() {
         Ok(drain) => drain,

@@ -71,10 +71,15 @@ fn allow_open_files_up_to_the_hard_limit() {
     }
 }
 
+/// Whether a yes-or-no variable says yes: `1`, `true`, `yes` or `on`.
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on"))
+}
+
 /// `CUDACKPT_FORCE=1`: `--force` for the modes that take no flags (NVIDIA's
 /// grammar, CRIU's action script).
 pub fn force_from_env() -> bool {
-    std::env::var("CUDACKPT_FORCE").is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on"))
+    env_flag("CUDACKPT_FORCE")
 }
 
 /// The drain handshake for the modes that take no flags (NVIDIA's grammar,
@@ -84,8 +89,7 @@ pub fn force_from_env() -> bool {
 /// replaced by the default in silence.
 pub fn drain_from_env() -> Result<crate::ops::Drain, String> {
     let mut drain = crate::ops::Drain {
-        before_lock: std::env::var("CUDACKPT_DRAIN")
-            .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on")),
+        before_lock: env_flag("CUDACKPT_DRAIN"),
         ..crate::ops::Drain::default()
     };
     if let Some(text) = env_text("CUDACKPT_DRAIN_SIGNAL")? {
@@ -112,8 +116,7 @@ fn env_text(name: &str) -> Result<Option<String>, String> {
 /// `CUDACKPT_LIBCUDA_UNSAFE=1` for the modes that take no flags (NVIDIA's
 /// grammar, CRIU's action script).
 pub fn trust_library_from_env() {
-    let set = std::env::var("CUDACKPT_LIBCUDA_UNSAFE")
-        .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on"));
+    let set = env_flag("CUDACKPT_LIBCUDA_UNSAFE");
     if set {
         crate::driver::trust_any_library();
     }

@@ -1,6 +1,9 @@
-//! The commands that are not one pass of the process pipeline: doctor,
-//! demo, devices, ps (the pipeline's `state` plus NVML) and install-compat.
-//! Each returns a report value and never prints; `output` renders it.
+//! The commands that are not one pass of the process pipeline: `check`
+//! (two dry runs), `demo`, `devices`, `doctor` (with `headroom`, its
+//! cgroup check), `ps` (the pipeline's `state` plus NVML), `recover`,
+//! `install_compat`, and `pattern` (the data `demo` and the GPU test target
+//! write). Each returns a report value and never prints; `output` renders
+//! it.
 //!
 //! May use: `ops`, `gpu`, `targets`, `driver`, `exit`, `files`.
 

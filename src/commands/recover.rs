@@ -66,94 +66,10 @@ pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
     let mut report = Report::new("recover", started.elapsed());
     for (path, _) in intent::abandoned() {
         // One recover at a time per record: a second one sends nothing.
-        let claimed = match intent::claim(&path) {
-            Ok(claimed) => claimed,
-            Err(NotClaimed::Gone) => continue,
-            Err(NotClaimed::Busy(holder)) => {
-                let who = holder.map_or("another cudackpt".to_string(), |pid| {
-                    format!("cudackpt PID {pid}")
-                });
-                report.warnings.push(format!(
-                    "{} is being recovered by {who}: this run left its processes alone",
-                    path.display()
-                ));
-                report.failure.get_or_insert_with(|| {
-                    Failure::new(
-                        FailureKind::InUse,
-                        format!("{} is being recovered by {who}", path.display()),
-                        "wait for that recover to finish, then run `cudackpt recover` again to confirm",
-                    )
-                });
-                continue;
-            }
-        };
-        let intent = claimed.intent();
-        let Intent {
-            owner_pid, members, ..
-        } = &intent;
-        let alive: Vec<&Member> = members.iter().filter(|m| m.still_there()).collect();
-        report.warnings.push(format!(
-            "{} left by cudackpt PID {owner_pid} ({} {}): {} of its {} processes still there",
-            path.display(),
-            intent.command,
-            members
-                .iter()
-                .map(|m| format!("{} from {}", m.pid, m.start))
-                .collect::<Vec<_>>()
-                .join(", "),
-            alive.len(),
-            members.len()
-        ));
-        let mut all_back = true;
-        for start in [Start::Running, Start::Checkpointed, Start::Locked] {
-            let pids: Vec<i32> = alive
-                .iter()
-                .filter(|m| m.start == start)
-                .map(|m| m.pid)
-                .collect();
-            let Some(operation) = way_back(start).filter(|_| !pids.is_empty()) else {
-                continue;
-            };
-            let sub = ops::run(Request {
-                pids,
-                dry_run,
-                recovering: true,
-                // A drained group is asked to rebuild below, from its record.
-                drain: Drain {
-                    rebuild: false,
-                    ..Drain::default()
-                },
-                ..Request::new(libcuda, operation)
-            });
-            all_back &= sub.ok();
-            report.processes.extend(sub.processes);
-            report.warnings.extend(sub.warnings);
-        }
-        let unknown: Vec<i32> = alive
-            .iter()
-            .filter(|m| way_back(m.start).is_none())
-            .map(|m| m.pid)
-            .collect();
-        if !unknown.is_empty() {
-            all_back = false;
-            report.failure = Some(Failure::new(
-                FailureKind::RollbackFailed,
-                format!(
-                    "{}: PID(s) {unknown:?} have no known starting state",
-                    path.display()
-                ),
-                "check them with `cudackpt state` and resume or suspend them by hand",
-            ));
-        }
-        // Asked once, whatever the answers: asking again could start a new
-        // drain. A process still drained after it is named, and `cudackpt
-        // resume` asks it again (it shows the marker).
-        if let (Some(note), false) = (&intent.drain, dry_run) {
-            let pids: Vec<i32> = alive.iter().map(|m| m.pid).collect();
-            rebuild_drained(&mut report, &pids, note, &claimed);
-        }
-        if all_back && !dry_run {
-            claimed.finish();
+        match intent::claim(&path) {
+            Ok(claimed) => recover_record(libcuda, dry_run, &path, claimed, &mut report),
+            Err(NotClaimed::Gone) => {}
+            Err(NotClaimed::Busy(holder)) => held_elsewhere(&path, holder, &mut report),
         }
     }
     if !dry_run {
@@ -166,4 +82,101 @@ pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
     }
     report.duration = started.elapsed();
     report
+}
+
+/// A record another `recover` holds: left alone, and said.
+fn held_elsewhere(path: &std::path::Path, holder: Option<i32>, report: &mut Report) {
+    let who = holder.map_or("another cudackpt".to_string(), |pid| {
+        format!("cudackpt PID {pid}")
+    });
+    report.warnings.push(format!(
+        "{} is being recovered by {who}: this run left its processes alone",
+        path.display()
+    ));
+    report.failure.get_or_insert_with(|| {
+        Failure::new(
+            FailureKind::InUse,
+            format!("{} is being recovered by {who}", path.display()),
+            "wait for that recover to finish, then run `cudackpt recover` again to confirm",
+        )
+    });
+}
+
+/// Puts one abandoned record's processes back where they started, then
+/// undoes its drain; removes the record once every one is back.
+fn recover_record(
+    libcuda: Option<&std::path::Path>,
+    dry_run: bool,
+    path: &std::path::Path,
+    claimed: Claimed,
+    report: &mut Report,
+) {
+    let intent = claimed.intent();
+    let Intent {
+        owner_pid, members, ..
+    } = &intent;
+    let alive: Vec<&Member> = members.iter().filter(|m| m.still_there()).collect();
+    report.warnings.push(format!(
+        "{} left by cudackpt PID {owner_pid} ({} {}): {} of its {} processes still there",
+        path.display(),
+        intent.command,
+        members
+            .iter()
+            .map(|m| format!("{} from {}", m.pid, m.start))
+            .collect::<Vec<_>>()
+            .join(", "),
+        alive.len(),
+        members.len()
+    ));
+    let mut all_back = true;
+    for start in [Start::Running, Start::Checkpointed, Start::Locked] {
+        let pids: Vec<i32> = alive
+            .iter()
+            .filter(|m| m.start == start)
+            .map(|m| m.pid)
+            .collect();
+        let Some(operation) = way_back(start).filter(|_| !pids.is_empty()) else {
+            continue;
+        };
+        let sub = ops::run(Request {
+            pids,
+            dry_run,
+            recovering: true,
+            // A drained group is asked to rebuild below, from its record.
+            drain: Drain {
+                rebuild: false,
+                ..Drain::default()
+            },
+            ..Request::new(libcuda, operation)
+        });
+        all_back &= sub.ok();
+        report.processes.extend(sub.processes);
+        report.warnings.extend(sub.warnings);
+    }
+    let unknown: Vec<i32> = alive
+        .iter()
+        .filter(|m| way_back(m.start).is_none())
+        .map(|m| m.pid)
+        .collect();
+    if !unknown.is_empty() {
+        all_back = false;
+        report.failure = Some(Failure::new(
+            FailureKind::RollbackFailed,
+            format!(
+                "{}: PID(s) {unknown:?} have no known starting state",
+                path.display()
+            ),
+            "check them with `cudackpt state` and resume or suspend them by hand",
+        ));
+    }
+    // Sent once, whatever the answers: asking again could start a new
+    // drain. A process still drained after it is named, and `cudackpt
+    // resume` asks it again (it shows the marker).
+    if let (Some(note), false) = (&intent.drain, dry_run) {
+        let pids: Vec<i32> = alive.iter().map(|m| m.pid).collect();
+        rebuild_drained(report, &pids, note, &claimed);
+    }
+    if all_back && !dry_run {
+        claimed.finish();
+    }
 }

@@ -255,11 +255,9 @@ fn stop_unable(unable: Vec<ProcessReport>) -> Stop {
     let first = unable[0].pid;
     Stop::Halted {
         ran: unable,
-        not_run: Some(Failure::new(
-            FailureKind::NotAttempted,
-            format!("not attempted: PID {first} cannot drain, so nothing was sent to any process"),
-            "a group drains together or not at all",
-        )),
+        not_run: Some(Failure::not_drained(format!(
+            "PID {first} cannot drain, so nothing was sent to any process"
+        ))),
     }
 }
 
@@ -480,10 +478,8 @@ impl Drained {
             ran: reports,
             // The bystanders, and any process the command had nothing to do
             // with (already checkpointed): not attempted.
-            not_run: Some(Failure::new(
-                FailureKind::NotAttempted,
-                "not attempted: the drain of its group was called off",
-                "a group drains together or not at all",
+            not_run: Some(Failure::not_drained(
+                "the drain of its group was called off",
             )),
         }
     }
@@ -495,11 +491,7 @@ impl Drained {
         let rebuilt = "every process asked was asked again to rebuild, and nothing was locked";
         match why {
             Why::NoAnswer(silent, _) | Why::Deadline(silent, _) if !silent.contains(&pid) => {
-                Failure::new(
-                    FailureKind::NotAttempted,
-                    format!("not attempted: PID {} did not drain in time; {rebuilt}", silent[0]),
-                    "a group drains together or not at all",
-                )
+                Failure::not_drained(format!("PID {} did not drain in time; {rebuilt}", silent[0]))
             }
             Why::NoAnswer(_, waited) => Failure::new(
                 FailureKind::DrainTimeout,
@@ -525,11 +517,7 @@ impl Drained {
                 format!("{who}: {reason}; {rebuilt}"),
                 "check the job: one of its processes is gone",
             ),
-            Why::Gone(gone, _) => Failure::new(
-                FailureKind::NotAttempted,
-                format!("not attempted: PID {gone} exited during the drain; {rebuilt}"),
-                "a group drains together or not at all",
-            ),
+            Why::Gone(gone, _) => Failure::not_drained(format!("PID {gone} exited during the drain; {rebuilt}")),
             Why::Stopped(stopped) if *stopped == pid => {
                 let stopped = crate::ops::diagnose::process_stopped(pid, Some(&member.target.name));
                 Failure::new(
@@ -538,24 +526,16 @@ impl Drained {
                     stopped.hint.unwrap_or_default(),
                 )
             }
-            Why::Stopped(stopped) => Failure::new(
-                FailureKind::NotAttempted,
-                format!("not attempted: PID {stopped} was stopped during the drain; {rebuilt}"),
-                "a group drains together or not at all",
-            ),
+            Why::Stopped(stopped) => Failure::not_drained(format!("PID {stopped} was stopped during the drain; {rebuilt}")),
             Why::Signal(signal) => Failure::new(
                 FailureKind::Interrupted,
                 format!("interrupted by {} during the drain; {rebuilt}", signal_name(*signal)),
                 "run the command again when it may finish",
             ),
-            Why::Refused(refused) => Failure::new(
-                FailureKind::NotAttempted,
-                format!(
-                    "not attempted: PID {} drained but still could not be restored; {rebuilt}",
-                    refused.first().map_or(0, |r| r.pid)
-                ),
-                "a group changes state together or not at all",
-            ),
+            Why::Refused(refused) => Failure::not_attempted(format!(
+                "PID {} drained but still could not be restored; {rebuilt}",
+                refused.first().map_or(0, |r| r.pid)
+            )),
         }
     }
 

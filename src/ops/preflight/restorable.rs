@@ -149,11 +149,9 @@ pub fn check(
         .collect();
     Err(Stop::Halted {
         ran,
-        not_run: Some(Failure::new(
-            FailureKind::NotAttempted,
-            format!("not attempted: PID {first} could not be restored after a checkpoint"),
-            "a group changes state together or not at all",
-        )),
+        not_run: Some(Failure::not_attempted(format!(
+            "PID {first} could not be restored after a checkpoint"
+        ))),
     })
 }
 

@@ -67,11 +67,10 @@ pub fn not_left_by_a_dead_cudackpt(ready: &Ready) -> Result<(), Stop> {
     });
     Err(Stop::Halted {
         ran,
-        not_run: Some(Failure::new(
-            FailureKind::NotAttempted,
-            format!("not attempted: PID {} needs recovering first", target.pid),
-            "a group changes state together or not at all",
-        )),
+        not_run: Some(Failure::not_attempted(format!(
+            "PID {} needs recovering first",
+            target.pid
+        ))),
     })
 }
 
@@ -95,14 +94,10 @@ fn confirm_identities(ready: &Ready) -> Result<(), Stop> {
     });
     Err(Stop::Halted {
         ran,
-        not_run: Some(Failure::new(
-            FailureKind::NotAttempted,
-            format!(
-                "not attempted: PID {} is no longer the process checked",
-                target.pid
-            ),
-            "a group changes state together or not at all",
-        )),
+        not_run: Some(Failure::not_attempted(format!(
+            "PID {} is no longer the process checked",
+            target.pid
+        ))),
     })
 }
 
@@ -145,10 +140,8 @@ fn take(ready: &Ready) -> Result<Held, Stop> {
     });
     Err(Stop::Halted {
         ran,
-        not_run: Some(Failure::new(
-            FailureKind::NotAttempted,
-            format!("not attempted: PID {busy_pid} is in use by another cudackpt"),
-            "a group changes state together or not at all",
-        )),
+        not_run: Some(Failure::not_attempted(format!(
+            "PID {busy_pid} is in use by another cudackpt"
+        ))),
     })
 }

@@ -184,6 +184,26 @@ impl Failure {
         }
     }
 
+    /// A process of a group not attempted because of another's failure
+    /// (`why`, after "not attempted: "): a group changes state together or
+    /// not at all.
+    pub fn not_attempted(why: impl std::fmt::Display) -> Failure {
+        Failure::new(
+            FailureKind::NotAttempted,
+            format!("not attempted: {why}"),
+            "a group changes state together or not at all",
+        )
+    }
+
+    /// [`Failure::not_attempted`] for a group whose drain was called off.
+    pub fn not_drained(why: impl std::fmt::Display) -> Failure {
+        Failure::new(
+            FailureKind::NotAttempted,
+            format!("not attempted: {why}"),
+            "a group drains together or not at all",
+        )
+    }
+
     pub(crate) fn with_cuda(mut self, error: CudaError) -> Failure {
         self.cuda = Some(error);
         self

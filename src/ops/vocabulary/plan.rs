@@ -1,6 +1,6 @@
 //! What a command means for one process, decided from its current state
 //! before any state changes: the driver steps to run, in which phase, and how
-//! to undo them. Pure logic; the executor (`execute.rs`) runs the plan.
+//! to undo them. Pure logic; the executor (`ops::execute`) runs the plan.
 
 use std::fmt;
 
