@@ -224,17 +224,21 @@ fn the_crate_is_unpublishable_until_it_names_its_home() {
         .expect("the cudackpt package");
     // cargo metadata writes `publish = false` as an empty registry list.
     let unpublishable = ours["publish"].as_array().is_some_and(Vec::is_empty);
-    if unpublishable {
-        return;
-    }
-    for field in ["repository", "documentation"] {
+    let real = |field: &str| {
         let url = ours[field].as_str().unwrap_or_default();
-        assert!(
-            url.starts_with("https://") && !url.contains("invalid") && !url.contains("example"),
-            "a publishable cudackpt needs a real https `{field}` in Cargo.toml, not {url:?}; \
-             or keep `publish = false`"
-        );
-    }
+        url.starts_with("https://") && !url.contains("invalid") && !url.contains("example")
+    };
+    let home = real("repository") && real("documentation");
+    // Exactly one of the two: no home and unpublishable (today), or a real
+    // home and publishable. A home named while still unpublishable is a
+    // step half taken; so is `publish = false` dropped without a home.
+    assert!(
+        unpublishable != home,
+        "publish = false is {unpublishable}, and repository/documentation are {}: \
+         keep `publish = false` until Cargo.toml names real https addresses for both, \
+         then drop it",
+        if home { "real" } else { "missing or not real" }
+    );
 }
 
 /// `rust-version` is true: no locked dependency (of any workspace member,

@@ -38,7 +38,7 @@ fn untouched(victim: &Path) {
 #[test]
 fn a_record_directory_of_another_user_is_refused_before_any_driver_call() {
     if !is_root() {
-        eprintln!("skipped: chown to another user needs root");
+        crate::support::prerequisite("chown to another user (needs root)", false);
         return;
     }
     let fx = Fixture::new();
@@ -236,7 +236,7 @@ impl<T> Pipe for T {}
 #[test]
 fn root_refuses_a_library_another_user_could_have_written() {
     if !is_root() {
-        eprintln!("skipped: a library of another user needs root to make");
+        crate::support::prerequisite("make a library of another user (needs root)", false);
         return;
     }
     let fx = Fixture::new();
@@ -275,7 +275,7 @@ fn root_refuses_a_library_another_user_could_have_written() {
 #[test]
 fn a_map_file_the_invoking_user_cannot_read_is_not_echoed() {
     if !is_root() {
-        eprintln!("skipped: acting for another user needs root");
+        crate::support::prerequisite("act for another user (needs root)", false);
         return;
     }
     let fx = Fixture::new();

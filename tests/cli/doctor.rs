@@ -261,7 +261,7 @@ fn doctor_tells_an_unprivileged_user_what_they_can_do() {
             .env("CUDACKPT_LIBCUDA", fx.world_fake());
         assert_cmd::Command::from_std(nobody)
     } else if crate::support::privileged() {
-        eprintln!("skipped: this user has CAP_SYS_PTRACE and cannot drop it here");
+        crate::support::prerequisite("drop CAP_SYS_PTRACE as this user", false);
         return;
     } else {
         fx.cudackpt(&["--json", "doctor"])

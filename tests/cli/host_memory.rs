@@ -234,7 +234,10 @@ impl V1MemoryCgroup {
             Some(cgroup)
         });
         if made.is_none() {
-            eprintln!("skipped: no writable cgroup v1 memory hierarchy here (needs root and a host that mounts one)");
+            crate::support::prerequisite(
+                "write a cgroup v1 memory hierarchy (needs root and a host that mounts one)",
+                false,
+            );
         }
         made
     }

@@ -376,7 +376,7 @@ fn a_prediction_refuses_what_the_real_command_refuses() {
 #[test]
 fn an_ipc_pair_in_a_pid_namespace_is_named_by_host_pids() {
     if !crate::support::running_as_root() {
-        eprintln!("skipped: a PID namespace (unshare --pid) needs root");
+        crate::support::prerequisite("make a PID namespace (unshare --pid needs root)", false);
         return;
     }
     use crate::support::SpawnGuarded;
