@@ -3,7 +3,7 @@
 # one fake CUDA process N times on a host without NVML or a kernel GPU
 # listing, with the fake's cuInit delayed 2 s, and count the cuInit calls.
 # Before issue 9, suspend listed the GPUs for its record through the CUDA
-# driver (cuInit); SPEC 1 says the process path never calls it.
+# driver (cuInit); docs/driver-facts.md, F1: the process path never calls it.
 #
 #   cargo build --release -p cudackpt -p fake-libcuda
 #   bench/scripts/no-cuinit-on-suspend.sh target/release/cudackpt \

@@ -204,7 +204,7 @@ pub struct VerifyArg {
     pub verify: bool,
 }
 
-// The drain handshake (SPEC 11) on a command that locks.
+// The drain handshake (cudackpt(1), DRAIN PROTOCOL) on a command that locks.
 #[derive(Debug, Args, Clone)]
 pub struct DrainArg {
     /// Before the first lock, ask every process to release what the driver

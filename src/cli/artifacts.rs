@@ -270,7 +270,7 @@ cuda-checkpoint --get-state --pid PID; cuda-checkpoint --get-restore-tid --pid P
 
 Flags come in any order, as --flag value or --flag=value. --timeout is milliseconds. Output and exit statuses are NVIDIA's: the state or thread id on stdout, every failure exit 1 with one line on stderr. A thread id acts on its process, as CRIU's plugin needs. The pre-flights run there too; CUDACKPT_FORCE=1 overrides them.";
 
-/// The drain handshake (SPEC 11), as a target implements it.
+/// The drain handshake (cudackpt(1), DRAIN PROTOCOL), as a target implements it.
 const DRAIN_PROTOCOL: &str = "\
 What the driver cannot restore (NCCL communicators over P2P or shared memory, CUDA IPC), a process can release on request and build again after: --drain on lock, checkpoint, suspend and toggle asks it to. Version 1 of the handshake, for a process to implement:
 

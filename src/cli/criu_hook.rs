@@ -1,5 +1,5 @@
 //! CRIU's `--action-script` mode: gives CUDA checkpointing to CRIU versions
-//! without the CUDA plugin (SPEC section 9). CRIU runs the script with
+//! without the CUDA plugin (README, "NVIDIA-compatible mode and CRIU"). CRIU runs the script with
 //! `CRTOOLS_SCRIPT_ACTION` and `CRTOOLS_INIT_PID` set:
 //!
 //! - `pre-dump`: the tree still runs; suspend every CUDA process in it (all

@@ -10,7 +10,7 @@
 //!   CUDA context; tens of milliseconds to start;
 //! - the CUDA driver: the fallback, and the only source that costs a
 //!   `cuInit`. Views used by process commands say whether they may use it:
-//!   a checkpoint record never does (SPEC 1: no `cuInit` on the process
+//!   a checkpoint record never does (docs/driver-facts.md, F1: no `cuInit` on the process
 //!   path); resolving a map the user gave may, as nothing else can tell.
 
 use std::cell::OnceCell;

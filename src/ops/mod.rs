@@ -7,7 +7,7 @@
 //! The rooms, on floors: each uses only rooms below it (the layout test
 //! holds them to it), and this file, the pipeline, is the top.
 //! - `stages/`: the pipeline's own stages, in run order;
-//! - `drain/`: the drain handshake (SPEC 11), its stage, the rebuilds and
+//! - `drain/`: the drain handshake (cudackpt(1), DRAIN PROTOCOL), its stage, the rebuilds and
 //!   `recover`'s part;
 //! - `preflight/`: what is refused before any change (a checkpoint the
 //!   driver could not restore, host memory, GPU memory for a restore);

@@ -134,7 +134,7 @@ pub struct ProcessDoc<'a> {
     pub abandoned_by: Option<i32>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub warnings: &'a [String],
-    /// The drain handshake (SPEC 11): `--drain`, or a rebuild on resume.
+    /// The drain handshake (cudackpt(1), DRAIN PROTOCOL): `--drain`, or a rebuild on resume.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drain: Option<DrainDoc<'a>>,
 }

@@ -1,5 +1,5 @@
 //! What /proc shows about a process that decides whether the driver can
-//! restore it after a checkpoint (SPEC 2, measured on driver 580):
+//! restore it after a checkpoint (docs/driver-facts.md, F4):
 //!
 //! - CUDA IPC: a process that exported or imported device memory maps a
 //!   driver file `/dev/shm/cuda.shm.<n>.<exporter pid, hex>.<n>`;

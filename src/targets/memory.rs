@@ -1,6 +1,6 @@
 //! Host memory a checkpoint needs: the driver copies a process's device
 //! memory into that process's own host memory, charged to its memory cgroup
-//! (SPEC 2: a process holding 6 GiB of device memory in a cgroup with
+//! (docs/driver-facts.md, F5: a process holding 6 GiB of device memory in a cgroup with
 //! `memory.max` 3 GiB is OOM-killed during `suspend`). Here: what the host
 //! has (`MemAvailable`), and the memory cgroup chain of a process with each
 //! level's limits and use: cgroup v2 (`memory.max`, `memory.high`), or on

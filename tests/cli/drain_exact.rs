@@ -398,7 +398,7 @@ fn a_marker_nobody_asked_for_exempts_nothing() {
 
 /// Whether a target is stopped is asked again after the drain's wait,
 /// before the first lock: the lock of a stopped process waits until it
-/// runs (SPEC 8). Before, it was asked only before the wait (up to the
+/// runs (docs/driver-facts.md, F7). Before, it was asked only before the wait (up to the
 /// drain timeout), and a rank stopped meanwhile was locked.
 #[test]
 fn a_rank_stopped_during_the_drain_calls_it_off_before_any_lock() {

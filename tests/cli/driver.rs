@@ -91,7 +91,7 @@ fn an_old_driver_names_the_missing_checkpoint_functions() {
     }
 }
 
-/// SPEC section 1: no process command *calls* `cuInit`, on a host without
+/// docs/driver-facts.md, F1: no process command *calls* `cuInit`, on a host without
 /// NVML (as here) whether or not the kernel driver lists the GPUs. Before
 /// the GPU inventory was one, `suspend` listed the GPUs for its record
 /// through the CUDA driver, a second libcuda load and a `cuInit`. With the
@@ -141,7 +141,7 @@ fn no_process_command_calls_cuinit() {
     }
 }
 
-/// SPEC section 1: the process path never calls `cuInit`, so a driver whose
+/// docs/driver-facts.md, F1: the process path never calls `cuInit`, so a driver whose
 /// cuInit fails still checkpoints (a UUID-only map needs no device list).
 #[test]
 fn the_process_path_never_needs_cuinit() {

@@ -247,7 +247,7 @@ fn a_rollback_that_fails_is_reported_as_such() {
     );
 }
 
-/// SPEC section 4: SIGINT/SIGTERM during a group operation lets the driver
+/// README, "Several processes": SIGINT/SIGTERM during a group operation lets the driver
 /// call in flight finish, then rolls back; a process is never left locked
 /// by an interrupted cudackpt.
 #[test]

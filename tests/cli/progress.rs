@@ -1,4 +1,4 @@
-//! Progress (SPEC section 6): a line on stderr per finished step when stderr
+//! Progress (README, "Commands"): a line on stderr per finished step when stderr
 //! is a terminal and neither --json nor -q was asked for; nothing
 //! otherwise. The terminal is a pseudo-terminal from util-linux `script`.
 

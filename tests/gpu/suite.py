@@ -1271,7 +1271,7 @@ def two_gpu_moves(tools):
 
 
 # ---------------------------------------------------------------------------
-# The drain handshake (SPEC 11) on real ranks: tests/gpu/drain_job.py under
+# The drain handshake (cudackpt(1), DRAIN PROTOCOL) on real ranks: tests/gpu/drain_job.py under
 # torchrun (2 GPUs, NCCL over NVLink and SHM, NCCL_NVLS_ENABLE=0) with the
 # PyTorch client, and tests/gpu/drain_ipc.py for a CUDA IPC pair.
 

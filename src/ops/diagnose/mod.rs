@@ -193,7 +193,7 @@ fn lock_timeout(attempt: Attempt<'_>, who: &str) -> Failure {
     )
 }
 
-/// `CUDA_ERROR_NOT_SUPPORTED` (801). Measured on driver 580 (SPEC 2): at
+/// `CUDA_ERROR_NOT_SUPPORTED` (801). Measured on driver 580 (docs/driver-facts.md, F4): at
 /// checkpoint it refuses what it cannot copy (managed memory) and loses
 /// nothing; at restore it follows a checkpoint that succeeded, and may not
 /// be undone.

@@ -1,4 +1,4 @@
-//! The drain handshake with processes (SPEC 11): may a process be asked,
+//! The drain handshake with processes (cudackpt(1), DRAIN PROTOCOL): may a process be asked,
 //! ask it, read its answer, wait for answers. The request is a signal sent
 //! through the target's pidfd, so it reaches that process and no other;
 //! the answer is a thread name read in /proc/PID/task/*/comm, which crosses

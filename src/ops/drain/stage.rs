@@ -1,4 +1,4 @@
-//! Stage 6, drain (SPEC 11), between the lock and the driver calls:
+//! Stage 6, drain (cudackpt(1), DRAIN PROTOCOL), between the lock and the driver calls:
 //! with `--drain`, every process the command will lock is asked to release
 //! what the driver cannot restore. The group goes on only when every one
 //! has acknowledged and the section 10 pre-flight passes on the evidence.

@@ -221,7 +221,7 @@ impl Executor<'_> {
     }
 
     /// A lock taken in slices of at most [`LOCK_SLICE`]: a lock that times
-    /// out leaves the process running (SPEC 2), so it is simply asked again
+    /// out leaves the process running (docs/driver-facts.md, F2), so it is simply asked again
     /// until the whole timeout has passed (0: for as long as it takes), or
     /// a signal came in between. A signal is thus acted on within a slice,
     /// even under a lock with no timeout (the default, and CRIU's pre-dump).

@@ -1,4 +1,4 @@
-//! Which processes a cudackpt drained and left drained (SPEC 11): a file
+//! Which processes a cudackpt drained and left drained (cudackpt(1), DRAIN PROTOCOL): a file
 //! per process in `drained/` of the run directory, written when a command
 //! ends with a member that acknowledged its drain still locked or
 //! checkpointed, and removed when it is asked to rebuild.

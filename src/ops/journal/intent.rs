@@ -1,4 +1,4 @@
-//! Crash-safe groups (SPEC 10): before its first state change a command
+//! Crash-safe groups (README, "Memory, crashes and dry runs"): before its first state change a command
 //! writes an intent record (which processes, where each started, who runs
 //! it) in `intents/` of the run directory, and removes it when it ends,
 //! whatever the outcome. A record whose owner died (SIGKILL, the OOM
@@ -6,7 +6,7 @@
 //! one of its processes refuses until `cudackpt recover` has put them back
 //! where they started.
 //!
-//! A drained group (SPEC 11) says so in its record, with the signal and how
+//! A drained group (cudackpt(1), DRAIN PROTOCOL) says so in its record, with the signal and how
 //! far the handshake got, so that `recover` asks its processes to rebuild.
 
 use std::path::PathBuf;
@@ -99,7 +99,7 @@ pub struct Intent {
 
 /// A drained group's handshake, as far as it got: the signal, and every
 /// drain signal this command sent, member by member, so that `recover`
-/// sends each exactly what undoes it (SPEC 11): nothing to one never
+/// sends each exactly what undoes it (cudackpt(1), DRAIN PROTOCOL): nothing to one never
 /// asked, one signal to one asked once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DrainNote {

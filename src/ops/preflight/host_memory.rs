@@ -1,8 +1,8 @@
-//! Stage 3, the host-memory pre-flight of a checkpoint (SPEC 10). The
+//! Stage 3, the host-memory pre-flight of a checkpoint (docs/driver-facts.md, F5). The
 //! driver copies each target's device memory into that target's own host
 //! memory, charged to its memory cgroup: a container whose limit is below
 //! its GPU footprint is OOM-killed in the middle of `suspend` (measured:
-//! SPEC 2). So the targets' GPU memory (NVML, per process) is weighed
+//! docs/driver-facts.md, F5). So the targets' GPU memory (NVML, per process) is weighed
 //! against `MemAvailable`, and against the room under `memory.max` and
 //! `memory.high` of every cgroup v2 ancestor of each target (on hosts whose
 //! memory controller is on cgroup v1, `memory.limit_in_bytes` of every v1
@@ -108,7 +108,7 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Weighed, Stop> {
                 .collect();
             tracing::debug!(%why, "host memory not checked before the checkpoint");
             let remark = if limited.is_empty() {
-                // SPEC 10: what could not be checked is said, never
+                // What could not be checked is said, never
                 // assumed safe in silence.
                 let pids: Vec<i32> = ready.targets.iter().map(|t| t.pid).collect();
                 format!(
@@ -176,7 +176,7 @@ mod tests {
 
     #[test]
     fn a_container_below_its_gpu_footprint_is_named_with_both_figures() {
-        // SPEC 2's measurement: 6 GiB of device memory, memory.max 3 GiB.
+        // The measurement of docs/driver-facts.md, F5: 6 GiB of device memory, memory.max 3 GiB.
         let pod = vec![level("/pod", Some(3 * GIB), GIB / 2), level("/", None, 0)];
         let why = judge(&[need(7, 6, pod)], Some(100 * GIB)).expect_err("refused");
         assert!(

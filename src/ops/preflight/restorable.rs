@@ -1,4 +1,4 @@
-//! Never start what cannot be undone (SPEC 10): before the first lock of a
+//! Never start what cannot be undone (docs/driver-facts.md, F4): before the first lock of a
 //! command that will checkpoint, each target is examined for what the
 //! driver is known not to restore, and such a target refuses the whole
 //! group (exit 8) with the evidence, what the driver does, and the fix.
@@ -10,7 +10,7 @@
 //! rank must be suspended together. A process that merely maps libnccl
 //! (every PyTorch process does) is no rank and gets none.
 //!
-//! A process that shows the drain marker (SPEC 11) said it released what
+//! A process that shows the drain marker (cudackpt(1), DRAIN PROTOCOL) said it released what
 //! the driver cannot restore: its launcher's world size is no longer held
 //! against it (and the report says so), but the evidence still is: a live
 //! `pt_nccl_*` thread or a CUDA IPC mapping refuses it all the same. The

@@ -1,4 +1,4 @@
-//! The drain handshake, version 1, as data (SPEC 11; cudackpt(1), DRAIN
+//! The drain handshake, version 1, as data (cudackpt(1), DRAIN
 //! PROTOCOL): the signal that asks, the thread name that answers, and how
 //! to read both from /proc. Pure: nothing here reads or sends anything.
 //!

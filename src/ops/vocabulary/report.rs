@@ -112,7 +112,7 @@ impl ProcessReport {
     }
 }
 
-/// What the drain handshake (SPEC 11) did with one process.
+/// What the drain handshake (cudackpt(1), DRAIN PROTOCOL) did with one process.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DrainReport {
     /// The signal number that asked it.

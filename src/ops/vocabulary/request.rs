@@ -50,7 +50,7 @@ pub struct Request<'a> {
     pub dry_run: bool,
     /// `recover` itself: act on processes an abandoned intent names.
     pub recovering: bool,
-    /// The drain handshake (SPEC 11): `--drain`, and the rebuild.
+    /// The drain handshake (cudackpt(1), DRAIN PROTOCOL): `--drain`, and the rebuild.
     pub drain: Drain,
     /// NVIDIA's grammar: a single step on a process already where it leads
     /// is an error (exit 1), as NVIDIA's tool says; the modern grammar
@@ -58,7 +58,7 @@ pub struct Request<'a> {
     pub nvidia_errors: bool,
 }
 
-/// The drain handshake of a request (SPEC 11).
+/// The drain handshake of a request (cudackpt(1), DRAIN PROTOCOL).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Drain {
     /// `--drain`: ask every process the command will lock to drain first.

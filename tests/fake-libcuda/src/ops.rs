@@ -134,7 +134,7 @@ fn perform(pid: i32, request: &Request) -> Reply {
         Some(Effect::OomKill) => {
             crate::oom::kill(target.tgid);
             // What the real driver answered for a process the kernel was
-            // tearing down (SPEC 2).
+            // tearing down (docs/driver-facts.md).
             return Reply::code(CUDA_ERROR_OPERATING_SYSTEM);
         }
         None => {}
