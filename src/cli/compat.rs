@@ -94,7 +94,7 @@ pub enum CompatCommand {
     },
 }
 
-/// Whether these arguments (argv[0] first) ask for the compatible grammar.
+/// Whether these arguments (`argv[0]` first) ask for the compatible grammar.
 pub fn is_compat_invocation(args: &[OsString]) -> bool {
     let invoked_as_nvidia = args
         .first()
@@ -212,7 +212,7 @@ fn tokenize(args: &[String]) -> Result<Vec<(Flag, Option<String>)>, String> {
     Ok(pairs)
 }
 
-/// Parses NVIDIA's grammar (arguments after argv[0]).
+/// Parses NVIDIA's grammar (arguments after `argv[0]`).
 pub fn parse(args: &[String]) -> Result<CompatCommand, String> {
     let pairs = tokenize(args)?;
     let value = |flag: Flag| {

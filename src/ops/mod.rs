@@ -42,11 +42,10 @@ use crate::driver::GpuPair;
 use crate::gpu::inventory::Inventory;
 use crate::gpu::map::MapError;
 use crate::targets::process::{self, Privileges};
-use drain::stage as drain_stage;
 use execute::interrupt::Interrupt;
 use execute::Executor;
-use journal::{drained, intent, pidlock, records};
-use preflight::{host_memory, restorable};
+use journal::{intent, pidlock, records};
+use preflight::host_memory;
 use stages::{check, choose_map, dry_run, finish, lock, postmortem, select};
 use vocabulary::failure::Failure;
 use vocabulary::plan::Operation;
@@ -87,7 +86,7 @@ fn proceed(
     };
     if request.dry_run {
         let mut reports = dry_run::reports(request, &ready, cleared.map());
-        drain_stage::predict(request, &ready, &mut reports);
+        drain::Drain::of(request).predict(&ready, &mut reports);
         return Ok(Finished {
             reports,
             remarks: cleared.remarks,
@@ -126,12 +125,7 @@ fn clear<'d>(
     if request.operation.changes_state() && !request.recovering {
         lock::not_left_by_a_dead_cudackpt(ready)?;
     }
-    // A drain proves restorability after the acknowledgements, instead.
-    let passed = if request.drain.before_lock && drain_stage::drains(&request.operation) {
-        restorable::Passed::default()
-    } else {
-        restorable::check(request, ready, &drained::vouches_for)?
-    };
+    let passed = drain::Drain::of(request).restorability(ready)?;
     let weighed = host_memory::check(request, ready)?;
     let host = Inventory::with_driver(&ready.driver);
     let records = records::open(request)?;
@@ -198,13 +192,8 @@ fn execute_and_finish(
     let write_intent =
         |places: &[vocabulary::place::Place]| journal.record(&request.operation, places);
     let executor = executor_for(request, ready, started, &locks_lost, &write_intent);
-    let drained = drain_stage::drain(
-        request,
-        ready,
-        &journal,
-        &executor.interrupt,
-        executor.deadline,
-    )?;
+    let drain = drain::Drain::of(request);
+    let underway = drain.before_calls(ready, &journal, &executor.interrupt, executor.deadline)?;
     let snapshot = request
         .operation
         .checkpoints()
@@ -213,12 +202,14 @@ fn execute_and_finish(
     let oom_watch = postmortem::watch(&request.operation, &ready.targets, snapshot.as_ref());
     let mut reports = executor.run(&request.operation, &ready.targets, map);
     remarks.extend(executor.interrupt.unguarded());
-    if let Some(drained) = drained {
-        drained.settle(&mut reports, &journal, &executor.interrupt);
-    }
-    // A toggle --drain may also resume processes drained before: they rebuild
-    // as after any resume (the settled members have their report already).
-    drain_stage::rebuild_resumed(request, ready, &mut reports, &journal, executor.deadline);
+    drain.after_calls(
+        underway,
+        ready,
+        &mut reports,
+        &journal,
+        &executor.interrupt,
+        executor.deadline,
+    );
     remarks.extend(journal.unwritten());
     if let Some(watch) = &oom_watch {
         watch.diagnose(&mut reports);

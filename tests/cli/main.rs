@@ -1,45 +1,74 @@
 //! cudackpt's integration tests: the real binary, run against the fake
 //! libcuda (tests/fake-libcuda) and real spawned processes. One module per
-//! feature; `support` holds the fixture, `wire` the JSON contract as the
-//! tests read it.
+//! feature, grouped below; `support/` holds the fixture (`support`), the
+//! JSON contract as the tests read it (`wire`) and the schema validator
+//! (`schema_check`).
+//!
+//! Where a new test goes: find the group whose question it answers, then
+//! the module of its feature; a new feature gets a module in its group.
+//! A test whose prerequisite is missing calls `support::prerequisite`: it
+//! says so and passes, except in CI, where it fails.
 
 mod support;
-mod wire;
+pub(crate) use support::{schema_check, wire};
 
-mod artifacts;
-mod attacks;
-mod compat;
+// One process through one command: the single steps, the compound ones,
+// the states and the wrong states, the targets a command accepts.
 mod compound;
-mod concurrency;
-mod crashes;
-mod criu_hook;
-mod deadline;
-mod demo;
-mod devices;
-mod discovery;
-mod doctor;
-mod drain;
-mod drain_exact;
-mod driver;
-mod errors;
-mod groups;
-mod hardening;
-mod help;
-mod host_memory;
-mod json_contract;
-mod layout;
-mod maps;
-mod nccl;
-mod output;
-mod package;
-mod progress;
-mod python_client;
-mod records;
-mod restorable;
-mod schema;
-mod schema_check;
 mod single_steps;
 mod state;
 mod stopped;
 mod targets;
+
+// Many processes: groups, all or nothing, rollback, concurrency, finding
+// processes (--tree, --cgroup, --all), deadlines.
+mod concurrency;
+mod deadline;
+mod discovery;
+mod groups;
+
+// What is refused before any change: the restorability and memory
+// pre-flights, NCCL, GPU maps and their records.
+mod host_memory;
+mod maps;
+mod nccl;
+mod records;
+mod restorable;
+
+// The drain handshake, and its exactness under kills and deadlines.
+mod drain;
+mod drain_exact;
+
+// Crashes and signals: intent records, recover, panics.
+mod crashes;
+
+// Trust: who may aim cudackpt, planted files, hardening.
+mod attacks;
+mod hardening;
 mod trust;
+
+// The other grammars: NVIDIA's, CRIU's action script.
+mod compat;
+mod criu_hook;
+
+// The commands beside the pipeline: doctor, demo, devices, the driver
+// library, the Python drain client.
+mod demo;
+mod devices;
+mod doctor;
+mod driver;
+mod python_client;
+
+// What the user sees: output, progress, errors, the JSON contract and its
+// schemas, help, man pages, completions, the Debian package.
+mod artifacts;
+mod errors;
+mod help;
+mod json_contract;
+mod output;
+mod package;
+mod progress;
+mod schema;
+
+// The house itself: its floors.
+mod layout;

@@ -3,14 +3,11 @@
 //! another: their load never lands beside the timing assertions of
 //! `tests/cli`. They use the same fixture and wire contract.
 
-#[path = "../cli/schema_check.rs"]
-mod schema_check;
 #[allow(dead_code)]
-#[path = "../cli/support.rs"]
+#[path = "../cli/support/mod.rs"]
 mod support;
-#[allow(dead_code)]
-#[path = "../cli/wire.rs"]
-mod wire;
+#[allow(unused_imports)]
+pub(crate) use support::{schema_check, wire};
 
 mod crash;
 mod limits;

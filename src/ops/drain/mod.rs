@@ -12,6 +12,88 @@ pub mod stage;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::ops::execute::interrupt::Interrupt;
+use crate::ops::journal::intent::Journal;
+use crate::ops::preflight::restorable::{self, Passed};
+use crate::ops::vocabulary::ready::Ready;
+use crate::ops::vocabulary::report::ProcessReport;
+use crate::ops::vocabulary::request::Request;
+use crate::ops::vocabulary::stop::Stop;
+
+/// The drain of one command, as the pipeline sees it: the one way in. It
+/// decides whether a drain applies, asks the restorability pre-flight
+/// (now, or after the acknowledgements when it drains), runs the handshake
+/// before the driver calls and the rebuilds after them, or says what a dry
+/// run would have done.
+pub struct Drain<'r> {
+    request: &'r Request<'r>,
+}
+
+/// What the handshake left for after the driver calls.
+pub struct Underway(Option<stage::Drained>);
+
+impl<'r> Drain<'r> {
+    pub fn of(request: &'r Request<'r>) -> Drain<'r> {
+        Drain { request }
+    }
+
+    /// Whether this command drains before its first lock.
+    fn applies(&self) -> bool {
+        self.request.drain.before_lock && stage::drains(&self.request.operation)
+    }
+
+    /// The restorability pre-flight, asked once: here, or (when this
+    /// command drains) by the drain on the evidence after the
+    /// acknowledgements. Outside a drain the marker is believed only where
+    /// a cudackpt left the process drained.
+    pub fn restorability(&self, ready: &Ready) -> Result<Passed, Stop> {
+        if self.applies() {
+            return Ok(Passed::default());
+        }
+        restorable::check(
+            self.request,
+            ready,
+            &crate::ops::journal::drained::vouches_for,
+        )
+    }
+
+    /// A dry run's word on the drain.
+    pub fn predict(&self, ready: &Ready, reports: &mut [ProcessReport]) {
+        stage::predict(self.request, ready, reports);
+    }
+
+    /// The handshake, just before the driver calls.
+    pub fn before_calls(
+        &self,
+        ready: &Ready,
+        journal: &Journal,
+        interrupt: &Interrupt,
+        deadline: Option<Instant>,
+    ) -> Result<Underway, Stop> {
+        stage::drain(self.request, ready, journal, interrupt, deadline).map(Underway)
+    }
+
+    /// After the driver calls: members running again rebuild, and so do
+    /// processes a command resumed that drained before it.
+    pub fn after_calls(
+        &self,
+        underway: Underway,
+        ready: &Ready,
+        reports: &mut [ProcessReport],
+        journal: &Journal,
+        interrupt: &Interrupt,
+        deadline: Option<Instant>,
+    ) {
+        if let Some(drained) = underway.0 {
+            drained.settle(reports, journal, interrupt);
+        }
+        // A toggle --drain may also resume processes drained before: they
+        // rebuild as after any resume (the settled members have their
+        // report already).
+        stage::rebuild_resumed(self.request, ready, reports, journal, deadline);
+    }
+}
+
 use crate::ops::vocabulary::drain_protocol::{self, DrainSignal};
 
 use crate::targets::evidence;

@@ -55,7 +55,7 @@ pub struct Drained {
 }
 
 /// Whether `operation` locks running processes, so `--drain` applies.
-pub fn drains(operation: &Operation) -> bool {
+pub(super) fn drains(operation: &Operation) -> bool {
     matches!(
         operation,
         Operation::Lock { .. } | Operation::Suspend { .. } | Operation::Toggle { .. }
@@ -72,7 +72,7 @@ fn resumes(operation: &Operation) -> bool {
 
 /// The drain of a request's targets, if it asks for one; or the stop of
 /// the group, every process asked having been asked again.
-pub fn drain(
+pub(super) fn drain(
     request: &Request<'_>,
     ready: &Ready,
     journal: &Journal,
@@ -554,7 +554,7 @@ impl Drained {
     /// After the driver calls: members running again are asked to rebuild;
     /// the others stay drained until the command that resumes them. The
     /// bystanders are said to have had nothing to drain.
-    pub fn settle(
+    pub(super) fn settle(
         self,
         reports: &mut [ProcessReport],
         ledger: &dyn SignalLedger,
@@ -688,7 +688,7 @@ pub struct Recovered {
 /// nothing to one never asked, one signal to one asked once (it rebuilds,
 /// or calls off a request it has not acted on), none to one asked twice.
 /// The one process a signal was going to when cudackpt died is judged by
-/// what it does: see [`delivered`].
+/// what it does (see `delivered`).
 pub fn recover(pids: &[i32], note: &DrainNote, ledger: &dyn SignalLedger) -> Recovered {
     let mut recovered = Recovered::default();
     let Ok(signal) = DrainSignal::from_number(note.signal) else {
@@ -810,7 +810,7 @@ fn delivered(target: &Target, signal: DrainSignal, owed_before: bool, timeout: D
 
 /// After a command that resumes: every process running again that shows
 /// the marker (it drained before its checkpoint) is asked to rebuild.
-pub fn rebuild_resumed(
+pub(super) fn rebuild_resumed(
     request: &Request<'_>,
     ready: &Ready,
     reports: &mut [ProcessReport],
@@ -855,7 +855,7 @@ pub fn rebuild_resumed(
 
 /// A dry run's word on the drain: who would be asked, who cannot be, and
 /// what each would have to release (the evidence held against it now).
-pub fn predict(request: &Request<'_>, ready: &Ready, reports: &mut [ProcessReport]) {
+pub(super) fn predict(request: &Request<'_>, ready: &Ready, reports: &mut [ProcessReport]) {
     if !request.drain.before_lock || !drains(&request.operation) {
         return;
     }

@@ -3,6 +3,9 @@
 //! are killed and reaped on drop), a `cudackpt` command wired to the fake,
 //! readers for the fake's calls.log and state files, and snapshot filters.
 
+pub mod schema_check;
+pub mod wire;
+
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
