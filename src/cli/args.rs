@@ -8,8 +8,10 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::driver::ProcessState;
-use crate::ops::vocabulary::drain_protocol::DrainSignal;
-use crate::ops::vocabulary::timeout::{parse_duration_with_unit, parse_timeout, Timeout};
+use crate::ops::vocabulary::drain_protocol::{DrainSignal, InvalidSignal};
+use crate::ops::vocabulary::timeout::{
+    parse_duration_with_unit, parse_timeout, InvalidDuration, Timeout,
+};
 use crate::ops::Selectors;
 use crate::output::ColorChoice;
 use crate::targets::identity::Identity;
@@ -236,16 +238,25 @@ pub struct HandshakeArg {
     pub drain_timeout: Duration,
 }
 
-fn parse_drain_signal(text: &str) -> Result<DrainSignal, String> {
+fn parse_drain_signal(text: &str) -> Result<DrainSignal, InvalidSignal> {
     DrainSignal::parse(text)
+}
+
+/// Why a text is no drain timeout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidDrainTimeout {
+    #[error(transparent)]
+    Duration(#[from] InvalidDuration),
+    #[error("{0:?}: a drain needs a limit (0 would wait for ever); e.g. 30s")]
+    Endless(String),
 }
 
 /// A drain needs a limit: with none, a job that never answers would wait,
 /// stopped at its step boundary, for ever.
-pub fn parse_drain_timeout(text: &str) -> Result<Duration, String> {
+pub fn parse_drain_timeout(text: &str) -> Result<Duration, InvalidDrainTimeout> {
     parse_timeout(text)?
         .as_duration()
-        .ok_or_else(|| format!("{text:?}: a drain needs a limit (0 would wait for ever); e.g. 30s"))
+        .ok_or_else(|| InvalidDrainTimeout::Endless(text.to_string()))
 }
 
 // Asking before acting.

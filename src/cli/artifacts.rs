@@ -472,11 +472,22 @@ pub fn root_man_page() -> Vec<u8> {
         .unwrap_or_default()
 }
 
-/// Writes every page into `dir`, creating it.
+/// A file or directory that could not be written, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct WriteError {
+    pub path: std::path::PathBuf,
+    #[source]
+    pub source: io::Error,
+}
+
 /// Writes every man page into `dir` (created if needed); the error names
 /// the path it failed on.
-pub fn write_man_pages(dir: &Path) -> Result<(), String> {
-    let at = |path: &Path, e: io::Error| format!("{}: {e}", path.display());
+pub fn write_man_pages(dir: &Path) -> Result<(), WriteError> {
+    let at = |path: &Path, source: io::Error| WriteError {
+        path: path.to_path_buf(),
+        source,
+    };
     fs::create_dir_all(dir).map_err(|e| at(dir, e))?;
     for (name, page) in man_pages().map_err(|e| at(dir, e))? {
         let path = dir.join(name);

@@ -171,9 +171,38 @@ impl Flag {
     }
 }
 
+/// Why arguments do not read in NVIDIA's grammar.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompatUsage {
+    #[error("unknown option {0:?}")]
+    UnknownOption(String),
+    #[error("unexpected argument {0:?}")]
+    Unexpected(String),
+    #[error("{0} needs a value")]
+    NeedsValue(&'static str),
+    #[error("{0} takes no value")]
+    TakesNoValue(&'static str),
+    #[error("{0} given twice")]
+    Twice(&'static str),
+    #[error("no operation: give one of --get-state, --get-restore-tid, --action, --toggle")]
+    NoOperation,
+    #[error("give only one of --get-state, --get-restore-tid, --action, --toggle")]
+    SeveralOperations,
+    #[error("--pid is required")]
+    NoPid,
+    #[error(transparent)]
+    Pid(#[from] crate::targets::process::InvalidPid),
+    #[error(transparent)]
+    Timeout(#[from] crate::ops::vocabulary::timeout::InvalidDuration),
+    #[error("--device-map applies only to --action restore and --toggle")]
+    MapNotApplicable,
+    #[error("invalid --action {0:?}: expected lock, checkpoint, restore or unlock")]
+    Action(String),
+}
+
 /// Splits the arguments into (flag, value) pairs: `--flag value`,
 /// `--flag=value`, `-f value` and `-fvalue`.
-fn tokenize(args: &[String]) -> Result<Vec<(Flag, Option<String>)>, String> {
+fn tokenize(args: &[String]) -> Result<Vec<(Flag, Option<String>)>, CompatUsage> {
     let mut pairs = Vec::new();
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
@@ -182,30 +211,31 @@ fn tokenize(args: &[String]) -> Result<Vec<(Flag, Option<String>)>, String> {
                 Some((name, value)) => (name, Some(value.to_string())),
                 None => (long, None),
             };
-            let flag =
-                Flag::from_long(&format!("--{name}")).ok_or(format!("unknown option {arg:?}"))?;
+            let flag = Flag::from_long(&format!("--{name}"))
+                .ok_or_else(|| CompatUsage::UnknownOption(arg.clone()))?;
             (flag, inline)
         } else if let Some(short) = arg.strip_prefix('-').filter(|s| !s.is_empty()) {
             let mut chars = short.chars();
             let letter = chars.next().unwrap_or('-');
-            let flag = Flag::from_short(letter).ok_or(format!("unknown option {arg:?}"))?;
+            let flag =
+                Flag::from_short(letter).ok_or_else(|| CompatUsage::UnknownOption(arg.clone()))?;
             let attached: String = chars.collect();
             (flag, (!attached.is_empty()).then_some(attached))
         } else {
-            return Err(format!("unexpected argument {arg:?}"));
+            return Err(CompatUsage::Unexpected(arg.clone()));
         };
         let value = match (flag.takes_value(), inline) {
             (true, Some(value)) => Some(value),
             (true, None) => Some(
                 rest.next()
-                    .ok_or(format!("{} needs a value", flag.long()))?
+                    .ok_or(CompatUsage::NeedsValue(flag.long()))?
                     .clone(),
             ),
-            (false, Some(_)) => return Err(format!("{} takes no value", flag.long())),
+            (false, Some(_)) => return Err(CompatUsage::TakesNoValue(flag.long())),
             (false, None) => None,
         };
         if pairs.iter().any(|(seen, _)| *seen == flag) {
-            return Err(format!("{} given twice", flag.long()));
+            return Err(CompatUsage::Twice(flag.long()));
         }
         pairs.push((flag, value));
     }
@@ -213,7 +243,7 @@ fn tokenize(args: &[String]) -> Result<Vec<(Flag, Option<String>)>, String> {
 }
 
 /// Parses NVIDIA's grammar (arguments after `argv[0]`).
-pub fn parse(args: &[String]) -> Result<CompatCommand, String> {
+pub fn parse(args: &[String]) -> Result<CompatCommand, CompatUsage> {
     let pairs = tokenize(args)?;
     let value = |flag: Flag| {
         pairs
@@ -236,19 +266,10 @@ pub fn parse(args: &[String]) -> Result<CompatCommand, String> {
     .collect();
     let operation = match operations.as_slice() {
         [one] => *one,
-        [] => {
-            return Err(
-                "no operation: give one of --get-state, --get-restore-tid, --action, --toggle"
-                    .into(),
-            )
-        }
-        _ => {
-            return Err(
-                "give only one of --get-state, --get-restore-tid, --action, --toggle".into(),
-            )
-        }
+        [] => return Err(CompatUsage::NoOperation),
+        _ => return Err(CompatUsage::SeveralOperations),
     };
-    let pid = parse_pid(&value(Flag::Pid).ok_or("--pid is required")?)?;
+    let pid = parse_pid(&value(Flag::Pid).ok_or(CompatUsage::NoPid)?)?;
     let timeout = value(Flag::Timeout)
         .map(|t| parse_timeout(&t))
         .transpose()?
@@ -257,7 +278,7 @@ pub fn parse(args: &[String]) -> Result<CompatCommand, String> {
     let map_applies = matches!(operation, Flag::Toggle)
         || (operation == Flag::Action && value(Flag::Action).as_deref() == Some("restore"));
     if !device_map.is_empty() && !map_applies {
-        return Err("--device-map applies only to --action restore and --toggle".into());
+        return Err(CompatUsage::MapNotApplicable);
     }
     Ok(match operation {
         Flag::GetState => CompatCommand::GetState { pid },
@@ -273,12 +294,7 @@ pub fn parse(args: &[String]) -> Result<CompatCommand, String> {
                 Some("checkpoint") => Action::Checkpoint,
                 Some("restore") => Action::Restore,
                 Some("unlock") => Action::Unlock,
-                other => {
-                    return Err(format!(
-                        "invalid --action {:?}: expected lock, checkpoint, restore or unlock",
-                        other.unwrap_or_default()
-                    ))
-                }
+                other => return Err(CompatUsage::Action(other.unwrap_or_default().to_string())),
             };
             CompatCommand::Action {
                 action,
@@ -463,7 +479,10 @@ mod tests {
         let refused = parse(&args(&format!(
             "--action checkpoint --pid 9 --device-map {map}"
         )));
-        assert!(refused.expect_err("refused").contains("--device-map"));
+        assert!(refused
+            .expect_err("refused")
+            .to_string()
+            .contains("--device-map"));
     }
 
     #[test]
@@ -490,7 +509,7 @@ mod tests {
             ("--action lock --pid 3 --timeout soon", "\"soon\""),
             ("-x", "\"-x\""),
         ] {
-            let error = parse(&args(line)).expect_err(line);
+            let error = parse(&args(line)).expect_err(line).to_string();
             assert!(error.contains(words), "{line}: {error}");
         }
     }

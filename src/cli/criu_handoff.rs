@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::files::SafeDir;
+use crate::files::{SafeDir, UnsafeDir};
 use crate::targets::identity::Identity;
 
 /// A handoff is a few KiB.
@@ -32,12 +32,16 @@ fn file_name(criu: i32) -> String {
 }
 
 /// Writes what pre-dump suspended; says why it could not.
-pub fn give(handoff: &Handoff) -> Result<(), String> {
-    let dir = SafeDir::create(&dir()).map_err(|e| e.to_string())?;
+pub fn give(handoff: &Handoff) -> Result<(), UnsafeDir> {
+    let dir = SafeDir::create(&dir())?;
     let text = serde_json::to_string(handoff).unwrap_or_default();
-    dir.write_atomic(&file_name(handoff.criu.pid), text.as_bytes())
+    let name = file_name(handoff.criu.pid);
+    dir.write_atomic(&name, text.as_bytes())
         .map(drop)
-        .map_err(|e| e.to_string())
+        .map_err(|source| UnsafeDir::Io {
+            path: dir.path().join(&name),
+            source,
+        })
 }
 
 /// Takes (reads and removes) what the pre-dump of this same CRIU process,

@@ -77,11 +77,11 @@ pub fn is_hook_invocation(args_after_program: usize) -> bool {
     args_after_program == 0 && std::env::var_os(ACTION_VAR).is_some_and(|v| !v.is_empty())
 }
 
-fn hook_failure(message: String) -> Report {
+fn hook_failure(message: impl std::fmt::Display) -> Report {
     Report {
         failure: Some(Failure::new(
             FailureKind::Usage,
-            message,
+            message.to_string(),
             "run cudackpt as `criu dump|restore --action-script $(which cudackpt)`; CRIU sets CRTOOLS_SCRIPT_ACTION and CRTOOLS_INIT_PID",
         )),
         ..Report::new("criu-hook", Duration::ZERO)
@@ -109,9 +109,9 @@ fn resume_command(pids: &[i32]) -> String {
 }
 
 /// The tree root CRIU names in CRTOOLS_INIT_PID.
-fn init_pid() -> Result<i32, String> {
+fn init_pid() -> Result<i32, super::EnvError> {
     let text = std::env::var(INIT_PID_VAR).unwrap_or_default();
-    parse_pid(&text).map_err(|why| format!("{INIT_PID_VAR}: {why}"))
+    parse_pid(&text).map_err(super::EnvError::invalid(INIT_PID_VAR))
 }
 
 /// Runs `operation` on the CUDA processes of `trees` and on `candidates`
@@ -129,7 +129,7 @@ fn run_on(
             return Report {
                 failure: Some(Failure::new(
                     FailureKind::Usage,
-                    problem,
+                    problem.to_string(),
                     "set CUDACKPT_DRAIN_SIGNAL to a real-time signal (40, RTMIN+6) and CUDACKPT_DRAIN_TIMEOUT to a limit (30s)",
                 )),
                 ..Report::new("criu-hook", Duration::ZERO)
@@ -162,23 +162,27 @@ fn criu() -> Identity {
 }
 
 /// The action CRIU names, or why it cannot be read.
-pub fn action_from_env() -> Result<String, String> {
+pub fn action_from_env() -> Result<String, ActionNotText> {
     match std::env::var(ACTION_VAR) {
         Ok(action) => Ok(action),
         Err(std::env::VarError::NotPresent) => Ok(String::new()),
-        Err(std::env::VarError::NotUnicode(raw)) => Err(format!(
-            "{ACTION_VAR} is not UTF-8 text ({}), so it names no CRIU action",
-            raw.to_string_lossy()
-        )),
+        Err(std::env::VarError::NotUnicode(raw)) => {
+            Err(ActionNotText(raw.to_string_lossy().into_owned()))
+        }
     }
 }
 
+/// CRIU's action variable holds bytes that are not text (shown lossily).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{ACTION_VAR} is not UTF-8 text ({0}), so it names no CRIU action")]
+pub struct ActionNotText(pub String);
+
 /// The lock timeout for pre-dump: `CUDACKPT_LOCK_TIMEOUT`, else 10 s.
-fn lock_timeout() -> Result<Timeout, String> {
+fn lock_timeout() -> Result<Timeout, super::EnvError> {
     match std::env::var(LOCK_TIMEOUT_VAR) {
         Ok(text) if !text.trim().is_empty() => {
             crate::ops::vocabulary::timeout::parse_timeout(&text)
-                .map_err(|why| format!("{LOCK_TIMEOUT_VAR}: {why}"))
+                .map_err(super::EnvError::invalid(LOCK_TIMEOUT_VAR))
         }
         _ => Ok(DEFAULT_LOCK_TIMEOUT),
     }
@@ -186,7 +190,7 @@ fn lock_timeout() -> Result<Timeout, String> {
 
 /// Runs the step CRIU's current action asks for. `action` is the value of
 /// CRTOOLS_SCRIPT_ACTION (or why it could not be read).
-pub fn run(libcuda: Option<&Path>, action: Result<String, String>) -> Report {
+pub fn run(libcuda: Option<&Path>, action: Result<String, ActionNotText>) -> Report {
     let action = match action {
         Ok(action) => action,
         Err(why) => return hook_failure(why),

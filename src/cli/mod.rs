@@ -87,29 +87,54 @@ pub fn force_from_env() -> bool {
 /// `CUDACKPT_DRAIN_SIGNAL`, `CUDACKPT_DRAIN_TIMEOUT` are read as the
 /// modern flags read them; a value that does not parse is refused, never
 /// replaced by the default in silence.
-pub fn drain_from_env() -> Result<crate::ops::Drain, String> {
+pub fn drain_from_env() -> Result<crate::ops::Drain, EnvError> {
     let mut drain = crate::ops::Drain {
         before_lock: env_flag("CUDACKPT_DRAIN"),
         ..crate::ops::Drain::default()
     };
     if let Some(text) = env_text("CUDACKPT_DRAIN_SIGNAL")? {
         drain.signal = crate::ops::vocabulary::drain_protocol::DrainSignal::parse(&text)
-            .map_err(|why| format!("CUDACKPT_DRAIN_SIGNAL: {why}"))?;
+            .map_err(EnvError::invalid("CUDACKPT_DRAIN_SIGNAL"))?;
     }
     if let Some(text) = env_text("CUDACKPT_DRAIN_TIMEOUT")? {
         drain.timeout = args::parse_drain_timeout(&text)
-            .map_err(|why| format!("CUDACKPT_DRAIN_TIMEOUT: {why}"))?;
+            .map_err(EnvError::invalid("CUDACKPT_DRAIN_TIMEOUT"))?;
     }
     Ok(drain)
 }
 
+/// Why a variable cudackpt reads cannot be used; each names the variable.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvError {
+    #[error("{0} is not UTF-8 text")]
+    NotText(&'static str),
+    #[error("{name}: {why}")]
+    Invalid {
+        name: &'static str,
+        #[source]
+        why: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl EnvError {
+    /// The error of a value of `name` that does not parse.
+    pub fn invalid<E: std::error::Error + Send + Sync + 'static>(
+        name: &'static str,
+    ) -> impl FnOnce(E) -> EnvError {
+        move |why| EnvError::Invalid {
+            name,
+            why: Box::new(why),
+        }
+    }
+}
+
 /// A variable's text: `None` when unset or empty.
-fn env_text(name: &str) -> Result<Option<String>, String> {
+fn env_text(name: &'static str) -> Result<Option<String>, EnvError> {
     match std::env::var(name) {
         Ok(text) if text.is_empty() => Ok(None),
         Ok(text) => Ok(Some(text)),
         Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name} is not UTF-8 text")),
+        Err(std::env::VarError::NotUnicode(_)) => Err(EnvError::NotText(name)),
     }
 }
 

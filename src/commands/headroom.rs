@@ -81,7 +81,7 @@ pub fn check(path: &Path) -> Headroom {
         Err(why) => {
             return Headroom::new(
                 Fit::NotACgroup,
-                why,
+                why.to_string(),
                 Some("name a cgroup directory, or a path under the cgroup v2 mount as /proc/PID/cgroup shows it".into()),
             )
         }

@@ -162,11 +162,11 @@ pub struct Symbols {
 }
 
 /// Opens a shared library by name or path. The error is the loader's own text.
-pub fn open_library(name: &OsStr) -> Result<Library, String> {
+pub fn open_library(name: &OsStr) -> Result<Library, libloading::Error> {
     // SAFETY: loading libcuda runs its initialisers; that is what every CUDA
     // program does, and NVIDIA's library is written to be loaded this way.
     // A user-supplied `--libcuda` path is trusted as the user's choice.
-    unsafe { Library::new(name) }.map_err(|e| e.to_string())
+    unsafe { Library::new(name) }
 }
 
 /// Resolves one symbol to a copied function pointer.

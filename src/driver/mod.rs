@@ -139,7 +139,7 @@ impl Driver {
                 }
                 Err(reason) => attempts.push(LoadAttempt {
                     name: requested,
-                    reason,
+                    reason: reason.to_string(),
                 }),
             }
         }

@@ -54,18 +54,19 @@ pub const NAMED_STATES: [ProcessState; 4] = [
     ProcessState::Failed,
 ];
 
-impl FromStr for ProcessState {
-    type Err = String;
+/// A state name that is none of the driver's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown state {0:?}: expected one of running, locked, checkpointed, failed")]
+pub struct UnknownState(pub String);
 
-    fn from_str(text: &str) -> Result<ProcessState, String> {
+impl FromStr for ProcessState {
+    type Err = UnknownState;
+
+    fn from_str(text: &str) -> Result<ProcessState, UnknownState> {
         NAMED_STATES
             .into_iter()
             .find(|state| state.as_str().eq_ignore_ascii_case(text.trim()))
-            .ok_or_else(|| {
-                format!(
-                    "unknown state {text:?}: expected one of running, locked, checkpointed, failed"
-                )
-            })
+            .ok_or_else(|| UnknownState(text.to_string()))
     }
 }
 
@@ -90,6 +91,7 @@ mod tests {
         assert!("paused"
             .parse::<ProcessState>()
             .unwrap_err()
+            .to_string()
             .contains("\"paused\""));
     }
 }

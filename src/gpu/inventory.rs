@@ -101,7 +101,7 @@ pub struct Inventory<'a> {
     cuda: CudaAccess<'a>,
     kernel_dir: PathBuf,
     kernel: OnceCell<Option<Vec<Gpu>>>,
-    nvml: OnceCell<Result<Vec<Gpu>, String>>,
+    nvml: OnceCell<Result<Vec<Gpu>, nvml::NvmlError>>,
     cuda_listing: OnceCell<Result<Vec<Gpu>, String>>,
 }
 
@@ -130,9 +130,9 @@ impl<'a> Inventory<'a> {
     #[cfg(test)]
     pub fn over(kernel_dir: &Path, libcuda: Option<&'a Path>) -> Inventory<'a> {
         let inventory = Inventory::reading(kernel_dir.to_path_buf(), CudaAccess::Load(libcuda));
-        let _ = inventory
-            .nvml
-            .set(Err("NVML is not asked in tests".to_string()));
+        let _ = inventory.nvml.set(Err(nvml::NvmlError::Query(
+            "NVML is not asked in tests".to_string(),
+        )));
         inventory
     }
 
@@ -156,7 +156,7 @@ impl<'a> Inventory<'a> {
             })
     }
 
-    fn nvml(&self) -> Result<Listing<'_>, &str> {
+    fn nvml(&self) -> Result<Listing<'_>, &nvml::NvmlError> {
         self.nvml
             .get_or_init(|| nvml::open().and_then(nvml::gpus))
             .as_deref()
@@ -164,7 +164,6 @@ impl<'a> Inventory<'a> {
                 gpus,
                 source: Source::Nvml,
             })
-            .map_err(String::as_str)
     }
 
     /// Costs a `cuInit`: only views that may, call it.
@@ -228,21 +227,21 @@ impl<'a> Inventory<'a> {
         match self.without_cuda() {
             Some(listing) => Ok(listing),
             None => self.cuda().map_err(|why| Unlisted {
-                nvml: self.nvml().err().map(str::to_string),
+                nvml: self.nvml().err().map(ToString::to_string),
                 cuda: Some(why.to_string()),
             }),
         }
     }
 
     /// Why NVML could not list the GPUs, once something asked it.
-    pub fn nvml_problem(&self) -> Option<&str> {
-        self.nvml.get()?.as_ref().err().map(String::as_str)
+    pub fn nvml_problem(&self) -> Option<&nvml::NvmlError> {
+        self.nvml.get()?.as_ref().err()
     }
 
     /// Free memory per GPU, from NVML (nothing else knows it without a
     /// context), or why it is unknown.
     pub fn free_memory(&self) -> Result<BTreeMap<GpuUuid, u64>, String> {
-        let listing = self.nvml().map_err(str::to_string)?;
+        let listing = self.nvml().map_err(ToString::to_string)?;
         Ok(listing
             .gpus
             .iter()

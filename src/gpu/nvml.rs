@@ -17,15 +17,41 @@ use crate::gpu::device::Gpu;
 /// usually only installed with development packages).
 const LIBRARY_NAMES: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia-ml.so"];
 
+/// Why NVML could not answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NvmlError {
+    /// No library could be loaded and initialised (each name tried, why).
+    #[error("NVML is not available ({})", .0.join("; "))]
+    Unavailable(Vec<String>),
+    /// A query failed (NVML's words).
+    #[error("{0}")]
+    Query(String),
+    /// NVML named a GPU by a UUID that does not read as one.
+    #[error("{0}")]
+    Uuid(String),
+}
+
+impl From<nvml_wrapper::error::NvmlError> for NvmlError {
+    fn from(error: nvml_wrapper::error::NvmlError) -> NvmlError {
+        NvmlError::Query(error.to_string())
+    }
+}
+
+impl From<NvmlError> for String {
+    fn from(error: NvmlError) -> String {
+        error.to_string()
+    }
+}
+
 /// NVML for this process: loaded and initialised on first use only (its
 /// start-up costs tens of milliseconds), then shared by every caller.
-pub fn open() -> Result<&'static Nvml, String> {
-    static SHARED: OnceLock<Result<Nvml, String>> = OnceLock::new();
+pub fn open() -> Result<&'static Nvml, NvmlError> {
+    static SHARED: OnceLock<Result<Nvml, NvmlError>> = OnceLock::new();
     SHARED.get_or_init(load).as_ref().map_err(Clone::clone)
 }
 
 /// Loads and initialises NVML, or says why not.
-fn load() -> Result<Nvml, String> {
+fn load() -> Result<Nvml, NvmlError> {
     let mut reasons = Vec::new();
     for name in LIBRARY_NAMES {
         match Nvml::builder().lib_path(OsStr::new(name)).init() {
@@ -33,7 +59,7 @@ fn load() -> Result<Nvml, String> {
             Err(error) => reasons.push(format!("{name}: {error}")),
         }
     }
-    Err(format!("NVML is not available ({})", reasons.join("; ")))
+    Err(NvmlError::Unavailable(reasons))
 }
 
 /// GPU memory in use per PID and GPU, as [`memory_by_process_and_gpu`]
@@ -42,7 +68,7 @@ pub type Usage = HashMap<i32, Vec<(GpuUuid, u64)>>;
 
 /// GPU memory in use per PID, summed over every GPU, for processes running
 /// compute work. A checkpointed process holds none and is not listed.
-pub fn memory_by_process(nvml: &Nvml) -> Result<HashMap<i32, u64>, String> {
+pub fn memory_by_process(nvml: &Nvml) -> Result<HashMap<i32, u64>, NvmlError> {
     Ok(totals(&memory_by_process_and_gpu(nvml)?))
 }
 
@@ -56,16 +82,16 @@ pub fn totals(usage: &Usage) -> HashMap<i32, u64> {
 
 /// Every GPU NVML sees, in its index order (PCI bus order), without
 /// creating a CUDA context.
-pub fn gpus(nvml: &Nvml) -> Result<Vec<Gpu>, String> {
-    let count = nvml.device_count().map_err(|e| e.to_string())?;
+pub fn gpus(nvml: &Nvml) -> Result<Vec<Gpu>, NvmlError> {
+    let count = nvml.device_count()?;
     (0..count)
         .map(|index| {
-            let device = nvml.device_by_index(index).map_err(|e| e.to_string())?;
+            let device = nvml.device_by_index(index)?;
             let memory = device.memory_info().ok();
             Ok(Gpu {
                 index: index as usize,
                 uuid: uuid_of(&device)?,
-                name: device.name().map_err(|e| e.to_string())?,
+                name: device.name()?,
                 pci_bus_id: device.pci_info().ok().map(|pci| pci.bus_id),
                 memory_total_bytes: memory.as_ref().map(|m| m.total),
                 memory_free_bytes: memory.as_ref().map(|m| m.free),
@@ -76,25 +102,21 @@ pub fn gpus(nvml: &Nvml) -> Result<Vec<Gpu>, String> {
         .collect()
 }
 
-fn uuid_of(device: &nvml_wrapper::Device<'_>) -> Result<GpuUuid, String> {
+fn uuid_of(device: &nvml_wrapper::Device<'_>) -> Result<GpuUuid, NvmlError> {
     device
-        .uuid()
-        .map_err(|e| e.to_string())?
+        .uuid()?
         .parse()
-        .map_err(|e: crate::driver::UuidError| e.to_string())
+        .map_err(|e: crate::driver::UuidError| NvmlError::Uuid(e.to_string()))
 }
 
 /// GPU memory in use per PID and GPU (UUID), for compute processes.
-pub fn memory_by_process_and_gpu(nvml: &Nvml) -> Result<Usage, String> {
+pub fn memory_by_process_and_gpu(nvml: &Nvml) -> Result<Usage, NvmlError> {
     let mut used: HashMap<i32, Vec<(GpuUuid, u64)>> = HashMap::new();
-    let count = nvml.device_count().map_err(|e| e.to_string())?;
+    let count = nvml.device_count()?;
     for index in 0..count {
-        let device = nvml.device_by_index(index).map_err(|e| e.to_string())?;
+        let device = nvml.device_by_index(index)?;
         let uuid = uuid_of(&device)?;
-        for process in device
-            .running_compute_processes()
-            .map_err(|e| e.to_string())?
-        {
+        for process in device.running_compute_processes()? {
             if let (Ok(pid), UsedGpuMemory::Used(bytes)) =
                 (i32::try_from(process.pid), process.used_gpu_memory)
             {

@@ -59,35 +59,65 @@ pub fn debug_tree() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// Why a directory is not taken for a cgroup (each names the path).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CgroupError {
+    #[error("{} is a symbolic link: name the cgroup directory itself", .0.display())]
+    Link(PathBuf),
+    #[error("{} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("{}: {why}", path.display())]
+    Unreadable { path: PathBuf, why: String },
+    #[error("{} is not a cgroup: it is not on a cgroup filesystem (a directory holding a file named cgroup.procs is not enough)", .0.display())]
+    NotACgroup(PathBuf),
+    #[error("{ROOT_VAR}: {}", .0)]
+    Root(Box<CgroupError>),
+    #[error("{ROOT_VAR}: {} is not a cgroup v2 mount (its filesystem is not cgroup2)", .0.display())]
+    RootNotCgroup2(PathBuf),
+    #[error("{} is not a cgroup directory, and no cgroup v2 mount was found to resolve it against", .0.display())]
+    NoMount(PathBuf),
+    #[error("no cgroup at {} (nor {})", named.display(), tried.display())]
+    Missing { named: PathBuf, tried: PathBuf },
+    #[error("{} is under neither the cgroup v2 mount nor the v1 memory hierarchy", .0.display())]
+    NoMemoryHierarchy(PathBuf),
+}
+
+impl CgroupError {
+    pub(crate) fn unreadable(path: &Path, why: impl std::fmt::Display) -> CgroupError {
+        CgroupError::Unreadable {
+            path: path.to_path_buf(),
+            why: why.to_string(),
+        }
+    }
+}
+
 /// `CUDACKPT_CGROUP_ROOT` when it is set: the directory, or why it cannot
 /// be used. Checked once per command.
-pub fn root_override() -> Result<Option<&'static Path>, &'static str> {
-    static CHECKED: OnceLock<Result<Option<PathBuf>, String>> = OnceLock::new();
+pub fn root_override() -> Result<Option<&'static Path>, &'static CgroupError> {
+    static CHECKED: OnceLock<Result<Option<PathBuf>, CgroupError>> = OnceLock::new();
     CHECKED
         .get_or_init(|| {
             let Some(named) = std::env::var_os(ROOT_VAR).filter(|r| !r.is_empty()) else {
                 return Ok(None);
             };
             let named = PathBuf::from(named);
-            let dir = open_dir(&named).map_err(|why| format!("{ROOT_VAR}: {why}"))?;
+            let dir = open_dir(&named).map_err(|why| CgroupError::Root(Box::new(why)))?;
             match filesystem_of(&dir) {
                 Ok(Some(Filesystem::V2)) => Ok(Some(named)),
-                Ok(_) => Err(format!(
-                    "{ROOT_VAR}: {} is not a cgroup v2 mount (its filesystem is not cgroup2)",
-                    named.display()
-                )),
-                Err(e) => Err(format!("{ROOT_VAR}: {}: {e}", named.display())),
+                Ok(_) => Err(CgroupError::RootNotCgroup2(named)),
+                Err(e) => Err(CgroupError::Root(Box::new(CgroupError::unreadable(
+                    &named, e,
+                )))),
             }
         })
         .as_ref()
         .map(Option::as_deref)
-        .map_err(String::as_str)
 }
 
 /// Refuses a `CUDACKPT_CGROUP_ROOT` that names no cgroup v2 mount, before
 /// anything reads a cgroup through it.
-pub fn check_root_override() -> Result<(), String> {
-    root_override().map(|_| ()).map_err(str::to_string)
+pub fn check_root_override() -> Result<(), CgroupError> {
+    root_override().map(|_| ()).map_err(Clone::clone)
 }
 
 /// Where cgroup v2 is mounted: the tests' stand-in (debug builds), else
@@ -108,7 +138,7 @@ pub fn v2_root() -> Option<PathBuf> {
 
 /// Opens a directory for reading, without following a link at its last
 /// component and without waiting.
-fn open_dir(path: &Path) -> Result<OwnedFd, String> {
+fn open_dir(path: &Path) -> Result<OwnedFd, CgroupError> {
     rustix::fs::open(
         path,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -119,13 +149,10 @@ fn open_dir(path: &Path) -> Result<OwnedFd, String> {
         rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR
             if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink()) =>
         {
-            format!(
-                "{} is a symbolic link: name the cgroup directory itself",
-                path.display()
-            )
+            CgroupError::Link(path.to_path_buf())
         }
-        rustix::io::Errno::NOTDIR => format!("{} is not a directory", path.display()),
-        e => format!("{}: {}", path.display(), io::Error::from(e)),
+        rustix::io::Errno::NOTDIR => CgroupError::NotADirectory(path.to_path_buf()),
+        e => CgroupError::unreadable(path, io::Error::from(e)),
     })
 }
 
@@ -140,19 +167,14 @@ pub struct Cgroup {
 impl Cgroup {
     /// Opens the cgroup at `path`, refusing a directory on any other
     /// filesystem.
-    pub fn open(path: &Path) -> Result<Cgroup, String> {
+    pub fn open(path: &Path) -> Result<Cgroup, CgroupError> {
         let dir = open_dir(path)?;
         let stand_in = debug_tree().is_some_and(|tree| path.starts_with(tree));
         match filesystem_of(&dir) {
             Ok(Some(_)) => {}
             Ok(None) if stand_in => {}
-            Ok(None) => {
-                return Err(format!(
-                    "{} is not a cgroup: it is not on a cgroup filesystem (a directory holding a file named cgroup.procs is not enough)",
-                    path.display()
-                ))
-            }
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Ok(None) => return Err(CgroupError::NotACgroup(path.to_path_buf())),
+            Err(e) => return Err(CgroupError::unreadable(path, e)),
         }
         Ok(Cgroup {
             path: path.to_path_buf(),
@@ -163,25 +185,19 @@ impl Cgroup {
     /// The cgroup a user named: an absolute directory as is, anything else
     /// relative to the cgroup v2 mount (e.g. `kubepods.slice/...`, or the
     /// path `/proc/PID/cgroup` shows when it is not a directory here).
-    pub fn resolve(path: &Path) -> Result<Cgroup, String> {
+    pub fn resolve(path: &Path) -> Result<Cgroup, CgroupError> {
         check_root_override()?;
         if path.is_absolute() && path.join("cgroup.procs").exists() {
             return Cgroup::open(path);
         }
-        let root = v2_root().ok_or_else(|| {
-            format!(
-                "{} is not a cgroup directory, and no cgroup v2 mount was found to resolve it against",
-                path.display()
-            )
-        })?;
+        let root = v2_root().ok_or_else(|| CgroupError::NoMount(path.to_path_buf()))?;
         let relative = path.strip_prefix("/").unwrap_or(path);
         let candidate = root.join(relative);
         if !candidate.is_dir() {
-            return Err(format!(
-                "no cgroup at {} (nor {})",
-                path.display(),
-                candidate.display()
-            ));
+            return Err(CgroupError::Missing {
+                named: path.to_path_buf(),
+                tried: candidate,
+            });
         }
         Cgroup::open(&candidate)
     }
@@ -287,7 +303,9 @@ mod tests {
     fn a_plain_directory_is_no_cgroup() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("cgroup.procs"), "1\n").expect("procs");
-        let why = Cgroup::open(dir.path()).expect_err("tmp is not a cgroup filesystem");
+        let why = Cgroup::open(dir.path())
+            .expect_err("tmp is not a cgroup filesystem")
+            .to_string();
         assert!(why.contains("not on a cgroup filesystem"), "{why}");
     }
 
@@ -296,7 +314,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let link = dir.path().join("link");
         std::os::unix::fs::symlink("/sys/fs/cgroup", &link).expect("link");
-        let why = Cgroup::open(&link).expect_err("a link");
+        let why = Cgroup::open(&link).expect_err("a link").to_string();
         assert!(why.contains("symbolic link"), "{why}");
     }
 

@@ -5,7 +5,16 @@
 
 use std::fmt;
 
-use crate::targets::process::{self, parse_pid};
+use crate::targets::process::{self, parse_pid, InvalidPid};
+
+/// Why a text names no process as `PID@START`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidIdentity {
+    #[error(transparent)]
+    Pid(#[from] InvalidPid),
+    #[error("invalid process {0:?}: write PID@START, START the start time in clock ticks")]
+    StartTime(String),
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Identity {
@@ -24,12 +33,12 @@ impl Identity {
     }
 
     /// `PID@START` or a bare `PID` (pure).
-    pub fn parse(text: &str) -> Result<Identity, String> {
+    pub fn parse(text: &str) -> Result<Identity, InvalidIdentity> {
         let (pid, starttime) = match text.split_once('@') {
             Some((pid, start)) => {
-                let start = start.parse::<u64>().map_err(|_| {
-                    format!("invalid process {text:?}: write PID@START, START the start time in clock ticks")
-                })?;
+                let start = start
+                    .parse::<u64>()
+                    .map_err(|_| InvalidIdentity::StartTime(text.to_string()))?;
                 (pid, Some(start))
             }
             None => (text, None),

@@ -11,7 +11,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::files;
-use crate::targets::{cgroup, discover};
+use crate::targets::cgroup::{self, CgroupError};
+use crate::targets::discover;
 
 /// Which cgroup hierarchy holds a process's memory controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -158,10 +159,10 @@ pub fn placement_of(pid: i32) -> Option<Placement> {
 
 /// Which hierarchy a cgroup directory belongs to, and its name there: under
 /// the cgroup v2 mount, or under the v1 memory hierarchy's.
-pub fn placement_of_dir(dir: &Path) -> Result<Placement, String> {
+pub fn placement_of_dir(dir: &Path) -> Result<Placement, CgroupError> {
     let dir = dir
         .canonicalize()
-        .map_err(|e| format!("{} cannot be resolved: {e}", dir.display()))?;
+        .map_err(|e| CgroupError::unreadable(dir, format!("cannot be resolved: {e}")))?;
     let v1 = v1_memory_hierarchy().map(|(_, mount_point)| (Hierarchy::V1, mount_point));
     let v2 = cgroup::v2_root().map(|root| (Hierarchy::V2, root));
     [v2, v1]
@@ -176,12 +177,7 @@ pub fn placement_of_dir(dir: &Path) -> Result<Placement, String> {
                 root,
             })
         })
-        .ok_or_else(|| {
-            format!(
-                "{} is under neither the cgroup v2 mount nor the v1 memory hierarchy",
-                dir.display()
-            )
-        })
+        .ok_or(CgroupError::NoMemoryHierarchy(dir))
 }
 
 /// This host's v1 memory hierarchy, if it mounts one: the root it shows

@@ -12,26 +12,41 @@ use std::sync::{Arc, OnceLock};
 
 use crate::targets::name::printable;
 
+/// Why a text is no PID (each quotes the text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidPid {
+    #[error("invalid PID {0:?}: a PID is a positive number")]
+    Negative(String),
+    #[error("invalid PID {0:?}: a PID is a positive number, like 4242")]
+    NotANumber(String),
+    #[error("invalid PID {0:?}: 0 is not a process")]
+    Zero(String),
+    #[error("invalid PID {0:?}: larger than any PID Linux can hand out")]
+    TooLarge(String),
+}
+
+impl From<InvalidPid> for String {
+    fn from(error: InvalidPid) -> String {
+        error.to_string()
+    }
+}
+
 /// Parses a PID as given on the command line. Rejects what can never be a
 /// process: text, 0, negative numbers and numbers beyond `pid_t`.
-pub fn parse_pid(text: &str) -> Result<i32, String> {
+pub fn parse_pid(text: &str) -> Result<i32, InvalidPid> {
     let trimmed = text.trim();
     if let Some(rest) = trimmed.strip_prefix('-') {
         if !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit()) {
-            return Err(format!("invalid PID {text:?}: a PID is a positive number"));
+            return Err(InvalidPid::Negative(text.to_string()));
         }
     }
     if trimmed.is_empty() || !trimmed.chars().all(|c| c.is_ascii_digit()) {
-        return Err(format!(
-            "invalid PID {text:?}: a PID is a positive number, like 4242"
-        ));
+        return Err(InvalidPid::NotANumber(text.to_string()));
     }
     match trimmed.parse::<i32>() {
-        Ok(0) => Err(format!("invalid PID {text:?}: 0 is not a process")),
+        Ok(0) => Err(InvalidPid::Zero(text.to_string())),
         Ok(pid) => Ok(pid),
-        Err(_) => Err(format!(
-            "invalid PID {text:?}: larger than any PID Linux can hand out"
-        )),
+        Err(_) => Err(InvalidPid::TooLarge(text.to_string())),
     }
 }
 
@@ -559,7 +574,7 @@ mod tests {
             ("99999999999", "larger than any PID"),
             ("+5", "positive number"),
         ] {
-            let err = parse_pid(bad).unwrap_err();
+            let err = parse_pid(bad).unwrap_err().to_string();
             assert!(
                 err.contains(why) && err.contains(&format!("{bad:?}")),
                 "{bad}: {err}"

@@ -32,15 +32,30 @@ fn mib(bytes: u64) -> u64 {
     bytes >> 20
 }
 
+/// Where the host copies of a checkpoint would not fit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Shortfall {
+    #[error("the checkpoint would copy {} MiB of GPU memory into host memory, and this host has {} MiB available (MemAvailable)", mib(*.total), mib(*.available))]
+    Host { total: u64, available: u64 },
+    #[error("cgroup {name} has {} MiB of room under its {file} ({} MiB, {} MiB in use), and the checkpoint would charge it {} MiB (the GPU memory of PID(s) {pids:?}): the kernel would OOM-kill {}", mib(*.limit - (*.limit).min(*.used)), mib(*.limit), mib(*.used), mib(*.bytes), if *.hard { "the process" } else { "or throttle the process" })]
+    Cgroup {
+        name: String,
+        /// The limit's file: `memory.max`, `memory.high` or v1's.
+        file: &'static str,
+        limit: u64,
+        used: u64,
+        bytes: u64,
+        pids: Vec<i32>,
+        /// A hard limit (the OOM killer), not `memory.high` (throttling).
+        hard: bool,
+    },
+}
+
 /// Whether the host copies fit (pure): `Err` says where they do not.
-pub fn judge(needs: &[Need], available: Option<u64>) -> Result<(), String> {
+pub fn judge(needs: &[Need], available: Option<u64>) -> Result<(), Shortfall> {
     let total: u64 = needs.iter().map(|n| n.bytes).sum();
     if let Some(available) = available.filter(|&a| total > a) {
-        return Err(format!(
-            "the checkpoint would copy {} MiB of GPU memory into host memory, and this host has {} MiB available (MemAvailable)",
-            mib(total),
-            mib(available)
-        ));
+        return Err(Shortfall::Host { total, available });
     }
     // Every cgroup some target is charged to, with what it would be
     // charged in all.
@@ -59,16 +74,16 @@ pub fn judge(needs: &[Need], available: Option<u64>) -> Result<(), String> {
         for (file, limit) in [(max_file, level.max), ("memory.high", level.high)] {
             let Some(limit) = limit else { continue };
             let used = level.current.unwrap_or(0);
-            let room = limit.saturating_sub(used);
-            if bytes > room {
-                return Err(format!(
-                    "cgroup {name} has {} MiB of room under its {file} ({} MiB, {} MiB in use), and the checkpoint would charge it {} MiB (the GPU memory of PID(s) {pids:?}): the kernel would OOM-kill {}",
-                    mib(room),
-                    mib(limit),
-                    mib(used),
-                    mib(bytes),
-                    if file == max_file { "the process" } else { "or throttle the process" }
-                ));
+            if bytes > limit.saturating_sub(used) {
+                return Err(Shortfall::Cgroup {
+                    name: name.to_string(),
+                    file,
+                    limit,
+                    used,
+                    bytes,
+                    pids,
+                    hard: file == max_file,
+                });
             }
         }
     }
@@ -178,7 +193,9 @@ mod tests {
     fn a_container_below_its_gpu_footprint_is_named_with_both_figures() {
         // The measurement of docs/driver-facts.md, F5: 6 GiB of device memory, memory.max 3 GiB.
         let pod = vec![level("/pod", Some(3 * GIB), GIB / 2), level("/", None, 0)];
-        let why = judge(&[need(7, 6, pod)], Some(100 * GIB)).expect_err("refused");
+        let why = judge(&[need(7, 6, pod)], Some(100 * GIB))
+            .expect_err("refused")
+            .to_string();
         assert!(
             why.contains(
                 "cgroup /pod has 2560 MiB of room under its memory.max (3072 MiB, 512 MiB in use)"
@@ -192,10 +209,13 @@ mod tests {
     fn a_group_is_summed_per_cgroup_and_against_the_host() {
         let pod = || vec![level("/pod", Some(5 * GIB), 0)];
         assert!(judge(&[need(1, 2, pod()), need(2, 2, pod())], None).is_ok());
-        let why = judge(&[need(1, 3, pod()), need(2, 3, pod())], None).expect_err("6 > 5");
+        let why = judge(&[need(1, 3, pod()), need(2, 3, pod())], None)
+            .expect_err("6 > 5")
+            .to_string();
         assert!(why.contains("PID(s) [1, 2]"), "{why}");
-        let host =
-            judge(&[need(1, 3, vec![]), need(2, 3, vec![])], Some(5 * GIB)).expect_err("host");
+        let host = judge(&[need(1, 3, vec![]), need(2, 3, vec![])], Some(5 * GIB))
+            .expect_err("host")
+            .to_string();
         assert!(host.contains("MemAvailable"), "{host}");
         assert!(
             judge(&[need(1, 3, vec![])], Some(3 * GIB)).is_ok(),
@@ -209,7 +229,9 @@ mod tests {
             hierarchy: memory::Hierarchy::V1,
             ..level("/docker/abc", Some(GIB), 0)
         };
-        let why = judge(&[need(1, 2, vec![v1])], None).expect_err("2 GiB > 1 GiB");
+        let why = judge(&[need(1, 2, vec![v1])], None)
+            .expect_err("2 GiB > 1 GiB")
+            .to_string();
         assert!(
             why.contains("under its memory.limit_in_bytes (1024 MiB, 0 MiB in use)")
                 && why.contains("OOM-kill the process"),
@@ -228,6 +250,7 @@ mod tests {
         };
         assert!(judge(&[need(1, 2, vec![high])], None)
             .unwrap_err()
+            .to_string()
             .contains("memory.high"));
         assert!(judge(&[need(1, 64, vec![level("/", None, 0)])], None).is_ok());
     }

@@ -110,7 +110,7 @@ fn open_cgroups(selectors: &Selectors) -> Result<Vec<Cgroup>, Failure> {
             "give a cgroup directory, e.g. /sys/fs/cgroup/kubepods.slice/...",
         )
     };
-    cgroup::check_root_override().map_err(usage)?;
+    cgroup::check_root_override().map_err(|why| usage(why.to_string()))?;
     selectors
         .cgroups
         .iter()

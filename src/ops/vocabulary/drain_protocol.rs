@@ -41,6 +41,31 @@ const GLIBC_RTMIN: i32 = 34;
 /// Linux.
 const GLIBC_RTMAX: i32 = 64;
 
+/// Why a text or a number is no drain signal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidSignal {
+    #[error("{0:?} is not a real-time signal: the drain signal must be one of SIGRTMIN..SIGRTMAX ({min}..{max}, e.g. 40 or RTMIN+6), which no program reads as stop or interrupt", min = GLIBC_RTMIN, max = GLIBC_RTMAX)]
+    NotRealTime(String),
+    #[error("{0:?}: write the offset as RTMIN+N or RTMAX-N")]
+    Offset(String),
+    #[error("signals 32 and 33 are glibc's own; the drain signal must be one of SIGRTMIN..SIGRTMAX ({min}..{max})", min = GLIBC_RTMIN, max = GLIBC_RTMAX)]
+    GlibcOwn,
+    #[error("signal {0} is not a real-time signal: the drain signal must be one of SIGRTMIN..SIGRTMAX ({min}..{max}), which no program reads as stop or interrupt", min = GLIBC_RTMIN, max = GLIBC_RTMAX)]
+    OutOfRange(i32),
+    /// A number out of range, as written.
+    #[error("{text:?}: {why}")]
+    Written {
+        text: String,
+        why: Box<InvalidSignal>,
+    },
+}
+
+impl From<InvalidSignal> for String {
+    fn from(error: InvalidSignal) -> String {
+        error.to_string()
+    }
+}
+
 /// The signal that asks a process to drain, and to rebuild.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DrainSignal(i32);
@@ -55,7 +80,7 @@ impl DrainSignal {
     /// SIGTERM or SIGINT as "stop" (Python raises KeyboardInterrupt),
     /// SIGUSR1/SIGUSR2 as a batch system's warning, and no standard signal
     /// is free of such a meaning. Real-time signals have none by default.
-    pub fn parse(text: &str) -> Result<DrainSignal, String> {
+    pub fn parse(text: &str) -> Result<DrainSignal, InvalidSignal> {
         let upper = text.trim().to_ascii_uppercase();
         let name = upper.strip_prefix("SIG").unwrap_or(&upper);
         let number = if let Ok(n) = name.parse::<i32>() {
@@ -65,23 +90,20 @@ impl DrainSignal {
         } else if let Some(offset) = name.strip_prefix("RTMAX") {
             GLIBC_RTMAX + parse_offset(offset, text)?
         } else {
-            return Err(format!(
-                "{text:?} is not a real-time signal: the drain signal must be one of SIGRTMIN..SIGRTMAX (34..64, e.g. 40 or RTMIN+6), which no program reads as stop or interrupt"
-            ));
+            return Err(InvalidSignal::NotRealTime(text.to_string()));
         };
-        DrainSignal::from_number(number).map_err(|why| format!("{text:?}: {why}"))
+        DrainSignal::from_number(number).map_err(|why| InvalidSignal::Written {
+            text: text.to_string(),
+            why: Box::new(why),
+        })
     }
 
     /// A real-time signal by number (34 to 64).
-    pub fn from_number(number: i32) -> Result<DrainSignal, String> {
+    pub fn from_number(number: i32) -> Result<DrainSignal, InvalidSignal> {
         match number {
             GLIBC_RTMIN..=GLIBC_RTMAX => Ok(DrainSignal(number)),
-            32 | 33 => Err(format!(
-                "signals 32 and 33 are glibc's own; the drain signal must be one of SIGRTMIN..SIGRTMAX ({GLIBC_RTMIN}..{GLIBC_RTMAX})"
-            )),
-            _ => Err(format!(
-                "signal {number} is not a real-time signal: the drain signal must be one of SIGRTMIN..SIGRTMAX ({GLIBC_RTMIN}..{GLIBC_RTMAX}), which no program reads as stop or interrupt"
-            )),
+            32 | 33 => Err(InvalidSignal::GlibcOwn),
+            _ => Err(InvalidSignal::OutOfRange(number)),
         }
     }
 
@@ -102,13 +124,13 @@ impl fmt::Display for DrainSignal {
     }
 }
 
-fn parse_offset(offset: &str, text: &str) -> Result<i32, String> {
+fn parse_offset(offset: &str, text: &str) -> Result<i32, InvalidSignal> {
     if offset.is_empty() {
         return Ok(0);
     }
     offset
         .parse::<i32>()
-        .map_err(|_| format!("{text:?}: write the offset as RTMIN+N or RTMAX-N"))
+        .map_err(|_| InvalidSignal::Offset(text.to_string()))
 }
 
 /// Whether a process with these threads (id, name) shows the marker.
@@ -164,7 +186,7 @@ mod tests {
             ("NOPE", "not a real-time signal"),
             ("RTMIN+x", "RTMIN+N"),
         ] {
-            let error = DrainSignal::parse(bad).expect_err(bad);
+            let error = DrainSignal::parse(bad).expect_err(bad).to_string();
             assert!(
                 error.contains(why) && error.contains(&format!("{bad:?}")),
                 "{bad}: {error}"

@@ -39,23 +39,36 @@ impl fmt::Display for Timeout {
     }
 }
 
+/// Why a text is no timeout or duration (each quotes the text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidDuration {
+    #[error("timeout {0:?} is too long: the driver takes at most {max} ms (about 49 days)", max = u32::MAX)]
+    TooLong(String),
+    #[error("invalid timeout {text:?}: {why} (use milliseconds, like 500, or a duration, like 500ms, 5s, 2m)")]
+    Unreadable { text: String, why: String },
+    #[error("{text:?} has no unit: write {bare}s for seconds or {bare}ms for milliseconds (also m, h; 0 for none)")]
+    NoUnit { text: String, bare: String },
+}
+
+impl From<InvalidDuration> for String {
+    fn from(error: InvalidDuration) -> String {
+        error.to_string()
+    }
+}
+
 /// Parses a timeout as the command line takes it; the error quotes the text.
-pub fn parse_timeout(text: &str) -> Result<Timeout, String> {
+pub fn parse_timeout(text: &str) -> Result<Timeout, InvalidDuration> {
     let trimmed = text.trim();
-    let too_long = || {
-        format!(
-            "timeout {text:?} is too long: the driver takes at most {} ms (about 49 days)",
-            u32::MAX
-        )
-    };
+    let too_long = || InvalidDuration::TooLong(text.to_string());
     if !trimmed.is_empty() && trimmed.chars().all(|c| c.is_ascii_digit()) {
         return trimmed
             .parse::<u32>()
             .map(Timeout::from_millis)
             .map_err(|_| too_long());
     }
-    let duration = humantime::parse_duration(trimmed).map_err(|e| {
-        format!("invalid timeout {text:?}: {e} (use milliseconds, like 500, or a duration, like 500ms, 5s, 2m)")
+    let duration = humantime::parse_duration(trimmed).map_err(|e| InvalidDuration::Unreadable {
+        text: text.to_string(),
+        why: e.to_string(),
     })?;
     // Round up: a short non-zero timeout must never become 0, which means
     // "wait forever" to the driver.
@@ -69,15 +82,16 @@ pub fn parse_timeout(text: &str) -> Result<Timeout, String> {
 /// --timeout`: new flags, so NVIDIA's bare milliseconds are not inherited,
 /// and `--deadline 30` cannot silently mean 30 ms). `0` alone still means
 /// none.
-pub fn parse_duration_with_unit(text: &str) -> Result<Timeout, String> {
+pub fn parse_duration_with_unit(text: &str) -> Result<Timeout, InvalidDuration> {
     let trimmed = text.trim();
     if trimmed == "0" {
         return Ok(Timeout::NONE);
     }
     if !trimmed.is_empty() && trimmed.chars().all(|c| c.is_ascii_digit()) {
-        return Err(format!(
-            "{text:?} has no unit: write {trimmed}s for seconds or {trimmed}ms for milliseconds (also m, h; 0 for none)"
-        ));
+        return Err(InvalidDuration::NoUnit {
+            text: text.to_string(),
+            bare: trimmed.to_string(),
+        });
     }
     parse_timeout(trimmed)
 }
@@ -109,7 +123,9 @@ mod tests {
             parse_duration_with_unit("500ms"),
             Ok(Timeout::from_millis(500))
         );
-        let bare = parse_duration_with_unit("30").expect_err("no unit");
+        let bare = parse_duration_with_unit("30")
+            .expect_err("no unit")
+            .to_string();
         assert!(bare.contains("30s") && bare.contains("30ms"), "{bare}");
         assert!(parse_duration_with_unit("soon").is_err());
     }
@@ -138,7 +154,7 @@ mod tests {
     #[test]
     fn bad_values_are_quoted() {
         for bad in ["", "-5", "5 parsecs", "1.5", "ten", "4294967296", "50d"] {
-            let err = parse_timeout(bad).unwrap_err();
+            let err = parse_timeout(bad).unwrap_err().to_string();
             assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
         }
     }
