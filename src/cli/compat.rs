@@ -339,6 +339,28 @@ impl CompatCommand {
     }
 }
 
+/// NVIDIA's grammar's one conversion into the pipeline's request: one
+/// process, a thread id taken for its process (CRIU's plugin passes the
+/// restore thread's id), NVIDIA's errors, and `--force` and the drain from
+/// the environment.
+fn compat_request(
+    libcuda: Option<&Path>,
+    pid: i32,
+    operation: Operation,
+    map: MapSpec,
+    drain: crate::ops::Drain,
+) -> Request<'_> {
+    Request {
+        pids: vec![pid],
+        map,
+        thread_ids: ThreadIds::ActOnProcess,
+        force: super::force_from_env(),
+        drain,
+        nvidia_errors: true,
+        ..Request::new(libcuda, operation)
+    }
+}
+
 /// Runs the compatible grammar; exits 0 on success, 1 on any failure.
 pub fn main(args: &[OsString]) -> ExitStatus {
     let args: Vec<String> = args
@@ -371,16 +393,13 @@ pub fn main(args: &[OsString]) -> ExitStatus {
         }
     };
     let report = match MapSpec::parse(&map) {
-        Ok(map) => request::run(Request {
-            pids: vec![pid],
+        Ok(map) => request::run(compat_request(
+            libcuda.as_deref(),
+            pid,
+            operation.clone(),
             map,
-            // CRIU's plugin passes the restore thread's id.
-            thread_ids: ThreadIds::ActOnProcess,
-            force: super::force_from_env(),
             drain,
-            nvidia_errors: true,
-            ..Request::new(libcuda.as_deref(), operation.clone())
-        }),
+        )),
         Err(error) => request::refused_map(&operation, &[pid], &error),
     };
     let Some(process) = report.processes.first() else {

@@ -24,7 +24,6 @@ use crate::exit::ExitStatus;
 use crate::gpu::inventory::Inventory;
 use crate::ops::diagnose;
 use crate::ops::StepDone;
-use crate::ops::{Request, ThreadIds};
 use crate::output::{self, json, Look, Sink};
 
 /// Runs cudackpt with this process's arguments.
@@ -297,25 +296,7 @@ fn run_process_command(invocation: Invocation, global: &GlobalArgs, sink: &Sink)
     // JSON nor quiet asked for.
     let watched = !sink.json && !sink.quiet && std::io::stderr().is_terminal();
     let progress: &(dyn Fn(&StepDone<'_>) + Sync) = &print_progress;
-    let report = crate::ops::run(Request {
-        libcuda: global.libcuda.as_deref(),
-        pids: invocation.pids,
-        selectors: invocation.selectors,
-        confirmed: global.yes,
-        operation: invocation.operation,
-        map: invocation.map,
-        thread_ids: ThreadIds::Refuse,
-        deadline: invocation.deadline,
-        progress: watched.then_some(progress),
-        record_dir: global.record_dir.as_deref(),
-        force: invocation.force,
-        verify: invocation.verify,
-        use_locks: !global.no_lock,
-        dry_run: invocation.dry_run,
-        recovering: false,
-        drain: invocation.drain,
-        nvidia_errors: false,
-    });
+    let report = crate::ops::run(invocation.request(global, watched.then_some(progress)));
     sink.finish(&report)
 }
 

@@ -6,13 +6,14 @@
 use std::path::{Path, PathBuf};
 
 use crate::cli::args::{
-    Command, DeadlineArg, DrainArg, DryRunArg, ForceArg, HandshakeArg, MapArg, Targets, VerifyArg,
+    Command, DeadlineArg, DrainArg, DryRunArg, ForceArg, GlobalArgs, HandshakeArg, MapArg, Targets,
+    VerifyArg,
 };
 use crate::files;
 use crate::gpu::map::{self, MapError, MapSpec};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::timeout::Timeout;
-use crate::ops::{Drain, Selectors};
+use crate::ops::{Drain, Request, Selectors, StepDone, ThreadIds};
 
 /// A process command as the modern grammar gives it, not yet validated.
 pub struct RawProcessCommand {
@@ -314,6 +315,37 @@ impl TryFrom<RawProcessCommand> for Invocation {
             dry_run: raw.dry_run,
             drain: raw.drain,
         })
+    }
+}
+
+impl Invocation {
+    /// The modern grammar's one conversion into the pipeline's request: the
+    /// command's own options, with the global ones (`--libcuda`, `--yes`,
+    /// `--record-dir`, `--no-lock`) and the progress printer.
+    pub fn request<'a>(
+        self,
+        global: &'a GlobalArgs,
+        progress: Option<&'a (dyn Fn(&StepDone<'_>) + Sync)>,
+    ) -> Request<'a> {
+        Request {
+            libcuda: global.libcuda.as_deref(),
+            pids: self.pids,
+            selectors: self.selectors,
+            confirmed: global.yes,
+            operation: self.operation,
+            map: self.map,
+            thread_ids: ThreadIds::Refuse,
+            deadline: self.deadline,
+            progress,
+            record_dir: global.record_dir.as_deref(),
+            force: self.force,
+            verify: self.verify,
+            use_locks: !global.no_lock,
+            dry_run: self.dry_run,
+            recovering: false,
+            drain: self.drain,
+            nvidia_errors: false,
+        }
     }
 }
 
