@@ -253,9 +253,9 @@ fn parties(ready: &Ready, signal: DrainSignal) -> Result<Parties, Stop> {
 
 fn stop_unable(unable: Vec<ProcessReport>) -> Stop {
     let first = unable[0].pid;
-    Stop::Halted {
-        ran: unable,
-        not_run: Some(Failure::not_drained(format!(
+    Stop::Declined {
+        refused: unable,
+        others: Some(Failure::not_drained(format!(
             "PID {first} cannot drain, so nothing was sent to any process"
         ))),
     }
@@ -432,8 +432,8 @@ impl Drained {
                 }
                 Ok(())
             }
-            Err(Stop::Halted { ran, .. }) => {
-                Err(self.call_off(&Why::Refused(ran), ledger, interrupt))
+            Err(Stop::Declined { refused, .. }) => {
+                Err(self.call_off(&Why::Refused(refused), ledger, interrupt))
             }
             Err(stop) => Err(stop),
         }
@@ -864,6 +864,7 @@ pub(super) fn predict(request: &Request<'_>, ready: &Ready, reports: &mut [Proce
     let parties = parties(ready, signal);
     let refused = match &parties {
         Ok(_) => Vec::new(),
+        Err(Stop::Declined { refused, .. }) => refused.clone(),
         Err(Stop::Halted { ran, .. }) => ran.clone(),
         Err(Stop::Refused(_)) => Vec::new(),
     };

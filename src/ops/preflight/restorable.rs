@@ -147,9 +147,9 @@ pub fn check(
             ..ProcessReport::new(f.pid, name_of(ready, f.pid))
         })
         .collect();
-    Err(Stop::Halted {
-        ran,
-        not_run: Some(Failure::not_attempted(format!(
+    Err(Stop::Declined {
+        refused: ran,
+        others: Some(Failure::not_attempted(format!(
             "PID {first} could not be restored after a checkpoint"
         ))),
     })

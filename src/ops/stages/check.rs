@@ -133,9 +133,9 @@ pub fn ready(request: &Request<'_>, checked: &mut Checked) -> Result<Ready, Stop
     }
     let valid: Vec<Target> = checked.results.iter().flatten().cloned().collect();
     if valid.is_empty() {
-        return Err(Stop::Halted {
-            ran: Vec::new(),
-            not_run: None,
+        return Err(Stop::Declined {
+            refused: Vec::new(),
+            others: None,
         });
     }
     let driver = match checked.driver.take() {
@@ -145,9 +145,9 @@ pub fn ready(request: &Request<'_>, checked: &mut Checked) -> Result<Ready, Stop
     let (blocked, targets) = set_aside_stopped(request, checked, &driver, valid);
     if let (Some(first), true) = (blocked.first(), checked.changes_state) {
         let pid = first.pid;
-        return Err(Stop::Halted {
-            ran: blocked,
-            not_run: Some(Failure::new(
+        return Err(Stop::Declined {
+            refused: blocked,
+            others: Some(Failure::new(
                 FailureKind::NotAttempted,
                 format!("not attempted: PID {pid} is stopped"),
                 "continue the stopped process first; a group changes state together or not at all",
@@ -235,9 +235,9 @@ impl Checked {
             // A refusal of the whole group before any process ran (its
             // memory, its map, the driver) is said once, at the top; each
             // process is then just not attempted.
-            Err(Stop::Halted {
-                ran,
-                not_run: Some(failure),
+            Err(Stop::Declined {
+                refused: ran,
+                others: Some(failure),
             }) if ran.is_empty() && failure.kind != FailureKind::NotAttempted => {
                 let each = Failure::new(
                     FailureKind::NotAttempted,
@@ -251,7 +251,11 @@ impl Checked {
                 report.failure = Some(failure);
                 report
             }
-            Err(Stop::Halted { ran, not_run }) => self.report(ran, not_run, started),
+            Err(Stop::Declined {
+                refused: ran,
+                others: not_run,
+            })
+            | Err(Stop::Halted { ran, not_run }) => self.report(ran, not_run, started),
             Err(Stop::Refused(failure)) => self.report(Vec::new(), Some(failure), started),
         }
     }
@@ -353,7 +357,11 @@ mod tests {
     fn one_bad_target_stops_a_group_before_the_driver_is_loaded() {
         let request = Request::new(None, Operation::Unlock);
         let mut checked = checked(vec![Ok(target(1)), Err(gone())], vec![1, 99], true);
-        let Err(Stop::Halted { ran, not_run }) = ready(&request, &mut checked) else {
+        let Err(Stop::Declined {
+            refused: ran,
+            others: not_run,
+        }) = ready(&request, &mut checked)
+        else {
             panic!("the group must stop")
         };
         assert!(ran.is_empty());
@@ -368,7 +376,7 @@ mod tests {
         let mut checked = checked(vec![Err(gone())], vec![99], false);
         assert!(matches!(
             ready(&request, &mut checked),
-            Err(Stop::Halted { not_run: None, .. })
+            Err(Stop::Declined { others: None, .. })
         ));
     }
 

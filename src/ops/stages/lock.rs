@@ -65,9 +65,9 @@ pub fn not_left_by_a_dead_cudackpt(ready: &Ready) -> Result<(), Stop> {
         )),
         ..ProcessReport::new(target.pid, Some(target.name.clone()))
     });
-    Err(Stop::Halted {
-        ran,
-        not_run: Some(Failure::not_attempted(format!(
+    Err(Stop::Declined {
+        refused: ran,
+        others: Some(Failure::not_attempted(format!(
             "PID {} needs recovering first",
             target.pid
         ))),
@@ -92,9 +92,9 @@ fn confirm_identities(ready: &Ready) -> Result<(), Stop> {
         )),
         ..ProcessReport::new(target.pid, Some(target.name.clone()))
     });
-    Err(Stop::Halted {
-        ran,
-        not_run: Some(Failure::not_attempted(format!(
+    Err(Stop::Declined {
+        refused: ran,
+        others: Some(Failure::not_attempted(format!(
             "PID {} is no longer the process checked",
             target.pid
         ))),
@@ -138,9 +138,9 @@ fn take(ready: &Ready) -> Result<Held, Stop> {
         )),
         ..ProcessReport::new(busy_pid, name)
     });
-    Err(Stop::Halted {
-        ran,
-        not_run: Some(Failure::not_attempted(format!(
+    Err(Stop::Declined {
+        refused: ran,
+        others: Some(Failure::not_attempted(format!(
             "PID {busy_pid} is in use by another cudackpt"
         ))),
     })

@@ -8,9 +8,17 @@ use crate::ops::vocabulary::report::ProcessReport;
 pub enum Stop {
     /// Before any target was examined: every named PID shares the failure.
     Refused(Failure),
-    /// After the checks: the reports of targets already answered for, and
-    /// the failure of every other valid target (none: they simply were
-    /// not run).
+    /// After the checks, before anything was done to any process (no
+    /// state change, no signal): the reports of the targets refused, each
+    /// with its reason, and the failure of every other valid target (none:
+    /// there was nothing to do).
+    Declined {
+        refused: Vec<ProcessReport>,
+        others: Option<Failure>,
+    },
+    /// After something was done: the reports of the targets it was done to
+    /// (a drain asked and called off), and the failure of every other
+    /// valid target.
     Halted {
         ran: Vec<ProcessReport>,
         not_run: Option<Failure>,
@@ -18,11 +26,11 @@ pub enum Stop {
 }
 
 impl Stop {
-    /// Every valid target gets `failure`; nothing ran.
+    /// Every valid target gets `failure`; nothing was done.
     pub(crate) fn not_run(failure: Failure) -> Stop {
-        Stop::Halted {
-            ran: Vec::new(),
-            not_run: Some(failure),
+        Stop::Declined {
+            refused: Vec::new(),
+            others: Some(failure),
         }
     }
 }
