@@ -219,8 +219,9 @@ pub fn run(libcuda: Option<&Path>, action: Result<String, ActionNotText>) -> Rep
             let mut report = run_on(libcuda, vec![], vec![root], Operation::Suspend { timeout });
             let suspended = suspended_by(&report);
             if !suspended.is_empty() {
-                hand_off(root, &suspended, &mut report);
-                watch_criu(libcuda, &suspended, &mut report);
+                let criu = criu();
+                hand_off(criu, root, &suspended, &mut report);
+                watch_criu(libcuda, criu, &suspended, &mut report);
             }
             report
         }
@@ -283,9 +284,9 @@ fn suspended_by(report: &Report) -> Vec<Identity> {
 }
 
 /// Leaves what pre-dump suspended for this dump's post-dump.
-fn hand_off(root: i32, suspended: &[Identity], report: &mut Report) {
+fn hand_off(criu: Identity, root: i32, suspended: &[Identity], report: &mut Report) {
     let handoff = Handoff {
-        criu: criu(),
+        criu,
         root,
         suspended: suspended.to_vec(),
     };
@@ -328,8 +329,7 @@ fn spawn_detached(libcuda: Option<&Path>, args: &[String]) -> std::io::Result<()
 /// After a pre-dump that suspended processes: starts a detached watcher
 /// that outlives this hook and waits for CRIU (the hook's parent) to end,
 /// then resumes whatever of the group it finds alive and checkpointed.
-fn watch_criu(libcuda: Option<&Path>, suspended: &[Identity], report: &mut Report) {
-    let criu = criu();
+fn watch_criu(libcuda: Option<&Path>, criu: Identity, suspended: &[Identity], report: &mut Report) {
     let mut args = vec![
         "criu-hook".to_string(),
         "--after-criu".to_string(),

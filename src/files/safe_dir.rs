@@ -314,6 +314,23 @@ impl SafeDir {
             .map_err(|source| UnsafeDir::Io { path, source })
     }
 
+    /// The files named `PID` + `suffix` (`4242.lock`), with their PIDs:
+    /// the per-process files a directory of cudackpt's keeps. Anything
+    /// else there is left out.
+    pub fn pid_files(&self, suffix: &str) -> Vec<(String, i32)> {
+        let Ok(entries) = std::fs::read_dir(&self.path) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name().to_str()?.to_string();
+                let pid = name.strip_suffix(suffix)?.parse::<i32>().ok()?;
+                Some((name, pid))
+            })
+            .collect()
+    }
+
     /// Removes `name` if it is there.
     pub fn remove(&self, name: &str) -> io::Result<()> {
         match rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()) {

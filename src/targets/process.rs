@@ -458,6 +458,15 @@ pub fn stat_fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
     Some(stat[stat.rfind(')')? + 1..].split_whitespace())
 }
 
+/// Whether process `pid`'s main thread is stopped now (SIGSTOP, a
+/// debugger, CRIU's freeze); false when it is gone.
+pub fn is_stopped(pid: i32) -> bool {
+    read_status(pid)
+        .ok()
+        .flatten()
+        .is_some_and(|status| is_stopped_state(status.state))
+}
+
 /// Whether thread `tid` of process `pid` is stopped; `None` when it is gone.
 pub fn thread_stopped(pid: i32, tid: i32) -> Option<bool> {
     let stat = read_proc_text(&format!("/proc/{pid}/task/{tid}/stat")).ok()?;

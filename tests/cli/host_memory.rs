@@ -8,7 +8,7 @@
 
 use std::fs;
 
-use crate::support::{texts, Fixture};
+use crate::support::{texts, Fixture, RealCgroup};
 use crate::wire::{CheckStatus, DoctorDoc, Kind, ProcessCommandDoc, State};
 
 const GIB: u64 = 1 << 30;
@@ -211,52 +211,24 @@ fn a_refused_group_reports_the_states_selection_learnt() {
     assert!(calls.iter().all(|c| c.op == "get_state"), "{calls:?}");
 }
 
-/// A fresh cgroup in this host's cgroup v1 memory hierarchy, removed on
-/// drop (its processes moved back to the root first); `None`, with the
-/// reason printed, where there is none to write (not root, or a v2-only
-/// host).
-struct V1MemoryCgroup {
-    dir: std::path::PathBuf,
-}
-
-impl V1MemoryCgroup {
-    fn new(limit: u64) -> Option<V1MemoryCgroup> {
-        let root = cudackpt::targets::memory::v1_memory_hierarchy()
-            .filter(|(mount_root, _)| mount_root == "/")
-            .map(|(_, mount_point)| mount_point);
-        static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let nth = MADE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let made = root.and_then(|root| {
-            let dir = root.join(format!("cudackpt-test-{}-{nth}", std::process::id()));
-            fs::create_dir(&dir).ok()?;
-            let cgroup = V1MemoryCgroup { dir };
-            fs::write(cgroup.dir.join("memory.limit_in_bytes"), limit.to_string()).ok()?;
-            Some(cgroup)
+/// A fresh cgroup in this host's cgroup v1 memory hierarchy with this
+/// memory limit, removed on drop (its processes moved back to the root
+/// first); `None`, said as a missing prerequisite, where there is none to
+/// write (not root, or a v2-only host).
+fn v1_memory_cgroup(limit: u64) -> Option<RealCgroup> {
+    let made = cudackpt::targets::memory::v1_memory_hierarchy()
+        .filter(|(mount_root, _)| mount_root == "/")
+        .and_then(|(_, mount_point)| RealCgroup::under(mount_point))
+        .filter(|cgroup| {
+            fs::write(cgroup.dir.join("memory.limit_in_bytes"), limit.to_string()).is_ok()
         });
-        if made.is_none() {
-            crate::support::prerequisite(
-                "write a cgroup v1 memory hierarchy (needs root and a host that mounts one)",
-                false,
-            );
-        }
-        made
+    if made.is_none() {
+        crate::support::prerequisite(
+            "write a cgroup v1 memory hierarchy (needs root and a host that mounts one)",
+            false,
+        );
     }
-
-    fn add(&self, pid: i32) {
-        fs::write(self.dir.join("cgroup.procs"), pid.to_string()).expect("join the cgroup");
-    }
-}
-
-impl Drop for V1MemoryCgroup {
-    fn drop(&mut self) {
-        let procs = fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
-        if let Some(root) = self.dir.parent() {
-            for pid in procs.lines() {
-                let _ = fs::write(root.join("cgroup.procs"), pid);
-            }
-        }
-        let _ = fs::remove_dir(&self.dir);
-    }
+    made
 }
 
 /// Hosts whose memory controller is still on cgroup v1 (this kind of CI
@@ -266,13 +238,13 @@ impl Drop for V1MemoryCgroup {
 /// limits were not read at all, and the checkpoint went ahead in silence.
 #[test]
 fn a_cgroup_v1_memory_limit_is_weighed_too() {
-    let Some(cgroup) = V1MemoryCgroup::new(2 * GIB) else {
+    let Some(cgroup) = v1_memory_cgroup(2 * GIB) else {
         return;
     };
     // No fixture cgroup tree: that stands in for cgroup v2 only.
     let fx = Fixture::new().with_nvml();
     let target = fx.cuda_target();
-    cgroup.add(target.pid);
+    cgroup.add(&cgroup.dir, target.pid);
     fx.set_footprints(&[(target.pid, 4096)]);
     fx.take_calls();
 

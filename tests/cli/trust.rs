@@ -579,15 +579,9 @@ fn a_directory_that_only_looks_like_a_cgroup_aims_nothing() {
 fn the_root_of_any_cgroup_hierarchy_is_the_whole_host() {
     let fx = Fixture::new();
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
-    let roots: Vec<String> = mountinfo
-        .lines()
-        .filter_map(|line| {
-            let (before, after) = line.split_once(" - ")?;
-            let fields: Vec<&str> = before.split_whitespace().collect();
-            let fstype = after.split_whitespace().next()?;
-            (fields.get(3) == Some(&"/") && fstype.starts_with("cgroup"))
-                .then(|| fields.get(4).map(|p| p.to_string()))?
-        })
+    let roots: Vec<String> = cudackpt::targets::discover::mounts(&mountinfo)
+        .filter(|m| m.root == "/" && m.fstype.starts_with("cgroup"))
+        .map(|m| m.point.to_string())
         .collect();
     if !prerequisite("find a cgroup hierarchy mounted here", !roots.is_empty()) {
         return;

@@ -1609,12 +1609,18 @@ def drain_ipc_pair(tools):
                 f"(cudaErrorNotPermitted); states {result['states_after']}")
     finally:
         result.setdefault("pair_log", open(os.path.join(work, "pair.log")).read()[-3000:])
-        open(os.path.join(work, "stop"), "w").close()
-        try:
-            os.killpg(p.pid, 9)
-        except OSError:
-            pass
-        p.wait(timeout=60)
+        stop_drain_ipc(p, work)
+
+
+def stop_drain_ipc(p, work):
+    """Stops a drain_ipc.py process (and its child): asked through `work`,
+    then its whole session killed, and reaped."""
+    open(os.path.join(work, "stop"), "w").close()
+    try:
+        os.killpg(p.pid, 9)
+    except OSError:
+        pass
+    p.wait(timeout=60)
 
 
 def start_single(work, **env):
@@ -1669,12 +1675,7 @@ def drain_single_torch(tools):
     finally:
         bystander.close()
         plain.close()
-        open(os.path.join(work, "stop"), "w").close()
-        try:
-            os.killpg(p.pid, 9)
-        except OSError:
-            pass
-        p.wait(timeout=60)
+        stop_drain_ipc(p, work)
 
 
 @scenario("drain trust: a launcher's rank is refused without a drain; lock --drain then checkpoint (the drained record vouches); kill -9 mid-drain, then recover: one rebuild, data right")
@@ -1715,12 +1716,7 @@ def drain_vouched_and_recovered(tools):
         return (f"plain suspend refused (unrestorable); lock --drain + checkpoint + resume went, rebuilt in {up['processes'][0]['drain']['rebuilt_ms']:.0f} ms; "
                 f"killed mid-drain (record left: {bool(left)}), recovered, drains {final['drains']}, data right")
     finally:
-        open(os.path.join(work, "stop"), "w").close()
-        try:
-            os.killpg(p.pid, 9)
-        except OSError:
-            pass
-        p.wait(timeout=60)
+        stop_drain_ipc(p, work)
 
 
 @scenario("drain: a job in its own PID and mount namespace (private /dev/shm), driven from the host")

@@ -137,7 +137,7 @@ pub fn pending(target: &Target, signal: DrainSignal) -> bool {
     process::read_status(target.pid)
         .ok()
         .flatten()
-        .is_some_and(|status| signal.caught_by(status.pending))
+        .is_some_and(|status| signal.in_mask(status.pending))
 }
 
 /// Sends the request (or the rebuild, or the call-off: the same signal).

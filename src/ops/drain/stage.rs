@@ -163,16 +163,14 @@ fn new_signal(interrupt: &Interrupt) -> impl Fn() -> bool + '_ {
     move || !before && interrupt.signal().is_some()
 }
 
-/// A target stopped since it was checked, whose restore thread is stopped
-/// too (the driver could not answer for it).
+/// A target stopped since it was checked, so that the driver could not
+/// answer for it.
 fn stopped_meanwhile(ready: &Ready) -> Option<i32> {
-    ready.targets.iter().map(|t| t.pid).find(|&pid| {
-        crate::targets::process::read_status(pid)
-            .ok()
-            .flatten()
-            .is_some_and(|s| crate::targets::process::is_stopped_state(s.state))
-            && crate::ops::execute::restore_thread_stopped(&ready.driver, pid)
-    })
+    ready
+        .targets
+        .iter()
+        .map(|t| t.pid)
+        .find(|&pid| crate::ops::execute::cannot_answer(&ready.driver, pid))
 }
 
 /// Who takes part in a drain, and who is left out of it.
@@ -647,12 +645,9 @@ pub fn rebuild(
     }
     ledger.flush();
     // A stopped process takes the signal once it runs again: not waited for.
-    let (stopped, sent): (Vec<&Target>, Vec<&Target>) = sent.into_iter().partition(|t| {
-        crate::targets::process::read_status(t.pid)
-            .ok()
-            .flatten()
-            .is_some_and(|s| crate::targets::process::is_stopped_state(s.state))
-    });
+    let (stopped, sent): (Vec<&Target>, Vec<&Target>) = sent
+        .into_iter()
+        .partition(|t| crate::targets::process::is_stopped(t.pid));
     reports.extend(stopped.iter().map(|t| {
         (
             t.pid,
@@ -785,7 +780,7 @@ fn delivered(target: &Target, signal: DrainSignal, owed_before: bool, timeout: D
         if Instant::now() >= until || target.still_the_same().is_err() {
             break;
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(super::POLL);
     }
     let waited = format_duration(timeout);
     if owed_before {

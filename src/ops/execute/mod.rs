@@ -61,6 +61,13 @@ pub struct Executor<'a> {
 /// Told where every process starts, before the first state change.
 pub type BeforeChange<'a> = &'a (dyn Fn(&[Place]) + Sync);
 
+/// Whether the driver would wait instead of answering for `pid`: its main
+/// thread and its restore thread are stopped (measured on driver 580:
+/// GetState blocks on a SIGSTOPped process; GetRestoreThreadId does not).
+pub fn cannot_answer(driver: &dyn CheckpointApi, pid: i32) -> bool {
+    crate::targets::process::is_stopped(pid) && restore_thread_stopped(driver, pid)
+}
+
 /// Whether the restore thread of a process is stopped (or cannot be told).
 pub fn restore_thread_stopped(driver: &dyn CheckpointApi, pid: i32) -> bool {
     driver.restore_thread_id(pid).map_or(true, |tid| {

@@ -60,6 +60,11 @@ pub fn vouches_for(pid: i32) -> bool {
     let Ok(Some(dir)) = SafeDir::open_existing(&dir()) else {
         return false;
     };
+    vouches_in(&dir, pid)
+}
+
+/// [`vouches_for`], in the directory already open.
+fn vouches_in(dir: &SafeDir, pid: i32) -> bool {
     let Ok(Some(text)) = dir.read_capped(&file_name(pid), CAP) else {
         return false;
     };
@@ -81,21 +86,9 @@ pub fn prune() -> usize {
     let Ok(Some(dir)) = SafeDir::open_existing(&dir()) else {
         return 0;
     };
-    let Ok(entries) = std::fs::read_dir(dir.path()) else {
-        return 0;
-    };
     let mut pruned = 0;
-    for entry in entries.flatten() {
-        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
-            continue;
-        };
-        let Some(pid) = name
-            .strip_suffix(".json")
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if !vouches_for(pid) {
+    for (name, pid) in dir.pid_files(".json") {
+        if !vouches_in(&dir, pid) {
             let _ = dir.remove(&name);
             pruned += 1;
         }

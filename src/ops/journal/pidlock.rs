@@ -167,20 +167,8 @@ pub fn prune_in(dir: &Path) -> usize {
     let Ok(Some(dir)) = SafeDir::open_existing(dir) else {
         return 0;
     };
-    let Ok(entries) = std::fs::read_dir(dir.path()) else {
-        return 0;
-    };
     let mut removed = 0;
-    for entry in entries.flatten() {
-        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
-            continue;
-        };
-        let Some(pid) = name
-            .strip_suffix(".lock")
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
-            continue;
-        };
+    for (name, pid) in dir.pid_files(".lock") {
         if process_exists(pid) {
             continue;
         }

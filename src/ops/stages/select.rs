@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use crate::driver::{code, CallError, CheckpointApi, Driver, ProcessState};
+use crate::ops::execute::cannot_answer;
 use crate::ops::execute::concurrently;
-use crate::ops::execute::restore_thread_stopped;
 use crate::ops::vocabulary::failure::{Failure, FailureKind};
 use crate::ops::vocabulary::request::{Request, Selectors};
 use crate::targets::cgroup::{self, Cgroup};
@@ -217,17 +217,6 @@ struct Found {
     map: Mapped,
     /// What the driver said when asked to confirm it.
     state: Option<ProcessState>,
-}
-
-/// Whether the driver would wait instead of answering for `pid`: its main
-/// thread and its restore thread are stopped (measured on driver 580:
-/// GetState blocks on a SIGSTOPped process; GetRestoreThreadId does not).
-fn cannot_answer(driver: &Driver, pid: i32) -> bool {
-    let main_stopped = process::read_status(pid)
-        .ok()
-        .flatten()
-        .is_some_and(|status| process::is_stopped_state(status.state));
-    main_stopped && restore_thread_stopped(driver, pid)
 }
 
 /// Loads the driver for process commands, or says why it cannot.

@@ -113,7 +113,13 @@ impl DrainSignal {
 
     /// Whether a process whose `SigCgt` mask is `caught` catches it.
     pub fn caught_by(self, caught: u64) -> bool {
-        caught >> (self.0 - 1) & 1 == 1
+        self.in_mask(caught)
+    }
+
+    /// Whether a signal mask of /proc/PID/status (bit N-1 for signal N:
+    /// `SigCgt`, `SigPnd`, `ShdPnd`) holds it.
+    pub fn in_mask(self, mask: u64) -> bool {
+        mask >> (self.0 - 1) & 1 == 1
     }
 }
 

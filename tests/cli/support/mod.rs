@@ -114,23 +114,26 @@ impl RealCgroup {
     /// A fresh cgroup; `None`, with the reason said, where none can be
     /// made (not root, or no writable hierarchy): [`prerequisite`] rules.
     pub fn new() -> Option<RealCgroup> {
-        static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let nth = MADE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let name = format!("cudackpt-test-{}-{nth}", std::process::id());
         let made = running_as_root()
             .then(writable_cgroup_roots)
             .into_iter()
             .flatten()
-            .find_map(|root| {
-                let dir = root.join(&name);
-                fs::create_dir(&dir).ok()?;
-                Some(RealCgroup { dir, root })
-            });
+            .find_map(RealCgroup::under);
         prerequisite(
             "make a cgroup (needs root and a cgroup hierarchy)",
             made.is_some(),
         );
         made
+    }
+
+    /// A fresh cgroup under the root of the hierarchy mounted at `root`;
+    /// `None` where it cannot be made (the caller says why).
+    pub fn under(root: PathBuf) -> Option<RealCgroup> {
+        static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let nth = MADE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = root.join(format!("cudackpt-test-{}-{nth}", std::process::id()));
+        fs::create_dir(&dir).ok()?;
+        Some(RealCgroup { dir, root })
     }
 
     /// A child cgroup, removed with this one.
@@ -150,18 +153,13 @@ impl RealCgroup {
 /// cgroups: v2 first, then v1 `pids`.
 fn writable_cgroup_roots() -> Vec<PathBuf> {
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mut roots: Vec<(bool, PathBuf)> = mountinfo
-        .lines()
-        .filter_map(|line| {
-            let (before, after) = line.split_once(" - ")?;
-            let fields: Vec<&str> = before.split_whitespace().collect();
-            let (root, point) = (*fields.get(3)?, *fields.get(4)?);
-            let mut after = after.split_whitespace();
-            let (fstype, options) = (after.next()?, after.nth(1).unwrap_or(""));
-            let v2 = fstype == "cgroup2";
-            let pids = fstype == "cgroup" && options.split(',').any(|o| o == "pids");
-            (root == "/" && (v2 || pids) && !options.split(',').any(|o| o == "ro"))
-                .then(|| (!v2, PathBuf::from(point)))
+    let mut roots: Vec<(bool, PathBuf)> = cudackpt::targets::discover::mounts(&mountinfo)
+        .filter_map(|m| {
+            let options = || m.options.split(',');
+            let v2 = m.fstype == "cgroup2";
+            let pids = m.fstype == "cgroup" && options().any(|o| o == "pids");
+            (m.root == "/" && (v2 || pids) && !options().any(|o| o == "ro"))
+                .then(|| (!v2, PathBuf::from(m.point)))
         })
         .collect();
     roots.sort();
