@@ -3,28 +3,46 @@
 
 /// How cudackpt exits. The numbers are a stable interface for scripts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+///
+/// Each variant's [`meaning`](ExitStatus::meaning) is the man page's text.
 pub enum ExitStatus {
+    /// 0: everything asked was done.
     Success = 0,
+    /// 1: a driver error not covered below.
     Failed = 1,
+    /// 2: bad arguments.
     Usage = 2,
+    /// 3: a lock timed out; the process still runs.
     LockTimeout = 3,
+    /// 4: the wrong state for the operation, or a stopped process.
     WrongState = 4,
+    /// 5: no such process, a thread, not a CUDA process, or killed.
     NoProcess = 5,
+    /// 6: permission denied, or a file cudackpt will not trust.
     PermissionDenied = 6,
+    /// 7: no usable CUDA driver.
     DriverUnavailable = 7,
+    /// 8: refused before any change by a pre-flight.
     PreflightRefused = 8,
+    /// 9: a step failed and so did undoing it.
     RollbackFailed = 9,
+    /// 10: another cudackpt is changing a process, or left it mid-change.
     InUse = 10,
+    /// 11: a second signal ended cudackpt mid-change.
     Abandoned = 11,
+    /// 12: a process did not acknowledge a drain, or a rebuild, in time.
     DrainTimeout = 12,
+    /// 130: interrupted by a signal; everything was rolled back.
     Interrupted = 130,
 }
 
 impl ExitStatus {
+    /// The number the process exits with.
     pub fn code(self) -> u8 {
         self as u8
     }
 
+    /// What it means, as the man page says.
     pub fn meaning(self) -> &'static str {
         match self {
             ExitStatus::Success => "success",

@@ -4,5 +4,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    ExitCode::from(cudackpt::cli::main().code())
+    ExitCode::from(cudackpt::internal::cli_main().code())
 }

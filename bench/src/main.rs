@@ -23,7 +23,7 @@ use std::process::ExitCode;
 
 use clap::builder::RangedU64ValueParser;
 use clap::{Parser, Subcommand};
-use cudackpt::driver::{CheckpointApi, Driver};
+use cudackpt::{CheckpointApi, Driver};
 
 #[derive(Parser)]
 struct Cli {

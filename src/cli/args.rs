@@ -163,9 +163,10 @@ pub enum StateArg {
     Failed,
 }
 
-impl From<StateArg> for ProcessState {
-    fn from(state: StateArg) -> ProcessState {
-        match state {
+impl StateArg {
+    /// The driver's state of that name.
+    pub fn state(self) -> ProcessState {
+        match self {
             StateArg::Running => ProcessState::Running,
             StateArg::Locked => ProcessState::Locked,
             StateArg::Checkpointed => ProcessState::Checkpointed,

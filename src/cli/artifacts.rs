@@ -13,13 +13,6 @@ use roff::{bold, roman, Roff};
 use crate::cli::args::Cli;
 use crate::exit;
 
-/// The shells whose completion scripts are committed, with file names.
-pub const COMMITTED_SHELLS: [(Shell, &str); 3] = [
-    (Shell::Bash, "cudackpt.bash"),
-    (Shell::Zsh, "_cudackpt"),
-    (Shell::Fish, "cudackpt.fish"),
-];
-
 /// A completion script for `shell`.
 pub fn completions(shell: Shell) -> Vec<u8> {
     let mut command = without_hidden_arguments(Cli::command());

@@ -12,11 +12,12 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use crate::api::group::Group;
 use crate::exit::ExitStatus;
 use crate::gpu::map::MapSpec;
+use crate::ops as request;
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::timeout::{parse_timeout, Timeout};
-use crate::ops::{self as request, Request, ThreadIds};
 use crate::output::{self, human};
 use crate::targets::process::parse_pid;
 
@@ -339,26 +340,23 @@ impl CompatCommand {
     }
 }
 
-/// NVIDIA's grammar's one conversion into the pipeline's request: one
-/// process, a thread id taken for its process (CRIU's plugin passes the
-/// restore thread's id), NVIDIA's errors, and `--force` and the drain from
-/// the environment.
-fn compat_request(
+/// NVIDIA's grammar's one conversion into the library's [`Group`]: one
+/// process, NVIDIA's contract (a thread id taken for its process, as
+/// CRIU's plugin passes the restore thread's id; NVIDIA's errors), and
+/// `--force` and the drain from the environment.
+fn compat_group(
     libcuda: Option<&Path>,
     pid: i32,
-    operation: Operation,
     map: MapSpec,
     drain: crate::ops::Drain,
-) -> Request<'_> {
-    Request {
-        pids: vec![pid],
-        map,
-        thread_ids: ThreadIds::ActOnProcess,
-        force: super::force_from_env(),
-        drain,
-        nvidia_errors: true,
-        ..Request::new(libcuda, operation)
-    }
+) -> Group<'_> {
+    Group::new()
+        .libcuda_option(libcuda)
+        .pid(pid)
+        .map_spec(map)
+        .nvidia_contract()
+        .options(super::force_from_env(), false, false)
+        .drain_options(drain)
 }
 
 /// Runs the compatible grammar; exits 0 on success, 1 on any failure.
@@ -393,13 +391,7 @@ pub fn main(args: &[OsString]) -> ExitStatus {
         }
     };
     let report = match MapSpec::parse(&map) {
-        Ok(map) => request::run(compat_request(
-            libcuda.as_deref(),
-            pid,
-            operation.clone(),
-            map,
-            drain,
-        )),
+        Ok(map) => compat_group(libcuda.as_deref(), pid, map, drain).run(operation.clone()),
         Err(error) => request::refused_map(&operation, &[pid], &error),
     };
     let Some(process) = report.processes.first() else {

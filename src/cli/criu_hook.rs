@@ -27,12 +27,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::api::group::Group;
 use crate::cli::criu_handoff::{self, Handoff};
 use crate::ops::vocabulary::failure::{Failure, FailureKind};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::report::Report;
 use crate::ops::vocabulary::timeout::Timeout;
-use crate::ops::{self as request, Request, Selectors};
+use crate::ops::Selectors;
 use crate::targets::identity::Identity;
 use crate::targets::process::{self, parse_pid};
 
@@ -136,17 +137,17 @@ fn run_on(
             }
         }
     };
-    let mut report = request::run(Request {
-        selectors: Selectors {
+    let mut report = Group::new()
+        .libcuda_option(libcuda)
+        .selectors(Selectors {
             trees,
             candidates,
             ..Selectors::default()
-        },
-        confirmed,
-        force: super::force_from_env(),
-        drain,
-        ..Request::new(libcuda, operation)
-    });
+        })
+        .confirmed(confirmed)
+        .options(super::force_from_env(), false, false)
+        .drain_options(drain)
+        .run(operation);
     report.command = "criu-hook";
     report
 }

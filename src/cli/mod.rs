@@ -296,7 +296,8 @@ fn run_process_command(invocation: Invocation, global: &GlobalArgs, sink: &Sink)
     // JSON nor quiet asked for.
     let watched = !sink.json && !sink.quiet && std::io::stderr().is_terminal();
     let progress: &(dyn Fn(&StepDone<'_>) + Sync) = &print_progress;
-    let report = crate::ops::run(invocation.request(global, watched.then_some(progress)));
+    let (group, operation) = invocation.group(global, watched.then_some(progress));
+    let report = group.run(operation);
     sink.finish(&report)
 }
 

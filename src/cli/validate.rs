@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::api::group::Group;
 use crate::cli::args::{
     Command, DeadlineArg, DrainArg, DryRunArg, ForceArg, GlobalArgs, HandshakeArg, MapArg, Targets,
     VerifyArg,
@@ -13,7 +14,7 @@ use crate::files;
 use crate::gpu::map::{self, MapError, MapSpec};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::timeout::Timeout;
-use crate::ops::{Drain, Request, Selectors, StepDone, ThreadIds};
+use crate::ops::{Drain, Selectors, StepDone};
 
 /// A process command as the modern grammar gives it, not yet validated.
 pub struct RawProcessCommand {
@@ -166,7 +167,7 @@ pub fn split(command: Command) -> Option<RawProcessCommand> {
         } => Raw::new(
             targets,
             Operation::Wait {
-                state: state.into(),
+                state: state.state(),
                 timeout,
             },
         ),
@@ -319,33 +320,28 @@ impl TryFrom<RawProcessCommand> for Invocation {
 }
 
 impl Invocation {
-    /// The modern grammar's one conversion into the pipeline's request: the
-    /// command's own options, with the global ones (`--libcuda`, `--yes`,
-    /// `--record-dir`, `--no-lock`) and the progress printer.
-    pub fn request<'a>(
+    /// The modern grammar's one conversion into the library's [`Group`],
+    /// and the operation to run on it: the command's own options, with the
+    /// global ones (`--libcuda`, `--yes`, `--record-dir`, `--no-lock`) and
+    /// the progress printer.
+    pub fn group<'a>(
         self,
         global: &'a GlobalArgs,
         progress: Option<&'a (dyn Fn(&StepDone<'_>) + Sync)>,
-    ) -> Request<'a> {
-        Request {
-            libcuda: global.libcuda.as_deref(),
-            pids: self.pids,
-            selectors: self.selectors,
-            confirmed: global.yes,
-            operation: self.operation,
-            map: self.map,
-            thread_ids: ThreadIds::Refuse,
-            deadline: self.deadline,
-            progress,
-            record_dir: global.record_dir.as_deref(),
-            force: self.force,
-            verify: self.verify,
-            use_locks: !global.no_lock,
-            dry_run: self.dry_run,
-            recovering: false,
-            drain: self.drain,
-            nvidia_errors: false,
-        }
+    ) -> (Group<'a>, Operation) {
+        let group = Group::new()
+            .libcuda_option(global.libcuda.as_deref())
+            .pids(self.pids)
+            .selectors(self.selectors)
+            .confirmed(global.yes)
+            .map_spec(self.map)
+            .deadline_timeout(self.deadline)
+            .progress(progress)
+            .record_dir_option(global.record_dir.as_deref())
+            .options(self.force, self.verify, self.dry_run)
+            .per_pid_locks(!global.no_lock)
+            .drain_options(self.drain);
+        (group, self.operation)
     }
 }
 

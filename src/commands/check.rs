@@ -7,10 +7,11 @@
 use std::path::Path;
 use std::time::Instant;
 
+use crate::api::group::Group;
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::report::{ProcessReport, Report};
 use crate::ops::vocabulary::timeout::Timeout;
-use crate::ops::{self, Drain, Request, Selectors};
+use crate::ops::{Drain, Selectors};
 
 /// One dry run's word on a process.
 fn verdict(report: Option<&ProcessReport>) -> String {
@@ -27,13 +28,13 @@ fn verdict(report: Option<&ProcessReport>) -> String {
 pub fn run(libcuda: Option<&Path>, pids: Vec<i32>, selectors: Selectors, drain: Drain) -> Report {
     let started = Instant::now();
     let dry = |operation| {
-        ops::run(Request {
-            pids: pids.clone(),
-            selectors: selectors.clone(),
-            dry_run: true,
-            drain,
-            ..Request::new(libcuda, operation)
-        })
+        Group::new()
+            .libcuda_option(libcuda)
+            .pids(pids.clone())
+            .selectors(selectors.clone())
+            .options(false, false, true)
+            .drain_options(drain)
+            .run(operation)
     };
     let suspend = dry(Operation::Suspend {
         timeout: Timeout::NONE,

@@ -300,7 +300,7 @@ fn nvml_check() -> Check {
                 Err(_) => "libnvidia-ml loaded".to_string(),
             },
         ),
-        Err(why) => Check::new("NVML", Status::Warn, why)
+        Err(why) => Check::new("NVML", Status::Warn, why.to_string())
             .hint("install the driver's NVML (libnvidia-ml.so.1; in a container, the NVIDIA container toolkit's `utility` capability): without it a checkpoint cannot weigh GPU memory against host memory and cgroup limits, --verify fails, and ps and devices show no memory"),
     }
 }

@@ -5,17 +5,17 @@
 
 use std::path::Path;
 
+use crate::api::group::Group;
 use crate::gpu::nvml;
 use crate::ops::journal::intent;
-use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::report::{GpuMemory, Layout, Report};
-use crate::ops::{Request, Selectors};
+use crate::ops::Selectors;
 
 pub fn run(libcuda: Option<&Path>, selectors: Selectors) -> Report {
-    let mut report = crate::ops::run(Request {
-        selectors,
-        ..Request::new(libcuda, Operation::State { restore_tid: true })
-    });
+    let mut report = Group::new()
+        .libcuda_option(libcuda)
+        .selectors(selectors)
+        .state(true);
     report.command = "ps";
     report.layout = Layout::Listing;
     // Processes a cudackpt left mid-change when it died.

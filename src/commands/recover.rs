@@ -6,6 +6,7 @@
 
 use std::time::Instant;
 
+use crate::api::group::Group;
 use crate::ops::drain::stage as drain_stage;
 use crate::ops::journal::intent::{self, Claimed, DrainNote, Intent, Member, NotClaimed, Start};
 use crate::ops::vocabulary::failure::{Failure, FailureKind};
@@ -13,7 +14,7 @@ use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::report::Report;
 use crate::ops::vocabulary::report::{DrainOutcome, ProcessReport};
 use crate::ops::vocabulary::timeout::Timeout;
-use crate::ops::{self, Drain, Request};
+use crate::ops::Drain;
 
 /// The command that brings a member back to where it started: one for
 /// every state a record can hold.
@@ -138,17 +139,17 @@ fn recover_record(
         let Some(operation) = way_back(start).filter(|_| !pids.is_empty()) else {
             continue;
         };
-        let sub = ops::run(Request {
-            pids,
-            dry_run,
-            recovering: true,
+        let sub = Group::new()
+            .libcuda_option(libcuda)
+            .pids(pids)
+            .options(false, false, dry_run)
+            .recovering()
             // A drained group is asked to rebuild below, from its record.
-            drain: Drain {
+            .drain_options(Drain {
                 rebuild: false,
                 ..Drain::default()
-            },
-            ..Request::new(libcuda, operation)
-        });
+            })
+            .run(operation);
         all_back &= sub.ok();
         report.processes.extend(sub.processes);
         report.warnings.extend(sub.warnings);

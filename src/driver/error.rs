@@ -121,22 +121,35 @@ cuda_error_names! {
     999 => "CUDA_ERROR_UNKNOWN",
 }
 
-/// The codes cudackpt reacts to by name.
+/// The `CUresult` codes the checkpoint API answers with, by name
+/// (docs/driver-facts.md, F2–F5 say when).
 pub mod code {
+    /// A bad argument: a map that is not a bijection, a null pointer.
     pub const INVALID_VALUE: i32 = 1;
+    /// The GPU memory could not be allocated.
     pub const OUT_OF_MEMORY: i32 = 2;
+    /// The process is live but never initialised CUDA.
     pub const NOT_INITIALIZED: i32 = 3;
+    /// No GPU is visible.
     pub const NO_DEVICE: i32 = 100;
+    /// No such process, or the process died (the OOM killer, a restore
+    /// that failed for memory).
     pub const OPERATING_SYSTEM: i32 = 304;
+    /// The process is in the wrong state for the call.
     pub const ILLEGAL_STATE: i32 = 401;
+    /// A lock's timeout passed before the process's GPU work finished.
     pub const NOT_READY: i32 = 600;
+    /// The caller may not act on the process.
     pub const NOT_PERMITTED: i32 = 800;
+    /// The driver cannot checkpoint or restore what the process holds
+    /// (managed memory; a multi-process NCCL job's restore).
     pub const NOT_SUPPORTED: i32 = 801;
 }
 
 /// A non-zero `CUresult` returned by a driver function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CudaError {
+    /// The `CUresult` number; [`code`] names the ones that matter here.
     pub code: i32,
 }
 
@@ -150,6 +163,7 @@ impl CudaError {
         }
     }
 
+    /// Whether it is `code` (one of [`code`]'s).
     pub fn is(self, code: i32) -> bool {
         self.code == code
     }
@@ -164,25 +178,40 @@ impl fmt::Display for CudaError {
 /// Why the driver cannot be used at all (exit status 7).
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// No library could be loaded.
     #[error("the CUDA driver library could not be loaded; tried:\n{}", format_attempts(.attempts))]
-    NotFound { attempts: Vec<LoadAttempt> },
+    NotFound {
+        /// Every name or path tried, and why each failed.
+        attempts: Vec<LoadAttempt>,
+    },
+    /// A library loaded, but it is not NVIDIA's driver.
     #[error("{path} was loaded but is not a CUDA driver: it has no cuDriverGetVersion")]
-    NotADriver { path: PathBuf },
+    NotADriver {
+        /// The file loaded.
+        path: PathBuf,
+    },
+    /// A driver older than 570: it has no checkpoint API.
     #[error(
         "the CUDA driver at {path} (CUDA {version}) has no checkpoint API: missing {missing}",
         version = format_version(*.version),
         missing = .missing.join(", ")
     )]
     NoCheckpointApi {
+        /// The file loaded.
         path: PathBuf,
+        /// Its CUDA version (13000 is 13.0), when it said.
         version: Option<i32>,
+        /// The checkpoint functions it lacks.
         missing: Vec<&'static str>,
     },
+    /// Running privileged, cudackpt would not load a library another
+    /// user could have written.
     #[error("refused to load {0}")]
     Untrusted(#[from] crate::files::UntrustedLibrary),
 }
 
 impl LoadError {
+    /// What to do about it.
     pub fn hint(&self) -> &'static str {
         match self {
             LoadError::NotFound { .. } => {
@@ -202,7 +231,9 @@ impl LoadError {
 /// One place the loader looked for libcuda, and what the loader said.
 #[derive(Debug, Clone)]
 pub struct LoadAttempt {
+    /// The soname or path tried.
     pub name: String,
+    /// The loader's words.
     pub reason: String,
 }
 
@@ -226,17 +257,22 @@ pub fn format_version(version: Option<i32>) -> String {
 #[derive(Debug, thiserror::Error)]
 #[error("this CUDA driver has no {function}")]
 pub struct MissingFunction {
+    /// The function's name.
     pub function: &'static str,
 }
 
 /// A failed driver call: the function was absent, or it returned an error.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
+    /// The library does not export the function.
     #[error(transparent)]
     Missing(#[from] MissingFunction),
+    /// The function returned an error code.
     #[error("{function} returned {error}")]
     Cuda {
+        /// The function's name.
         function: &'static str,
+        /// What it returned.
         error: CudaError,
     },
 }

@@ -10,10 +10,12 @@ use std::str::FromStr;
 pub struct GpuUuid(uuid::Uuid);
 
 impl GpuUuid {
+    /// The UUID whose 16 bytes the driver's `CUuuid` holds.
     pub fn from_bytes(bytes: [u8; 16]) -> GpuUuid {
         GpuUuid(uuid::Uuid::from_bytes(bytes))
     }
 
+    /// Its 16 bytes, as the driver's `CUuuid` holds them.
     pub fn bytes(self) -> [u8; 16] {
         *self.0.as_bytes()
     }
@@ -28,10 +30,20 @@ impl fmt::Display for GpuUuid {
 /// Text that is not a GPU UUID, quoted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UuidError {
+    /// Not 32 hex digits in the UUID's form.
     #[error("{text:?} is not a GPU UUID (expected GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, as nvidia-smi -L prints)")]
-    Malformed { text: String },
+    Malformed {
+        /// The text given.
+        text: String,
+    },
+    /// In the form, but the UUID parser refused it.
     #[error("{text:?} is not a GPU UUID: {why}")]
-    Invalid { text: String, why: String },
+    Invalid {
+        /// The text given.
+        text: String,
+        /// The parser's words.
+        why: String,
+    },
 }
 
 impl FromStr for GpuUuid {
@@ -67,7 +79,9 @@ impl FromStr for GpuUuid {
 /// on, and the GPU to restore it onto.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GpuPair {
+    /// The GPU the process was checkpointed on.
     pub old: GpuUuid,
+    /// The GPU to restore it onto.
     pub new: GpuUuid,
 }
 

@@ -10,6 +10,8 @@
 mod error;
 mod ffi;
 mod gpu_id;
+#[cfg(test)]
+pub(crate) mod model;
 mod state;
 
 use std::ffi::OsString;
@@ -17,11 +19,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use error::{
-    code, cuda_error_name, format_version, CallError, CudaError, LoadAttempt, LoadError,
-    MissingFunction,
+    code, format_version, CallError, CudaError, LoadAttempt, LoadError, MissingFunction,
 };
 pub use ffi::CHECKPOINT_FUNCTIONS;
-pub use state::{ProcessState, NAMED_STATES};
+pub use state::{ProcessState, UnknownState, NAMED_STATES};
 
 use ffi::Call;
 pub use gpu_id::{GpuPair, GpuUuid, UuidError};
@@ -40,13 +41,22 @@ pub const DEFAULT_LIBRARY_NAMES: [&str; 2] = ["libcuda.so.1", "libcuda.so"];
 
 /// The checkpoint operations on a process, as the planner and executor see
 /// them. The real driver implements it; unit tests implement it with a model.
+///
+/// Each method is one call of the driver's, on a PID, with nothing checked
+/// first: [`Process`](crate::Process) is the safe way to make them.
 pub trait CheckpointApi: Sync {
+    /// `cuCheckpointProcessGetState`.
     fn get_state(&self, pid: i32) -> Result<ProcessState, CallError>;
+    /// `cuCheckpointProcessGetRestoreThreadId`.
     fn restore_thread_id(&self, pid: i32) -> Result<i32, CallError>;
-    /// `timeout_ms` 0 waits for as long as the process needs.
+    /// `cuCheckpointProcessLock`; `timeout_ms` 0 waits for as long as the
+    /// process needs.
     fn lock(&self, pid: i32, timeout_ms: u32) -> Result<(), CallError>;
+    /// `cuCheckpointProcessCheckpoint`.
     fn checkpoint(&self, pid: i32) -> Result<(), CallError>;
+    /// `cuCheckpointProcessRestore`, through `map` (empty: in place).
     fn restore(&self, pid: i32, map: &[GpuPair]) -> Result<(), CallError>;
+    /// `cuCheckpointProcessUnlock`.
     fn unlock(&self, pid: i32) -> Result<(), CallError>;
     /// The driver's own words for an error code, when it has them.
     fn describe_error(&self, _error: CudaError) -> Option<String> {
@@ -153,6 +163,7 @@ impl Driver {
         Ok(driver)
     }
 
+    /// Fails unless this driver has all six checkpoint functions (570+).
     pub fn require_checkpoint_api(&self) -> Result<(), LoadError> {
         let missing = self.missing_checkpoint_functions();
         if missing.is_empty() {
@@ -298,10 +309,15 @@ impl CheckpointApi for Driver {
 /// A GPU as the driver describes it.
 #[derive(Debug, Clone)]
 pub struct DeviceInfo {
+    /// Its index among the GPUs this process sees.
     pub ordinal: i32,
+    /// Its product name.
     pub name: String,
+    /// Its UUID, as `nvidia-smi -L` prints it.
     pub uuid: GpuUuid,
+    /// Its memory.
     pub total_bytes: u64,
+    /// Its PCI address, when the driver said.
     pub pci_bus_id: Option<String>,
 }
 
@@ -313,6 +329,7 @@ pub struct DeviceSession<'d> {
 }
 
 impl DeviceSession<'_> {
+    /// Allocates `bytes` of device memory (`cuMemAlloc`).
     pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer<'_>, CallError> {
         let address = checked(ffi::mem_alloc(&self.driver.symbols, bytes))?;
         Ok(DeviceBuffer {
@@ -322,6 +339,7 @@ impl DeviceSession<'_> {
         })
     }
 
+    /// Waits for the context's GPU work (`cuCtxSynchronize`).
     pub fn synchronize(&self) -> Result<(), CallError> {
         checked(ffi::ctx_synchronize(&self.driver.symbols))
     }
@@ -372,10 +390,12 @@ pub struct DeviceBuffer<'s> {
 }
 
 impl DeviceBuffer<'_> {
+    /// Its size in bytes.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether it holds no byte.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

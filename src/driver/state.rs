@@ -7,14 +7,21 @@ use std::str::FromStr;
 /// may add states; they are kept as `Unknown` with their number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ProcessState {
+    /// It runs on its GPUs as usual.
     Running,
+    /// Its GPU work finished and no new work starts (`lock`, or `restore`).
     Locked,
+    /// Its GPU memory is in host memory and its GPUs are released.
     Checkpointed,
+    /// A checkpoint or restore failed part-way (driver 580 has not been
+    /// seen to leave a process here).
     Failed,
+    /// A state this build does not know (a newer driver's), by number.
     Unknown(i32),
 }
 
 impl ProcessState {
+    /// The state for the driver's `CUprocessState` number.
     pub fn from_raw(raw: i32) -> ProcessState {
         match raw {
             0 => ProcessState::Running,

@@ -34,25 +34,49 @@ pub fn run_dir() -> PathBuf {
         .map_or_else(|| PathBuf::from(SYSTEM), |dir| dir.join("cudackpt"))
 }
 
-/// Why root will not load a library.
+/// Why root (or a capable cudackpt) will not load a library.
 #[derive(Debug, thiserror::Error)]
 pub enum UntrustedLibrary {
+    /// It could not be opened.
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    Io {
+        /// The library named.
+        path: PathBuf,
+        /// Why it could not be opened.
+        source: io::Error,
+    },
+    /// It is not a regular file.
     #[error("{path} is not a regular file")]
-    NotRegular { path: PathBuf },
+    NotRegular {
+        /// The library named.
+        path: PathBuf,
+    },
+    /// Another user owns it.
     #[error("{path} belongs to uid {owner}, not to root: loading it as root would run that user's code as root")]
-    Owner { path: PathBuf, owner: u32 },
+    Owner {
+        /// The library named.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+    },
+    /// Others may write it.
     #[error("{path} is writable by {who} (mode {mode:04o}): anyone who can write it could run code as root")]
     Writable {
+        /// The library named.
         path: PathBuf,
+        /// Its mode.
         mode: u32,
+        /// Who may write it (group, others).
         who: &'static str,
     },
+    /// `--libcuda-unsafe` from a user who is not root itself.
     #[error("{path}: --libcuda-unsafe (CUDACKPT_LIBCUDA_UNSAFE) is root's own override, and uid {user} started this cudackpt, which runs with more power than that user ({how}): loading a library that user chose would run their code with it")]
     OverrideNotTheirs {
+        /// The library named.
         path: PathBuf,
+        /// The user who started this cudackpt.
         user: u32,
+        /// How it holds more power than that user (sudo, capabilities).
         how: &'static str,
     },
 }

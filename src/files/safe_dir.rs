@@ -11,11 +11,9 @@
 //! - files read or locked in it must be regular and owned by root or that
 //!   user, so a planted file (in a sticky directory) is never believed.
 
-use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -383,14 +381,6 @@ fn is_symlink(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
-/// A name for a file in a directory: one plain component.
-pub fn is_plain_name(name: &OsStr) -> bool {
-    !name.is_empty()
-        && !name.as_bytes().contains(&b'/')
-        && name != OsStr::new(".")
-        && name != OsStr::new("..")
-}
-
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
@@ -501,14 +491,6 @@ mod tests {
                 dir.open_lock_file("foreign"),
                 Err(UnsafeDir::Owner { owner: 65534, .. })
             ));
-        }
-    }
-
-    #[test]
-    fn names_are_single_components() {
-        assert!(is_plain_name(OsStr::new("4242.json")));
-        for bad in ["", ".", "..", "a/b", "/x"] {
-            assert!(!is_plain_name(OsStr::new(bad)), "{bad}");
         }
     }
 }

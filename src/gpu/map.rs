@@ -24,31 +24,63 @@ pub struct MapEntry {
 /// map that is well formed but cannot be a valid remapping.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MapError {
+    /// Not `auto`, nor `OLD=NEW` pairs.
     #[error("invalid --map entry {text:?}: {reason}")]
-    Syntax { text: String, reason: String },
+    Syntax {
+        /// The entry as given.
+        text: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// One GPU named twice on the left.
     #[error("--map names {old} twice as the GPU to move")]
-    DuplicateOld { old: GpuUuid },
+    DuplicateOld {
+        /// That GPU.
+        old: GpuUuid,
+    },
+    /// Two GPUs sent onto one.
     #[error("--map sends {first} and {second} both onto {new}: each GPU can receive only one")]
     ManyToOne {
+        /// One GPU sent there.
         first: GpuUuid,
+        /// The other.
         second: GpuUuid,
+        /// The GPU both were sent to.
         new: GpuUuid,
     },
+    /// An index beyond this host's GPUs.
     #[error("--map names GPU index {index}, but this host has {count} GPU(s) (indexes 0 to {last})", last = .count.saturating_sub(1))]
-    UnknownIndex { index: u32, count: usize },
+    UnknownIndex {
+        /// The index.
+        index: u32,
+        /// How many GPUs this host has.
+        count: usize,
+    },
+    /// A GPU to restore onto that this host does not have.
     #[error("--map sends {old} to {new}, which is not a GPU of this host (it has {})", list_gpus(.local))]
     UnknownGpu {
+        /// The GPU moved.
         old: GpuUuid,
+        /// Where it was sent.
         new: GpuUuid,
+        /// This host's GPUs.
         local: Vec<GpuUuid>,
     },
+    /// This host's GPUs could not be listed to check the map.
     #[error("--map needs the GPUs of this host, but they could not be listed: {reason}")]
-    DevicesUnavailable { reason: String },
+    DevicesUnavailable {
+        /// Why.
+        reason: String,
+    },
+    /// A map that cannot be completed into the bijection the driver needs.
     #[error(
         "--map moves GPUs of another host, so cudackpt cannot complete it: the driver needs every GPU of this host to receive exactly one GPU of the checkpoint, and {} receive(s) none",
         list_gpus(.unreceived)
     )]
-    Incomplete { unreceived: Vec<GpuUuid> },
+    Incomplete {
+        /// This host's GPUs that receive none.
+        unreceived: Vec<GpuUuid>,
+    },
 }
 
 fn list_gpus(gpus: &[GpuUuid]) -> String {
@@ -62,6 +94,7 @@ fn list_gpus(gpus: &[GpuUuid]) -> String {
 }
 
 impl MapError {
+    /// Whether it is a usage error rather than a map this host cannot use.
     pub fn is_syntax(&self) -> bool {
         matches!(self, MapError::Syntax { .. })
     }

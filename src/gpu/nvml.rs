@@ -37,12 +37,6 @@ impl From<nvml_wrapper::error::NvmlError> for NvmlError {
     }
 }
 
-impl From<NvmlError> for String {
-    fn from(error: NvmlError) -> String {
-        error.to_string()
-    }
-}
-
 /// NVML for this process: loaded and initialised on first use only (its
 /// start-up costs tens of milliseconds), then shared by every caller.
 pub fn open() -> Result<&'static Nvml, NvmlError> {

@@ -31,9 +31,7 @@ pub mod preflight;
 pub mod stages;
 pub mod vocabulary;
 
-pub use vocabulary::request::{
-    Drain, Request, Selectors, StepDone, ThreadIds, DEFAULT_DRAIN_TIMEOUT,
-};
+pub use vocabulary::request::{Drain, Request, Selectors, StepDone, ThreadIds};
 pub use vocabulary::stop::Stop;
 
 use std::time::Instant;

@@ -87,7 +87,9 @@ pub struct Mount<'a> {
     /// The root of the mounted filesystem that this mount shows (not `/`
     /// for a cgroup hierarchy seen from inside some containers).
     pub root: &'a str,
+    /// Where it is mounted.
     pub point: &'a str,
+    /// Its filesystem type (`cgroup2`).
     pub fstype: &'a str,
     /// The filesystem's own options (a v1 cgroup's controllers).
     pub options: &'a str,

@@ -95,10 +95,6 @@ impl Evidence {
     pub fn is_ipc_party(&self) -> bool {
         !self.ipc_files.is_empty()
     }
-
-    pub fn is_nccl_rank(&self) -> bool {
-        !self.rank_signs.is_empty()
-    }
 }
 
 /// Gathers the evidence for `pid`; what cannot be read is left out.

@@ -25,12 +25,6 @@ pub enum InvalidPid {
     TooLarge(String),
 }
 
-impl From<InvalidPid> for String {
-    fn from(error: InvalidPid) -> String {
-        error.to_string()
-    }
-}
-
 /// Parses a PID as given on the command line. Rejects what can never be a
 /// process: text, 0, negative numbers and numbers beyond `pid_t`.
 pub fn parse_pid(text: &str) -> Result<i32, InvalidPid> {
@@ -86,12 +80,22 @@ impl Eq for Identity {}
 /// How a target stopped being the process that was checked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdentityLost {
+    /// It exited.
     #[error("PID {pid} ({}) exited after it was checked", printable(name))]
-    Exited { pid: i32, name: String },
+    Exited {
+        /// Its PID.
+        pid: i32,
+        /// Its command name when checked.
+        name: String,
+    },
+    /// It exited, and another process now has its PID.
     #[error("PID {pid} is no longer the process that was checked ({}): it exited and its PID now belongs to another process{owner}", printable(name), owner = .owner.map_or(String::new(), |uid| format!(" of uid {uid}")))]
     Replaced {
+        /// The PID.
         pid: i32,
+        /// The command name of the process checked.
         name: String,
+        /// The owner of the process that has the PID now.
         owner: Option<u32>,
     },
 }
@@ -225,33 +229,63 @@ pub struct ProcStatus {
 /// Why a PID cannot be acted on. Each says what to do next.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TargetError {
+    /// No process has the PID.
     #[error("no process has PID {pid}")]
-    NoSuchProcess { pid: i32 },
+    NoSuchProcess {
+        /// The PID.
+        pid: i32,
+    },
+    /// It exited and waits for its parent.
     #[error(
         "PID {pid} ({}) has exited and is waiting to be reaped (zombie)",
         printable(name)
     )]
-    Zombie { pid: i32, name: String },
+    Zombie {
+        /// Its PID.
+        pid: i32,
+        /// Its command name.
+        name: String,
+    },
+    /// The PID is a thread's, not a process's.
     #[error(
         "{tid} is a thread of process {tgid} ({}), not a process",
         printable(name)
     )]
-    Thread { tid: i32, tgid: i32, name: String },
+    Thread {
+        /// The thread's id, as given.
+        tid: i32,
+        /// Its process's PID.
+        tgid: i32,
+        /// Its process's command name.
+        name: String,
+    },
+    /// Another user's process, and the caller is not privileged.
     #[error(
         "PID {pid} ({}) belongs to user {owner}, and this user ({caller}) may not act on it",
         printable(name)
     )]
     PermissionDenied {
+        /// Its PID.
         pid: i32,
+        /// Its command name.
         name: String,
+        /// Its owner's uid.
         owner: u32,
+        /// The caller's uid.
         caller: u32,
     },
+    /// /proc could not say.
     #[error("could not read /proc/{pid}/status: {reason}")]
-    Unreadable { pid: i32, reason: String },
+    Unreadable {
+        /// The PID.
+        pid: i32,
+        /// The error.
+        reason: String,
+    },
 }
 
 impl TargetError {
+    /// The PID (or thread id) it is about.
     pub fn pid(&self) -> i32 {
         match self {
             TargetError::NoSuchProcess { pid }
@@ -262,6 +296,7 @@ impl TargetError {
         }
     }
 
+    /// What to do about it.
     pub fn hint(&self) -> String {
         match self {
             TargetError::NoSuchProcess { .. } | TargetError::Zombie { .. } => {

@@ -101,7 +101,7 @@ fn the_man_page_documents_exit_statuses_and_the_json_contract() {
     ] {
         assert!(page.contains(text), "man/cudackpt.1 lacks {text:?}");
     }
-    for status in cudackpt::exit::ALL {
+    for status in cudackpt::internal::EXIT_STATUSES {
         assert!(
             page.contains(&format!("\\fB{}\\fR", status.code())),
             "exit status {}",
@@ -184,7 +184,7 @@ fn the_readme_exit_table_matches_the_code() {
         .take_while(|line| line.starts_with('|'))
         .map(str::to_string)
         .collect();
-    let expected: Vec<String> = cudackpt::exit::ALL
+    let expected: Vec<String> = cudackpt::internal::EXIT_STATUSES
         .iter()
         .map(|status| format!("| {} | {} |", status.code(), status.meaning()))
         .collect();
@@ -280,8 +280,7 @@ fn the_declared_rust_version_covers_every_locked_dependency() {
 /// --state` from its values.
 #[test]
 fn completions_hide_internal_arguments_and_know_the_states() {
-    use clap::CommandFactory;
-    let mut command = cudackpt::cli::args::Cli::command();
+    let mut command = cudackpt::internal::cli_command();
     command.build(); // the subcommands' arguments are deferred until then
     let hidden: Vec<String> = command
         .get_subcommands()

@@ -216,7 +216,7 @@ fn a_refused_group_reports_the_states_selection_learnt() {
 /// first); `None`, said as a missing prerequisite, where there is none to
 /// write (not root, or a v2-only host).
 fn v1_memory_cgroup(limit: u64) -> Option<RealCgroup> {
-    let made = cudackpt::targets::memory::v1_memory_hierarchy()
+    let made = cudackpt::internal::v1_memory_hierarchy()
         .filter(|(mount_root, _)| mount_root == "/")
         .and_then(|(_, mount_point)| RealCgroup::under(mount_point))
         .filter(|cgroup| {

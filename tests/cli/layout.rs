@@ -8,11 +8,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The rooms, top floor first. A room may use any room below it.
-const FLOORS: [&[&str]; 8] = [
+const FLOORS: [&[&str]; 9] = [
     &["main"],
     &["cli"],
     &["output"],
     &["commands"],
+    &["api"],
     &["ops"],
     &["gpu"],
     &["targets", "driver"],
@@ -153,10 +154,37 @@ fn lib_rs_declares_every_room_on_a_floor() {
             continue;
         }
         assert!(
-            lib.contains(&format!("pub mod {room};")),
+            lib.contains(&format!("pub(crate) mod {room};")),
             "lib.rs does not declare {room}"
         );
     }
+}
+
+/// The pipeline's one way in is the library's face: every grammar and
+/// every command builds an `api::group::Group` and runs it, as a program
+/// using the library does, so no caller of the pipeline can set what the
+/// face does not.
+#[test]
+fn only_the_library_face_runs_the_pipeline() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let callers: Vec<String> = files
+        .iter()
+        .filter(|file| !file.starts_with(src.join("ops")) && !file.ends_with("api/group.rs"))
+        .filter(|file| {
+            let code = fs::read_to_string(file).expect("a source file");
+            code.contains("ops::run(")
+                || code.contains("Request::new(")
+                || code.contains("Request {")
+        })
+        .map(|file| file.display().to_string())
+        .collect();
+    assert!(
+        callers.is_empty(),
+        "these run the pipeline around the library's face (use api::group::Group):\n{}",
+        callers.join("\n")
+    );
 }
 
 /// The floors inside `ops/`, top first: the pipeline (`ops/mod.rs`) runs

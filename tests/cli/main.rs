@@ -51,6 +51,9 @@ mod trust;
 mod compat;
 mod criu_hook;
 
+// The library's face (src/api), through its example program.
+mod library;
+
 // The commands beside the pipeline: doctor, demo, devices, the driver
 // library, the Python drain client.
 mod demo;

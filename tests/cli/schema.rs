@@ -17,7 +17,7 @@ fn pretty(schema: &serde_json::Value) -> String {
 fn the_committed_schemas_match_the_code() {
     let update = std::env::var_os("CUDACKPT_UPDATE_SCHEMA").is_some_and(|v| v == "1");
     let mut stale = Vec::new();
-    for (kind, schema) in cudackpt::output::json::schemas() {
+    for (kind, schema) in cudackpt::internal::schemas() {
         let path = schema_dir().join(file_name(kind));
         let expected = pretty(&schema);
         if update {
@@ -34,7 +34,7 @@ fn the_committed_schemas_match_the_code() {
     let committed = fs::read_dir(schema_dir()).expect("schema/").count();
     assert_eq!(
         committed,
-        cudackpt::output::json::schemas().len(),
+        cudackpt::internal::schemas().len(),
         "schema/ holds exactly the generated files"
     );
 }

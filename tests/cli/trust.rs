@@ -579,7 +579,7 @@ fn a_directory_that_only_looks_like_a_cgroup_aims_nothing() {
 fn the_root_of_any_cgroup_hierarchy_is_the_whole_host() {
     let fx = Fixture::new();
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
-    let roots: Vec<String> = cudackpt::targets::discover::mounts(&mountinfo)
+    let roots: Vec<String> = cudackpt::internal::mounts(&mountinfo)
         .filter(|m| m.root == "/" && m.fstype.starts_with("cgroup"))
         .map(|m| m.point.to_string())
         .collect();

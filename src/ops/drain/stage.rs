@@ -861,7 +861,6 @@ pub(super) fn predict(request: &Request<'_>, ready: &Ready, reports: &mut [Proce
         Ok(_) => Vec::new(),
         Err(Stop::Declined { refused, .. }) => refused.clone(),
         Err(Stop::Halted { ran, .. }) => ran.clone(),
-        Err(Stop::Refused(_)) => Vec::new(),
     };
     for report in reports.iter_mut() {
         if let Some(own) = refused.iter().find(|r| r.pid == report.pid) {

@@ -217,6 +217,7 @@ impl Interrupt {
     }
 
     /// Records a signal as if it had arrived (for tests of the executor).
+    #[cfg(test)]
     pub fn raise(&self, signal: i32) {
         self.signal.store(signal as usize, Ordering::SeqCst);
     }

@@ -1,126 +1,15 @@
 //! The executor against a model of the driver: phasing, concurrency,
 //! rollback and reporting, without processes or a GPU.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use super::pool::in_pool;
 use super::rollback::group_failure;
 use super::*;
-use crate::driver::CudaError;
+use crate::driver::model::Model;
 use crate::ops::execute::interrupt::Interrupt;
 use crate::ops::vocabulary::plan::StepKind;
-
-/// A driver model: per-PID states with the real state machine, injectable
-/// error codes per (pid, call), a per-call delay, and a log of calls.
-#[derive(Default)]
-struct Model {
-    states: Mutex<HashMap<i32, ProcessState>>,
-    failures: HashMap<(i32, &'static str), i32>,
-    delay: Duration,
-    calls: Mutex<Vec<String>>,
-    lock_timeouts: Mutex<Vec<u32>>,
-}
-
-impl Model {
-    fn with(states: &[(i32, ProcessState)]) -> Model {
-        Model {
-            states: Mutex::new(states.iter().copied().collect()),
-            ..Model::default()
-        }
-    }
-
-    fn failing(mut self, pid: i32, call: &'static str, code: i32) -> Model {
-        self.failures.insert((pid, call), code);
-        self
-    }
-
-    fn state(&self, pid: i32) -> ProcessState {
-        self.states.lock().expect("model lock")[&pid]
-    }
-
-    fn calls(&self) -> Vec<String> {
-        self.calls.lock().expect("model lock").clone()
-    }
-
-    fn transition(
-        &self,
-        pid: i32,
-        call: &'static str,
-        from: ProcessState,
-        to: ProcessState,
-    ) -> Result<(), CallError> {
-        std::thread::sleep(self.delay);
-        self.calls
-            .lock()
-            .expect("model lock")
-            .push(format!("{call} {pid}"));
-        let fail = |code| {
-            Err(CallError::Cuda {
-                function: call,
-                error: CudaError { code },
-            })
-        };
-        if let Some(&code) = self.failures.get(&(pid, call)) {
-            return fail(code);
-        }
-        let mut states = self.states.lock().expect("model lock");
-        let state = states.get_mut(&pid).ok_or(CallError::Cuda {
-            function: call,
-            error: CudaError { code: 304 },
-        })?;
-        if *state != from {
-            return fail(401);
-        }
-        *state = to;
-        Ok(())
-    }
-}
-
-impl CheckpointApi for Model {
-    fn get_state(&self, pid: i32) -> Result<ProcessState, CallError> {
-        self.states
-            .lock()
-            .expect("model lock")
-            .get(&pid)
-            .copied()
-            .ok_or(CallError::Cuda {
-                function: "get_state",
-                error: CudaError { code: 304 },
-            })
-    }
-    fn restore_thread_id(&self, pid: i32) -> Result<i32, CallError> {
-        Ok(pid + 1)
-    }
-    fn lock(&self, pid: i32, timeout_ms: u32) -> Result<(), CallError> {
-        self.lock_timeouts
-            .lock()
-            .expect("model lock")
-            .push(timeout_ms);
-        self.transition(pid, "lock", ProcessState::Running, ProcessState::Locked)
-    }
-    fn checkpoint(&self, pid: i32) -> Result<(), CallError> {
-        self.transition(
-            pid,
-            "checkpoint",
-            ProcessState::Locked,
-            ProcessState::Checkpointed,
-        )
-    }
-    fn restore(&self, pid: i32, _map: &[crate::driver::GpuPair]) -> Result<(), CallError> {
-        self.transition(
-            pid,
-            "restore",
-            ProcessState::Checkpointed,
-            ProcessState::Locked,
-        )
-    }
-    fn unlock(&self, pid: i32) -> Result<(), CallError> {
-        self.transition(pid, "unlock", ProcessState::Locked, ProcessState::Running)
-    }
-}
 
 use ProcessState::*;
 

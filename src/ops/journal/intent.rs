@@ -576,15 +576,6 @@ impl SignalLedger for Claimed {
     }
 }
 
-/// Removes an intent once its processes are back where they started.
-pub fn remove(path: &std::path::Path) {
-    if let (Some(parent), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) {
-        if let Ok(Some(dir)) = SafeDir::open_existing(parent) {
-            let _ = dir.remove(name);
-        }
-    }
-}
-
 /// The abandoned intent that names `pid` (the same process), if any.
 pub fn holding(pid: i32, abandoned: &[(PathBuf, Intent)]) -> Option<(PathBuf, i32)> {
     let now = process::starttime(pid);

@@ -256,7 +256,6 @@ impl Checked {
                 others: not_run,
             })
             | Err(Stop::Halted { ran, not_run }) => self.report(ran, not_run, started),
-            Err(Stop::Refused(failure)) => self.report(Vec::new(), Some(failure), started),
         }
     }
 

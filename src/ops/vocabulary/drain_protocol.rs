@@ -23,7 +23,8 @@
 use std::fmt;
 
 /// The protocol's version; the marker names it.
-pub const VERSION: u32 = 1;
+#[cfg(test)]
+const VERSION: u32 = 1;
 
 /// The name a drained process gives one of its threads (15 bytes, the most
 /// a Linux thread name holds).
@@ -58,12 +59,6 @@ pub enum InvalidSignal {
         text: String,
         why: Box<InvalidSignal>,
     },
-}
-
-impl From<InvalidSignal> for String {
-    fn from(error: InvalidSignal) -> String {
-        error.to_string()
-    }
 }
 
 /// The signal that asks a process to drain, and to rebuild.

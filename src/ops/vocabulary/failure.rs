@@ -7,28 +7,51 @@ use crate::exit::ExitStatus;
 
 /// The kinds of failure, as stable snake_case names in JSON.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FailureKind {
+    /// No process has the PID (or it exited).
     NoSuchProcess,
+    /// The PID is a thread of a process, not a process.
     ThreadNotProcess,
+    /// The process never initialised CUDA.
     NotCudaProcess,
+    /// The caller may not act on the process.
     PermissionDenied,
+    /// The lock's timeout passed; the process still runs.
     LockTimeout,
+    /// The process is in the wrong state for the step.
     WrongState,
+    /// The driver refused the GPU map; the process stays checkpointed.
     MapRejected,
+    /// The GPU map cannot be completed or used on this host.
     InvalidMap,
+    /// The driver ran out of memory.
     OutOfMemory,
+    /// Any other error of the driver.
     DriverError,
+    /// No usable CUDA driver.
     DriverUnavailable,
+    /// A wait ended before the process reached the state.
     WaitTimeout,
+    /// Not tried, because another process of the group failed.
     NotAttempted,
+    /// Changed, then put back, because another process failed.
     RolledBack,
+    /// Putting it back failed: it is not where it started.
     RollbackFailed,
+    /// A signal stopped the command; it was put back.
     Interrupted,
+    /// The command's deadline passed; it was put back.
     DeadlineExceeded,
+    /// Its threads are stopped, so the driver cannot answer.
     ProcessStopped,
+    /// Its GPUs lack the memory for the restore.
     InsufficientGpuMemory,
+    /// NVML did not confirm what the command did (`verify`).
     VerifyFailed,
+    /// Another cudackpt is changing it.
     InUse,
+    /// /proc could not be read for it.
     ProcUnreadable,
     /// A directory or file cudackpt will not trust (owner, mode, a link).
     UnsafePath,
@@ -50,12 +73,13 @@ pub enum FailureKind {
     CannotDrain,
     /// It did not acknowledge a drain, or a rebuild, in time.
     DrainTimeout,
+    /// The arguments were wrong.
     Usage,
 }
 
 impl FailureKind {
     /// Every kind, for the JSON Schema.
-    pub const ALL: [FailureKind; 32] = [
+    pub(crate) const ALL: [FailureKind; 32] = [
         FailureKind::NoSuchProcess,
         FailureKind::ThreadNotProcess,
         FailureKind::NotCudaProcess,
@@ -90,6 +114,7 @@ impl FailureKind {
         FailureKind::Usage,
     ];
 
+    /// Its name in JSON (`no_such_process`).
     pub fn as_str(self) -> &'static str {
         match self {
             FailureKind::NoSuchProcess => "no_such_process",
@@ -127,6 +152,7 @@ impl FailureKind {
         }
     }
 
+    /// The status a command that fails this way exits with.
     pub fn exit_status(self) -> ExitStatus {
         match self {
             FailureKind::NoSuchProcess
@@ -164,7 +190,9 @@ impl FailureKind {
 
 /// A failure, explained.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Failure {
+    /// What kind it is: decides the exit status and its name in JSON.
     pub kind: FailureKind,
     /// What was attempted, on which process, and why it failed.
     pub message: String,
@@ -175,7 +203,12 @@ pub struct Failure {
 }
 
 impl Failure {
-    pub fn new(kind: FailureKind, message: impl Into<String>, hint: impl Into<String>) -> Failure {
+    /// A failure of `kind`; an empty `hint` is none.
+    pub(crate) fn new(
+        kind: FailureKind,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Failure {
         Failure {
             kind,
             message: message.into(),
@@ -187,7 +220,7 @@ impl Failure {
     /// A process of a group not attempted because of another's failure
     /// (`why`, after "not attempted: "): a group changes state together or
     /// not at all.
-    pub fn not_attempted(why: impl std::fmt::Display) -> Failure {
+    pub(crate) fn not_attempted(why: impl std::fmt::Display) -> Failure {
         Failure::new(
             FailureKind::NotAttempted,
             format!("not attempted: {why}"),
@@ -196,7 +229,7 @@ impl Failure {
     }
 
     /// [`Failure::not_attempted`] for a group whose drain was called off.
-    pub fn not_drained(why: impl std::fmt::Display) -> Failure {
+    pub(crate) fn not_drained(why: impl std::fmt::Display) -> Failure {
         Failure::new(
             FailureKind::NotAttempted,
             format!("not attempted: {why}"),

@@ -115,9 +115,13 @@ pub enum Step {
 /// Which driver call a step is, without its arguments: what reports keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepKind {
+    /// `cuCheckpointProcessLock`.
     Lock,
+    /// `cuCheckpointProcessCheckpoint`.
     Checkpoint,
+    /// `cuCheckpointProcessRestore`.
     Restore,
+    /// `cuCheckpointProcessUnlock`.
     Unlock,
 }
 

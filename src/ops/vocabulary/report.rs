@@ -38,11 +38,14 @@ impl Layout {
 
 /// One command over its targets.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Report {
     /// The command's name in JSON.
     pub command: &'static str,
-    pub layout: Layout,
+    pub(crate) layout: Layout,
+    /// Each process, in the order named or found.
     pub processes: Vec<ProcessReport>,
+    /// How long the command took.
     pub duration: Duration,
     /// A failure of the command itself, before any process was examined
     /// (a cgroup that does not exist, `--all` without `--yes`).
@@ -58,7 +61,9 @@ pub struct Report {
 
 /// What happened to one target.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ProcessReport {
+    /// Its PID.
     pub pid: i32,
     /// The command name, when the process could be read.
     pub name: Option<String>,
@@ -66,12 +71,15 @@ pub struct ProcessReport {
     pub state_before: Option<ProcessState>,
     /// The state after the command; `None` when it could not be known.
     pub state: Option<ProcessState>,
+    /// Its restore thread, when asked for.
     pub restore_tid: Option<i32>,
     /// The driver steps run, rollback steps included, in order.
     pub steps: Vec<StepRecord>,
+    /// How long its steps took.
     pub duration: Duration,
     /// A remark on success, e.g. that nothing needed doing.
     pub note: Option<String>,
+    /// Why it failed, or was not attempted.
     pub failure: Option<Failure>,
     /// Set when this process was moved back to where it started.
     pub rolled_back: bool,
@@ -94,7 +102,7 @@ pub struct ProcessReport {
 }
 
 impl ProcessReport {
-    pub fn new(pid: i32, name: Option<String>) -> ProcessReport {
+    pub(crate) fn new(pid: i32, name: Option<String>) -> ProcessReport {
         ProcessReport {
             pid,
             name,
@@ -102,6 +110,7 @@ impl ProcessReport {
         }
     }
 
+    /// Whether nothing failed for it, its rollback included.
     pub fn ok(&self) -> bool {
         self.failure.is_none() && self.rollback_failure.is_none()
     }
@@ -114,9 +123,11 @@ impl ProcessReport {
 
 /// What the drain handshake (cudackpt(1), DRAIN PROTOCOL) did with one process.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct DrainReport {
     /// The signal number that asked it.
     pub signal: i32,
+    /// Where the handshake left it.
     pub outcome: DrainOutcome,
     /// How long it took to acknowledge, when it did.
     pub acknowledged: Option<Duration>,
@@ -127,7 +138,7 @@ pub struct DrainReport {
 }
 
 impl DrainReport {
-    pub fn new(signal: i32, outcome: DrainOutcome) -> DrainReport {
+    pub(crate) fn new(signal: i32, outcome: DrainOutcome) -> DrainReport {
         DrainReport {
             signal,
             outcome,
@@ -140,6 +151,7 @@ impl DrainReport {
 
 /// Where the handshake left a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DrainOutcome {
     /// A dry run: it catches the signal and would be asked.
     WouldDrain,
@@ -167,7 +179,7 @@ pub enum DrainOutcome {
 }
 
 impl DrainOutcome {
-    pub const ALL: [DrainOutcome; 8] = [
+    pub(crate) const ALL: [DrainOutcome; 8] = [
         DrainOutcome::WouldDrain,
         DrainOutcome::CannotDrain,
         DrainOutcome::NotAcknowledged,
@@ -178,6 +190,7 @@ impl DrainOutcome {
         DrainOutcome::NotNeeded,
     ];
 
+    /// Its name in JSON (`drained`).
     pub fn as_str(self) -> &'static str {
         match self {
             DrainOutcome::WouldDrain => "would_drain",
@@ -202,6 +215,7 @@ pub enum GpuMemory {
 }
 
 impl GpuMemory {
+    /// The bytes, held or moved.
     pub fn bytes(self) -> u64 {
         match self {
             GpuMemory::Held(bytes) | GpuMemory::Moved(bytes) => bytes,
@@ -212,8 +226,11 @@ impl GpuMemory {
 /// One driver call made on a process.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepRecord {
+    /// The call.
     pub step: StepKind,
+    /// How long it took.
     pub duration: Duration,
+    /// Whether it succeeded.
     pub ok: bool,
     /// True for calls made to undo earlier steps.
     pub rollback: bool,
@@ -229,7 +246,7 @@ impl StepRecord {
 
 impl Report {
     /// A report laid out as changes; set `layout` for the others.
-    pub fn new(command: &'static str, duration: Duration) -> Report {
+    pub(crate) fn new(command: &'static str, duration: Duration) -> Report {
         Report {
             command,
             layout: Layout::Change,

@@ -6,8 +6,6 @@ use crate::ops::vocabulary::report::ProcessReport;
 /// Why the pipeline ended before its last stage.
 #[derive(Debug)]
 pub enum Stop {
-    /// Before any target was examined: every named PID shares the failure.
-    Refused(Failure),
     /// After the checks, before anything was done to any process (no
     /// state change, no signal): the reports of the targets refused, each
     /// with its reason, and the failure of every other valid target (none:

@@ -18,6 +18,20 @@ impl Timeout {
         Timeout { millis }
     }
 
+    /// A limit of `limit`, never "no limit": rounded up to a millisecond,
+    /// at least one, at most `u32::MAX` (about 49 days).
+    pub fn from_duration(limit: Duration) -> Timeout {
+        let millis = limit.as_nanos().div_ceil(1_000_000).max(1);
+        Timeout {
+            millis: u32::try_from(millis).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// [`Timeout::from_duration`], or no limit for `None`.
+    pub fn from_option(limit: Option<Duration>) -> Timeout {
+        limit.map_or(Timeout::NONE, Timeout::from_duration)
+    }
+
     /// The value the driver's `timeoutMs` takes.
     pub fn as_millis(self) -> u32 {
         self.millis
@@ -48,12 +62,6 @@ pub enum InvalidDuration {
     Unreadable { text: String, why: String },
     #[error("{text:?} has no unit: write {bare}s for seconds or {bare}ms for milliseconds (also m, h; 0 for none)")]
     NoUnit { text: String, bare: String },
-}
-
-impl From<InvalidDuration> for String {
-    fn from(error: InvalidDuration) -> String {
-        error.to_string()
-    }
 }
 
 /// Parses a timeout as the command line takes it; the error quotes the text.
@@ -111,6 +119,17 @@ pub fn format_duration(duration: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_limit_given_as_a_duration_never_becomes_no_limit() {
+        let millis = |limit| Timeout::from_duration(limit).as_millis();
+        assert_eq!(millis(Duration::ZERO), 1);
+        assert_eq!(millis(Duration::from_micros(1)), 1);
+        assert_eq!(millis(Duration::from_micros(1500)), 2);
+        assert_eq!(millis(Duration::from_secs(3)), 3000);
+        assert_eq!(millis(Duration::from_secs(u64::MAX)), u32::MAX);
+        assert_eq!(Timeout::from_option(None), Timeout::NONE);
+    }
 
     #[test]
     fn a_deadline_needs_its_unit() {

@@ -153,7 +153,7 @@ impl RealCgroup {
 /// cgroups: v2 first, then v1 `pids`.
 fn writable_cgroup_roots() -> Vec<PathBuf> {
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mut roots: Vec<(bool, PathBuf)> = cudackpt::targets::discover::mounts(&mountinfo)
+    let mut roots: Vec<(bool, PathBuf)> = cudackpt::internal::mounts(&mountinfo)
         .filter_map(|m| {
             let options = || m.options.split(',');
             let v2 = m.fstype == "cgroup2";

@@ -34,7 +34,7 @@ fn kind_of(document: &serde_json::Value) -> &'static str {
 pub fn validate(document: &serde_json::Value) {
     static VALIDATORS: OnceLock<HashMap<&'static str, jsonschema::Validator>> = OnceLock::new();
     let validators = VALIDATORS.get_or_init(|| {
-        cudackpt::output::json::schemas()
+        cudackpt::internal::schemas()
             .into_iter()
             .map(|(kind, _)| {
                 let text = fs::read_to_string(schema_dir().join(file_name(kind)))

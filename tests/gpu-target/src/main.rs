@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use cudackpt::commands::pattern;
-use cudackpt::driver::Driver;
+use cudackpt::internal::pattern;
+use cudackpt::Driver;
 
 struct Options {
     size_mib: usize,
