@@ -79,6 +79,8 @@ class Tools:
         self.cudackpt = os.path.join(bin_dir, "cudackpt")
         self.target_bin = os.path.join(bin_dir, "cudackpt-gpu-target")
         self.bench = os.path.join(bin_dir, "cudackpt-bench")
+        # The library's example program (examples/checkpoint.rs).
+        self.example = os.path.join(bin_dir, "checkpoint")
         nvidia = os.path.join(bin_dir, "cuda-checkpoint")
         self.nvidia = nvidia if os.access(nvidia, os.X_OK) else None
         # cudackpt under NVIDIA's name, as `install-compat` sets it up.
@@ -194,6 +196,32 @@ def single_steps(tools, t):
     step(tools, "unlock", t.pid, "running")
     t.verify()
     return f"checkpoint {ck['duration_ms']:.1f} ms, restore {rs['duration_ms']:.1f} ms, restore tid {tid}"
+
+
+def proc_state(pid):
+    """The state letter of /proc/PID/stat (after the command name)."""
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+
+
+@scenario("the library's example program suspends and resumes through Process; a stopped process is refused with no state change; data intact")
+def library_example(tools, t):
+    expect(os.access(tools.example, os.X_OK), f"{tools.example} is missing: carry target/release/examples/checkpoint")
+    p = subprocess.run([tools.example, str(t.pid)], capture_output=True, text=True, timeout=600)
+    lines = p.stdout.splitlines()
+    expect(p.returncode == 0 and len(lines) == 3, f"example exited {p.returncode}: {p.stdout!r} {p.stderr!r}")
+    expect(lines[0].startswith(f"PID {t.pid}: running, restore thread "), f"{lines}")
+    expect(lines[1].endswith(": checkpointed") and lines[2].endswith(": running"), f"{lines}")
+    t.verify()
+    os.kill(t.pid, signal.SIGSTOP)
+    try:
+        wait_for("the target to stop", lambda: proc_state(t.pid) in ("T", "t"), timeout=10)
+        p = subprocess.run([tools.example, str(t.pid)], capture_output=True, text=True, timeout=60)
+        expect(p.returncode == 1 and "is stopped" in p.stderr, f"a stopped target: exit {p.returncode}, {p.stderr!r}")
+    finally:
+        os.kill(t.pid, signal.SIGCONT)
+    expect(tools.state(t.pid) == "running", "the refused target is still running")
+    t.verify()
+    return " / ".join(line.split(":")[0] for line in lines[1:])
 
 
 @scenario("toggle both ways; data intact")
@@ -1791,6 +1819,7 @@ def main():
     t = Target(tools, size_mib=256)
     try:
         single_steps(tools, t)
+        library_example(tools, t)
         toggle(tools, t)
         suspend_resume(tools, t)
         wrong_states(tools, t)
