@@ -6,7 +6,11 @@
  *
  * On a request (signal 40, SIGRTMIN+6 under glibc) the next safe point
  * calls release() (free what the driver cannot restore: NCCL
- * communicators, CUDA IPC mappings), names this thread "cudackpt-drain1"
+ * communicators, CUDA IPC mappings; and shrink: the driver checkpoints
+ * every byte the process has allocated from CUDA, so cudaFree what can be
+ * built again, such as a KV cache, and return a memory pool's free
+ * blocks with cudaMemPoolTrimTo(pool, 0) or a caching allocator's own
+ * trim, after cudaDeviceSynchronize()), names this thread "cudackpt-drain1"
  * (the acknowledgement), and waits for the next signal: then it calls
  * rebuild() and takes its old name back. A second signal before the safe
  * point calls the request off. The thread that calls it is renamed while

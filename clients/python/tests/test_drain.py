@@ -114,6 +114,40 @@ class Protocol(unittest.TestCase):
         self.assertFalse(self.drain.requested())
         self.assertFalse(self.drain.point(), "one request, one drain")
 
+    def test_the_cache_is_emptied_before_the_hooks_and_again_after_them_then_the_marker(self):
+        self.drain.release_cache = lambda: self.events.append("cache")
+        seen = []
+
+        def cudackpt():
+            self.ask()
+            wait_until("the acknowledgement", lambda: shows_marker(os.getpid()))
+            seen.append(list(self.events))
+            self.ask()
+
+        helper = threading.Thread(target=cudackpt)
+        helper.start()
+        wait_until("the request", self.drain.requested)
+        self.assertTrue(self.drain.point())
+        helper.join()
+        self.assertEqual(seen, [["cache", "release", "cache"]], "all released before the marker")
+        self.assertEqual(self.events, ["cache", "release", "cache", "rebuild"])
+
+    def test_without_hooks_the_cache_is_emptied_once(self):
+        self.drain.close()
+        self.drain = cd.Drain()
+        self.drain.release_cache = lambda: self.events.append("cache")
+        threading.Thread(
+            target=lambda: (
+                self.ask(),
+                wait_until("the marker", lambda: shows_marker(os.getpid())),
+                self.events.append("marker"),
+                self.ask(),
+            )
+        ).start()
+        wait_until("the request", self.drain.requested)
+        self.assertTrue(self.drain.point())
+        self.assertEqual(self.events, ["cache", "marker"])
+
     def test_a_request_called_off_before_the_point_does_nothing(self):
         self.ask()
         wait_until("the request", self.drain.requested)
@@ -223,6 +257,8 @@ class GlooRanks(unittest.TestCase):
             self.assertIn("drains=1", lines, f"rank {rank}: {lines}")
             self.assertIn("sums=ok", lines, f"rank {rank}: {lines}")
             self.assertIn(f"drained_at={drained_at[rank]}", lines, f"rank {rank}: {lines}")
+            # The hooks ran after the group was gone and the cache emptied.
+            self.assertIn("release=group_gone,cache_emptied", lines, f"rank {rank}: {lines}")
 
     def test_a_rank_asked_alone_does_not_drain(self):
         self.start(steps=120)
