@@ -43,7 +43,6 @@ use crate::targets::process::{self, Privileges};
 use execute::interrupt::Interrupt;
 use execute::Executor;
 use journal::{intent, pidlock, records};
-use preflight::host_memory;
 use stages::{check, choose_map, dry_run, finish, lock, postmortem, select};
 use vocabulary::failure::Failure;
 use vocabulary::plan::Operation;
@@ -124,7 +123,7 @@ fn clear<'d>(
         lock::not_left_by_a_dead_cudackpt(ready)?;
     }
     let passed = drain::Drain::of(request).restorability(ready)?;
-    let weighed = host_memory::check(request, ready)?;
+    let weighed = drain::Drain::of(request).host_memory(ready)?;
     let host = Inventory::with_driver(&ready.driver);
     let records = records::open(request)?;
     let chosen = choose_map::choose(
@@ -191,7 +190,16 @@ fn execute_and_finish(
         |places: &[vocabulary::place::Place]| journal.record(&request.operation, places);
     let executor = executor_for(request, ready, started, &locks_lost, &write_intent);
     let drain = drain::Drain::of(request);
-    let underway = drain.before_calls(ready, &journal, &executor.interrupt, executor.deadline)?;
+    let mut underway =
+        drain.before_calls(ready, &journal, &executor.interrupt, executor.deadline)?;
+    // A drained group was weighed on what it kept: that is what is copied.
+    let usage = match underway.weighed() {
+        Some(weighed) => {
+            remarks.extend(weighed.remarks);
+            weighed.usage.or(usage)
+        }
+        None => usage,
+    };
     let snapshot = request
         .operation
         .checkpoints()

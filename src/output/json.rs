@@ -155,6 +155,14 @@ pub struct DrainDoc<'a> {
     /// The evidence not held against it because it acknowledged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exempted: Option<&'a str>,
+    /// The GPU memory it gave back between the request and its
+    /// acknowledgement, in bytes (NVML; absent without NVML).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub released_bytes: Option<u64>,
+    /// The GPU memory it held once drained, in bytes: what its checkpoint
+    /// copies (NVML; absent without NVML).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub footprint_bytes: Option<u64>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -233,6 +241,8 @@ fn process_doc(p: &ProcessReport) -> ProcessDoc<'_> {
             acknowledged_ms: d.acknowledged.map(millis),
             rebuilt_ms: d.rebuilt.map(millis),
             exempted: d.exempted.as_deref(),
+            released_bytes: d.released_bytes,
+            footprint_bytes: d.footprint_bytes,
         }),
     }
 }

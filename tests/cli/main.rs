@@ -35,9 +35,11 @@ mod nccl;
 mod records;
 mod restorable;
 
-// The drain handshake, and its exactness under kills and deadlines.
+// The drain handshake, its exactness under kills and deadlines, and the
+// shrink it brings about (released bytes, host memory judged after it).
 mod drain;
 mod drain_exact;
+mod shrink;
 
 // Crashes and signals: intent records, recover, panics.
 mod crashes;

@@ -10,6 +10,10 @@
  *   late           acknowledges a second after the request
  *   pretend        like plant, without the watchdog thread: a rank whose
  *                  only sign is its launcher environment, and a fake marker
+ * With DRAIN_TARGET_SHRINK_TO_MIB set, releasing shrinks it: it appends
+ * "PID:MIB" to the fake NVML's nvml-processes file in FAKE_CUDA_STATE_DIR
+ * (the fake takes a process's last entry), as a job that empties its
+ * allocator's cache shows less GPU memory to NVML.
  * Every event is appended to the file named by its second argument, and a
  * line per drain signal taken to that name with ".signals" added, so tests
  * can count what each rank was sent. */
@@ -29,10 +33,23 @@ static int signals_fd = -1;
 /* The client's handler, counted first (write(2) is async-signal-safe). */
 static void counted(int sig) { if (write(signals_fd, "signal\n", 7) < 0) {} cudackpt_on_request(sig); }
 static void note(const char *what) { fprintf(events, "%s\n", what); fflush(events); }
+static void shrink(void) {
+    const char *to = getenv("DRAIN_TARGET_SHRINK_TO_MIB"), *dir = getenv("FAKE_CUDA_STATE_DIR");
+    if (!to || !dir) return;
+    char path[4096], line[64];
+    snprintf(path, sizeof path, "%s/nvml-processes", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    int length = snprintf(line, sizeof line, "\n%d:%s\n", (int)getpid(), to);
+    if (write(fd, line, (size_t)length) < 0) {}
+    close(fd);
+    note("shrunk");
+}
 static void release(void) {
     if (!strcmp(mode, "late")) sleep(1);
     note("released");
     if (!strcmp(mode, "die")) _exit(3);
+    shrink();
     if (strcmp(mode, "keep")) { pthread_cancel(watchdog); pthread_join(watchdog, 0); }
 }
 static void rebuild(void) {

@@ -9,7 +9,11 @@ takes it.
     python3 tests/gpu/drain_ipc.py STATUS_DIR [single]
 
 With `single`, one process and no child: a single-GPU PyTorch process with
-the client and no process group. The first line on stdout is
+the client and no process group. With SHRINK_LIVE_MIB and SHRINK_FREED_MIB
+set, that process holds a live tensor of the first size and has freed
+scratch tensors of the second into PyTorch's cache (reserved, not
+allocated): what a drain releases. Its status then gives
+`reserved`/`allocated` bytes too. The first line on stdout is
 `PIDS <parent> [<child>]`. Each process writes
 STATUS_DIR/<pid>.json after every step (its sum right or not, drains done)
 and stops when STATUS_DIR/stop exists.
@@ -44,9 +48,12 @@ def report(status_dir, state):
 def loop(status_dir, holder, drain):
     state = {"pid": os.getpid(), "ok": True, "steps": 0, "drains": 0}
     stop = os.path.join(status_dir, "stop")
+    expected = holder.get("expected", EXPECTED)
     while not os.path.exists(stop):
         total = holder["tensor"].sum().item()
-        state["ok"] &= total == EXPECTED
+        state["ok"] &= total == expected
+        state["reserved"] = torch.cuda.memory_reserved()
+        state["allocated"] = torch.cuda.memory_allocated()
         state["steps"] += 1
         if drain.point():
             state["drains"] = drain.drains
@@ -71,8 +78,15 @@ def child(queue, status_dir):
 def main():
     status_dir = sys.argv[1]
     if sys.argv[2:] == ["single"]:
+        holder = {"tensor": fresh()}
+        live_mib = int(os.environ.get("SHRINK_LIVE_MIB", "0"))
+        if live_mib:
+            elements = live_mib * 1024 * 1024 // 4
+            holder = {"tensor": torch.full((elements,), 1.0, device="cuda"), "expected": float(elements)}
+            scratch = [torch.empty(256 * 1024 * 1024 // 4, device="cuda") for _ in range(int(os.environ["SHRINK_FREED_MIB"]) // 256)]
+            del scratch  # freed into the cache: reserved, not allocated
         print(f"PIDS {os.getpid()}", flush=True)
-        loop(status_dir, {"tensor": fresh()}, cudackpt_drain.Drain())
+        loop(status_dir, holder, cudackpt_drain.Drain())
         return
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()

@@ -1706,6 +1706,37 @@ def drain_single_torch(tools):
         stop_drain_ipc(p, work)
 
 
+@scenario("shrink: a PyTorch process holding 1 GiB live and 6 GiB freed into its cache: a plain suspend copies all it reserved; suspend --drain empties the cache first, NVML shows the bytes released, the checkpoint is faster, data right after the resume")
+def drain_shrink(tools):
+    work = tempfile.mkdtemp(prefix="cudackpt-drain-shrink-")
+    p = start_single(work, SHRINK_LIVE_MIB="1024", SHRINK_FREED_MIB="6144")
+    try:
+        pid, status = first_steps(p, work)
+        reserved = status()["reserved"]
+        expect(reserved >= 7 << 30, f"the process reserved {reserved >> 20} MiB, expected 7 GiB: {status()}")
+        plain = tools.json("suspend", pid)
+        plain_ms = plain["processes"][0]["duration_ms"]
+        moved = plain["processes"][0].get("gpu_memory_moved_bytes") or 0
+        tools.json("resume", pid)
+        down = tools.json("suspend", "--drain", pid)
+        q = down["processes"][0]
+        drain = q["drain"]
+        released, footprint = drain.get("released_bytes", 0), drain.get("footprint_bytes", 0)
+        expect(q["state"] == "checkpointed" and drain["outcome"] == "drained", f"{down}")
+        expect(released >= 5 << 30, f"NVML should show about 6 GiB released: {drain}")
+        expect(footprint <= (1 << 30) + (768 << 20), f"what is left to copy should be about 1 GiB and the context: {drain}")
+        steps = status()["steps"]
+        up = tools.json("resume", pid)
+        expect(up["processes"][0]["drain"]["outcome"] == "rebuilt", f"{up}")
+        wait_for("steps after the rebuild", lambda: status()["steps"] > steps + 3)
+        expect(status()["ok"] and status()["drains"] == 1, f"{status()}")
+        RAW["drain_shrink"] = {"plain_suspend": plain, "suspend": down, "resume": up, "status": status()}
+        return (f"plain suspend {plain_ms / 1000:.2f} s (moved {moved / 2**30:.1f} GiB); suspend --drain {q['duration_ms'] / 1000:.2f} s, "
+                f"released {released / 2**30:.1f} GiB, left {footprint / 2**30:.2f} GiB; resume {up['processes'][0]['duration_ms'] / 1000:.2f} s; data right")
+    finally:
+        stop_drain_ipc(p, work)
+
+
 @scenario("drain trust: a launcher's rank is refused without a drain; lock --drain then checkpoint (the drained record vouches); kill -9 mid-drain, then recover: one rebuild, data right")
 def drain_vouched_and_recovered(tools):
     work = tempfile.mkdtemp(prefix="cudackpt-drain-vouched-")
@@ -1865,6 +1896,7 @@ def main():
     drain_never_acknowledges(tools)
     drain_killed_then_recovered(tools)
     drain_single_torch(tools)
+    drain_shrink(tools)
     drain_vouched_and_recovered(tools)
     drain_ipc_pair(tools)
     drain_in_namespace(tools)

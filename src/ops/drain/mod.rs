@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::ops::execute::interrupt::Interrupt;
 use crate::ops::journal::intent::Journal;
+use crate::ops::preflight::host_memory::{self, Weighed};
 use crate::ops::preflight::restorable::{self, Passed};
 use crate::ops::vocabulary::ready::Ready;
 use crate::ops::vocabulary::report::ProcessReport;
@@ -31,6 +32,14 @@ pub struct Drain<'r> {
 
 /// What the handshake left for after the driver calls.
 pub struct Underway(Option<stage::Drained>);
+
+impl Underway {
+    /// The host-memory pre-flight the drain asked, on what its processes
+    /// held once drained (none when the command did not drain).
+    pub fn weighed(&mut self) -> Option<Weighed> {
+        self.0.as_mut().and_then(|drained| drained.weighed.take())
+    }
+}
 
 impl<'r> Drain<'r> {
     pub fn of(request: &'r Request<'r>) -> Drain<'r> {
@@ -55,6 +64,35 @@ impl<'r> Drain<'r> {
             ready,
             &crate::ops::journal::drained::vouches_for,
         )
+    }
+
+    /// The host-memory pre-flight, asked once: here, or (when this command
+    /// drains) by the drain, on the footprint its processes keep once they
+    /// released what they could (a shrunk job may fit where it did not).
+    /// A dry run cannot know what a drain would release: it weighs now,
+    /// and says so rather than refuse.
+    pub fn host_memory(&self, ready: &Ready) -> Result<Weighed, Stop> {
+        if !self.applies() {
+            return host_memory::check(self.request, ready);
+        }
+        if !self.request.dry_run {
+            return Ok(Weighed::default());
+        }
+        match host_memory::check(self.request, ready) {
+            Err(Stop::Declined {
+                others: Some(failure),
+                ..
+            }) => Ok(Weighed {
+                remarks: vec![format!(
+                    "host memory, weighed again after the drain: as they are now, {}",
+                    failure
+                        .message
+                        .trim_start_matches("refused before any change: ")
+                )],
+                usage: None,
+            }),
+            other => other,
+        }
     }
 
     /// A dry run's word on the drain.

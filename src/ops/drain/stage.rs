@@ -14,6 +14,7 @@
 use std::time::{Duration, Instant};
 
 use crate::driver::{CheckpointApi, ProcessState};
+use crate::gpu::nvml;
 use crate::ops::diagnose::describe_process;
 use crate::ops::drain::{self, Answer, Unable};
 use crate::ops::execute::concurrently;
@@ -21,6 +22,7 @@ use crate::ops::execute::failpoint::{self, Send};
 use crate::ops::execute::interrupt::{signal_name, Interrupt};
 use crate::ops::journal::drained;
 use crate::ops::journal::intent::{DrainNote, DrainPhase, Journal, SignalLedger};
+use crate::ops::preflight::host_memory::{self, Weighed};
 use crate::ops::preflight::restorable;
 use crate::ops::vocabulary::drain_protocol::{self, DrainSignal};
 use crate::ops::vocabulary::failure::{Failure, FailureKind};
@@ -41,6 +43,8 @@ struct Member {
     asked: bool,
     acknowledged: Option<Duration>,
     exempted: Option<String>,
+    /// What it held before the request and once drained (NVML), in bytes.
+    footprint: Option<(u64, u64)>,
 }
 
 /// A group that drained: asked to rebuild once it runs again.
@@ -52,6 +56,9 @@ pub struct Drained {
     members: Vec<Member>,
     /// Left out of the handshake: nothing to release, nothing sent.
     bystanders: Vec<i32>,
+    /// The host-memory pre-flight on what the members kept, for the
+    /// pipeline to take.
+    pub(super) weighed: Option<Weighed>,
 }
 
 /// Whether `operation` locks running processes, so `--drain` applies.
@@ -93,6 +100,7 @@ pub(super) fn drain(
         deadline,
         members,
         bystanders,
+        weighed: None,
     };
     if drained.members.is_empty() {
         // Every process is checkpointed already, or left out: nothing to ask.
@@ -108,6 +116,9 @@ pub(super) fn drain(
         &places(&drained.members),
         DrainNote::new(signal.number(), drained.timeout, &members),
     );
+    // What each member holds before it is asked: what it releases shows
+    // against this.
+    let before = gpu_usage();
     // From the first request on, a signal to cudackpt calls the drain off
     // rather than ending it with processes half drained.
     interrupt.arm();
@@ -116,12 +127,18 @@ pub(super) fn drain(
     }
     journal.drain_phase(DrainPhase::Drained);
     drained.prove(request, ready, journal, interrupt)?;
+    drained.weigh(request, ready, before.as_ref().ok(), journal, interrupt)?;
     // The wait can be long: a target stopped meanwhile (SIGSTOP, a
     // debugger, a freeze) would make its lock wait until it runs.
     if let Some(pid) = stopped_meanwhile(ready) {
         return Err(drained.call_off(&Why::Stopped(pid), journal, interrupt));
     }
     Ok(Some(drained))
+}
+
+/// What NVML says each process holds, over its GPUs.
+fn gpu_usage() -> Result<nvml::Usage, nvml::NvmlError> {
+    nvml::open().and_then(nvml::memory_by_process_and_gpu)
 }
 
 /// The end of a wait that starts now: `timeout` from now, or `deadline`
@@ -234,6 +251,7 @@ fn parties(ready: &Ready, signal: DrainSignal) -> Result<Parties, Stop> {
                 asked: !marked,
                 acknowledged: None,
                 exempted: None,
+                footprint: None,
             }),
             // Checkpointed already, or a state the command refuses.
             _ => {}
@@ -335,6 +353,9 @@ enum Why {
     Refused(Vec<ProcessReport>),
     /// This process was stopped during the drain: its lock would wait.
     Stopped(i32),
+    /// Even drained, the group's host copies would not fit (the failure of
+    /// the host-memory pre-flight, on what the members kept).
+    HostMemory(Failure),
 }
 
 impl Drained {
@@ -437,6 +458,41 @@ impl Drained {
         }
     }
 
+    /// What each member released, and the host-memory pre-flight on what
+    /// they kept: a group that fits only once shrunk goes on; one that
+    /// does not fit even then is called off before any lock.
+    fn weigh(
+        &mut self,
+        request: &Request<'_>,
+        ready: &Ready,
+        before: Option<&nvml::Usage>,
+        ledger: &dyn SignalLedger,
+        interrupt: &Interrupt,
+    ) -> Result<(), Stop> {
+        let after = gpu_usage();
+        if let (Some(before), Ok(after)) = (before, after.as_ref()) {
+            let (before, after) = (nvml::totals(before), nvml::totals(after));
+            for member in self.members.iter_mut().filter(|m| m.acknowledged.is_some()) {
+                let pid = member.target.pid;
+                let held = |usage: &std::collections::HashMap<i32, u64>| {
+                    usage.get(&pid).copied().unwrap_or(0)
+                };
+                member.footprint = Some((held(&before), held(&after)));
+            }
+        }
+        match host_memory::weigh(request, ready, after) {
+            Ok(weighed) => {
+                self.weighed = Some(weighed);
+                Ok(())
+            }
+            Err(Stop::Declined {
+                others: Some(failure),
+                ..
+            }) => Err(self.call_off(&Why::HostMemory(failure), ledger, interrupt)),
+            Err(stop) => Err(stop),
+        }
+    }
+
     /// Asks every process asked once more (a drained one rebuilds, one
     /// that has not drained yet calls it off), waits for the markers to
     /// go, and says what happened to each.
@@ -530,6 +586,18 @@ impl Drained {
                 format!("interrupted by {} during the drain; {rebuilt}", signal_name(*signal)),
                 "run the command again when it may finish",
             ),
+            Why::HostMemory(failure) => Failure::new(
+                failure.kind,
+                format!(
+                    "{}; {rebuilt}",
+                    failure.message.replacen(
+                        "refused before any change",
+                        "refused after the drain, on the GPU memory left once it released what it could",
+                        1
+                    )
+                ),
+                failure.hint.clone().unwrap_or_default(),
+            ),
             Why::Refused(refused) => Failure::not_attempted(format!(
                 "PID {} drained but still could not be restored; {rebuilt}",
                 refused.first().map_or(0, |r| r.pid)
@@ -546,6 +614,10 @@ impl Drained {
         };
         drain.acknowledged = member.acknowledged;
         drain.exempted.clone_from(&member.exempted);
+        if let Some((before, after)) = member.footprint {
+            drain.released_bytes = Some(before.saturating_sub(after));
+            drain.footprint_bytes = Some(after);
+        }
         drain
     }
 

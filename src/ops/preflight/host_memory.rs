@@ -103,10 +103,32 @@ pub struct Weighed {
 /// The pre-flight of a request: what it could not weigh, or the stop that
 /// refuses the group.
 pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Weighed, Stop> {
-    if !request.operation.checkpoints() || request.force || ready.targets.is_empty() {
+    if !applies(request, ready) {
         return Ok(Weighed::default());
     }
-    let usage = match nvml::open().and_then(nvml::memory_by_process_and_gpu) {
+    weigh(
+        request,
+        ready,
+        nvml::open().and_then(nvml::memory_by_process_and_gpu),
+    )
+}
+
+/// Whether a request copies GPU memory to host memory that is to be weighed.
+pub fn applies(request: &Request<'_>, ready: &Ready) -> bool {
+    request.operation.checkpoints() && !request.force && !ready.targets.is_empty()
+}
+
+/// The pre-flight on what NVML said (a drain weighs what is left once its
+/// processes released what they could).
+pub fn weigh(
+    request: &Request<'_>,
+    ready: &Ready,
+    usage: Result<nvml::Usage, nvml::NvmlError>,
+) -> Result<Weighed, Stop> {
+    if !applies(request, ready) {
+        return Ok(Weighed::default());
+    }
+    let usage = match usage {
         Ok(usage) => usage,
         Err(why) => {
             // Said where the risk is: a target under a memory limit (a

@@ -135,6 +135,11 @@ pub struct DrainReport {
     pub rebuilt: Option<Duration>,
     /// The evidence not held against it because it acknowledged.
     pub exempted: Option<String>,
+    /// The GPU memory it gave back between the request and its
+    /// acknowledgement (NVML), when it acknowledged and NVML could say.
+    pub released_bytes: Option<u64>,
+    /// The GPU memory it held once drained: what its checkpoint copies.
+    pub footprint_bytes: Option<u64>,
 }
 
 impl DrainReport {
@@ -145,6 +150,8 @@ impl DrainReport {
             acknowledged: None,
             rebuilt: None,
             exempted: None,
+            released_bytes: None,
+            footprint_bytes: None,
         }
     }
 }

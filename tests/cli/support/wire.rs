@@ -96,6 +96,8 @@ pub struct DrainDoc {
     pub acknowledged_ms: Option<f64>,
     pub rebuilt_ms: Option<f64>,
     pub exempted: Option<String>,
+    pub released_bytes: Option<u64>,
+    pub footprint_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -70,17 +70,34 @@ pub fn devices() -> Result<Vec<Device>, u32> {
 }
 
 /// The compute processes on device `index` with their GPU memory, in bytes.
+/// A process listed twice on one device holds what its last entry says
+/// (a drain target appends its shrunk footprint when it releases).
 pub fn processes_on(index: usize) -> Vec<(u32, u64)> {
     let text = Store::from_env().nvml_processes().unwrap_or_default();
     let listed = parse_processes(&text).unwrap_or_else(|why| {
         crate::warn(&format!("nvml-processes: {why}"));
         Vec::new()
     });
-    listed
+    latest(&listed)
         .iter()
         .filter(|f| f.device == index && holds_memory(f.pid))
         .filter_map(|f| Some((u32::try_from(f.pid).ok()?, f.bytes())))
         .collect()
+}
+
+/// The last entry of each (process, device), in the order first listed.
+pub fn latest(listed: &[Footprint]) -> Vec<Footprint> {
+    let mut kept: Vec<Footprint> = Vec::new();
+    for footprint in listed {
+        match kept
+            .iter_mut()
+            .find(|k| k.pid == footprint.pid && k.device == footprint.device)
+        {
+            Some(earlier) => *earlier = *footprint,
+            None => kept.push(*footprint),
+        }
+    }
+    kept
 }
 
 /// Whether a process is alive (not a zombie) and not checkpointed.
@@ -110,6 +127,16 @@ pub fn error_string(code: u32) -> &'static std::ffi::CStr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_entry_of_a_process_on_a_device_is_what_it_holds() {
+        let listed = parse_processes("7:8192\n9:100\n7:1024\n7:50@1").expect("parses");
+        let kept = latest(&listed);
+        assert_eq!(kept.len(), 3);
+        assert_eq!((kept[0].pid, kept[0].mib, kept[0].device), (7, 1024, 0));
+        assert_eq!((kept[1].pid, kept[1].mib), (9, 100));
+        assert_eq!((kept[2].pid, kept[2].mib, kept[2].device), (7, 50, 1));
+    }
 
     #[test]
     fn process_lists_parse_with_an_optional_device() {
