@@ -103,6 +103,11 @@ fn uuid_of(device: &nvml_wrapper::Device<'_>) -> Result<GpuUuid, NvmlError> {
         .map_err(|e: crate::driver::UuidError| NvmlError::Uuid(e.to_string()))
 }
 
+/// What each process holds on each GPU now, NVML opened for it.
+pub fn usage_now() -> Result<Usage, NvmlError> {
+    open().and_then(memory_by_process_and_gpu)
+}
+
 /// GPU memory in use per PID and GPU (UUID), for compute processes.
 pub fn memory_by_process_and_gpu(nvml: &Nvml) -> Result<Usage, NvmlError> {
     let mut used: HashMap<i32, Vec<(GpuUuid, u64)>> = HashMap::new();

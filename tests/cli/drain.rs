@@ -17,7 +17,7 @@ use crate::wire::{DrainOutcome, Kind, ProcessCommandDoc, State};
 const RANK: [(&str, &str); 1] = [("WORLD_SIZE", "2")];
 
 /// What a drain target wrote, a line per event.
-fn events(path: &std::path::Path) -> Vec<String> {
+pub(crate) fn events(path: &std::path::Path) -> Vec<String> {
     fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
@@ -25,7 +25,7 @@ fn events(path: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
-fn shows(pid: i32, name: &str) -> bool {
+pub(crate) fn shows(pid: i32, name: &str) -> bool {
     thread_names(pid).iter().any(|n| n == name)
 }
 

@@ -7,7 +7,8 @@
 
 use std::fs;
 
-use crate::support::{texts, thread_names, wait_until, Fixture, Target};
+use crate::drain::{events, shows};
+use crate::support::{texts, wait_until, Fixture, Target};
 use crate::wire::{DrainOutcome, Kind, ProcessCommandDoc, State};
 
 const GIB: u64 = 1 << 30;
@@ -20,19 +21,9 @@ fn shrinking_rank(fx: &Fixture, to_mib: &str) -> (Target, std::path::PathBuf) {
         &[("WORLD_SIZE", "2"), ("DRAIN_TARGET_SHRINK_TO_MIB", to_mib)],
     );
     wait_until("the rank's watchdog thread", || {
-        thread_names(target.pid)
-            .iter()
-            .any(|n| n == "pt_nccl_watchdg")
+        shows(target.pid, "pt_nccl_watchdg")
     });
     (target, events)
-}
-
-fn events(path: &std::path::Path) -> Vec<String> {
-    fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
 }
 
 #[test]

@@ -78,21 +78,19 @@ impl<'r> Drain<'r> {
         if !self.request.dry_run {
             return Ok(Weighed::default());
         }
-        match host_memory::check(self.request, ready) {
-            Err(Stop::Declined {
-                others: Some(failure),
-                ..
-            }) => Ok(Weighed {
-                remarks: vec![format!(
-                    "host memory, weighed again after the drain: as they are now, {}",
-                    failure
-                        .message
-                        .trim_start_matches("refused before any change: ")
-                )],
-                usage: None,
-            }),
-            other => other,
+        if !host_memory::applies(self.request, ready) {
+            return Ok(Weighed::default());
         }
+        Ok(
+            host_memory::weigh(self.request, ready, crate::gpu::nvml::usage_now()).unwrap_or_else(
+                |why| Weighed {
+                    remarks: vec![format!(
+                        "host memory, weighed again after the drain: as they are now, {why}"
+                    )],
+                    usage: None,
+                },
+            ),
+        )
     }
 
     /// A dry run's word on the drain.

@@ -118,7 +118,7 @@ pub(super) fn drain(
     );
     // What each member holds before it is asked: what it releases shows
     // against this.
-    let before = gpu_usage();
+    let before = nvml::usage_now();
     // From the first request on, a signal to cudackpt calls the drain off
     // rather than ending it with processes half drained.
     interrupt.arm();
@@ -134,11 +134,6 @@ pub(super) fn drain(
         return Err(drained.call_off(&Why::Stopped(pid), journal, interrupt));
     }
     Ok(Some(drained))
-}
-
-/// What NVML says each process holds, over its GPUs.
-fn gpu_usage() -> Result<nvml::Usage, nvml::NvmlError> {
-    nvml::open().and_then(nvml::memory_by_process_and_gpu)
 }
 
 /// The end of a wait that starts now: `timeout` from now, or `deadline`
@@ -469,7 +464,7 @@ impl Drained {
         ledger: &dyn SignalLedger,
         interrupt: &Interrupt,
     ) -> Result<(), Stop> {
-        let after = gpu_usage();
+        let after = nvml::usage_now();
         if let (Some(before), Ok(after)) = (before, after.as_ref()) {
             let (before, after) = (nvml::totals(before), nvml::totals(after));
             for member in self.members.iter_mut().filter(|m| m.acknowledged.is_some()) {
@@ -485,11 +480,13 @@ impl Drained {
                 self.weighed = Some(weighed);
                 Ok(())
             }
-            Err(Stop::Declined {
-                others: Some(failure),
-                ..
-            }) => Err(self.call_off(&Why::HostMemory(failure), ledger, interrupt)),
-            Err(stop) => Err(stop),
+            Err(why) => {
+                let failure = host_memory::refusal(
+                    "refused after the drain, on the GPU memory left once it released what it could",
+                    &why,
+                );
+                Err(self.call_off(&Why::HostMemory(failure), ledger, interrupt))
+            }
         }
     }
 
@@ -588,14 +585,7 @@ impl Drained {
             ),
             Why::HostMemory(failure) => Failure::new(
                 failure.kind,
-                format!(
-                    "{}; {rebuilt}",
-                    failure.message.replacen(
-                        "refused before any change",
-                        "refused after the drain, on the GPU memory left once it released what it could",
-                        1
-                    )
-                ),
+                format!("{}; {rebuilt}", failure.message),
                 failure.hint.clone().unwrap_or_default(),
             ),
             Why::Refused(refused) => Failure::not_attempted(format!(

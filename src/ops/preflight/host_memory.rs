@@ -106,10 +106,17 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Weighed, Stop> {
     if !applies(request, ready) {
         return Ok(Weighed::default());
     }
-    weigh(
-        request,
-        ready,
-        nvml::open().and_then(nvml::memory_by_process_and_gpu),
+    weigh(request, ready, nvml::usage_now())
+        .map_err(|why| Stop::not_run(refusal("refused before any change", &why)))
+}
+
+/// The refusal of a group whose host copies would not fit; `when` says at
+/// which point it was refused.
+pub fn refusal(when: &str, why: &Shortfall) -> Failure {
+    Failure::new(
+        FailureKind::InsufficientHostMemory,
+        format!("{when}: {why}"),
+        "raise the limit (or free host memory) by at least the GPU footprint, e.g. `systemctl set-property UNIT MemoryMax=...` or the pod's memory limit; --force (CUDACKPT_FORCE=1) checkpoints anyway, and the kernel will likely kill the process",
     )
 }
 
@@ -119,12 +126,13 @@ pub fn applies(request: &Request<'_>, ready: &Ready) -> bool {
 }
 
 /// The pre-flight on what NVML said (a drain weighs what is left once its
-/// processes released what they could).
+/// processes released what they could): what could not be weighed, or
+/// where the host copies would not fit.
 pub fn weigh(
     request: &Request<'_>,
     ready: &Ready,
     usage: Result<nvml::Usage, nvml::NvmlError>,
-) -> Result<Weighed, Stop> {
+) -> Result<Weighed, Shortfall> {
     if !applies(request, ready) {
         return Ok(Weighed::default());
     }
@@ -173,17 +181,9 @@ pub fn weigh(
             chain: memory::chain_of(t.pid),
         })
         .collect();
-    judge(&needs, memory::mem_available())
-        .map(|()| Weighed {
-            remarks: Vec::new(),
-            usage: Some(usage),
-        })
-        .map_err(|why| {
-        Stop::not_run(Failure::new(
-            FailureKind::InsufficientHostMemory,
-            format!("refused before any change: {why}"),
-            "raise the limit (or free host memory) by at least the GPU footprint, e.g. `systemctl set-property UNIT MemoryMax=...` or the pod's memory limit; --force (CUDACKPT_FORCE=1) checkpoints anyway, and the kernel will likely kill the process",
-        ))
+    judge(&needs, memory::mem_available()).map(|()| Weighed {
+        remarks: Vec::new(),
+        usage: Some(usage),
     })
 }
 

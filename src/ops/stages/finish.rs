@@ -70,7 +70,7 @@ pub fn snapshot(driver: &Driver, host: &Inventory<'_>, usage: Option<nvml::Usage
         })
         .unwrap_or_default();
     // Read by the host-memory pre-flight already, unless it did not run.
-    let memory = usage.or_else(|| nvml::open().and_then(nvml::memory_by_process_and_gpu).ok());
+    let memory = usage.or_else(|| nvml::usage_now().ok());
     Snapshot {
         host: gpus,
         memory,
@@ -209,7 +209,7 @@ fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map: &[
     if moved.is_empty() {
         return;
     }
-    let usage = match nvml::open().and_then(nvml::memory_by_process_and_gpu) {
+    let usage = match nvml::usage_now() {
         Ok(usage) => usage,
         Err(why) => {
             for &i in &moved {
