@@ -4,7 +4,10 @@
 process group on the job's store. Run: python3 -m unittest discover -s
 clients/python/tests (with clients/python/src on PYTHONPATH)."""
 
+import mmap
+import multiprocessing
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -158,6 +161,114 @@ class Protocol(unittest.TestCase):
         finally:
             drain.close()
         self.drain = cd.Drain()
+
+
+def held_by_this_process(prefix):
+    """How many mappings and descriptors of ``prefix*`` files this process has."""
+    mapped = 0
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(None, 5)
+            mapped += len(fields) == 6 and fields[5].startswith(prefix)
+    opened = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            opened += os.readlink(f"/proc/self/fd/{name}").startswith(prefix)
+        except OSError:
+            pass
+    return mapped, opened
+
+
+def _report_held(prefix, pipe):
+    pipe.send(held_by_this_process(prefix))
+
+
+class DeviceLike:
+    """A file standing in for /dev/nvidia0 (CI has no GPU): mapped shared
+    and held open by this process, as the driver maps and holds the device
+    node in a CUDA process."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="cudackpt-forks-")
+        self.prefix = os.path.join(self.dir, "nvidia")
+        self.fd = os.open(self.prefix + "0", os.O_RDWR | os.O_CREAT, 0o600)
+        os.ftruncate(self.fd, 2 * mmap.PAGESIZE)
+        self.map = mmap.mmap(self.fd, 2 * mmap.PAGESIZE, mmap.MAP_SHARED)
+        self.map[:5] = b"tensor"[:5]
+        # One mapping, and two descriptors: Python's mmap keeps a dup.
+        self.held = held_by_this_process(self.prefix)
+        assert self.held == (1, 2), self.held
+
+    def close(self):
+        self.map.close()
+        os.close(self.fd)
+        shutil.rmtree(self.dir)
+
+    def in_forked_child(self):
+        """What a child forked as DataLoader forks its workers still holds."""
+        context = multiprocessing.get_context("fork")
+        ours, theirs = context.Pipe()
+        child = context.Process(target=_report_held, args=(self.prefix, theirs))
+        child.start()
+        held = ours.recv()
+        child.join()
+        return held
+
+
+class Forks(unittest.TestCase):
+    """A child forked after CUDA started keeps device mappings CRIU cannot
+    dump: the client's fork hook drops them in the child, never in the
+    parent."""
+
+    def setUp(self):
+        self.device = DeviceLike()
+
+    def tearDown(self):
+        self.device.close()
+
+    def test_a_forked_child_drops_what_it_inherited_and_the_parent_keeps_it(self):
+        held = self.device.held
+        self.assertEqual(self.device.in_forked_child(), held, "without the hook the child inherits all")
+        cd.keep_forks_dumpable(self.device.prefix)
+        self.assertEqual(self.device.in_forked_child(), (0, 0))
+        self.assertEqual(held_by_this_process(self.device.prefix), held)
+        self.assertEqual(self.device.map[:5], b"tenso", "the parent's mapping still works")
+
+    def test_dropping_in_this_process_counts_what_went(self):
+        pid = os.fork()
+        if pid == 0:  # the child checks, and says by its exit status
+            dropped = cd.drop_inherited_gpu(self.device.prefix)
+            os._exit(0 if dropped == self.device.held and held_by_this_process(self.device.prefix) == (0, 0) else 1)
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+
+    def test_a_drain_keeps_forks_dumpable_for_the_gpu_device_nodes(self):
+        with cd.Drain():
+            self.assertIn(cd.DEVICE_PREFIX, cd._fork_hooks)
+        self.assertEqual(cd.DEVICE_PREFIX, "/dev/nvidia")
+
+    @unittest.skipUnless(HAVE_TORCH, "torch is not importable here (CI sets CUDACKPT_TEST_PYTHON to an interpreter with it)")
+    def test_dataloader_workers_hold_nothing_of_the_device(self):
+        import torch.utils.data
+
+        prefix = self.device.prefix
+
+        class Held(torch.utils.data.Dataset):
+            def __len__(self):
+                return 4
+
+            def __getitem__(self, index):
+                return torch.tensor(held_by_this_process(prefix))
+
+        def loaded():
+            loader = torch.utils.data.DataLoader(
+                Held(), batch_size=1, num_workers=2, multiprocessing_context="fork"
+            )
+            return {tuple(batch[0].tolist()) for batch in loader}
+
+        self.assertEqual(loaded(), {self.device.held}, "without the hook each worker inherits all")
+        cd.keep_forks_dumpable(prefix)
+        self.assertEqual(loaded(), {(0, 0)})
 
 
 def free_port():

@@ -34,7 +34,16 @@ import threading
 import time
 from typing import Callable, List, Optional
 
-__all__ = ["Drain", "MARKER", "DEFAULT_SIGNAL", "VERSION", "parse_signal"]
+__all__ = [
+    "Drain",
+    "MARKER",
+    "DEFAULT_SIGNAL",
+    "VERSION",
+    "DEVICE_PREFIX",
+    "parse_signal",
+    "keep_forks_dumpable",
+    "drop_inherited_gpu",
+]
 
 #: The protocol version; the marker names it.
 VERSION = 1
@@ -129,6 +138,78 @@ class _Marker:
         self._thread.join()
 
 
+#: The files through which a process reaches the GPU: the driver's device
+#: nodes (``/dev/nvidiactl``, ``/dev/nvidia0``, ``/dev/nvidia-uvm``...).
+DEVICE_PREFIX = "/dev/nvidia"
+#: The prefixes whose forked children already drop what they inherit.
+_fork_hooks = set()
+
+
+def drop_inherited_gpu(prefix: str = DEVICE_PREFIX):
+    """Unmaps every mapping of a file whose path starts with ``prefix``, and
+    closes every descriptor of one, in this process. Returns how many
+    mappings and descriptors went.
+
+    For a child forked after its parent started CUDA (a ``DataLoader``
+    worker under the default ``fork``): it inherits some of the parent's
+    device mappings and descriptors, but no CUDA state, and cannot use CUDA
+    at all (the CUDA runtime refuses in a forked child). CRIU cannot dump a
+    device mapping that no CUDA checkpoint released ("Can't handle
+    non-regular mapping"), so while the child keeps them the whole tree
+    cannot be dumped. Nothing the child can use goes: do not call it in a
+    process that uses CUDA."""
+    unmapped = 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    for start, end in _mappings_of(prefix):
+        if libc.munmap(start, end - start) == 0:
+            unmapped += 1
+    closed = 0
+    try:
+        descriptors = os.listdir("/proc/self/fd")
+    except OSError:
+        descriptors = []
+    for name in descriptors:
+        try:
+            if os.readlink(f"/proc/self/fd/{name}").startswith(prefix):
+                os.close(int(name))
+                closed += 1
+        except (OSError, ValueError):
+            pass  # the descriptor the listing itself used, gone already
+    return unmapped, closed
+
+
+def _mappings_of(prefix: str):
+    """The (start, end) of each mapping of a ``prefix*`` file in
+    ``/proc/self/maps``, read whole before any is unmapped."""
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return []
+    found = []
+    wanted = prefix.encode()
+    for line in lines:
+        fields = line.split(None, 5)
+        if len(fields) == 6 and fields[5].startswith(wanted):
+            start, end = fields[0].split(b"-")
+            found.append((int(start, 16), int(end, 16)))
+    return found
+
+
+def keep_forks_dumpable(prefix: str = DEVICE_PREFIX) -> None:
+    """Makes every child this process forks from now on drop the GPU
+    mappings and descriptors it inherits (:func:`drop_inherited_gpu`, in an
+    ``os.register_at_fork`` hook), so that CRIU can dump a job whose
+    ``DataLoader`` forks workers. :class:`Drain` calls it; call it yourself
+    in a program that is checkpointed through CRIU without a drain. Once per
+    prefix; a child that execs loses the mappings anyway."""
+    if prefix in _fork_hooks:
+        return
+    _fork_hooks.add(prefix)
+    os.register_at_fork(after_in_child=lambda: drop_inherited_gpu(prefix))
+
+
 class Drain:
     """Answers cudackpt's drain requests at the points the loop chooses.
 
@@ -143,7 +224,9 @@ class Drain:
     subgroups again, allocate the KV cache again). ``every`` checks for a
     request at one point in that many: the check is one all-reduce of a
     single number, and every rank must call :meth:`point` the same number
-    of times.
+    of times. ``dumpable_forks`` (on unless False) makes children
+    forked from then on drop what they inherit from the GPU
+    (:func:`keep_forks_dumpable`), so that CRIU can dump the job.
     """
 
     def __init__(
@@ -152,9 +235,12 @@ class Drain:
         on_release: Optional[List[Callable[[], None]]] = None,
         on_rebuild: Optional[List[Callable[[], None]]] = None,
         every: int = 1,
+        dumpable_forks: bool = True,
     ) -> None:
         if every < 1:
             raise ValueError("every must be 1 or more")
+        if dumpable_forks:
+            keep_forks_dumpable()
         self.signal = _signal_from_env() if signal is None else int(signal)
         self.on_release = list(on_release or [])
         self.on_rebuild = list(on_rebuild or [])
