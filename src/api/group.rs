@@ -295,4 +295,11 @@ impl<'a> Group<'a> {
         self.request.recovering = true;
         self
     }
+
+    /// CRIU's pre-dump hook: CRIU dumps the trees next, so a tree it could
+    /// not dump is refused before any change.
+    pub(crate) fn criu_dump(mut self) -> Group<'a> {
+        self.request.criu_dump = true;
+        self
+    }
 }

@@ -499,7 +499,10 @@ pub enum Command {
     ///
     /// Use it as `criu dump|restore --action-script $(which cudackpt)`. At
     /// pre-dump it suspends every CUDA process in the tree of
-    /// CRTOOLS_INIT_PID; after a --leave-running dump (once CRIU thaws the
+    /// CRTOOLS_INIT_PID, after refusing (exit 8, undumpable) a tree that
+    /// CRIU could not dump: a process mapping a GPU device node without CUDA
+    /// state (a DataLoader worker forked after CUDA started) or an io_uring
+    /// ring, named with its parent and the fix. After a --leave-running dump (once CRIU thaws the
     /// tree) and at post-resume it resumes them; other actions do nothing.
     /// Run with no arguments and CRTOOLS_SCRIPT_ACTION set, cudackpt does
     /// this too.

@@ -83,7 +83,7 @@ devices: {\"schema_version\":1, \"command\":\"devices\", \"ok\":BOOL, \"exit_cod
 demo: {\"schema_version\":1, \"command\":\"demo\", \"ok\":BOOL, \"exit_code\":N, \"pid\":N, \"size_bytes\":N, \"gpu\":GPU, \
 \"steps\":[{\"step\", \"ok\", \"state\", \"duration_ms\"}], \"data_intact\":BOOL, \"error\":ERROR}.";
 
-const ENVIRONMENT: [(&str, &str); 26] = [
+const ENVIRONMENT: [(&str, &str); 27] = [
     (
         "CUDACKPT_DRAIN",
         "1: drain before the lock (as --drain), for NVIDIA's grammar (--action lock, --toggle) and the CRIU hook's pre-dump, which have no --drain. Drained processes are asked to rebuild after a resume whether or not it is set. CRIU's CUDA plugin locks a frozen tree, which cannot drain: use the action-script mode.",
@@ -163,6 +163,10 @@ const ENVIRONMENT: [(&str, &str); 26] = [
     (
         "CUDACKPT_DEBUG_PAUSE_AFTER_CHECKS",
         "Debug builds only (tests): create this file just after a target's /proc checks and wait until it is removed (a minute at most). Release builds ignore it.",
+    ),
+    (
+        "CUDACKPT_DEBUG_DEVICE_PREFIX",
+        "Debug builds only (tests): the path prefix taken for GPU device nodes (/dev/nvidia) by the check of what CRIU could not dump, so that a file can stand in for /dev/nvidia0. Release builds ignore it.",
     ),
     (
         "CUDACKPT_DEBUG_KILL_AT",

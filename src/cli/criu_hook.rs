@@ -123,6 +123,7 @@ fn run_on(
     trees: Vec<i32>,
     operation: Operation,
 ) -> Report {
+    let dump_follows = operation.checkpoints();
     let confirmed = confirmed();
     let drain = match super::drain_from_env() {
         Ok(drain) => drain,
@@ -137,7 +138,7 @@ fn run_on(
             }
         }
     };
-    let mut report = Group::new()
+    let mut group = Group::new()
         .libcuda_option(libcuda)
         .selectors(Selectors {
             trees,
@@ -146,8 +147,11 @@ fn run_on(
         })
         .confirmed(confirmed)
         .options(super::force_from_env(), false, false)
-        .drain_options(drain)
-        .run(operation);
+        .drain_options(drain);
+    if dump_follows {
+        group = group.criu_dump();
+    }
+    let mut report = group.run(operation);
     report.command = "criu-hook";
     report
 }

@@ -122,6 +122,7 @@ fn clear<'d>(
     if request.operation.changes_state() && !request.recovering {
         lock::not_left_by_a_dead_cudackpt(ready)?;
     }
+    let mut remarks = preflight::dumpable::check(request, ready)?;
     let passed = drain::Drain::of(request).restorability(ready)?;
     let weighed = drain::Drain::of(request).host_memory(ready)?;
     let host = Inventory::with_driver(&ready.driver);
@@ -144,7 +145,7 @@ fn clear<'d>(
             request.recovering,
         )?
     };
-    let mut remarks = weighed.remarks;
+    remarks.extend(weighed.remarks);
     remarks.extend(chosen.remarks.iter().cloned());
     remarks.extend(preflight::gpu_memory::check_memory(
         request,

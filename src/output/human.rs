@@ -238,6 +238,7 @@ fn short(failure: &Failure) -> &'static str {
         FailureKind::ProcUnreadable => "/proc unreadable",
         FailureKind::UnsafePath => "untrusted path",
         FailureKind::Unrestorable => "could not be restored",
+        FailureKind::Undumpable => "CRIU could not dump it",
         FailureKind::InsufficientHostMemory => "not enough host memory",
         FailureKind::OomKilled => "killed by the OOM killer",
         FailureKind::NeedsRecovery => "left by a dead cudackpt",

@@ -7,6 +7,7 @@
 
 pub mod cgroup;
 pub mod discover;
+pub mod dumpable;
 pub mod evidence;
 pub mod identity;
 pub mod kmsg;

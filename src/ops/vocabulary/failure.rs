@@ -57,6 +57,9 @@ pub enum FailureKind {
     UnsafePath,
     /// The driver is known not to restore this process after a checkpoint.
     Unrestorable,
+    /// CRIU could not dump a process of the tree (a GPU device mapping
+    /// without CUDA state, an io_uring ring): refused before CRIU's dump.
+    Undumpable,
     /// The host copy of a checkpoint would not fit (host or cgroup memory).
     InsufficientHostMemory,
     /// The kernel's OOM killer ended the process during the command.
@@ -79,7 +82,7 @@ pub enum FailureKind {
 
 impl FailureKind {
     /// Every kind, for the JSON Schema.
-    pub(crate) const ALL: [FailureKind; 32] = [
+    pub(crate) const ALL: [FailureKind; 33] = [
         FailureKind::NoSuchProcess,
         FailureKind::ThreadNotProcess,
         FailureKind::NotCudaProcess,
@@ -104,6 +107,7 @@ impl FailureKind {
         FailureKind::ProcUnreadable,
         FailureKind::UnsafePath,
         FailureKind::Unrestorable,
+        FailureKind::Undumpable,
         FailureKind::InsufficientHostMemory,
         FailureKind::OomKilled,
         FailureKind::NeedsRecovery,
@@ -141,6 +145,7 @@ impl FailureKind {
             FailureKind::ProcUnreadable => "proc_unreadable",
             FailureKind::UnsafePath => "unsafe_path",
             FailureKind::Unrestorable => "unrestorable",
+            FailureKind::Undumpable => "undumpable",
             FailureKind::InsufficientHostMemory => "insufficient_host_memory",
             FailureKind::OomKilled => "oom_killed",
             FailureKind::NeedsRecovery => "needs_recovery",
@@ -167,6 +172,7 @@ impl FailureKind {
             FailureKind::InvalidMap
             | FailureKind::InsufficientGpuMemory
             | FailureKind::Unrestorable
+            | FailureKind::Undumpable
             | FailureKind::InsufficientHostMemory
             | FailureKind::CannotDrain => ExitStatus::PreflightRefused,
             FailureKind::DrainTimeout => ExitStatus::DrainTimeout,
@@ -252,7 +258,7 @@ mod tests {
         // An exhaustive match: a new kind does not compile here until it
         // has a number, and then fails below until ALL (and so the
         // schema) has it.
-        const KINDS: usize = 32;
+        const KINDS: usize = 33;
         let number = |kind: FailureKind| match kind {
             FailureKind::NoSuchProcess => 0,
             FailureKind::ThreadNotProcess => 1,
@@ -286,6 +292,7 @@ mod tests {
             FailureKind::Usage => 29,
             FailureKind::CannotDrain => 30,
             FailureKind::DrainTimeout => 31,
+            FailureKind::Undumpable => 32,
         };
         let mut listed = [false; KINDS];
         for kind in FailureKind::ALL {

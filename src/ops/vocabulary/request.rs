@@ -56,6 +56,9 @@ pub struct Request<'a> {
     /// is an error (exit 1), as NVIDIA's tool says; the modern grammar
     /// reports it "already there" and succeeds.
     pub nvidia_errors: bool,
+    /// CRIU dumps the trees once this command is done (its pre-dump hook):
+    /// a tree it could not dump is refused first.
+    pub criu_dump: bool,
 }
 
 /// The drain handshake of a request (cudackpt(1), DRAIN PROTOCOL).
@@ -108,6 +111,7 @@ impl<'a> Request<'a> {
             recovering: false,
             drain: Drain::default(),
             nvidia_errors: false,
+            criu_dump: false,
         }
     }
 }

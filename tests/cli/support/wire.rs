@@ -63,6 +63,7 @@ pub enum Kind {
     ProcUnreadable,
     UnsafePath,
     Unrestorable,
+    Undumpable,
     InsufficientHostMemory,
     OomKilled,
     NeedsRecovery,

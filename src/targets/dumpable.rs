@@ -1,0 +1,173 @@
+//! What in a process tree CRIU cannot dump, read from /proc before any
+//! change (README, "Checkpointing a PyTorch job"):
+//!
+//! - a mapping of a GPU device node (`/dev/nvidia0`, `/dev/nvidiactl`,
+//!   `/dev/nvidia-uvm`...) in a process that holds no CUDA state: a child
+//!   forked after its parent started CUDA (a PyTorch `DataLoader` worker)
+//!   inherits some of those mappings, no checkpoint of its own releases
+//!   them, and CRIU stops at "Can't handle non-regular mapping";
+//! - an io_uring ring (`anon_inode:[io_uring]`), in any process: CRIU 4.2
+//!   stops at "Unknown shit 600 (anon_inode:[io_uring])".
+//!
+//! Read-only. A process that is gone by the time it is read has nothing.
+
+use std::fs;
+
+use memchr::memmem;
+
+use crate::targets::process::{read_proc_text, stat_fields};
+
+/// The device nodes through which a process reaches an NVIDIA GPU.
+const DEVICE_PREFIX: &str = "/dev/nvidia";
+
+/// How /proc names an io_uring ring's mapping.
+const IO_URING: &[u8] = b"anon_inode:[io_uring]";
+
+/// What CRIU cannot dump in one process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Obstacle {
+    /// It maps this GPU device node (the first one its maps list).
+    Device(String),
+    /// It maps an io_uring ring.
+    IoUring,
+}
+
+/// A process of the tree and what CRIU cannot dump in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub pid: i32,
+    pub name: Option<String>,
+    pub parent: Option<(i32, Option<String>)>,
+    pub obstacle: Obstacle,
+}
+
+/// What in the text of /proc/PID/maps CRIU cannot dump (pure): the first
+/// mapping of a file under `device_prefix`, when `device_counts` (the
+/// process holds no CUDA state), and any io_uring ring.
+pub fn scan(maps: &[u8], device_prefix: &str, device_counts: bool) -> Vec<Obstacle> {
+    let mut found = Vec::new();
+    if device_counts {
+        let device = maps.split(|&b| b == b'\n').find_map(|line| {
+            // address perms offset dev inode path: the path is the sixth.
+            let path = line
+                .splitn(6, |&b| b == b' ')
+                .nth(5)
+                .map(|p| p.trim_ascii_start())?;
+            path.starts_with(device_prefix.as_bytes())
+                .then(|| String::from_utf8_lossy(path).into_owned())
+        });
+        found.extend(device.map(Obstacle::Device));
+    }
+    if memmem::find(maps, IO_URING).is_some() {
+        found.push(Obstacle::IoUring);
+    }
+    found
+}
+
+/// What CRIU cannot dump in each of `pids`. `holds_cuda` says which hold
+/// CUDA state (a checkpoint releases their device mappings).
+pub fn find(pids: &[i32], holds_cuda: &dyn Fn(i32) -> bool) -> Vec<Found> {
+    let prefix = device_prefix();
+    let mut found = Vec::new();
+    for &pid in pids {
+        let Ok(maps) = fs::read(format!("/proc/{pid}/maps")) else {
+            continue;
+        };
+        let obstacles = scan(&maps, &prefix, !holds_cuda(pid));
+        if obstacles.is_empty() {
+            continue;
+        }
+        let (name, ppid) = name_and_parent(pid);
+        let parent = ppid.map(|ppid| (ppid, name_and_parent(ppid).0));
+        found.extend(obstacles.into_iter().map(|obstacle| Found {
+            pid,
+            name: name.clone(),
+            parent: parent.clone(),
+            obstacle,
+        }));
+    }
+    found
+}
+
+/// A process's name and parent, from /proc/PID/stat.
+fn name_and_parent(pid: i32) -> (Option<String>, Option<i32>) {
+    let Ok(stat) = read_proc_text(&format!("/proc/{pid}/stat")) else {
+        return (None, None);
+    };
+    let name = stat
+        .find('(')
+        .zip(stat.rfind(')'))
+        .filter(|(open, close)| open < close)
+        .map(|(open, close)| stat[open + 1..close].to_string());
+    let ppid = stat_fields(&stat).and_then(|mut f| f.nth(1)?.parse().ok());
+    (name, ppid)
+}
+
+/// The GPU device nodes' prefix. A debug build takes another from
+/// `CUDACKPT_DEBUG_DEVICE_PREFIX`, so that tests without a GPU can stand a
+/// file in for `/dev/nvidia0`; release builds read no variable.
+fn device_prefix() -> String {
+    #[cfg(debug_assertions)]
+    if let Some(prefix) = std::env::var_os("CUDACKPT_DEBUG_DEVICE_PREFIX") {
+        return prefix.to_string_lossy().into_owned();
+    }
+    DEVICE_PREFIX.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WORKER: &[u8] =
+        b"7f00-7f10 r-xp 00000000 08:01 1 /usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04
+200600000-200800000 rw-s 00000000 00:05 780 /dev/nvidia0
+7f40-7f50 rw-s 00000000 00:05 781 /dev/nvidiactl
+";
+
+    #[test]
+    fn a_device_node_counts_only_without_cuda_state() {
+        assert_eq!(
+            scan(WORKER, DEVICE_PREFIX, true),
+            [Obstacle::Device("/dev/nvidia0".to_string())]
+        );
+        assert_eq!(scan(WORKER, DEVICE_PREFIX, false), []);
+    }
+
+    #[test]
+    fn only_a_mapped_path_counts_not_a_name_that_merely_mentions_it() {
+        let maps = b"7f00-7f10 r--p 00000000 08:01 1 /home/u/dev/nvidia0-notes.txt
+7f20-7f30 rw-p 00000000 00:00 0 [heap]
+7f30-7f40 r--p 00000000 08:01 2 /tmp/x /dev/nvidia0
+";
+        assert_eq!(scan(maps, DEVICE_PREFIX, true), []);
+        assert_eq!(scan(b"", DEVICE_PREFIX, true), []);
+    }
+
+    #[test]
+    fn an_io_uring_ring_counts_in_any_process() {
+        let maps =
+            b"7f00-7f01 rw-s 00000000 00:10 1037166                    anon_inode:[io_uring]\n";
+        assert_eq!(scan(maps, DEVICE_PREFIX, false), [Obstacle::IoUring]);
+        let mut both = WORKER.to_vec();
+        both.extend_from_slice(maps);
+        assert_eq!(
+            scan(&both, DEVICE_PREFIX, true),
+            [
+                Obstacle::Device("/dev/nvidia0".to_string()),
+                Obstacle::IoUring
+            ]
+        );
+    }
+
+    #[test]
+    fn this_process_is_named_with_its_parent() {
+        let me = std::process::id() as i32;
+        let (name, ppid) = name_and_parent(me);
+        assert!(name.is_some_and(|n| !n.is_empty()));
+        assert_eq!(
+            ppid,
+            Some(rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get()))
+        );
+        assert_eq!(find(&[me], &|_| false), []);
+    }
+}

@@ -1,0 +1,214 @@
+//! What CRIU cannot dump is refused at pre-dump, before any change
+//! (`src/ops/preflight/dumpable.rs`): a process of the tree that maps a GPU
+//! device node without CUDA state (a DataLoader worker forked after CUDA
+//! started), and an io_uring ring anywhere in the tree. A dry run and
+//! `check` say it as a warning. CI has no /dev/nvidia0: a debug build takes
+//! the device prefix from `CUDACKPT_DEBUG_DEVICE_PREFIX`, and a file in the
+//! fixture's directory stands in for the device node.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command as StdCommand, Output};
+
+use crate::support::{parse_one_document, prerequisite, texts, wait_until, Fixture, Member, Tree};
+use crate::wire::{Document, Kind, ProcessCommandDoc, State};
+
+/// Holds what it is told to, then says so in `<path>.ready` (or why not in
+/// `<path>.failed`) and sleeps: `device PATH` maps PATH shared and keeps a
+/// descriptor of it, as a forked child keeps its parent's `/dev/nvidia0`;
+/// `io_uring PATH` sets up an io_uring and maps its ring.
+const HOLDER: &str = r#"
+import ctypes, mmap, os, sys, time
+what, path = sys.argv[1], sys.argv[2]
+if what == "device":
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.ftruncate(fd, mmap.PAGESIZE)
+    held = mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED)
+else:
+    params = (ctypes.c_ubyte * 120)()
+    fd = ctypes.CDLL(None, use_errno=True).syscall(425, 4, params)
+    if fd < 0:
+        with open(path + ".failed", "w") as failed:
+            failed.write(os.strerror(ctypes.get_errno()))
+        sys.exit(1)
+    held = mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
+open(path + ".ready", "w").close()
+time.sleep(600)
+"#;
+
+/// A tree as CRIU would dump it: a root shell with a CUDA child (`a`,
+/// `sleep`), which forked a child holding `what` (see [`HOLDER`]) without
+/// the driver, as a DataLoader worker. Returns the tree, the holder's PID
+/// and the device prefix that makes its file a "device node", or None when
+/// this kernel will not set up what was asked.
+fn tree_with(fx: &Fixture, what: &str) -> Option<(Tree, i32, String)> {
+    let holder = fx.dir().join("holder.py");
+    fs::write(&holder, HOLDER).expect("write the holder");
+    let device = fx.dir().join("nvidia0");
+    let tree = fx.tree(
+        &format!(
+            r#"LD_PRELOAD=$CUDA sh -c 'env -u LD_PRELOAD python3 {} {what} {} & echo "holder $!" >> "$PIDS"; exec sleep 600' & echo "a $!" >> "$PIDS"
+wait"#,
+            holder.display(),
+            device.display()
+        ),
+        &[("a", Member::Cuda), ("holder", Member::Shell)],
+    );
+    let a = tree.pid("a");
+    wait_until("the CUDA process to run sleep", || {
+        fs::read_to_string(format!("/proc/{a}/comm")).is_ok_and(|c| c.trim_end() == "sleep")
+    });
+    let (ready, failed) = (
+        with_suffix(&device, ".ready"),
+        with_suffix(&device, ".failed"),
+    );
+    wait_until("the holder to hold", || ready.exists() || failed.exists());
+    let why = fs::read_to_string(&failed).unwrap_or_default();
+    if !prerequisite(&format!("set up an io_uring here ({why})"), why.is_empty()) {
+        return None;
+    }
+    let holder = tree.pid("holder");
+    let prefix = fx.dir().join("nvidia").display().to_string();
+    Some((tree, holder, prefix))
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// The pre-dump hook on `root`'s tree, as JSON, with the device prefix.
+fn pre_dump(fx: &Fixture, root: i32, prefix: &str, force: bool) -> Output {
+    let mut command: StdCommand = fx.std_command(&["--json", "criu-hook"]);
+    command
+        .env("CRTOOLS_SCRIPT_ACTION", "pre-dump")
+        .env("CRTOOLS_INIT_PID", root.to_string())
+        .env("CUDACKPT_DEBUG_DEVICE_PREFIX", prefix);
+    if force {
+        command.env("CUDACKPT_FORCE", "1");
+    }
+    command.output().expect("run cudackpt")
+}
+
+fn post_resume(fx: &Fixture, root: i32) {
+    let output = fx
+        .std_command(&["criu-hook"])
+        .env("CRTOOLS_SCRIPT_ACTION", "post-resume")
+        .env("CRTOOLS_INIT_PID", root.to_string())
+        .output()
+        .expect("run cudackpt");
+    assert!(output.status.success(), "{output:?}");
+}
+
+#[test]
+fn pre_dump_refuses_a_tree_whose_forked_child_maps_the_gpu_and_changes_nothing() {
+    let fx = Fixture::new();
+    let (tree, holder, prefix) = tree_with(&fx, "device").expect("a file can be mapped");
+    let (root, a) = (tree.root(), tree.pid("a"));
+
+    // The same tree where the file is no device node: pre-dump suspends it.
+    let output = pre_dump(&fx, root, "/nonexistent/nvidia", false);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(fx.fake_state(a), "checkpointed");
+    post_resume(&fx, root);
+    fx.take_calls();
+
+    let output = pre_dump(&fx, root, &prefix, false);
+    assert_eq!(output.status.code(), Some(8), "{output:?}");
+    let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+    doc.check(8);
+    // The holder is no target: the tree is refused as a whole.
+    assert!(doc.pids().iter().all(|&pid| pid != holder), "{doc:?}");
+    let error = doc.error.as_ref().expect("the tree is refused");
+    assert_eq!(error.kind, Kind::Undumpable);
+    assert!(
+        error.message.starts_with(&format!(
+            "CRIU could not dump this tree: PID {holder} (python3), a child of PID {a} (sleep), maps {}0 but holds no CUDA state",
+            prefix
+        )),
+        "{}",
+        error.message
+    );
+    let hint = error.hint.as_deref().unwrap_or_default();
+    assert!(hint.contains("keep_forks_dumpable") && hint.contains("forkserver"));
+    let cuda = doc.process(a);
+    assert_eq!(
+        cuda.error.as_ref().map(|e| e.kind),
+        Some(Kind::NotAttempted)
+    );
+    assert_eq!(cuda.state, State::Running);
+    assert_eq!(fx.fake_state(a), "running");
+    assert_eq!(
+        fx.state_changes(),
+        Vec::<String>::new(),
+        "refused before any change"
+    );
+}
+
+#[test]
+fn pre_dump_refuses_an_io_uring_ring_unless_forced() {
+    let fx = Fixture::new();
+    let Some((tree, holder, prefix)) = tree_with(&fx, "io_uring") else {
+        return;
+    };
+    let (root, a) = (tree.root(), tree.pid("a"));
+
+    let output = pre_dump(&fx, root, &prefix, false);
+    assert_eq!(output.status.code(), Some(8), "{output:?}");
+    let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+    doc.check(8);
+    let error = doc.error.clone().expect("refused");
+    assert_eq!(error.kind, Kind::Undumpable);
+    assert!(
+        error.message.contains(&format!("PID {holder} (python3)"))
+            && error.message.contains("maps an io_uring ring")
+            && !error.message.contains("CUDA state"),
+        "{}",
+        error.message
+    );
+    assert_eq!(fx.state_changes(), Vec::<String>::new());
+
+    let output = pre_dump(&fx, root, &prefix, true);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let (stdout, _) = texts(&output);
+    assert!(
+        stdout.contains("going on anyway: CUDACKPT_FORCE=1"),
+        "{stdout}"
+    );
+    assert_eq!(fx.fake_state(a), "checkpointed");
+    post_resume(&fx, root);
+    assert_eq!(fx.fake_state(a), "running");
+}
+
+#[test]
+fn a_dry_run_and_check_warn_of_what_a_dump_would_meet() {
+    let fx = Fixture::new();
+    let (tree, holder, prefix) = tree_with(&fx, "device").expect("a file can be mapped");
+    let root = tree.root().to_string();
+    let a = tree.pid("a").to_string();
+    for args in [
+        vec!["--json", "suspend", "--dry-run", "--tree", &root],
+        vec!["--json", "check", "--tree", &root],
+        // A named process: what a dump of its tree would meet.
+        vec!["--json", "suspend", "--dry-run", &a],
+        vec!["--json", "check", &a],
+    ] {
+        let output = fx
+            .std_command(&args)
+            .env("CUDACKPT_DEBUG_DEVICE_PREFIX", &prefix)
+            .output()
+            .expect("run cudackpt");
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {output:?}");
+        let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+        assert!(
+            doc.warnings.iter().any(|w| {
+                w.starts_with("a CRIU dump of this tree would fail:")
+                    && w.contains(&format!("PID {holder} (python3)"))
+            }),
+            "{args:?}: {:?}",
+            doc.warnings
+        );
+    }
+    assert_eq!(fx.state_changes(), Vec::<String>::new());
+}
