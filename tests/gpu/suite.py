@@ -1590,7 +1590,7 @@ def state_or_gone(tools, pid):
     return doc["processes"][0]["state"] if code == 0 else doc["processes"][0]["error"]["kind"]
 
 
-@scenario("drain: a CUDA IPC pair that drops its shared tensor still maps the driver's IPC file: refused on evidence; forced, both restore, but sharing again fails")
+@scenario("drain: a CUDA IPC pair that drops its shared tensor still maps the driver's IPC file: refused on evidence; forced, what the pair does after the restore is measured")
 def drain_ipc_pair(tools):
     work = tempfile.mkdtemp(prefix="cudackpt-drain-ipc-")
     log = open(os.path.join(work, "pair.log"), "w")
