@@ -286,8 +286,9 @@ pub struct ForceArg {
 #[derive(Debug, Args, Clone)]
 pub struct MapArg {
     /// Restore onto other GPUs: OLD=NEW pairs (repeat, or separate with
-    /// commas). OLD is the UUID of a GPU the process was checkpointed on,
-    /// NEW a UUID or a GPU index on this host; UUIDs with or without `GPU-`.
+    /// commas). OLD is a GPU the process was checkpointed on (its UUID, or
+    /// its index on this host), NEW a UUID or a GPU index on this host;
+    /// UUIDs with or without `GPU-`.
     /// The driver needs every GPU of the host mapped, each to a distinct GPU;
     /// a partial map of this host's GPUs is completed. `auto` maps the GPUs
     /// recorded at checkpoint onto this host's by index (same count and

@@ -155,14 +155,15 @@ fn clap_error(error: clap::Error, args: &[OsString]) -> ExitStatus {
         _ => ExitStatus::Usage,
     };
     if status == ExitStatus::Usage && args.iter().any(|a| a == "--json") {
-        let message = error
-            .kind()
-            .as_str()
-            .unwrap_or("invalid arguments")
-            .to_string();
-        let detail = usage_message(&error.render().to_string());
+        let what = error.kind().as_str().unwrap_or("invalid arguments");
+        let message = usage_message(&error.render().to_string());
         let command = command_named(args);
-        let _ = output::write_stdout(&json::usage_error(command.as_deref(), &message, &detail));
+        let help = match command.as_deref() {
+            Some(command) => format!("cudackpt {command} --help"),
+            None => "cudackpt --help".to_string(),
+        };
+        let hint = format!("{what}: `{help}` lists the arguments");
+        let _ = output::write_stdout(&json::usage_error(command.as_deref(), &message, &hint));
     }
     let _ = error.print();
     status
@@ -271,24 +272,34 @@ fn validate_and_run(command: Command, global: &GlobalArgs, sink: &Sink) -> ExitS
     let operation_name = raw.command_name();
     match Invocation::try_from(raw) {
         Ok(invocation) => run_process_command(invocation, global, sink),
-        Err(Invalid::Map {
-            operation,
-            pids,
-            error,
-        }) => sink.finish(&crate::ops::refused_map(&operation, &pids, &error)),
-        Err(Invalid::MapFile { file, why }) => {
-            let message = format!("cannot use --map-file {}: {why}", file.display());
-            if sink.json {
-                let _ = output::write_stdout(&json::usage_error(
-                    Some(operation_name),
-                    "invalid --map-file",
-                    &message,
-                ));
-            }
-            output::write_stderr(&format!("cudackpt: {message}\n"));
-            ExitStatus::Usage
-        }
+        // Arguments that cannot be used are the command's error, before any
+        // process is looked at: one top-level usage error.
+        Err(Invalid::Map { error }) => usage_failure(
+            sink,
+            operation_name,
+            &format!("invalid --map: {error}"),
+            MAP_HINT,
+        ),
+        Err(Invalid::MapFile { file, why }) => usage_failure(
+            sink,
+            operation_name,
+            &format!("cannot use --map-file {}: {why}", file.display()),
+            MAP_HINT,
+        ),
     }
+}
+
+/// What to do about a map that cannot be used.
+const MAP_HINT: &str = "write the map as OLD=NEW pairs, each side a GPU UUID (`nvidia-smi -L` lists them) or a GPU index of this host, or `auto`";
+
+/// A usage error found after the arguments were parsed: said on stderr,
+/// and as a usage-error document with `--json`; exit 2.
+fn usage_failure(sink: &Sink, command: &str, message: &str, hint: &str) -> ExitStatus {
+    if sink.json {
+        let _ = output::write_stdout(&json::usage_error(Some(command), message, hint));
+    }
+    output::write_stderr(&format!("cudackpt: {message}\n  hint: {hint}\n"));
+    ExitStatus::Usage
 }
 
 fn run_process_command(invocation: Invocation, global: &GlobalArgs, sink: &Sink) -> ExitStatus {

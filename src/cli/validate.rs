@@ -255,13 +255,9 @@ pub struct Invocation {
 pub enum Invalid {
     /// `--map-file` could not be read or is not a map file.
     MapFile { file: PathBuf, why: String },
-    /// The map is malformed or cannot be a valid remapping: the pipeline's
-    /// refusal, for the PIDs named.
-    Map {
-        operation: Operation,
-        pids: Vec<i32>,
-        error: MapError,
-    },
+    /// The map is malformed (or names a GPU twice on the left): a usage
+    /// error of the command, before any process.
+    Map { error: MapError },
 }
 
 /// A map file is a few KiB.
@@ -295,16 +291,7 @@ impl TryFrom<RawProcessCommand> for Invocation {
             }
         }
         let pids = raw.targets.pids();
-        let map = match MapSpec::parse(&values) {
-            Ok(map) => map,
-            Err(error) => {
-                return Err(Invalid::Map {
-                    operation: raw.operation,
-                    pids,
-                    error,
-                })
-            }
-        };
+        let map = MapSpec::parse(&values).map_err(|error| Invalid::Map { error })?;
         Ok(Invocation {
             pids,
             selectors: raw.targets.selectors(),
@@ -377,13 +364,12 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_map_is_refused_with_the_pids_named() {
-        let Err(Invalid::Map { pids, error, .. }) =
+    fn a_bad_map_is_refused_before_any_process() {
+        let Err(Invalid::Map { error }) =
             Invocation::try_from(raw("cudackpt restore --map nonsense 4"))
         else {
             panic!("a bad map must be refused")
         };
-        assert_eq!(pids, [4]);
         assert!(error.is_syntax());
     }
 

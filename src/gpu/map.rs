@@ -6,17 +6,29 @@ use std::collections::HashMap;
 
 use crate::driver::{GpuPair, GpuUuid};
 
-/// A GPU named on the right of `OLD=NEW`: a UUID, or an index on this host.
+/// A GPU named on either side of `OLD=NEW`: a UUID, or an index on this
+/// host. An OLD given as an index names a GPU of this host, which is
+/// unambiguous for a move between its own GPUs; a checkpoint from another
+/// host names its GPUs by UUID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceRef {
     Uuid(GpuUuid),
     Index(u32),
 }
 
+impl std::fmt::Display for DeviceRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceRef::Uuid(uuid) => write!(f, "{uuid}"),
+            DeviceRef::Index(index) => write!(f, "GPU index {index}"),
+        }
+    }
+}
+
 /// `OLD=NEW` as the user wrote it, parsed but not yet resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapEntry {
-    pub old: GpuUuid,
+    pub old: DeviceRef,
     pub new: DeviceRef,
 }
 
@@ -35,8 +47,8 @@ pub enum MapError {
     /// One GPU named twice on the left.
     #[error("--map names {old} twice as the GPU to move")]
     DuplicateOld {
-        /// That GPU.
-        old: GpuUuid,
+        /// That GPU, as it was named (a UUID, or `GPU index N`).
+        old: String,
     },
     /// Two GPUs sent onto one.
     #[error("--map sends {first} and {second} both onto {new}: each GPU can receive only one")]
@@ -146,7 +158,9 @@ pub fn parse_map(values: &[String]) -> Result<Vec<MapEntry>, MapError> {
         for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let entry = parse_entry(item)?;
             if entries.iter().any(|e| e.old == entry.old) {
-                return Err(MapError::DuplicateOld { old: entry.old });
+                return Err(MapError::DuplicateOld {
+                    old: entry.old.to_string(),
+                });
             }
             entries.push(entry);
         }
@@ -160,24 +174,31 @@ fn parse_entry(item: &str) -> Result<MapEntry, MapError> {
         reason,
     };
     let (old, new) = item.split_once('=').ok_or_else(|| {
-        syntax("expected OLD=NEW, e.g. GPU-1234...=GPU-abcd... or GPU-1234...=1".into())
+        syntax("expected OLD=NEW, e.g. GPU-1234...=GPU-abcd..., GPU-1234...=1 or 0=1".into())
     })?;
-    let old = old.parse::<GpuUuid>().map_err(|e| syntax(e.to_string()))?;
-    let new = new.trim();
-    let new = if !new.is_empty() && new.chars().all(|c| c.is_ascii_digit()) {
-        DeviceRef::Index(
-            new.parse::<u32>()
-                .map_err(|_| syntax(format!("GPU index {new:?} is too large")))?,
-        )
-    } else {
-        DeviceRef::Uuid(new.parse::<GpuUuid>().map_err(|e| syntax(e.to_string()))?)
+    let side = |text: &str| -> Result<DeviceRef, MapError> {
+        let text = text.trim();
+        if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit()) {
+            return text
+                .parse::<u32>()
+                .map(DeviceRef::Index)
+                .map_err(|_| syntax(format!("GPU index {text:?} is too large")));
+        }
+        text.parse::<GpuUuid>()
+            .map(DeviceRef::Uuid)
+            .map_err(|e| syntax(e.to_string()))
     };
-    Ok(MapEntry { old, new })
+    Ok(MapEntry {
+        old: side(old)?,
+        new: side(new)?,
+    })
 }
 
-/// Whether any NEW is a GPU index (which needs this host's GPU list).
+/// Whether any side is a GPU index (which needs this host's GPU list).
 pub fn uses_indexes(entries: &[MapEntry]) -> bool {
-    entries.iter().any(|e| matches!(e.new, DeviceRef::Index(_)))
+    entries
+        .iter()
+        .any(|e| matches!(e.old, DeviceRef::Index(_)) || matches!(e.new, DeviceRef::Index(_)))
 }
 
 /// Turns parsed entries into driver pairs: indexes become the UUIDs of
@@ -189,37 +210,49 @@ pub fn resolve_map(
     local_gpus: Option<&[GpuUuid]>,
 ) -> Result<Vec<GpuPair>, MapError> {
     let mut receivers: HashMap<GpuUuid, GpuUuid> = HashMap::new();
-    let mut pairs = Vec::with_capacity(entries.len());
+    let mut pairs: Vec<GpuPair> = Vec::with_capacity(entries.len());
+    let by_index = |index: u32| {
+        let local = local_gpus.unwrap_or_default();
+        local
+            .get(index as usize)
+            .copied()
+            .ok_or(MapError::UnknownIndex {
+                index,
+                count: local.len(),
+            })
+    };
     for entry in entries {
+        // An OLD by UUID may be a GPU of another host (a checkpoint moved
+        // here); by index it is one of this host's.
+        let old = match entry.old {
+            DeviceRef::Uuid(uuid) => uuid,
+            DeviceRef::Index(index) => by_index(index)?,
+        };
+        if pairs.iter().any(|p| p.old == old) {
+            return Err(MapError::DuplicateOld {
+                old: old.to_string(),
+            });
+        }
         let new = match (entry.new, local_gpus) {
             (DeviceRef::Uuid(uuid), None) => uuid,
             (DeviceRef::Uuid(uuid), Some(local)) if local.contains(&uuid) => uuid,
             (DeviceRef::Uuid(uuid), Some(local)) => {
                 return Err(MapError::UnknownGpu {
-                    old: entry.old,
+                    old,
                     new: uuid,
                     local: local.to_vec(),
                 })
             }
-            (DeviceRef::Index(index), local) => {
-                let local = local.unwrap_or_default();
-                *local.get(index as usize).ok_or(MapError::UnknownIndex {
-                    index,
-                    count: local.len(),
-                })?
-            }
+            (DeviceRef::Index(index), _) => by_index(index)?,
         };
-        if let Some(first) = receivers.insert(new, entry.old) {
+        if let Some(first) = receivers.insert(new, old) {
             return Err(MapError::ManyToOne {
                 first,
-                second: entry.old,
+                second: old,
                 new,
             });
         }
-        pairs.push(GpuPair {
-            old: entry.old,
-            new,
-        });
+        pairs.push(GpuPair { old, new });
     }
     Ok(pairs)
 }
@@ -375,7 +408,7 @@ mod tests {
         assert_eq!(
             entries[0],
             MapEntry {
-                old: uuid(A),
+                old: DeviceRef::Uuid(uuid(A)),
                 new: DeviceRef::Uuid(uuid(B))
             }
         );
@@ -400,7 +433,46 @@ mod tests {
     #[test]
     fn a_gpu_moved_twice_is_refused() {
         let err = parse_map(&[format!("{A}={B},{A}={C}")]).unwrap_err();
-        assert_eq!(err, MapError::DuplicateOld { old: uuid(A) });
+        assert_eq!(
+            err,
+            MapError::DuplicateOld {
+                old: uuid(A).to_string()
+            }
+        );
+        let err = parse_map(&["0=1,0=0".to_string()]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--map names GPU index 0 twice as the GPU to move"
+        );
+    }
+
+    #[test]
+    fn an_old_gpu_may_be_named_by_its_index_on_this_host() {
+        let local = [uuid(A), uuid(B)];
+        let entries = parse_map(&["0=1".to_string()]).expect("valid syntax");
+        assert_eq!(entries[0].old, DeviceRef::Index(0));
+        assert!(uses_indexes(&entries));
+        let pairs = resolve_map(&entries, Some(&local)).expect("resolves");
+        assert_eq!(
+            pairs,
+            [GpuPair {
+                old: uuid(A),
+                new: uuid(B)
+            }]
+        );
+        // The same GPU by index and by UUID is named twice.
+        let entries = parse_map(&[format!("0=1,{A}=0")]).expect("valid syntax");
+        assert_eq!(
+            resolve_map(&entries, Some(&local)),
+            Err(MapError::DuplicateOld {
+                old: uuid(A).to_string()
+            })
+        );
+        let entries = parse_map(&["2=0".to_string()]).expect("valid syntax");
+        assert_eq!(
+            resolve_map(&entries, Some(&local)),
+            Err(MapError::UnknownIndex { index: 2, count: 2 })
+        );
     }
 
     #[test]

@@ -281,9 +281,18 @@ pub fn to_line<T: Serialize>(doc: &T) -> String {
     text
 }
 
+/// What marks a usage-error document, so that a consumer can pick its
+/// schema from the document alone: `"document": "usage-error"`.
+#[derive(Serialize, JsonSchema)]
+enum UsageMark {
+    #[serde(rename = "usage-error")]
+    UsageError,
+}
+
 #[derive(Serialize, JsonSchema)]
 struct UsageDoc<'a> {
     schema_version: u32,
+    document: UsageMark,
     command: Option<&'a str>,
     ok: bool,
     exit_code: u8,
@@ -291,18 +300,20 @@ struct UsageDoc<'a> {
     processes: [(); 0],
 }
 
-/// The document for arguments that could not be parsed: `command` is the
-/// subcommand named, when one was.
-pub fn usage_error(command: Option<&str>, message: &str, detail: &str) -> String {
+/// The document for arguments that could not be parsed or used: `command`
+/// is the subcommand named, when one was; `message` says what is wrong and
+/// `hint` what to do.
+pub fn usage_error(command: Option<&str>, message: &str, hint: &str) -> String {
     to_line(&UsageDoc {
         schema_version: SCHEMA_VERSION,
+        document: UsageMark::UsageError,
         command,
         ok: false,
         exit_code: crate::exit::ExitStatus::Usage.code(),
         error: ErrorDoc {
             kind: "usage",
-            message: detail,
-            hint: Some(message),
+            message,
+            hint: Some(hint),
             cuda_error: None,
             code: None,
         },

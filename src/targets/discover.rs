@@ -144,10 +144,10 @@ pub fn mapped(pid: i32, driver_file: Option<&str>) -> Option<Mapped> {
 pub struct Scan {
     /// The processes with the CUDA driver mapped, with their maps, by PID.
     pub found: Vec<(i32, Mapped)>,
-    /// How many processes' maps this caller may not read (other users'
-    /// processes, without root or CAP_SYS_PTRACE): they could not be
-    /// inspected, and a CUDA process among them would go unseen.
-    pub unreadable: usize,
+    /// The processes whose maps this caller may not read (other users'
+    /// processes, without root or CAP_SYS_PTRACE), in PID order: they could
+    /// not be inspected, and a CUDA process among them would go unseen.
+    pub unreadable: Vec<i32>,
 }
 
 /// One process's maps: `Ok(None)` when it is gone, `Err(())` when it may
@@ -161,7 +161,7 @@ fn inspect(pid: i32, driver_file: Option<&str>) -> Result<Option<Mapped>, ()> {
 }
 
 /// The PIDs among `pids` that have the CUDA driver mapped, with their maps,
-/// in PID order, and how many could not be inspected. Reading thousands of
+/// in PID order, and those that could not be inspected. Reading thousands of
 /// maps files is system time, so the scan is split across up to 8 threads.
 pub fn cuda_candidates(pids: &[i32], driver_file: Option<&str>) -> Scan {
     let own = std::process::id() as i32;
@@ -171,7 +171,7 @@ pub fn cuda_candidates(pids: &[i32], driver_file: Option<&str>) -> Scan {
             match inspect(pid, driver_file) {
                 Ok(Some(m)) if m.cuda => result.found.push((pid, m)),
                 Ok(_) => {}
-                Err(()) => result.unreadable += 1,
+                Err(()) => result.unreadable.push(pid),
             }
         }
         result
@@ -205,7 +205,7 @@ pub fn cuda_candidates(pids: &[i32], driver_file: Option<&str>) -> Scan {
             })
             .fold(Scan::default(), |mut all, part| {
                 all.found.extend(part.found);
-                all.unreadable += part.unreadable;
+                all.unreadable.extend(part.unreadable);
                 all
             })
     })

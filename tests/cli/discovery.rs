@@ -614,13 +614,26 @@ fn ps_says_how_many_processes_it_could_not_inspect() {
     }
 }
 
-/// The count of processes a `ps` document says it could not inspect.
+/// The count of processes a `ps` document says it could not inspect:
+/// "PID 7 could not…", "PIDs 7, 9 and 3 more could not…". Each one named
+/// must be a real PID.
 fn uninspected(doc: &ProcessCommandDoc) -> Option<usize> {
-    doc.warnings
+    let remark = doc
+        .warnings
         .iter()
-        .find(|w| w.contains("could not be inspected"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+        .find(|w| w.contains("could not be inspected"))?;
+    let listed = remark
+        .strip_prefix("PIDs ")
+        .or_else(|| remark.strip_prefix("PID "))?
+        .split(" could not")
+        .next()?;
+    let (named, more) = match listed.split_once(" and ") {
+        Some((named, more)) => (named, more.trim_end_matches(" more").parse::<usize>().ok()?),
+        None => (listed, 0),
+    };
+    let pids: Vec<i32> = named
+        .split(", ")
+        .map(|pid| pid.parse().expect("a PID"))
+        .collect();
+    Some(pids.len() + more)
 }

@@ -2,7 +2,7 @@
 //! with the offending text quoted, and how a failure reads for people.
 
 use crate::support::{assert_aligned, fake_uuid, table_snapshot_settings, texts, Fixture};
-use crate::wire::{Kind, ProcessCommandDoc};
+use crate::wire::UsageDoc;
 
 /// Exit 1: a driver error not covered by another status.
 #[test]
@@ -118,11 +118,31 @@ fn a_bad_map_is_a_usage_error_in_the_json_too() {
     let fx = Fixture::new();
     let target = fx.cuda_target();
     fx.put_in(&target, "checkpointed");
-    let doc: ProcessCommandDoc = fx.json(&["restore", "--map", "nonsense", &target.arg()], 2);
-    let error = doc.only(target.pid).error();
-    assert_eq!(error.kind, Kind::Usage);
-    assert!(error.message.contains("\"nonsense\""), "{error:?}");
-    assert!(error.cuda_error.is_none() && error.code.is_none());
+    for map in ["nonsense", "0=1,0=2"] {
+        let doc: UsageDoc = fx.json(&["restore", "--map", map, &target.arg()], 2);
+        // The command's error, not a process's: no row for the target.
+        assert_eq!(doc.command.as_deref(), Some("restore"));
+        assert!(doc.processes.is_empty(), "{doc:?}");
+        assert!(doc.error.message.starts_with("invalid --map: "), "{doc:?}");
+        assert!(doc
+            .error
+            .hint
+            .as_deref()
+            .is_some_and(|h| h.contains("OLD=NEW")));
+        assert!(doc.error.cuda_error.is_none() && doc.error.code.is_none());
+    }
+    let output = fx
+        .cudackpt(&["restore", "--map", "nonsense", &target.arg()])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let (stdout, stderr) = texts(&output);
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.starts_with("cudackpt: invalid --map: ") && stderr.contains("\"nonsense\""),
+        "{stderr}"
+    );
     fx.assert_no_calls("a bad map");
     assert_eq!(fx.fake_state(target.pid), "checkpointed");
 }

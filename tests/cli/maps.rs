@@ -5,7 +5,7 @@
 //! checkpointed.
 
 use crate::support::{fake_uuid, Fixture, Target};
-use crate::wire::{Kind, ProcessCommandDoc, State};
+use crate::wire::{Kind, ProcessCommandDoc, State, UsageDoc};
 
 const TWO_GPUS: &str = "GPU A:1000,GPU B:1000";
 
@@ -65,6 +65,22 @@ fn new_gpus_may_be_given_as_indexes() {
     .success();
     assert_eq!(received_map(&fx), ["A>B", "B>A"]);
     assert_eq!(fx.fake_record(target.pid).1, 1);
+}
+
+/// On the same host an index names one GPU unambiguously on either side:
+/// users pair devices by index (`--map 0=1`), completed to the swap.
+#[test]
+fn old_gpus_may_be_given_as_indexes_too() {
+    let (fx, target) = two_gpus_with_checkpointed_process();
+    let doc: ProcessCommandDoc = fx.json(&["restore", "--map", "0=1", &target.arg()], 0);
+    assert_eq!(received_map(&fx), ["A>B", "B>A"]);
+    assert_eq!(fx.fake_record(target.pid).1, 1);
+    let used = doc.map.as_ref().expect("the map used");
+    let (a, b) = (fake_uuid(0), fake_uuid(1));
+    assert!(
+        used[0].old.ends_with(&a) && used[0].new.ends_with(&b),
+        "{used:?}"
+    );
 }
 
 #[test]
@@ -186,8 +202,13 @@ fn a_foreign_map_must_cover_this_host_and_the_driver_judges_the_rest() {
 fn impossible_maps_are_refused_before_any_driver_call() {
     let (fx, target) = two_gpus_with_checkpointed_process();
     let (a, b) = (fake_uuid(0), fake_uuid(1));
+    // A GPU named twice on the left is a malformed argument: a usage
+    // error of the command, not a process's refusal.
+    let twice = format!("{a}={b},GPU-{a}={a}");
+    let doc: UsageDoc = fx.json(&["restore", "--map", &twice, &target.arg()], 2);
+    assert!(doc.error.message.contains("twice"), "{doc:?}");
+    fx.assert_no_calls(&twice);
     let cases = [
-        (format!("{a}={b},GPU-{a}={a}"), "twice"),
         (format!("{a}={b},{b}={b}"), "both onto"),
         (format!("{a}=1,{b}=1"), "both onto"),
         (format!("{a}=5"), "index 5, but this host has 2 GPU(s)"),

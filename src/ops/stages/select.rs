@@ -63,8 +63,11 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
             request.selectors.describe()
         ));
     }
-    if unreadable > 0 {
-        selection.warnings.push(uninspected(unreadable));
+    if !unreadable.is_empty() {
+        selection.warnings.push(uninspected(
+            &unreadable,
+            rustix::process::geteuid().as_raw(),
+        ));
     }
     for Found { pid, map, state } in found {
         selection.mapped.insert(pid, map);
@@ -151,27 +154,44 @@ fn candidate_pids(selectors: &Selectors, cgroups: &[Cgroup]) -> Result<Vec<i32>,
     Ok(pids)
 }
 
-/// The remark on processes whose maps this user may not read.
-fn uninspected(count: usize) -> String {
-    let uid = rustix::process::geteuid().as_raw();
+/// How many uninspected processes a remark names; the rest are counted.
+const NAMED_UNINSPECTED: usize = 10;
+
+/// The remark on processes whose maps user `uid` may not read, naming them
+/// (pure).
+fn uninspected(pids: &[i32], uid: u32) -> String {
+    let mut named = pids
+        .iter()
+        .take(NAMED_UNINSPECTED)
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if pids.len() > NAMED_UNINSPECTED {
+        named.push_str(&format!(" and {} more", pids.len() - NAMED_UNINSPECTED));
+    }
+    let which = if pids.len() == 1 {
+        format!("PID {named} could not be inspected")
+    } else {
+        format!("PIDs {named} could not be inspected")
+    };
     if uid == 0 {
         return format!(
-            "{count} process(es) could not be inspected: their /proc/PID/maps is not readable even by root (another user namespace, or a process the kernel shields), so a CUDA process among them would not be listed"
+            "{which}: their /proc/PID/maps is not readable even by root (another user namespace, or a process the kernel shields), so a CUDA process among them would not be listed"
         );
     }
     format!(
-        "{count} process(es) could not be inspected: uid {uid} may not read their /proc/PID/maps (other users' processes), so CUDA processes among them are not listed; run as root or with CAP_SYS_PTRACE to see every one"
+        "{which}: uid {uid} may not read their /proc/PID/maps (other users' processes), so CUDA processes among them are not listed; run as root or with CAP_SYS_PTRACE to see every one"
     )
 }
 
 /// The CUDA processes the selectors pick, with what each has mapped, and
-/// how many processes could not be inspected. Processes that never
+/// the processes that could not be inspected. Processes that never
 /// initialised CUDA, or that vanish meanwhile, are skipped.
 fn find(
     selectors: &Selectors,
     cgroups: &[Cgroup],
     driver: &Driver,
-) -> Result<(Vec<Found>, usize), Failure> {
+) -> Result<(Vec<Found>, Vec<i32>), Failure> {
     let pids = candidate_pids(selectors, cgroups)?;
     let driver_path = driver.path();
     let driver_file = driver_path.file_name().and_then(|n| n.to_str());
@@ -229,6 +249,17 @@ pub(crate) fn load_driver(libcuda: Option<&std::path::Path>) -> Result<Driver, F
 mod tests {
     use super::*;
     use crate::ops::vocabulary::plan::Operation;
+
+    #[test]
+    fn processes_not_inspected_are_named_then_counted() {
+        assert!(uninspected(&[42], 0).starts_with("PID 42 could not be inspected: "));
+        let many: Vec<i32> = (1..=13).collect();
+        let remark = uninspected(&many, 1000);
+        assert!(
+            remark.starts_with("PIDs 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 3 more could not be inspected: uid 1000 may not read"),
+            "{remark}"
+        );
+    }
     use crate::ops::vocabulary::timeout::Timeout;
     use std::path::PathBuf;
 

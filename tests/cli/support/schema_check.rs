@@ -17,14 +17,17 @@ pub fn file_name(kind: &str) -> String {
     format!("{kind}.schema.json")
 }
 
-/// The kind of a document, to pick its schema.
+/// The kind of a document, to pick its schema, as a consumer would: a
+/// usage error says so, every other document names its command.
 fn kind_of(document: &serde_json::Value) -> &'static str {
+    if document["document"] == "usage-error" {
+        return "usage-error";
+    }
     match document["command"].as_str() {
         Some("doctor") => "doctor",
         Some("demo") => "demo",
         Some("devices") => "devices",
         Some("install-compat") => "install-compat",
-        _ if document.get("duration_ms").is_none() => "usage-error",
         _ => "process-command",
     }
 }

@@ -371,6 +371,8 @@ impl ProcessCommandDoc {
 #[derive(Debug, Clone, Deserialize)]
 pub struct UsageDoc {
     pub schema_version: u32,
+    /// What marks it: `usage-error`.
+    pub document: String,
     pub command: Option<String>,
     pub ok: bool,
     pub exit_code: i32,
@@ -381,6 +383,7 @@ pub struct UsageDoc {
 impl Document for UsageDoc {
     fn check(&self, exit_code: i32) {
         assert_eq!(self.schema_version, 1);
+        assert_eq!(self.document, "usage-error");
         assert!(!self.ok);
         assert_eq!(exit_code, 2);
         assert_eq!(self.exit_code, 2);
