@@ -24,7 +24,7 @@ function __fish_cudackpt_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c cudackpt -n "__fish_cudackpt_needs_command" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -58,7 +58,7 @@ complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "completions" -d '
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "man" -d 'Print the man page, or write every page into a directory'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "criu-hook" -d 'Act as CRIU\'s action script, giving CUDA support to any CRIU'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -75,7 +75,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l no-lock -d '
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -96,7 +96,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l all -d 'Every
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l drain -d 'Before the first lock, ask every process to release what the driver cannot restore (NCCL communicators, CUDA IPC) and wait until each acknowledges; then check the evidence again and lock. A process that does not catch the drain signal refuses the group before anything is sent; one that does not acknowledge in time calls it off (exit 12). See DRAIN PROTOCOL in cudackpt(1)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -119,7 +119,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l dry-run
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l drain -d 'Before the first lock, ask every process to release what the driver cannot restore (NCCL communicators, CUDA IPC) and wait until each acknowledges; then check the evidence again and lock. A process that does not catch the drain signal refuses the group before anything is sent; one that does not acknowledge in time calls it off (exit 12). See DRAIN PROTOCOL in cudackpt(1)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -141,7 +141,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l verify -d 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l dry-run -d 'Run every check and pre-flight (targets, restorability, host and GPU memory, the map), say what would happen, and change nothing: a refusal exits as the real command would'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -160,7 +160,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l no-lock -d 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -187,7 +187,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l dry-run -d 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l drain -d 'Before the first lock, ask every process to release what the driver cannot restore (NCCL communicators, CUDA IPC) and wait until each acknowledges; then check the evidence again and lock. A process that does not catch the drain signal refuses the group before anything is sent; one that does not acknowledge in time calls it off (exit 12). See DRAIN PROTOCOL in cudackpt(1)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -212,7 +212,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l dry-run -d
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l drain -d 'Before the first lock, ask every process to release what the driver cannot restore (NCCL communicators, CUDA IPC) and wait until each acknowledges; then check the evidence again and lock. A process that does not catch the drain signal refuses the group before anything is sent; one that does not acknowledge in time calls it off (exit 12). See DRAIN PROTOCOL in cudackpt(1)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -237,7 +237,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l verify -d '
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l dry-run -d 'Run every check and pre-flight (targets, restorability, host and GPU memory, the map), say what would happen, and change nothing: a refusal exits as the real command would'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -254,7 +254,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l no-loc
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -276,7 +276,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l no-lock -d 'C
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l all -d 'Every CUDA process on this host (commands that change state also need --yes)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -291,7 +291,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s y -l yes -d 'Co
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -311,7 +311,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l all -d 'Ever
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l drain -d 'Before the first lock, ask every process to release what the driver cannot restore (NCCL communicators, CUDA IPC) and wait until each acknowledges; then check the evidence again and lock. A process that does not catch the drain signal refuses the group before anything is sent; one that does not acknowledge in time calls it off (exit 12). See DRAIN PROTOCOL in cudackpt(1)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -325,7 +325,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l no-lock -d
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l dry-run -d 'Say what would be done, and do nothing'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -338,7 +338,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s y -l yes -
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -352,7 +352,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s y -l yes -d
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -367,7 +367,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s y -l yes -d '
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -383,7 +383,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l all
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l uninstall -d 'Remove cudackpt\'s cuda-checkpoint link and put back what it replaced; anything else there is left alone'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -396,7 +396,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s y -l y
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
@@ -410,7 +410,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s y -l yes -d 'C
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s V -l version -d 'Print version'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l record-dir -d 'Where checkpoint records are kept (default /run/cudackpt as root, else $XDG_RUNTIME_DIR/cudackpt; also CUDACKPT_RECORD_DIR), e.g. a CRIU images directory so they travel with the images. It must belong to root (or to you, when not root) and not be writable by others' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''

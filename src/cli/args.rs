@@ -81,8 +81,9 @@ pub struct GlobalArgs {
     #[arg(short, long, global = true)]
     pub quiet: bool,
 
-    /// The CUDA driver library to load instead of libcuda.so.1.
-    #[arg(long, global = true, value_name = "PATH", env = "CUDACKPT_LIBCUDA")]
+    /// The CUDA driver library to load instead of libcuda.so.1 (default:
+    /// $CUDACKPT_LIBCUDA when set).
+    #[arg(long, global = true, value_name = "PATH")]
     pub libcuda: Option<PathBuf>,
 
     /// As root, load --libcuda even when it is not owned by root or is

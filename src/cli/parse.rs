@@ -31,11 +31,22 @@ const GLOBAL_SHORT_FLAGS: [char; 3] = ['v', 'q', 'y'];
 
 /// Parses `args` (argv, program name first) as the native grammar.
 pub fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
-    match subcommand_named(args) {
+    let mut cli = match subcommand_named(args) {
         Some(name) => parse_with(command_with_only(&name), args),
         None => Cli::try_parse_from(args),
+    }?;
+    // Read here rather than through clap's `env`, which would show
+    // `--libcuda <PATH>` in every usage message as if it had been given.
+    if cli.global.libcuda.is_none() {
+        cli.global.libcuda = std::env::var_os(LIBCUDA_VAR)
+            .filter(|path| !path.is_empty())
+            .map(std::path::PathBuf::from);
     }
+    Ok(cli)
 }
+
+/// The variable that names the driver library when `--libcuda` does not.
+const LIBCUDA_VAR: &str = "CUDACKPT_LIBCUDA";
 
 fn parse_with(mut command: clap::Command, args: &[OsString]) -> Result<Cli, clap::Error> {
     let matches = command.try_get_matches_from_mut(args)?;

@@ -387,9 +387,8 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
             facts.features = Features {
                 checkpoint_api: !missing_api,
                 lock_timeout: !missing_api,
-                // The oldest driver cudackpt has seen remap GPUs is 580
-                // (CUDA 13.0).
-                gpu_remapping: !missing_api && cuda_version.is_some_and(|v| v >= 13000),
+                gpu_remapping: !missing_api
+                    && cuda_version.is_some_and(|v| v >= crate::driver::GPU_REMAPPING_SINCE_CUDA),
             };
             let listing = devices::list(&Inventory::with_driver(&driver));
             checks.push(gpus_check(&listing));

@@ -39,6 +39,11 @@ pub fn trust_any_library() {
 /// The names tried, in order, when no library is named explicitly.
 pub const DEFAULT_LIBRARY_NAMES: [&str; 2] = ["libcuda.so.1", "libcuda.so"];
 
+/// The oldest driver seen to restore a process onto other GPUs: 580, which
+/// supports CUDA 13.0 (`cuDriverGetVersion` 13000). An older one fails the
+/// restore instead.
+pub const GPU_REMAPPING_SINCE_CUDA: i32 = 13000;
+
 /// The checkpoint operations on a process, as the planner and executor see
 /// them. The real driver implements it; unit tests implement it with a model.
 ///

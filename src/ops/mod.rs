@@ -84,9 +84,11 @@ fn proceed(
     if request.dry_run {
         let mut reports = dry_run::reports(request, &ready, cleared.map());
         drain::Drain::of(request).predict(&ready, &mut reports);
+        let mut remarks = cleared.chosen.remarks;
+        remarks.extend(cleared.remarks);
         return Ok(Finished {
             reports,
-            remarks: cleared.remarks,
+            remarks,
             map: cleared.chosen.pairs,
         });
     }
@@ -146,7 +148,6 @@ fn clear<'d>(
         )?
     };
     remarks.extend(weighed.remarks);
-    remarks.extend(chosen.remarks.iter().cloned());
     remarks.extend(preflight::gpu_memory::check_memory(
         request,
         &ready.targets,
@@ -238,10 +239,21 @@ fn execute_and_finish(
         }
     }
     reports.extend(ready.blocked.iter().cloned());
+    // What the map was made into matters only where a restore used it: a
+    // resume of processes already running restored nothing.
+    let restored = reports
+        .iter()
+        .any(|r| r.did(vocabulary::plan::StepKind::Restore));
+    let (map, map_remarks) = if restored {
+        (chosen.pairs, chosen.remarks)
+    } else {
+        (None, Vec::new())
+    };
+    remarks.splice(0..0, map_remarks);
     Ok(Finished {
         reports,
         remarks,
-        map: chosen.pairs,
+        map,
     })
 }
 

@@ -197,3 +197,25 @@ fn a_human_group_failure_shows_what_was_rolled_back() {
         "{stderr}"
     );
 }
+
+/// The driver named by `CUDACKPT_LIBCUDA` is not an argument the user gave:
+/// a usage message must not show `--libcuda <PATH>` as if it were needed.
+#[test]
+fn a_usage_message_does_not_show_the_library_from_the_environment() {
+    let fx = Fixture::new();
+    let output = fx
+        .cudackpt(&["state"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let (_, stderr) = texts(&output);
+    let usage = stderr
+        .lines()
+        .find(|l| l.starts_with("Usage:"))
+        .unwrap_or_else(|| panic!("no usage line: {stderr}"));
+    assert!(!usage.contains("--libcuda"), "{usage}");
+    // And the variable still names the driver.
+    let target = fx.cuda_target();
+    fx.cudackpt(&["state", &target.arg()]).assert().success();
+}

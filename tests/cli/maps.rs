@@ -4,7 +4,7 @@
 //! can judge is reported as a rejected map (exit 1), the process still
 //! checkpointed.
 
-use crate::support::{fake_uuid, Fixture, Target};
+use crate::support::{check_document, fake_uuid, Fixture, Target};
 use crate::wire::{Kind, ProcessCommandDoc, State, UsageDoc};
 
 const TWO_GPUS: &str = "GPU A:1000,GPU B:1000";
@@ -136,6 +136,60 @@ fn a_partial_map_of_local_gpus_is_completed_for_the_driver() {
         used[0].old.ends_with(&a) && used[0].new.ends_with(&b),
         "{used:?}"
     );
+}
+
+/// A resume of a process already running restores nothing: no word on a
+/// map that was never used.
+#[test]
+fn a_map_unused_by_a_resume_of_a_running_process_is_not_remarked() {
+    let fx = Fixture::with_devices(TWO_GPUS);
+    let target = fx.cuda_target();
+    let (a, b) = (fake_uuid(0), fake_uuid(1));
+    let doc: ProcessCommandDoc =
+        fx.json(&["resume", "--map", &format!("{a}={b}"), &target.arg()], 0);
+    assert!(doc.warnings.is_empty(), "{doc:?}");
+    assert!(doc.map.is_none(), "{doc:?}");
+    assert_eq!(fx.fake_state(target.pid), "running");
+    // A checkpointed one does use it, and is told it was completed.
+    fx.put_in(&target, "checkpointed");
+    let doc: ProcessCommandDoc =
+        fx.json(&["resume", "--map", &format!("{a}={b}"), &target.arg()], 0);
+    assert!(
+        doc.warnings.iter().any(|w| w.contains("completed the map")),
+        "{doc:?}"
+    );
+}
+
+/// A driver too old to remap GPUs (doctor: `gpu_remapping: false`) would
+/// fail the restore: the map is refused first, and in-place still works.
+#[test]
+fn a_map_on_a_driver_without_remapping_is_refused_before_the_driver() {
+    let (fx, target) = two_gpus_with_checkpointed_process();
+    let (a, b) = (fake_uuid(0), fake_uuid(1));
+    let doc: ProcessCommandDoc = check_document(
+        fx.cudackpt(&[
+            "--json",
+            "resume",
+            "--map",
+            &format!("{a}={b}"),
+            &target.arg(),
+        ])
+        .env("FAKE_CUDA_DRIVER_VERSION", "12080"),
+        8,
+    );
+    let error = doc.refusal(target.pid);
+    assert_eq!(error.kind, Kind::InvalidMap);
+    assert!(
+        error.message.contains("CUDA 12.8") && error.message.contains("580"),
+        "{error:?}"
+    );
+    assert_eq!(fx.state_changes(), Vec::<String>::new());
+    assert_eq!(fx.fake_state(target.pid), "checkpointed");
+    fx.cudackpt(&["resume", &target.arg()])
+        .env("FAKE_CUDA_DRIVER_VERSION", "12080")
+        .assert()
+        .success();
+    assert_eq!(fx.fake_state(target.pid), "running");
 }
 
 /// A map that moves nothing is dropped: the process is restored in place.

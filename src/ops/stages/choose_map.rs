@@ -62,12 +62,32 @@ pub fn choose(
         })?,
         MapSpec::Entries(entries) => given(entries, host).map_err(Stop::not_run)?,
     };
+    if pairs.as_ref().is_some_and(|p| !p.is_empty()) && request.operation.restores() {
+        can_remap(driver).map_err(Stop::not_run)?;
+    }
     remarks.extend(unusable);
     Ok(Chosen {
         pairs,
         remarks,
         records,
     })
+}
+
+/// Refuses a map on a driver too old to remap GPUs, before it fails the
+/// restore. A driver that does not say its version is left to judge.
+fn can_remap(driver: &Driver) -> Result<(), Failure> {
+    match driver.version() {
+        Ok(version) if version < crate::driver::GPU_REMAPPING_SINCE_CUDA => Err(Failure::new(
+            FailureKind::InvalidMap,
+            format!(
+                "this driver (CUDA {}.{}) cannot restore a process onto other GPUs: GPU remapping needs driver 580 (CUDA 13.0) or newer",
+                version / 1000,
+                version % 1000 / 10
+            ),
+            "restore without --map (onto the same GPUs), or upgrade the driver; `cudackpt doctor` says gpu_remapping",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A record found for `target`, if it is about it: written for this very
