@@ -81,7 +81,7 @@ devices: {\"schema_version\":1, \"command\":\"devices\", \"ok\":BOOL, \"exit_cod
 \"persistence_mode\"}, null where unknown (without NVML: free memory, MIG, persistence).
 
 demo: {\"schema_version\":1, \"command\":\"demo\", \"ok\":BOOL, \"exit_code\":N, \"pid\":N, \"size_bytes\":N, \"gpu\":GPU, \
-\"steps\":[{\"step\", \"ok\", \"state\", \"duration_ms\"}], \"data_intact\":BOOL, \"error\":ERROR}.";
+\"steps\":[{\"step\", \"ok\", \"state\", \"duration_ms\"}], \"data_intact\":BOOL, \"hash_before\":HEX, \"hash_after\":HEX, \"error\":ERROR}.";
 
 const ENVIRONMENT: [(&str, &str); 27] = [
     (

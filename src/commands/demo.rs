@@ -40,6 +40,10 @@ pub struct DemoReport {
     pub steps: Vec<DemoStep>,
     /// Some(true) when the data read back matched, None when never checked.
     pub data_intact: Option<bool>,
+    /// The hash of the buffer as written, before the checkpoint.
+    pub hash_before: Option<u64>,
+    /// The hash of the buffer read back after the restore.
+    pub hash_after: Option<u64>,
     pub failure: Option<Failure>,
     /// Why the host cannot checkpoint, when the driver could not be used.
     pub diagnosis: Option<DoctorReport>,
@@ -78,6 +82,8 @@ pub fn run(libcuda: Option<&Path>, size_mib: u64, device: i32) -> DemoReport {
         gpu: None,
         steps: Vec::new(),
         data_intact: None,
+        hash_before: None,
+        hash_after: None,
         failure: None,
         diagnosis: None,
     };
@@ -129,6 +135,7 @@ fn round_trip(driver: &Driver, device: i32, report: &mut DemoReport) -> Result<(
 
     let (written, took) = timed(|| pattern::write_pattern(&buffer, DEMO_SEED));
     let expected = written.map_err(|e| call_failure("fill GPU memory", &e))?;
+    report.hash_before = Some(expected);
     session
         .synchronize()
         .map_err(|e| call_failure("synchronise", &e))?;
@@ -178,6 +185,7 @@ fn round_trip(driver: &Driver, device: i32, report: &mut DemoReport) -> Result<(
 
     let (read, took) = timed(|| pattern::hash_device(&buffer));
     let actual = read.map_err(|e| call_failure("read GPU memory back", &e))?;
+    report.hash_after = Some(actual);
     report.steps.push(DemoStep {
         name: "verify",
         ok: actual == expected,

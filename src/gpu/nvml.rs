@@ -21,8 +21,8 @@ const LIBRARY_NAMES: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia-ml.so"];
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NvmlError {
     /// No library could be loaded and initialised (each name tried, why).
-    #[error("NVML is not available ({})", .0.join("; "))]
-    Unavailable(Vec<String>),
+    #[error("NVML is not available: {}", unavailable(.0))]
+    Unavailable(Vec<(String, String)>),
     /// A query failed (NVML's words).
     #[error("{0}")]
     Query(String),
@@ -50,10 +50,40 @@ fn load() -> Result<Nvml, NvmlError> {
     for name in LIBRARY_NAMES {
         match Nvml::builder().lib_path(OsStr::new(name)).init() {
             Ok(nvml) => return Ok(nvml),
-            Err(error) => reasons.push(format!("{name}: {error}")),
+            Err(error) => reasons.push((name.to_string(), why_not(name, &error.to_string()))),
         }
     }
     Err(NvmlError::Unavailable(reasons))
+}
+
+/// What the loader said about one name, without the wrapper's "a
+/// libloading error occurred: " and the name it repeats (pure).
+fn why_not(name: &str, said: &str) -> String {
+    let said = said
+        .strip_prefix("a libloading error occurred: ")
+        .unwrap_or(said);
+    said.strip_prefix(name)
+        .and_then(|rest| rest.strip_prefix(": "))
+        .unwrap_or(said)
+        .to_string()
+}
+
+/// Why none of the names could be used, said once when it is the same
+/// reason for each (pure).
+fn unavailable(reasons: &[(String, String)]) -> String {
+    let names: Vec<&str> = reasons.iter().map(|(name, _)| name.as_str()).collect();
+    match reasons {
+        [] => "no library was tried".to_string(),
+        [(name, why)] => format!("{name}: {why}"),
+        [(_, why), rest @ ..] if rest.iter().all(|(_, other)| other == why) => {
+            format!("neither {} can be loaded: {why}", names.join(" nor "))
+        }
+        _ => reasons
+            .iter()
+            .map(|(name, why)| format!("{name}: {why}"))
+            .collect::<Vec<_>>()
+            .join("; "),
+    }
 }
 
 /// GPU memory in use per PID and GPU, as [`memory_by_process_and_gpu`]
@@ -124,4 +154,30 @@ pub fn memory_by_process_and_gpu(nvml: &Nvml) -> Result<Usage, NvmlError> {
         }
     }
     Ok(used)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_library_is_said_once_without_the_wrappers_words() {
+        let said = "a libloading error occurred: libnvidia-ml.so.1: cannot open shared object file: No such file or directory";
+        let why = why_not("libnvidia-ml.so.1", said);
+        assert_eq!(
+            why,
+            "cannot open shared object file: No such file or directory"
+        );
+        let both = NvmlError::Unavailable(vec![
+            ("libnvidia-ml.so.1".into(), why.clone()),
+            ("libnvidia-ml.so".into(), why),
+        ]);
+        assert_eq!(
+            both.to_string(),
+            "NVML is not available: neither libnvidia-ml.so.1 nor libnvidia-ml.so can be loaded: cannot open shared object file: No such file or directory"
+        );
+        let different =
+            NvmlError::Unavailable(vec![("a".into(), "x".into()), ("b".into(), "y".into())]);
+        assert_eq!(different.to_string(), "NVML is not available: a: x; b: y");
+    }
 }

@@ -34,10 +34,13 @@ pub fn demo(report: &DemoReport, look: Look) -> (String, String) {
         .steps
         .iter()
         .map(|step| {
+            let hash = |h: Option<u64>| h.map_or(String::new(), |h| format!(", hash {h:016x}"));
             let result = match (step.name, step.ok, step.state) {
-                ("verify", true, _) => "data intact".to_string(),
-                ("verify", false, _) => look.bad("DATA CHANGED"),
-                ("fill", _, _) => "pattern written".to_string(),
+                ("verify", true, _) => format!("data intact{}", hash(report.hash_after)),
+                ("verify", false, _) => {
+                    format!("{}{}", look.bad("DATA CHANGED"), hash(report.hash_after))
+                }
+                ("fill", _, _) => format!("pattern written{}", hash(report.hash_before)),
                 (_, ok, state) => format!(
                     "{}{}",
                     if ok { "→ " } else { "FAILED, now " },

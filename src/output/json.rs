@@ -507,6 +507,12 @@ struct DemoDoc<'a> {
     gpu: Option<GpuDoc>,
     steps: Vec<DemoStepDoc>,
     data_intact: Option<bool>,
+    /// The buffer's hash as written, before the checkpoint (16 hex digits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hash_before: Option<String>,
+    /// Its hash read back after the restore.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hash_after: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<ErrorDoc<'a>>,
 }
@@ -541,6 +547,8 @@ pub fn demo(report: &DemoReport) -> String {
             })
             .collect(),
         data_intact: report.data_intact,
+        hash_before: report.hash_before.map(|h| format!("{h:016x}")),
+        hash_after: report.hash_after.map(|h| format!("{h:016x}")),
         error: report.failure.as_ref().map(ErrorDoc::from_failure),
     })
 }

@@ -18,6 +18,11 @@ fn demo_round_trip_keeps_the_data() {
     let fx = Fixture::new();
     let doc: DemoDoc = fx.json(&["demo", "--size-mib", "4"], 0);
     assert_eq!(doc.data_intact, Some(true));
+    // The proof, as NVIDIA's processCheckpoint sample shows it: the hash
+    // before and after.
+    let before = doc.hash_before.clone().expect("the hash before");
+    assert_eq!(before.len(), 16);
+    assert_eq!(doc.hash_after.as_ref(), Some(&before));
     assert_eq!(doc.size_bytes, 4 << 20);
     assert_eq!(doc.step_names(), ROUND_TRIP);
     let gpu = doc.gpu.as_ref().expect("the GPU used");
@@ -43,7 +48,14 @@ fn demo_round_trip_keeps_the_data() {
         .get_output()
         .clone();
     let (stdout, _) = texts(&output);
-    assert!(stdout.contains("data intact"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("pattern written, hash {before}")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("data intact, hash {before}")),
+        "{stdout}"
+    );
     assert!(
         stdout.ends_with("PASS: 4 MiB of GPU memory survived checkpoint and restore\n"),
         "{stdout}"
@@ -56,6 +68,11 @@ fn demo_catches_a_restore_that_corrupts_memory() {
     let doc: DemoDoc = fx.json_with_inject(&["demo", "--size-mib", "2"], "restore=corrupt", 1);
     assert_eq!(doc.data_intact, Some(false));
     assert!(doc.error.is_none());
+    assert!(doc.hash_before.is_some() && doc.hash_after.is_some());
+    assert_ne!(
+        doc.hash_before, doc.hash_after,
+        "the hashes show the change"
+    );
     let verify = doc.steps.last().expect("steps");
     assert_eq!((verify.step.as_str(), verify.ok), ("verify", false));
 

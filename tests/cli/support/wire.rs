@@ -509,6 +509,9 @@ pub struct DemoDoc {
     pub gpu: Option<GpuDoc>,
     pub steps: Vec<DemoStepDoc>,
     pub data_intact: Option<bool>,
+    /// The buffer's hash as written and as read back (16 hex digits).
+    pub hash_before: Option<String>,
+    pub hash_after: Option<String>,
     pub error: Option<ErrorDoc>,
 }
 
