@@ -105,4 +105,83 @@ fn the_debian_package_installs_the_tool_its_docs_and_no_compat_link() {
     assert_eq!(field("Package"), "cudackpt");
     assert_eq!(field("Version"), env!("CARGO_PKG_VERSION"));
     assert_eq!(field("Section"), "admin");
+    expect("./usr/share/doc/cudackpt/changelog.gz", "-rw-r--r--");
+    expect("./usr/share/lintian/overrides/cudackpt", "-rw-r--r--");
+    // The postinst makes /run/cudackpt at install, as the tmpfiles entry
+    // says.
+    let control = tempfile::tempdir().expect("tempdir");
+    let extracted = Command::new("dpkg-deb")
+        .args(["-e", &deb])
+        .arg(control.path())
+        .status()
+        .expect("dpkg-deb -e");
+    assert!(extracted.success());
+    let postinst = std::fs::read_to_string(control.path().join("postinst")).expect("a postinst");
+    assert!(
+        postinst.contains("systemd-tmpfiles --create cudackpt.conf"),
+        "{postinst}"
+    );
+}
+
+/// The Debian changelog names the version the crate has, first.
+#[test]
+fn the_debian_changelog_is_for_this_version() {
+    let changelog = std::fs::read_to_string(workspace().join("packaging/changelog"))
+        .expect("packaging/changelog");
+    let first = changelog.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(&format!("cudackpt ({}) ", env!("CARGO_PKG_VERSION"))),
+        "packaging/changelog starts {first:?}: add an entry for this version"
+    );
+    let copyright = std::fs::read_to_string(workspace().join("packaging/copyright"))
+        .expect("packaging/copyright");
+    assert!(copyright
+        .starts_with("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"));
+    assert!(copyright.contains("/usr/share/common-licenses/Apache-2.0"));
+}
+
+/// lintian (Debian's package checker) finds no error in the package, as
+/// released: the binary stripped (the release profile strips), the data
+/// compressed. CI installs lintian; elsewhere it is a prerequisite.
+#[test]
+fn lintian_finds_no_error_in_the_package() {
+    if !have("dpkg-deb")
+        || !crate::support::prerequisite("run lintian (not installed here)", have("lintian"))
+    {
+        return;
+    }
+    let work = tempfile::tempdir().expect("tempdir");
+    let binary = work.path().join("cudackpt");
+    std::fs::copy(cudackpt_bin(), &binary).expect("copy the binary");
+    let stripped = Command::new("strip").arg(&binary).status();
+    if !crate::support::prerequisite(
+        "strip a binary (binutils)",
+        stripped.is_ok_and(|s| s.success()),
+    ) {
+        return;
+    }
+    let built = Command::new(workspace().join("scripts").join("build-deb"))
+        .arg("--binary")
+        .arg(&binary)
+        .arg("--out")
+        .arg(work.path())
+        .output()
+        .expect("scripts/build-deb runs");
+    assert!(
+        built.status.success(),
+        "build-deb: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let deb = String::from_utf8_lossy(&built.stdout).trim().to_string();
+    let checked = Command::new("lintian")
+        .args(["--fail-on", "error", "-I", "--pedantic", &deb])
+        .output()
+        .expect("lintian runs");
+    let said = String::from_utf8_lossy(&checked.stdout).into_owned();
+    let errors: Vec<&str> = said.lines().filter(|l| l.starts_with("E: ")).collect();
+    assert!(
+        checked.status.success() && errors.is_empty(),
+        "lintian: {errors:?}\n{said}{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
 }
