@@ -265,7 +265,7 @@ Run as cuda-checkpoint (a symlink: cudackpt install-compat), or with NVIDIA's fl
 
 cuda-checkpoint --get-state --pid PID; cuda-checkpoint --get-restore-tid --pid PID; cuda-checkpoint --toggle --pid PID [--timeout MS]; cuda-checkpoint --action lock|checkpoint|restore|unlock --pid PID [--timeout MS] [--device-map OLD=NEW,...]; cuda-checkpoint --help.
 
-Flags come in any order, as --flag value or --flag=value. --timeout is milliseconds. Output and exit statuses are NVIDIA's: the state or thread id on stdout, every failure exit 1 with one line on stderr. A thread id acts on its process, as CRIU's plugin needs. The pre-flights run there too; CUDACKPT_FORCE=1 overrides them.";
+Flags come in any order, as --flag value or --flag=value. --timeout is milliseconds. Output and exit statuses are NVIDIA's: the state or thread id on stdout, every failure exit 1 with two lines on stderr (the message, then an indented hint). A thread id acts on its process, as CRIU's plugin needs. The pre-flights run there too; CUDACKPT_FORCE=1 overrides them.";
 
 /// The drain handshake (cudackpt(1), DRAIN PROTOCOL), as a target implements it.
 const DRAIN_PROTOCOL: &str = "\
@@ -331,6 +331,12 @@ fn full_sections(roff: &mut Roff) {
         roff.text([bold(process)]);
         roff.text([roman(outcome)]);
     }
+    // Where the facts come from: a paragraph after the list, not an item.
+    roff.control("PP", []);
+    roff.text([roman(format!(
+        "These facts were {}; newer drivers are taken to behave the same until measured. doctor prints the facts in force.",
+        crate::ops::preflight::restorable::facts_for(None).source
+    ))]);
     section(roff, "SECURITY");
     for paragraph in TRUST_MODEL.split("\n\n") {
         roff.control("PP", []);
@@ -357,7 +363,6 @@ fn checkpointable() -> Vec<(String, String)> {
         ("The same rank launched with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 (sockets)".into(), "Restored; the job goes on. Suspend and resume every rank of the job in one command.".into()),
         ("A rank, or a CUDA IPC party, that speaks the drain protocol (suspend --drain)".into(), "It releases what cannot be restored, acknowledges, and is checkpointed once the evidence shows nothing left; after the resume it rebuilds. See DRAIN PROTOCOL.".into()),
         ("A process under a cgroup memory limit (a container)".into(), "The checkpoint copies its GPU memory into its own host memory, charged to its cgroup: without headroom of at least its GPU footprint the kernel OOM-kills it. Refused before any driver call (exit 8, insufficient_host_memory); doctor --cgroup PATH says whether a cgroup has the headroom. A target killed anyway is reported oom_killed (exit 5).".into()),
-        ("Source".into(), format!("{}; newer drivers are taken to behave the same until measured. doctor prints the facts in force.", facts.source)),
     ]
 }
 
@@ -416,7 +421,11 @@ fn render(command: &clap::Command, with_subcommands: bool, see_also: &str) -> io
     let mut page = Vec::new();
     man.render_title(&mut page)?;
     man.render_name_section(&mut page)?;
-    man.render_synopsis_section(&mut page)?;
+    let mut synopsis = Vec::new();
+    man.render_synopsis_section(&mut synopsis)?;
+    page.extend_from_slice(
+        synopsis_with_values(command, &String::from_utf8_lossy(&synopsis)).as_bytes(),
+    );
     man.render_description_section(&mut page)?;
     if with_subcommands {
         man.render_options_section(&mut page)?;
@@ -442,6 +451,28 @@ fn render(command: &clap::Command, with_subcommands: bool, see_also: &str) -> io
     page.extend_from_slice(roff.to_roff().as_bytes());
     man.render_version_section(&mut page)?;
     Ok(page)
+}
+
+/// clap_mangen's synopsis names an option that takes a value without it
+/// (`[--libcuda]`): give each its value name (`[--libcuda PATH]`).
+fn synopsis_with_values(command: &clap::Command, synopsis: &str) -> String {
+    let mut text = synopsis.to_string();
+    for arg in command.get_arguments() {
+        let (Some(long), Some(names)) = (arg.get_long(), arg.get_value_names()) else {
+            continue;
+        };
+        if !arg.get_action().takes_values() {
+            continue;
+        }
+        let long = long.replace('-', "\\-");
+        let values: Vec<String> = names.iter().map(|n| format!("\\fI{n}\\fR")).collect();
+        // `[--map]` or `[-m|--map]`: the long name closes the brackets.
+        text = text.replace(
+            &format!("\\fB\\-\\-{long}\\fR]"),
+            &format!("\\fB\\-\\-{long}\\fR {}]", values.join(" ")),
+        );
+    }
+    text
 }
 
 /// Every page: (file name, roff text). cudackpt.1 first.

@@ -172,6 +172,33 @@ fn subcommand_pages_refer_to_the_main_page() {
     assert!(own < global && help[global..].contains("--json"), "{help}");
 }
 
+/// A synopsis shows what each option takes (`[--libcuda PATH]`), and the
+/// source of the facts is a paragraph, not an item of their list.
+#[test]
+fn the_synopsis_names_option_values_and_the_facts_name_their_source_apart() {
+    let page = fs::read_to_string(workspace().join("man").join("cudackpt.1")).expect("page");
+    let synopsis = &page[page.find(".SH SYNOPSIS").expect("SYNOPSIS")..];
+    let synopsis = &synopsis[..synopsis.find(".SH DESCRIPTION").expect("DESCRIPTION")];
+    for option in [
+        "[\\fB\\-\\-libcuda\\fR \\fIPATH\\fR]",
+        "[\\fB\\-\\-record\\-dir\\fR \\fIDIR\\fR]",
+    ] {
+        assert!(synopsis.contains(option), "{option} in {synopsis}");
+    }
+    let restore =
+        fs::read_to_string(workspace().join("man").join("cudackpt-restore.1")).expect("page");
+    assert!(
+        restore.contains("\\fB\\-\\-map\\fR \\fIOLD=NEW\\fR]"),
+        "{restore}"
+    );
+    assert!(
+        !page.contains(".TP\n\\fBSource\\fR"),
+        "the source is no list item"
+    );
+    assert!(page.contains(".PP\nThese facts were measured on driver"));
+    assert!(page.contains("two lines on stderr (the message, then an indented hint)"));
+}
+
 /// The README's exit table is the code's, row for row: a status whose
 /// meaning changes (or a new one) fails here until the README says so.
 #[test]
