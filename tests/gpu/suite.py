@@ -1862,18 +1862,23 @@ class TrainJob:
     `torchrun`, under a wrapper command with `wrap`), its output in
     WORK/job.log."""
 
-    def __init__(self, work, *args, wrap=(), env=None, torchrun=False):
+    def __init__(self, work, *args, wrap=(), env=None, torchrun=False, nproc=1):
         self.work = work
+        self.nproc = nproc
         os.makedirs(work, exist_ok=True)
-        launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1"] if torchrun else []
+        launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)] if torchrun else []
         command = [*wrap, sys.executable, *launcher, TRAIN, work, *map(str, args)]
         self.log = open(os.path.join(work, "job.log"), "w")
         self.p = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
                                   env=dict(os.environ, PYTHONPATH=CLIENT_SRC, **(env or {})))
 
-    def status(self):
+    def suffix(self, rank):
+        """How train.py names a rank's files: nothing for one process."""
+        return f"-{rank}" if self.nproc > 1 else ""
+
+    def status(self, rank=0):
         try:
-            return json.load(open(os.path.join(self.work, "status.json")))
+            return json.load(open(os.path.join(self.work, f"status{self.suffix(rank)}.json")))
         except (OSError, ValueError):
             return {}
 
@@ -1890,11 +1895,11 @@ class TrainJob:
         wait_for(f"step {n}", reached, timeout)
 
     def wait_done(self, timeout=300):
-        wait_for("the job to finish", lambda: self.status().get("done"), timeout)
+        wait_for("the job to finish", lambda: all(self.status(r).get("done") for r in range(self.nproc)), timeout)
 
-    def losses(self):
+    def losses(self, rank=0):
         try:
-            return open(os.path.join(self.work, "losses.txt")).read().split("\n")
+            return open(os.path.join(self.work, f"losses{self.suffix(rank)}.txt")).read().split("\n")
         except OSError:
             return []
 
@@ -2078,6 +2083,60 @@ def criu_dataloader(tools):
                 f"{steps} losses bit-exact")
     finally:
         fixed.close()
+
+
+@scenario("a DDP training job (torchrun, 2 ranks, NCCL on NVLink, transformers Llama): two untouched runs agree; suspend --drain --tree and resume, then suspend --drain and resume --map onto the swapped GPUs: the job rebuilds on the new devices and finishes with the same losses, bit for bit")
+def ddp_drain_and_migrate(tools):
+    need_two_gpus()
+    base = tempfile.mkdtemp(prefix="cudackpt-ddp-")
+    result = {}
+    RAW["ddp_drain_and_migrate"] = result
+    steps = 30
+    args = ("--steps", steps, "--backend", "nccl", "--ddp")
+    runs = []
+    for name in ("reference-1", "reference-2"):
+        job = TrainJob(os.path.join(base, name), *args, torchrun=True, nproc=2)
+        try:
+            job.wait_done(timeout=300)
+            runs.append((job.losses(0), job.losses(1)))
+        finally:
+            job.close()
+    expected = runs[0][0]
+    expect(len([l for l in expected if l]) == steps, f"the reference made {len(expected)} steps")
+    expect(runs[0] == runs[1], f"two untouched runs differ: {[(a, b) for a, b in zip(runs[0][0], runs[1][0]) if a != b][:3]}")
+    expect(runs[0][0] == runs[0][1], "both ranks log the same all-reduced loss")
+    job = TrainJob(os.path.join(base, "moved"), *args, "--pause", "0.3", torchrun=True, nproc=2)
+    try:
+        job.wait_step(6, timeout=240)
+        ranks = [job.status(r)["pid"] for r in range(2)]
+        result["gpus_before"] = {pid: gpu_of(pid) for pid in ranks}
+        down = tools.json("suspend", "--drain", "--tree", job.p.pid)
+        drained = {q["pid"]: q["drain"] for q in down["processes"] if q["pid"] in ranks}
+        expect(all(d["outcome"] == "drained" for d in drained.values()), f"{down}")
+        result["suspend"] = down
+        up = tools.json("resume", "--tree", job.p.pid)
+        result["resume"] = up
+        expect(all((q.get("drain") or {}).get("outcome") == "rebuilt" for q in up["processes"] if q["pid"] in ranks), f"{up}")
+        job.wait_step(14, timeout=240)
+        down2 = tools.json("suspend", "--drain", "--tree", job.p.pid)
+        result["suspend_2"] = down2
+        gpus = [g["uuid"] for g in tools.json("devices")["gpus"]]
+        moved = tools.json("resume", "--tree", job.p.pid, "--map", f"{gpus[0]}={gpus[1]}")
+        result["resume_moved"] = moved
+        result["gpus_after"] = {pid: gpu_of(pid) for pid in ranks}
+        expect(all(result["gpus_after"][pid] != result["gpus_before"][pid] for pid in ranks),
+               f"each rank should run on the other GPU: before {result['gpus_before']}, after {result['gpus_after']}")
+        job.wait_done(timeout=300)
+        result["losses_equal"] = job.losses(0) == expected
+        expect(job.losses(0) == expected and job.losses(1) == expected,
+               f"losses differ from the untouched runs: {[(a, b) for a, b in zip(job.losses(0), expected) if a != b][:3]}")
+        rank_rows = lambda doc: [q for q in doc["processes"] if q["pid"] in ranks]
+        released = [q["drain"].get("released_bytes", 0) >> 20 for q in rank_rows(down)]
+        return (f"two untouched runs agree ({steps} losses); suspend --drain {down['duration_ms'] / 1000:.2f} s (released {released} MiB a rank), "
+                f"resume {up['duration_ms'] / 1000:.2f} s; again, then resume --map {moved['duration_ms'] / 1000:.2f} s: ranks moved "
+                f"{result['gpus_before']} -> {result['gpus_after']}; finished with the same losses, bit for bit")
+    finally:
+        job.close()
 
 
 # torchrun's ranks talk to its agent's store over TCP on this host; the
@@ -2348,6 +2407,7 @@ def main():
     criu_drain_images(tools)
     criu_dataloader(tools)
     criu_torchrun(tools)
+    ddp_drain_and_migrate(tools)
     drain_vouched_and_recovered(tools)
     drain_ipc_pair(tools)
     drain_in_namespace(tools)

@@ -7,7 +7,7 @@ batches), and the drain client's point() after every step.
 
     python3 tests/gpu/train.py WORK [--size small|bench] [--steps N]
         [--workers N] [--pause S] [--hold] [--no-client]
-        [--no-dumpable-forks] [--floor-bytes N]
+        [--no-dumpable-forks] [--floor-bytes N] [--backend gloo|nccl] [--ddp]
 
 It appends `STEP LOSS` (LOSS as float.hex(), for bit-exact comparisons) to
 WORK/losses.txt and rewrites WORK/status.json after every step: its PID,
@@ -15,8 +15,12 @@ the step, reserved and allocated bytes, drains. With --hold it stays after
 the last step, still at a safe point every 50 ms, and makes one more step
 (timed, in status "extra_steps") each time WORK/step appears, until
 WORK/stop appears. --floor-bytes N holds N bytes of live tensors and
-nothing else (the benchmark's floor). Under torchrun (WORLD_SIZE set) it
-joins a gloo process group and all-reduces its loss.
+nothing else (the benchmark's floor). Under torchrun it joins a process
+group (gloo, or NCCL with --backend nccl, each rank on GPU LOCAL_RANK) and
+all-reduces its loss; with --ddp the model is wrapped in
+DistributedDataParallel (wrapped again after a drain's rebuild) and each
+rank takes every WORLD_SIZE-th batch. With more than one rank, each writes
+losses-RANK.txt and status-RANK.json.
 """
 
 import argparse
@@ -57,8 +61,12 @@ class Tokens(torch.utils.data.Dataset):
         return torch.randint(0, self.vocab, (self.seq,), generator=generator)
 
 
+#: "" for one process; "-RANK" for each rank of a job of several.
+SUFFIX = ""
+
+
 def write_status(work, status):
-    path = os.path.join(work, "status.json")
+    path = os.path.join(work, f"status{SUFFIX}.json")
     with open(path + ".tmp", "w") as f:
         json.dump(status, f)
     os.replace(path + ".tmp", path)
@@ -100,7 +108,10 @@ def main():
     parser.add_argument("--no-client", action="store_true")
     parser.add_argument("--no-dumpable-forks", action="store_true")
     parser.add_argument("--floor-bytes", type=int, default=0)
+    parser.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
+    parser.add_argument("--ddp", action="store_true")
     args = parser.parse_args()
+    global SUFFIX
     work = args.work
     torch.use_deterministic_algorithms(True)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -108,11 +119,29 @@ def main():
     status = {"pid": os.getpid(), "step": 0, "drains": 0, "extra_steps": []}
 
     dist = None
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 or "TORCHELASTIC_RUN_ID" in os.environ:
+    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    if world > 1 or "TORCHELASTIC_RUN_ID" in os.environ:
         import torch.distributed as dist
 
-        dist.init_process_group("gloo")
-    drain = None if args.no_client else cudackpt_drain.Drain(dumpable_forks=not args.no_dumpable_forks)
+        if args.backend == "nccl":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(args.backend)
+    if world > 1:
+        SUFFIX = f"-{rank}"
+    # The model as the loop calls it; a DDP wrapper holds the process
+    # group, so the rebuild wraps the module again.
+    held = {}
+
+    def rewrap():
+        if "module" in held:
+            from torch.nn.parallel import DistributedDataParallel
+
+            devices = [torch.cuda.current_device()] if DEVICE == "cuda" else None
+            held["model"] = DistributedDataParallel(held["module"], device_ids=devices)
+
+    drain = None if args.no_client else cudackpt_drain.Drain(
+        dumpable_forks=not args.no_dumpable_forks, on_rebuild=[rewrap]
+    )
 
     def point():
         if drain is not None and drain.point():
@@ -121,32 +150,38 @@ def main():
             write_status(work, status)
 
     if args.floor_bytes:
-        held = torch.ones(args.floor_bytes // 4, device=DEVICE)
+        live = torch.ones(args.floor_bytes // 4, device=DEVICE)
         status.update(memory(), held=True)
         write_status(work, status)
         while not os.path.exists(os.path.join(work, "stop")):
             point()
             time.sleep(0.05)
-        status["sum_ok"] = held.sum().item() == float(held.numel())
+        status["sum_ok"] = live.sum().item() == float(live.numel())
         write_status(work, status)
         return
 
     s = SIZES[args.size]
     model = model_for(args.size)
+    held["model"] = model
+    if args.ddp:
+        held["module"] = model
+        rewrap()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    data = Tokens((args.steps + 1000) * s["batch"] * world, s["seq"], s["vocab"])
     loader = torch.utils.data.DataLoader(
-        Tokens((args.steps + 1000) * s["batch"], s["seq"], s["vocab"]),
+        data,
         batch_size=s["batch"],
         num_workers=args.workers,
         multiprocessing_context="fork" if args.workers else None,
+        sampler=torch.utils.data.DistributedSampler(data, world, rank, shuffle=False) if world > 1 else None,
     )
     batches = iter(loader)
-    losses = open(os.path.join(work, "losses.txt"), "a")
+    losses = open(os.path.join(work, f"losses{SUFFIX}.txt"), "a")
 
     def train_step():
         tokens = next(batches).to(DEVICE)
         with torch.autocast(DEVICE, dtype=torch.bfloat16):
-            loss = model(input_ids=tokens, labels=tokens).loss
+            loss = held["model"](input_ids=tokens, labels=tokens).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
