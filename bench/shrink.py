@@ -11,6 +11,11 @@ with and without CUDACKPT_DRAIN=1 (dump time, image size, restore time).
 Run on a host with a GPU, as root:
 
     python3 bench/shrink.py --bin-dir DIR [--rounds 2] [--criu-dir C] [--json FILE]
+    python3 bench/shrink.py --bin-dir DIR --ranks 2 [--rounds 2] [--json FILE]
+
+With --ranks N, the job is a DDP job of N ranks over NCCL (torchrun, one
+rank a GPU): a plain suspend of it is refused, so each allocator's drained
+suspend is set against N floor processes, one per GPU.
 
 DIR holds the release `cudackpt`; C a carried CRIU (as the GPU suite
 takes it). Prints one table; --json writes every measurement. A benchmark,
@@ -147,6 +152,106 @@ def criu_round_trip(binary, criu, job, drain, work):
     return row
 
 
+class RankJob:
+    """train.py under torchrun: RANKS ranks of a DDP job over NCCL, one per
+    GPU, with a pause after each step so that a drain lands between steps."""
+
+    def __init__(self, ranks, steps, pause, env=None):
+        self.work = tempfile.mkdtemp(prefix="cudackpt-shrink-ranks-")
+        self.ranks = ranks
+        self.log = open(os.path.join(self.work, "job.log"), "w")
+        self.p = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
+                                   TRAIN, self.work, "--size", "bench", "--steps", str(steps), "--pause", str(pause),
+                                   "--backend", "nccl", "--ddp"], stdin=subprocess.DEVNULL, stdout=self.log,
+                                  stderr=subprocess.STDOUT, start_new_session=True,
+                                  env=dict(os.environ, PYTHONPATH=CLIENT, NCCL_NVLS_ENABLE="0", **(env or {})))
+
+    def status(self, rank):
+        try:
+            return json.load(open(os.path.join(self.work, f"status-{rank}.json")))
+        except (OSError, ValueError):
+            return {}
+
+    def wait_step(self, step):
+        wait_for(lambda: all(self.status(r).get("step", 0) >= step for r in range(self.ranks)) or self.p.poll() is not None,
+                 f"step {step}")
+        if self.p.poll() is not None:
+            raise SystemExit(f"the job exited {self.p.returncode}: {open(os.path.join(self.work, 'job.log')).read()[-2000:]}")
+
+    def close(self):
+        try:
+            os.killpg(self.p.pid, 9)
+        except OSError:
+            pass
+        self.p.wait(timeout=60)
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def ranks_round_trip(binary, job, at_step):
+    """suspend --drain --tree and resume --tree of the job at a step; the
+    step after the resume, timed in rank 0."""
+    job.wait_step(at_step)
+    before = [job.status(r) for r in range(job.ranks)]
+    _, down = cudackpt(binary, "suspend", "--drain", "--tree", job.p.pid)
+    ranks = [q for q in down["processes"] if (q.get("drain") or {}).get("outcome") == "drained"]
+    drained_at = job.status(0)["step"]
+    _, up = cudackpt(binary, "resume", "--tree", job.p.pid)
+    job.wait_step(drained_at + 2)
+    steps = job.status(0)["step_s"]
+    return {
+        "reserved": [b["reserved"] for b in before],
+        "allocated": [b["allocated"] for b in before],
+        "released_bytes": [q["drain"].get("released_bytes") for q in ranks],
+        "footprint_bytes": [q["drain"].get("footprint_bytes") for q in ranks],
+        "suspend_s": down["duration_ms"] / 1000,
+        "resume_s": up["duration_ms"] / 1000,
+        "step_before_s": steps[drained_at - 1],
+        "first_step_s": steps[drained_at],
+        "raw": {"suspend": down, "resume": up},
+    }
+
+
+def two_ranks(binary, ranks, rounds):
+    """The shrink of a DDP job over NCCL on RANKS GPUs (a plain suspend of
+    it is refused: only a drained one can be checkpointed), with each
+    allocator, against RANKS floor processes, one per GPU."""
+    results = {"ranks": ranks, "jobs": {}}
+    for name, env in [("default allocator", {}), ("expandable segments", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})]:
+        job = RankJob(ranks, steps=20 + 8 * rounds, pause=0.5, env=env)
+        try:
+            results["jobs"][name] = [ranks_round_trip(binary, job, 20 + 8 * i) for i in range(rounds)]
+        finally:
+            job.close()
+    allocated = max(results["jobs"]["default allocator"][0]["allocated"])
+    floors = []
+    for gpu in range(ranks):
+        floors.append(Job("--floor-bytes", allocated, env={"CUDA_VISIBLE_DEVICES": str(gpu)}))
+    try:
+        pids = [f.pid for f in floors]
+        rows = []
+        for _ in range(rounds):
+            _, down = cudackpt(binary, "suspend", *pids)
+            _, up = cudackpt(binary, "resume", *pids)
+            rows.append({"suspend_s": down["duration_ms"] / 1000, "resume_s": up["duration_ms"] / 1000,
+                         "moved_bytes": [q.get("gpu_memory_moved_bytes") for q in down["processes"]]})
+        results["floor"] = rows
+    finally:
+        for f in floors:
+            f.close()
+    floor_s = median(rows, "suspend_s")
+    print(f"\nshrink benchmark on {ranks} ranks (DDP over NCCL), medians of {rounds}; each rank's bytes")
+    print(f"{'job':<36} {'alloc GiB':>10} {'resv GiB':>10} {'copied GiB':>10} {'suspend s':>9} {'x floor':>7} {'resume s':>8} {'step s':>7} {'1st step s':>10}")
+    for name, rows_ in results["jobs"].items():
+        r = rows_[0]
+        print(f"{name + ', suspend --drain':<36} {max(r['allocated']) / GIB:>10.2f} {max(r['reserved']) / GIB:>10.2f} "
+              f"{max(r['footprint_bytes']) / GIB:>10.2f} {median(rows_, 'suspend_s'):>9.2f} {median(rows_, 'suspend_s') / floor_s:>7.2f} "
+              f"{median(rows_, 'resume_s'):>8.2f} {median(rows_, 'step_before_s'):>7.3f} {median(rows_, 'first_step_s'):>10.3f}")
+    moved = max(results["floor"][0]["moved_bytes"] or [0])
+    print(f"{'floor: only the live tensors':<36} {allocated / GIB:>10.2f} {allocated / GIB:>10.2f} {moved / GIB:>10.2f} "
+          f"{floor_s:>9.2f} {1:>7.2f} {median(results['floor'], 'resume_s'):>8.2f}")
+    return results
+
+
 def median(rows, key):
     values = [r[key] for r in rows if r.get(key) is not None]
     return statistics.median(values) if values else None
@@ -158,8 +263,16 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--criu-dir", help="a carried CRIU: criu and lib/")
     parser.add_argument("--json", help="write every measurement here")
+    parser.add_argument("--ranks", type=int, default=1, help="2 or more: a DDP job of that many ranks over NCCL, one per GPU")
     args = parser.parse_args()
     binary = os.path.join(os.path.abspath(args.bin_dir), "cudackpt")
+    if args.ranks > 1:
+        results = two_ranks(binary, args.ranks, args.rounds)
+        results["date"] = time.strftime("%Y-%m-%d")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+        return
     criu = None
     if args.criu_dir:
         d = os.path.abspath(args.criu_dir)

@@ -11,7 +11,8 @@ batches), and the drain client's point() after every step.
 
 It appends `STEP LOSS` (LOSS as float.hex(), for bit-exact comparisons) to
 WORK/losses.txt and rewrites WORK/status.json after every step: its PID,
-the step, reserved and allocated bytes, drains. With --hold it stays after
+the step, each step's time (`step_s`), reserved and allocated bytes,
+drains. With --hold it stays after
 the last step, still at a safe point every 50 ms, and makes one more step
 (timed, in status "extra_steps") each time WORK/step appears, until
 WORK/stop appears. --floor-bytes N holds N bytes of live tensors and
@@ -190,8 +191,11 @@ def main():
             dist.all_reduce(value)
         return value.item()
 
+    status["step_s"] = []
     for step in range(1, args.steps + 1):
+        started = time.perf_counter()
         loss = train_step()
+        status["step_s"].append(time.perf_counter() - started)
         losses.write(f"{step} {loss.hex()}\n")
         losses.flush()
         status.update(memory(), step=step)
