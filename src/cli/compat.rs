@@ -10,7 +10,7 @@
 //! printed before the answer: no logging in this mode.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::api::group::Group;
 use crate::exit::ExitStatus;
@@ -376,9 +376,7 @@ pub fn main(args: &[OsString]) -> ExitStatus {
         }
     };
     super::trust_library_from_env();
-    let libcuda = std::env::var_os("CUDACKPT_LIBCUDA")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from);
+    let libcuda = super::libcuda_from_env();
     let Some((pid, operation, map)) = command.operation() else {
         let _ = output::write_stdout(HELP);
         return ExitStatus::Success;

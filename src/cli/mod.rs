@@ -36,9 +36,7 @@ pub fn main() -> ExitStatus {
     if criu_hook::is_hook_invocation(args.len().saturating_sub(1)) {
         logging::init(0);
         trust_library_from_env();
-        let libcuda = std::env::var_os("CUDACKPT_LIBCUDA")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from);
+        let libcuda = libcuda_from_env();
         let report = criu_hook::run(libcuda.as_deref(), criu_hook::action_from_env());
         // CRIU logs what the script prints: plain text, no colour.
         return Sink::plain().finish(&report);
@@ -135,6 +133,14 @@ fn env_text(name: &'static str) -> Result<Option<String>, EnvError> {
         Err(std::env::VarError::NotPresent) => Ok(None),
         Err(std::env::VarError::NotUnicode(_)) => Err(EnvError::NotText(name)),
     }
+}
+
+/// The driver library `CUDACKPT_LIBCUDA` names, when set and not empty: for
+/// every grammar (the native one when `--libcuda` is not given).
+pub fn libcuda_from_env() -> Option<PathBuf> {
+    std::env::var_os("CUDACKPT_LIBCUDA")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 /// `CUDACKPT_LIBCUDA_UNSAFE=1` for the modes that take no flags (NVIDIA's

@@ -38,15 +38,10 @@ pub fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
     // Read here rather than through clap's `env`, which would show
     // `--libcuda <PATH>` in every usage message as if it had been given.
     if cli.global.libcuda.is_none() {
-        cli.global.libcuda = std::env::var_os(LIBCUDA_VAR)
-            .filter(|path| !path.is_empty())
-            .map(std::path::PathBuf::from);
+        cli.global.libcuda = super::libcuda_from_env();
     }
     Ok(cli)
 }
-
-/// The variable that names the driver library when `--libcuda` does not.
-const LIBCUDA_VAR: &str = "CUDACKPT_LIBCUDA";
 
 fn parse_with(mut command: clap::Command, args: &[OsString]) -> Result<Cli, clap::Error> {
     let matches = command.try_get_matches_from_mut(args)?;

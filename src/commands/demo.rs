@@ -38,8 +38,6 @@ pub struct DemoReport {
     pub size_bytes: u64,
     pub gpu: Option<Gpu>,
     pub steps: Vec<DemoStep>,
-    /// Some(true) when the data read back matched, None when never checked.
-    pub data_intact: Option<bool>,
     /// The hash of the buffer as written, before the checkpoint.
     pub hash_before: Option<u64>,
     /// The hash of the buffer read back after the restore.
@@ -50,8 +48,14 @@ pub struct DemoReport {
 }
 
 impl DemoReport {
+    /// Some(true) when the data read back matched, None when never checked.
+    pub fn data_intact(&self) -> Option<bool> {
+        let (before, after) = (self.hash_before?, self.hash_after?);
+        Some(before == after)
+    }
+
     pub fn ok(&self) -> bool {
-        self.failure.is_none() && self.data_intact == Some(true)
+        self.failure.is_none() && self.data_intact() == Some(true)
     }
 
     pub fn exit_status(&self) -> ExitStatus {
@@ -60,7 +64,7 @@ impl DemoReport {
                 diagnosis.exit_status()
             }
             (Some(failure), _) => failure.kind.exit_status(),
-            (None, _) if self.data_intact == Some(true) => ExitStatus::Success,
+            (None, _) if self.data_intact() == Some(true) => ExitStatus::Success,
             (None, _) => ExitStatus::Failed,
         }
     }
@@ -81,7 +85,6 @@ pub fn run(libcuda: Option<&Path>, size_mib: u64, device: i32) -> DemoReport {
         size_bytes: size_mib << 20,
         gpu: None,
         steps: Vec::new(),
-        data_intact: None,
         hash_before: None,
         hash_after: None,
         failure: None,
@@ -192,7 +195,6 @@ fn round_trip(driver: &Driver, device: i32, report: &mut DemoReport) -> Result<(
         state: None,
         duration: took,
     });
-    report.data_intact = Some(actual == expected);
     Ok(())
 }
 

@@ -546,7 +546,7 @@ pub fn demo(report: &DemoReport) -> String {
                 duration_ms: millis(s.duration),
             })
             .collect(),
-        data_intact: report.data_intact,
+        data_intact: report.data_intact(),
         hash_before: report.hash_before.map(|h| format!("{h:016x}")),
         hash_after: report.hash_after.map(|h| format!("{h:016x}")),
         error: report.failure.as_ref().map(ErrorDoc::from_failure),

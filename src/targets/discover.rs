@@ -32,8 +32,24 @@ pub fn parse_ppid(stat: &str) -> Option<i32> {
         .ok()
 }
 
-/// `root` and every descendant of it, root first, then by PID.
-pub fn tree(root: i32) -> Vec<i32> {
+/// Every process of the trees of `roots`, each once, in PID order: one
+/// scan of /proc however many roots.
+pub fn trees(roots: &[i32]) -> Vec<i32> {
+    if roots.is_empty() {
+        return Vec::new();
+    }
+    let children = children();
+    let mut pids: Vec<i32> = roots
+        .iter()
+        .flat_map(|&root| descendants(root, &children))
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// Each process's children, from one scan of /proc.
+fn children() -> HashMap<i32, Vec<i32>> {
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     for pid in all_pids() {
         if let Some(ppid) = crate::targets::process::read_proc_text(&format!("/proc/{pid}/stat"))
@@ -44,7 +60,7 @@ pub fn tree(root: i32) -> Vec<i32> {
             children.entry(ppid).or_default().push(pid);
         }
     }
-    descendants(root, &children)
+    children
 }
 
 /// Walks a parent → children map from `root` (pure, for tests).
@@ -263,7 +279,14 @@ mod tests {
     #[test]
     fn this_process_tree_is_found_and_is_not_cuda() {
         let me = std::process::id() as i32;
-        assert_eq!(tree(me)[0], me);
+        let found = trees(&[me]);
+        assert!(found.contains(&me), "{found:?}");
+        assert!(
+            found.windows(2).all(|w| w[0] < w[1]),
+            "in PID order: {found:?}"
+        );
+        assert_eq!(trees(&[me, me]), trees(&[me]), "each process once");
+        assert_eq!(trees(&[]), Vec::<i32>::new());
         assert!(all_pids().contains(&me));
         assert!(
             cuda_candidates(&[me], None).found.is_empty(),

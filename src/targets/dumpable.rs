@@ -15,7 +15,7 @@ use std::fs;
 
 use memchr::memmem;
 
-use crate::targets::process::{read_proc_text, stat_fields};
+use crate::targets::process::read_proc_text;
 
 /// The device nodes through which a process reaches an NVIDIA GPU.
 const DEVICE_PREFIX: &str = "/dev/nvidia";
@@ -99,8 +99,7 @@ fn name_and_parent(pid: i32) -> (Option<String>, Option<i32>) {
         .zip(stat.rfind(')'))
         .filter(|(open, close)| open < close)
         .map(|(open, close)| stat[open + 1..close].to_string());
-    let ppid = stat_fields(&stat).and_then(|mut f| f.nth(1)?.parse().ok());
-    (name, ppid)
+    (name, crate::targets::discover::parse_ppid(&stat))
 }
 
 /// The GPU device nodes' prefix. A debug build takes another from

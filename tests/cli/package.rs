@@ -3,6 +3,7 @@
 //! installs where, with which modes and owner, and what it never installs
 //! (`cuda-checkpoint`: the compat link is opt-in, never NVIDIA's file).
 
+use std::path::Path;
 use std::process::Command;
 
 use crate::support::{cudackpt_bin, workspace};
@@ -14,19 +15,15 @@ fn have(program: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-#[test]
-fn the_debian_package_installs_the_tool_its_docs_and_no_compat_link() {
-    if !have("dpkg-deb") {
-        crate::support::prerequisite("build a Debian package (no dpkg-deb here)", false);
-        return;
-    }
-    let out = tempfile::tempdir().expect("tempdir");
+/// `scripts/build-deb` around `binary`, into `out`, with `extra` options:
+/// the path of the .deb it wrote.
+fn build_deb(binary: &Path, out: &Path, extra: &[&str]) -> String {
     let built = Command::new(workspace().join("scripts").join("build-deb"))
         .arg("--binary")
-        .arg(cudackpt_bin())
+        .arg(binary)
         .arg("--out")
-        .arg(out.path())
-        .args(["--compress", "none"])
+        .arg(out)
+        .args(extra)
         .output()
         .expect("scripts/build-deb runs");
     assert!(
@@ -34,7 +31,17 @@ fn the_debian_package_installs_the_tool_its_docs_and_no_compat_link() {
         "build-deb: {}",
         String::from_utf8_lossy(&built.stderr)
     );
-    let deb = String::from_utf8_lossy(&built.stdout).trim().to_string();
+    String::from_utf8_lossy(&built.stdout).trim().to_string()
+}
+
+#[test]
+fn the_debian_package_installs_the_tool_its_docs_and_no_compat_link() {
+    if !have("dpkg-deb") {
+        crate::support::prerequisite("build a Debian package (no dpkg-deb here)", false);
+        return;
+    }
+    let out = tempfile::tempdir().expect("tempdir");
+    let deb = build_deb(&cudackpt_bin(), out.path(), &["--compress", "none"]);
     assert!(deb.ends_with(".deb"), "{deb}");
 
     let listing = Command::new("dpkg-deb")
@@ -160,19 +167,7 @@ fn lintian_finds_no_error_in_the_package() {
     ) {
         return;
     }
-    let built = Command::new(workspace().join("scripts").join("build-deb"))
-        .arg("--binary")
-        .arg(&binary)
-        .arg("--out")
-        .arg(work.path())
-        .output()
-        .expect("scripts/build-deb runs");
-    assert!(
-        built.status.success(),
-        "build-deb: {}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    let deb = String::from_utf8_lossy(&built.stdout).trim().to_string();
+    let deb = build_deb(&binary, work.path(), &[]);
     let checked = Command::new("lintian")
         .args(["--fail-on", "error", "-I", "--pedantic", &deb])
         .output()

@@ -34,9 +34,7 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<String>, Stop> 
     if !request.criu_dump {
         roots.extend(ready.targets.iter().map(|t| t.pid));
     }
-    let mut pids: Vec<i32> = roots.into_iter().flat_map(discover::tree).collect();
-    pids.sort_unstable();
-    pids.dedup();
+    let pids = discover::trees(&roots);
     let cuda: HashSet<i32> = ready
         .targets
         .iter()

@@ -124,17 +124,19 @@ fn open_cgroups(selectors: &Selectors) -> Result<Vec<Cgroup>, Failure> {
 /// The PIDs the selectors name, before any is confirmed.
 fn candidate_pids(selectors: &Selectors, cgroups: &[Cgroup]) -> Result<Vec<i32>, Failure> {
     let mut pids = Vec::new();
-    for &root in &selectors.trees {
-        if !process::is_alive(root) {
-            let error = TargetError::NoSuchProcess { pid: root };
-            return Err(Failure::new(
-                FailureKind::NoSuchProcess,
-                format!("--tree {root}: {error}"),
-                error.hint(),
-            ));
-        }
-        pids.extend(discover::tree(root));
+    if let Some(&root) = selectors
+        .trees
+        .iter()
+        .find(|&&root| !process::is_alive(root))
+    {
+        let error = TargetError::NoSuchProcess { pid: root };
+        return Err(Failure::new(
+            FailureKind::NoSuchProcess,
+            format!("--tree {root}: {error}"),
+            error.hint(),
+        ));
     }
+    pids.extend(discover::trees(&selectors.trees));
     for cgroup in cgroups {
         let members = cgroup.pids().map_err(|e| {
             Failure::new(
