@@ -20,28 +20,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from harness import cudackpt, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "..", "tests", "gpu", "drain_job.py")
-
-
-def cudackpt(binary, *args):
-    started = time.monotonic()
-    out = subprocess.run([binary, "--json", *map(str, args)], capture_output=True, text=True, timeout=600)
-    wall = time.monotonic() - started
-    doc = json.loads(out.stdout)
-    if out.returncode != 0:
-        raise SystemExit(f"cudackpt {' '.join(map(str, args))} exited {out.returncode}: {doc}")
-    return wall, doc
-
-
-def wait_for(condition, what, timeout=300):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def footprint_mib(binary, *selector):

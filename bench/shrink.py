@@ -23,6 +23,7 @@ not a test.
 """
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -32,29 +33,17 @@ import sys
 import tempfile
 import time
 
+import harness
+from harness import cudackpt
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = os.path.join(HERE, "..", "tests", "gpu", "train.py")
 CLIENT = os.path.join(HERE, "..", "clients", "python", "src")
 GIB = 1 << 30
 
 
-def cudackpt(binary, *args, env=None):
-    started = time.monotonic()
-    out = subprocess.run([binary, "--json", *map(str, args)], capture_output=True, text=True, timeout=600,
-                         env=dict(os.environ, **(env or {})))
-    wall = time.monotonic() - started
-    doc = json.loads(out.stdout)
-    if out.returncode != 0:
-        raise SystemExit(f"cudackpt {' '.join(map(str, args))} exited {out.returncode}: {doc}")
-    return wall, doc
-
-
-def wait_for(condition, what, timeout=600):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(0.05)
+# A training job's steps take a while to start; steps are polled closely.
+wait_for = functools.partial(harness.wait_for, timeout=600, every=0.05)
 
 
 class Job:

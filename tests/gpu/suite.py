@@ -771,16 +771,7 @@ def group_under_pids_limit(tools):
 
 @scenario("a target whose cgroup memory.max is below its GPU footprint: refused, data intact; with --force the kernel OOM-kills it")
 def cgroup_memory_limit(tools):
-    root = "/sys/fs/cgroup"
-    try:
-        if "memory" not in open(os.path.join(root, "cgroup.controllers")).read().split():
-            raise Skipped("no cgroup v2 memory controller here")
-        with open(os.path.join(root, "cgroup.subtree_control"), "w") as f:
-            f.write("+memory")
-    except OSError as e:
-        raise Skipped(f"cannot use cgroup v2 memory limits here: {e}")
-    cg = os.path.join(root, f"cudackpt-mem-{os.getpid()}")
-    os.makedirs(cg, exist_ok=True)
+    cg = memory_cgroup("cudackpt-mem")
     with open(os.path.join(cg, "memory.max"), "w") as f:
         f.write(str(2 << 30))
     work = tempfile.mkdtemp(prefix="cudackpt-oom-")
