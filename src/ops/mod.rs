@@ -239,22 +239,29 @@ fn execute_and_finish(
         }
     }
     reports.extend(ready.blocked.iter().cloned());
-    // What the map was made into matters only where a restore used it: a
-    // resume of processes already running restored nothing.
-    let restored = reports
-        .iter()
-        .any(|r| r.did(vocabulary::plan::StepKind::Restore));
-    let (map, map_remarks) = if restored {
-        (chosen.pairs, chosen.remarks)
-    } else {
-        (None, Vec::new())
-    };
+    let (map, map_remarks) = map_used(chosen, &reports);
     remarks.splice(0..0, map_remarks);
     Ok(Finished {
         reports,
         remarks,
         map,
     })
+}
+
+/// The map chosen and what was said of it, where a restore used it: a
+/// resume of processes already running restored nothing, so neither.
+fn map_used(
+    chosen: choose_map::Chosen,
+    reports: &[ProcessReport],
+) -> (Option<Vec<GpuPair>>, Vec<String>) {
+    if reports
+        .iter()
+        .any(|r| r.did(vocabulary::plan::StepKind::Restore))
+    {
+        (chosen.pairs, chosen.remarks)
+    } else {
+        (None, Vec::new())
+    }
 }
 
 /// The executor of a request: its driver, interrupts, deadline, progress,
