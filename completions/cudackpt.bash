@@ -149,7 +149,7 @@ _cudackpt() {
 
     case "${cmd}" in
         cudackpt)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps check recover devices doctor demo install-compat completions man criu-hook help"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps check recover devices doctor demo install-compat completions man criu-hook help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -175,7 +175,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__check)
-            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --pid --tree --cgroup --all --drain --drain-signal --drain-timeout --help --version"
+            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --drain --drain-signal --drain-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -234,7 +234,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__checkpoint)
-            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --pid --tree --cgroup --all --verify --force --dry-run --drain --drain-signal --drain-timeout --help --version"
+            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --verify --force --dry-run --drain --drain-signal --drain-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -293,7 +293,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__completions)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version bash elvish fish powershell zsh"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -319,7 +319,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__criu__subcmd__hook)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -345,7 +345,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__demo)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --size-mib --device --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --size-mib --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -379,7 +379,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__devices)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -405,7 +405,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__doctor)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --cgroup --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --cgroup --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -743,7 +743,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__install__subcmd__compat)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --force --allow-build-dir --uninstall --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --force --allow-build-dir --uninstall --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -769,7 +769,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__lock)
-            opts="-v -q -y -p -t -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --pid --tree --cgroup --all --timeout --drain --drain-signal --drain-timeout --help --version"
+            opts="-v -q -y -p -t -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --timeout --drain --drain-signal --drain-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -836,7 +836,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__man)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --dir --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --dir --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -866,7 +866,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__ps)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --tree --cgroup --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --tree --cgroup --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -903,7 +903,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__recover)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --dry-run --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --dry-run --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -929,7 +929,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__restore)
-            opts="-v -q -y -p -m -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --pid --tree --cgroup --all --map --map-file --force --verify --dry-run --help --version"
+            opts="-v -q -y -p -m -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --map --map-file --force --verify --dry-run --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -992,7 +992,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__restore__subcmd__tid)
-            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --pid --tree --cgroup --all --help --version"
+            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1043,7 +1043,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__resume)
-            opts="-v -q -y -p -m -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --pid --tree --cgroup --all --map --map-file --force --deadline --verify --dry-run --drain-signal --drain-timeout --help --version"
+            opts="-v -q -y -p -m -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --map --map-file --force --deadline --verify --dry-run --drain-signal --drain-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1118,7 +1118,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__state)
-            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --pid --tree --cgroup --all --help --version"
+            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1169,7 +1169,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__suspend)
-            opts="-v -q -y -p -t -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --pid --tree --cgroup --all --timeout --deadline --verify --force --dry-run --drain --drain-signal --drain-timeout --help --version"
+            opts="-v -q -y -p -t -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --timeout --deadline --verify --force --dry-run --drain --drain-signal --drain-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1240,7 +1240,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__toggle)
-            opts="-v -q -y -p -t -m -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --pid --tree --cgroup --all --timeout --map --map-file --force --deadline --verify --dry-run --drain --drain-signal --drain-timeout --help --version"
+            opts="-v -q -y -p -t -m -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --timeout --map --map-file --force --deadline --verify --dry-run --drain --drain-signal --drain-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1323,7 +1323,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__unlock)
-            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --pid --tree --cgroup --all --drain-signal --drain-timeout --help --version"
+            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --drain-signal --drain-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1382,7 +1382,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__wait)
-            opts="-v -q -y -p -s -t -h -V --json --verbose --quiet --libcuda --libcuda-unsafe --yes --record-dir --no-lock --color --pid --tree --cgroup --all --state --timeout --help --version"
+            opts="-v -q -y -p -s -t -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --state --timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

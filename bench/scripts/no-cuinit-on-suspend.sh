@@ -2,6 +2,9 @@
 # What a checkpoint pays for cuInit, on the fake driver: suspend and resume
 # one fake CUDA process N times on a host without NVML or a kernel GPU
 # listing, with the fake's cuInit delayed 2 s, and count the cuInit calls.
+# On a GPU host the kernel's listing (/proc/driver/nvidia) is hidden under
+# an empty tmpfs in a mount namespace of the script's own (needs root): a
+# release build reads no variable that could stand in for it.
 # Before issue 9, suspend listed the GPUs for its record through the CUDA
 # driver (cuInit); docs/driver-facts.md, F1: the process path never calls it.
 #
@@ -9,8 +12,12 @@
 #   bench/scripts/no-cuinit-on-suspend.sh target/release/cudackpt \
 #       "$PWD/target/release/libfake_libcuda.so" [N]
 set -u
+if [ -d /proc/driver/nvidia ] && [ -z "${CUDACKPT_BENCH_HIDDEN:-}" ]; then
+    exec unshare --mount env CUDACKPT_BENCH_HIDDEN=1 sh -c \
+        'mount -t tmpfs none /proc/driver/nvidia && exec "$0" "$@"' "$0" "$@"
+fi
 bin=$1; fake=$2; n=${3:-5}
-dir=$(mktemp -d); export FAKE_CUDA_STATE_DIR=$dir CUDACKPT_LIBCUDA=$fake CUDACKPT_RECORD_DIR=$dir/rec CUDACKPT_LOCK_DIR=$dir/locks CUDACKPT_DRIVER_GPUS_DIR=$dir/none
+dir=$(mktemp -d); export FAKE_CUDA_STATE_DIR=$dir CUDACKPT_LIBCUDA=$fake CUDACKPT_RECORD_DIR=$dir/rec CUDACKPT_LOCK_DIR=$dir/locks
 LD_PRELOAD=$fake sleep 600 & pid=$!; sleep 0.3
 echo "init=delay:2000" > $dir/inject
 for i in $(seq $n); do

@@ -86,12 +86,6 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "PATH")]
     pub libcuda: Option<PathBuf>,
 
-    /// As root, load --libcuda even when it is not owned by root or is
-    /// writable by others (whoever can write it can then run code as
-    /// root; for tests).
-    #[arg(long, global = true, env = "CUDACKPT_LIBCUDA_UNSAFE", value_parser = clap::builder::BoolishValueParser::new())]
-    pub libcuda_unsafe: bool,
-
     /// Confirm a command that changes every CUDA process on the host
     /// (--all).
     #[arg(short, long, global = true)]

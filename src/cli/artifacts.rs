@@ -102,7 +102,7 @@ const ENVIRONMENT: [(&str, &str); 27] = [
     ),
     (
         "CUDACKPT_LIBCUDA_UNSAFE",
-        "1: load CUDACKPT_LIBCUDA whoever owns it (as --libcuda-unsafe); for tests.",
+        "No effect (as --libcuda-unsafe, which once let root load a library anyone owned): a root or capable cudackpt loads only a library owned by root and writable by nobody else, however root was reached; without extra power cudackpt loads what its user names anyway. Accepted, with a warning, so that scripts passing it still run.",
     ),
     (
         "CUDACKPT_RECORD_DIR",
@@ -138,15 +138,15 @@ const ENVIRONMENT: [(&str, &str); 27] = [
     ),
     (
         "SUDO_UID",
-        "Under sudo, --map-file is opened with this user's credentials (and SUDO_GID's), and --libcuda-unsafe is refused.",
+        "Under sudo, --map-file is opened with this user's credentials (and SUDO_GID's).",
     ),
     (
         "LD_LIBRARY_PATH",
         "Where the dynamic loader looks for libcuda.so.1 and libnvidia-ml.so.1 (NVML), as for any program.",
     ),
     (
-        "CUDACKPT_DRIVER_GPUS_DIR",
-        "A directory read instead of /proc/driver/nvidia/gpus (for tests).",
+        "CUDACKPT_DEBUG_DRIVER_GPUS_DIR",
+        "Debug builds only (tests): a directory read instead of /proc/driver/nvidia/gpus. Release builds ignore it.",
     ),
     (
         "CUDACKPT_CGROUP_ROOT",
@@ -373,7 +373,7 @@ A sudo rule for cudackpt lets its users lock, checkpoint, restore and unlock the
 
 Records and locks live in a directory owned by root (or by the user running cudackpt) and writable by nobody else unless sticky: /run/cudackpt, --record-dir, CUDACKPT_RECORD_DIR, CUDACKPT_LOCK_DIR. Another directory is refused before any driver call (exit 6). Files are created 0600, exclusively and never through a link; links, FIFOs, devices and other users' files there are never read or written. The per-process lock fails closed (exit 1) unless --no-lock.
 
-As root, or with any capability or in secure execution (a setcap copy), --libcuda loads only a library owned by root and writable by nobody else, checked and loaded through the same descriptor; --libcuda-unsafe overrides it for root itself only, never under sudo or in a capable copy another user started. Under sudo, --map-file is opened with the credentials of the user who ran sudo, and no error shows its text. The drain signal is a real-time one (34..64). Process and thread names are printed with control characters escaped.
+As root, or with any capability or in secure execution (a setcap copy), --libcuda loads only a library owned by root and writable by nobody else, checked and loaded through the same descriptor, however root was reached (a login, sudo, doas, pkexec, a scheduler that passes a user's environment): nothing can tell whose choice a library was. --libcuda-unsafe (CUDACKPT_LIBCUDA_UNSAFE) no longer allows anything to anyone: it is accepted with a warning so that old scripts still run; a cudackpt without extra power loads whatever its user names, with or without it, since the library runs with that user's power alone. Under sudo, --map-file is opened with the credentials of the user who ran sudo, and no error shows its text. The drain signal is a real-time one (34..64). Process and thread names are printed with control characters escaped.
 
 Keep sudo's env_reset, so that no CUDACKPT_* variable passes through: %gpu-ops ALL=(root) NOPASSWD: /usr/local/bin/cudackpt";
 

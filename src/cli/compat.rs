@@ -375,7 +375,6 @@ pub fn main(args: &[OsString]) -> ExitStatus {
             return ExitStatus::Failed;
         }
     };
-    super::trust_library_from_env();
     let libcuda = super::libcuda_from_env();
     let Some((pid, operation, map)) = command.operation() else {
         let _ = output::write_stdout(HELP);

@@ -29,26 +29,29 @@ use crate::output::{self, json, Look, Sink};
 /// Runs cudackpt with this process's arguments.
 pub fn main() -> ExitStatus {
     crate::ops::journal::intent::report_panics();
-    let args: Vec<OsString> = std::env::args_os().collect();
+    let mut args: Vec<OsString> = std::env::args_os().collect();
     if compat::is_compat_invocation(&args) {
         return compat::main(&args);
     }
     if criu_hook::is_hook_invocation(args.len().saturating_sub(1)) {
         logging::init(0);
-        trust_library_from_env();
+        if env_flag("CUDACKPT_LIBCUDA_UNSAFE") {
+            warn_libcuda_unsafe_has_no_effect();
+        }
         let libcuda = libcuda_from_env();
         let report = criu_hook::run(libcuda.as_deref(), criu_hook::action_from_env());
         // CRIU logs what the script prints: plain text, no colour.
         return Sink::plain().finish(&report);
     }
+    let old_override = take_libcuda_unsafe(&mut args) || env_flag("CUDACKPT_LIBCUDA_UNSAFE");
     let cli = match parse::parse(&args) {
         Ok(cli) => cli,
         Err(error) => return clap_error(error, &args),
     };
     logging::init(cli.global.verbose);
     allow_open_files_up_to_the_hard_limit();
-    if cli.global.libcuda_unsafe {
-        crate::driver::trust_any_library();
+    if old_override && !cli.global.quiet {
+        warn_libcuda_unsafe_has_no_effect();
     }
     run(cli)
 }
@@ -143,13 +146,29 @@ pub fn libcuda_from_env() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// `CUDACKPT_LIBCUDA_UNSAFE=1` for the modes that take no flags (NVIDIA's
-/// grammar, CRIU's action script).
-pub fn trust_library_from_env() {
-    let set = env_flag("CUDACKPT_LIBCUDA_UNSAFE");
-    if set {
-        crate::driver::trust_any_library();
-    }
+/// Takes every `--libcuda-unsafe` before a `--` out of `args`: it is no
+/// flag any more (help, completions and man pages do not offer it), yet a
+/// script that passes it still runs. Whether there was one.
+fn take_libcuda_unsafe(args: &mut Vec<OsString>) -> bool {
+    let end = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    let before = args.len();
+    let mut at = 0;
+    args.retain(|arg| {
+        at += 1;
+        at > end || arg != "--libcuda-unsafe"
+    });
+    args.len() != before
+}
+
+/// `--libcuda-unsafe` once let root load a library anyone owned. No flag
+/// can say whose choice a library was (root reached through sudo, doas,
+/// pkexec or a scheduler passing a user's environment looks the same), so
+/// it lifts nothing now; scripts that pass it still run, and are told
+/// (NVIDIA's grammar says nothing: CRIU's plugin reads its first line).
+fn warn_libcuda_unsafe_has_no_effect() {
+    output::write_stderr(
+        "cudackpt: warning: --libcuda-unsafe (CUDACKPT_LIBCUDA_UNSAFE) has no effect: as root or with capabilities, --libcuda loads only a library owned by root and writable by nobody else; without extra power it loads what you name anyway\n",
+    );
 }
 
 /// Help and version are successes; anything else is a usage error, also
@@ -338,4 +357,25 @@ fn print_progress(done: &StepDone<'_>) {
         "cudackpt: {who}: {what} {verdict} in {}\n",
         output::format_duration(done.took)
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_old_override_is_taken_out_before_parsing_but_not_after_dashes() {
+        let mut args: Vec<OsString> = [
+            "cudackpt",
+            "--libcuda-unsafe",
+            "state",
+            "--",
+            "--libcuda-unsafe",
+        ]
+        .map(OsString::from)
+        .to_vec();
+        assert!(take_libcuda_unsafe(&mut args));
+        assert_eq!(args, ["cudackpt", "state", "--", "--libcuda-unsafe"]);
+        assert!(!take_libcuda_unsafe(&mut args));
+    }
 }

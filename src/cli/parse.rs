@@ -19,14 +19,7 @@ use crate::cli::args::{Cli, GlobalArgs};
 const GLOBAL_OPTIONS_WITH_VALUES: [&str; 3] = ["--libcuda", "--record-dir", "--color"];
 
 /// The global flags, long and short.
-const GLOBAL_FLAGS: [&str; 6] = [
-    "--json",
-    "--verbose",
-    "--quiet",
-    "--libcuda-unsafe",
-    "--yes",
-    "--no-lock",
-];
+const GLOBAL_FLAGS: [&str; 5] = ["--json", "--verbose", "--quiet", "--yes", "--no-lock"];
 const GLOBAL_SHORT_FLAGS: [char; 3] = ['v', 'q', 'y'];
 
 /// Parses `args` (argv, program name first) as the native grammar.

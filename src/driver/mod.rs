@@ -16,7 +16,6 @@ mod state;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use error::{
     code, format_version, CallError, CudaError, LoadAttempt, LoadError, MissingFunction,
@@ -26,15 +25,6 @@ pub use state::{ProcessState, UnknownState, NAMED_STATES};
 
 use ffi::Call;
 pub use gpu_id::{GpuPair, GpuUuid, UuidError};
-
-/// Set by `--libcuda-unsafe`: load an explicit library whoever owns it.
-static TRUST_ANY_LIBRARY: AtomicBool = AtomicBool::new(false);
-
-/// Lets root load an explicit `--libcuda` that fails the ownership check
-/// (`--libcuda-unsafe`, `CUDACKPT_LIBCUDA_UNSAFE=1`).
-pub fn trust_any_library() {
-    TRUST_ANY_LIBRARY.store(true, Ordering::Relaxed);
-}
 
 /// The names tried, in order, when no library is named explicitly.
 pub const DEFAULT_LIBRARY_NAMES: [&str; 2] = ["libcuda.so.1", "libcuda.so"];
@@ -95,43 +85,32 @@ impl Driver {
     /// it can checkpoint.
     pub fn load(explicit: Option<&Path>) -> Result<Driver, LoadError> {
         // An explicit library is opened and checked first, then loaded
-        // through its descriptor: what was checked is what runs.
-        let trust_any = TRUST_ANY_LIBRARY.load(Ordering::Relaxed);
-        if let (true, Some(path)) = (trust_any, explicit) {
-            if let Err((user, how)) = crate::files::may_trust_any_library() {
-                return Err(crate::files::UntrustedLibrary::OverrideNotTheirs {
-                    path: path.to_path_buf(),
-                    user,
-                    how,
-                }
-                .into());
-            }
-        }
+        // through its descriptor: what was checked is what runs. No flag
+        // or variable lifts the check: however this process became root
+        // (sudo, doas, pkexec, a scheduler passing a user's environment),
+        // it cannot tell whose choice the library was.
         let pinned = match explicit {
-            Some(path) if !trust_any => {
-                match crate::files::open_library_for_root(path) {
-                    Ok(fd) => Some(fd),
-                    // Not there (or unreadable): say so as the loader would.
-                    Err(crate::files::UntrustedLibrary::Io { path, source }) => {
-                        return Err(LoadError::NotFound {
-                            attempts: vec![LoadAttempt {
-                                name: path.display().to_string(),
-                                reason: source.to_string(),
-                            }],
-                        })
-                    }
-                    Err(untrusted) => return Err(untrusted.into()),
+            Some(path) => match crate::files::open_library_for_root(path) {
+                Ok(fd) => Some(fd),
+                // Not there (or unreadable): say so as the loader would.
+                Err(crate::files::UntrustedLibrary::Io { path, source }) => {
+                    return Err(LoadError::NotFound {
+                        attempts: vec![LoadAttempt {
+                            name: path.display().to_string(),
+                            reason: source.to_string(),
+                        }],
+                    })
                 }
-            }
-            _ => None,
+                Err(untrusted) => return Err(untrusted.into()),
+            },
+            None => None,
         };
-        let candidates: Vec<OsString> = match (explicit, &pinned) {
-            (_, Some(fd)) => vec![OsString::from(format!(
+        let candidates: Vec<OsString> = match &pinned {
+            Some(fd) => vec![OsString::from(format!(
                 "/proc/self/fd/{}",
                 std::os::fd::AsRawFd::as_raw_fd(fd)
             ))],
-            (Some(path), None) => vec![path.as_os_str().to_owned()],
-            (None, _) => DEFAULT_LIBRARY_NAMES.iter().map(OsString::from).collect(),
+            None => DEFAULT_LIBRARY_NAMES.iter().map(OsString::from).collect(),
         };
         let mut attempts = Vec::new();
         for candidate in candidates {

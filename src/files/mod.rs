@@ -69,33 +69,6 @@ pub enum UntrustedLibrary {
         /// Who may write it (group, others).
         who: &'static str,
     },
-    /// `--libcuda-unsafe` from a user who is not root itself.
-    #[error("{path}: --libcuda-unsafe (CUDACKPT_LIBCUDA_UNSAFE) is root's own override, and uid {user} started this cudackpt, which runs with more power than that user ({how}): loading a library that user chose would run their code with it")]
-    OverrideNotTheirs {
-        /// The library named.
-        path: PathBuf,
-        /// The user who started this cudackpt.
-        user: u32,
-        /// How it holds more power than that user (sudo, capabilities).
-        how: &'static str,
-    },
-}
-
-/// Whether root's `--libcuda-unsafe` may be honoured: always for a process
-/// with no power beyond its user, and for root itself; never for a process
-/// that another user started and that runs with more power than that user
-/// (file capabilities, set-uid, or sudo), since that user would choose the
-/// code it runs. `Err` says who and how.
-pub fn may_trust_any_library() -> Result<(), (u32, &'static str)> {
-    let standing = privilege::standing();
-    if !standing.elevated() {
-        return Ok(());
-    }
-    match invoking_user() {
-        None => Ok(()),
-        Some(user) if standing.root => Err((user, "through sudo")),
-        Some(user) => Err((user, "through file capabilities or set-uid")),
-    }
 }
 
 /// Opens a shared library that root is about to load, and checks the file

@@ -24,8 +24,20 @@ use crate::gpu::nvml;
 
 /// Where the kernel driver lists its GPUs.
 pub const KERNEL_GPUS_DIR: &str = "/proc/driver/nvidia/gpus";
-/// Reads another directory in its place (the tests' stand-in for a host).
-pub const KERNEL_GPUS_DIR_VAR: &str = "CUDACKPT_DRIVER_GPUS_DIR";
+/// Debug builds only (the tests' stand-in for a host): reads another
+/// directory in its place. Release builds ignore it, so nobody can make a
+/// root cudackpt see GPUs that are not there.
+pub const DEBUG_KERNEL_GPUS_DIR_VAR: &str = "CUDACKPT_DEBUG_DRIVER_GPUS_DIR";
+
+/// Where the kernel's GPU listing is read: [`KERNEL_GPUS_DIR`], or in a
+/// debug build the directory [`DEBUG_KERNEL_GPUS_DIR_VAR`] names.
+fn kernel_gpus_dir() -> PathBuf {
+    #[cfg(debug_assertions)]
+    if let Some(dir) = std::env::var_os(DEBUG_KERNEL_GPUS_DIR_VAR).filter(|dir| !dir.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    PathBuf::from(KERNEL_GPUS_DIR)
+}
 
 pub use crate::gpu::device::Gpu;
 
@@ -118,10 +130,7 @@ impl<'a> Inventory<'a> {
     }
 
     fn new(cuda: CudaAccess<'a>) -> Inventory<'a> {
-        let kernel_dir = std::env::var_os(KERNEL_GPUS_DIR_VAR)
-            .filter(|dir| !dir.is_empty())
-            .map_or_else(|| PathBuf::from(KERNEL_GPUS_DIR), PathBuf::from);
-        Inventory::reading(kernel_dir, cuda)
+        Inventory::reading(kernel_gpus_dir(), cuda)
     }
 
     /// An inventory whose kernel listing is `kernel_dir`'s, with no NVML

@@ -324,12 +324,13 @@ pub fn parse_status(text: &str) -> Option<ProcStatus> {
     let mut caught = None;
     let mut pending = 0;
     for line in text.lines() {
-        let Some((key, value)) = line.split_once(':') else {
+        let Some((key, raw)) = line.split_once(':') else {
             continue;
         };
-        let value = value.trim();
+        let value = raw.trim();
         match key {
-            "Name" => name = Some(value.to_string()),
+            // Spaces are part of a name; only the kernel's tab goes.
+            "Name" => name = Some(unescape_status_name(raw.strip_prefix('\t').unwrap_or(raw))),
             "State" => state = value.chars().next(),
             "Tgid" => tgid = value.parse().ok(),
             "SigCgt" => caught = u64::from_str_radix(value, 16).ok(),
@@ -352,6 +353,28 @@ pub fn parse_status(text: &str) -> Option<ProcStatus> {
         caught,
         pending,
     })
+}
+
+/// A `Name:` value of /proc/PID/status as the process set it: the kernel
+/// writes a newline in it as `\n` and a backslash as `\\` (and nothing
+/// else escaped), so `\n` read back is a newline again.
+fn unescape_status_name(value: &str) -> String {
+    let mut name = String::with_capacity(value.len());
+    let mut chars = value.chars();
+    while let Some(c) = chars.next() {
+        match (c, chars.clone().next()) {
+            ('\\', Some('n')) => {
+                name.push('\n');
+                chars.next();
+            }
+            ('\\', Some('\\')) => {
+                name.push('\\');
+                chars.next();
+            }
+            (c, _) => name.push(c),
+        }
+    }
+    name
 }
 
 /// The most of a /proc text file cudackpt reads (`status` is about 1.5
@@ -648,6 +671,14 @@ mod tests {
         .expect("parses");
         assert_eq!(pending.pending, 1 << 39, "signal 40 pending");
         assert_eq!(parse_status("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn a_name_is_read_back_as_the_process_set_it() {
+        // prctl(PR_SET_NAME, "a\\nb\\\\c ") shows as `a\nb\\c ` in status;
+        // a backslash the kernel did not write stays.
+        let status = parse_status(&STATUS.replace("python3", "a\\nb\\\\c \\x")).expect("parses");
+        assert_eq!(status.name, "a\nb\\c \\x");
     }
 
     fn caller(uid: u32, cap: bool) -> Privileges {

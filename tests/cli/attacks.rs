@@ -244,31 +244,94 @@ fn root_refuses_a_library_another_user_could_have_written() {
     let library = fx.compile_library("evil", MARKING_LIBRARY);
     std::os::unix::fs::chown(&library, Some(NOBODY), Some(NOBODY)).expect("chown");
     let mark = fx.dir().join("mark");
-    let run = |extra: &[&str]| {
+    let run = |extra: &[&str], env: &[(&str, &str)]| {
         let mut args = vec!["--json", "--libcuda", library.to_str().expect("utf-8")];
         args.extend_from_slice(extra);
         args.extend(["state", "--pid"]);
         let pid = target.arg();
         let mut command = fx.cudackpt(&[&args[..], &[pid.as_str()]].concat());
-        command.env("MARK_FILE", &mark);
+        command.env("MARK_FILE", &mark).envs(env.iter().copied());
         command.assert().get_output().clone()
     };
-    // The harm, on purpose: with the override, the user's code runs as root.
-    let output = run(&["--libcuda-unsafe"]);
-    assert!(mark.exists(), "the override loads it: {output:?}");
+    // The harm, on purpose: loaded, the library runs its constructor (here
+    // in a throwaway shell; in cudackpt it would run as root).
+    let shell = std::process::Command::new("sh")
+        .args(["-c", "true"])
+        .env("LD_PRELOAD", &library)
+        .env("MARK_FILE", &mark)
+        .status()
+        .expect("sh");
+    assert!(
+        shell.success() && mark.exists(),
+        "the library marks when loaded"
+    );
     fs::remove_file(&mark).expect("reset");
-    // Without it, cudackpt refuses before loading anything.
-    let output = run(&[]);
-    assert_eq!(output.status.code(), Some(6), "{output:?}");
-    let doc: ProcessCommandDoc = crate::support::parse_one_document(&output.stdout);
-    let error = doc.refusal(target.pid);
-    assert_eq!(error.kind, Kind::UnsafePath);
-    assert!(error.message.contains("uid 65534"), "{error:?}");
-    assert!(!mark.exists(), "its constructor never ran");
+    // cudackpt refuses before loading anything, with or without the old
+    // override, and whichever way root was reached: sudo, doas, pkexec, or
+    // a scheduler's hook that passes the user's environment.
+    for (extra, env) in [
+        (&[][..], &[][..]),
+        (&["--libcuda-unsafe"][..], &[][..]),
+        (&[][..], &[("CUDACKPT_LIBCUDA_UNSAFE", "1")][..]),
+        (&["--libcuda-unsafe"][..], &[("SUDO_UID", "65534")][..]),
+        (&["--libcuda-unsafe"][..], &[("DOAS_USER", "nobody")][..]),
+        (&["--libcuda-unsafe"][..], &[("PKEXEC_UID", "65534")][..]),
+    ] {
+        let output = run(extra, env);
+        assert_eq!(
+            output.status.code(),
+            Some(6),
+            "{extra:?} {env:?}: {output:?}"
+        );
+        let doc: ProcessCommandDoc = crate::support::parse_one_document(&output.stdout);
+        let error = doc.refusal(target.pid);
+        assert_eq!(error.kind, Kind::UnsafePath);
+        assert!(error.message.contains("uid 65534"), "{error:?}");
+        assert!(
+            !mark.exists(),
+            "{extra:?} {env:?}: its constructor ran as root"
+        );
+        if !extra.is_empty() || !env.is_empty() {
+            assert!(
+                String::from_utf8_lossy(&output.stderr)
+                    .contains("--libcuda-unsafe (CUDACKPT_LIBCUDA_UNSAFE) has no effect"),
+                "the old override is named as powerless: {output:?}"
+            );
+        }
+    }
+    // NVIDIA's grammar and CRIU's action script, told by the environment
+    // alone, refuse it too.
+    let lib = library.to_str().expect("utf-8");
+    let pid = target.arg();
+    for (args, env, code) in [
+        (&["--get-state", "--pid", pid.as_str()][..], &[][..], 1),
+        (
+            &[][..],
+            &[
+                ("CRTOOLS_SCRIPT_ACTION", "pre-dump"),
+                ("CRTOOLS_INIT_PID", pid.as_str()),
+            ][..],
+            6,
+        ),
+    ] {
+        let output = fx
+            .cudackpt(args)
+            .env("CUDACKPT_LIBCUDA", lib)
+            .env("CUDACKPT_LIBCUDA_UNSAFE", "1")
+            .env("DOAS_USER", "nobody")
+            .env("MARK_FILE", &mark)
+            .envs(env.iter().copied())
+            .assert()
+            .get_output()
+            .clone();
+        assert_eq!(output.status.code(), Some(code), "{args:?}: {output:?}");
+        assert!(!mark.exists(), "{args:?}: its constructor ran as root");
+    }
+    fx.assert_no_calls("a library another user could have written");
     // Writable by others is as bad as owned by them.
     std::os::unix::fs::chown(&library, Some(0), Some(0)).expect("chown");
     fs::set_permissions(&library, fs::Permissions::from_mode(0o666)).expect("chmod");
-    assert_eq!(run(&[]).status.code(), Some(6));
+    assert_eq!(run(&["--libcuda-unsafe"], &[]).status.code(), Some(6));
     assert!(!mark.exists());
 }
 

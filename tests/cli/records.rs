@@ -92,7 +92,7 @@ fn map_auto_refuses_other_gpu_models_and_missing_records() {
         .cudackpt(&["--json", "resume", "--map", "auto", &target.arg()])
         .env("FAKE_CUDA_DEVICES", "GPU X:1000,GPU B:1000")
         .env(
-            "CUDACKPT_DRIVER_GPUS_DIR",
+            "CUDACKPT_DEBUG_DRIVER_GPUS_DIR",
             fx.kernel_gpus_dir("GPU X:1000,GPU B:1000"),
         )
         .assert()

@@ -275,13 +275,15 @@ fn a_copy_with_capabilities_loads_only_what_root_would() {
 
 /// A CUDA program that names itself by its first argument: `bad` gives it
 /// a name that is not UTF-8, `ctl` one that would retitle a terminal,
-/// return the cursor and erase the row.
+/// return the cursor and erase the row, `nl` one with a newline and a
+/// backslash (which /proc/PID/status shows escaped).
 const NAMED_PROGRAM: &str = r#"#include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
     const char *name = argc > 1 && strcmp(argv[1], "ctl") == 0
-        ? "\x1b]0;pwn\x07\r\x1b[2K" : "bad\xff\xfe";
+        ? "\x1b]0;pwn\x07\r\x1b[2K"
+        : argc > 1 && strcmp(argv[1], "nl") == 0 ? "nl\n\\x" : "bad\xff\xfe";
     prctl(PR_SET_NAME, name);
     for (;;) pause();
 }
@@ -289,6 +291,7 @@ int main(int argc, char **argv) {
 
 const BAD_NAME: &str = "bad\u{fffd}\u{fffd}";
 const CONTROL_NAME: &str = "\x1b]0;pwn\x07\r\x1b[2K";
+const NEWLINE_NAME: &str = "nl\n\\x";
 
 /// Raw control characters a terminal would act on.
 fn drives_a_terminal(text: &str) -> bool {
@@ -316,15 +319,21 @@ fn a_process_is_found_named_and_acted_on_whatever_its_name() {
         &format!(
             r#"LD_PRELOAD=$CUDA {0} bad & echo "bad $!" >> "$PIDS"
 LD_PRELOAD=$CUDA {0} ctl & echo "ctl $!" >> "$PIDS"
+LD_PRELOAD=$CUDA {0} nl & echo "nl $!" >> "$PIDS"
 wait"#,
             program.display()
         ),
-        &[("bad", Member::Cuda), ("ctl", Member::Cuda)],
+        &[
+            ("bad", Member::Cuda),
+            ("ctl", Member::Cuda),
+            ("nl", Member::Cuda),
+        ],
     );
-    let (bad, ctl) = (tree.pid("bad"), tree.pid("ctl"));
+    let (bad, ctl, nl) = (tree.pid("bad"), tree.pid("ctl"), tree.pid("nl"));
     wait_until("both to name themselves", || {
         fs::read(format!("/proc/{ctl}/comm")).is_ok_and(|c| c.starts_with(b"\x1b"))
             && fs::read(format!("/proc/{bad}/comm")).is_ok_and(|c| c.starts_with(b"bad\xff"))
+            && fs::read(format!("/proc/{nl}/comm")).is_ok_and(|c| c.starts_with(b"nl\n"))
     });
     let (bad_arg, ctl_arg, root) = (bad.to_string(), ctl.to_string(), tree.root().to_string());
 
@@ -336,13 +345,25 @@ wait"#,
         Some(CONTROL_NAME),
         "{doc:?}"
     );
+    // Not the kernel's escaped `nl\\n\\\\x` of /proc/PID/status.
+    let doc: ProcessCommandDoc = fx.json(&["state", &nl.to_string()], 0);
+    assert_eq!(
+        doc.process(nl).name.as_deref(),
+        Some(NEWLINE_NAME),
+        "{doc:?}"
+    );
     let doc: ProcessCommandDoc = fx.json(&["ps", "--tree", &root], 0);
+    assert_eq!(
+        doc.process(nl).name.as_deref(),
+        Some(NEWLINE_NAME),
+        "{doc:?}"
+    );
     let mut pids = doc.pids();
     pids.sort_unstable();
     assert_eq!(pids, {
-        let mut both = vec![bad, ctl];
-        both.sort_unstable();
-        both
+        let mut all = vec![bad, ctl, nl];
+        all.sort_unstable();
+        all
     });
 
     // Human output: found, and every control character escaped.
@@ -376,11 +397,11 @@ wait"#,
     }
     // The suspend and resume above went through --tree, and did act.
     let doc: ProcessCommandDoc = fx.json(&["suspend", "--tree", &root], 0);
-    for pid in [bad, ctl] {
+    for pid in [bad, ctl, nl] {
         assert_eq!(doc.process(pid).state, State::Checkpointed, "{doc:?}");
     }
     let doc: ProcessCommandDoc = fx.json(&["resume", "--tree", &root], 0);
-    for pid in [bad, ctl] {
+    for pid in [bad, ctl, nl] {
         assert_eq!(doc.process(pid).state, State::Running, "{doc:?}");
     }
 }

@@ -910,11 +910,14 @@ impl Fixture {
         }
         if self.kernel_gpus {
             let devices = self.devices.as_deref().unwrap_or(FAKE_DEFAULT_DEVICES);
-            command.env("CUDACKPT_DRIVER_GPUS_DIR", self.kernel_gpus_dir(devices));
+            command.env(
+                "CUDACKPT_DEBUG_DRIVER_GPUS_DIR",
+                self.kernel_gpus_dir(devices),
+            );
         } else {
             // A directory that does not exist: no kernel listing.
             command.env(
-                "CUDACKPT_DRIVER_GPUS_DIR",
+                "CUDACKPT_DEBUG_DRIVER_GPUS_DIR",
                 self.dir().join("no-driver-gpus"),
             );
         }
