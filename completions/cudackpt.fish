@@ -362,7 +362,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s y -
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l force -d 'Replace an existing cuda-checkpoint there (e.g. NVIDIA\'s); it is kept as cuda-checkpoint.orig, and the swap is atomic'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l allow-build-dir -d 'Link to this cudackpt even though it runs from a cargo build directory (the link breaks at the next rebuild or cargo clean)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l uninstall -d 'Remove cudackpt\'s cuda-checkpoint link and put back what it replaced; anything else there is left alone'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l uninstall -d 'Remove the cuda-checkpoint link to this very cudackpt and put back what it replaced (a backup root owns); anything else there is left alone'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F
@@ -382,7 +382,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l record-dir -d 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l dir -d 'Write cudackpt.1 and one page per command here' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l dir -d 'Write cudackpt.1 and one page per command here (created if missing). Under sudo, pkexec or doas the pages are written with the invoking user\'s credentials; a link or another user\'s file at a page\'s name is left alone and refused (exit 6)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'

@@ -514,9 +514,13 @@ pub enum Command {
     },
     /// Install cudackpt as `cuda-checkpoint` (a symlink), so CRIU's CUDA
     /// plugin and scripts written for NVIDIA's tool use it unchanged.
+    ///
+    /// CRIU runs it as root: only a binary nobody but root can change (the
+    /// file and every directory above it) is linked, into a directory only
+    /// root can change; anything else is refused (exit 6).
     InstallCompat {
-        /// The directory for the symlink; it should come before NVIDIA's
-        /// tool on PATH.
+        /// The directory for the symlink (root's); it should come before
+        /// NVIDIA's tool on PATH.
         #[arg(value_name = "DIR", default_value = "/usr/local/bin")]
         dir: PathBuf,
         /// Replace an existing cuda-checkpoint there (e.g. NVIDIA's); it is
@@ -527,8 +531,9 @@ pub enum Command {
         /// directory (the link breaks at the next rebuild or cargo clean).
         #[arg(long, conflicts_with = "uninstall")]
         allow_build_dir: bool,
-        /// Remove cudackpt's cuda-checkpoint link and put back what it
-        /// replaced; anything else there is left alone.
+        /// Remove the cuda-checkpoint link to this very cudackpt and put
+        /// back what it replaced (a backup root owns); anything else there
+        /// is left alone.
         #[arg(long)]
         uninstall: bool,
     },
@@ -540,7 +545,10 @@ pub enum Command {
     },
     /// Print the man page, or write every page into a directory.
     Man {
-        /// Write cudackpt.1 and one page per command here.
+        /// Write cudackpt.1 and one page per command here (created if
+        /// missing). Under sudo, pkexec or doas the pages are written with
+        /// the invoking user's credentials; a link or another user's file
+        /// at a page's name is left alone and refused (exit 6).
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },

@@ -2,7 +2,6 @@
 //! clap definition so they never drift from `--help`. The committed copies
 //! under `completions/` and `man/` are checked against these by a test.
 
-use std::fs;
 use std::io;
 use std::path::Path;
 
@@ -500,26 +499,13 @@ pub fn root_man_page() -> Vec<u8> {
         .unwrap_or_default()
 }
 
-/// A file or directory that could not be written, and why.
-#[derive(Debug, thiserror::Error)]
-#[error("{}: {source}", path.display())]
-pub struct WriteError {
-    pub path: std::path::PathBuf,
-    #[source]
-    pub source: io::Error,
-}
-
-/// Writes every man page into `dir` (created if needed); the error names
-/// the path it failed on.
-pub fn write_man_pages(dir: &Path) -> Result<(), WriteError> {
-    let at = |path: &Path, source: io::Error| WriteError {
-        path: path.to_path_buf(),
+/// Writes every man page into `dir` (created if needed) for the user
+/// cudackpt acts for, never through a link (`files::for_user`); the error
+/// names the path it failed on.
+pub fn write_man_pages(dir: &Path) -> Result<(), crate::files::UnsafeDir> {
+    let pages = man_pages().map_err(|source| crate::files::UnsafeDir::Io {
+        path: dir.to_path_buf(),
         source,
-    };
-    fs::create_dir_all(dir).map_err(|e| at(dir, e))?;
-    for (name, page) in man_pages().map_err(|e| at(dir, e))? {
-        let path = dir.join(name);
-        fs::write(&path, page).map_err(|e| at(&path, e))?;
-    }
-    Ok(())
+    })?;
+    crate::files::for_user::write_files(dir, &pages).map(drop)
 }

@@ -283,8 +283,18 @@ fn write_man_pages(dir: &std::path::Path) -> ExitStatus {
     match artifacts::write_man_pages(dir) {
         Ok(()) => ExitStatus::Success,
         Err(why) => {
-            output::write_stderr(&format!("cudackpt: cannot write the man pages: {why}\n"));
-            ExitStatus::Failed
+            output::write_stderr(&format!(
+                "cudackpt: cannot write the man pages: {why}\n  hint: {}\n",
+                why.hint()
+            ));
+            match why {
+                crate::files::UnsafeDir::Io { source, .. }
+                    if source.kind() != std::io::ErrorKind::PermissionDenied =>
+                {
+                    ExitStatus::Failed
+                }
+                _ => ExitStatus::PermissionDenied,
+            }
         }
     }
 }

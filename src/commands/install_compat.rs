@@ -9,7 +9,11 @@
 use std::ffi::OsStr;
 use std::fs;
 use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use crate::exit::ExitStatus;
 
@@ -79,9 +83,13 @@ pub fn run(dir: &Path, options: Options) -> InstallReport {
         }
     };
     let link = dir.join(COMPAT_NAME);
+    let held = match InstallDir::open(dir) {
+        Ok(held) => held,
+        Err(refusal) => return refusal,
+    };
     if options.uninstall {
-        return match uninstall(dir) {
-            Ok(message) => InstallReport::succeeded(message, Vec::new()),
+        return match uninstall(&held, &exe) {
+            Ok((message, warnings)) => InstallReport::succeeded(message, warnings),
             Err(error) => InstallReport::failed(
                 format!("could not uninstall {}: {error}", link.display()),
                 exit_for(&error),
@@ -91,25 +99,30 @@ pub fn run(dir: &Path, options: Options) -> InstallReport {
     if let Some(build_dir) = build_directory(&exe).filter(|_| !options.allow_build_dir) {
         return InstallReport::failed(
             format!(
-                "this cudackpt runs from a cargo build directory ({}): a link to it breaks at the next `cargo clean` or rebuild; install cudackpt first (`cargo install --locked --path .`, or the package) and run that one's install-compat, or pass --allow-build-dir",
+                "this cudackpt runs from a cargo build directory ({}): a link to it breaks at the next `cargo clean` or rebuild; install cudackpt first (`sudo install -m 755 target/release/cudackpt /usr/local/bin/`, or the package) and run that one's install-compat, or pass --allow-build-dir",
                 build_dir.display()
             ),
             ExitStatus::Usage,
         );
     }
-    match install(dir, &exe, options.force) {
+    if let Err(why) = changeable_only_by_root(&exe) {
+        return InstallReport::failed(
+            format!(
+                "will not link {} -> {}: {why}; CRIU runs cuda-checkpoint as root, so whoever can change that file could run code as root. Install cudackpt where only root can change it (`sudo install -m 755 target/release/cudackpt /usr/local/bin/`, or the package) and run that one's install-compat",
+                link.display(),
+                exe.display()
+            ),
+            ExitStatus::PermissionDenied,
+        );
+    }
+    match install(&held, &exe, options.force) {
         Ok(done) => {
             let message = match &done {
                 Installed::Created => format!("installed {} -> {}", link.display(), exe.display()),
                 Installed::AlreadyThere => {
                     format!("already installed: {} -> {}", link.display(), exe.display())
                 }
-                Installed::Replaced { backup: None } => {
-                    format!("replaced {} -> {}", link.display(), exe.display())
-                }
-                Installed::Replaced {
-                    backup: Some(backup),
-                } => format!(
+                Installed::Replaced { backup } => format!(
                     "replaced {} -> {} (the file it replaced is kept as {}; --uninstall puts it back)",
                     link.display(),
                     exe.display(),
@@ -131,48 +144,178 @@ pub fn run(dir: &Path, options: Options) -> InstallReport {
 pub enum Installed {
     Created,
     AlreadyThere,
-    /// A file was replaced; it is kept at `backup` unless it was a link to
-    /// some cudackpt already.
+    /// A file (or another link) was replaced; it is kept at `backup`.
     Replaced {
-        backup: Option<PathBuf>,
+        backup: PathBuf,
     },
 }
 
-/// The cargo build directory `exe` lies in (`.../target/{debug,release}`,
-/// or a profile under a target triple), if it does (pure).
+/// The cargo build directory `exe` lies in, if it does: the nearest
+/// directory above it that holds cargo's `CACHEDIR.TAG` (whatever it is
+/// named: `CARGO_TARGET_DIR` may be anything), or one named `target` at
+/// most two levels above the binary's own (`target/release/cudackpt`,
+/// `target/<triple>/release/cudackpt`).
 pub fn build_directory(exe: &Path) -> Option<PathBuf> {
-    let mut dir = exe.parent()?;
-    // At most two levels above the binary: target/release/cudackpt and
-    // target/<triple>/release/cudackpt.
-    for _ in 0..3 {
-        if dir.file_name() == Some(OsStr::new("target")) {
-            return Some(dir.to_path_buf());
-        }
-        dir = dir.parent()?;
-    }
-    None
+    let tagged = exe.ancestors().skip(1).find(|dir| is_cache_directory(dir));
+    tagged.map(Path::to_path_buf).or_else(|| {
+        exe.ancestors()
+            .skip(1)
+            .take(3)
+            .find(|dir| dir.file_name() == Some(OsStr::new("target")))
+            .map(Path::to_path_buf)
+    })
 }
 
-/// Whether `path` is a symlink to some cudackpt (this one or another build).
-fn is_cudackpt_link(path: &Path) -> bool {
-    fs::read_link(path).is_ok_and(|target| target.file_name() == Some(OsStr::new("cudackpt")))
+/// Whether `dir` holds a Cache Directory Tagging file (cargo writes one
+/// into every target directory).
+fn is_cache_directory(dir: &Path) -> bool {
+    const SIGNATURE: &str = "Signature: 8a477f597d28d172789f06886806bc55";
+    crate::files::read_capped(&dir.join("CACHEDIR.TAG"), 4096)
+        .is_ok_and(|text| text.starts_with(SIGNATURE))
 }
 
-/// Creates `dir/cuda-checkpoint` as a symlink to `exe`. An existing file is
-/// replaced only with `force`, after being kept as a backup (unless it is a
-/// link to cudackpt), and the new link replaces it atomically.
-pub fn install(dir: &Path, exe: &Path, force: bool) -> io::Result<Installed> {
-    let link = dir.join(COMPAT_NAME);
-    let existing = match fs::symlink_metadata(&link) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e),
-        Ok(meta) => Some(meta),
+/// Who may own the binary, the directories above it and the directory the
+/// link goes in: root, and the user cudackpt runs as when that is not
+/// root (a link of their own, for their own use).
+fn trusted_owner(owner: u32) -> bool {
+    owner == 0 || owner == rustix::process::geteuid().as_raw()
+}
+
+/// Whether only root (or, run by another user, that user) can change
+/// `exe`: the file itself and every directory above it (a directory others
+/// may write lets them rename the file away and put their own in its place,
+/// unless it is sticky).
+pub fn changeable_only_by_root(exe: &Path) -> Result<(), String> {
+    let stat = |path: &Path| {
+        rustix::fs::lstat(path).map_err(|e| format!("cannot examine {}: {e}", path.display()))
     };
-    let Some(existing) = existing else {
-        std::os::unix::fs::symlink(exe, &link)?;
+    let file = stat(exe)?;
+    judge_owner_and_mode(exe, file.st_uid, file.st_mode, false)?;
+    for dir in exe.ancestors().skip(1) {
+        if dir.as_os_str().is_empty() {
+            continue;
+        }
+        let held = stat(dir)?;
+        judge_owner_and_mode(dir, held.st_uid, held.st_mode, true)?;
+    }
+    Ok(())
+}
+
+/// The verdict on one file or directory of the binary's path (pure).
+fn judge_owner_and_mode(path: &Path, owner: u32, mode: u32, sticky_ok: bool) -> Result<(), String> {
+    const STICKY: u32 = 0o1000;
+    if !trusted_owner(owner) {
+        return Err(format!("{} belongs to uid {owner}", path.display()));
+    }
+    if mode & 0o022 != 0 && !(sticky_ok && mode & STICKY != 0) {
+        return Err(format!(
+            "{} is writable by {} (mode {:04o})",
+            path.display(),
+            if mode & 0o002 != 0 {
+                "everyone"
+            } else {
+                "its group"
+            },
+            mode & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// The directory the link goes in, held open (no link followed) and
+/// checked: root's (or this user's), writable by nobody else. Every change
+/// is made through its descriptor.
+pub struct InstallDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl InstallDir {
+    /// Opens and checks `dir`; the refusal is the report to give.
+    fn open(dir: &Path) -> Result<InstallDir, InstallReport> {
+        let fd = rustix::fs::open(
+            dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| {
+            let error = io::Error::from(e);
+            InstallReport::failed(
+                format!("cannot use {}: {error}", dir.display()),
+                exit_for(&error),
+            )
+        })?;
+        let stat = rustix::fs::fstat(&fd).map_err(|e| {
+            InstallReport::failed(
+                format!("cannot examine {}: {e}", dir.display()),
+                ExitStatus::Failed,
+            )
+        })?;
+        judge_owner_and_mode(dir, stat.st_uid, stat.st_mode, false).map_err(|why| {
+            InstallReport::failed(
+                format!(
+                    "will not install into {}: {why}; CRIU runs the first cuda-checkpoint on root's PATH as root, so it belongs in a directory only root can change, such as /usr/local/bin",
+                    dir.display()
+                ),
+                ExitStatus::PermissionDenied,
+            )
+        })?;
+        Ok(InstallDir {
+            fd,
+            path: dir.to_path_buf(),
+        })
+    }
+
+    /// The test's way in: `dir` checked as `run` checks it.
+    #[cfg(test)]
+    fn open_for_test(dir: &Path) -> InstallDir {
+        InstallDir::open(dir).unwrap_or_else(|report| panic!("{}", report.message))
+    }
+
+    fn lstat(&self, name: &str) -> io::Result<Option<rustix::fs::Stat>> {
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => Ok(Some(stat)),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn read_link(&self, name: &str) -> Option<PathBuf> {
+        rustix::fs::readlinkat(&self.fd, name, Vec::new())
+            .ok()
+            .map(|target| PathBuf::from(OsStr::from_bytes(target.as_bytes())))
+    }
+
+    fn symlink(&self, target: &Path, name: &str) -> io::Result<()> {
+        rustix::fs::symlinkat(target, &self.fd, name).map_err(io::Error::from)
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        rustix::fs::renameat(&self.fd, from, &self.fd, to).map_err(io::Error::from)
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()).map_err(io::Error::from)
+    }
+
+    fn join(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+}
+
+/// Creates `cuda-checkpoint` in `dir` as a symlink to `exe`. An existing
+/// file is replaced only with `force`, after being kept as a backup (unless
+/// it is a link to this cudackpt), and the new link replaces it atomically.
+pub fn install(dir: &InstallDir, exe: &Path, force: bool) -> io::Result<Installed> {
+    let link = dir.join(COMPAT_NAME);
+    let Some(existing) = dir.lstat(COMPAT_NAME)? else {
+        dir.symlink(exe, COMPAT_NAME)?;
         return Ok(Installed::Created);
     };
-    if fs::read_link(&link).is_ok_and(|target| target == exe) {
+    if dir
+        .read_link(COMPAT_NAME)
+        .is_some_and(|target| target == exe)
+    {
         return Ok(Installed::AlreadyThere);
     }
     if !force {
@@ -184,14 +327,10 @@ pub fn install(dir: &Path, exe: &Path, force: bool) -> io::Result<Installed> {
             ),
         ));
     }
-    let backup = if is_cudackpt_link(&link) {
-        None
-    } else {
-        Some(keep(dir, &link, &existing)?)
-    };
+    let backup = keep(dir, &existing)?;
     let temporary = temporary_link(dir, exe)?;
-    if let Err(error) = fs::rename(&temporary, &link) {
-        let _ = fs::remove_file(&temporary);
+    if let Err(error) = dir.rename(&temporary, COMPAT_NAME) {
+        let _ = dir.remove(&temporary);
         return Err(error);
     }
     Ok(Installed::Replaced { backup })
@@ -200,17 +339,17 @@ pub fn install(dir: &Path, exe: &Path, force: bool) -> io::Result<Installed> {
 /// A new symlink to `exe` in `dir` under a temporary name. symlink(2)
 /// never replaces anything, so a name someone planted only makes it try
 /// another.
-fn temporary_link(dir: &Path, exe: &Path) -> io::Result<PathBuf> {
+fn temporary_link(dir: &InstallDir, exe: &Path) -> io::Result<String> {
     let mut last = None;
     for attempt in 0..16u32 {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let temporary = dir.join(format!(
+        let temporary = format!(
             ".{COMPAT_NAME}.cudackpt-{}-{nanos:x}-{attempt}",
             std::process::id()
-        ));
-        match std::os::unix::fs::symlink(exe, &temporary) {
+        );
+        match dir.symlink(exe, &temporary) {
             Ok(()) => return Ok(temporary),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
             Err(e) => return Err(e),
@@ -230,18 +369,30 @@ fn backup_name(n: u32) -> String {
     }
 }
 
-/// Keeps `link` (as it is: a file or a link) under a backup name no file
-/// holds yet, without moving it: a hard link for a file, a copy of a link.
-fn keep(dir: &Path, link: &Path, existing: &fs::Metadata) -> io::Result<PathBuf> {
+/// Keeps `cuda-checkpoint` (as it is: a file or a link) under a backup
+/// name no file holds yet, without moving it: a hard link for a file, a
+/// copy of a link.
+fn keep(dir: &InstallDir, existing: &rustix::fs::Stat) -> io::Result<PathBuf> {
+    let is_link = FileType::from_raw_mode(existing.st_mode) == FileType::Symlink;
     for n in 0..BACKUPS {
-        let backup = dir.join(backup_name(n));
-        let made = if existing.file_type().is_symlink() {
-            std::os::unix::fs::symlink(fs::read_link(link)?, &backup)
+        let backup = backup_name(n);
+        let made = if is_link {
+            let target = dir
+                .read_link(COMPAT_NAME)
+                .ok_or_else(|| io::Error::other("the link went away"))?;
+            dir.symlink(&target, &backup)
         } else {
-            fs::hard_link(link, &backup)
+            rustix::fs::linkat(
+                &dir.fd,
+                COMPAT_NAME,
+                &dir.fd,
+                backup.as_str(),
+                AtFlags::empty(),
+            )
+            .map_err(io::Error::from)
         };
         match made {
-            Ok(()) => return Ok(backup),
+            Ok(()) => return Ok(dir.join(&backup)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
         }
@@ -250,48 +401,66 @@ fn keep(dir: &Path, link: &Path, existing: &fs::Metadata) -> io::Result<PathBuf>
         io::ErrorKind::AlreadyExists,
         format!(
             "too many {COMPAT_NAME}{BACKUP_SUFFIX}.* backups in {}",
-            dir.display()
+            dir.path.display()
         ),
     ))
 }
 
-/// Removes `dir/cuda-checkpoint` if it is cudackpt's link, and puts back
-/// the newest backup; anything else there is left alone.
-pub fn uninstall(dir: &Path) -> io::Result<String> {
+/// Removes `cuda-checkpoint` from `dir` if it is a link to this very
+/// cudackpt (`exe`), and puts back the newest backup if root (or this
+/// user) owns it; anything else is left alone and said. The message, and
+/// warnings.
+pub fn uninstall(dir: &InstallDir, exe: &Path) -> io::Result<(String, Vec<String>)> {
     let link = dir.join(COMPAT_NAME);
-    match fs::symlink_metadata(&link) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Ok(format!("nothing to uninstall: no {}", link.display()))
-        }
-        Err(e) => return Err(e),
-        Ok(_) if !is_cudackpt_link(&link) => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "{} is not cudackpt's link (perhaps NVIDIA's tool); left alone",
-                    link.display()
-                ),
-            ))
-        }
-        Ok(_) => {}
+    if dir.lstat(COMPAT_NAME)?.is_none() {
+        return Ok((
+            format!("nothing to uninstall: no {}", link.display()),
+            Vec::new(),
+        ));
     }
-    let newest = (0..BACKUPS)
-        .rev()
-        .map(|n| dir.join(backup_name(n)))
-        .find(|backup| fs::symlink_metadata(backup).is_ok());
+    if dir.read_link(COMPAT_NAME).as_deref() != Some(exe) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is not a link to this cudackpt ({}); perhaps NVIDIA's tool or another copy: left alone (run the install-compat of the cudackpt it links to)",
+                link.display(),
+                exe.display()
+            ),
+        ));
+    }
+    let mut warnings = Vec::new();
+    let mut newest = None;
+    for n in (0..BACKUPS).rev() {
+        let name = backup_name(n);
+        match dir.lstat(&name)? {
+            Some(stat) if trusted_owner(stat.st_uid) => {
+                newest = Some(name);
+                break;
+            }
+            Some(stat) => warnings.push(format!(
+                "{} belongs to uid {}, not to root: cudackpt did not make it, and left it alone",
+                dir.join(&name).display(),
+                stat.st_uid
+            )),
+            None => {}
+        }
+    }
     match newest {
         // Atomic: the backup takes the link's place.
         Some(backup) => {
-            fs::rename(&backup, &link)?;
-            Ok(format!(
-                "uninstalled cudackpt's {}; put back what it had replaced (from {})",
-                link.display(),
-                backup.display()
+            dir.rename(&backup, COMPAT_NAME)?;
+            Ok((
+                format!(
+                    "uninstalled cudackpt's {}; put back what it had replaced (from {})",
+                    link.display(),
+                    dir.join(&backup).display()
+                ),
+                warnings,
             ))
         }
         None => {
-            fs::remove_file(&link)?;
-            Ok(format!("uninstalled {}", link.display()))
+            dir.remove(COMPAT_NAME)?;
+            Ok((format!("uninstalled {}", link.display()), warnings))
         }
     }
 }
@@ -331,31 +500,30 @@ mod tests {
     #[test]
     fn install_links_refuses_to_clobber_keeps_what_it_replaces_and_uninstalls() {
         let dir = tempfile::tempdir().expect("tempdir");
+        let held = InstallDir::open_for_test(dir.path());
         let exe = dir.path().join("cudackpt");
         fs::write(&exe, b"").expect("exe");
         let link = dir.path().join(COMPAT_NAME);
         assert_eq!(
-            install(dir.path(), &exe, false).expect("installs"),
+            install(&held, &exe, false).expect("installs"),
             Installed::Created
         );
         assert_eq!(fs::read_link(&link).expect("link"), exe);
         assert_eq!(
-            install(dir.path(), &exe, false).expect("again"),
+            install(&held, &exe, false).expect("again"),
             Installed::AlreadyThere
         );
         fs::remove_file(&link).expect("rm");
         fs::write(&link, b"nvidia").expect("a real file");
         assert_eq!(
-            install(dir.path(), &exe, false)
-                .expect_err("refused")
-                .kind(),
+            install(&held, &exe, false).expect_err("refused").kind(),
             io::ErrorKind::AlreadyExists
         );
         let backup = dir.path().join("cuda-checkpoint.orig");
         assert_eq!(
-            install(dir.path(), &exe, true).expect("forced"),
+            install(&held, &exe, true).expect("forced"),
             Installed::Replaced {
-                backup: Some(backup.clone())
+                backup: backup.clone()
             }
         );
         assert_eq!(fs::read(&backup).expect("kept"), b"nvidia");
@@ -367,17 +535,25 @@ mod tests {
             .collect();
         assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
 
-        let said = uninstall(dir.path()).expect("uninstalls");
+        let (said, _) = uninstall(&held, &exe).expect("uninstalls");
         assert!(said.contains("put back"), "{said}");
         assert_eq!(fs::read(&link).expect("NVIDIA's again"), b"nvidia");
         assert!(!backup.exists());
         assert_eq!(
-            uninstall(dir.path()).expect_err("not ours").kind(),
+            uninstall(&held, &exe).expect_err("not ours").kind(),
+            io::ErrorKind::InvalidInput
+        );
+        // A link to another cudackpt is not this one's to remove either.
+        fs::remove_file(&link).expect("rm");
+        std::os::unix::fs::symlink("/elsewhere/cudackpt", &link).expect("link");
+        assert_eq!(
+            uninstall(&held, &exe).expect_err("another copy's").kind(),
             io::ErrorKind::InvalidInput
         );
         fs::remove_file(&link).expect("rm");
-        assert!(uninstall(dir.path())
+        assert!(uninstall(&held, &exe)
             .expect("nothing")
+            .0
             .starts_with("nothing to uninstall"));
     }
 
@@ -393,16 +569,50 @@ mod tests {
         let exe = dir.path().join("cudackpt");
         fs::write(&exe, b"").expect("exe");
         fs::write(dir.path().join(COMPAT_NAME), b"nvidia").expect("NVIDIA's tool");
+        let held = InstallDir::open_for_test(dir.path());
         assert_eq!(
-            install(dir.path(), &exe, true).expect("forced"),
+            install(&held, &exe, true).expect("forced"),
             Installed::Replaced {
-                backup: Some(dir.path().join("cuda-checkpoint.orig.1"))
+                backup: dir.path().join("cuda-checkpoint.orig.1")
             }
         );
         assert_eq!(fs::read(&victim).expect("victim"), b"precious");
         assert_eq!(
             fs::read(dir.path().join("cuda-checkpoint.orig.1")).expect("kept"),
             b"nvidia"
+        );
+    }
+
+    #[test]
+    fn a_build_directory_is_recognised_by_its_cache_tag_too() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let out = root.path().join("build-out/release");
+        fs::create_dir_all(&out).expect("dirs");
+        let exe = out.join("cudackpt");
+        assert_eq!(build_directory(&exe), None);
+        fs::write(
+            root.path().join("build-out/CACHEDIR.TAG"),
+            "Signature: 8a477f597d28d172789f06886806bc55\n# cargo\n",
+        )
+        .expect("tag");
+        assert_eq!(build_directory(&exe), Some(root.path().join("build-out")));
+    }
+
+    #[test]
+    fn only_root_may_be_able_to_change_what_is_linked() {
+        let p = Path::new("/x");
+        assert!(judge_owner_and_mode(p, 0, 0o100755, false).is_ok());
+        assert!(
+            judge_owner_and_mode(p, 0, 0o041777, true).is_ok(),
+            "/tmp-like"
+        );
+        let other = judge_owner_and_mode(p, 4242, 0o100755, false).expect_err("another user's");
+        assert!(other.contains("uid 4242"), "{other}");
+        let open = judge_owner_and_mode(p, 0, 0o100775, false).expect_err("group-writable");
+        assert!(open.contains("its group"), "{open}");
+        assert!(
+            judge_owner_and_mode(p, 0, 0o041777, false).is_err(),
+            "sticky only for ancestors"
         );
     }
 

@@ -7,6 +7,7 @@
 //!
 //! May use: nothing else of cudackpt (the bottom floor).
 
+pub mod for_user;
 pub mod privilege;
 pub mod safe_dir;
 
@@ -125,69 +126,119 @@ pub fn judge_library(path: &Path, owner: u32, mode: u32) -> Result<(), Untrusted
     Ok(())
 }
 
-/// The user cudackpt acts for: the real user, or under sudo the user who
-/// ran sudo (`SUDO_UID`, set by sudo itself). `None`: root itself.
-pub fn invoking_user() -> Option<u32> {
-    let real = rustix::process::getuid().as_raw();
-    if real != 0 {
-        return Some(real);
-    }
-    std::env::var("SUDO_UID")
-        .ok()
-        .and_then(|uid| uid.trim().parse::<u32>().ok())
-        .filter(|&uid| uid != 0)
+/// The user cudackpt acts for, with the group files are opened through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Invoker {
+    pub uid: u32,
+    pub gid: u32,
 }
 
-/// The group of the user cudackpt acts for under sudo (`SUDO_GID`, set by
-/// sudo itself); the overflow group (nobody's) where it is missing, so a
-/// file is never read through a group that user may not be in.
-fn invoking_group() -> u32 {
-    const OVERFLOW_GID: u32 = 65534;
-    std::env::var("SUDO_GID")
-        .ok()
-        .and_then(|gid| gid.trim().parse::<u32>().ok())
-        .filter(|&gid| gid != 0)
-        .unwrap_or(OVERFLOW_GID)
+/// The user cudackpt acts for: the real user, or for root the user who
+/// reached root through sudo (`SUDO_UID`, `SUDO_GID`), pkexec
+/// (`PKEXEC_UID`) or doas (`DOAS_USER`). `None`: root itself. These
+/// variables only ever take power away (root then reads and writes with
+/// that user's credentials), so one planted by a scheduler passing a
+/// user's environment does no harm.
+pub fn invoker() -> Option<Invoker> {
+    let real = rustix::process::getuid().as_raw();
+    if real != 0 {
+        return Some(Invoker {
+            uid: real,
+            gid: rustix::process::getgid().as_raw(),
+        });
+    }
+    let number = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .filter(|&id| id != 0)
+    };
+    if let Some(uid) = number("SUDO_UID") {
+        return Some(Invoker {
+            uid,
+            gid: number("SUDO_GID").unwrap_or(OVERFLOW_GID),
+        });
+    }
+    let passwd = || read_capped(Path::new("/etc/passwd"), PASSWD_CAP).unwrap_or_default();
+    if let Some(uid) = number("PKEXEC_UID") {
+        let gid = passwd_entry(&passwd(), |_, entry_uid| entry_uid == uid).map(|(_, gid)| gid);
+        return Some(Invoker {
+            uid,
+            gid: gid.unwrap_or(OVERFLOW_GID),
+        });
+    }
+    let user = std::env::var("DOAS_USER").ok().filter(|u| !u.is_empty())?;
+    let (uid, gid) = passwd_entry(&passwd(), |name, _| name == user)?;
+    (uid != 0).then_some(Invoker { uid, gid })
+}
+
+/// The overflow group (nobody's): where the invoker's group is unknown, a
+/// file is never opened through a group that user may not be in.
+const OVERFLOW_GID: u32 = 65534;
+
+/// The most of /etc/passwd read to find a user.
+const PASSWD_CAP: u64 = 16 << 20;
+
+/// The uid and gid of the first /etc/passwd entry that `matches` (its name
+/// and uid) (pure).
+fn passwd_entry(passwd: &str, matches: impl Fn(&str, u32) -> bool) -> Option<(u32, u32)> {
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        let (name, uid, gid) = (fields.first()?, fields.get(2)?, fields.get(3)?);
+        let (uid, gid) = (uid.parse().ok()?, gid.parse().ok()?);
+        matches(name, uid).then_some((uid, gid))
+    })
 }
 
 /// Reads a small file that a user named on the command line, on their
-/// behalf. As root for someone else (sudo), the file is opened with that
-/// user's credentials (uid, `SUDO_GID`, no supplementary groups) on a
-/// thread of its own, so the kernel decides, every directory above it
-/// included, and root never shows them a file they could not open
-/// themselves. Capped, no link followed at the last component, no FIFO.
+/// behalf. As root for someone else (sudo, pkexec, doas), the file is
+/// opened with that user's credentials (their uid and group, no
+/// supplementary groups) on a thread of its own, so the kernel decides,
+/// every directory above it included, and root never shows them a file
+/// they could not open themselves. Capped, no link followed at the last
+/// component, no FIFO.
 pub fn read_for_invoker(path: &Path, cap: u64) -> Result<String, ReadError> {
-    let (fd, _) = match (privilege::standing().root, invoking_user()) {
-        (true, Some(user)) => open_as(user, invoking_group(), path)?,
-        _ => open_regular(path)?,
-    };
+    let acting_for = acting_for();
+    let (fd, _) = as_invoker(|| open_regular(path))
+        .map_err(ReadError::Io)?
+        .map_err(|error| match (error, acting_for) {
+            (ReadError::Io(e), Some(user)) if e.kind() == io::ErrorKind::PermissionDenied => {
+                ReadError::NotTheirs { user: user.uid }
+            }
+            (other, _) => other,
+        })?;
     read_fd_capped(fd, cap)
 }
 
-/// [`open_regular`] with another user's credentials. Linux keeps
-/// credentials per thread, so a scoped thread takes them on, opens, and
-/// ends: this thread's stay root's, whatever happens on the other.
-fn open_as(uid: u32, gid: u32, path: &Path) -> Result<(OwnedFd, rustix::fs::Stat), ReadError> {
+/// The user a root cudackpt acts for ([`invoker`]); `None` where
+/// cudackpt is not root (it is that user already) or is root itself.
+pub fn acting_for() -> Option<Invoker> {
+    invoker().filter(|_| privilege::standing().root)
+}
+
+/// Runs `work` as the user root acts for ([`invoker`]): on a scoped thread
+/// that takes on their credentials (Linux keeps them per thread) and ends,
+/// so this thread's stay root's whatever happens there. Where cudackpt is
+/// not root, or is root itself, `work` runs here as it is. `Err`: the
+/// credentials could not be taken on.
+pub fn as_invoker<T: Send>(work: impl FnOnce() -> T + Send) -> io::Result<T> {
     use rustix::process::{Gid, Uid};
+    let Some(user) = acting_for() else {
+        return Ok(work());
+    };
     std::thread::scope(|scope| {
-        let opener = std::thread::Builder::new()
+        let worker = std::thread::Builder::new()
             .name("cudackpt-as-user".into())
-            .spawn_scoped(scope, || {
+            .spawn_scoped(scope, || -> io::Result<T> {
                 // Groups first: after the uid changes, this thread may not.
                 rustix::thread::set_thread_groups(&[]).map_err(io::Error::from)?;
-                rustix::thread::set_thread_res_gid(None, Gid::from_raw(gid), None)
+                rustix::thread::set_thread_res_gid(None, Gid::from_raw(user.gid), None)
                     .map_err(io::Error::from)?;
-                rustix::thread::set_thread_res_uid(None, Uid::from_raw(uid), None)
+                rustix::thread::set_thread_res_uid(None, Uid::from_raw(user.uid), None)
                     .map_err(io::Error::from)?;
-                match open_regular(path) {
-                    Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::PermissionDenied => {
-                        Err(ReadError::NotTheirs { user: uid })
-                    }
-                    other => other,
-                }
-            })
-            .map_err(ReadError::Io)?;
-        opener
+                Ok(work())
+            })?;
+        worker
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     })
@@ -206,7 +257,7 @@ pub enum ReadError {
     NotText,
     #[error("{0}")]
     Unsafe(Box<UnsafeDir>),
-    #[error("uid {user}, who ran cudackpt through sudo, may not read it")]
+    #[error("uid {user}, who ran cudackpt through sudo, pkexec or doas, may not read it")]
     NotTheirs { user: u32 },
 }
 

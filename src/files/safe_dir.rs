@@ -67,7 +67,8 @@ impl UnsafeDir {
             UnsafeDir::Io { .. } => {
                 "check the path and its permissions, or choose another directory".to_string()
             }
-            UnsafeDir::Symlink { .. } | UnsafeDir::NotDirectory { .. } => {
+            UnsafeDir::Symlink { .. } => "remove the link if you planted it, or name a real directory (not a link) owned by root or by you".to_string(),
+            UnsafeDir::NotDirectory { .. } => {
                 "give a real directory (not a link), owned by root or by you".to_string()
             }
             UnsafeDir::Owner { path, .. } | UnsafeDir::Writable { path, .. } => format!(
@@ -136,6 +137,12 @@ impl SafeDir {
 
     /// Opens `path`, creating it and any missing parent 0700 first.
     pub fn create(path: &Path) -> Result<SafeDir, UnsafeDir> {
+        SafeDir::create_with_mode(path, 0o700)
+    }
+
+    /// [`SafeDir::create`] with another mode for what it creates (0755 for
+    /// a user's man directory).
+    pub fn create_with_mode(path: &Path, mode: u32) -> Result<SafeDir, UnsafeDir> {
         // Usually it is there already: one open, no mkdir per component.
         if let Some(dir) = SafeDir::open_existing(path)? {
             return Ok(dir);
@@ -150,10 +157,10 @@ impl SafeDir {
             if !matches!(component, Component::Normal(_)) {
                 continue;
             }
-            match rustix::fs::mkdirat(CWD, &at, Mode::from_raw_mode(0o700)) {
-                // The umask may have taken bits away; give exactly 0700.
+            match rustix::fs::mkdirat(CWD, &at, Mode::from_raw_mode(mode)) {
+                // The umask may have taken bits away; give exactly `mode`.
                 Ok(()) => {
-                    rustix::fs::chmod(&at, Mode::from_raw_mode(0o700))
+                    rustix::fs::chmod(&at, Mode::from_raw_mode(mode))
                         .map_err(|e| io(e.into(), &at))?;
                 }
                 Err(rustix::io::Errno::EXIST) => {}
@@ -244,6 +251,19 @@ impl SafeDir {
     /// Writes `name` atomically: a fresh temporary file (exclusive, no
     /// link followed, 0600) renamed over it. Returns its path.
     pub fn write_atomic(&self, name: &str, contents: &[u8]) -> io::Result<PathBuf> {
+        self.write_atomic_with_mode(name, contents, 0o600)
+    }
+
+    /// [`SafeDir::write_atomic`] with another mode (0644 for a man page).
+    /// The rename replaces whatever `name` was, never writing through it:
+    /// a caller in a directory others share asks [`SafeDir::replaceable`]
+    /// first.
+    pub fn write_atomic_with_mode(
+        &self,
+        name: &str,
+        contents: &[u8],
+        mode: u32,
+    ) -> io::Result<PathBuf> {
         let mut attempt = 0;
         let (temporary, fd) = loop {
             let temporary = format!(".{name}.{:016x}.tmp", unpredictable());
@@ -251,14 +271,14 @@ impl SafeDir {
                 &self.fd,
                 temporary.as_str(),
                 OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::from_raw_mode(0o600),
+                Mode::from_raw_mode(mode),
             ) {
                 Ok(fd) => break (temporary, fd),
                 Err(rustix::io::Errno::EXIST) if attempt < 16 => attempt += 1,
                 Err(e) => return Err(e.into()),
             }
         };
-        let written = rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))
+        let written = rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))
             .map_err(io::Error::from)
             .and_then(|()| File::from(fd).write_all(contents))
             .and_then(|()| {
@@ -269,6 +289,33 @@ impl SafeDir {
             let _ = rustix::fs::unlinkat(&self.fd, temporary.as_str(), AtFlags::empty());
         }
         written.map(|()| self.path.join(name))
+    }
+
+    /// Whether `name` may be replaced: it is not there, or it is a regular
+    /// file of root or this user. A link, a FIFO, a device or another
+    /// user's file is left alone (and named).
+    pub fn replaceable(&self, name: &str) -> Result<(), UnsafeDir> {
+        let path = self.path.join(name);
+        let stat = match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            Err(rustix::io::Errno::NOENT) => return Ok(()),
+            Err(e) => {
+                return Err(UnsafeDir::Io {
+                    path,
+                    source: e.into(),
+                })
+            }
+        };
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Symlink => Err(UnsafeDir::Symlink { path }),
+            FileType::RegularFile if trusted(stat.st_uid, my_uid()) => Ok(()),
+            FileType::RegularFile => Err(UnsafeDir::Owner {
+                path,
+                owner: stat.st_uid,
+                expected: my_uid(),
+            }),
+            _ => Err(UnsafeDir::NotRegular { path }),
+        }
     }
 
     /// Reads at most `cap` bytes of `name`; `Ok(None)` when there is no

@@ -403,3 +403,163 @@ fn a_lock_directory_removed_mid_run_rolls_the_group_back() {
     assert!(p.rolled_back);
     assert_eq!(fx.fake_state(target.pid), "running");
 }
+
+/// `cudackpt man --dir DIR` under a sudo rule once wrote man-page text
+/// through a link the user planted in their own directory (`ln -s
+/// /etc/shadow DIR/cudackpt.1`). Now every page is created exclusively,
+/// never through a link, with the invoking user's credentials (sudo,
+/// pkexec, doas), in a directory that was checked.
+#[test]
+fn man_pages_are_never_written_through_a_planted_link() {
+    if !is_root() {
+        crate::support::prerequisite("give a directory to another user (needs root)", false);
+        return;
+    }
+    let fx = Fixture::new();
+    fs::set_permissions(fx.dir(), fs::Permissions::from_mode(0o755)).expect("chmod");
+    let victim = victim(&fx);
+    let man = |dir: &Path, env: &[(&str, &str)]| {
+        fx.cudackpt(&["man", "--dir", dir.to_str().expect("utf-8")])
+            .envs(env.iter().copied())
+            .assert()
+            .get_output()
+            .clone()
+    };
+    // The user's own directory, with the exploit's link.
+    let theirs = fx.dir().join("theirs");
+    fs::create_dir(&theirs).expect("dir");
+    symlink(&victim, theirs.join("cudackpt.1")).expect("link");
+    std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).expect("chown");
+    let sudo: &[(&str, &str)] = &[("SUDO_UID", "65534"), ("SUDO_GID", "65534")];
+    // Root itself (no variable) is refused too: the directory is not root's.
+    for how in [
+        sudo,
+        &[("PKEXEC_UID", "65534")],
+        &[("DOAS_USER", "nobody")],
+        &[],
+    ] {
+        let output = man(&theirs, how);
+        assert_eq!(output.status.code(), Some(6), "{how:?}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("cudackpt.1") || stderr.contains("uid 65534"),
+            "{how:?}: the refusal names the link or the owner: {stderr}"
+        );
+        untouched(&victim);
+        assert!(fs::symlink_metadata(theirs.join("cudackpt.1"))
+            .is_ok_and(|m| m.file_type().is_symlink()));
+    }
+    // Without the link, the pages are written as the user: theirs.
+    fs::remove_file(theirs.join("cudackpt.1")).expect("unplant");
+    let output = man(&theirs, sudo);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let page = fs::symlink_metadata(theirs.join("cudackpt.1")).expect("written");
+    assert!(page.file_type().is_file());
+    assert_eq!(page.uid(), NOBODY, "written with the user's credentials");
+    // A directory the user may not write is not written for them by root.
+    let roots = fx.dir().join("roots");
+    fs::create_dir(&roots).expect("dir");
+    let output = man(&roots.join("man1"), sudo);
+    assert_eq!(output.status.code(), Some(6), "{output:?}");
+    assert!(
+        !roots.join("man1").exists(),
+        "root made nothing for the user"
+    );
+    untouched(&victim);
+}
+
+/// `install-compat` puts a program on root's PATH that CRIU runs as root.
+/// It once linked whatever cudackpt ran it (the README's own steps linked
+/// `/usr/local/bin/cuda-checkpoint` to `~/.cargo/bin/cudackpt`, a file the
+/// user can rewrite), into any directory a sudo user named, and
+/// `--uninstall` believed any link named `cudackpt` and renamed a planted
+/// `.orig` over it. Each is refused now, before anything changes.
+#[test]
+fn install_compat_links_only_what_only_root_can_change() {
+    if !is_root() {
+        crate::support::prerequisite("give files to another user (needs root)", false);
+        return;
+    }
+    let fx = Fixture::new();
+    let bin = fx.world_runnable_cudackpt();
+    let dir_arg = |dir: &Path| dir.to_str().expect("utf-8").to_string();
+    let install = |program: &Path, args: &[&str], env: &[(&str, &str)]| {
+        let mut command = fx.command_for(program, &[&["--json", "install-compat"], args].concat());
+        command.envs(env.iter().copied());
+        command.output().expect("install-compat")
+    };
+    // Root's own bin directory.
+    let system_bin = fx.dir().join("usr-local-bin");
+    fs::create_dir(&system_bin).expect("dir");
+    let link = system_bin.join("cuda-checkpoint");
+
+    // 1. The user's own copy (~/.cargo/bin/cudackpt), run through sudo.
+    let home = fx.dir().join("home");
+    fs::create_dir_all(home.join(".cargo/bin")).expect("home");
+    let users_copy = home.join(".cargo/bin/cudackpt");
+    fs::copy(&bin, &users_copy).expect("copy");
+    for path in [
+        &home,
+        &home.join(".cargo"),
+        &home.join(".cargo/bin"),
+        &users_copy,
+    ] {
+        std::os::unix::fs::chown(path, Some(NOBODY), Some(NOBODY)).expect("chown");
+    }
+    let sudo = [("SUDO_UID", "65534"), ("SUDO_GID", "65534")];
+    let output = install(&users_copy, &[&dir_arg(&system_bin)], &sudo);
+    assert_eq!(output.status.code(), Some(6), "{output:?}");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("uid 65534") && text.contains("sudo install"),
+        "{text}"
+    );
+    assert!(fs::symlink_metadata(&link).is_err(), "nothing linked");
+    // Root's own copy whose directory the user may write: the same.
+    let shared = fx.dir().join("shared");
+    fs::create_dir(&shared).expect("dir");
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o777)).expect("chmod");
+    let roots_copy = shared.join("cudackpt");
+    fs::copy(&bin, &roots_copy).expect("copy");
+    let output = install(&roots_copy, &[&dir_arg(&system_bin)], &[]);
+    assert_eq!(output.status.code(), Some(6), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("writable by everyone"));
+    assert!(fs::symlink_metadata(&link).is_err(), "nothing linked");
+
+    // 2. A directory of the user's, named through sudo, with --force.
+    let users_dir = home.join("bin");
+    fs::create_dir(&users_dir).expect("dir");
+    fs::write(users_dir.join("cuda-checkpoint"), "#!/bin/sh\n").expect("theirs");
+    std::os::unix::fs::chown(&users_dir, Some(NOBODY), Some(NOBODY)).expect("chown");
+    let output = install(&bin, &["--force", &dir_arg(&users_dir)], &sudo);
+    assert_eq!(output.status.code(), Some(6), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("uid 65534"));
+    assert_eq!(
+        fs::read_to_string(users_dir.join("cuda-checkpoint")).expect("untouched"),
+        "#!/bin/sh\n"
+    );
+
+    // The control: root's own copy into root's own directory is linked.
+    let output = install(&bin, &[&dir_arg(&system_bin)], &sudo);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(fs::read_link(&link).expect("linked"), bin);
+
+    // 3. --uninstall: a planted .orig (another user's) is never renamed
+    // over the link, and a link to another file named cudackpt is left.
+    let planted = system_bin.join("cuda-checkpoint.orig");
+    fs::write(&planted, "#!/bin/sh\nexec evil\n").expect("planted");
+    std::os::unix::fs::chown(&planted, Some(NOBODY), Some(NOBODY)).expect("chown");
+    let output = install(&bin, &["--uninstall", &dir_arg(&system_bin)], &[]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(fs::symlink_metadata(&link).is_err(), "the link went");
+    assert!(planted.exists(), "the planted backup stayed where it was");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("uid 65534") && text.contains("left it alone"),
+        "{text}"
+    );
+    std::os::unix::fs::symlink(&users_copy, &link).expect("another copy's link");
+    let output = install(&bin, &["--uninstall", &dir_arg(&system_bin)], &[]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert_eq!(fs::read_link(&link).expect("left"), users_copy);
+}

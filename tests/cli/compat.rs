@@ -1199,7 +1199,7 @@ fn install_compat_keeps_what_it_replaces_and_uninstall_puts_it_back() {
     ])
     .assert()
     .failure()
-    .stderr(predicates::str::contains("not cudackpt's link"));
+    .stderr(predicates::str::contains("not a link to this cudackpt"));
     assert_eq!(fs::read_to_string(&link).expect("left alone"), nvidia);
 }
 
