@@ -11,6 +11,8 @@ use std::path::Path;
 
 use memchr::memmem;
 
+use crate::targets::procfs;
+
 /// Every PID in /proc, ascending.
 pub fn all_pids() -> Vec<i32> {
     let mut pids: Vec<i32> = fs::read_dir("/proc")
@@ -150,9 +152,13 @@ pub fn scan_maps(maps: &[u8], driver_file: Option<&str>) -> Mapped {
 }
 
 /// Reads `/proc/PID/maps` and scans it; `None` when the process is gone or
-/// its maps cannot be read.
+/// its maps cannot be read. Past the cap ([`procfs::MAPS_BYTES_CAP`]),
+/// what the part read shows.
 pub fn mapped(pid: i32, driver_file: Option<&str>) -> Option<Mapped> {
-    inspect(pid, driver_file).ok().flatten()
+    match inspect(pid, driver_file) {
+        Inspected::Seen { mapped, .. } => Some(mapped),
+        Inspected::Gone | Inspected::Unreadable => None,
+    }
 }
 
 /// What a scan of many processes' maps found.
@@ -164,30 +170,50 @@ pub struct Scan {
     /// processes, without root or CAP_SYS_PTRACE), in PID order: they could
     /// not be inspected, and a CUDA process among them would go unseen.
     pub unreadable: Vec<i32>,
+    /// The processes whose maps go on past the cap with no CUDA driver in
+    /// the part read, in PID order: not inspected whole, and named.
+    pub past_cap: Vec<i32>,
 }
 
-/// One process's maps: `Ok(None)` when it is gone, `Err(())` when it may
-/// not be read.
-fn inspect(pid: i32, driver_file: Option<&str>) -> Result<Option<Mapped>, ()> {
-    match fs::read(format!("/proc/{pid}/maps")) {
-        Ok(maps) => Ok(Some(scan_maps(&maps, driver_file))),
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(()),
-        Err(_) => Ok(None),
+/// What one process's maps showed.
+enum Inspected {
+    Gone,
+    Unreadable,
+    /// `complete` is false when the maps went on past the cap.
+    Seen {
+        mapped: Mapped,
+        complete: bool,
+    },
+}
+
+fn inspect(pid: i32, driver_file: Option<&str>) -> Inspected {
+    match procfs::read_maps(pid) {
+        Ok(maps) => Inspected::Seen {
+            mapped: scan_maps(&maps.bytes, driver_file),
+            complete: maps.complete,
+        },
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Inspected::Unreadable,
+        Err(_) => Inspected::Gone,
     }
 }
 
 /// The PIDs among `pids` that have the CUDA driver mapped, with their maps,
 /// in PID order, and those that could not be inspected. Reading thousands of
-/// maps files is system time, so the scan is split across up to 8 threads.
+/// maps files is system time, so the scan is split across up to 8 threads,
+/// each taking every Nth PID: the processes a user started together (with
+/// neighbouring PIDs, and maps up to the cap) are spread over all of them.
 pub fn cuda_candidates(pids: &[i32], driver_file: Option<&str>) -> Scan {
     let own = std::process::id() as i32;
     let scan = |chunk: &[i32]| -> Scan {
         let mut result = Scan::default();
         for &pid in chunk.iter().filter(|&&pid| pid != own) {
             match inspect(pid, driver_file) {
-                Ok(Some(m)) if m.cuda => result.found.push((pid, m)),
-                Ok(_) => {}
-                Err(()) => result.unreadable.push(pid),
+                Inspected::Seen { mapped, .. } if mapped.cuda => result.found.push((pid, mapped)),
+                Inspected::Seen {
+                    complete: false, ..
+                } => result.past_cap.push(pid),
+                Inspected::Seen { .. } | Inspected::Gone => {}
+                Inspected::Unreadable => result.unreadable.push(pid),
             }
         }
         result
@@ -195,17 +221,19 @@ pub fn cuda_candidates(pids: &[i32], driver_file: Option<&str>) -> Scan {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8);
-    if pids.len() < 64 || threads == 1 {
+    if pids.len() < 8 || threads == 1 {
         return scan(pids);
     }
-    let chunks: Vec<&[i32]> = pids.chunks(pids.len().div_ceil(threads)).collect();
+    let chunks: Vec<Vec<i32>> = (0..threads)
+        .map(|first| pids.iter().skip(first).step_by(threads).copied().collect())
+        .collect();
     let scan = &scan;
     std::thread::scope(|scope| {
         // A pids limit (systemd's TasksMax, a container's pids.max) may
         // refuse a thread: that chunk is then scanned here, not a panic.
         let parts: Vec<_> = chunks
             .iter()
-            .map(|&chunk| {
+            .map(|chunk| {
                 std::thread::Builder::new()
                     .spawn_scoped(scope, move || scan(chunk))
                     .map_err(|_| chunk)
@@ -222,9 +250,20 @@ pub fn cuda_candidates(pids: &[i32], driver_file: Option<&str>) -> Scan {
             .fold(Scan::default(), |mut all, part| {
                 all.found.extend(part.found);
                 all.unreadable.extend(part.unreadable);
+                all.past_cap.extend(part.past_cap);
                 all
             })
     })
+    .in_pid_order()
+}
+
+impl Scan {
+    fn in_pid_order(mut self) -> Scan {
+        self.found.sort_unstable_by_key(|(pid, _)| *pid);
+        self.unreadable.sort_unstable();
+        self.past_cap.sort_unstable();
+        self
+    }
 }
 
 #[cfg(test)]

@@ -6,8 +6,12 @@
 //!   forked after its parent started CUDA (a PyTorch `DataLoader` worker)
 //!   inherits some of those mappings, no checkpoint of its own releases
 //!   them, and CRIU stops at "Can't handle non-regular mapping";
-//! - an io_uring ring (`anon_inode:[io_uring]`), in any process: CRIU 4.2
-//!   stops at "Unknown shit 600 (anon_inode:[io_uring])".
+//! - an io_uring ring (`anon_inode:[io_uring]`), in any process, mapped or
+//!   only held as a descriptor (a ring set up with `IORING_SETUP_NO_MMAP`,
+//!   or unmapped): CRIU 4.2 stops at "Unknown shit 600
+//!   (anon_inode:[io_uring])";
+//! - a process whose maps or descriptors go on past the caps: it could not
+//!   be checked whole, and says so.
 //!
 //! Read-only. A process that is gone by the time it is read has nothing.
 
@@ -16,6 +20,7 @@ use std::fs;
 use memchr::memmem;
 
 use crate::targets::process::read_proc_text;
+use crate::targets::procfs;
 
 /// The device nodes through which a process reaches an NVIDIA GPU.
 const DEVICE_PREFIX: &str = "/dev/nvidia";
@@ -28,9 +33,15 @@ const IO_URING: &[u8] = b"anon_inode:[io_uring]";
 pub enum Obstacle {
     /// It maps this GPU device node (the first one its maps list).
     Device(String),
-    /// It maps an io_uring ring.
+    /// It maps an io_uring ring, or holds one's descriptor.
     IoUring,
+    /// Its maps or its descriptors go on past the caps
+    /// ([`procfs::MAPS_BYTES_CAP`], [`FD_CAP`]): not checked whole.
+    PastCap,
 }
+
+/// The most descriptors of one process looked at.
+pub const FD_CAP: usize = 65_536;
 
 /// A process of the tree and what CRIU cannot dump in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,10 +81,17 @@ pub fn find(pids: &[i32], holds_cuda: &dyn Fn(i32) -> bool) -> Vec<Found> {
     let prefix = device_prefix();
     let mut found = Vec::new();
     for &pid in pids {
-        let Ok(maps) = fs::read(format!("/proc/{pid}/maps")) else {
+        let Ok(maps) = procfs::read_maps(pid) else {
             continue;
         };
-        let obstacles = scan(&maps, &prefix, !holds_cuda(pid));
+        let mut obstacles = scan(&maps.bytes, &prefix, !holds_cuda(pid));
+        let descriptors = io_uring_descriptor(pid);
+        if descriptors == Descriptors::IoUring && !obstacles.contains(&Obstacle::IoUring) {
+            obstacles.push(Obstacle::IoUring);
+        }
+        if !maps.complete || descriptors == Descriptors::PastCap {
+            obstacles.push(Obstacle::PastCap);
+        }
         if obstacles.is_empty() {
             continue;
         }
@@ -87,6 +105,34 @@ pub fn find(pids: &[i32], holds_cuda: &dyn Fn(i32) -> bool) -> Vec<Found> {
         }));
     }
     found
+}
+
+/// What a process's descriptors showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Descriptors {
+    /// No io_uring among them (or they could not be read: gone).
+    Clear,
+    IoUring,
+    /// More than [`FD_CAP`] of them, none an io_uring.
+    PastCap,
+}
+
+/// Whether `pid` holds an io_uring descriptor (`/proc/PID/fd/N` reads
+/// `anon_inode:[io_uring]`), looking at [`FD_CAP`] descriptors at most.
+fn io_uring_descriptor(pid: i32) -> Descriptors {
+    let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Descriptors::Clear;
+    };
+    for (seen, entry) in entries.flatten().enumerate() {
+        if seen == FD_CAP {
+            return Descriptors::PastCap;
+        }
+        let target = fs::read_link(entry.path()).unwrap_or_default();
+        if target.as_os_str().as_encoded_bytes() == IO_URING {
+            return Descriptors::IoUring;
+        }
+    }
+    Descriptors::Clear
 }
 
 /// A process's name and parent, from /proc/PID/stat.

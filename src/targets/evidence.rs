@@ -18,6 +18,7 @@ use memchr::memmem;
 
 use crate::files;
 use crate::targets::namespace;
+use crate::targets::procfs;
 
 /// The prefix of the threads PyTorch starts for a live NCCL process group
 /// (`pt_nccl_watchdg`, `pt_nccl_heartbt`); a group torn down has none.
@@ -36,10 +37,6 @@ pub const WORLD_SIZE_VARS: [&str; 4] = [
 
 /// The prefix of the driver's CUDA IPC files.
 const IPC_PREFIX: &[u8] = b"/dev/shm/cuda.shm.";
-
-/// A process's maps, read for another process's IPC peers: far beyond any
-/// real job's; a larger one is cut.
-const MAPS_CAP: u64 = 64 << 20;
 
 /// An environment is rarely more than a few KiB; a larger one is cut.
 const ENVIRON_CAP: u64 = 1 << 20;
@@ -89,6 +86,9 @@ pub struct Evidence {
     /// Every thread, by id and name (a drained process names one with the
     /// drain protocol's marker).
     pub threads: Vec<(i32, String)>,
+    /// Its maps go on past [`procfs::MAPS_BYTES_CAP`] (or the line cap):
+    /// what lies past the cap was not looked at.
+    pub maps_past_cap: bool,
 }
 
 impl Evidence {
@@ -99,7 +99,14 @@ impl Evidence {
 
 /// Gathers the evidence for `pid`; what cannot be read is left out.
 pub fn gather(pid: i32) -> Evidence {
-    let maps = fs::read(format!("/proc/{pid}/maps")).unwrap_or_default();
+    // Gone or unreadable maps show nothing, and nothing is past a cap.
+    let procfs::Lines {
+        bytes: maps,
+        complete: maps_complete,
+    } = procfs::read_maps(pid).unwrap_or(procfs::Lines {
+        bytes: Vec::new(),
+        complete: true,
+    });
     let environ = files::read_capped_bytes(
         std::path::Path::new(&format!("/proc/{pid}/environ")),
         ENVIRON_CAP,
@@ -128,6 +135,7 @@ pub fn gather(pid: i32) -> Evidence {
         socket_transport_only: env_is(&environ, "NCCL_P2P_DISABLE", "1")
             && env_is(&environ, "NCCL_SHM_DISABLE", "1"),
         threads,
+        maps_past_cap: !maps_complete,
     }
 }
 
@@ -210,14 +218,15 @@ pub fn ipc_peers(pid: i32, files: &[IpcFile]) -> IpcPeers {
 /// Whether `pid` maps `file` (the same device and inode, else the same path).
 /// Any process of the namespace is read here, so its maps are read capped.
 fn maps_file(pid: i32, file: &IpcFile) -> bool {
-    let path = format!("/proc/{pid}/maps");
-    let Ok(maps) = files::read_capped_bytes(std::path::Path::new(&path), MAPS_CAP) else {
+    let Ok(maps) = procfs::read_maps(pid) else {
         return false;
     };
-    ipc_files(&maps).iter().any(|f| match (&f.id, &file.id) {
-        (Some(a), Some(b)) => a == b,
-        _ => f.path == file.path,
-    })
+    ipc_files(&maps.bytes)
+        .iter()
+        .any(|f| match (&f.id, &file.id) {
+            (Some(a), Some(b)) => a == b,
+            _ => f.path == file.path,
+        })
 }
 
 /// Every thread of `pid` with its name (`/proc/PID/task/TID/comm`), in no

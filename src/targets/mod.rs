@@ -15,3 +15,4 @@ pub mod memory;
 pub mod name;
 pub mod namespace;
 pub mod process;
+pub mod procfs;

@@ -16,7 +16,11 @@ use crate::wire::{Document, Kind, ProcessCommandDoc, State};
 /// Holds what it is told to, then says so in `<path>.ready` (or why not in
 /// `<path>.failed`) and sleeps: `device PATH` maps PATH shared and keeps a
 /// descriptor of it, as a forked child keeps its parent's `/dev/nvidia0`;
-/// `io_uring PATH` sets up an io_uring and maps its ring.
+/// `io_uring PATH` sets up an io_uring and maps its ring; `io_uring_fd
+/// PATH` sets one up and only keeps its descriptor (as a ring set up with
+/// IORING_SETUP_NO_MMAP, or unmapped); `wide PATH` maps one file with a
+/// 3,800-character path 1,500 times, so its maps run past cudackpt's
+/// 4 MiB cap (the attacker's file had 32,000 such lines).
 const HOLDER: &str = r#"
 import ctypes, mmap, os, sys, time
 what, path = sys.argv[1], sys.argv[2]
@@ -24,6 +28,22 @@ if what == "device":
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     os.ftruncate(fd, mmap.PAGESIZE)
     held = mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED)
+elif what == "wide":
+    deep = path + ".wide"
+    while len(deep) < 3800:
+        deep += "/" + "d" * 200
+    os.makedirs(deep, exist_ok=True)
+    fd = os.open(deep + "/f", os.O_RDWR | os.O_CREAT, 0o600)
+    os.ftruncate(fd, mmap.PAGESIZE)
+    # libc's mmap (Python's keeps a descriptor per mapping), alternating
+    # protections so that the kernel merges no two neighbours.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    for i in range(1500):
+        prot = mmap.PROT_READ | (mmap.PROT_WRITE if i % 2 else 0)
+        libc.mmap(None, mmap.PAGESIZE, prot, mmap.MAP_SHARED, fd, 0)
 else:
     params = (ctypes.c_ubyte * 120)()
     fd = ctypes.CDLL(None, use_errno=True).syscall(425, 4, params)
@@ -31,7 +51,8 @@ else:
         with open(path + ".failed", "w") as failed:
             failed.write(os.strerror(ctypes.get_errno()))
         sys.exit(1)
-    held = mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
+    if what == "io_uring":
+        held = mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
 open(path + ".ready", "w").close()
 time.sleep(600)
 "#;
@@ -162,7 +183,7 @@ fn pre_dump_refuses_an_io_uring_ring_unless_forced() {
     assert_eq!(error.kind, Kind::Undumpable);
     assert!(
         error.message.contains(&format!("PID {holder} (python3)"))
-            && error.message.contains("maps an io_uring ring")
+            && error.message.contains("holds an io_uring ring")
             && !error.message.contains("CUDA state"),
         "{}",
         error.message
@@ -179,6 +200,73 @@ fn pre_dump_refuses_an_io_uring_ring_unless_forced() {
     assert_eq!(fx.fake_state(a), "checkpointed");
     post_resume(&fx, root);
     assert_eq!(fx.fake_state(a), "running");
+}
+
+/// A ring held only as a descriptor (IORING_SETUP_NO_MMAP, or unmapped)
+/// once passed pre-dump: only maps were read.
+#[test]
+fn pre_dump_refuses_an_io_uring_held_only_as_a_descriptor() {
+    let fx = Fixture::new();
+    let Some((tree, holder, prefix)) = tree_with(&fx, "io_uring_fd") else {
+        return;
+    };
+    let maps = fs::read_to_string(format!("/proc/{holder}/maps")).expect("maps");
+    assert!(!maps.contains("io_uring"), "no ring is mapped: {maps}");
+    let output = pre_dump(&fx, tree.root(), &prefix, false);
+    assert_eq!(output.status.code(), Some(8), "{output:?}");
+    let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+    let error = doc.error.clone().expect("refused");
+    assert_eq!(error.kind, Kind::Undumpable);
+    assert!(
+        error.message.contains(&format!("PID {holder} (python3)"))
+            && error.message.contains("holds an io_uring ring"),
+        "{}",
+        error.message
+    );
+    assert_eq!(fx.state_changes(), Vec::<String>::new());
+}
+
+/// A process whose maps run past the cap is read only that far, and named:
+/// `ps` lists what it can and says who it could not inspect whole, and
+/// pre-dump refuses a tree it could not check whole.
+#[test]
+fn a_process_whose_maps_run_past_the_cap_is_named_not_skipped() {
+    let fx = Fixture::new();
+    let (tree, holder, prefix) = tree_with(&fx, "wide").expect("a file can be mapped");
+    let size = fs::read(format!("/proc/{holder}/maps"))
+        .expect("maps")
+        .len();
+    assert!(size > 4 << 20, "the maps run past 4 MiB: {size}");
+    let root = tree.root().to_string();
+    let output = fx
+        .std_command(&["--json", "ps", "--tree", &root])
+        .output()
+        .expect("ps");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+    assert_eq!(
+        doc.pids(),
+        [tree.pid("a")],
+        "the CUDA process is still listed"
+    );
+    assert!(
+        doc.warnings.iter().any(|w| w.contains(&format!(
+            "PID {holder} (python3) was inspected only in part"
+        ))),
+        "{:?}",
+        doc.warnings
+    );
+    let output = pre_dump(&fx, tree.root(), &prefix, false);
+    assert_eq!(output.status.code(), Some(8), "{output:?}");
+    let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+    let error = doc.error.clone().expect("refused");
+    assert!(
+        error.message.contains(&format!("PID {holder} (python3)"))
+            && error.message.contains("could not be checked whole"),
+        "{}",
+        error.message
+    );
+    assert_eq!(fx.state_changes(), Vec::<String>::new());
 }
 
 #[test]

@@ -20,6 +20,8 @@ use crate::targets::dumpable::{self, Found, Obstacle};
 const FORKED_CHILD_FIX: &str = "have its parent use the PyTorch drain client (`cudackpt_drain.Drain()` or `keep_forks_dumpable()`: children it forks drop what they inherit from the GPU), or give the DataLoader multiprocessing_context=\"forkserver\" or \"spawn\"";
 
 /// What the hint says of an io_uring ring.
+const PAST_CAP_FIX: &str =
+    "look at what that process maps or holds open; CUDACKPT_FORCE=1 lets CRIU try anyway";
 const IO_URING_FIX: &str = "for torchrun's launcher see the README, \"Checkpointing a PyTorch job\"; otherwise stop the program from using io_uring, or checkpoint without CRIU (`cudackpt suspend --drain`)";
 
 /// The pre-flight: `Ok` with warnings for the report (a dry run, or
@@ -139,8 +141,17 @@ fn words(found: &Found) -> (String, &'static str) {
             FORKED_CHILD_FIX,
         ),
         Obstacle::IoUring => (
-            "maps an io_uring ring (anon_inode:[io_uring]), which CRIU 4.2 cannot dump".to_string(),
+            "holds an io_uring ring (anon_inode:[io_uring]), which CRIU 4.2 cannot dump".to_string(),
             IO_URING_FIX,
+        ),
+        Obstacle::PastCap => (
+            format!(
+                "could not be checked whole: its /proc/PID/maps goes on past {} MiB or {} lines, or it holds more than {} descriptors, and cudackpt reads no further (a process can make those as large as it likes)",
+                crate::targets::procfs::MAPS_BYTES_CAP >> 20,
+                crate::targets::procfs::MAPS_LINES_CAP,
+                crate::targets::dumpable::FD_CAP
+            ),
+            PAST_CAP_FIX,
         ),
     }
 }
@@ -185,7 +196,7 @@ mod tests {
         assert_eq!(failures.keys().copied().collect::<Vec<_>>(), [101, 102]);
         let both = &failures[&101].1;
         assert!(both.message.contains("/dev/nvidia0"));
-        assert!(both.message.contains("; it also maps an io_uring ring"));
+        assert!(both.message.contains("; it also holds an io_uring ring"));
         let hint = both.hint.as_deref().unwrap_or_default();
         assert!(hint.contains("forkserver") && hint.contains("torchrun"));
     }

@@ -109,6 +109,11 @@ pub fn check(
     let mut passed = Passed::default();
     let mut findings: Vec<Finding> = Vec::new();
     for (target, found) in ready.targets.iter().zip(&evidence) {
+        if found.maps_past_cap {
+            passed
+                .warnings
+                .push((target.pid, maps_past_cap(target.pid)));
+        }
         let drained = drain_protocol::shows_marker(&found.threads) && vouched(target.pid);
         let (finding, exempted) = judge(target, found, &facts, drained);
         findings.extend(finding);
@@ -153,6 +158,15 @@ pub fn check(
             "PID {first} could not be restored after a checkpoint"
         ))),
     })
+}
+
+/// What was not checked in a process whose maps go on past the cap.
+fn maps_past_cap(pid: i32) -> String {
+    format!(
+        "/proc/{pid}/maps goes on past {} MiB or {} lines, and cudackpt reads no further (a process can make that file as large as it likes): the CUDA IPC check saw only that part, so memory shared through a mapping past it was not checked",
+        crate::targets::procfs::MAPS_BYTES_CAP >> 20,
+        crate::targets::procfs::MAPS_LINES_CAP
+    )
 }
 
 /// What the pre-flight holds against each target now, as words, whatever

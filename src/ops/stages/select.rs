@@ -13,6 +13,7 @@ use crate::ops::vocabulary::request::{Request, Selectors};
 use crate::targets::cgroup::{self, Cgroup};
 use crate::targets::discover::{self, Mapped};
 use crate::targets::process::{self, TargetError};
+use crate::targets::procfs;
 
 /// What selection found.
 pub struct Selection {
@@ -56,7 +57,11 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
     }
     // The driver is needed this early only to confirm discovered processes.
     let driver = load_driver(request.libcuda)?;
-    let (found, unreadable) = find(&request.selectors, &cgroups, &driver)?;
+    let Discovered {
+        found,
+        unreadable,
+        past_cap,
+    } = find(&request.selectors, &cgroups, &driver)?;
     if found.is_empty() {
         selection.warnings.push(format!(
             "no CUDA process found in {}",
@@ -68,6 +73,18 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
             &unreadable,
             rustix::process::geteuid().as_raw(),
         ));
+    }
+    if !past_cap.is_empty() {
+        let named: Vec<(i32, Option<String>)> = past_cap
+            .iter()
+            .map(|&pid| {
+                (
+                    pid,
+                    process::read_status(pid).ok().flatten().map(|s| s.name),
+                )
+            })
+            .collect();
+        selection.warnings.push(inspected_in_part(&named));
     }
     for Found { pid, map, state } in found {
         selection.mapped.insert(pid, map);
@@ -186,20 +203,57 @@ fn uninspected(pids: &[i32], uid: u32) -> String {
     )
 }
 
-/// The CUDA processes the selectors pick, with what each has mapped, and
-/// the processes that could not be inspected. Processes that never
-/// initialised CUDA, or that vanish meanwhile, are skipped.
-fn find(
-    selectors: &Selectors,
-    cgroups: &[Cgroup],
-    driver: &Driver,
-) -> Result<(Vec<Found>, Vec<i32>), Failure> {
+/// The remark on processes whose maps go on past the cap with no CUDA
+/// driver in the part read, naming them (pure).
+fn inspected_in_part(processes: &[(i32, Option<String>)]) -> String {
+    let mut named = processes
+        .iter()
+        .take(NAMED_UNINSPECTED)
+        .map(|(pid, name)| match name {
+            Some(name) => format!("{pid} ({})", crate::targets::name::printable(name)),
+            None => pid.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    if processes.len() > NAMED_UNINSPECTED {
+        named.push_str(&format!(
+            " and {} more",
+            processes.len() - NAMED_UNINSPECTED
+        ));
+    }
+    let (which, their) = if processes.len() == 1 {
+        (format!("PID {named} was"), "its")
+    } else {
+        (format!("PIDs {named} were"), "their")
+    };
+    format!(
+        "{which} inspected only in part: {their} /proc/PID/maps goes on past {} MiB or {} lines, and the part read shows no CUDA driver; cudackpt reads no further (a process can make that file as large as it likes), so a CUDA process among them would not be listed: name it by PID to act on it",
+        procfs::MAPS_BYTES_CAP >> 20,
+        procfs::MAPS_LINES_CAP
+    )
+}
+
+/// What the selectors' processes showed.
+struct Discovered {
+    /// The CUDA processes, with what each has mapped.
+    found: Vec<Found>,
+    /// Those whose maps could not be read.
+    unreadable: Vec<i32>,
+    /// Those inspected only in part (maps past the cap).
+    past_cap: Vec<i32>,
+}
+
+/// The CUDA processes the selectors pick, and those that could not be
+/// inspected whole. Processes that never initialised CUDA, or that vanish
+/// meanwhile, are skipped.
+fn find(selectors: &Selectors, cgroups: &[Cgroup], driver: &Driver) -> Result<Discovered, Failure> {
     let pids = candidate_pids(selectors, cgroups)?;
     let driver_path = driver.path();
     let driver_file = driver_path.file_name().and_then(|n| n.to_str());
     let discover::Scan {
         found: candidates,
         unreadable,
+        past_cap,
     } = discover::cuda_candidates(&pids, driver_file);
     // A stopped candidate is kept unconfirmed: asking the driver would wait
     // until it runs. The checks after selection report it as stopped.
@@ -230,7 +284,11 @@ fn find(
             })
         })
         .collect();
-    Ok((found, unreadable))
+    Ok(Discovered {
+        found,
+        unreadable,
+        past_cap,
+    })
 }
 
 /// A CUDA process selection found.
