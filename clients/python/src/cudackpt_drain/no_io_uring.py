@@ -11,9 +11,12 @@ fails with ENOSYS for the command and every process it starts (a seccomp
 filter, inherited across fork and exec), and libuv falls back to plain
 epoll, as on a kernel without io_uring.
 
-The filter only refuses ``io_uring_setup``; it needs no privilege (it sets
-``no_new_privs``, so set-user-ID programs run without their privilege under
-it), and CRIU dumps and restores it with the process.
+The filter refuses ``io_uring_setup``, and every call of a foreign ABI (a
+64-bit process on x86-64 can still enter the kernel as i386, through ``int
+$0x80``, where io_uring_setup is 425 too; x32 numbers carry bit 30): all
+get ENOSYS. It needs no privilege (it sets ``no_new_privs``, so set-user-ID
+programs run without their privilege under it), and CRIU dumps and
+restores it with the process.
 """
 
 from __future__ import annotations
@@ -21,36 +24,48 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import platform
 import struct
 import sys
 
 #: io_uring_setup, on x86-64 and on arm64 alike (asm-generic numbering).
 IO_URING_SETUP = 425
-_AUDIT_ARCH_X86_64 = 0xC000003E
-_AUDIT_ARCH_AARCH64 = 0xC00000B7
+#: The native ABI of each machine this runs on (linux/audit.h).
+_NATIVE_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+#: x86-64's x32 ABI: the native arch, with this bit in the call's number.
+_X32_SYSCALL_BIT = 0x40000000
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 _SECCOMP_RET_ALLOW = 0x7FFF0000
 _SECCOMP_RET_ERRNO = 0x00050000
-# BPF opcodes: load a word of seccomp_data, jump if equal, return.
+# BPF opcodes: load a word of seccomp_data, jump if equal or greater or
+# equal, return.
 _LD_ABS_W = 0x20
 _JEQ_K = 0x15
+_JGE_K = 0x35
 _RET_K = 0x06
 
 
-def _program() -> bytes:
-    """The filter: on x86-64 and arm64, io_uring_setup gets ENOSYS; every
-    other call, and every other architecture, goes through."""
+def _program(machine: str | None = None) -> bytes:
+    """The filter for this machine (``platform.machine()``): io_uring_setup
+    gets ENOSYS, and so does every call of another ABI (i386 on x86-64 or
+    32-bit ARM on arm64, and x32); every other call goes through. Raises
+    OSError on a machine it does not know."""
+    machine = machine or platform.machine()
+    native = _NATIVE_ARCH.get(machine)
+    if native is None:
+        raise OSError(errno.ENOTSUP, f"no filter for this machine ({machine})")
+    deny = (_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.ENOSYS)
     instructions = [
         (_LD_ABS_W, 0, 0, 4),  # seccomp_data.arch
-        (_JEQ_K, 2, 0, _AUDIT_ARCH_X86_64),
-        (_JEQ_K, 1, 0, _AUDIT_ARCH_AARCH64),
-        (_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
+        (_JEQ_K, 1, 0, native),
+        deny,  # a foreign ABI, whatever the call
         (_LD_ABS_W, 0, 0, 0),  # seccomp_data.nr
-        (_JEQ_K, 0, 1, IO_URING_SETUP),
-        (_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.ENOSYS),
+        (_JGE_K, 2, 0, _X32_SYSCALL_BIT),  # x32 (bit 30 and above): denied
+        (_JEQ_K, 1, 0, IO_URING_SETUP),
         (_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
+        deny,
     ]
     return b"".join(struct.pack("HBBI", *i) for i in instructions)
 
