@@ -19,7 +19,13 @@ pub fn run(libcuda: Option<&Path>, selectors: Selectors) -> Report {
     report.command = "ps";
     report.layout = Layout::Listing;
     // Processes a cudackpt left mid-change when it died.
-    let abandoned = intent::abandoned();
+    let abandoned = intent::abandoned().unwrap_or_else(|why| {
+        report.warnings.push(format!(
+            "could not read the intent records ({why}), so a process a dead cudackpt left mid-change is not marked here: {}",
+            why.hint()
+        ));
+        Vec::new()
+    });
     if !abandoned.is_empty() {
         for process in &mut report.processes {
             if let Some((path, owner)) = intent::holding(process.pid, &abandoned) {

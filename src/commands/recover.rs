@@ -65,7 +65,21 @@ fn rebuild_drained(report: &mut Report, pids: &[i32], note: &DrainNote, claimed:
 pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
     let started = Instant::now();
     let mut report = Report::new("recover", started.elapsed());
-    for (path, _) in intent::abandoned() {
+    let abandoned = match intent::abandoned() {
+        Ok(abandoned) => abandoned,
+        Err(why) => {
+            report.failure = Some(Failure::new(
+                FailureKind::UnsafePath,
+                format!(
+                    "could not look for what a dead cudackpt left: the intent records cannot be read ({why}); nothing was recovered"
+                ),
+                why.hint(),
+            ));
+            report.duration = started.elapsed();
+            return report;
+        }
+    };
+    for (path, _) in abandoned {
         // One recover at a time per record: a second one sends nothing.
         match intent::claim(&path) {
             Ok(claimed) => recover_record(libcuda, dry_run, &path, claimed, &mut report),

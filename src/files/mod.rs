@@ -35,6 +35,20 @@ pub fn run_dir() -> PathBuf {
         .map_or_else(|| PathBuf::from(SYSTEM), |dir| dir.join("cudackpt"))
 }
 
+/// What to do when cudackpt's own directory (`what`: its locks, its
+/// records) cannot be used (pure but for the environment): a user other
+/// than root without `XDG_RUNTIME_DIR` lands on root's `/run/cudackpt`,
+/// and is told how to give it a place of their own.
+pub fn run_dir_hint(what: &str, variable: &str) -> Option<String> {
+    let xdg_unset = std::env::var_os("XDG_RUNTIME_DIR").is_none_or(|dir| dir.is_empty());
+    let named = std::env::var_os(variable).is_some_and(|dir| !dir.is_empty());
+    (!rustix::process::geteuid().is_root() && xdg_unset && !named).then(|| {
+        format!(
+            "as a user other than root, cudackpt keeps its {what} in $XDG_RUNTIME_DIR/cudackpt, and XDG_RUNTIME_DIR is not set here (no login session): set it (e.g. `export XDG_RUNTIME_DIR=/run/user/$(id -u)`), or name a directory of your own with {variable}"
+        )
+    })
+}
+
 /// Why root (or a capable cudackpt) will not load a library.
 #[derive(Debug, thiserror::Error)]
 pub enum UntrustedLibrary {

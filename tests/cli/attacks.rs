@@ -563,3 +563,93 @@ fn install_compat_links_only_what_only_root_can_change() {
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert_eq!(fs::read_link(&link).expect("left"), users_copy);
 }
+
+/// A user other than root without `XDG_RUNTIME_DIR` (no login session: a
+/// cron job, `su` without `-l`) lands on root's `/run/cudackpt` and cannot
+/// lock there: the refusal says why and what to set, not only "permission
+/// denied".
+#[test]
+fn a_user_without_a_runtime_directory_is_told_what_to_set() {
+    if !is_root() {
+        crate::support::prerequisite("run a process as another user (needs root)", false);
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let fx = Fixture::new();
+    let bin = fx.world_runnable_cudackpt();
+    let state = fx.dir().join("nobody-state");
+    fs::create_dir(&state).expect("dir");
+    fs::set_permissions(&state, fs::Permissions::from_mode(0o777)).expect("chmod");
+    let mut target = std::process::Command::new("sleep");
+    target
+        .arg("600")
+        .env("LD_PRELOAD", fx.world_fake())
+        .env("FAKE_CUDA_STATE_DIR", &state)
+        .uid(NOBODY)
+        .gid(NOBODY);
+    let target = target.spawn_guarded();
+    let pid = target.id().to_string();
+    let fake = fx.world_fake();
+    crate::support::wait_until("the target to map the fake", || {
+        fs::read_to_string(format!("/proc/{pid}/maps"))
+            .is_ok_and(|m| m.contains(fake.to_str().expect("utf-8")))
+    });
+    let output = std::process::Command::new(&bin)
+        .args(["--json", "lock", &pid])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("CUDACKPT_LIBCUDA", &fake)
+        .env("FAKE_CUDA_STATE_DIR", &state)
+        .current_dir("/")
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .expect("cudackpt as nobody");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let doc: ProcessCommandDoc = crate::support::parse_one_document(&output.stdout);
+    let error = doc.error.clone().expect("refused as a whole");
+    assert_eq!(error.kind, Kind::LockUnavailable, "{error:?}");
+    let hint = error.hint.unwrap_or_default();
+    assert!(
+        hint.contains("XDG_RUNTIME_DIR") && hint.contains("CUDACKPT_LOCK_DIR"),
+        "{hint}"
+    );
+}
+
+/// `recover` that could not read the record directory once said success
+/// (`{"ok":true,"processes":[]}`, exit 0): a user who planted the
+/// directory, or a broken one, hid every abandoned group from it.
+#[test]
+fn recover_that_cannot_look_says_so_and_fails() {
+    let fx = Fixture::new();
+    let records = fx.dir().join("records");
+    fs::create_dir(&records).expect("records");
+    // intents/ is a file, not a directory.
+    fs::write(records.join("intents"), "").expect("a file");
+    let output = fx
+        .cudackpt(&["--json", "recover"])
+        .assert()
+        .get_output()
+        .clone();
+    assert_ne!(output.status.code(), Some(0), "{output:?}");
+    let doc: ProcessCommandDoc = crate::support::parse_one_document(&output.stdout);
+    assert!(!doc.ok);
+    let error = doc.error.clone().expect("a failure of the command");
+    assert!(error.message.contains("could not look"), "{error:?}");
+    if !is_root() {
+        return;
+    }
+    // intents/ belongs to another user.
+    fs::remove_file(records.join("intents")).expect("rm");
+    fs::create_dir(records.join("intents")).expect("dir");
+    std::os::unix::fs::chown(records.join("intents"), Some(NOBODY), Some(NOBODY)).expect("chown");
+    let output = fx
+        .cudackpt(&["--json", "recover"])
+        .assert()
+        .get_output()
+        .clone();
+    assert_eq!(output.status.code(), Some(6), "{output:?}");
+    let doc: ProcessCommandDoc = crate::support::parse_one_document(&output.stdout);
+    let error = doc.error.clone().expect("a failure of the command");
+    assert!(error.message.contains("uid 65534"), "{error:?}");
+}

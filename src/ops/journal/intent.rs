@@ -372,8 +372,10 @@ impl Journal {
                 }
             }
             Err(error) => {
+                let hint = crate::files::run_dir_hint("records", "CUDACKPT_RECORD_DIR")
+                    .map_or(String::new(), |hint| format!("; {hint}"));
                 *locked(&self.unwritten) = Some(format!(
-                    "could not write the intent record ({error}): had cudackpt been killed mid-change, `cudackpt recover` would not have known these processes"
+                    "could not write the intent record ({error}): had cudackpt been killed mid-change, `cudackpt recover` would not have known these processes{hint}"
                 ))
             }
         }
@@ -453,15 +455,19 @@ pub fn write(
     })
 }
 
-/// Every intent left by a cudackpt that died, with its file's path.
-pub fn abandoned() -> Vec<(PathBuf, Intent)> {
-    let Ok(Some(dir)) = SafeDir::open_existing(&dir()) else {
-        return Vec::new();
+/// Every intent left by a cudackpt that died, with its file's path; none
+/// when there is no record directory yet. `Err`: the directory is there
+/// but could not be read or trusted, so nobody can say what it holds.
+pub fn abandoned() -> Result<Vec<(PathBuf, Intent)>, UnsafeDir> {
+    let path = dir();
+    let Some(dir) = SafeDir::open_existing(&path)? else {
+        return Ok(Vec::new());
     };
-    let Ok(entries) = std::fs::read_dir(dir.path()) else {
-        return Vec::new();
-    };
-    entries
+    let entries = std::fs::read_dir(dir.path()).map_err(|source| UnsafeDir::Io {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(entries
         .filter_map(|entry| {
             let name = entry.ok()?.file_name().to_str()?.to_string();
             if !name.ends_with(".json") || name.starts_with('.') {
@@ -473,7 +479,7 @@ pub fn abandoned() -> Vec<(PathBuf, Intent)> {
                 .owner_is_dead()
                 .then(|| (dir.path().join(&name), intent))
         })
-        .collect()
+        .collect())
 }
 
 /// An abandoned record taken over by one `recover`: it holds the record's

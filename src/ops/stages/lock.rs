@@ -41,7 +41,9 @@ pub fn lock(
 /// Asked before the pre-flights too, whose advice cannot help a process
 /// left mid-drain, and again once the locks are held.
 pub fn not_left_by_a_dead_cudackpt(ready: &Ready) -> Result<(), Stop> {
-    let abandoned = intent::abandoned();
+    // A record directory that cannot be read was already refused where
+    // records are written; here it hides nothing new.
+    let abandoned = intent::abandoned().unwrap_or_default();
     if abandoned.is_empty() {
         return Ok(());
     }
@@ -116,7 +118,8 @@ fn take(ready: &Ready) -> Result<Held, Stop> {
                 ),
                 format!(
                     "{}; or run with --no-lock if nothing else can act on these processes",
-                    why.hint()
+                    crate::files::run_dir_hint("locks", pidlock::DIR_VAR)
+                        .unwrap_or_else(|| why.hint())
                 ),
             )))
         }

@@ -888,6 +888,8 @@ impl Fixture {
             // A `sudo cargo test` would otherwise make every run one that
             // acts for another user.
             .env_remove("SUDO_UID")
+            .env_remove("PKEXEC_UID")
+            .env_remove("DOAS_USER")
             .stdin(Stdio::null());
         match &self.devices {
             Some(devices) => command.env("FAKE_CUDA_DEVICES", devices),
