@@ -296,10 +296,11 @@ impl<'a> Group<'a> {
         self
     }
 
-    /// CRIU's pre-dump hook: CRIU dumps the trees next, so a tree it could
-    /// not dump is refused before any change.
-    pub(crate) fn criu_dump(mut self) -> Group<'a> {
-        self.request.criu_dump = true;
+    /// CRIU's pre-dump hook: CRIU (`criu`) dumps the trees next, so a tree
+    /// it could not dump is refused before any change, and the intent
+    /// record is handed to it.
+    pub(crate) fn criu_dump(mut self, criu: crate::targets::identity::Identity) -> Group<'a> {
+        self.request.criu_dump = Some(criu);
         self
     }
 }

@@ -459,8 +459,13 @@ pub enum Command {
     /// it when it ends. One left by a cudackpt that was killed (SIGKILL, the
     /// OOM killer, a second signal) names processes that may be locked or
     /// checkpointed; recover brings each one still alive back to where it
-    /// started, and removes the record. Other cudackpt refuse to touch those
-    /// processes until then.
+    /// started, and removes the record. A record whose driver calls had all
+    /// returned (a resume killed while its ranks rebuild) is finished
+    /// forward instead: the processes stay where the calls put them, and
+    /// each is sent the rebuild (or call-off) it is owed. A record that a
+    /// CRIU pre-dump handed over (the dump failed and nobody resumed the
+    /// tree) is recovered the same way, once that CRIU is gone. Other
+    /// cudackpt refuse to touch those processes until then.
     Recover {
         /// Say what would be done, and do nothing.
         #[arg(long)]

@@ -169,7 +169,7 @@ const ENVIRONMENT: [(&str, &str); 27] = [
     ),
     (
         "CUDACKPT_DEBUG_KILL_AT",
-        "Debug builds only (tests): SIGKILL cudackpt itself just before (before-signal:N) or just after (after-signal:N) the Nth drain signal it sends. Release builds ignore it.",
+        "Debug builds only (tests): SIGKILL cudackpt itself just before (before-signal:N) or just after (after-signal:N) the Nth drain signal it sends, or at a CRIU pre-dump whose group is suspended, before its watcher starts (before-watcher). Release builds ignore it.",
     ),
     (
         "RUST_LOG",

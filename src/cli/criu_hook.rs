@@ -28,7 +28,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::api::group::Group;
-use crate::cli::criu_handoff::{self, Handoff};
+use crate::ops::journal::handoff::{self as criu_handoff, Handoff};
 use crate::ops::vocabulary::failure::{Failure, FailureKind};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::report::Report;
@@ -149,7 +149,7 @@ fn run_on(
         .options(super::force_from_env(), false, false)
         .drain_options(drain);
     if dump_follows {
-        group = group.criu_dump();
+        group = group.criu_dump(criu());
     }
     let mut report = group.run(operation);
     report.command = "criu-hook";
@@ -223,6 +223,7 @@ pub fn run(libcuda: Option<&Path>, action: Result<String, ActionNotText>) -> Rep
             };
             let mut report = run_on(libcuda, vec![], vec![root], Operation::Suspend { timeout });
             let suspended = suspended_by(&report);
+            crate::ops::execute::failpoint::kill_at("before-watcher");
             if !suspended.is_empty() {
                 let criu = criu();
                 hand_off(criu, root, &suspended, &mut report);
@@ -238,6 +239,9 @@ pub fn run(libcuda: Option<&Path>, action: Result<String, ActionNotText>) -> Rep
             if root == 1 && !confirmed() {
                 return whole_host_unconfirmed("post-dump");
             }
+            // The dump went on: the record pre-dump handed to this CRIU is
+            // not needed to put the group back any more.
+            crate::ops::journal::intent::release_handed_to(criu());
             // Exactly what this dump's pre-dump suspended, still the same
             // processes. The tree is frozen, and the driver would not answer
             // for a stopped process until it runs again: /proc alone says.
@@ -354,13 +358,29 @@ fn watch_criu(libcuda: Option<&Path>, criu: Identity, suspended: &[Identity], re
     }
 }
 
-/// The watcher: waits for CRIU to end, then resumes what it left alive and
-/// checkpointed, once thawed. A tree CRIU killed (a plain dump) drops out.
+/// The watcher: waits for CRIU to end. A dump that went on ran a
+/// post-dump, which took the intent record pre-dump handed to CRIU (its
+/// own waiter resumes what CRIU leaves running); one that failed left the
+/// record: once the tree is thawed, the group is put back from it, as
+/// `recover` would. Without a record (it could not be handed over), what
+/// is still alive and checkpointed is resumed. What pre-dump left for the
+/// post-dump goes either way.
 pub fn after_criu(libcuda: Option<&Path>, criu: Identity, processes: &[Identity]) -> Report {
     if criu.is_still_there() {
         wait_for_exit(criu.pid);
     }
-    resume_when_thawed(libcuda, processes)
+    let report = match wait_until_thawed(processes) {
+        Err(frozen) => stayed_frozen(&frozen),
+        Ok(_) => match crate::commands::recover::run_handed_to(libcuda, criu) {
+            (true, mut report) => {
+                report.command = "criu-hook";
+                report
+            }
+            (false, _) => resume_when_thawed(libcuda, processes),
+        },
+    };
+    criu_handoff::drop_for(criu);
+    report
 }
 
 /// Blocks until `pid` has exited: on its pidfd, or by polling /proc.
@@ -442,6 +462,25 @@ fn is_stopped(pid: i32) -> Option<bool> {
 /// still alive and still the same processes. Processes that exit (or whose
 /// PID names another process by then) are dropped.
 pub fn resume_when_thawed(libcuda: Option<&Path>, processes: &[Identity]) -> Report {
+    match wait_until_thawed(processes) {
+        Ok(waiting) if waiting.is_empty() => Report::new("criu-hook", Duration::ZERO),
+        Ok(waiting) => run_on(libcuda, waiting, vec![], Operation::Resume),
+        Err(frozen) => stayed_frozen(&frozen),
+    }
+}
+
+/// The failure of processes that stayed frozen past the limit.
+fn stayed_frozen(frozen: &[i32]) -> Report {
+    hook_failure(format!(
+        "{frozen:?} stayed frozen for {} s; not resumed",
+        THAW_WAIT_LIMIT.as_secs()
+    ))
+}
+
+/// Waits until none of `processes` still there is stopped: those left
+/// (none: they exited, a dump without --leave-running), or `Err` with
+/// those that stayed frozen past the limit.
+fn wait_until_thawed(processes: &[Identity]) -> Result<Vec<i32>, Vec<i32>> {
     let started = Instant::now();
     let mut waiting: Vec<i32> = processes.iter().map(|p| p.pid).collect();
     loop {
@@ -449,18 +488,11 @@ pub fn resume_when_thawed(libcuda: Option<&Path>, processes: &[Identity]) -> Rep
             is_stopped(pid).is_some()
                 && processes.iter().any(|p| p.pid == pid && p.is_still_there())
         });
-        if waiting.is_empty() {
-            // They exited: a dump without --leave-running. Nothing to do.
-            return Report::new("criu-hook", started.elapsed());
-        }
         if waiting.iter().all(|&pid| is_stopped(pid) == Some(false)) {
-            return run_on(libcuda, waiting, vec![], Operation::Resume);
+            return Ok(waiting);
         }
         if started.elapsed() > THAW_WAIT_LIMIT {
-            return hook_failure(format!(
-                "{waiting:?} stayed frozen for {} s; not resumed",
-                THAW_WAIT_LIMIT.as_secs()
-            ));
+            return Err(waiting);
         }
         std::thread::sleep(THAW_POLL);
     }

@@ -7,7 +7,6 @@
 pub mod args;
 pub mod artifacts;
 pub mod compat;
-pub mod criu_handoff;
 pub mod criu_hook;
 pub mod logging;
 pub mod parse;

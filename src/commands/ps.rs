@@ -28,10 +28,10 @@ pub fn run(libcuda: Option<&Path>, selectors: Selectors) -> Report {
     });
     if !abandoned.is_empty() {
         for process in &mut report.processes {
-            if let Some((path, owner)) = intent::holding(process.pid, &abandoned) {
+            if let Some((path, owner, left_by)) = intent::holding(process.pid, &abandoned) {
                 process.abandoned_by = Some(owner);
                 process.warnings.push(format!(
-                    "left mid-change by cudackpt PID {owner}, which died (intent record {}): run `cudackpt recover`",
+                    "{left_by} (intent record {}): run `cudackpt recover`",
                     path.display()
                 ));
             }

@@ -2,7 +2,10 @@
 //! (SIGKILL, the OOM killer, a second signal): each abandoned intent record
 //! names its processes and where each started; every one still alive (the
 //! same process) is brought back there through the pipeline, and the
-//! record is removed once all are. `--dry-run` says what it would do.
+//! record is removed once all are. A record whose driver calls had all
+//! returned (a resume killed while its ranks rebuild) is finished forward
+//! instead: its processes stay where the calls put them, and those owed a
+//! rebuild are asked. `--dry-run` says what it would do.
 
 use std::time::Instant;
 
@@ -63,6 +66,50 @@ fn rebuild_drained(report: &mut Report, pids: &[i32], note: &DrainNote, claimed:
 }
 
 pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
+    let mut report = recover_where(libcuda, dry_run, &|_| true);
+    if !dry_run {
+        // Housekeeping: the lock files of processes gone since (a live
+        // process keeps its file between commands; see pidlock).
+        let pruned = crate::ops::journal::pidlock::prune();
+        tracing::debug!(pruned, "removed stale lock files");
+        let pruned = crate::ops::journal::drained::prune();
+        tracing::debug!(pruned, "forgot drained processes gone since");
+        let pruned = crate::ops::journal::handoff::prune();
+        tracing::debug!(
+            pruned,
+            "removed what pre-dumps left for CRIU processes gone since"
+        );
+    }
+    report.command = "recover";
+    report
+}
+
+/// The records a CRIU pre-dump handed to `criu`, now that it has ended
+/// without a post-dump taking them (a failed dump, a killed hook): the
+/// hook's watcher runs this. Whether there was one, and what was done.
+pub fn run_handed_to(
+    libcuda: Option<&std::path::Path>,
+    criu: crate::targets::identity::Identity,
+) -> (bool, Report) {
+    let found = std::sync::atomic::AtomicBool::new(false);
+    let report = recover_where(libcuda, false, &|intent: &Intent| {
+        let handed = intent.handed_to_criu
+            && intent.owner_pid == criu.pid
+            && intent.owner_starttime == criu.starttime;
+        if handed {
+            found.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        handed
+    });
+    (found.into_inner(), report)
+}
+
+/// Recovers every abandoned record that `wanted`.
+fn recover_where(
+    libcuda: Option<&std::path::Path>,
+    dry_run: bool,
+    wanted: &dyn Fn(&Intent) -> bool,
+) -> Report {
     let started = Instant::now();
     let mut report = Report::new("recover", started.elapsed());
     let abandoned = match intent::abandoned() {
@@ -79,21 +126,13 @@ pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
             return report;
         }
     };
-    for (path, _) in abandoned {
+    for (path, _) in abandoned.iter().filter(|(_, intent)| wanted(intent)) {
         // One recover at a time per record: a second one sends nothing.
-        match intent::claim(&path) {
-            Ok(claimed) => recover_record(libcuda, dry_run, &path, claimed, &mut report),
+        match intent::claim(path) {
+            Ok(claimed) => recover_record(libcuda, dry_run, path, claimed, &mut report),
             Err(NotClaimed::Gone) => {}
-            Err(NotClaimed::Busy(holder)) => held_elsewhere(&path, holder, &mut report),
+            Err(NotClaimed::Busy(holder)) => held_elsewhere(path, holder, &mut report),
         }
-    }
-    if !dry_run {
-        // Housekeeping: the lock files of processes gone since (a live
-        // process keeps its file between commands; see pidlock).
-        let pruned = crate::ops::journal::pidlock::prune();
-        tracing::debug!(pruned, "removed stale lock files");
-        let pruned = crate::ops::journal::drained::prune();
-        tracing::debug!(pruned, "forgot drained processes gone since");
     }
     report.duration = started.elapsed();
     report
@@ -127,12 +166,20 @@ fn recover_record(
     report: &mut Report,
 ) {
     let intent = claimed.intent();
+    if intent.calls_done {
+        return finish_forward(libcuda, dry_run, path, claimed, report);
+    }
     let Intent {
         owner_pid, members, ..
     } = &intent;
     let alive: Vec<&Member> = members.iter().filter(|m| m.still_there()).collect();
+    let left_by = if intent.handed_to_criu {
+        format!("handed by a CRIU pre-dump to CRIU PID {owner_pid}, which ended without a post-dump (a failed dump)")
+    } else {
+        format!("left by cudackpt PID {owner_pid}")
+    };
     report.warnings.push(format!(
-        "{} left by cudackpt PID {owner_pid} ({} {}): {} of its {} processes still there",
+        "{} {left_by} ({} {}): {} of its {} processes still there",
         path.display(),
         intent.command,
         members
@@ -192,6 +239,72 @@ fn recover_record(
         rebuild_drained(report, &pids, note, &claimed);
     }
     if all_back && !dry_run {
+        claimed.finish();
+    }
+}
+
+/// A record whose driver calls had all returned: nothing is taken back.
+/// Members running again are sent what the record says they are owed (a
+/// rebuild, a call-off); members the calls left checkpointed or locked
+/// after acknowledging a drain stay drained, and are noted so (their
+/// resume asks them to rebuild). The record goes, whatever the answers.
+fn finish_forward(
+    libcuda: Option<&std::path::Path>,
+    dry_run: bool,
+    path: &std::path::Path,
+    claimed: Claimed,
+    report: &mut Report,
+) {
+    use crate::driver::ProcessState;
+    let intent = claimed.intent();
+    let alive: Vec<i32> = intent
+        .members
+        .iter()
+        .filter(|m| m.still_there())
+        .map(|m| m.pid)
+        .collect();
+    report.warnings.push(format!(
+        "{} left by cudackpt PID {} ({}) after every driver call had returned: finished forward, nothing taken back ({} of its {} processes still there)",
+        path.display(),
+        intent.owner_pid,
+        intent.command,
+        alive.len(),
+        intent.members.len()
+    ));
+    if !alive.is_empty() {
+        let now = Group::new()
+            .libcuda_option(libcuda)
+            .pids(alive)
+            .recovering()
+            .state(false);
+        let in_state = |wanted: &[ProcessState]| -> Vec<i32> {
+            now.processes
+                .iter()
+                .filter(|p| p.state.is_some_and(|s| wanted.contains(&s)))
+                .map(|p| p.pid)
+                .collect()
+        };
+        let running = in_state(&[ProcessState::Running]);
+        let held = in_state(&[ProcessState::Checkpointed, ProcessState::Locked]);
+        report.processes.extend(now.processes.iter().cloned());
+        report.warnings.extend(now.warnings.iter().cloned());
+        if let Some(note) = &intent.drain {
+            if dry_run {
+                report.warnings.push(format!(
+                    "would send PIDs {running:?} what the record says each is owed (signal {}), and leave {held:?} drained",
+                    note.signal
+                ));
+                return;
+            }
+            rebuild_drained(report, &running, note, &claimed);
+            for pid in held {
+                if crate::ops::drain::shows_marker(pid) {
+                    crate::ops::journal::drained::note(pid, note.signal);
+                }
+            }
+        }
+    }
+    if !dry_run {
         claimed.finish();
     }
 }

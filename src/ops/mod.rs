@@ -209,6 +209,9 @@ fn execute_and_finish(
     let map = chosen.pairs.as_deref().unwrap_or_default();
     let oom_watch = postmortem::watch(&request.operation, &ready.targets, snapshot.as_ref());
     let mut reports = executor.run(&request.operation, &ready.targets, map);
+    // From here on a kill leaves the processes where the calls put them:
+    // `recover` finishes the record forward (the rebuild), never back.
+    journal.calls_done();
     remarks.extend(executor.interrupt.unguarded());
     drain.after_calls(
         underway,
@@ -233,6 +236,15 @@ fn execute_and_finish(
             snapshot: snapshot.as_ref(),
         },
     ));
+    if let (Some(criu), false) = (request.criu_dump, request.dry_run) {
+        let suspended: Vec<i32> = reports
+            .iter()
+            .filter(|r| r.ok() && r.did(vocabulary::plan::StepKind::Checkpoint))
+            .map(|r| r.pid)
+            .collect();
+        journal.hand_over(criu, &suspended);
+        remarks.extend(journal.unwritten());
+    }
     for (pid, warning) in rank_warnings {
         if let Some(report) = reports.iter_mut().find(|r| r.pid == pid) {
             report.warnings.push(warning);

@@ -464,6 +464,108 @@ fn a_dump_that_fails_after_pre_dump_gets_its_tree_resumed() {
             assert!(text.contains(&format!("PID {pid} running")), "{text}");
         }
     }
+    // Nothing is left behind: the record pre-dump handed to CRIU, and what
+    // it left for a post-dump that never ran, both go.
+    wait_until("the watcher to clear up", || {
+        fx.intents().is_empty() && handoffs(&fx).is_empty()
+    });
+}
+
+/// What pre-dumps left for post-dumps (`criu-hook/*.json`).
+fn handoffs(fx: &Fixture) -> Vec<std::path::PathBuf> {
+    fs::read_dir(fx.dir().join("records").join("criu-hook"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A pre-dump hook killed after its group was suspended but before its
+/// watcher started once left the tree checkpointed with no trace anyone
+/// read: the intent record was gone, and `recover` said success while the
+/// processes stayed checkpointed. The record now outlives the hand-off
+/// (handed to CRIU): once CRIU has ended, every cudackpt refuses those
+/// processes and `recover` resumes them, and clears what was left for the
+/// post-dump.
+#[test]
+fn a_pre_dump_hook_killed_before_its_watcher_leaves_recover_the_tree() {
+    let fx = Fixture::new();
+    let tree = family(&fx);
+    let cuda = [tree.pid("a"), tree.pid("g")];
+    let criu = format!(
+        "CRTOOLS_SCRIPT_ACTION=pre-dump CRTOOLS_INIT_PID={} CUDACKPT_DEBUG_KILL_AT=before-watcher {}; exit 1",
+        tree.root(),
+        crate::support::cudackpt_bin().display()
+    );
+    let output = fx
+        .command_for(std::path::Path::new("/bin/sh"), &["-c", &criu])
+        .output()
+        .expect("the stand-in CRIU");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    for pid in cuda {
+        assert_eq!(
+            fx.fake_state(pid),
+            "checkpointed",
+            "the hook died after the suspend"
+        );
+    }
+    assert_eq!(fx.intents().len(), 1, "the record outlived the hook");
+    // CRIU is gone: the processes are refused until recovered.
+    let doc: ProcessCommandDoc = fx.json(&["resume", &cuda[0].to_string()], 10);
+    assert_eq!(doc.refusal(cuda[0]).kind, Kind::NeedsRecovery);
+    let doc: ProcessCommandDoc = fx.json(&["recover"], 0);
+    assert!(doc.ok, "{doc:?}");
+    for pid in cuda {
+        assert_eq!(fx.fake_state(pid), "running", "{doc:?}");
+    }
+    assert!(fx.intents().is_empty());
+    assert!(
+        handoffs(&fx).is_empty(),
+        "recover cleared the pre-dump's hand-off"
+    );
+}
+
+/// A dump that went on (its post-dump ran) takes the record pre-dump
+/// handed to CRIU: a CRIU that then ends leaves nothing to recover, and
+/// nothing refused.
+#[test]
+fn a_post_dump_takes_the_record_handed_to_criu() {
+    let fx = Fixture::new();
+    let tree = family(&fx);
+    let a = tree.pid("a");
+    let bin = crate::support::cudackpt_bin();
+    let criu = format!(
+        // `; exit`: the shell stays the parent of both (no exec of the last).
+        "CRTOOLS_INIT_PID={root} CRTOOLS_SCRIPT_ACTION=pre-dump {bin} && CRTOOLS_INIT_PID={root} CRTOOLS_SCRIPT_ACTION=post-dump {bin}; exit $?",
+        root = tree.root(),
+        bin = bin.display()
+    );
+    let output = fx
+        .command_for(std::path::Path::new("/bin/sh"), &["-c", &criu])
+        .output()
+        .expect("the stand-in CRIU");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    // Right after the post-dump (a record the watcher would recover only
+    // after CRIU ends), no record handed to CRIU is left.
+    for record in fx.intents() {
+        let text = fs::read_to_string(&record).unwrap_or_default();
+        assert!(!text.contains("handed_to_criu"), "{text}");
+    }
+    // The post-dump waiter resumes the (never frozen) tree.
+    wait_until("the post-dump waiter to resume the tree", || {
+        fx.fake_state_while_changing(a).as_deref() == Some("running")
+    });
+    // The waiter's own resume writes a record of its own while it runs.
+    wait_until("the watcher and the waiter to finish", || {
+        handoffs(&fx).is_empty() && fx.intents().is_empty()
+    });
+    // Nothing refuses the process: no record was left for recover.
+    let doc: ProcessCommandDoc = fx.json(&["recover"], 0);
+    assert!(doc.processes.is_empty(), "{doc:?}");
 }
 
 #[test]

@@ -428,3 +428,80 @@ fn a_rank_stopped_during_the_drain_calls_it_off_before_any_lock() {
     wait_until("the stopped rank to rebuild", || !shows_marker(quick.pid));
     assert_eq!(signals(&quick_events), 2);
 }
+
+/// Runs `resume` of a drained rank with a SIGKILL of cudackpt at `point`
+/// of its rebuild, then `recover`: returns the rank, its events and
+/// recover's exit status, with the driver calls made by `recover` alone.
+fn resume_killed_then_recover(
+    fx: &Fixture,
+    mode: &str,
+    point: &str,
+) -> (Target, PathBuf, Option<i32>, Vec<String>) {
+    let (rank, events) = rank(fx, mode);
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--drain", &rank.arg()], 0);
+    assert!(doc.ok, "{doc:?}");
+    killed_at(fx, point, &["resume", "--drain-timeout", "2s", &rank.arg()]);
+    assert_eq!(
+        fx.state_of(&rank),
+        "running",
+        "{point}: the resume's calls were made"
+    );
+    assert_eq!(fx.intents().len(), 1, "{point}: the record stays");
+    fx.take_calls();
+    let output = fx
+        .std_command(&["recover", "--json"])
+        .output()
+        .expect("recover");
+    let changes = fx.state_changes();
+    (rank, events, output.status.code(), changes)
+}
+
+/// A `resume` killed just after it sent the rebuild (and, before, while
+/// the drained record still vouched for the marker) once let `recover`
+/// lock and checkpoint a rank that was re-initialising NCCL: on a real
+/// driver a checkpoint that never restores. Its driver calls had all
+/// returned, so `recover` now finishes it forward: no driver call that
+/// changes a state, the rank rebuilds once, the record goes, and nothing
+/// vouches for a marker any more.
+#[test]
+fn a_resume_killed_after_its_rebuild_signal_is_finished_forward() {
+    let fx = Fixture::new();
+    let (rank, events, code, changes) = resume_killed_then_recover(&fx, "ack", "after-signal:1");
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        changes,
+        Vec::<String>::new(),
+        "nothing locked or checkpointed"
+    );
+    assert!(fx.intents().is_empty(), "the record is finished");
+    wait_until("the rank to rebuild", || !shows_marker(rank.pid));
+    assert_eq!(
+        signals(&events),
+        2,
+        "a request and one rebuild: never asked twice"
+    );
+    assert_eq!(fx.state_of(&rank), "running");
+    // Nothing vouches for a marker it might show again: a plain checkpoint
+    // of it is refused like any rank's.
+    let doc: ProcessCommandDoc = fx.json(&["suspend", &rank.arg()], 8);
+    assert_eq!(doc.refusal(rank.pid).kind, Kind::Unrestorable);
+}
+
+/// A `resume` killed before its rebuild signal went (restore and unlock
+/// had succeeded) once left a process nobody could touch: `recover` tried
+/// to take it back to `checkpointed`, the pre-flight refused it as an NCCL
+/// rank (exit 8), the record stayed, and every later command exited 10.
+/// Now `recover` sends the rebuild the record says it is owed.
+#[test]
+fn a_resume_killed_before_its_rebuild_signal_is_finished_forward() {
+    let fx = Fixture::new();
+    let (rank, events, code, changes) = resume_killed_then_recover(&fx, "ack", "before-signal:1");
+    assert_eq!(code, Some(0));
+    assert_eq!(changes, Vec::<String>::new(), "nothing taken back");
+    assert!(fx.intents().is_empty(), "the record is finished");
+    wait_until("the rank to rebuild", || !shows_marker(rank.pid));
+    assert_eq!(signals(&events), 2, "the rebuild went once");
+    // And the rank is free for the next command.
+    let doc: ProcessCommandDoc = fx.json(&["state", &rank.arg()], 0);
+    assert!(doc.ok, "{doc:?}");
+}

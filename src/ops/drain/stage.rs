@@ -695,8 +695,13 @@ pub fn rebuild(
     let mut reports = Vec::new();
     for &target in targets {
         let sendable = drain::may_ask(target, signal).is_ok();
-        if sendable && send(target, signal, ledger).is_ok() {
+        // Forgotten before the send: once a rebuild may have gone, no file
+        // may vouch for the marker (a kill between the two would let a
+        // checkpoint through while the rank rebuilds its communicators).
+        if sendable {
             drained::forget(target.pid);
+        }
+        if sendable && send(target, signal, ledger).is_ok() {
             sent.push(target);
         } else {
             reports.push((
@@ -902,6 +907,8 @@ pub(super) fn rebuild_resumed(
         }
     }
     let until = wait_until(request.drain.timeout, deadline);
+    let asked: Vec<i32> = askable.iter().map(|t| t.pid).collect();
+    ledger.rebuilding(signal.number(), request.drain.timeout, &asked);
     for (pid, drain) in rebuild(&askable, signal, until, ledger, &|| false) {
         if let Some(report) = reports.iter_mut().find(|r| r.pid == pid) {
             note_rebuild(report, &drain);

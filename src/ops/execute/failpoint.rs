@@ -57,3 +57,19 @@ pub fn drain_signal(when: Send) {
 #[cfg(not(debug_assertions))]
 #[inline(always)]
 pub fn drain_signal(_when: Send) {}
+
+/// A debug build's SIGKILL of itself at a named point outside the drain
+/// (`CUDACKPT_DEBUG_KILL_AT=before-watcher`: a CRIU pre-dump whose group is
+/// suspended, before its watcher starts), so tests can show what such a
+/// kill leaves.
+#[cfg(debug_assertions)]
+pub fn kill_at(point: &str) {
+    if std::env::var("CUDACKPT_DEBUG_KILL_AT").is_ok_and(|wanted| wanted == point) {
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    }
+}
+
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub fn kill_at(_point: &str) {}

@@ -92,9 +92,22 @@ pub struct Intent {
     pub owner_pid: i32,
     pub owner_starttime: Option<u64>,
     pub members: Vec<Member>,
-    /// Set when the group was asked to drain (`--drain`).
+    /// Set when the group was asked to drain (`--drain`), or when a
+    /// resume asks processes to rebuild (the phase says which).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<DrainNote>,
+    /// Every driver call of the command has returned (rollbacks included):
+    /// its processes are where it left them, and what is left is signals
+    /// (a rebuild, a call-off). `recover` finishes such a record forward,
+    /// never back: taking a job that is rebuilding its communicators back
+    /// to `checkpointed` would lose it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub calls_done: bool,
+    /// A CRIU pre-dump handed the record to its CRIU (the owner): if CRIU
+    /// ends without a post-dump taking it, the dump failed (or the hook
+    /// was killed) and the group goes back to where it started.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub handed_to_criu: bool,
 }
 
 /// A drained group's handshake, as far as it got: the signal, and every
@@ -147,6 +160,9 @@ pub enum DrainPhase {
     Requested,
     /// Every member acknowledged.
     Drained,
+    /// A resume is asking processes that drained before to rebuild (no
+    /// drain of its own).
+    Rebuilding,
 }
 
 impl DrainNote {
@@ -167,6 +183,21 @@ impl DrainNote {
                     .collect(),
             ),
             sending: None,
+        }
+    }
+
+    /// Notes `pids`, drained before this command, as owed their rebuild
+    /// (those already noted keep their account).
+    pub fn owe_rebuild(&mut self, pids: &[i32]) {
+        let signals = self.signals.get_or_insert_with(Vec::new);
+        for &pid in pids {
+            if !signals.iter().any(|s| s.pid == pid) {
+                signals.push(Signalled {
+                    pid,
+                    sent: 0,
+                    drained_before: true,
+                });
+            }
         }
     }
 
@@ -213,6 +244,11 @@ pub trait SignalLedger {
     fn end(&self, pid: i32, delivered: bool);
     /// After the last send of a round: written down.
     fn flush(&self);
+    /// Before a resume asks `pids` (drained before it) to rebuild with
+    /// `signal`: written down, so that a kill from here on leaves an
+    /// account of who was asked. A ledger that has its drain already
+    /// (`recover`'s) needs nothing more.
+    fn rebuilding(&self, _signal: i32, _timeout: std::time::Duration, _pids: &[i32]) {}
 }
 
 impl Member {
@@ -316,6 +352,8 @@ pub struct Journal {
     drain: std::sync::Mutex<Option<DrainNote>>,
     /// The last record's command and members, to write it again.
     last: std::sync::Mutex<Option<(&'static str, Vec<Member>)>>,
+    /// Every driver call has returned.
+    calls_done: std::sync::atomic::AtomicBool,
 }
 
 impl Journal {
@@ -323,6 +361,15 @@ impl Journal {
     pub fn drain(&self, operation: &Operation, places: &[Place], note: DrainNote) {
         *locked(&self.drain) = Some(note);
         self.record(operation, places);
+    }
+
+    /// Every driver call of the command has returned: the record says so
+    /// (if one was written), so that a kill from here on is finished
+    /// forward by `recover`.
+    pub fn calls_done(&self) {
+        self.calls_done
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.rewrite();
     }
 
     /// Writes the record again with the drain at `phase`.
@@ -364,7 +411,12 @@ impl Journal {
     fn write_members(&self, command: &'static str, members: Vec<Member>) {
         *locked(&self.last) = Some((command, members.clone()));
         let drain = locked(&self.drain).clone();
-        match write(command, members, drain) {
+        let calls_done = self.calls_done.load(std::sync::atomic::Ordering::SeqCst);
+        let record = Intent {
+            calls_done,
+            ..Intent::of_this_process(command, members, drain)
+        };
+        match write(&record) {
             Ok(written) => {
                 // The new record replaced the old one under the same name.
                 if let Some(mut old) = locked(&self.written).replace(written) {
@@ -376,6 +428,48 @@ impl Journal {
                     .map_or(String::new(), |hint| format!("; {hint}"));
                 *locked(&self.unwritten) = Some(format!(
                     "could not write the intent record ({error}): had cudackpt been killed mid-change, `cudackpt recover` would not have known these processes{hint}"
+                ))
+            }
+        }
+    }
+
+    /// Hands the record to `criu` (CRIU's pre-dump hook, once its group is
+    /// suspended), narrowed to `suspended` (those this command
+    /// checkpointed), so that it outlives this command: a post-dump takes
+    /// it (the dump went on), and a CRIU that ends without one leaves it to
+    /// the hook's watcher and `recover`, which put the group back. Nothing
+    /// suspended: the record goes as usual.
+    pub fn hand_over(&self, criu: crate::targets::identity::Identity, suspended: &[i32]) {
+        let last = locked(&self.last).clone();
+        let Some((command, members)) = last.filter(|_| !suspended.is_empty()) else {
+            return;
+        };
+        let record = Intent {
+            owner_pid: criu.pid,
+            owner_starttime: criu.starttime,
+            handed_to_criu: true,
+            ..Intent::of_this_process(
+                command,
+                members
+                    .into_iter()
+                    .filter(|m| suspended.contains(&m.pid))
+                    .collect(),
+                locked(&self.drain).clone(),
+            )
+        };
+        match write(&record) {
+            Ok(mut handed) => {
+                // CRIU's now: neither this record nor the old one goes when
+                // this command ends.
+                handed.owns_file = false;
+                if let Some(mut old) = locked(&self.written).take() {
+                    old.owns_file = false;
+                }
+                set_in_flight(None);
+            }
+            Err(error) => {
+                *locked(&self.unwritten) = Some(format!(
+                    "could not hand the intent record to CRIU ({error}): if the dump fails and the hook's watcher cannot resume the group, `cudackpt recover` will not know it"
                 ))
             }
         }
@@ -411,6 +505,16 @@ impl SignalLedger for Journal {
             self.rewrite();
         }
     }
+
+    fn rebuilding(&self, signal: i32, timeout: std::time::Duration, pids: &[i32]) {
+        locked(&self.drain)
+            .get_or_insert_with(|| DrainNote {
+                phase: DrainPhase::Rebuilding,
+                ..DrainNote::new(signal, timeout, &[])
+            })
+            .owe_rebuild(pids);
+        self.rewrite();
+    }
 }
 
 /// The names of the steps `operation` plans from `start` (pure).
@@ -424,23 +528,33 @@ pub fn planned_steps(operation: &Operation, start: Option<ProcessState>) -> Vec<
     }
 }
 
-/// Writes this command's intent, atomically.
-pub fn write(
-    command: &str,
-    members: Vec<Member>,
-    drain: Option<DrainNote>,
-) -> Result<Written, UnsafeDir> {
+impl Intent {
+    /// A record of this process's command.
+    pub fn of_this_process(
+        command: &str,
+        members: Vec<Member>,
+        drain: Option<DrainNote>,
+    ) -> Intent {
+        let me = std::process::id() as i32;
+        Intent {
+            schema_version: 1,
+            command: command.to_string(),
+            owner_pid: me,
+            owner_starttime: process::starttime(me),
+            members,
+            drain,
+            calls_done: false,
+            handed_to_criu: false,
+        }
+    }
+}
+
+/// Writes an intent record of this process, atomically (under this
+/// process's PID, whoever its owner).
+pub fn write(intent: &Intent) -> Result<Written, UnsafeDir> {
     let dir = SafeDir::create(&dir())?;
     let me = std::process::id() as i32;
-    let intent = Intent {
-        schema_version: 1,
-        command: command.to_string(),
-        owner_pid: me,
-        owner_starttime: process::starttime(me),
-        members,
-        drain,
-    };
-    let text = serde_json::to_string_pretty(&intent).unwrap_or_default();
+    let text = serde_json::to_string_pretty(intent).unwrap_or_default();
     let name = file_name(me);
     dir.write_atomic(&name, text.as_bytes())
         .map_err(|source| UnsafeDir::Io {
@@ -480,6 +594,32 @@ pub fn abandoned() -> Result<Vec<(PathBuf, Intent)>, UnsafeDir> {
                 .then(|| (dir.path().join(&name), intent))
         })
         .collect())
+}
+
+/// Removes the records a pre-dump handed to `criu`, which is alive and
+/// dumping (its post-dump takes them: the dump went on, and its own waiter
+/// resumes what CRIU leaves running). Returns how many.
+pub fn release_handed_to(criu: crate::targets::identity::Identity) -> usize {
+    let Ok(Some(dir)) = SafeDir::open_existing(&dir()) else {
+        return 0;
+    };
+    let mut released = 0;
+    for (name, _) in dir.pid_files(".json") {
+        let handed = dir
+            .read_capped(&name, INTENT_CAP)
+            .ok()
+            .flatten()
+            .and_then(|text| serde_json::from_str::<Intent>(&text).ok())
+            .is_some_and(|intent| {
+                intent.handed_to_criu
+                    && intent.owner_pid == criu.pid
+                    && intent.owner_starttime == criu.starttime
+            });
+        if handed && dir.remove(&name).is_ok() {
+            released += 1;
+        }
+    }
+    released
 }
 
 /// An abandoned record taken over by one `recover`: it holds the record's
@@ -582,16 +722,35 @@ impl SignalLedger for Claimed {
     }
 }
 
-/// The abandoned intent that names `pid` (the same process), if any.
-pub fn holding(pid: i32, abandoned: &[(PathBuf, Intent)]) -> Option<(PathBuf, i32)> {
+/// The abandoned intent that names `pid` (the same process), if any: its
+/// path, the PID of its owner, and who that owner was in words.
+pub fn holding(pid: i32, abandoned: &[(PathBuf, Intent)]) -> Option<(PathBuf, i32, String)> {
     let now = process::starttime(pid);
     abandoned.iter().find_map(|(path, intent)| {
         intent
             .members
             .iter()
             .any(|m| m.pid == pid && m.started_at(now))
-            .then(|| (path.clone(), intent.owner_pid))
+            .then(|| (path.clone(), intent.owner_pid, intent.left_by()))
     })
+}
+
+impl Intent {
+    /// Who left the record, in words: a cudackpt that died mid-change, or
+    /// the CRIU a pre-dump handed it to, which ended without a post-dump.
+    pub fn left_by(&self) -> String {
+        if self.handed_to_criu {
+            format!(
+                "suspended for CRIU PID {}, which ended without dumping it (a failed dump)",
+                self.owner_pid
+            )
+        } else {
+            format!(
+                "being changed by cudackpt PID {}, which died mid-change",
+                self.owner_pid
+            )
+        }
+    }
 }
 
 #[cfg(test)]

@@ -27,13 +27,13 @@ const IO_URING_FIX: &str = "for torchrun's launcher see the README, \"Checkpoint
 /// The pre-flight: `Ok` with warnings for the report (a dry run, or
 /// `--force`), or the refusal of the pre-dump.
 pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<String>, Stop> {
-    if !request.operation.checkpoints() || !(request.criu_dump || request.dry_run) {
+    if !request.operation.checkpoints() || !(request.criu_dump.is_some() || request.dry_run) {
         return Ok(Vec::new());
     }
     // CRIU dumps the trees it was given; a dry run also looks below each
     // process it names.
     let mut roots = request.selectors.trees.clone();
-    if !request.criu_dump {
+    if request.criu_dump.is_none() {
         roots.extend(ready.targets.iter().map(|t| t.pid));
     }
     let pids = discover::trees(&roots);
@@ -48,7 +48,7 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<String>, Stop> 
     if failures.is_empty() {
         return Ok(Vec::new());
     }
-    if !request.criu_dump {
+    if request.criu_dump.is_none() {
         return Ok(failures
             .values()
             .map(|(_, f)| {

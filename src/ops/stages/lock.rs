@@ -47,7 +47,7 @@ pub fn not_left_by_a_dead_cudackpt(ready: &Ready) -> Result<(), Stop> {
     if abandoned.is_empty() {
         return Ok(());
     }
-    let Some((target, (path, owner))) = ready
+    let Some((target, (path, _, left_by))) = ready
         .targets
         .iter()
         .find_map(|t| intent::holding(t.pid, &abandoned).map(|held| (t, held)))
@@ -59,7 +59,7 @@ pub fn not_left_by_a_dead_cudackpt(ready: &Ready) -> Result<(), Stop> {
         failure: Some(Failure::new(
             FailureKind::NeedsRecovery,
             format!(
-                "refused before any change: PID {} was being changed by cudackpt PID {owner}, which died mid-change (its intent record {} is still there)",
+                "refused before any change: PID {} was {left_by} (its intent record {} is still there)",
                 target.pid,
                 path.display()
             ),

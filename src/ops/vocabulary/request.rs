@@ -56,9 +56,12 @@ pub struct Request<'a> {
     /// is an error (exit 1), as NVIDIA's tool says; the modern grammar
     /// reports it "already there" and succeeds.
     pub nvidia_errors: bool,
-    /// CRIU dumps the trees once this command is done (its pre-dump hook):
-    /// a tree it could not dump is refused first.
-    pub criu_dump: bool,
+    /// CRIU (this process) dumps the trees once this command is done (its
+    /// pre-dump hook): a tree it could not dump is refused first, and the
+    /// intent record outlives the command, handed to that CRIU: if it ends
+    /// without a post-dump taking it (a failed dump, a killed hook),
+    /// `recover` and the hook's watcher put the group back.
+    pub criu_dump: Option<crate::targets::identity::Identity>,
 }
 
 /// The drain handshake of a request (cudackpt(1), DRAIN PROTOCOL).
@@ -111,7 +114,7 @@ impl<'a> Request<'a> {
             recovering: false,
             drain: Drain::default(),
             nvidia_errors: false,
-            criu_dump: false,
+            criu_dump: None,
         }
     }
 }

@@ -44,6 +44,46 @@ pub fn give(handoff: &Handoff) -> Result<(), UnsafeDir> {
         })
 }
 
+/// Removes what a pre-dump left for `criu` (the watcher, once that CRIU
+/// has ended: a failed dump runs no post-dump to take it).
+pub fn drop_for(criu: Identity) {
+    let Ok(Some(dir)) = SafeDir::open_existing(&dir()) else {
+        return;
+    };
+    let name = file_name(criu.pid);
+    let mine = dir
+        .read_capped(&name, CAP)
+        .ok()
+        .flatten()
+        .and_then(|text| serde_json::from_str::<Handoff>(&text).ok())
+        .is_some_and(|handoff| handoff.criu == criu);
+    if mine {
+        let _ = dir.remove(&name);
+    }
+}
+
+/// Removes what pre-dumps left for CRIU processes that are gone (a dump
+/// that failed, and whose watcher never ran): `recover`'s housekeeping.
+/// Returns how many.
+pub fn prune() -> usize {
+    let Ok(Some(dir)) = SafeDir::open_existing(&dir()) else {
+        return 0;
+    };
+    let mut pruned = 0;
+    for (name, _) in dir.pid_files(".json") {
+        let gone = dir
+            .read_capped(&name, CAP)
+            .ok()
+            .flatten()
+            .and_then(|text| serde_json::from_str::<Handoff>(&text).ok())
+            .is_none_or(|handoff| !handoff.criu.is_still_there());
+        if gone && dir.remove(&name).is_ok() {
+            pruned += 1;
+        }
+    }
+    pruned
+}
+
 /// Takes (reads and removes) what the pre-dump of this same CRIU process,
 /// for this tree, suspended: `None` when it suspended nothing (or another
 /// CRIU, since gone, wrote the file).
