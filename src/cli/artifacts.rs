@@ -82,7 +82,7 @@ devices: {\"schema_version\":1, \"command\":\"devices\", \"ok\":BOOL, \"exit_cod
 demo: {\"schema_version\":1, \"command\":\"demo\", \"ok\":BOOL, \"exit_code\":N, \"pid\":N, \"size_bytes\":N, \"gpu\":GPU, \
 \"steps\":[{\"step\", \"ok\", \"state\", \"duration_ms\"}], \"data_intact\":BOOL, \"hash_before\":HEX, \"hash_after\":HEX, \"error\":ERROR}.";
 
-const ENVIRONMENT: [(&str, &str); 27] = [
+const ENVIRONMENT: [(&str, &str); 28] = [
     (
         "CUDACKPT_DRAIN",
         "1: drain before the lock (as --drain), for NVIDIA's grammar (--action lock, --toggle) and the CRIU hook's pre-dump, which have no --drain. Drained processes are asked to rebuild after a resume whether or not it is set. CRIU's CUDA plugin locks a frozen tree, which cannot drain: use the action-script mode.",
@@ -166,6 +166,10 @@ const ENVIRONMENT: [(&str, &str); 27] = [
     (
         "CUDACKPT_DEBUG_DEVICE_PREFIX",
         "Debug builds only (tests): the path prefix taken for GPU device nodes (/dev/nvidia) by the check of what CRIU could not dump, so that a file can stand in for /dev/nvidia0. Release builds ignore it.",
+    ),
+    (
+        "CUDACKPT_DEBUG_USER_RUNTIME_BASE",
+        "Debug builds only (tests): the directory read instead of /run/user, where root finds users' runtime directories (and writes the intent record of a group of one user's processes). Release builds ignore it.",
     ),
     (
         "CUDACKPT_DEBUG_KILL_AT",

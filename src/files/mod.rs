@@ -236,10 +236,28 @@ pub fn acting_for() -> Option<Invoker> {
 /// not root, or is root itself, `work` runs here as it is. `Err`: the
 /// credentials could not be taken on.
 pub fn as_invoker<T: Send>(work: impl FnOnce() -> T + Send) -> io::Result<T> {
+    match acting_for() {
+        Some(user) => as_user(user, work),
+        None => Ok(work()),
+    }
+}
+
+/// The user `uid` as [`as_user`] takes them on: their primary group from
+/// /etc/passwd, else the overflow group.
+pub fn user(uid: u32) -> Invoker {
+    let passwd = read_capped(Path::new("/etc/passwd"), PASSWD_CAP).unwrap_or_default();
+    let gid = passwd_entry(&passwd, |_, entry_uid| entry_uid == uid).map(|(_, gid)| gid);
+    Invoker {
+        uid,
+        gid: gid.unwrap_or(OVERFLOW_GID),
+    }
+}
+
+/// Runs `work` with `user`'s credentials, on a scoped thread that takes
+/// them on (Linux keeps them per thread) and ends, so this thread's stay
+/// what they were. Root alone can take on another user's.
+pub fn as_user<T: Send>(user: Invoker, work: impl FnOnce() -> T + Send) -> io::Result<T> {
     use rustix::process::{Gid, Uid};
-    let Some(user) = acting_for() else {
-        return Ok(work());
-    };
     std::thread::scope(|scope| {
         let worker = std::thread::Builder::new()
             .name("cudackpt-as-user".into())

@@ -121,6 +121,10 @@ pub fn judge_dir(path: &Path, owner: u32, mode: u32, me: u32) -> Result<(), Unsa
 pub struct SafeDir {
     fd: OwnedFd,
     path: PathBuf,
+    /// Who besides root may own it and its files: the user cudackpt runs
+    /// as, or the user whose directory it is (a user's runtime directory,
+    /// read by root).
+    trusted: u32,
 }
 
 impl SafeDir {
@@ -170,7 +174,23 @@ impl SafeDir {
         SafeDir::open(path)
     }
 
+    /// Opens `path` if it exists and is safe as a directory of `user`
+    /// (root reading a user's own runtime directory): theirs or root's,
+    /// and its files theirs or root's. `Ok(None)` when it does not exist.
+    pub fn open_existing_of(path: &Path, user: u32) -> Result<Option<SafeDir>, UnsafeDir> {
+        match SafeDir::open_trusting(path, user) {
+            Err(UnsafeDir::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                Ok(None)
+            }
+            other => other.map(Some),
+        }
+    }
+
     fn open(path: &Path) -> Result<SafeDir, UnsafeDir> {
+        SafeDir::open_trusting(path, my_uid())
+    }
+
+    fn open_trusting(path: &Path, user: u32) -> Result<SafeDir, UnsafeDir> {
         let fd = rustix::fs::open(
             path,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -195,15 +215,26 @@ impl SafeDir {
             path: path.to_path_buf(),
             source: e.into(),
         })?;
-        judge_dir(path, stat.st_uid, stat.st_mode, my_uid())?;
+        judge_dir(path, stat.st_uid, stat.st_mode, user)?;
         Ok(SafeDir {
             fd,
             path: path.to_path_buf(),
+            trusted: user,
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Runs `work` as this directory's user (root writing in a user's
+    /// runtime directory: what it makes there stays theirs to read), or
+    /// as this process where that is who it is.
+    pub fn as_its_user<T: Send>(&self, work: impl FnOnce() -> T + Send) -> io::Result<T> {
+        if self.trusted == my_uid() || my_uid() != 0 {
+            return Ok(work());
+        }
+        super::as_user(super::user(self.trusted), work)
     }
 
     /// Whether the directory at its path is still this one (not removed,
@@ -238,11 +269,11 @@ impl SafeDir {
         if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
             return Err(UnsafeDir::NotRegular { path });
         }
-        if !trusted(stat.st_uid, my_uid()) {
+        if !trusted(stat.st_uid, self.trusted) {
             return Err(UnsafeDir::Owner {
                 path,
                 owner: stat.st_uid,
-                expected: my_uid(),
+                expected: self.trusted,
             });
         }
         Ok(())
@@ -308,11 +339,11 @@ impl SafeDir {
         };
         match FileType::from_raw_mode(stat.st_mode) {
             FileType::Symlink => Err(UnsafeDir::Symlink { path }),
-            FileType::RegularFile if trusted(stat.st_uid, my_uid()) => Ok(()),
+            FileType::RegularFile if trusted(stat.st_uid, self.trusted) => Ok(()),
             FileType::RegularFile => Err(UnsafeDir::Owner {
                 path,
                 owner: stat.st_uid,
-                expected: my_uid(),
+                expected: self.trusted,
             }),
             _ => Err(UnsafeDir::NotRegular { path }),
         }

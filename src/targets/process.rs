@@ -77,6 +77,18 @@ impl PartialEq for Identity {
 
 impl Eq for Identity {}
 
+impl Identity {
+    /// Its start time when checked (field 22 of /proc/PID/stat).
+    pub fn starttime(&self) -> Option<u64> {
+        self.starttime
+    }
+
+    /// Its owner (real uid) when checked.
+    pub fn owner(&self) -> Option<u32> {
+        self.owner
+    }
+}
+
 /// How a target stopped being the process that was checked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdentityLost {

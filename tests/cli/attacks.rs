@@ -653,3 +653,111 @@ fn recover_that_cannot_look_says_so_and_fails() {
     let error = doc.error.clone().expect("a failure of the command");
     assert!(error.message.contains("uid 65534"), "{error:?}");
 }
+
+/// Root and the process's owner kept their intent records apart: after
+/// root's `resume` of a user's process died mid-change, root refused the
+/// PID (exit 10) while the owner's own `resume` went ahead, and root's
+/// `recover` then planned to take the running job back. Root now writes the
+/// record of a group of one user's processes in that user's runtime
+/// directory, as that user: the owner's cudackpt refuses the process too,
+/// and either one's `recover` puts it back, once.
+#[test]
+fn root_and_the_owner_see_one_record() {
+    use crate::support::SpawnGuarded;
+    use std::os::unix::process::CommandExt;
+    if !is_root() {
+        crate::support::prerequisite("run a process as another user (needs root)", false);
+        return;
+    }
+    let fx = Fixture::new();
+    let bin = fx.world_runnable_cudackpt();
+    let fake = fx.world_fake();
+    let state = fx.dir().join("shared-state");
+    fs::create_dir(&state).expect("dir");
+    fs::set_permissions(&state, fs::Permissions::from_mode(0o777)).expect("chmod");
+    // The user's runtime directory, as logind makes it.
+    let runtime = fx.dir().join("run-user").join(NOBODY.to_string());
+    fs::create_dir_all(&runtime).expect("runtime dir");
+    fs::set_permissions(fx.dir().join("run-user"), fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    fs::set_permissions(&runtime, fs::Permissions::from_mode(0o700)).expect("chmod");
+    std::os::unix::fs::chown(&runtime, Some(NOBODY), Some(NOBODY)).expect("chown");
+    let target = std::process::Command::new("sleep")
+        .arg("600")
+        .env("LD_PRELOAD", &fake)
+        .env("FAKE_CUDA_STATE_DIR", &state)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .spawn_guarded();
+    let pid = target.id().to_string();
+    crate::support::wait_until("the target to map the fake", || {
+        fs::read_to_string(format!("/proc/{pid}/maps"))
+            .is_ok_and(|m| m.contains(fake.to_str().expect("utf-8")))
+    });
+    let as_root = |args: &[&str], env: &[(&str, &str)]| {
+        let mut command = fx.std_command(args);
+        command
+            .env("CUDACKPT_LIBCUDA", &fake)
+            .env("FAKE_CUDA_STATE_DIR", &state)
+            .envs(env.iter().copied());
+        command.output().expect("root's cudackpt")
+    };
+    let as_owner = |args: &[&str]| {
+        std::process::Command::new(&bin)
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("CUDACKPT_LIBCUDA", &fake)
+            .env("FAKE_CUDA_STATE_DIR", &state)
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .current_dir("/")
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .output()
+            .expect("the owner's cudackpt")
+    };
+    assert_eq!(as_root(&["suspend", &pid], &[]).status.code(), Some(0));
+    // Root's resume dies between its restore and its unlock.
+    let died = as_root(
+        &["resume", &pid],
+        &[("CUDACKPT_DEBUG_PANIC_AFTER", "restore")],
+    );
+    assert_ne!(died.status.code(), Some(0), "{died:?}");
+    let records: Vec<_> = fs::read_dir(runtime.join("cudackpt/intents"))
+        .expect("the record is in the owner's directory")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .collect();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(
+        fs::metadata(records[0].path()).expect("record").uid(),
+        NOBODY,
+        "written as the owner, so theirs to read"
+    );
+    // The fake driver keeps its state in files root made: the owner's
+    // cudackpt must write them too (the real driver has no such files).
+    for entry in fs::read_dir(&state).expect("state").flatten() {
+        let _ = fs::set_permissions(entry.path(), fs::Permissions::from_mode(0o666));
+    }
+    // The owner's own resume is refused, as root's is.
+    let output = as_owner(&["--json", "resume", &pid]);
+    assert_eq!(output.status.code(), Some(10), "{output:?}");
+    let output = as_root(&["--json", "resume", &pid], &[]);
+    assert_eq!(output.status.code(), Some(10), "{output:?}");
+    // The owner's recover puts it back where root's resume started.
+    let output = as_owner(&["--json", "recover"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let output = as_root(&["--json", "state", &pid], &[]);
+    let doc: ProcessCommandDoc = crate::support::parse_one_document(&output.stdout);
+    assert_eq!(
+        doc.process(target.id() as i32).state,
+        State::Checkpointed,
+        "{doc:?}"
+    );
+    // Nothing is left for root to recover, and its resume goes.
+    let doc: ProcessCommandDoc = crate::support::parse_one_document(
+        &as_root(&["--json", "recover", "--dry-run"], &[]).stdout,
+    );
+    assert!(doc.processes.is_empty(), "{doc:?}");
+    assert_eq!(as_root(&["resume", &pid], &[]).status.code(), Some(0));
+}

@@ -699,3 +699,128 @@ kill $B"#,
         "nothing asked of the newcomer: {changes:?}"
     );
 }
+
+/// Root and a capable copy (or the process's owner) keep their lock files
+/// in run directories of their own, so a capable copy once ran `unlock`
+/// in the middle of root's checkpoint with no "busy". Every cudackpt now
+/// also holds the process's name in the abstract socket namespace, which
+/// every user shares: the second is refused (exit 10, in use) before any
+/// driver call, whoever runs it.
+#[test]
+fn root_and_a_capable_copy_never_interleave_on_one_process() {
+    use crate::support::SpawnGuarded;
+    use crate::wire::{Kind, ProcessCommandDoc};
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    if !as_root("run a capable copy as another user") {
+        return;
+    }
+    let Some(setcap) = setcap() else {
+        prerequisite("find setcap (Debian's libcap2-bin)", false);
+        return;
+    };
+    let fx = Fixture::new();
+    let bin = fx.world_runnable_cudackpt();
+    let status = std::process::Command::new(&setcap)
+        .args(["cap_sys_ptrace+ep"])
+        .arg(&bin)
+        .status()
+        .expect("run setcap");
+    if !prerequisite("set a file capability here", status.success()) {
+        return;
+    }
+    // A state directory both may write, and the copy's own run directory.
+    let state = fx.dir().join("shared-state");
+    let theirs = fx.dir().join("nobody-run");
+    for (dir, mode) in [(&state, 0o777), (&theirs, 0o700)] {
+        fs::create_dir(dir).expect("dir");
+        fs::set_permissions(dir, fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+    std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).expect("chown");
+    let fake = fx.world_fake();
+    let target = std::process::Command::new("sleep")
+        .arg("600")
+        .env("LD_PRELOAD", &fake)
+        .env("FAKE_CUDA_STATE_DIR", &state)
+        .spawn_guarded();
+    let pid = target.id().to_string();
+    crate::support::wait_until("the target to map the fake", || {
+        fs::read_to_string(format!("/proc/{pid}/maps"))
+            .is_ok_and(|m| m.contains(fake.to_str().expect("utf-8")))
+    });
+    // Root's suspend, slow in its checkpoint.
+    let mut roots = fx.std_command(&["--json", "suspend", &pid]);
+    // The fake knows its processes by the library they map: the same copy.
+    roots
+        .env("CUDACKPT_LIBCUDA", &fake)
+        .env("FAKE_CUDA_STATE_DIR", &state)
+        .env("FAKE_CUDA_INJECT", "checkpoint=delay:3000");
+    roots
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let roots = roots.spawn_guarded();
+    let record = state.join(format!("{pid}.json"));
+    crate::support::wait_until("root's suspend to lock the process", || {
+        fs::read_to_string(&record).is_ok_and(|t| t.contains("\"locked\""))
+    });
+    let output = std::process::Command::new(&bin)
+        .args(["--json", "unlock", &pid])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("CUDACKPT_LIBCUDA", &fake)
+        .env("FAKE_CUDA_STATE_DIR", &state)
+        .env("XDG_RUNTIME_DIR", &theirs)
+        .current_dir("/")
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .expect("the capable copy");
+    assert_eq!(output.status.code(), Some(10), "{output:?}");
+    let doc: ProcessCommandDoc = crate::support::parse_one_document(&output.stdout);
+    let error = doc.refusal(target.id() as i32);
+    assert_eq!(error.kind, Kind::InUse, "{error:?}");
+    let done = roots.wait_with_output().expect("root's suspend");
+    assert_eq!(done.status.code(), Some(0), "{done:?}");
+}
+
+/// Anyone may bind any abstract name: a user who squats the lock name of
+/// a process they could never act on (root's) is ignored, and root's
+/// command goes on.
+#[test]
+fn a_squatted_lock_name_stops_nobody() {
+    use crate::support::SpawnGuarded;
+    use std::os::unix::process::CommandExt;
+    if !as_root("run a process as another user") {
+        return;
+    }
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    let stat = fs::read_to_string(format!("/proc/{}/stat", target.pid)).expect("stat");
+    let starttime = stat[stat.rfind(')').expect("comm") + 2..]
+        .split_whitespace()
+        .nth(19)
+        .expect("field 22")
+        .to_string();
+    let name = format!("cudackpt/process/{}@{starttime}", target.pid);
+    let squat = format!(
+        "import socket, time\ns = socket.socket(socket.AF_UNIX)\ns.bind('\\0{name}')\ns.listen(4)\nprint('bound', flush=True)\ntime.sleep(600)"
+    );
+    let mut squatter = std::process::Command::new("python3");
+    squatter
+        .args(["-c", &squat])
+        .stdout(std::process::Stdio::piped())
+        .uid(NOBODY)
+        .gid(NOBODY);
+    let mut squatter = squatter.spawn_guarded();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(squatter.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("the squatter says");
+    assert_eq!(line.trim(), "bound");
+    for step in ["lock", "unlock"] {
+        let doc: crate::wire::ProcessCommandDoc = fx.json(&[step, &target.arg()], 0);
+        assert!(doc.ok, "{step}: {doc:?}");
+    }
+}

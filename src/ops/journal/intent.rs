@@ -36,6 +36,10 @@ pub struct Member {
     /// `checkpoint`); empty when it had nothing to do.
     #[serde(default)]
     pub plan: Vec<String>,
+    /// Its owner (real uid), which says whose runtime directory may hold
+    /// the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<u32>,
 }
 
 /// The state a member started in, as the record keeps it: the driver's
@@ -278,6 +282,67 @@ pub fn dir() -> PathBuf {
     crate::gpu::record::dir(None).join("intents")
 }
 
+/// Where users' runtime directories are (`/run/user/UID`, as systemd-logind
+/// makes them); a debug build takes another from
+/// `CUDACKPT_DEBUG_USER_RUNTIME_BASE` (the tests' stand-in).
+fn user_runtime_base() -> PathBuf {
+    #[cfg(debug_assertions)]
+    if let Some(base) =
+        std::env::var_os("CUDACKPT_DEBUG_USER_RUNTIME_BASE").filter(|b| !b.is_empty())
+    {
+        return PathBuf::from(base);
+    }
+    PathBuf::from("/run/user")
+}
+
+/// The intents directory of user `uid`, as their own cudackpt keeps it
+/// (`$XDG_RUNTIME_DIR/cudackpt/intents`, `/run/user/UID/...`).
+fn user_intents(uid: u32) -> PathBuf {
+    user_runtime_base()
+        .join(uid.to_string())
+        .join("cudackpt")
+        .join("intents")
+}
+
+/// The user whose runtime directory holds intents at `dir`, when it is one
+/// (pure but for the base).
+fn user_of_intents(dir: &std::path::Path) -> Option<u32> {
+    let relative = dir.strip_prefix(user_runtime_base()).ok()?;
+    let uid: u32 = relative
+        .components()
+        .next()?
+        .as_os_str()
+        .to_str()?
+        .parse()
+        .ok()?;
+    (dir == user_intents(uid)).then_some(uid)
+}
+
+/// A process's owner (real uid), from /proc.
+fn owner_of(pid: i32) -> Option<u32> {
+    process::read_status(pid)
+        .ok()
+        .flatten()
+        .map(|status| status.uids[0])
+}
+
+/// Where root writes the record of `members`: in the runtime directory of
+/// their one owner when that is another user who has one, so that the
+/// owner's own cudackpt sees it (and refuses those processes, or recovers
+/// them) and root's commands and theirs never take a process two ways;
+/// else in root's. Another user's cudackpt writes in its own.
+fn home_for(members: &[Member]) -> Option<u32> {
+    if !rustix::process::geteuid().is_root() {
+        return None;
+    }
+    let mut owners = members.iter().map(|m| m.owner);
+    let first = owners.next()??;
+    let one_owner = first != 0 && owners.all(|owner| owner == Some(first));
+    let runtime = user_runtime_base().join(first.to_string());
+    (one_owner && SafeDir::open_existing_of(&runtime, first).is_ok_and(|d| d.is_some()))
+        .then_some(first)
+}
+
 fn file_name(owner: i32) -> String {
     format!("{owner}.json")
 }
@@ -402,6 +467,7 @@ impl Journal {
                     starttime: process::starttime(place.pid),
                     start: Start::from(start),
                     plan: planned_steps(operation, start),
+                    owner: owner_of(place.pid),
                 }
             })
             .collect();
@@ -529,6 +595,13 @@ pub fn planned_steps(operation: &Operation, start: Option<ProcessState>) -> Vec<
 }
 
 impl Intent {
+    /// Keeps the members that are `user`'s processes (recorded so, and
+    /// still so): all a record in that user's directory is believed of.
+    fn keep_members_of(&mut self, user: u32) {
+        self.members
+            .retain(|m| m.owner == Some(user) && owner_of(m.pid).is_none_or(|o| o == user));
+    }
+
     /// A record of this process's command.
     pub fn of_this_process(
         command: &str,
@@ -550,17 +623,29 @@ impl Intent {
 }
 
 /// Writes an intent record of this process, atomically (under this
-/// process's PID, whoever its owner).
+/// process's PID, whoever its owner), where its members' owner finds it
+/// ([`home_for`]).
 pub fn write(intent: &Intent) -> Result<Written, UnsafeDir> {
-    let dir = SafeDir::create(&dir())?;
     let me = std::process::id() as i32;
-    let text = serde_json::to_string_pretty(intent).unwrap_or_default();
     let name = file_name(me);
-    dir.write_atomic(&name, text.as_bytes())
-        .map_err(|source| UnsafeDir::Io {
-            path: dir.path().join(&name),
-            source,
-        })?;
+    let text = serde_json::to_string_pretty(intent).unwrap_or_default();
+    let save = |path: PathBuf| -> Result<SafeDir, UnsafeDir> {
+        let dir = SafeDir::create(&path)?;
+        dir.write_atomic(&name, text.as_bytes())
+            .map_err(|source| UnsafeDir::Io {
+                path: dir.path().join(&name),
+                source,
+            })?;
+        Ok(dir)
+    };
+    let dir = match home_for(&intent.members) {
+        Some(user) => crate::files::as_user(crate::files::user(user), || save(user_intents(user)))
+            .map_err(|source| UnsafeDir::Io {
+                path: user_intents(user),
+                source,
+            })??,
+        None => save(dir())?,
+    };
     set_in_flight(Some(dir.path().join(&name)));
     Ok(Written {
         dir,
@@ -572,13 +657,42 @@ pub fn write(intent: &Intent) -> Result<Written, UnsafeDir> {
 /// Every intent left by a cudackpt that died, with its file's path; none
 /// when there is no record directory yet. `Err`: the directory is there
 /// but could not be read or trusted, so nobody can say what it holds.
+/// Root also reads every user's runtime directory, believing a record
+/// there only of that user's own processes.
 pub fn abandoned() -> Result<Vec<(PathBuf, Intent)>, UnsafeDir> {
     let path = dir();
-    let Some(dir) = SafeDir::open_existing(&path)? else {
-        return Ok(Vec::new());
+    let mut found = match SafeDir::open_existing(&path)? {
+        Some(dir) => abandoned_in(&dir)?,
+        None => Vec::new(),
     };
+    if rustix::process::geteuid().is_root() {
+        found.extend(abandoned_in_users_dirs());
+    }
+    Ok(found)
+}
+
+/// What the users' runtime directories hold, each record narrowed to the
+/// processes of that directory's user; what cannot be read is skipped.
+fn abandoned_in_users_dirs() -> Vec<(PathBuf, Intent)> {
+    let mut found = Vec::new();
+    for dir in intent_dirs() {
+        let Some(uid) = user_of_intents(dir.path()) else {
+            continue;
+        };
+        for (path, mut intent) in abandoned_in(&dir).unwrap_or_default() {
+            intent.keep_members_of(uid);
+            if !intent.members.is_empty() {
+                found.push((path, intent));
+            }
+        }
+    }
+    found
+}
+
+/// The abandoned records in one directory.
+fn abandoned_in(dir: &SafeDir) -> Result<Vec<(PathBuf, Intent)>, UnsafeDir> {
     let entries = std::fs::read_dir(dir.path()).map_err(|source| UnsafeDir::Io {
-        path: path.clone(),
+        path: dir.path().to_path_buf(),
         source,
     })?;
     Ok(entries
@@ -600,26 +714,44 @@ pub fn abandoned() -> Result<Vec<(PathBuf, Intent)>, UnsafeDir> {
 /// dumping (its post-dump takes them: the dump went on, and its own waiter
 /// resumes what CRIU leaves running). Returns how many.
 pub fn release_handed_to(criu: crate::targets::identity::Identity) -> usize {
-    let Ok(Some(dir)) = SafeDir::open_existing(&dir()) else {
-        return 0;
-    };
     let mut released = 0;
-    for (name, _) in dir.pid_files(".json") {
-        let handed = dir
-            .read_capped(&name, INTENT_CAP)
-            .ok()
-            .flatten()
-            .and_then(|text| serde_json::from_str::<Intent>(&text).ok())
-            .is_some_and(|intent| {
-                intent.handed_to_criu
-                    && intent.owner_pid == criu.pid
-                    && intent.owner_starttime == criu.starttime
-            });
-        if handed && dir.remove(&name).is_ok() {
-            released += 1;
+    for dir in intent_dirs() {
+        for (name, _) in dir.pid_files(".json") {
+            let handed = dir
+                .read_capped(&name, INTENT_CAP)
+                .ok()
+                .flatten()
+                .and_then(|text| serde_json::from_str::<Intent>(&text).ok())
+                .is_some_and(|intent| {
+                    intent.handed_to_criu
+                        && intent.owner_pid == criu.pid
+                        && intent.owner_starttime == criu.starttime
+                });
+            if handed && dir.remove(&name).is_ok() {
+                released += 1;
+            }
         }
     }
     released
+}
+
+/// This cudackpt's intents directory, and (as root) every user's that is
+/// there and theirs.
+fn intent_dirs() -> Vec<SafeDir> {
+    let mut dirs: Vec<SafeDir> = SafeDir::open_existing(&dir())
+        .ok()
+        .flatten()
+        .into_iter()
+        .collect();
+    if rustix::process::geteuid().is_root() {
+        if let Ok(entries) = std::fs::read_dir(user_runtime_base()) {
+            dirs.extend(entries.flatten().filter_map(|entry| {
+                let uid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+                SafeDir::open_existing_of(&user_intents(uid), uid).ok()?
+            }));
+        }
+    }
+    dirs
 }
 
 /// An abandoned record taken over by one `recover`: it holds the record's
@@ -652,13 +784,18 @@ pub fn claim(path: &std::path::Path) -> Result<Claimed, NotClaimed> {
     else {
         return Err(NotClaimed::Gone);
     };
-    let dir = match SafeDir::open_existing(parent) {
-        Ok(Some(dir)) => dir,
-        _ => return Err(NotClaimed::Gone),
+    let opened = match user_of_intents(parent) {
+        Some(user) => SafeDir::open_existing_of(parent, user),
+        None => SafeDir::open_existing(parent),
+    };
+    let Ok(Some(dir)) = opened else {
+        return Err(NotClaimed::Gone);
     };
     let lock_name = format!("{name}.lock");
+    // Made as the directory's user, who must be able to take it too.
     let mut lock = dir
-        .open_lock_file(&lock_name)
+        .as_its_user(|| dir.open_lock_file(&lock_name))
+        .map_err(|_| NotClaimed::Gone)?
         .map_err(|_| NotClaimed::Gone)?;
     use rustix::fs::{flock, FlockOperation};
     if flock(&lock, FlockOperation::NonBlockingLockExclusive).is_err() {
@@ -669,13 +806,17 @@ pub fn claim(path: &std::path::Path) -> Result<Claimed, NotClaimed> {
     let _ = lock.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0);
     // Read under the lock: the one before may have finished it, or changed
     // it as it signalled.
-    let intent = match dir.read_capped(name, INTENT_CAP) {
+    let mut intent = match dir.read_capped(name, INTENT_CAP) {
         Ok(Some(text)) => serde_json::from_str::<Intent>(&text).map_err(|_| NotClaimed::Gone)?,
         _ => {
             let _ = dir.remove(&lock_name);
             return Err(NotClaimed::Gone);
         }
     };
+    // A user's directory is believed only of that user's processes.
+    if let Some(user) = user_of_intents(parent) {
+        intent.keep_members_of(user);
+    }
     Ok(Claimed {
         dir,
         name: name.to_string(),
@@ -697,7 +838,13 @@ impl Claimed {
 
     fn write(&self) {
         let text = serde_json::to_string_pretty(&*locked(&self.intent)).unwrap_or_default();
-        if let Err(error) = self.dir.write_atomic(&self.name, text.as_bytes()) {
+        // As the directory's user: a record in a user's directory stays
+        // theirs to read.
+        let written = self
+            .dir
+            .as_its_user(|| self.dir.write_atomic(&self.name, text.as_bytes()))
+            .and_then(|written| written);
+        if let Err(error) = written {
             tracing::warn!(%error, "could not write the recovered record again");
         }
     }

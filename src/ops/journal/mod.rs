@@ -9,4 +9,5 @@ pub mod drained;
 pub mod handoff;
 pub mod intent;
 pub mod pidlock;
+pub mod process_lock;
 pub mod records;

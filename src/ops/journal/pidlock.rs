@@ -36,6 +36,9 @@ pub struct Held {
     dir: Option<SafeDir>,
     /// Each lock's file name, file and process.
     files: Vec<(String, File, i32)>,
+    /// The same processes' names shared with every user
+    /// (`process_lock`), once taken.
+    names: Option<super::process_lock::Held>,
 }
 
 impl Held {
@@ -44,7 +47,14 @@ impl Held {
         Held {
             dir: None,
             files: Vec::new(),
+            names: None,
         }
+    }
+
+    /// Also holds `names`, the processes' locks shared across users.
+    pub fn with_names(mut self, names: super::process_lock::Held) -> Held {
+        self.names = Some(names);
+        self
     }
 
     /// Why these locks no longer keep others out, if they do not: the lock
@@ -124,6 +134,7 @@ pub fn acquire_in(dir: &Path, pids: &[i32]) -> Result<Held, LockError> {
     let mut held = Held {
         dir: None,
         files: Vec::with_capacity(pids.len()),
+        names: None,
     };
     for &pid in pids {
         let name = format!("{pid}.lock");

@@ -5,6 +5,7 @@
 
 use crate::ops::journal::intent;
 use crate::ops::journal::pidlock::{self, Held, LockError};
+use crate::ops::journal::process_lock;
 use crate::ops::vocabulary::failure::{Failure, FailureKind};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::ready::Ready;
@@ -107,7 +108,30 @@ fn confirm_identities(ready: &Ready) -> Result<(), Stop> {
 /// taken.
 fn take(ready: &Ready) -> Result<Held, Stop> {
     let pids: Vec<i32> = ready.targets.iter().map(|t| t.pid).collect();
-    let (busy_pid, holder) = match pidlock::acquire(&pids) {
+    let processes: Vec<process_lock::Locked> = ready
+        .targets
+        .iter()
+        .map(|t| process_lock::Locked {
+            pid: t.pid,
+            starttime: t.identity.starttime(),
+            owner: t.identity.owner(),
+        })
+        .collect();
+    // The files keep this user's cudackpts apart; the names, every user's.
+    let taken = pidlock::acquire(&pids).and_then(|files| {
+        process_lock::acquire(&processes)
+            .map(|names| {
+                for remark in &names.remarks {
+                    tracing::warn!("{remark}");
+                }
+                files.with_names(names)
+            })
+            .map_err(|busy| LockError::Busy {
+                pid: busy.pid,
+                holder: busy.holder,
+            })
+    });
+    let (busy_pid, holder) = match taken {
         Ok(held) => return Ok(held),
         Err(LockError::Busy { pid, holder }) => (pid, holder),
         Err(LockError::Unusable(why)) => {

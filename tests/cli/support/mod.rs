@@ -890,6 +890,12 @@ impl Fixture {
             .env_remove("SUDO_UID")
             .env_remove("PKEXEC_UID")
             .env_remove("DOAS_USER")
+            // Users' runtime directories (/run/user/UID), which root reads
+            // for records of their processes: the fixture's own.
+            .env(
+                "CUDACKPT_DEBUG_USER_RUNTIME_BASE",
+                self.dir().join("run-user"),
+            )
             .stdin(Stdio::null());
         match &self.devices {
             Some(devices) => command.env("FAKE_CUDA_DEVICES", devices),
