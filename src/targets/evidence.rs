@@ -86,9 +86,10 @@ pub struct Evidence {
     /// Every thread, by id and name (a drained process names one with the
     /// drain protocol's marker).
     pub threads: Vec<(i32, String)>,
-    /// Its maps go on past [`procfs::MAPS_BYTES_CAP`] (or the line cap):
-    /// what lies past the cap was not looked at.
-    pub maps_past_cap: bool,
+    /// Its maps go on past [`procfs::MAPS_BYTES_CAP`] (or the line cap),
+    /// or it has more than [`TASKS_CAP`] threads: what lies past the cap
+    /// was not looked at.
+    pub past_cap: bool,
 }
 
 impl Evidence {
@@ -112,7 +113,7 @@ pub fn gather(pid: i32) -> Evidence {
         ENVIRON_CAP,
     )
     .unwrap_or_default();
-    let threads = thread_names(pid);
+    let (threads, threads_past_cap) = threads_capped(pid);
     let mut rank_signs: Vec<RankSign> = threads
         .iter()
         .filter(|(_, name)| name.starts_with(NCCL_THREAD_PREFIX))
@@ -135,7 +136,7 @@ pub fn gather(pid: i32) -> Evidence {
         socket_transport_only: env_is(&environ, "NCCL_P2P_DISABLE", "1")
             && env_is(&environ, "NCCL_SHM_DISABLE", "1"),
         threads,
-        maps_past_cap: !maps_complete,
+        past_cap: !maps_complete || threads_past_cap,
     }
 }
 
@@ -232,12 +233,25 @@ fn maps_file(pid: i32, file: &IpcFile) -> bool {
 /// Every thread of `pid` with its name (`/proc/PID/task/TID/comm`), in no
 /// particular order; what cannot be read is left out. A thread's name is
 /// its process's to set, so each is read capped and trusted for nothing
-/// but what it says.
+/// but what it says. At most [`TASKS_CAP`] threads.
 pub fn thread_names(pid: i32) -> Vec<(i32, String)> {
+    threads_capped(pid).0
+}
+
+/// The most threads of one process read: a process can start as many as
+/// its user may, each one a /proc read.
+pub const TASKS_CAP: usize = 65_536;
+
+/// [`thread_names`], and whether the process had more than [`TASKS_CAP`].
+fn threads_capped(pid: i32) -> (Vec<(i32, String)>, bool) {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
+        return (Vec::new(), false);
     };
-    tasks
+    let mut tasks = tasks.take(TASKS_CAP + 1).collect::<Vec<_>>();
+    let past_cap = tasks.len() > TASKS_CAP;
+    tasks.truncate(TASKS_CAP);
+    let names = tasks
+        .into_iter()
         .filter_map(|entry| {
             let entry = entry.ok()?;
             let tid: i32 = entry.file_name().to_str()?.parse().ok()?;
@@ -245,7 +259,8 @@ pub fn thread_names(pid: i32) -> Vec<(i32, String)> {
             let name = crate::targets::name::from_bytes(&comm);
             Some((tid, name))
         })
-        .collect()
+        .collect();
+    (names, past_cap)
 }
 
 /// The variables of a NUL-separated environment (pure).

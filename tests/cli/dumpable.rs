@@ -300,3 +300,32 @@ fn a_dry_run_and_check_warn_of_what_a_dump_would_meet() {
     }
     assert_eq!(fx.state_changes(), Vec::<String>::new());
 }
+
+/// A CUDA process whose maps run past the cap is checkpointed on what the
+/// part read shows, and the report says what was not checked: never judged
+/// on half its file in silence.
+#[test]
+fn a_checkpoint_says_what_it_could_not_check_past_the_cap() {
+    let fx = Fixture::new();
+    let holder = fx.dir().join("holder.py");
+    fs::write(&holder, HOLDER).expect("write the holder");
+    let path = fx.dir().join("wide");
+    let target = fx.cuda_program(
+        Path::new("python3"),
+        &[
+            holder.to_str().expect("utf-8"),
+            "wide",
+            path.to_str().expect("utf-8"),
+        ],
+    );
+    wait_until("the holder to map", || {
+        with_suffix(&path, ".ready").exists()
+    });
+    let doc: ProcessCommandDoc = fx.json(&["suspend", &target.arg()], 0);
+    let warnings = &doc.process(target.pid).warnings;
+    assert!(
+        warnings.iter().any(|w| w.contains("goes on past 4 MiB")),
+        "{warnings:?}"
+    );
+    fx.json::<ProcessCommandDoc>(&["resume", &target.arg()], 0);
+}

@@ -109,10 +109,8 @@ pub fn check(
     let mut passed = Passed::default();
     let mut findings: Vec<Finding> = Vec::new();
     for (target, found) in ready.targets.iter().zip(&evidence) {
-        if found.maps_past_cap {
-            passed
-                .warnings
-                .push((target.pid, maps_past_cap(target.pid)));
+        if found.past_cap {
+            passed.warnings.push((target.pid, past_cap(target.pid)));
         }
         let drained = drain_protocol::shows_marker(&found.threads) && vouched(target.pid);
         let (finding, exempted) = judge(target, found, &facts, drained);
@@ -160,12 +158,13 @@ pub fn check(
     })
 }
 
-/// What was not checked in a process whose maps go on past the cap.
-fn maps_past_cap(pid: i32) -> String {
+/// What was not checked in a process whose /proc files go on past the caps.
+fn past_cap(pid: i32) -> String {
     format!(
-        "/proc/{pid}/maps goes on past {} MiB or {} lines, and cudackpt reads no further (a process can make that file as large as it likes): the CUDA IPC check saw only that part, so memory shared through a mapping past it was not checked",
+        "/proc/{pid}/maps goes on past {} MiB or {} lines, or the process has more than {} threads, and cudackpt reads no further (a process can make those as large as it likes): the CUDA IPC and NCCL checks saw only that part, so what lies past it was not checked",
         crate::targets::procfs::MAPS_BYTES_CAP >> 20,
-        crate::targets::procfs::MAPS_LINES_CAP
+        crate::targets::procfs::MAPS_LINES_CAP,
+        crate::targets::evidence::TASKS_CAP
     )
 }
 
