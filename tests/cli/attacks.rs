@@ -574,37 +574,12 @@ fn a_user_without_a_runtime_directory_is_told_what_to_set() {
         crate::support::prerequisite("run a process as another user (needs root)", false);
         return;
     }
-    use std::os::unix::process::CommandExt;
     let fx = Fixture::new();
     let bin = fx.world_runnable_cudackpt();
-    let state = fx.dir().join("nobody-state");
-    fs::create_dir(&state).expect("dir");
-    fs::set_permissions(&state, fs::Permissions::from_mode(0o777)).expect("chmod");
-    let mut target = std::process::Command::new("sleep");
-    target
-        .arg("600")
-        .env("LD_PRELOAD", fx.world_fake())
-        .env("FAKE_CUDA_STATE_DIR", &state)
-        .uid(NOBODY)
-        .gid(NOBODY);
-    let target = target.spawn_guarded();
+    let state = fx.shared_state();
+    let target = fx.world_cuda_target(&state, Some(NOBODY));
     let pid = target.id().to_string();
-    let fake = fx.world_fake();
-    crate::support::wait_until("the target to map the fake", || {
-        fs::read_to_string(format!("/proc/{pid}/maps"))
-            .is_ok_and(|m| m.contains(fake.to_str().expect("utf-8")))
-    });
-    let output = std::process::Command::new(&bin)
-        .args(["--json", "lock", &pid])
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("CUDACKPT_LIBCUDA", &fake)
-        .env("FAKE_CUDA_STATE_DIR", &state)
-        .current_dir("/")
-        .uid(NOBODY)
-        .gid(NOBODY)
-        .output()
-        .expect("cudackpt as nobody");
+    let output = fx.run_as_nobody(&bin, &["--json", "lock", &pid], &state, &[]);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let doc: ProcessCommandDoc = crate::support::parse_one_document(&output.stdout);
     let error = doc.error.clone().expect("refused as a whole");
@@ -663,8 +638,6 @@ fn recover_that_cannot_look_says_so_and_fails() {
 /// and either one's `recover` puts it back, once.
 #[test]
 fn root_and_the_owner_see_one_record() {
-    use crate::support::SpawnGuarded;
-    use std::os::unix::process::CommandExt;
     if !is_root() {
         crate::support::prerequisite("run a process as another user (needs root)", false);
         return;
@@ -672,9 +645,7 @@ fn root_and_the_owner_see_one_record() {
     let fx = Fixture::new();
     let bin = fx.world_runnable_cudackpt();
     let fake = fx.world_fake();
-    let state = fx.dir().join("shared-state");
-    fs::create_dir(&state).expect("dir");
-    fs::set_permissions(&state, fs::Permissions::from_mode(0o777)).expect("chmod");
+    let state = fx.shared_state();
     // The user's runtime directory, as logind makes it.
     let runtime = fx.dir().join("run-user").join(NOBODY.to_string());
     fs::create_dir_all(&runtime).expect("runtime dir");
@@ -682,18 +653,8 @@ fn root_and_the_owner_see_one_record() {
         .expect("chmod");
     fs::set_permissions(&runtime, fs::Permissions::from_mode(0o700)).expect("chmod");
     std::os::unix::fs::chown(&runtime, Some(NOBODY), Some(NOBODY)).expect("chown");
-    let target = std::process::Command::new("sleep")
-        .arg("600")
-        .env("LD_PRELOAD", &fake)
-        .env("FAKE_CUDA_STATE_DIR", &state)
-        .uid(NOBODY)
-        .gid(NOBODY)
-        .spawn_guarded();
+    let target = fx.world_cuda_target(&state, Some(NOBODY));
     let pid = target.id().to_string();
-    crate::support::wait_until("the target to map the fake", || {
-        fs::read_to_string(format!("/proc/{pid}/maps"))
-            .is_ok_and(|m| m.contains(fake.to_str().expect("utf-8")))
-    });
     let as_root = |args: &[&str], env: &[(&str, &str)]| {
         let mut command = fx.std_command(args);
         command
@@ -703,18 +664,12 @@ fn root_and_the_owner_see_one_record() {
         command.output().expect("root's cudackpt")
     };
     let as_owner = |args: &[&str]| {
-        std::process::Command::new(&bin)
-            .args(args)
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("CUDACKPT_LIBCUDA", &fake)
-            .env("FAKE_CUDA_STATE_DIR", &state)
-            .env("XDG_RUNTIME_DIR", &runtime)
-            .current_dir("/")
-            .uid(NOBODY)
-            .gid(NOBODY)
-            .output()
-            .expect("the owner's cudackpt")
+        fx.run_as_nobody(
+            &bin,
+            args,
+            &state,
+            &[("XDG_RUNTIME_DIR", runtime.as_os_str())],
+        )
     };
     assert_eq!(as_root(&["suspend", &pid], &[]).status.code(), Some(0));
     // Root's resume dies between its restore and its unlock.

@@ -711,7 +711,6 @@ fn root_and_a_capable_copy_never_interleave_on_one_process() {
     use crate::support::SpawnGuarded;
     use crate::wire::{Kind, ProcessCommandDoc};
     use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
     if !as_root("run a capable copy as another user") {
         return;
     }
@@ -730,24 +729,14 @@ fn root_and_a_capable_copy_never_interleave_on_one_process() {
         return;
     }
     // A state directory both may write, and the copy's own run directory.
-    let state = fx.dir().join("shared-state");
+    let state = fx.shared_state();
     let theirs = fx.dir().join("nobody-run");
-    for (dir, mode) in [(&state, 0o777), (&theirs, 0o700)] {
-        fs::create_dir(dir).expect("dir");
-        fs::set_permissions(dir, fs::Permissions::from_mode(mode)).expect("chmod");
-    }
+    fs::create_dir(&theirs).expect("dir");
+    fs::set_permissions(&theirs, fs::Permissions::from_mode(0o700)).expect("chmod");
     std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).expect("chown");
     let fake = fx.world_fake();
-    let target = std::process::Command::new("sleep")
-        .arg("600")
-        .env("LD_PRELOAD", &fake)
-        .env("FAKE_CUDA_STATE_DIR", &state)
-        .spawn_guarded();
+    let target = fx.world_cuda_target(&state, None);
     let pid = target.id().to_string();
-    crate::support::wait_until("the target to map the fake", || {
-        fs::read_to_string(format!("/proc/{pid}/maps"))
-            .is_ok_and(|m| m.contains(fake.to_str().expect("utf-8")))
-    });
     // Root's suspend, slow in its checkpoint.
     let mut roots = fx.std_command(&["--json", "suspend", &pid]);
     // The fake knows its processes by the library they map: the same copy.
@@ -763,18 +752,12 @@ fn root_and_a_capable_copy_never_interleave_on_one_process() {
     crate::support::wait_until("root's suspend to lock the process", || {
         fs::read_to_string(&record).is_ok_and(|t| t.contains("\"locked\""))
     });
-    let output = std::process::Command::new(&bin)
-        .args(["--json", "unlock", &pid])
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("CUDACKPT_LIBCUDA", &fake)
-        .env("FAKE_CUDA_STATE_DIR", &state)
-        .env("XDG_RUNTIME_DIR", &theirs)
-        .current_dir("/")
-        .uid(NOBODY)
-        .gid(NOBODY)
-        .output()
-        .expect("the capable copy");
+    let output = fx.run_as_nobody(
+        &bin,
+        &["--json", "unlock", &pid],
+        &state,
+        &[("XDG_RUNTIME_DIR", theirs.as_os_str())],
+    );
     assert_eq!(output.status.code(), Some(10), "{output:?}");
     let doc: ProcessCommandDoc = crate::support::parse_one_document(&output.stdout);
     let error = doc.refusal(target.id() as i32);

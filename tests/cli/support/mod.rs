@@ -1095,6 +1095,63 @@ impl Fixture {
             .expect("world_runnable_cudackpt copies the fake first")
     }
 
+    /// A directory every user may write (0777), where the fake driver keeps
+    /// its state for root's and another user's cudackpt alike.
+    pub fn shared_state(&self) -> PathBuf {
+        let state = self.dir().join("shared-state");
+        fs::create_dir_all(&state).expect("shared state");
+        fs::set_permissions(&state, fs::Permissions::from_mode(0o777)).expect("chmod");
+        state
+    }
+
+    /// A fake CUDA process (`sleep 600` with the world-readable fake
+    /// preloaded, see [`Fixture::world_runnable_cudackpt`]) keeping its
+    /// state in `state`, run as `uid` (`None`: as this test), returned once
+    /// it maps the fake.
+    pub fn world_cuda_target(&self, state: &Path, uid: Option<u32>) -> Guard {
+        use std::os::unix::process::CommandExt;
+        let fake = self.world_fake();
+        let mut command = StdCommand::new("sleep");
+        command
+            .arg("600")
+            .env("LD_PRELOAD", &fake)
+            .env("FAKE_CUDA_STATE_DIR", state);
+        if let Some(uid) = uid {
+            command.uid(uid).gid(uid);
+        }
+        let target = command.spawn_guarded();
+        let pid = target.id();
+        let fake = fake.to_string_lossy().into_owned();
+        wait_until("the target to map the fake", || {
+            fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains(&fake))
+        });
+        target
+    }
+
+    /// The world-runnable copy `bin` run as nobody, with nothing of this
+    /// environment but the fake driver, its `state`, and `env`.
+    pub fn run_as_nobody(
+        &self,
+        bin: &Path,
+        args: &[&str],
+        state: &Path,
+        env: &[(&str, &OsStr)],
+    ) -> Output {
+        use std::os::unix::process::CommandExt;
+        StdCommand::new(bin)
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("CUDACKPT_LIBCUDA", self.world_fake())
+            .env("FAKE_CUDA_STATE_DIR", state)
+            .envs(env.iter().copied())
+            .current_dir("/")
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .output()
+            .expect("cudackpt as nobody")
+    }
+
     /// Copies the cudackpt binary and the fake libcuda into a directory
     /// every user can enter, for runs under another uid (the build
     /// directory may be private, as in a clone under a 0700 directory).
