@@ -8,7 +8,8 @@ client's point() between steps (clients/python). Run it as
 Environment: HOLD_MIB (the tensor each rank holds, default 1024),
 STEP_SECONDS (default 0.05), STALL_RANK and STALL_SECONDS (that rank's
 drain takes that long: a rank that does not acknowledge in time), STALL_AT
-(release: before its tear-down, the default; acknowledge: after it),
+(release: before its tear-down, the default; acknowledge: after it;
+rebuild: its rebuild takes that long, its marker up all the while),
 NO_DRAIN=1 (no client: a job that does not speak the protocol),
 DRAIN_BACKEND=gloo (both ranks on GPU 0, all-reduces on the CPU: the
 torchrun store and the client on a host with one GPU),
@@ -74,17 +75,19 @@ def main():
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "src"))
         import cudackpt_drain
 
-        stall = []
+        stall, slow_rebuild = [], []
         if os.environ.get("STALL_RANK") == str(rank):
             pause = lambda: time.sleep(float(os.environ.get("STALL_SECONDS", "10")))
             if os.environ.get("STALL_AT", "release") == "release":
                 stall.append(pause)
+            elif os.environ.get("STALL_AT") == "rebuild":
+                slow_rebuild.append(pause)
             else:
                 # After the groups are gone, before the acknowledgement: a
                 # rank slow to finish its own part of the drain.
                 release = cudackpt_drain._Group.release
                 cudackpt_drain._Group.release = lambda group: (release(group), pause())
-        drain = cudackpt_drain.Drain(on_release=stall)
+        drain = cudackpt_drain.Drain(on_release=stall, on_rebuild=slow_rebuild)
 
     def write():
         path = os.path.join(status_dir, f"rank{rank}.json")

@@ -1574,6 +1574,41 @@ def drain_killed_then_recovered(tools):
         job.close()
 
 
+@scenario("drain: kill -9 of cudackpt while a resumed job's ranks rebuild, then recover: the record is finished forward (nothing locked or checkpointed again), each rank rebuilds once, the job finishes right")
+def drain_resume_killed_then_finished(tools):
+    need_two_gpus()
+    job = DrainJob(env={"STALL_RANK": "1", "STALL_SECONDS": "8", "STALL_AT": "rebuild"})
+    try:
+        job.wait_steps(5)
+        pids = job.pids
+        tools.json("suspend", "--drain", "--tree", str(job.launcher))
+        p = subprocess.Popen([tools.cudackpt, "--json", "resume", "--tree", str(job.launcher)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # Rank 0 rebuilds at once; rank 1 takes 8 s, its marker up.
+        wait_for("rank 0 to rebuild", lambda: not shows_marker(pids[0]) and shows_marker(pids[1]), 60)
+        p.kill()
+        p.wait()
+        intents = os.listdir("/run/cudackpt/intents")
+        expect(intents, "the killed resume left its intent record")
+        states = {pid: state_or_gone(tools, pid) for pid in pids}
+        expect(all(s == "running" for s in states.values()), f"the resume's calls were made: {states}")
+        refused, _, _ = tools.run("suspend", *pids)
+        expect(refused == 10, f"another cudackpt refuses the group until recover: exit {refused}")
+        rec = tools.json("recover")
+        steps = {p["pid"]: [s["step"] for s in p.get("steps", [])] for p in rec["processes"]}
+        expect(not any(steps.values()), f"recover made no driver step: {steps}")
+        wait_for("rank 1 to finish its rebuild", lambda: not shows_marker(pids[1]), 60)
+        before = job.steps()
+        wait_for("steps after recover", lambda: all(s > t for s, t in zip(job.steps(), before)), 120)
+        code, ranks = job.finish()
+        expect(code == 0 and all(r["sums_ok"] and r["held_ok"] for r in ranks), f"exit {code}: {ranks}")
+        drains = [r["drains"] for r in ranks]
+        expect(not os.listdir("/run/cudackpt/intents"), "recover removed the record")
+        RAW["drain_resume_killed_then_finished"] = {"recover": rec, "ranks": ranks}
+        return f"record {intents}; another cudackpt exited {refused}; recover made no driver step {steps}; drains {drains}; job finished right"
+    finally:
+        job.close()
+
+
 def state_or_gone(tools, pid):
     """The CUDA state, or `exited` for a process that is gone."""
     code, out, _ = tools.run("--json", "state", pid)
@@ -2391,6 +2426,7 @@ def main():
     drain_sockets_bandwidth(tools)
     drain_never_acknowledges(tools)
     drain_killed_then_recovered(tools)
+    drain_resume_killed_then_finished(tools)
     drain_single_torch(tools)
     drain_shrink(tools)
     toggle_drain(tools)
