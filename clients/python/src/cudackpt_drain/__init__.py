@@ -10,15 +10,23 @@ A training loop calls :meth:`Drain.point` at every step boundary::
         drain.point()                       # cudackpt suspend --drain
 
 When ``cudackpt suspend --drain`` (or ``toggle``, ``lock``) asks, every rank
-agrees at the same step, destroys every process group (NCCL communicators
-over P2P or shared memory cannot be restored by the driver), empties
+agrees at the same step, takes down every process group's communicators
+(NCCL communicators over P2P or shared memory cannot be restored by the
+driver), empties
 PyTorch's caching allocator and runs the ``on_release`` hooks (the driver
 checkpoints every byte reserved, so what is released is not copied), names
 one thread ``cudackpt-drain1`` to acknowledge, and waits. cudackpt then
 checkpoints it; after ``cudackpt resume`` it asks again, and each rank
-builds the default process group anew on the job's store under a fresh
-prefix and returns. Objects that hold the old group (a DDP wrapper,
-subgroups from ``new_group``) are rebuilt in ``on_rebuild``.
+builds its communicators again on the job's store under a fresh prefix,
+proves each group with an all-reduce, and returns.
+
+A job that starts its groups with :func:`init_process_group` (or calls
+:func:`install` before its framework does) keeps every group object
+through a drain (:mod:`cudackpt_drain.groups`): DDP with its buckets,
+FSDP2, DeviceMesh and DTensor go on with no code in ``on_rebuild``. A job
+that uses ``torch.distributed.init_process_group`` directly gets a new
+default group instead, and what held the old one must be rebuilt in
+``on_rebuild``.
 
 Nothing here needs more than torch and the standard library.
 """
@@ -34,8 +42,14 @@ import threading
 import time
 from typing import Callable, List, Optional
 
+from . import groups
+from .groups import init_process_group, install
+
 __all__ = [
     "Drain",
+    "init_process_group",
+    "install",
+    "groups",
     "MARKER",
     "DEFAULT_SIGNAL",
     "VERSION",
@@ -291,7 +305,7 @@ class Drain:
         import torch
 
         device = torch.device("cpu")
-        if dist.get_backend() == "nccl":
+        if dist.get_backend() == "nccl" or groups.needs_cuda_for_collectives():
             device = torch.device("cuda", torch.cuda.current_device())
         flag = torch.tensor([1 if asked else 0], dtype=torch.int32, device=device)
         dist.all_reduce(flag, op=dist.ReduceOp.MIN)
@@ -310,8 +324,15 @@ class Drain:
         torch.cuda.ipc_collect()
 
     def _drain(self) -> None:
-        group = _Group.capture() if _distributed() is not None else None
-        if group is not None:
+        # Reconfigurable groups (cudackpt_drain.init_process_group) stay the
+        # same objects: only their communicators go. Plain ones are
+        # destroyed and the default one made anew.
+        reconfigurable = bool(groups.live_groups())
+        group = None
+        if reconfigurable:
+            groups.release_all()
+        elif _distributed() is not None:
+            group = _Group.capture()
             group.release()
         self.release_cache()
         if self.on_release:
@@ -327,7 +348,9 @@ class Drain:
             while self._requests == acknowledged:  # checkpointed in here
                 time.sleep(_POLL_SECONDS)
         self.drains += 1
-        if group is not None:
+        if reconfigurable:
+            groups.rebuild_all()
+        elif group is not None:
             group.rebuild(self.drains)
         for rebuild in self.on_rebuild:
             rebuild()

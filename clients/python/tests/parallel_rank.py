@@ -1,0 +1,120 @@
+"""One rank of a small training job that tests/test_groups.py drives on CPU
+(gloo): a model trained deterministically, wrapped as MODE says (``ddp``:
+DistributedDataParallel over the world; ``fsdp2_hsdp``: FSDP2's
+fully_shard on a 2-D DeviceMesh, replicated across one dimension and
+sharded across the other), with the drain point between steps and no
+``on_rebuild`` code. Every group starts through
+``cudackpt_drain.init_process_group`` unless PLAIN=1 (torch's own groups,
+the old way: rebuilt by the client as a new default group).
+
+Arguments: MODE STEPS LOG. It logs each step's loss (float.hex), what it
+drained, the TCP sockets it held before and after each release (gloo's
+pairs: the proof that the old communicators are gone), whether every group
+the model holds is the object it had at the start, and whether each is
+registered with torch."""
+
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import cudackpt_drain
+
+
+def tcp_sockets():
+    """This process's TCP sockets (gloo's connections to its peers)."""
+    inodes = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        try:
+            with open(table) as lines:
+                next(lines)
+                count += sum(1 for line in lines if line.split()[9] in inodes)
+        except OSError:
+            pass
+    return count
+
+
+def model_for(mode, rank, world):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)
+    )
+    if mode == "ddp":
+        wrapped = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.004)
+        return wrapped, [wrapped.process_group]
+    if mode == "fsdp2_hsdp":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("replicate", "shard"))
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        return model, [mesh.get_group("replicate"), mesh.get_group("shard")]
+    raise SystemExit(f"unknown mode {mode}")
+
+
+def main():
+    mode, steps, log_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    if os.environ.get("PLAIN") == "1":
+        dist.init_process_group("gloo")
+    else:
+        cudackpt_drain.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model, held = model_for(mode, rank, world)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    sockets = []
+
+    class Counted(cudackpt_drain.Drain):
+        def release_cache(self):
+            sockets.append(tcp_sockets())
+
+    drain = Counted()
+    before = tcp_sockets()
+    data = torch.Generator().manual_seed(1000 + rank)
+    with open(log_path, "a", buffering=1) as log:
+        log.write(f"sockets_at_start={before}\n")
+        for step in range(steps):
+            x = torch.randn(16, 32, generator=data)
+            loss = (model(x) ** 2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            log.write(f"step={step} loss={loss.item().hex()}\n")
+            if drain.point():
+                log.write(f"drained_at={step}\n")
+            time.sleep(0.005)
+        log.write(f"drains={drain.drains}\n")
+        # After a release, gloo's connections are gone (only the store's
+        # remain): sockets counted at the first cache release of each drain.
+        log.write(f"sockets_after_release={','.join(map(str, sockets[::2]))}\n")
+        same = all(g is h for g, h in zip(held, model_for_groups(model, mode, held)))
+        log.write(f"same_groups={same}\n")
+        names = [getattr(g, "group_name", "") for g in held]
+        registered = all(dist.distributed_c10d._resolve_process_group(n) is g for n, g in zip(names, held))
+        log.write(f"registered={registered}\n")
+    dist.destroy_process_group()
+
+
+def model_for_groups(model, mode, held):
+    """The groups the wrapped model holds now."""
+    if mode == "ddp":
+        return [model.process_group]
+    # The first layer's parameter group (the root holds no parameters).
+    mesh = model[0]._get_fsdp_state()._fsdp_param_group.mesh_info.mesh
+    return [mesh.get_group("replicate"), mesh.get_group("shard")]
+
+
+if __name__ == "__main__":
+    main()
