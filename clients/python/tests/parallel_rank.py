@@ -1,9 +1,11 @@
 """One rank of a small training job that tests/test_groups.py drives on CPU
-(gloo): a model trained deterministically, wrapped as MODE says (``ddp``:
-DistributedDataParallel over the world; ``fsdp2_hsdp``: FSDP2's
-fully_shard on a 2-D DeviceMesh, replicated across one dimension and
-sharded across the other), with the drain point between steps and no
-``on_rebuild`` code. Every group starts through
+(gloo), and the GPU suite on GPUs (DEVICE=cuda: NCCL, one GPU a rank): a
+model trained deterministically, wrapped as MODE says (``ddp``:
+DistributedDataParallel over the world; ``fsdp2``: FSDP2's fully_shard on
+a 1-D DeviceMesh; ``fsdp2_hsdp``: on a 2-D mesh, replicated across one
+dimension and sharded across the other; ``tp``: DTensor tensor
+parallelism, column- then row-wise, on a 1-D mesh), with the drain point
+between steps and no ``on_rebuild`` code. Every group starts through
 ``cudackpt_drain.init_process_group`` unless PLAIN=1 (torch's own groups,
 the old way: rebuilt by the client as a new default group).
 
@@ -44,33 +46,56 @@ def tcp_sockets():
     return count
 
 
+DEVICE = os.environ.get("DEVICE", "cpu")
+
+
+def device_of(rank):
+    if DEVICE == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 def model_for(mode, rank, world):
+    from torch.distributed.device_mesh import init_device_mesh
+
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)
-    )
+    ).to(device_of(rank))
     if mode == "ddp":
         wrapped = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.004)
         return wrapped, [wrapped.process_group]
-    if mode == "fsdp2_hsdp":
-        from torch.distributed.device_mesh import init_device_mesh
+    if mode in ("fsdp2", "fsdp2_hsdp"):
         from torch.distributed.fsdp import fully_shard
 
-        mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("replicate", "shard"))
+        if mode == "fsdp2":
+            mesh = init_device_mesh(DEVICE, (world,), mesh_dim_names=("shard",))
+        else:
+            mesh = init_device_mesh(DEVICE, (2, world // 2), mesh_dim_names=("replicate", "shard"))
         for layer in model:
             if isinstance(layer, torch.nn.Linear):
                 fully_shard(layer, mesh=mesh)
         fully_shard(model, mesh=mesh)
-        return model, [mesh.get_group("replicate"), mesh.get_group("shard")]
+        return model, [mesh.get_group(name) for name in mesh.mesh_dim_names]
+    if mode == "tp":
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        mesh = init_device_mesh(DEVICE, (world,), mesh_dim_names=("tp",))
+        parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        return model, [mesh.get_group("tp")]
     raise SystemExit(f"unknown mode {mode}")
 
 
 def main():
     mode, steps, log_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    backend = "nccl" if DEVICE == "cuda" else "gloo"
+    if DEVICE == "cuda":
+        torch.use_deterministic_algorithms(True)
     if os.environ.get("PLAIN") == "1":
-        dist.init_process_group("gloo")
+        dist.init_process_group(backend)
     else:
-        cudackpt_drain.init_process_group("gloo")
+        cudackpt_drain.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     model, held = model_for(mode, rank, world)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -82,11 +107,13 @@ def main():
 
     drain = Counted()
     before = tcp_sockets()
-    data = torch.Generator().manual_seed(1000 + rank)
+    # Tensor parallelism takes the same batch on every rank.
+    data = torch.Generator().manual_seed(1000 + (0 if mode == "tp" else rank))
+    device = device_of(rank)
     with open(log_path, "a", buffering=1) as log:
         log.write(f"sockets_at_start={before}\n")
         for step in range(steps):
-            x = torch.randn(16, 32, generator=data)
+            x = torch.randn(16, 32, generator=data).to(device)
             loss = (model(x) ** 2).mean()
             optimizer.zero_grad()
             loss.backward()
@@ -111,9 +138,13 @@ def model_for_groups(model, mode, held):
     """The groups the wrapped model holds now."""
     if mode == "ddp":
         return [model.process_group]
+    if mode == "tp":
+        # The mesh the first layer's weight is sharded on.
+        mesh = model[0].weight.device_mesh
+        return [mesh.get_group("tp")]
     # The first layer's parameter group (the root holds no parameters).
     mesh = model[0]._get_fsdp_state()._fsdp_param_group.mesh_info.mesh
-    return [mesh.get_group("replicate"), mesh.get_group("shard")]
+    return [mesh.get_group(name) for name in mesh.mesh_dim_names]
 
 
 if __name__ == "__main__":

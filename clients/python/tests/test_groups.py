@@ -9,6 +9,7 @@ default one made anew) leaves FSDP2 on a 2-D mesh dead at the next step.
 This test plays cudackpt: it sends the drain signal and reads the marker."""
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -78,27 +79,40 @@ class Run:
         if plain:
             env["PLAIN"] = "1"
         self.logs = [os.path.join(self.dir, f"rank{rank}.log") for rank in range(WORLD)]
-        self.ranks = [
-            subprocess.Popen(
-                [sys.executable, os.path.join(HERE, "parallel_rank.py"), mode, str(STEPS), self.logs[rank]],
-                env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank)),
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for rank in range(WORLD)
-        ]
+        stderr = [os.path.join(self.dir, f"rank{rank}.err") for rank in range(WORLD)]
+        self.ranks = []
+        for rank in range(WORLD):
+            # A file each, not a pipe: a rank blocked on a full pipe would
+            # stall the others in their collectives.
+            with open(stderr[rank], "w") as err:
+                self.ranks.append(
+                    subprocess.Popen(
+                        [sys.executable, os.path.join(HERE, "parallel_rank.py"), mode, str(STEPS), self.logs[rank]],
+                        env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank)),
+                        stderr=err,
+                    )
+                )
         try:
             if drain:
                 self.drain()
             self.codes = [p.wait(timeout=300) for p in self.ranks]
-            self.errors = [p.stderr.read() for p in self.ranks]
         finally:
             for p in self.ranks:
                 if p.poll() is None:
                     p.kill()
                     p.wait()
+        self.errors = []
+        for path in stderr:
+            with open(path) as err:
+                self.errors.append(err.read())
+        self.final = [self.lines(rank) for rank in range(WORLD)]
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    final = None
 
     def lines(self, rank):
+        if self.final is not None:
+            return self.final[rank]
         try:
             with open(self.logs[rank]) as log:
                 return log.read().splitlines()
@@ -158,6 +172,9 @@ class KeptGroups(unittest.TestCase):
 
     def test_fsdp2_on_a_2x2_mesh_is_kept_bit_exact_and_its_old_communicators_are_gone(self):
         self.check_kept("fsdp2_hsdp")
+
+    def test_tensor_parallelism_on_four_ranks_is_kept_bit_exact_and_its_old_communicators_are_gone(self):
+        self.check_kept("tp")
 
     def test_the_harm_first_the_old_way_kills_fsdp2_on_a_2d_mesh(self):
         run = Run("fsdp2_hsdp", drain=True, plain=True)
