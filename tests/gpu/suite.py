@@ -2165,6 +2165,120 @@ def ddp_drain_and_migrate(tools):
         job.close()
 
 
+PARALLEL_RANK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "tests", "parallel_rank.py")
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ParallelJob:
+    """clients/python/tests/parallel_rank.py under torchrun on two GPUs
+    (NCCL): MODE's model, its groups started through the client."""
+
+    def __init__(self, mode, steps, step_seconds):
+        self.dir = tempfile.mkdtemp(prefix=f"cudackpt-groups-{mode}-")
+        self.logs = [os.path.join(self.dir, f"rank{r}.log") for r in range(2)]
+        env = dict(os.environ, DEVICE="cuda", STEP_SECONDS=str(step_seconds), NCCL_NVLS_ENABLE="0",
+                   CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONUNBUFFERED="1",
+                   PYTHONPATH=os.pathsep.join(p for p in [CLIENT_SRC, os.environ.get("PYTHONPATH", "")] if p))
+        self.err = open(os.path.join(self.dir, "torchrun.err"), "w")
+        # Every rank logs to LOG with its rank: the torchrun command is the
+        # same for both, so the rank script is given a per-rank path.
+        self.p = subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
+             PARALLEL_RANK, mode, str(steps), os.path.join(self.dir, "rank{RANK}.log")],
+            env=env, stdout=subprocess.DEVNULL, stderr=self.err, start_new_session=True)
+
+    def lines(self, rank):
+        try:
+            with open(self.logs[rank]) as log:
+                return log.read().splitlines()
+        except OSError:
+            return []
+
+    def losses(self, rank):
+        return [line.split("loss=")[1] for line in self.lines(rank) if line.startswith("step=")]
+
+    def value(self, rank, key):
+        return next((line.split("=", 1)[1] for line in self.lines(rank) if line.startswith(key + "=")), None)
+
+    def pids(self):
+        return [int(self.value(r, "pid") or 0) for r in range(2)]
+
+    def wait_step(self, step, timeout=240):
+        wait_for(f"step {step}", lambda: min(len(self.losses(r)) for r in range(2)) >= step, timeout)
+
+    def wait_done(self, timeout=300):
+        code = self.p.wait(timeout=timeout)
+        self.err.flush()
+        expect(code == 0, f"torchrun exited {code}: {open(self.err.name).read()[-1500:]}")
+
+    def close(self):
+        if self.p.poll() is None:
+            os.killpg(self.p.pid, signal.SIGKILL)
+            self.p.wait()
+        self.err.close()
+
+
+@scenario("groups kept: DDP, FSDP2 (1-D mesh) and DTensor tensor parallelism on two GPUs over NCCL, started through the client, no on_rebuild code: suspend --drain --tree and resume, then again with resume --map onto the swapped GPUs; the same group objects, losses bit-exact against two untouched runs that agree")
+def groups_kept(tools):
+    need_two_gpus()
+    result = {}
+    RAW["groups_kept"] = result
+    said = []
+    steps = 40
+    for mode in ("fsdp2", "tp", "ddp"):
+        runs = []
+        for _ in range(2):
+            job = ParallelJob(mode, steps, 0)
+            try:
+                job.wait_done()
+                runs.append([job.losses(r) for r in range(2)])
+            finally:
+                job.close()
+        expect(runs[0] == runs[1], f"{mode}: two untouched runs differ")
+        job = ParallelJob(mode, steps, 0.15)
+        row = result[mode] = {}
+        try:
+            job.wait_step(5)
+            ranks = job.pids()
+            down = tools.json("suspend", "--drain", "--tree", job.p.pid)
+            row["suspend"] = down
+            expect(all(q["drain"]["outcome"] == "drained" for q in down["processes"] if q["pid"] in ranks), f"{mode}: {down}")
+            up = tools.json("resume", "--tree", job.p.pid)
+            row["resume"] = up
+            expect(all((q.get("drain") or {}).get("outcome") == "rebuilt" for q in up["processes"] if q["pid"] in ranks), f"{mode}: {up}")
+            job.wait_step(15)
+            down2 = tools.json("suspend", "--drain", "--tree", job.p.pid)
+            row["suspend_2"] = down2
+            gpus = [g["uuid"] for g in tools.json("devices")["gpus"]]
+            before = {pid: gpu_of(pid) for pid in ranks}
+            moved = tools.json("resume", "--tree", job.p.pid, "--map", f"{gpus[0]}={gpus[1]}")
+            row["resume_moved"] = moved
+            after = {pid: gpu_of(pid) for pid in ranks}
+            expect(all(after[pid] != before[pid] for pid in ranks), f"{mode}: not moved: {before} -> {after}")
+            job.wait_done()
+            for r in range(2):
+                expect(job.value(r, "drains") == "2", f"{mode} rank {r}: drains {job.value(r, 'drains')}")
+                expect(job.value(r, "same_groups") == "True" and job.value(r, "registered") == "True",
+                       f"{mode} rank {r}: groups same {job.value(r, 'same_groups')}, registered {job.value(r, 'registered')}")
+                expect(job.losses(r) == runs[0][r], f"{mode} rank {r}: losses differ at {[i for i, (a, b) in enumerate(zip(job.losses(r), runs[0][r])) if a != b][:3]}")
+            rows = lambda doc: [q for q in doc["processes"] if q["pid"] in ranks]
+            released = [q["drain"].get("released_bytes", 0) >> 20 for q in rows(down)]
+            acks = [q["drain"].get("acknowledged_ms") for q in rows(down)]
+            rebuilt = [q["drain"].get("rebuilt_ms") for q in rows(up)]
+            said.append(f"{mode}: suspend --drain {down['duration_ms'] / 1000:.2f} s (acks {acks} ms, released {released} MiB), "
+                        f"resume {up['duration_ms'] / 1000:.2f} s (rebuilt {rebuilt} ms), moved, {steps} losses bit-exact")
+        finally:
+            job.close()
+    return "; ".join(said)
+
+
 # torchrun's ranks talk to its agent's store over TCP on this host; the
 # whole tree is frozen, so no iptables lock is needed (nor installed).
 TCP_DUMP = ("--tcp-established", "--network-lock", "skip")
@@ -2427,6 +2541,7 @@ def main():
     drain_never_acknowledges(tools)
     drain_killed_then_recovered(tools)
     drain_resume_killed_then_finished(tools)
+    groups_kept(tools)
     drain_single_torch(tools)
     drain_shrink(tools)
     toggle_drain(tools)

@@ -88,7 +88,9 @@ def model_for(mode, rank, world):
 
 
 def main():
-    mode, steps, log_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    # `{RANK}` in the path: one command line for every rank (torchrun).
+    mode, steps = sys.argv[1], int(sys.argv[2])
+    log_path = sys.argv[3].replace("{RANK}", os.environ.get("RANK", "0"))
     backend = "nccl" if DEVICE == "cuda" else "gloo"
     if DEVICE == "cuda":
         torch.use_deterministic_algorithms(True)
@@ -111,6 +113,7 @@ def main():
     data = torch.Generator().manual_seed(1000 + (0 if mode == "tp" else rank))
     device = device_of(rank)
     with open(log_path, "a", buffering=1) as log:
+        log.write(f"pid={os.getpid()}\n")
         log.write(f"sockets_at_start={before}\n")
         for step in range(steps):
             x = torch.randn(16, 32, generator=data).to(device)
@@ -121,7 +124,7 @@ def main():
             log.write(f"step={step} loss={loss.item().hex()}\n")
             if drain.point():
                 log.write(f"drained_at={step}\n")
-            time.sleep(0.005)
+            time.sleep(float(os.environ.get("STEP_SECONDS", "0.005")))
         log.write(f"drains={drain.drains}\n")
         # After a release, gloo's connections are gone (only the store's
         # remain): sockets counted at the first cache release of each drain.
