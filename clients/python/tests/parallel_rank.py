@@ -100,7 +100,9 @@ def main():
         cudackpt_drain.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     model, held = model_for(mode, rank, world)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    # foreach=False: on CUDA the fused list ops meet plain and DTensor
+    # gradients together (torch 2.11), which DTensor refuses.
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, foreach=False)
     sockets = []
 
     class Counted(cudackpt_drain.Drain):
