@@ -32,6 +32,9 @@ pub enum ExitStatus {
     Abandoned = 11,
     /// 12: a process did not acknowledge a drain, or a rebuild, in time.
     DrainTimeout = 12,
+    /// 13: a process asked to rebuild said its rebuild failed, or exited
+    /// during it.
+    RebuildFailed = 13,
     /// 130: interrupted by a signal; everything was rolled back.
     Interrupted = 130,
 }
@@ -58,13 +61,14 @@ impl ExitStatus {
             ExitStatus::InUse => "another cudackpt is changing one of the processes right now, or one that died left them mid-change (run cudackpt recover); nothing was done",
             ExitStatus::Abandoned => "a second signal ended cudackpt in the middle of a change: the processes it names on stderr were left where it says (bring them back with cudackpt recover)",
             ExitStatus::DrainTimeout => "a process asked to drain (--drain) did not acknowledge in time: every process was asked to rebuild and nothing was locked; or one asked to rebuild still showed the drain marker at the end of the wait (it is running; nothing was rolled back)",
+            ExitStatus::RebuildFailed => "a process asked to rebuild after a drain said that its rebuild failed (it names a thread cudackpt-fail1: a process group that does not work, and the rank's own log says why), or exited during its rebuild; nothing was rolled back",
             ExitStatus::Interrupted => "interrupted by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGXCPU, SIGXFSZ or SIGPWR); the processes were rolled back to where they started",
         }
     }
 }
 
 /// Every status, in order, for documentation.
-pub const ALL: [ExitStatus; 14] = [
+pub const ALL: [ExitStatus; 15] = [
     ExitStatus::Success,
     ExitStatus::Failed,
     ExitStatus::Usage,
@@ -78,6 +82,7 @@ pub const ALL: [ExitStatus; 14] = [
     ExitStatus::InUse,
     ExitStatus::Abandoned,
     ExitStatus::DrainTimeout,
+    ExitStatus::RebuildFailed,
     ExitStatus::Interrupted,
 ];
 
@@ -88,6 +93,6 @@ mod tests {
     #[test]
     fn numbers_are_the_documented_interface() {
         let codes: Vec<u8> = ALL.iter().map(|s| s.code()).collect();
-        assert_eq!(codes, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 130]);
+        assert_eq!(codes, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 130]);
     }
 }

@@ -14,7 +14,13 @@
  * (the acknowledgement), and waits for the next signal: then it calls
  * rebuild() and takes its old name back. A second signal before the safe
  * point calls the request off. The thread that calls it is renamed while
- * drained; call it from the main loop's thread. */
+ * drained; call it from the main loop's thread.
+ *
+ * rebuild() proves what it built (a collective on every communicator)
+ * before it returns; if that fails it calls cudackpt_drain_rebuild_failed(),
+ * and the thread keeps the name "cudackpt-fail1" instead of its old one:
+ * cudackpt then reports the process rebuild_failed (exit 13), never
+ * rebuilt. */
 #ifndef CUDACKPT_DRAIN_H
 #define CUDACKPT_DRAIN_H
 #include <signal.h>
@@ -23,11 +29,17 @@
 
 #define CUDACKPT_DRAIN_SIGNAL 40
 #define CUDACKPT_DRAIN_MARKER "cudackpt-drain1"
+#define CUDACKPT_DRAIN_FAIL_MARKER "cudackpt-fail1"
 
 static volatile sig_atomic_t cudackpt_requests; /* counted by the handler */
 static sig_atomic_t cudackpt_baseline;          /* the count at the last rebuild */
 
+static int cudackpt_rebuild_failed;              /* set by rebuild() on failure */
+
 static void cudackpt_on_request(int sig) { (void)sig; cudackpt_requests++; }
+
+/* Called by rebuild() when what it built does not work. */
+static void cudackpt_drain_rebuild_failed(void) { cudackpt_rebuild_failed = 1; }
 
 static void cudackpt_drain_init(void) {
     struct sigaction action = {0};
@@ -46,8 +58,9 @@ static void cudackpt_drain_point(void (*release)(void), void (*rebuild)(void)) {
         prctl(PR_SET_NAME, CUDACKPT_DRAIN_MARKER);
         while (cudackpt_requests == acknowledged) usleep(10000); /* checkpointed here */
     }
+    cudackpt_rebuild_failed = 0;
     rebuild();
     cudackpt_baseline = cudackpt_requests;
-    prctl(PR_SET_NAME, name);
+    prctl(PR_SET_NAME, cudackpt_rebuild_failed ? CUDACKPT_DRAIN_FAIL_MARKER : name);
 }
 #endif

@@ -139,6 +139,7 @@ fn drain_words(drain: &DrainReport) -> Option<String> {
         }
         DrainOutcome::Rebuilt => format!("rebuilt{}", took(drain.rebuilt)),
         DrainOutcome::NotRebuilt => "not rebuilt".to_string(),
+        DrainOutcome::RebuildFailed => "rebuild failed".to_string(),
         DrainOutcome::RebuildAsked => "asked to rebuild once it runs".to_string(),
         DrainOutcome::NotNeeded => "nothing to drain".to_string(),
     })
@@ -246,6 +247,7 @@ fn short(failure: &Failure) -> &'static str {
         FailureKind::SpawnFailed => "could not start a helper",
         FailureKind::CannotDrain => "cannot drain",
         FailureKind::DrainTimeout => "did not drain in time",
+        FailureKind::RebuildFailed => "rebuild failed",
         FailureKind::Usage => "usage error",
     }
 }

@@ -564,3 +564,34 @@ fn a_stopped_process_cannot_drain_and_is_not_waited_for() {
     assert_eq!(events(&r_events), ["ready"], "nothing was sent");
     assert_eq!(fx.state_changes(), Vec::<String>::new());
 }
+
+/// A rank whose rebuild fails says so through the protocol (its marker
+/// thread renamed `cudackpt-fail1`): cudackpt reports it `rebuild_failed`
+/// (exit 13) with the reason, never `rebuilt`, and rolls nothing back.
+#[test]
+fn a_rank_whose_rebuild_fails_is_reported_as_such() {
+    let fx = Fixture::new();
+    let (target, log) = rank(&fx, "fail-rebuild");
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--drain", &target.arg()], 0);
+    assert_eq!(
+        outcome_of(doc.process(target.pid)),
+        Some(DrainOutcome::Drained)
+    );
+    let doc: ProcessCommandDoc = fx.json(&["resume", &target.arg()], 13);
+    let process = doc.process(target.pid);
+    assert_eq!(
+        outcome_of(process),
+        Some(DrainOutcome::RebuildFailed),
+        "{doc:?}"
+    );
+    let error = process.error.clone().expect("a failure");
+    assert_eq!(error.kind, Kind::RebuildFailed);
+    assert!(error.message.contains("cudackpt-fail1"), "{error:?}");
+    assert_eq!(
+        process.state,
+        crate::wire::State::Running,
+        "nothing rolled back"
+    );
+    assert!(events(&log).iter().any(|e| e == "rebuild-failed"));
+    assert!(shows(target.pid, "cudackpt-fail1"));
+}

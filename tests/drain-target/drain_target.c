@@ -6,6 +6,7 @@
  *   ignore         catches the signal, never reaches a drain point
  *   die            exits while releasing
  *   stuck-rebuild  never finishes its rebuild
+ *   fail-rebuild   its rebuild fails: it says so (cudackpt_drain_rebuild_failed)
  *   plant          names a thread with the marker at start, never drains
  *   late           acknowledges a second after the request
  *   pretend        like plant, without the watchdog thread: a rank whose
@@ -54,6 +55,7 @@ static void release(void) {
 }
 static void rebuild(void) {
     if (!strcmp(mode, "stuck-rebuild")) for (;;) pause();
+    if (!strcmp(mode, "fail-rebuild")) { note("rebuild-failed"); cudackpt_drain_rebuild_failed(); return; }
     if (strcmp(mode, "keep")) pthread_create(&watchdog, 0, watch, 0);
     note("rebuilt");
 }

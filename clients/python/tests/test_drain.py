@@ -123,6 +123,40 @@ class Protocol(unittest.TestCase):
         self.assertFalse(self.drain.requested())
         self.assertFalse(self.drain.point(), "one request, one drain")
 
+    def test_a_rebuild_that_fails_names_the_thread_so_and_raises(self):
+        # In a process of its own: the failure's thread stays while it lives.
+        script = (
+            "import sys, time\n"
+            "import cudackpt_drain as cd\n"
+            "def broken():\n"
+            "    raise RuntimeError('the new communicator does not work')\n"
+            "drain = cd.Drain(on_rebuild=[broken], dumpable_forks=False)\n"
+            "print('ready', flush=True)\n"
+            "while True:\n"
+            "    try:\n"
+            "        drain.point()\n"
+            "    except RuntimeError as error:\n"
+            "        print('raised', error, flush=True)\n"
+            "        time.sleep(30)\n"
+            "        break\n"
+            "    time.sleep(0.005)\n"
+        )
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [os.path.join(HERE, "..", "src"), os.environ.get("PYTHONPATH", "")] if p))
+        rank = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+        try:
+            self.assertEqual(rank.stdout.readline().strip(), "ready")
+            wait_until("the handler", lambda: caught(rank.pid, cd.DEFAULT_SIGNAL))
+            os.kill(rank.pid, cd.DEFAULT_SIGNAL)
+            wait_until("the acknowledgement", lambda: shows_marker(rank.pid))
+            os.kill(rank.pid, cd.DEFAULT_SIGNAL)
+            self.assertIn("does not work", rank.stdout.readline())
+            self.assertFalse(shows_marker(rank.pid), "the marker went")
+            self.assertIn(cd.FAIL_MARKER, thread_names(rank.pid), "and the failure is named in its place")
+        finally:
+            rank.kill()
+            rank.wait()
+            rank.stdout.close()
+
     def test_the_cache_is_emptied_before_the_hooks_and_again_after_them_then_the_marker(self):
         self.drain.release_cache = lambda: self.events.append("cache")
         seen = self.drain_once()

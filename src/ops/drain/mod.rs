@@ -163,6 +163,11 @@ pub fn may_ask(target: &Target, signal: DrainSignal) -> Result<(), Unable> {
     }
 }
 
+/// Whether `pid` says its rebuild failed (the renamed marker thread).
+pub fn shows_failure(pid: i32) -> bool {
+    drain_protocol::shows_failure(&evidence::thread_names(pid))
+}
+
 /// Whether `pid` shows the marker: it has drained and waits.
 pub fn shows_marker(pid: i32) -> bool {
     drain_protocol::shows_marker(&evidence::thread_names(pid))

@@ -663,6 +663,14 @@ fn state_in(reports: &[ProcessReport], pid: i32) -> Option<ProcessState> {
 /// A rebuild that did not finish is the command's failure when nothing
 /// else failed, else a warning.
 fn note_rebuild(report: &mut ProcessReport, drain: &DrainReport) {
+    if drain.outcome == DrainOutcome::RebuildFailed {
+        let failure = rebuild_failed(report.pid, drain.signal);
+        match &report.failure {
+            None => report.failure = Some(failure),
+            Some(_) => report.warnings.push(failure.message),
+        }
+        return;
+    }
     if drain.outcome != DrainOutcome::NotRebuilt {
         return;
     }
@@ -679,6 +687,24 @@ fn note_rebuild(report: &mut ProcessReport, drain: &DrainReport) {
     } else {
         report.warnings.push(words);
     }
+}
+
+/// The failure of a process whose rebuild failed (it renamed its marker
+/// thread) or that exited during it.
+pub fn rebuild_failed(pid: i32, signal: i32) -> Failure {
+    let how = if crate::targets::process::is_alive(pid) {
+        format!(
+            "said that its rebuild failed (it names a thread {}): it runs with process groups that do not work",
+            drain_protocol::FAIL_MARKER
+        )
+    } else {
+        "exited during its rebuild".to_string()
+    };
+    Failure::new(
+        FailureKind::RebuildFailed,
+        format!("PID {pid}, asked to rebuild (signal {signal}), {how}; nothing was rolled back"),
+        "read the process's own log for why (the drain client raises the rebuild's error in the training loop); its checkpoint was restored, so only the job's communicators are at fault",
+    )
 }
 
 /// Asks each target that catches `signal` to rebuild, once, each send
@@ -725,8 +751,15 @@ pub fn rebuild(
     for (target, answer) in sent.iter().zip(answers) {
         let mut report = DrainReport::new(signal.number(), DrainOutcome::Rebuilt);
         match answer {
+            // The marker went: rebuilt, unless it went because the rebuild
+            // failed (renamed) or the process is gone.
+            Answer::After(_) | Answer::Gone
+                if drain::shows_failure(target.pid) || target.still_the_same().is_err() =>
+            {
+                report.outcome = DrainOutcome::RebuildFailed;
+            }
             Answer::After(took) => report.rebuilt = Some(took),
-            Answer::Gone => {}
+            Answer::Gone => report.outcome = DrainOutcome::RebuildFailed,
             Answer::None => report.outcome = DrainOutcome::NotRebuilt,
         }
         reports.push((target.pid, report));

@@ -12,8 +12,11 @@
 //!    communicators, CUDA IPC mappings), then name one thread
 //!    [`MARKER`]: that is the acknowledgement.
 //! 3. Wait for the count to change: the next signal asks for the rebuild
-//!    (after the resume, or when the drain is called off). Rebuild, take
-//!    the count as the new baseline, and drop the marker.
+//!    (after the resume, or when the drain is called off). Rebuild, prove
+//!    every rebuilt group with a collective, take the count as the new
+//!    baseline, and drop the marker. A rebuild that fails renames the
+//!    marker thread [`FAIL_MARKER`] instead (and keeps it): cudackpt
+//!    reports the process `rebuild_failed`, never `rebuilt`.
 //!
 //! A signal that arrives before the safe point calls the request off (the
 //! count is even again): cudackpt sends one when it gives up on a group.
@@ -137,6 +140,14 @@ fn parse_offset(offset: &str, text: &str) -> Result<i32, InvalidSignal> {
 /// Whether a process with these threads (id, name) shows the marker.
 pub fn shows_marker(threads: &[(i32, String)]) -> bool {
     threads.iter().any(|(_, name)| name == MARKER)
+}
+
+/// The name a process gives the marker thread when its rebuild failed.
+pub const FAIL_MARKER: &str = "cudackpt-fail1";
+
+/// Whether these threads say the rebuild failed (pure).
+pub fn shows_failure(threads: &[(i32, String)]) -> bool {
+    threads.iter().any(|(_, name)| name == FAIL_MARKER)
 }
 
 #[cfg(test)]

@@ -76,13 +76,15 @@ pub enum FailureKind {
     CannotDrain,
     /// It did not acknowledge a drain, or a rebuild, in time.
     DrainTimeout,
+    /// Asked to rebuild, it said its rebuild failed, or exited during it.
+    RebuildFailed,
     /// The arguments were wrong.
     Usage,
 }
 
 impl FailureKind {
     /// Every kind, for the JSON Schema.
-    pub(crate) const ALL: [FailureKind; 33] = [
+    pub(crate) const ALL: [FailureKind; 34] = [
         FailureKind::NoSuchProcess,
         FailureKind::ThreadNotProcess,
         FailureKind::NotCudaProcess,
@@ -115,6 +117,7 @@ impl FailureKind {
         FailureKind::SpawnFailed,
         FailureKind::CannotDrain,
         FailureKind::DrainTimeout,
+        FailureKind::RebuildFailed,
         FailureKind::Usage,
     ];
 
@@ -153,6 +156,7 @@ impl FailureKind {
             FailureKind::SpawnFailed => "spawn_failed",
             FailureKind::CannotDrain => "cannot_drain",
             FailureKind::DrainTimeout => "drain_timeout",
+            FailureKind::RebuildFailed => "rebuild_failed",
             FailureKind::Usage => "usage",
         }
     }
@@ -176,6 +180,7 @@ impl FailureKind {
             | FailureKind::InsufficientHostMemory
             | FailureKind::CannotDrain => ExitStatus::PreflightRefused,
             FailureKind::DrainTimeout => ExitStatus::DrainTimeout,
+            FailureKind::RebuildFailed => ExitStatus::RebuildFailed,
             FailureKind::Usage => ExitStatus::Usage,
             FailureKind::Interrupted => ExitStatus::Interrupted,
             FailureKind::DriverUnavailable => ExitStatus::DriverUnavailable,
@@ -258,7 +263,7 @@ mod tests {
         // An exhaustive match: a new kind does not compile here until it
         // has a number, and then fails below until ALL (and so the
         // schema) has it.
-        const KINDS: usize = 33;
+        const KINDS: usize = 34;
         let number = |kind: FailureKind| match kind {
             FailureKind::NoSuchProcess => 0,
             FailureKind::ThreadNotProcess => 1,
@@ -293,6 +298,7 @@ mod tests {
             FailureKind::CannotDrain => 30,
             FailureKind::DrainTimeout => 31,
             FailureKind::Undumpable => 32,
+            FailureKind::RebuildFailed => 33,
         };
         let mut listed = [false; KINDS];
         for kind in FailureKind::ALL {

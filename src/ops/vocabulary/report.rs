@@ -176,6 +176,9 @@ pub enum DrainOutcome {
     /// Asked to rebuild, it still showed the marker at the end of the
     /// wait (it is running; nothing was rolled back).
     NotRebuilt,
+    /// Asked to rebuild, it said its rebuild failed (a thread named
+    /// `cudackpt-fail1`), or exited during it.
+    RebuildFailed,
     /// Asked to rebuild while stopped (CRIU's restore unlocks before it
     /// thaws): it rebuilds once it runs, and nobody waited for it.
     RebuildAsked,
@@ -186,13 +189,14 @@ pub enum DrainOutcome {
 }
 
 impl DrainOutcome {
-    pub(crate) const ALL: [DrainOutcome; 8] = [
+    pub(crate) const ALL: [DrainOutcome; 9] = [
         DrainOutcome::WouldDrain,
         DrainOutcome::CannotDrain,
         DrainOutcome::NotAcknowledged,
         DrainOutcome::Drained,
         DrainOutcome::Rebuilt,
         DrainOutcome::NotRebuilt,
+        DrainOutcome::RebuildFailed,
         DrainOutcome::RebuildAsked,
         DrainOutcome::NotNeeded,
     ];
@@ -206,6 +210,7 @@ impl DrainOutcome {
             DrainOutcome::Drained => "drained",
             DrainOutcome::Rebuilt => "rebuilt",
             DrainOutcome::NotRebuilt => "not_rebuilt",
+            DrainOutcome::RebuildFailed => "rebuild_failed",
             DrainOutcome::RebuildAsked => "rebuild_asked",
             DrainOutcome::NotNeeded => "not_needed",
         }

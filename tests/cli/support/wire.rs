@@ -71,6 +71,7 @@ pub enum Kind {
     SpawnFailed,
     CannotDrain,
     DrainTimeout,
+    RebuildFailed,
     Usage,
 }
 
@@ -84,6 +85,7 @@ pub enum DrainOutcome {
     Drained,
     Rebuilt,
     NotRebuilt,
+    RebuildFailed,
     RebuildAsked,
     NotNeeded,
 }

@@ -51,6 +51,7 @@ __all__ = [
     "install",
     "groups",
     "MARKER",
+    "FAIL_MARKER",
     "DEFAULT_SIGNAL",
     "VERSION",
     "DEVICE_PREFIX",
@@ -63,6 +64,9 @@ __all__ = [
 VERSION = 1
 #: The name of the thread that acknowledges a drain.
 MARKER = "cudackpt-drain1"
+#: The name the marker thread takes, and keeps, when the rebuild failed:
+#: cudackpt then reports the process ``rebuild_failed``, never ``rebuilt``.
+FAIL_MARKER = "cudackpt-fail1"
 #: Real-time signal 40 (SIGRTMIN+6 under glibc): cudackpt's default.
 DEFAULT_SIGNAL = 40
 #: glibc's first real-time signal, for RTMIN+N (cudackpt reads it the same).
@@ -124,6 +128,7 @@ class _Marker:
         self._done = threading.Event()
         self._unnamed = threading.Event()
         self._error: Optional[BaseException] = None
+        self._failed = False
         self._thread = threading.Thread(target=self._run, name=MARKER, daemon=True)
 
     def _run(self) -> None:
@@ -136,9 +141,21 @@ class _Marker:
         # Renamed before it ends: a thread's /proc entry outlives join() for
         # a moment, and the marker must be gone when hide() returns.
         try:
-            _name_this_thread("drain-rebuilt")
+            _name_this_thread(FAIL_MARKER if self._failed else "drain-rebuilt")
         finally:
             self._unnamed.set()
+        if self._failed:
+            # Kept, named, for as long as the process lives: cudackpt reads
+            # the name after the marker goes.
+            threading.Event().wait()
+
+    @classmethod
+    def failed_now(cls) -> None:
+        """A failed rebuild with no marker up (a drain called off before
+        it acknowledged): the failure is said all the same."""
+        marker = cls()
+        marker.show()
+        marker.fail()
 
     def show(self) -> None:
         self._thread.start()
@@ -150,6 +167,13 @@ class _Marker:
         self._done.set()
         self._unnamed.wait()
         self._thread.join()
+
+    def fail(self) -> None:
+        """Renames the marker :data:`FAIL_MARKER` and keeps it: the rebuild
+        failed."""
+        self._failed = True
+        self._done.set()
+        self._unnamed.wait()
 
 
 #: The files through which a process reaches the GPU: the driver's device
@@ -348,12 +372,22 @@ class Drain:
             while self._requests == acknowledged:  # checkpointed in here
                 time.sleep(_POLL_SECONDS)
         self.drains += 1
-        if reconfigurable:
-            groups.rebuild_all()
-        elif group is not None:
-            group.rebuild(self.drains)
-        for rebuild in self.on_rebuild:
-            rebuild()
+        try:
+            # Every rebuilt group proves itself with a collective before the
+            # marker goes; a rebuild that fails says so instead.
+            if reconfigurable:
+                groups.rebuild_all()
+            elif group is not None:
+                group.rebuild(self.drains)
+            for rebuild in self.on_rebuild:
+                rebuild()
+        except BaseException:
+            self._baseline = self._requests
+            if marker is not None:
+                marker.fail()
+            else:
+                _Marker.failed_now()
+            raise
         self._baseline = self._requests
         if marker is not None:
             marker.hide()
@@ -457,3 +491,9 @@ class _Group:
             world_size=self.world_size,
             **options,
         )
+        # Proved before the marker goes: one all-reduce of ones.
+        device = options.get("device_id", torch.device("cpu"))
+        probe = torch.ones(1, device=device)
+        dist.all_reduce(probe)
+        if probe.item() != self.world_size:
+            raise RuntimeError(f"cudackpt: the rebuilt default group summed {probe.item()} instead of {self.world_size}")
