@@ -93,6 +93,9 @@ mod tests {
     #[test]
     fn numbers_are_the_documented_interface() {
         let codes: Vec<u8> = ALL.iter().map(|s| s.code()).collect();
-        assert_eq!(codes, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 130]);
+        assert_eq!(
+            codes,
+            vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 130]
+        );
     }
 }

@@ -747,15 +747,25 @@ pub fn rebuild(
             DrainReport::new(signal.number(), DrainOutcome::NotRebuilt),
         )
     }));
-    let answers = drain::wait_for(&sent, |pid| !drain::shows_marker(pid), until, stop);
+    // The marker went: rebuilt, unless it went because the rebuild failed
+    // (renamed) or the process exited, judged when it went (a rank may
+    // finish its job and exit while the others still rebuild).
+    let failed = std::sync::Mutex::new(Vec::new());
+    let answered = |pid: i32| {
+        if drain::shows_marker(pid) {
+            return false;
+        }
+        if drain::shows_failure(pid) || !crate::targets::process::is_alive(pid) {
+            crate::ops::vocabulary::locked(&failed).push(pid);
+        }
+        true
+    };
+    let answers = drain::wait_for(&sent, answered, until, stop);
+    let failed = crate::ops::vocabulary::locked(&failed).clone();
     for (target, answer) in sent.iter().zip(answers) {
         let mut report = DrainReport::new(signal.number(), DrainOutcome::Rebuilt);
         match answer {
-            // The marker went: rebuilt, unless it went because the rebuild
-            // failed (renamed) or the process is gone.
-            Answer::After(_) | Answer::Gone
-                if drain::shows_failure(target.pid) || target.still_the_same().is_err() =>
-            {
+            Answer::After(_) if failed.contains(&target.pid) => {
                 report.outcome = DrainOutcome::RebuildFailed;
             }
             Answer::After(took) => report.rebuilt = Some(took),
