@@ -6,8 +6,10 @@ a 1-D DeviceMesh; ``fsdp2_hsdp``: on a 2-D mesh, replicated across one
 dimension and sharded across the other; ``tp``: DTensor tensor
 parallelism, column- then row-wise, on a 1-D mesh), with the drain point
 between steps and no ``on_rebuild`` code. Every group starts through
-``cudackpt_drain.init_process_group`` unless PLAIN=1 (torch's own groups,
-the old way: rebuilt by the client as a new default group).
+``cudackpt_drain.init_process_group``; with INSTALL=1 through torch's own
+``init_process_group`` after ``cudackpt_drain.install()`` (as a framework
+calls it); with PLAIN=1 torch's own groups, the old way (rebuilt by the
+client as a new default group).
 
 Arguments: MODE STEPS LOG. It logs each step's loss (float.hex), what it
 drained, the TCP sockets it held before and after each release (gloo's
@@ -96,6 +98,10 @@ def main():
         torch.use_deterministic_algorithms(True)
     if os.environ.get("PLAIN") == "1":
         dist.init_process_group(backend)
+    elif os.environ.get("INSTALL") == "1":
+        # As a framework would: torch's own call, after install().
+        cudackpt_drain.install()
+        dist.init_process_group(backend=backend)
     else:
         cudackpt_drain.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -64,7 +64,7 @@ class Run:
     """One run of the four-rank job: `drain` sends a drain and its rebuild
     mid-run; `plain` starts torch's own groups."""
 
-    def __init__(self, mode, drain=False, plain=False):
+    def __init__(self, mode, drain=False, plain=False, install=False):
         self.dir = tempfile.mkdtemp(prefix="cudackpt-groups-test-")
         env = dict(
             os.environ,
@@ -78,6 +78,8 @@ class Run:
         )
         if plain:
             env["PLAIN"] = "1"
+        if install:
+            env["INSTALL"] = "1"
         self.logs = [os.path.join(self.dir, f"rank{rank}.log") for rank in range(WORLD)]
         stderr = [os.path.join(self.dir, f"rank{rank}.err") for rank in range(WORLD)]
         self.ranks = []
@@ -176,6 +178,16 @@ class KeptGroups(unittest.TestCase):
     def test_tensor_parallelism_on_four_ranks_is_kept_bit_exact_and_its_old_communicators_are_gone(self):
         self.check_kept("tp")
 
+    def test_a_framework_calling_torch_s_init_after_install_gets_groups_that_are_kept(self):
+        untouched = Run("ddp")
+        self.assertEqual(untouched.codes, [0] * WORLD, untouched.errors)
+        drained = Run("ddp", drain=True, install=True)
+        self.assertEqual(drained.codes, [0] * WORLD, drained.errors)
+        for rank in range(WORLD):
+            self.assertEqual(drained.value(rank, "drains"), "1", drained.lines(rank))
+            self.assertEqual(drained.losses(rank), untouched.losses(rank), f"rank {rank}: bit-exact")
+            self.assertEqual(drained.value(rank, "same_groups"), "True", f"rank {rank}")
+
     def test_the_harm_first_the_old_way_kills_fsdp2_on_a_2d_mesh(self):
         run = Run("fsdp2_hsdp", drain=True, plain=True)
         self.assertTrue(any(code != 0 for code in run.codes), f"the job died: {run.codes}")
@@ -187,3 +199,24 @@ class KeptGroups(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(HAVE_TORCH, "needs torch")
+class PrivateTorch(unittest.TestCase):
+    def test_this_torch_has_every_private_name_the_client_uses(self):
+        from cudackpt_drain import _torch_private
+
+        self.assertEqual(_torch_private.missing(), [])
+
+    def test_a_torch_without_one_is_named_at_once(self):
+        from cudackpt_drain import _torch_private
+
+        needed = _torch_private._NEEDED
+        try:
+            _torch_private._NEEDED = needed + (("torch.distributed.ProcessGroup", "_no_such_thing"),)
+            with self.assertRaises(ImportError) as raised:
+                _torch_private.check()
+            self.assertIn("ProcessGroup._no_such_thing", str(raised.exception))
+            self.assertIn("torch 2.11", str(raised.exception))
+        finally:
+            _torch_private._NEEDED = needed

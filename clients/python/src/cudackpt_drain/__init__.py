@@ -459,6 +459,9 @@ class _Group:
 
     @classmethod
     def capture(cls) -> "_Group":
+        from . import _torch_private
+
+        _torch_private.check()
         import torch.distributed as dist
         from torch.distributed import distributed_c10d
 

@@ -276,6 +276,9 @@ def _create(store, rank, size, timeout):
 def register() -> None:
     """Registers the ``cudackpt`` backend with torch (once)."""
     global _registered, Reconfigurable
+    from . import _torch_private
+
+    _torch_private.check()
     with _lock:
         if _registered:
             return
