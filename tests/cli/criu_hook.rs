@@ -423,6 +423,14 @@ fn arguments_turn_the_hook_mode_off() {
     assert_eq!(fx.fake_state(tree.pid("g")), "running");
 }
 
+/// Runs `script` in a shell that stands in for CRIU: it runs the hook as
+/// CRIU does (fork and exec, itself the hook's parent), then ends.
+fn as_criu(fx: &Fixture, script: &str) -> Output {
+    fx.command_for(std::path::Path::new("/bin/sh"), &["-c", script])
+        .output()
+        .expect("the stand-in CRIU")
+}
+
 /// CRIU's failing dump, replayed: CRIU runs `pre-dump` (cudackpt suspends
 /// the tree), then the dump fails, CRIU thaws the tree and exits without
 /// any further hook that cudackpt acts on. A watcher bound to the CRIU
@@ -440,10 +448,7 @@ fn a_dump_that_fails_after_pre_dump_gets_its_tree_resumed() {
         tree.root(),
         crate::support::cudackpt_bin().display()
     );
-    let output = fx
-        .command_for(std::path::Path::new("/bin/sh"), &["-c", &criu])
-        .output()
-        .expect("the stand-in CRIU");
+    let output = as_criu(&fx, &criu);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let (stdout, stderr) = texts(&output);
     assert!(
@@ -501,10 +506,7 @@ fn a_pre_dump_hook_killed_before_its_watcher_leaves_recover_the_tree() {
         tree.root(),
         crate::support::cudackpt_bin().display()
     );
-    let output = fx
-        .command_for(std::path::Path::new("/bin/sh"), &["-c", &criu])
-        .output()
-        .expect("the stand-in CRIU");
+    let output = as_criu(&fx, &criu);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     for pid in cuda {
         assert_eq!(
@@ -544,10 +546,7 @@ fn a_post_dump_takes_the_record_handed_to_criu() {
         root = tree.root(),
         bin = bin.display()
     );
-    let output = fx
-        .command_for(std::path::Path::new("/bin/sh"), &["-c", &criu])
-        .output()
-        .expect("the stand-in CRIU");
+    let output = as_criu(&fx, &criu);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     // Right after the post-dump (a record the watcher would recover only
     // after CRIU ends), no record handed to CRIU is left.
