@@ -96,9 +96,7 @@ pub fn run_handed_to(
 ) -> (bool, Report) {
     let found = std::sync::atomic::AtomicBool::new(false);
     let report = recover_where(libcuda, false, &|intent: &Intent| {
-        let handed = intent.handed_to_criu
-            && intent.owner_pid == criu.pid
-            && intent.owner_starttime == criu.starttime;
+        let handed = intent.handed_to(criu);
         if handed {
             found.store(true, std::sync::atomic::Ordering::Relaxed);
         }

@@ -173,17 +173,17 @@ pub fn invoker() -> Option<Invoker> {
             gid: number("SUDO_GID").unwrap_or(OVERFLOW_GID),
         });
     }
-    let passwd = || read_capped(Path::new("/etc/passwd"), PASSWD_CAP).unwrap_or_default();
     if let Some(uid) = number("PKEXEC_UID") {
-        let gid = passwd_entry(&passwd(), |_, entry_uid| entry_uid == uid).map(|(_, gid)| gid);
-        return Some(Invoker {
-            uid,
-            gid: gid.unwrap_or(OVERFLOW_GID),
-        });
+        return Some(user(uid));
     }
-    let user = std::env::var("DOAS_USER").ok().filter(|u| !u.is_empty())?;
-    let (uid, gid) = passwd_entry(&passwd(), |name, _| name == user)?;
+    let name = std::env::var("DOAS_USER").ok().filter(|u| !u.is_empty())?;
+    let (uid, gid) = passwd_entry(&read_passwd(), |entry, _| entry == name)?;
     (uid != 0).then_some(Invoker { uid, gid })
+}
+
+/// /etc/passwd, capped (empty where it cannot be read).
+fn read_passwd() -> String {
+    read_capped(Path::new("/etc/passwd"), PASSWD_CAP).unwrap_or_default()
 }
 
 /// The overflow group (nobody's): where the invoker's group is unknown, a
@@ -245,8 +245,7 @@ pub fn as_invoker<T: Send>(work: impl FnOnce() -> T + Send) -> io::Result<T> {
 /// The user `uid` as [`as_user`] takes them on: their primary group from
 /// /etc/passwd, else the overflow group.
 pub fn user(uid: u32) -> Invoker {
-    let passwd = read_capped(Path::new("/etc/passwd"), PASSWD_CAP).unwrap_or_default();
-    let gid = passwd_entry(&passwd, |_, entry_uid| entry_uid == uid).map(|(_, gid)| gid);
+    let gid = passwd_entry(&read_passwd(), |_, entry_uid| entry_uid == uid).map(|(_, gid)| gid);
     Invoker {
         uid,
         gid: gid.unwrap_or(OVERFLOW_GID),

@@ -602,6 +602,12 @@ impl Intent {
             .retain(|m| m.owner == Some(user) && owner_of(m.pid).is_none_or(|o| o == user));
     }
 
+    /// Whether a CRIU pre-dump handed this record to `criu` (that very
+    /// process: its PID and start time).
+    pub fn handed_to(&self, criu: crate::targets::identity::Identity) -> bool {
+        self.handed_to_criu && self.owner_pid == criu.pid && self.owner_starttime == criu.starttime
+    }
+
     /// A record of this process's command.
     pub fn of_this_process(
         command: &str,
@@ -665,9 +671,7 @@ pub fn abandoned() -> Result<Vec<(PathBuf, Intent)>, UnsafeDir> {
         Some(dir) => abandoned_in(&dir)?,
         None => Vec::new(),
     };
-    if rustix::process::geteuid().is_root() {
-        found.extend(abandoned_in_users_dirs());
-    }
+    found.extend(abandoned_in_users_dirs());
     Ok(found)
 }
 
@@ -675,10 +679,7 @@ pub fn abandoned() -> Result<Vec<(PathBuf, Intent)>, UnsafeDir> {
 /// processes of that directory's user; what cannot be read is skipped.
 fn abandoned_in_users_dirs() -> Vec<(PathBuf, Intent)> {
     let mut found = Vec::new();
-    for dir in intent_dirs() {
-        let Some(uid) = user_of_intents(dir.path()) else {
-            continue;
-        };
+    for (uid, dir) in users_intent_dirs() {
         for (path, mut intent) in abandoned_in(&dir).unwrap_or_default() {
             intent.keep_members_of(uid);
             if !intent.members.is_empty() {
@@ -722,11 +723,7 @@ pub fn release_handed_to(criu: crate::targets::identity::Identity) -> usize {
                 .ok()
                 .flatten()
                 .and_then(|text| serde_json::from_str::<Intent>(&text).ok())
-                .is_some_and(|intent| {
-                    intent.handed_to_criu
-                        && intent.owner_pid == criu.pid
-                        && intent.owner_starttime == criu.starttime
-                });
+                .is_some_and(|intent| intent.handed_to(criu));
             if handed && dir.remove(&name).is_ok() {
                 released += 1;
             }
@@ -738,20 +735,29 @@ pub fn release_handed_to(criu: crate::targets::identity::Identity) -> usize {
 /// This cudackpt's intents directory, and (as root) every user's that is
 /// there and theirs.
 fn intent_dirs() -> Vec<SafeDir> {
-    let mut dirs: Vec<SafeDir> = SafeDir::open_existing(&dir())
-        .ok()
-        .flatten()
-        .into_iter()
-        .collect();
-    if rustix::process::geteuid().is_root() {
-        if let Ok(entries) = std::fs::read_dir(user_runtime_base()) {
-            dirs.extend(entries.flatten().filter_map(|entry| {
-                let uid = entry.file_name().to_str()?.parse::<u32>().ok()?;
-                SafeDir::open_existing_of(&user_intents(uid), uid).ok()?
-            }));
-        }
+    let own = SafeDir::open_existing(&dir()).ok().flatten();
+    own.into_iter()
+        .chain(users_intent_dirs().into_iter().map(|(_, dir)| dir))
+        .collect()
+}
+
+/// As root, every user's intents directory that is there and theirs, with
+/// its user; none for another user.
+fn users_intent_dirs() -> Vec<(u32, SafeDir)> {
+    if !rustix::process::geteuid().is_root() {
+        return Vec::new();
     }
-    dirs
+    let Ok(entries) = std::fs::read_dir(user_runtime_base()) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let uid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let dir = SafeDir::open_existing_of(&user_intents(uid), uid).ok()??;
+            Some((uid, dir))
+        })
+        .collect()
 }
 
 /// An abandoned record taken over by one `recover`: it holds the record's

@@ -176,18 +176,24 @@ fn candidate_pids(selectors: &Selectors, cgroups: &[Cgroup]) -> Result<Vec<i32>,
 /// How many uninspected processes a remark names; the rest are counted.
 const NAMED_UNINSPECTED: usize = 10;
 
+/// The first [`NAMED_UNINSPECTED`] of `labels`, then how many more (pure).
+fn first_named(labels: Vec<String>) -> String {
+    let more = labels.len().saturating_sub(NAMED_UNINSPECTED);
+    let mut named = labels
+        .into_iter()
+        .take(NAMED_UNINSPECTED)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if more > 0 {
+        named.push_str(&format!(" and {more} more"));
+    }
+    named
+}
+
 /// The remark on processes whose maps user `uid` may not read, naming them
 /// (pure).
 fn uninspected(pids: &[i32], uid: u32) -> String {
-    let mut named = pids
-        .iter()
-        .take(NAMED_UNINSPECTED)
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ");
-    if pids.len() > NAMED_UNINSPECTED {
-        named.push_str(&format!(" and {} more", pids.len() - NAMED_UNINSPECTED));
-    }
+    let named = first_named(pids.iter().map(ToString::to_string).collect());
     let which = if pids.len() == 1 {
         format!("PID {named} could not be inspected")
     } else {
@@ -206,21 +212,15 @@ fn uninspected(pids: &[i32], uid: u32) -> String {
 /// The remark on processes whose maps go on past the cap with no CUDA
 /// driver in the part read, naming them (pure).
 fn inspected_in_part(processes: &[(i32, Option<String>)]) -> String {
-    let mut named = processes
-        .iter()
-        .take(NAMED_UNINSPECTED)
-        .map(|(pid, name)| match name {
-            Some(name) => format!("{pid} ({})", crate::targets::name::printable(name)),
-            None => pid.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
-    if processes.len() > NAMED_UNINSPECTED {
-        named.push_str(&format!(
-            " and {} more",
-            processes.len() - NAMED_UNINSPECTED
-        ));
-    }
+    let named = first_named(
+        processes
+            .iter()
+            .map(|(pid, name)| match name {
+                Some(name) => format!("{pid} ({})", crate::targets::name::printable(name)),
+                None => pid.to_string(),
+            })
+            .collect(),
+    );
     let (which, their) = if processes.len() == 1 {
         (format!("PID {named} was"), "its")
     } else {
