@@ -149,6 +149,21 @@ fn as_root(what: &str) -> bool {
 /// Arguments, environment and the exit status expected.
 type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], i32);
 
+/// Gives `bin` the file capability the README offers
+/// (`cap_sys_ptrace+ep`); false (a missing prerequisite, said) where
+/// setcap is missing or the filesystem refuses it.
+fn give_ptrace(bin: &Path) -> bool {
+    let Some(setcap) = setcap() else {
+        return prerequisite("find setcap (Debian's libcap2-bin)", false);
+    };
+    let status = std::process::Command::new(&setcap)
+        .args(["cap_sys_ptrace+ep"])
+        .arg(bin)
+        .status()
+        .expect("run setcap");
+    prerequisite("set a file capability here", status.success())
+}
+
 fn setcap() -> Option<PathBuf> {
     ["/usr/sbin/setcap", "/sbin/setcap", "/usr/bin/setcap"]
         .iter()
@@ -166,21 +181,12 @@ fn a_copy_with_capabilities_loads_only_what_root_would() {
     if !as_root("give files to another user and run as them") {
         return;
     }
-    let Some(setcap) = setcap() else {
-        prerequisite("find setcap (Debian's libcap2-bin)", false);
-        return;
-    };
     let fx = Fixture::new();
     let target = fx.cuda_target();
     let bin = fx.world_runnable_cudackpt();
     let plain_bin = bin.with_file_name("cudackpt-plain");
     fs::copy(&bin, &plain_bin).expect("a copy without capabilities");
-    let status = std::process::Command::new(&setcap)
-        .args(["cap_sys_ptrace+ep"])
-        .arg(&bin)
-        .status()
-        .expect("run setcap");
-    if !prerequisite("set a file capability here", status.success()) {
+    if !give_ptrace(&bin) {
         return;
     }
     // The user's own directory, library and mark.
@@ -714,18 +720,9 @@ fn root_and_a_capable_copy_never_interleave_on_one_process() {
     if !as_root("run a capable copy as another user") {
         return;
     }
-    let Some(setcap) = setcap() else {
-        prerequisite("find setcap (Debian's libcap2-bin)", false);
-        return;
-    };
     let fx = Fixture::new();
     let bin = fx.world_runnable_cudackpt();
-    let status = std::process::Command::new(&setcap)
-        .args(["cap_sys_ptrace+ep"])
-        .arg(&bin)
-        .status()
-        .expect("run setcap");
-    if !prerequisite("set a file capability here", status.success()) {
+    if !give_ptrace(&bin) {
         return;
     }
     // A state directory both may write, and the copy's own run directory.
