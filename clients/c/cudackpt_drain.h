@@ -17,29 +17,42 @@
  * drained; call it from the main loop's thread.
  *
  * rebuild() proves what it built (a collective on every communicator)
- * before it returns; if that fails it calls cudackpt_drain_rebuild_failed(),
+ * before it returns; if that fails it calls cudackpt_drain_rebuild_failed(why),
  * and the thread keeps the name "cudackpt-fail1" instead of its old one:
  * cudackpt then reports the process rebuild_failed (exit 13), never
- * rebuilt. */
+ * rebuilt, and quotes `why` (its first 200 characters): the reason is the
+ * name of a memfd, "cudackpt-error:WHY", kept open until the next rebuild. */
 #ifndef CUDACKPT_DRAIN_H
 #define CUDACKPT_DRAIN_H
+#include <linux/memfd.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define CUDACKPT_DRAIN_SIGNAL 40
 #define CUDACKPT_DRAIN_MARKER "cudackpt-drain1"
 #define CUDACKPT_DRAIN_FAIL_MARKER "cudackpt-fail1"
+#define CUDACKPT_DRAIN_ERROR_MEMFD "cudackpt-error:"
 
 static volatile sig_atomic_t cudackpt_requests; /* counted by the handler */
 static sig_atomic_t cudackpt_baseline;          /* the count at the last rebuild */
 
 static int cudackpt_rebuild_failed;              /* set by rebuild() on failure */
+static int cudackpt_error_fd = -1;               /* the memfd that says why */
 
 static void cudackpt_on_request(int sig) { (void)sig; cudackpt_requests++; }
 
-/* Called by rebuild() when what it built does not work. */
-static void cudackpt_drain_rebuild_failed(void) { cudackpt_rebuild_failed = 1; }
+/* Called by rebuild() when what it built does not work; `why` (or NULL)
+ * is what cudackpt quotes. A memfd's name holds 249 bytes. */
+static void cudackpt_drain_rebuild_failed(const char *why) {
+    cudackpt_rebuild_failed = 1;
+    if (!why || cudackpt_error_fd >= 0) return;
+    char name[250];
+    snprintf(name, sizeof name, "%s%s", CUDACKPT_DRAIN_ERROR_MEMFD, why);
+    cudackpt_error_fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC);
+}
 
 static void cudackpt_drain_init(void) {
     struct sigaction action = {0};
@@ -59,6 +72,7 @@ static void cudackpt_drain_point(void (*release)(void), void (*rebuild)(void)) {
         while (cudackpt_requests == acknowledged) usleep(10000); /* checkpointed here */
     }
     cudackpt_rebuild_failed = 0;
+    if (cudackpt_error_fd >= 0) { close(cudackpt_error_fd); cudackpt_error_fd = -1; }
     rebuild();
     cudackpt_baseline = cudackpt_requests;
     prctl(PR_SET_NAME, cudackpt_rebuild_failed ? CUDACKPT_DRAIN_FAIL_MARKER : name);

@@ -52,7 +52,11 @@ fn rebuild_drained(report: &mut Report, pids: &[i32], note: &DrainNote, claimed:
         };
         let process = &mut report.processes[at];
         if drain.outcome == DrainOutcome::RebuildFailed && process.failure.is_none() {
-            process.failure = Some(drain_stage::rebuild_failed(pid, drain.signal));
+            process.failure = Some(drain_stage::rebuild_failed(
+                pid,
+                drain.signal,
+                drain.rebuild_error.as_deref(),
+            ));
         }
         if drain.outcome == DrainOutcome::NotRebuilt && process.failure.is_none() {
             process.failure = Some(Failure::new(

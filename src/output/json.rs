@@ -163,6 +163,10 @@ pub struct DrainDoc<'a> {
     /// copies (NVML; absent without NVML).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub footprint_bytes: Option<u64>,
+    /// Why its rebuild failed, in the rank's own words (the first 200
+    /// characters it stated), when it said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rebuild_error: Option<&'a str>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -243,6 +247,7 @@ fn process_doc(p: &ProcessReport) -> ProcessDoc<'_> {
             exempted: d.exempted.as_deref(),
             released_bytes: d.released_bytes,
             footprint_bytes: d.footprint_bytes,
+            rebuild_error: d.rebuild_error.as_deref(),
         }),
     }
 }

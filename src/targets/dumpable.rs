@@ -15,8 +15,6 @@
 //!
 //! Read-only. A process that is gone by the time it is read has nothing.
 
-use std::fs;
-
 use memchr::memmem;
 
 use crate::targets::process::read_proc_text;
@@ -36,12 +34,9 @@ pub enum Obstacle {
     /// It maps an io_uring ring, or holds one's descriptor.
     IoUring,
     /// Its maps or its descriptors go on past the caps
-    /// ([`procfs::MAPS_BYTES_CAP`], [`FD_CAP`]): not checked whole.
+    /// ([`procfs::MAPS_BYTES_CAP`], [`procfs::FD_CAP`]): not checked whole.
     PastCap,
 }
-
-/// The most descriptors of one process looked at.
-pub const FD_CAP: usize = 65_536;
 
 /// A process of the tree and what CRIU cannot dump in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,26 +108,18 @@ enum Descriptors {
     /// No io_uring among them (or they could not be read: gone).
     Clear,
     IoUring,
-    /// More than [`FD_CAP`] of them, none an io_uring.
+    /// More than [`procfs::FD_CAP`] of them, none an io_uring.
     PastCap,
 }
 
 /// Whether `pid` holds an io_uring descriptor (`/proc/PID/fd/N` reads
-/// `anon_inode:[io_uring]`), looking at [`FD_CAP`] descriptors at most.
+/// `anon_inode:[io_uring]`), looking at [`procfs::FD_CAP`] descriptors at most.
 fn io_uring_descriptor(pid: i32) -> Descriptors {
-    let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return Descriptors::Clear;
-    };
-    for (seen, entry) in entries.flatten().enumerate() {
-        if seen == FD_CAP {
-            return Descriptors::PastCap;
-        }
-        let target = fs::read_link(entry.path()).unwrap_or_default();
-        if target.as_os_str().as_encoded_bytes() == IO_URING {
-            return Descriptors::IoUring;
-        }
+    match procfs::find_fd_link(pid, |link| link == IO_URING) {
+        procfs::FdLink::Found(_) => Descriptors::IoUring,
+        procfs::FdLink::None => Descriptors::Clear,
+        procfs::FdLink::PastCap => Descriptors::PastCap,
     }
-    Descriptors::Clear
 }
 
 /// A process's name and parent, from /proc/PID/stat.

@@ -6,7 +6,7 @@
 //! a process past the cap is named as such, never judged on half its
 //! file in silence.
 
-use std::fs::File;
+use std::fs::{self, File};
 use std::io::{self, Read};
 
 /// The most of one `/proc/PID/maps` read: 4 MiB, or 65,536 lines (the
@@ -15,6 +15,42 @@ use std::io::{self, Read};
 pub const MAPS_BYTES_CAP: u64 = 4 << 20;
 /// See [`MAPS_BYTES_CAP`].
 pub const MAPS_LINES_CAP: usize = 65_536;
+
+/// The most descriptors of one process looked at.
+pub const FD_CAP: usize = 65_536;
+
+/// What a look through a process's descriptors found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FdLink {
+    /// The first descriptor whose link (`/proc/PID/fd/N`) matched, as
+    /// read.
+    Found(Vec<u8>),
+    /// None matched, or the descriptors could not be listed.
+    None,
+    /// More than [`FD_CAP`] of them, none of those looked at matched.
+    PastCap,
+}
+
+/// The first of `pid`'s descriptors whose link target `matches`, looking
+/// at [`FD_CAP`] descriptors at most. The links are read, never followed.
+pub fn find_fd_link(pid: i32, matches: impl Fn(&[u8]) -> bool) -> FdLink {
+    let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return FdLink::None;
+    };
+    for (seen, entry) in entries.flatten().enumerate() {
+        if seen == FD_CAP {
+            return FdLink::PastCap;
+        }
+        let Ok(target) = fs::read_link(entry.path()) else {
+            continue;
+        };
+        let bytes = target.into_os_string().into_encoded_bytes();
+        if matches(&bytes) {
+            return FdLink::Found(bytes);
+        }
+    }
+    FdLink::None
+}
 
 /// Whole lines of a /proc file, and whether they are the whole file.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -587,6 +587,17 @@ fn a_rank_whose_rebuild_fails_is_reported_as_such() {
     let error = process.error.clone().expect("a failure");
     assert_eq!(error.kind, Kind::RebuildFailed);
     assert!(error.message.contains("cudackpt-fail1"), "{error:?}");
+    // The rank's own words (its error memfd), whole in JSON, escaped in
+    // the message a terminal may show.
+    let said = "NCCL error: remote process exited\u{1b}[2J";
+    let drain = process.drain.as_ref().expect("a drain report");
+    assert_eq!(drain.rebuild_error.as_deref(), Some(said), "{doc:?}");
+    assert!(
+        error
+            .message
+            .contains(r#"failed: "NCCL error: remote process exited\x1b[2J""#),
+        "{error:?}"
+    );
     assert_eq!(
         process.state,
         crate::wire::State::Running,

@@ -55,7 +55,7 @@ static void release(void) {
 }
 static void rebuild(void) {
     if (!strcmp(mode, "stuck-rebuild")) for (;;) pause();
-    if (!strcmp(mode, "fail-rebuild")) { note("rebuild-failed"); cudackpt_drain_rebuild_failed(); return; }
+    if (!strcmp(mode, "fail-rebuild")) { note("rebuild-failed"); cudackpt_drain_rebuild_failed("NCCL error: remote process exited\x1b[2J"); return; }
     if (strcmp(mode, "keep")) pthread_create(&watchdog, 0, watch, 0);
     note("rebuilt");
 }

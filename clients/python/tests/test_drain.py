@@ -152,6 +152,12 @@ class Protocol(unittest.TestCase):
             self.assertIn("does not work", rank.stdout.readline())
             self.assertFalse(shows_marker(rank.pid), "the marker went")
             self.assertIn(cd.FAIL_MARKER, thread_names(rank.pid), "and the failure is named in its place")
+            links = [os.readlink(f"/proc/{rank.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{rank.pid}/fd")]
+            self.assertIn(
+                "/memfd:cudackpt-error:RuntimeError: the new communicator does not work (deleted)",
+                links,
+                "and why, for cudackpt to quote",
+            )
         finally:
             rank.kill()
             rank.wait()

@@ -168,6 +168,15 @@ pub fn shows_failure(pid: i32) -> bool {
     drain_protocol::shows_failure(&evidence::thread_names(pid))
 }
 
+/// What `pid` said of its failed rebuild in its error memfd, if anything
+/// (cudackpt(1), DRAIN PROTOCOL).
+pub fn stated_error(pid: i32) -> Option<String> {
+    match crate::targets::procfs::find_fd_link(pid, drain_protocol::is_error_memfd) {
+        crate::targets::procfs::FdLink::Found(link) => drain_protocol::stated_error(&link),
+        _ => None,
+    }
+}
+
 /// Whether `pid` shows the marker: it has drained and waits.
 pub fn shows_marker(pid: i32) -> bool {
     drain_protocol::shows_marker(&evidence::thread_names(pid))

@@ -664,7 +664,7 @@ fn state_in(reports: &[ProcessReport], pid: i32) -> Option<ProcessState> {
 /// else failed, else a warning.
 fn note_rebuild(report: &mut ProcessReport, drain: &DrainReport) {
     if drain.outcome == DrainOutcome::RebuildFailed {
-        let failure = rebuild_failed(report.pid, drain.signal);
+        let failure = rebuild_failed(report.pid, drain.signal, drain.rebuild_error.as_deref());
         match &report.failure {
             None => report.failure = Some(failure),
             Some(_) => report.warnings.push(failure.message),
@@ -690,11 +690,14 @@ fn note_rebuild(report: &mut ProcessReport, drain: &DrainReport) {
 }
 
 /// The failure of a process whose rebuild failed (it renamed its marker
-/// thread) or that exited during it.
-pub fn rebuild_failed(pid: i32, signal: i32) -> Failure {
+/// thread, and may have said why) or that exited during it.
+pub fn rebuild_failed(pid: i32, signal: i32, stated: Option<&str>) -> Failure {
     let how = if crate::targets::process::is_alive(pid) {
+        let why = stated.map_or(String::new(), |text| {
+            format!(": \"{}\"", crate::targets::name::printable(text))
+        });
         format!(
-            "said that its rebuild failed (it names a thread {}): it runs with process groups that do not work",
+            "said that its rebuild failed{why} (it names a thread {}): it runs with process groups that do not work",
             drain_protocol::FAIL_MARKER
         )
     } else {
@@ -703,7 +706,7 @@ pub fn rebuild_failed(pid: i32, signal: i32) -> Failure {
     Failure::new(
         FailureKind::RebuildFailed,
         format!("PID {pid}, asked to rebuild (signal {signal}), {how}; nothing was rolled back"),
-        "read the process's own log for why (the drain client raises the rebuild's error in the training loop); its checkpoint was restored, so only the job's communicators are at fault",
+        "read the process's own log for the whole error (the drain client raises it in the training loop); its checkpoint was restored, so only the job's communicators are at fault",
     )
 }
 
@@ -767,6 +770,7 @@ pub fn rebuild(
         match answer {
             Answer::After(_) if failed.contains(&target.pid) => {
                 report.outcome = DrainOutcome::RebuildFailed;
+                report.rebuild_error = drain::stated_error(target.pid);
             }
             Answer::After(took) => report.rebuilt = Some(took),
             Answer::Gone => report.outcome = DrainOutcome::RebuildFailed,

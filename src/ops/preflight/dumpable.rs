@@ -149,7 +149,7 @@ fn words(found: &Found) -> (String, &'static str) {
                 "could not be checked whole: its /proc/PID/maps goes on past {} MiB or {} lines, or it holds more than {} descriptors, and cudackpt reads no further (a process can make those as large as it likes)",
                 crate::targets::procfs::MAPS_BYTES_CAP >> 20,
                 crate::targets::procfs::MAPS_LINES_CAP,
-                crate::targets::dumpable::FD_CAP
+                crate::targets::procfs::FD_CAP
             ),
             PAST_CAP_FIX,
         ),

@@ -16,7 +16,9 @@
 //!    every rebuilt group with a collective, take the count as the new
 //!    baseline, and drop the marker. A rebuild that fails renames the
 //!    marker thread [`FAIL_MARKER`] instead (and keeps it): cudackpt
-//!    reports the process `rebuild_failed`, never `rebuilt`.
+//!    reports the process `rebuild_failed`, never `rebuilt`. It may say
+//!    why in the name of a memfd it keeps open ([`ERROR_MEMFD`]): cudackpt
+//!    quotes the first [`ERROR_CHARS`] characters.
 //!
 //! A signal that arrives before the safe point calls the request off (the
 //! count is even again): cudackpt sends one when it gives up on a group.
@@ -150,9 +152,60 @@ pub fn shows_failure(threads: &[(i32, String)]) -> bool {
     threads.iter().any(|(_, name)| name == FAIL_MARKER)
 }
 
+/// The name a process whose rebuild failed may give a memfd it keeps
+/// open, followed by why (`memfd_create("cudackpt-error:…")`): a thread
+/// name holds 15 bytes, a memfd's name 249, and its link
+/// (`/proc/PID/fd/N` → `/memfd:NAME (deleted)`) is read without opening
+/// or following anything the process chose.
+pub const ERROR_MEMFD: &str = "cudackpt-error:";
+
+/// The most characters of a rank's own error that cudackpt quotes.
+pub const ERROR_CHARS: usize = 200;
+
+/// Whether a descriptor's link is the error memfd (pure).
+pub fn is_error_memfd(link: &[u8]) -> bool {
+    link.strip_prefix(b"/memfd:")
+        .is_some_and(|name| name.starts_with(ERROR_MEMFD.as_bytes()))
+}
+
+/// The error a rank stated in its error memfd's link, lossily decoded,
+/// cut to [`ERROR_CHARS`] characters and trimmed; `None` when it is not
+/// the memfd or says nothing (pure). Not yet printable: a terminal's
+/// renderer escapes it, JSON's encoder escapes it itself.
+pub fn stated_error(link: &[u8]) -> Option<String> {
+    let name = link
+        .strip_prefix(b"/memfd:")?
+        .strip_prefix(ERROR_MEMFD.as_bytes())?;
+    let name = name.strip_suffix(b" (deleted)").unwrap_or(name);
+    let text: String = String::from_utf8_lossy(name)
+        .chars()
+        .take(ERROR_CHARS)
+        .collect();
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rank_s_error_is_read_from_its_memfd_s_link_and_cut() {
+        let link = b"/memfd:cudackpt-error:RuntimeError: connection reset (deleted)";
+        assert!(is_error_memfd(link));
+        assert_eq!(
+            stated_error(link).as_deref(),
+            Some("RuntimeError: connection reset")
+        );
+        assert!(!is_error_memfd(b"/memfd:other (deleted)"));
+        assert!(!is_error_memfd(b"/tmp/cudackpt-error:x"));
+        assert_eq!(stated_error(b"/memfd:cudackpt-error: (deleted)"), None);
+        assert_eq!(stated_error(b"/memfd:torch-shm (deleted)"), None);
+        let long = format!("/memfd:{ERROR_MEMFD}{} (deleted)", "x".repeat(300));
+        assert_eq!(stated_error(long.as_bytes()).unwrap().len(), ERROR_CHARS);
+        let bad = b"/memfd:cudackpt-error:bad \xff\x1b[2J (deleted)";
+        assert_eq!(stated_error(bad).as_deref(), Some("bad \u{fffd}\u{1b}[2J"));
+    }
 
     #[test]
     fn signals_parse_by_number_and_real_time_offset() {

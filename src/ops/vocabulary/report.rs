@@ -140,6 +140,9 @@ pub struct DrainReport {
     pub released_bytes: Option<u64>,
     /// The GPU memory it held once drained: what its checkpoint copies.
     pub footprint_bytes: Option<u64>,
+    /// Why its rebuild failed, in its own words (its error memfd), cut to
+    /// `drain_protocol::ERROR_CHARS` characters.
+    pub rebuild_error: Option<String>,
 }
 
 impl DrainReport {
@@ -152,6 +155,7 @@ impl DrainReport {
             exempted: None,
             released_bytes: None,
             footprint_bytes: None,
+            rebuild_error: None,
         }
     }
 }

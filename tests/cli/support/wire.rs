@@ -101,6 +101,7 @@ pub struct DrainDoc {
     pub exempted: Option<String>,
     pub released_bytes: Option<u64>,
     pub footprint_bytes: Option<u64>,
+    pub rebuild_error: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -67,6 +67,12 @@ MARKER = "cudackpt-drain1"
 #: The name the marker thread takes, and keeps, when the rebuild failed:
 #: cudackpt then reports the process ``rebuild_failed``, never ``rebuilt``.
 FAIL_MARKER = "cudackpt-fail1"
+#: A process whose rebuild failed says why in the name of a memfd it keeps
+#: open until the next rebuild: ``cudackpt-error:`` and the error, which
+#: cudackpt quotes (the first 200 characters) in its report.
+ERROR_MEMFD = "cudackpt-error:"
+#: The most bytes a memfd's name holds (the kernel's MFD_NAME_MAX_LEN).
+_MEMFD_NAME_BYTES = 249
 #: Real-time signal 40 (SIGRTMIN+6 under glibc): cudackpt's default.
 DEFAULT_SIGNAL = 40
 #: glibc's first real-time signal, for RTMIN+N (cudackpt reads it the same).
@@ -148,6 +154,31 @@ class _Marker:
             # Kept, named, for as long as the process lives: cudackpt reads
             # the name after the marker goes.
             threading.Event().wait()
+
+    @staticmethod
+    def state_error(error: Optional[BaseException]) -> None:
+        """Says why the rebuild failed, for cudackpt to quote: a memfd named
+        :data:`ERROR_MEMFD` and the error, kept open until the next rebuild.
+        Before the marker is renamed, so the reason is there when cudackpt
+        sees the failure."""
+        _Marker.withdraw_error()
+        if error is None or not hasattr(os, "memfd_create"):
+            return
+        text = f"{type(error).__name__}: {error}".replace("\0", " ")
+        name = (ERROR_MEMFD + text).encode("utf-8", "replace")[:_MEMFD_NAME_BYTES]
+        try:
+            _Marker._error_fd = os.memfd_create(name.decode("utf-8", "ignore"))
+        except OSError:
+            pass  # the failure is still said by the marker's name
+
+    @staticmethod
+    def withdraw_error() -> None:
+        """Closes the error memfd of an earlier failed rebuild, if any."""
+        if _Marker._error_fd is not None:
+            os.close(_Marker._error_fd)
+            _Marker._error_fd = None
+
+    _error_fd: Optional[int] = None
 
     @classmethod
     def failed_now(cls) -> None:
@@ -372,6 +403,7 @@ class Drain:
             while self._requests == acknowledged:  # checkpointed in here
                 time.sleep(_POLL_SECONDS)
         self.drains += 1
+        _Marker.withdraw_error()
         try:
             # Every rebuilt group proves itself with a collective before the
             # marker goes; a rebuild that fails says so instead.
@@ -381,8 +413,9 @@ class Drain:
                 group.rebuild(self.drains)
             for rebuild in self.on_rebuild:
                 rebuild()
-        except BaseException:
+        except BaseException as error:
             self._baseline = self._requests
+            _Marker.state_error(error)
             if marker is not None:
                 marker.fail()
             else:
