@@ -2166,6 +2166,7 @@ def ddp_drain_and_migrate(tools):
 
 
 PARALLEL_RANK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "tests", "parallel_rank.py")
+FRAMEWORK_RANK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "tests", "framework_rank.py")
 
 
 def free_port():
@@ -2177,21 +2178,23 @@ def free_port():
 
 
 class ParallelJob:
-    """clients/python/tests/parallel_rank.py under torchrun on two GPUs
-    (NCCL): MODE's model, its groups started through the client."""
+    """A rank script of the client's tests (parallel_rank.py, or
+    framework_rank.py) under torchrun on two GPUs (NCCL): MODE's model,
+    its groups started through the client; `env` is added to the ranks'."""
 
-    def __init__(self, mode, steps, step_seconds):
+    def __init__(self, mode, steps, step_seconds, script=PARALLEL_RANK, env=None):
         self.dir = tempfile.mkdtemp(prefix=f"cudackpt-groups-{mode}-")
         self.logs = [os.path.join(self.dir, f"rank{r}.log") for r in range(2)]
         env = dict(os.environ, DEVICE="cuda", STEP_SECONDS=str(step_seconds), NCCL_NVLS_ENABLE="0",
                    CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONUNBUFFERED="1",
-                   PYTHONPATH=os.pathsep.join(p for p in [CLIENT_SRC, os.environ.get("PYTHONPATH", "")] if p))
+                   PYTHONPATH=os.pathsep.join(p for p in [CLIENT_SRC, os.environ.get("PYTHONPATH", "")] if p),
+                   **(env or {}))
         self.err = open(os.path.join(self.dir, "torchrun.err"), "w")
         # Every rank logs to LOG with its rank: the torchrun command is the
         # same for both, so the rank script is given a per-rank path.
         self.p = subprocess.Popen(
             [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
-             PARALLEL_RANK, mode, str(steps), os.path.join(self.dir, "rank{RANK}.log")],
+             script, mode, str(steps), os.path.join(self.dir, "rank{RANK}.log")],
             env=env, stdout=subprocess.DEVNULL, stderr=self.err, start_new_session=True)
 
     def lines(self, rank):
@@ -2225,57 +2228,99 @@ class ParallelJob:
         self.err.close()
 
 
-@scenario("groups kept: DDP, FSDP2 (1-D mesh) and DTensor tensor parallelism on two GPUs over NCCL, started through the client, no on_rebuild code: suspend --drain --tree and resume, then again with resume --map onto the swapped GPUs; the same group objects, losses bit-exact against two untouched runs that agree")
+def kept_through_two_drains(tools, name, steps, make):
+    """The job `make(step_seconds)` starts, run twice untouched (the two
+    must agree), then drained with suspend --drain --tree and resume --tree,
+    then again with resume --map onto the swapped GPUs: every rank drains
+    and rebuilds, moves, keeps its groups (the same objects, registered)
+    and finishes bit-exact. Returns the raw documents and a line."""
+    runs = []
+    for _ in range(2):
+        job = make(0)
+        try:
+            job.wait_done()
+            runs.append([job.losses(r) for r in range(2)])
+        finally:
+            job.close()
+    expect(runs[0] == runs[1], f"{name}: two untouched runs differ")
+    job = make(0.15)
+    row = {}
+    try:
+        job.wait_step(5)
+        ranks = job.pids()
+        down = tools.json("suspend", "--drain", "--tree", job.p.pid)
+        row["suspend"] = down
+        expect(all(q["drain"]["outcome"] == "drained" for q in down["processes"] if q["pid"] in ranks), f"{name}: {down}")
+        up = tools.json("resume", "--tree", job.p.pid)
+        row["resume"] = up
+        expect(all((q.get("drain") or {}).get("outcome") == "rebuilt" for q in up["processes"] if q["pid"] in ranks), f"{name}: {up}")
+        job.wait_step(15)
+        down2 = tools.json("suspend", "--drain", "--tree", job.p.pid)
+        row["suspend_2"] = down2
+        gpus = [g["uuid"] for g in tools.json("devices")["gpus"]]
+        before = {pid: gpu_of(pid) for pid in ranks}
+        moved = tools.json("resume", "--tree", job.p.pid, "--map", f"{gpus[0]}={gpus[1]}")
+        row["resume_moved"] = moved
+        after = {pid: gpu_of(pid) for pid in ranks}
+        expect(all(after[pid] != before[pid] for pid in ranks), f"{name}: not moved: {before} -> {after}")
+        job.wait_done()
+        for r in range(2):
+            expect(job.value(r, "drains") == "2", f"{name} rank {r}: drains {job.value(r, 'drains')}")
+            expect(job.value(r, "same_groups") == "True" and job.value(r, "registered") == "True",
+                   f"{name} rank {r}: groups same {job.value(r, 'same_groups')}, registered {job.value(r, 'registered')}")
+            expect(job.losses(r) == runs[0][r], f"{name} rank {r}: losses differ at {[i for i, (a, b) in enumerate(zip(job.losses(r), runs[0][r])) if a != b][:3]}")
+        row["steps"] = [step_times(job, r) for r in range(2)]
+        rows = lambda doc: [q for q in doc["processes"] if q["pid"] in ranks]
+        released = [q["drain"].get("released_bytes", 0) >> 20 for q in rows(down)]
+        acks = [q["drain"].get("acknowledged_ms") for q in rows(down)]
+        rebuilt = [q["drain"].get("rebuilt_ms") for q in rows(up)]
+        after_ms = [[round(t * 1000, 1) for t in times["after_drain"]] for times in row["steps"]]
+        usual_ms = [round(times["median"] * 1000, 1) for times in row["steps"]]
+        return row, (f"{name}: suspend --drain {down['duration_ms'] / 1000:.2f} s (acks {acks} ms, released {released} MiB), "
+                     f"resume {up['duration_ms'] / 1000:.2f} s (rebuilt {rebuilt} ms), first steps after {after_ms} ms "
+                     f"(median {usual_ms} ms), moved, {steps} losses bit-exact")
+    finally:
+        job.close()
+
+
+def step_times(job, rank):
+    """How long each step of `rank` took (its `took=STEP SECONDS` lines):
+    the median, and the first step after each drain."""
+    took = {}
+    for line in job.lines(rank):
+        if line.startswith("took="):
+            step, seconds = line[5:].split()
+            took[int(step)] = float(seconds)
+    drained = [int(line.split("=")[1]) for line in job.lines(rank) if line.startswith("drained_at=")]
+    ordered = sorted(took.values())
+    return {"median": ordered[len(ordered) // 2] if ordered else None,
+            "after_drain": [took[d + 1] for d in drained if d + 1 in took], "drained_at": drained}
+
+
+@scenario("groups kept: DDP (and DDP started by torch's own init_process_group after install()), FSDP2 (1-D mesh) and DTensor tensor parallelism on two GPUs over NCCL, started through the client, no on_rebuild code: suspend --drain --tree and resume, then again with resume --map onto the swapped GPUs; the same group objects, losses bit-exact against two untouched runs that agree")
 def groups_kept(tools):
     need_two_gpus()
     result = {}
     RAW["groups_kept"] = result
     said = []
     steps = 40
-    for mode in ("fsdp2", "tp", "ddp"):
-        runs = []
-        for _ in range(2):
-            job = ParallelJob(mode, steps, 0)
-            try:
-                job.wait_done()
-                runs.append([job.losses(r) for r in range(2)])
-            finally:
-                job.close()
-        expect(runs[0] == runs[1], f"{mode}: two untouched runs differ")
-        job = ParallelJob(mode, steps, 0.15)
-        row = result[mode] = {}
-        try:
-            job.wait_step(5)
-            ranks = job.pids()
-            down = tools.json("suspend", "--drain", "--tree", job.p.pid)
-            row["suspend"] = down
-            expect(all(q["drain"]["outcome"] == "drained" for q in down["processes"] if q["pid"] in ranks), f"{mode}: {down}")
-            up = tools.json("resume", "--tree", job.p.pid)
-            row["resume"] = up
-            expect(all((q.get("drain") or {}).get("outcome") == "rebuilt" for q in up["processes"] if q["pid"] in ranks), f"{mode}: {up}")
-            job.wait_step(15)
-            down2 = tools.json("suspend", "--drain", "--tree", job.p.pid)
-            row["suspend_2"] = down2
-            gpus = [g["uuid"] for g in tools.json("devices")["gpus"]]
-            before = {pid: gpu_of(pid) for pid in ranks}
-            moved = tools.json("resume", "--tree", job.p.pid, "--map", f"{gpus[0]}={gpus[1]}")
-            row["resume_moved"] = moved
-            after = {pid: gpu_of(pid) for pid in ranks}
-            expect(all(after[pid] != before[pid] for pid in ranks), f"{mode}: not moved: {before} -> {after}")
-            job.wait_done()
-            for r in range(2):
-                expect(job.value(r, "drains") == "2", f"{mode} rank {r}: drains {job.value(r, 'drains')}")
-                expect(job.value(r, "same_groups") == "True" and job.value(r, "registered") == "True",
-                       f"{mode} rank {r}: groups same {job.value(r, 'same_groups')}, registered {job.value(r, 'registered')}")
-                expect(job.losses(r) == runs[0][r], f"{mode} rank {r}: losses differ at {[i for i, (a, b) in enumerate(zip(job.losses(r), runs[0][r])) if a != b][:3]}")
-            rows = lambda doc: [q for q in doc["processes"] if q["pid"] in ranks]
-            released = [q["drain"].get("released_bytes", 0) >> 20 for q in rows(down)]
-            acks = [q["drain"].get("acknowledged_ms") for q in rows(down)]
-            rebuilt = [q["drain"].get("rebuilt_ms") for q in rows(up)]
-            said.append(f"{mode}: suspend --drain {down['duration_ms'] / 1000:.2f} s (acks {acks} ms, released {released} MiB), "
-                        f"resume {up['duration_ms'] / 1000:.2f} s (rebuilt {rebuilt} ms), moved, {steps} losses bit-exact")
-        finally:
-            job.close()
+    for name, mode, env in (("fsdp2", "fsdp2", None), ("tp", "tp", None), ("ddp", "ddp", None), ("ddp_install", "ddp", {"INSTALL": "1"})):
+        result[name], line = kept_through_two_drains(tools, name, steps, lambda pause: ParallelJob(mode, steps, pause, env=env))
+        said.append(line)
+    return "; ".join(said)
+
+
+@scenario("frameworks kept: a PyTorch Lightning Trainer (DDP strategy) and a transformers Trainer (accelerate's DDP) on two GPUs over NCCL, the client's callback the only cudackpt code: suspend --drain --tree and resume, then again with resume --map onto the swapped GPUs; the DDP's group the same registered default group, losses bit-exact against two untouched runs that agree")
+def frameworks_kept(tools):
+    need_two_gpus()
+    result = {}
+    RAW["frameworks_kept"] = result
+    said = []
+    steps = 40
+    for mode in ("lightning", "transformers"):
+        result[mode], line = kept_through_two_drains(
+            tools, mode, steps, lambda pause: ParallelJob(mode, steps, pause, script=FRAMEWORK_RANK))
+        said.append(line)
     return "; ".join(said)
 
 
@@ -2542,6 +2587,7 @@ def main():
     drain_killed_then_recovered(tools)
     drain_resume_killed_then_finished(tools)
     groups_kept(tools)
+    frameworks_kept(tools)
     drain_single_torch(tools)
     drain_shrink(tools)
     toggle_drain(tools)

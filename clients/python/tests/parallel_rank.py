@@ -11,8 +11,9 @@ between steps and no ``on_rebuild`` code. Every group starts through
 calls it); with PLAIN=1 torch's own groups, the old way (rebuilt by the
 client as a new default group).
 
-Arguments: MODE STEPS LOG. It logs each step's loss (float.hex), what it
-drained, the TCP sockets it held before and after each release (gloo's
+Arguments: MODE STEPS LOG. It logs each step's loss (float.hex) and how
+long the step took (``took=STEP SECONDS``: the first step after a resume
+pays for the rebuilt communicators' first use), what it drained, the TCP sockets it held before and after each release (gloo's
 pairs: the proof that the old communicators are gone), whether every group
 the model holds is the object it had at the start, and whether each is
 registered with torch."""
@@ -25,27 +26,7 @@ import torch
 import torch.distributed as dist
 
 import cudackpt_drain
-
-
-def tcp_sockets():
-    """This process's TCP sockets (gloo's connections to its peers)."""
-    inodes = set()
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    count = 0
-    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
-        try:
-            with open(table) as lines:
-                next(lines)
-                count += sum(1 for line in lines if line.split()[9] in inodes)
-        except OSError:
-            pass
-    return count
+from ranks import tcp_sockets
 
 
 DEVICE = os.environ.get("DEVICE", "cpu")
@@ -124,12 +105,15 @@ def main():
         log.write(f"pid={os.getpid()}\n")
         log.write(f"sockets_at_start={before}\n")
         for step in range(steps):
+            started = time.perf_counter()
             x = torch.randn(16, 32, generator=data).to(device)
             loss = (model(x) ** 2).mean()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            log.write(f"step={step} loss={loss.item().hex()}\n")
+            value = loss.item()  # waits for the step on a GPU
+            log.write(f"took={step} {time.perf_counter() - started:.6f}\n")
+            log.write(f"step={step} loss={value.hex()}\n")
             if drain.point():
                 log.write(f"drained_at={step}\n")
             time.sleep(float(os.environ.get("STEP_SECONDS", "0.005")))

@@ -8,16 +8,10 @@ would prove little). The harm first: the old way (torch's own groups, the
 default one made anew) leaves FSDP2 on a 2-D mesh dead at the next step.
 This test plays cudackpt: it sends the drain signal and reads the marker."""
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import tempfile
-import time
 import unittest
 
-import cudackpt_drain as cd
+from ranks import Run as Ranks
+from ranks import assert_kept
 
 try:
     import torch.distributed  # noqa: F401
@@ -26,148 +20,26 @@ try:
 except ImportError:
     HAVE_TORCH = False
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 WORLD = 4
 STEPS = 40
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def shows_marker(pid):
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return False
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as comm:
-                if comm.read().rstrip("\n") == cd.MARKER:
-                    return True
-        except OSError:
-            pass
-    return False
-
-
-def wait_until(what, condition, seconds=120.0):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
-class Run:
-    """One run of the four-rank job: `drain` sends a drain and its rebuild
-    mid-run; `plain` starts torch's own groups."""
-
-    def __init__(self, mode, drain=False, plain=False, install=False):
-        self.dir = tempfile.mkdtemp(prefix="cudackpt-groups-test-")
-        env = dict(
-            os.environ,
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(free_port()),
-            WORLD_SIZE=str(WORLD),
-            PYTHONPATH=os.pathsep.join(
-                p for p in [os.path.join(HERE, "..", "src"), os.environ.get("PYTHONPATH", "")] if p
-            ),
-            OMP_NUM_THREADS="1",
-        )
-        if plain:
-            env["PLAIN"] = "1"
-        if install:
-            env["INSTALL"] = "1"
-        self.logs = [os.path.join(self.dir, f"rank{rank}.log") for rank in range(WORLD)]
-        stderr = [os.path.join(self.dir, f"rank{rank}.err") for rank in range(WORLD)]
-        self.ranks = []
-        for rank in range(WORLD):
-            # A file each, not a pipe: a rank blocked on a full pipe would
-            # stall the others in their collectives.
-            with open(stderr[rank], "w") as err:
-                self.ranks.append(
-                    subprocess.Popen(
-                        [sys.executable, os.path.join(HERE, "parallel_rank.py"), mode, str(STEPS), self.logs[rank]],
-                        env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank)),
-                        stderr=err,
-                    )
-                )
-        try:
-            if drain:
-                self.drain()
-            self.codes = [p.wait(timeout=300) for p in self.ranks]
-        finally:
-            for p in self.ranks:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        self.errors = []
-        for path in stderr:
-            with open(path) as err:
-                self.errors.append(err.read())
-        self.final = [self.lines(rank) for rank in range(WORLD)]
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    final = None
-
-    def lines(self, rank):
-        if self.final is not None:
-            return self.final[rank]
-        try:
-            with open(self.logs[rank]) as log:
-                return log.read().splitlines()
-        except OSError:
-            return []
-
-    def steps(self, rank):
-        return sum(1 for line in self.lines(rank) if line.startswith("step="))
-
-    def drain(self):
-        wait_until("every rank under way", lambda: min(self.steps(r) for r in range(WORLD)) >= 8)
-        pids = [p.pid for p in self.ranks]
-        for pid in pids:
-            os.kill(pid, cd.DEFAULT_SIGNAL)
-        wait_until("every acknowledgement", lambda: all(shows_marker(pid) or self.ranks[i].poll() is not None for i, pid in enumerate(pids)))
-        for pid in pids:
-            if self.ranks[pids.index(pid)].poll() is None:
-                os.kill(pid, cd.DEFAULT_SIGNAL)
-
-    def losses(self, rank):
-        return [line.split("loss=")[1] for line in self.lines(rank) if line.startswith("step=")]
-
-    def value(self, rank, key):
-        for line in self.lines(rank):
-            if line.startswith(key + "="):
-                return line.split("=", 1)[1]
-        return None
+def job(mode, drain=False, plain=False, install=False):
+    """One run of the four-rank job (parallel_rank.py): `plain` starts
+    torch's own groups, `install` starts them through torch's own
+    init_process_group after install()."""
+    env = {}
+    if plain:
+        env["PLAIN"] = "1"
+    if install:
+        env["INSTALL"] = "1"
+    return Ranks("parallel_rank.py", mode, WORLD, STEPS, drain=drain, env=env)
 
 
 @unittest.skipUnless(HAVE_TORCH, "needs torch")
 class KeptGroups(unittest.TestCase):
     def check_kept(self, mode):
-        untouched = [Run(mode), Run(mode)]
-        for run in untouched:
-            self.assertEqual(run.codes, [0] * WORLD, run.errors)
-        self.assertEqual(
-            [untouched[0].losses(r) for r in range(WORLD)],
-            [untouched[1].losses(r) for r in range(WORLD)],
-            "two untouched runs agree",
-        )
-        drained = Run(mode, drain=True)
-        self.assertEqual(drained.codes, [0] * WORLD, drained.errors)
-        for rank in range(WORLD):
-            self.assertEqual(drained.value(rank, "drains"), "1", drained.lines(rank))
-            self.assertEqual(len(drained.losses(rank)), STEPS)
-            self.assertEqual(drained.losses(rank), untouched[0].losses(rank), f"rank {rank}: bit-exact")
-            self.assertEqual(drained.value(rank, "same_groups"), "True", f"rank {rank}")
-            self.assertEqual(drained.value(rank, "registered"), "True", f"rank {rank}")
-            # The old communicators are gone: each rank's gloo connections
-            # to its peers closed at the release.
-            at_start = int(drained.value(rank, "sockets_at_start"))
-            after = int(drained.value(rank, "sockets_after_release"))
-            self.assertGreaterEqual(at_start - after, WORLD - 1, f"rank {rank}: {at_start} -> {after}")
+        assert_kept(self, lambda drain: job(mode, drain=drain))
 
     def test_ddp_on_four_ranks_is_kept_bit_exact_and_its_old_communicators_are_gone(self):
         self.check_kept("ddp")
@@ -179,9 +51,9 @@ class KeptGroups(unittest.TestCase):
         self.check_kept("tp")
 
     def test_a_framework_calling_torch_s_init_after_install_gets_groups_that_are_kept(self):
-        untouched = Run("ddp")
+        untouched = job("ddp")
         self.assertEqual(untouched.codes, [0] * WORLD, untouched.errors)
-        drained = Run("ddp", drain=True, install=True)
+        drained = job("ddp", drain=True, install=True)
         self.assertEqual(drained.codes, [0] * WORLD, drained.errors)
         for rank in range(WORLD):
             self.assertEqual(drained.value(rank, "drains"), "1", drained.lines(rank))
@@ -189,16 +61,12 @@ class KeptGroups(unittest.TestCase):
             self.assertEqual(drained.value(rank, "same_groups"), "True", f"rank {rank}")
 
     def test_the_harm_first_the_old_way_kills_fsdp2_on_a_2d_mesh(self):
-        run = Run("fsdp2_hsdp", drain=True, plain=True)
+        run = job("fsdp2_hsdp", drain=True, plain=True)
         self.assertTrue(any(code != 0 for code in run.codes), f"the job died: {run.codes}")
         self.assertTrue(
             any("process group" in error.lower() for error in run.errors),
             "\n".join(error[-600:] for error in run.errors),
         )
-
-
-if __name__ == "__main__":
-    unittest.main()
 
 
 @unittest.skipUnless(HAVE_TORCH, "needs torch")
@@ -217,6 +85,19 @@ class PrivateTorch(unittest.TestCase):
             with self.assertRaises(ImportError) as raised:
                 _torch_private.check()
             self.assertIn("ProcessGroup._no_such_thing", str(raised.exception))
-            self.assertIn("torch 2.11", str(raised.exception))
+            self.assertIn("tested with torch 2.9 and 2.11", str(raised.exception))
         finally:
             _torch_private._NEEDED = needed
+
+    def test_a_torch_older_than_the_oldest_supported_is_named_and_newer_ones_pass(self):
+        from cudackpt_drain import _torch_private
+
+        self.assertIn("older than 2.9", _torch_private.version_problem("2.8.0+cu128"))
+        self.assertIn("older than 2.9", _torch_private.version_problem("1.13.1"))
+        for fine in ("2.9.0", "2.9.1+cu128", "2.11.0", "2.12.0a0+git1234", "3.0.0"):
+            self.assertIsNone(_torch_private.version_problem(fine), fine)
+        self.assertIn("does not say", _torch_private.version_problem("nightly"))
+
+
+if __name__ == "__main__":
+    unittest.main()

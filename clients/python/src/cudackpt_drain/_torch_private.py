@@ -1,8 +1,18 @@
-"""The private parts of torch this client reaches into, checked in one
-place: a torch that lacks one fails here, at once, with the names and the
-version, instead of deep inside a drain. Tested with torch 2.11."""
+"""The torch this client runs with, checked in one place: its version
+(2.9 or newer; CI tests 2.9 and 2.11, the GPU suite 2.11) and the private
+parts of torch the client reaches into. A torch that is too old or lacks
+one fails here, at once, naming what and the version, instead of deep
+inside a drain. The client never installs or replaces torch: it declares
+no dependency on it (the job's torch is the one it uses)."""
 
 from __future__ import annotations
+
+from typing import Optional
+
+#: The oldest torch the client supports (and CI tests).
+OLDEST = (2, 9)
+#: The versions CI tests, for the messages.
+TESTED = "2.9 and 2.11"
 
 #: (module or class path, attribute) pairs the client uses.
 _NEEDED = (
@@ -12,6 +22,23 @@ _NEEDED = (
     ("torch.distributed.ProcessGroup", "_get_backend"),
     ("torch.distributed.Backend", "register_backend"),
 )
+#: The same, checked only where torch was built with NCCL.
+_NEEDED_WITH_NCCL = (("torch.distributed.ProcessGroupNCCL.Options", "_timeout"),)
+
+
+def version_problem(version: str) -> Optional[str]:
+    """What is wrong with a torch of this version string (``2.9.1+cu128``),
+    or None (pure)."""
+    try:
+        major, minor = (int(part) for part in version.split("+")[0].split(".")[:2])
+    except ValueError:
+        return f"torch {version!r} does not say which release it is"
+    if (major, minor) < OLDEST:
+        return (
+            f"torch {version} is older than {OLDEST[0]}.{OLDEST[1]}, the oldest this client supports "
+            f"(tested: {TESTED})"
+        )
+    return None
 
 
 def _lookup(path: str):
@@ -21,13 +48,22 @@ def _lookup(path: str):
     try:
         return importlib.import_module(path)
     except ImportError:
-        return getattr(importlib.import_module(module), name)
+        return getattr(_lookup(module), name)
+
+
+def _has_nccl() -> bool:
+    try:
+        from torch.distributed import ProcessGroupNCCL  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def missing() -> list:
     """The private names this torch does not have (pure but for imports)."""
+    needed = _NEEDED + (_NEEDED_WITH_NCCL if _has_nccl() else ())
     absent = []
-    for owner, name in _NEEDED:
+    for owner, name in needed:
         try:
             if not hasattr(_lookup(owner), name):
                 absent.append(f"{owner}.{name}")
@@ -37,12 +73,16 @@ def missing() -> list:
 
 
 def check() -> None:
-    """Raises ImportError naming what this torch lacks, if anything."""
+    """Raises ImportError saying what is wrong with this torch, if
+    anything: too old, or lacking a private name the client uses."""
+    import torch
+
+    problem = version_problem(torch.__version__)
+    if problem is not None:
+        raise ImportError(f"cudackpt_drain: {problem}; use torch {OLDEST[0]}.{OLDEST[1]} or newer")
     absent = missing()
     if absent:
-        import torch
-
         raise ImportError(
             f"cudackpt_drain needs {', '.join(absent)}, which torch {torch.__version__} does not have "
-            "(the client is tested with torch 2.11); use a tested torch, or a client made for this one"
+            f"(the client is tested with torch {TESTED}); use a tested torch, or a client made for this one"
         )
