@@ -132,6 +132,14 @@ def _make_class():
             return BACKEND_NAME
 
         @property
+        def _device_types(self):
+            """The devices the inner backends serve, as torch's own group
+            would list them: torch picks the device of object collectives
+            and barriers from it (an NCCL-only group sends them on CUDA; an
+            empty list would send them to a CPU backend it does not have)."""
+            return [torch.device(device) for device in self._spec]
+
+        @property
         def generation(self) -> int:
             """How many times it was built again."""
             return self._generation
