@@ -2310,6 +2310,14 @@ def groups_kept(tools):
     return "; ".join(said)
 
 
+@scenario("pipeline kept: pipeline parallelism (torch.distributed.pipelining, GPipe, one stage a GPU) over NCCL, started through the client, no on_rebuild code: suspend --drain --tree and resume, then again with resume --map onto the swapped GPUs; the same group objects, losses bit-exact against two untouched runs that agree")
+def pipeline_kept(tools):
+    need_two_gpus()
+    steps = 40
+    RAW["pipeline_kept"], line = kept_through_two_drains(tools, "pp", steps, lambda pause: ParallelJob("pp", steps, pause))
+    return line
+
+
 @scenario("frameworks kept: a PyTorch Lightning Trainer (DDP strategy) and a transformers Trainer (accelerate's DDP) on two GPUs over NCCL, the client's callback the only cudackpt code: suspend --drain --tree and resume, then again with resume --map onto the swapped GPUs; the DDP's group the same registered default group, losses bit-exact against two untouched runs that agree")
 def frameworks_kept(tools):
     need_two_gpus()
@@ -2588,6 +2596,7 @@ def main():
     drain_resume_killed_then_finished(tools)
     groups_kept(tools)
     frameworks_kept(tools)
+    pipeline_kept(tools)
     drain_single_torch(tools)
     drain_shrink(tools)
     toggle_drain(tools)

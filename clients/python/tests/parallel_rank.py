@@ -4,7 +4,8 @@ model trained deterministically, wrapped as MODE says (``ddp``:
 DistributedDataParallel over the world; ``fsdp2``: FSDP2's fully_shard on
 a 1-D DeviceMesh; ``fsdp2_hsdp``: on a 2-D mesh, replicated across one
 dimension and sharded across the other; ``tp``: DTensor tensor
-parallelism, column- then row-wise, on a 1-D mesh), with the drain point
+parallelism, column- then row-wise, on a 1-D mesh; ``pp``: pipeline
+parallelism, one stage a rank, GPipe), with the drain point
 between steps and no ``on_rebuild`` code. Every group starts through
 ``cudackpt_drain.init_process_group``; with INSTALL=1 through torch's own
 ``init_process_group`` after ``cudackpt_drain.install()`` (as a framework
@@ -67,7 +68,51 @@ def model_for(mode, rank, world):
         mesh = init_device_mesh(DEVICE, (world,), mesh_dim_names=("tp",))
         parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
         return model, [mesh.get_group("tp")]
+    if mode == "pp":
+        pipeline = Pipeline(rank, world)
+        return pipeline, [pipeline.group()]
     raise SystemExit(f"unknown mode {mode}")
+
+
+class Pipeline:
+    """Pipeline parallelism (torch.distributed.pipelining, GPipe): one
+    stage a rank, four microbatches a step, point-to-point sends between
+    neighbours. Its "loss" is the loss on the last stage and a sum of the
+    stage's parameters elsewhere, so every rank's drift shows."""
+
+    def __init__(self, rank, world):
+        from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+        torch.manual_seed(0)
+        widths = [32] + [64] * (world - 1) + [8]
+        layers = [torch.nn.Linear(widths[i], widths[i + 1]) for i in range(world)]
+        part = layers[rank] if rank == world - 1 else torch.nn.Sequential(layers[rank], torch.nn.ReLU())
+        self.module = part.to(device_of(rank))
+        self.first, self.last = rank == 0, rank == world - 1
+        self.stage = PipelineStage(self.module, rank, world, device_of(rank))
+        self.schedule = ScheduleGPipe(self.stage, n_microbatches=4, loss_fn=lambda out, target: (out**2).mean())
+
+    def parameters(self):
+        return self.module.parameters()
+
+    def group(self):
+        """The group the stage sends on (None: the default group, as it is
+        now)."""
+        return self.stage.group or dist.distributed_c10d._get_default_group()
+
+    def train_step(self, x, optimizer):
+        optimizer.zero_grad()
+        losses = []
+        if self.first:
+            self.schedule.step(x)
+        elif self.last:
+            self.schedule.step(target=torch.zeros(16, 8, device=x.device), losses=losses)
+        else:
+            self.schedule.step()
+        optimizer.step()
+        if self.last:
+            return sum(loss.item() for loss in losses)
+        return sum(p.detach().sum() for p in self.module.parameters()).item()
 
 
 def main():
@@ -107,11 +152,14 @@ def main():
         for step in range(steps):
             started = time.perf_counter()
             x = torch.randn(16, 32, generator=data).to(device)
-            loss = (model(x) ** 2).mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            value = loss.item()  # waits for the step on a GPU
+            if mode == "pp":
+                value = model.train_step(x, optimizer)
+            else:
+                loss = (model(x) ** 2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                value = loss.item()  # waits for the step on a GPU
             log.write(f"took={step} {time.perf_counter() - started:.6f}\n")
             log.write(f"step={step} loss={value.hex()}\n")
             if drain.point():
@@ -133,6 +181,8 @@ def model_for_groups(model, mode, held):
     """The groups the wrapped model holds now."""
     if mode == "ddp":
         return [model.process_group]
+    if mode == "pp":
+        return [model.group()]
     if mode == "tp":
         # The mesh the first layer's weight is sharded on.
         mesh = model[0].weight.device_mesh

@@ -1,6 +1,6 @@
 """Four gloo ranks on CPU (tests/parallel_rank.py) keep every process group
-through a drain with no ``on_rebuild`` code: DDP (kept, not rewrapped) and
-FSDP2 on a 2-D mesh go on bit-exact against untouched runs, every group the
+through a drain with no ``on_rebuild`` code: DDP (kept, not rewrapped),
+FSDP2 on a 2-D mesh, tensor and pipeline parallelism go on bit-exact against untouched runs, every group the
 model holds is the object it had, registered with torch, and the old
 communicators are really gone (gloo's connections closed: on gloo a
 destroyed group still works for whoever holds it, so equal losses alone
@@ -8,6 +8,7 @@ would prove little). The harm first: the old way (torch's own groups, the
 default one made anew) leaves FSDP2 on a 2-D mesh dead at the next step.
 This test plays cudackpt: it sends the drain signal and reads the marker."""
 
+import os
 import unittest
 
 from ranks import Run as Ranks
@@ -44,11 +45,17 @@ class KeptGroups(unittest.TestCase):
     def test_ddp_on_four_ranks_is_kept_bit_exact_and_its_old_communicators_are_gone(self):
         self.check_kept("ddp")
 
+    def test_fsdp2_on_a_1d_mesh_is_kept_bit_exact_and_its_old_communicators_are_gone(self):
+        self.check_kept("fsdp2")
+
     def test_fsdp2_on_a_2x2_mesh_is_kept_bit_exact_and_its_old_communicators_are_gone(self):
         self.check_kept("fsdp2_hsdp")
 
     def test_tensor_parallelism_on_four_ranks_is_kept_bit_exact_and_its_old_communicators_are_gone(self):
         self.check_kept("tp")
+
+    def test_pipeline_parallelism_on_four_stages_is_kept_bit_exact_and_its_old_communicators_are_gone(self):
+        self.check_kept("pp")
 
     def test_a_framework_calling_torch_s_init_after_install_gets_groups_that_are_kept(self):
         untouched = job("ddp")
@@ -67,6 +74,51 @@ class KeptGroups(unittest.TestCase):
             any("process group" in error.lower() for error in run.errors),
             "\n".join(error[-600:] for error in run.errors),
         )
+
+
+ONE_RANK = """
+import torch, torch.distributed as dist, cudackpt_drain
+from cudackpt_drain import groups
+cudackpt_drain.init_process_group("gloo", init_method="tcp://127.0.0.1:%d", rank=0, world_size=1)
+group = dist.group.WORLD
+cpu = torch.device("cpu")
+print("devices", [d.type for d in group._device_types], dist.distributed_c10d._get_object_coll_device(group))
+first = group._get_backend(cpu)
+print("backend", first.name())
+groups.release_all()
+try:
+    group._get_backend(cpu)
+    print("drained: answered")
+except RuntimeError as error:
+    print("drained:", error)
+groups.rebuild_all()
+again = group._get_backend(cpu)
+print("rebuilt", again.name(), again is not first)
+objects = [{"a": 1}]
+dist.broadcast_object_list(objects, src=0)
+print("object", objects)
+"""
+
+
+@unittest.skipUnless(HAVE_TORCH, "needs torch")
+class WhatTorchAsksOfAGroup(unittest.TestCase):
+    def test_a_group_answers_for_its_inner_backend_as_it_is_now(self):
+        import subprocess
+        import sys
+
+        from ranks import HERE, free_port
+
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "src"))
+        out = subprocess.run(
+            [sys.executable, "-c", ONE_RANK % free_port()], env=env, capture_output=True, text=True, timeout=120
+        )
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertIn("devices ['cpu'] cpu", lines, "the inner backends' devices, as torch's own group lists them")
+        self.assertIn("backend gloo", lines)
+        self.assertTrue(any(line.startswith("drained: cudackpt: this process group is drained") for line in lines), lines)
+        self.assertIn("rebuilt gloo True", lines, "a new backend after the rebuild")
+        self.assertIn("object [{'a': 1}]", lines)
 
 
 @unittest.skipUnless(HAVE_TORCH, "needs torch")

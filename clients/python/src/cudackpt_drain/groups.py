@@ -29,9 +29,9 @@ Usage (a drop-in for ``torch.distributed.init_process_group``)::
 or, where a framework calls ``init_process_group`` itself, once before it
 does: ``cudackpt_drain.install()``.
 
-Known limit: ``group._get_backend(device)`` on such a group raises (it has
-no backend of its own); code that reaches into a group's backend is not
-covered.
+``group._get_backend(device)`` answers with the inner group's backend as
+it is now; code that keeps one across a drain keeps its communicators
+alive, and cudackpt's evidence check refuses the checkpoint.
 """
 
 from __future__ import annotations
@@ -179,6 +179,14 @@ def _make_class():
                         f"cudackpt: the rebuilt group {self._name or '(unnamed)'} summed "
                         f"{probe.item()} on {device} instead of {self.size()}"
                     )
+
+        def _get_backend(self, device):
+            """The inner group's backend for `device`, as it is now (FSDP2's
+            allocator and DeviceMesh ask for it). One held across a drain
+            keeps its communicators alive; cudackpt's evidence check then
+            finds their threads and refuses the checkpoint, so such a holder
+            is refused, never checkpointed in silence."""
+            return self._live()._get_backend(device)
 
         def _live(self):
             if self._inner is None:
