@@ -2180,11 +2180,13 @@ def free_port():
 class ParallelJob:
     """A rank script of the client's tests (parallel_rank.py, or
     framework_rank.py) under torchrun on two GPUs (NCCL): MODE's model,
-    its groups started through the client; `env` is added to the ranks'."""
+    its groups started through the client, one rank a GPU on `ranks` GPUs;
+    `env` is added to the ranks'."""
 
-    def __init__(self, mode, steps, step_seconds, script=PARALLEL_RANK, env=None):
+    def __init__(self, mode, steps, step_seconds, script=PARALLEL_RANK, env=None, ranks=2):
         self.dir = tempfile.mkdtemp(prefix=f"cudackpt-groups-{mode}-")
-        self.logs = [os.path.join(self.dir, f"rank{r}.log") for r in range(2)]
+        self.ranks = ranks
+        self.logs = [os.path.join(self.dir, f"rank{r}.log") for r in range(ranks)]
         env = dict(os.environ, DEVICE="cuda", STEP_SECONDS=str(step_seconds), NCCL_NVLS_ENABLE="0",
                    CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONUNBUFFERED="1",
                    PYTHONPATH=os.pathsep.join(p for p in [CLIENT_SRC, os.environ.get("PYTHONPATH", "")] if p),
@@ -2193,7 +2195,7 @@ class ParallelJob:
         # Every rank logs to LOG with its rank: the torchrun command is the
         # same for both, so the rank script is given a per-rank path.
         self.p = subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
+            [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "--master-port", str(free_port()),
              script, mode, str(steps), os.path.join(self.dir, "rank{RANK}.log")],
             env=env, stdout=subprocess.DEVNULL, stderr=self.err, start_new_session=True)
 
@@ -2211,10 +2213,10 @@ class ParallelJob:
         return next((line.split("=", 1)[1] for line in self.lines(rank) if line.startswith(key + "=")), None)
 
     def pids(self):
-        return [int(self.value(r, "pid") or 0) for r in range(2)]
+        return [int(self.value(r, "pid") or 0) for r in range(self.ranks)]
 
     def wait_step(self, step, timeout=240):
-        wait_for(f"step {step}", lambda: min(len(self.losses(r)) for r in range(2)) >= step, timeout)
+        wait_for(f"step {step}", lambda: min(len(self.losses(r)) for r in range(self.ranks)) >= step, timeout)
 
     def wait_done(self, timeout=300):
         code = self.p.wait(timeout=timeout)
@@ -2228,18 +2230,20 @@ class ParallelJob:
         self.err.close()
 
 
-def kept_through_two_drains(tools, name, steps, make):
-    """The job `make(step_seconds)` starts, run twice untouched (the two
-    must agree), then drained with suspend --drain --tree and resume --tree,
-    then again with resume --map onto the swapped GPUs: every rank drains
-    and rebuilds, moves, keeps its groups (the same objects, registered)
-    and finishes bit-exact. Returns the raw documents and a line."""
+def kept_through_two_drains(tools, name, steps, make, ranks=2):
+    """The job `make(step_seconds)` starts (one rank a GPU on the first
+    `ranks` GPUs), run twice untouched (the two must agree), then drained
+    with suspend --drain --tree and resume --tree, then again with resume
+    --map moving every rank onto the next GPU (0→1, 1→2, …, the last→0;
+    on two GPUs, a swap): every rank drains and rebuilds, moves, keeps its
+    groups (the same objects, registered) and finishes bit-exact. Returns
+    the raw documents and a line."""
     runs = []
     for _ in range(2):
         job = make(0)
         try:
             job.wait_done()
-            runs.append([job.losses(r) for r in range(2)])
+            runs.append([job.losses(r) for r in range(ranks)])
         finally:
             job.close()
     expect(runs[0] == runs[1], f"{name}: two untouched runs differ")
@@ -2247,30 +2251,31 @@ def kept_through_two_drains(tools, name, steps, make):
     row = {}
     try:
         job.wait_step(5)
-        ranks = job.pids()
+        pids = job.pids()
         down = tools.json("suspend", "--drain", "--tree", job.p.pid)
         row["suspend"] = down
-        expect(all(q["drain"]["outcome"] == "drained" for q in down["processes"] if q["pid"] in ranks), f"{name}: {down}")
+        expect(all(q["drain"]["outcome"] == "drained" for q in down["processes"] if q["pid"] in pids), f"{name}: {down}")
         up = tools.json("resume", "--tree", job.p.pid)
         row["resume"] = up
-        expect(all((q.get("drain") or {}).get("outcome") == "rebuilt" for q in up["processes"] if q["pid"] in ranks), f"{name}: {up}")
+        expect(all((q.get("drain") or {}).get("outcome") == "rebuilt" for q in up["processes"] if q["pid"] in pids), f"{name}: {up}")
         job.wait_step(15)
         down2 = tools.json("suspend", "--drain", "--tree", job.p.pid)
         row["suspend_2"] = down2
         gpus = [g["uuid"] for g in tools.json("devices")["gpus"]]
-        before = {pid: gpu_of(pid) for pid in ranks}
-        moved = tools.json("resume", "--tree", job.p.pid, "--map", f"{gpus[0]}={gpus[1]}")
+        before = {pid: gpu_of(pid) for pid in pids}
+        rotation = ",".join(f"{gpus[i]}={gpus[(i + 1) % ranks]}" for i in range(ranks))
+        moved = tools.json("resume", "--tree", job.p.pid, "--map", rotation)
         row["resume_moved"] = moved
-        after = {pid: gpu_of(pid) for pid in ranks}
-        expect(all(after[pid] != before[pid] for pid in ranks), f"{name}: not moved: {before} -> {after}")
+        after = {pid: gpu_of(pid) for pid in pids}
+        expect(all(after[pid] != before[pid] for pid in pids), f"{name}: not moved: {before} -> {after}")
         job.wait_done()
-        for r in range(2):
+        for r in range(ranks):
             expect(job.value(r, "drains") == "2", f"{name} rank {r}: drains {job.value(r, 'drains')}")
             expect(job.value(r, "same_groups") == "True" and job.value(r, "registered") == "True",
                    f"{name} rank {r}: groups same {job.value(r, 'same_groups')}, registered {job.value(r, 'registered')}")
             expect(job.losses(r) == runs[0][r], f"{name} rank {r}: losses differ at {[i for i, (a, b) in enumerate(zip(job.losses(r), runs[0][r])) if a != b][:3]}")
-        row["steps"] = [step_times(job, r) for r in range(2)]
-        rows = lambda doc: [q for q in doc["processes"] if q["pid"] in ranks]
+        row["steps"] = [step_times(job, r) for r in range(ranks)]
+        rows = lambda doc: [q for q in doc["processes"] if q["pid"] in pids]
         released = [q["drain"].get("released_bytes", 0) >> 20 for q in rows(down)]
         acks = [q["drain"].get("acknowledged_ms") for q in rows(down)]
         rebuilt = [q["drain"].get("rebuilt_ms") for q in rows(up)]
@@ -2316,6 +2321,21 @@ def pipeline_kept(tools):
     steps = 40
     RAW["pipeline_kept"], line = kept_through_two_drains(tools, "pp", steps, lambda pause: ParallelJob("pp", steps, pause))
     return line
+
+
+@scenario("four GPUs kept: DDP, FSDP2 (1-D mesh and a 2 x 2 HSDP mesh) and DTensor tensor parallelism, 4 ranks over NCCL, started through the client, no on_rebuild code: suspend --drain --tree and resume, then again with resume --map moving every rank to the next GPU (0->1, 1->2, 2->3, 3->0); the same group objects, losses bit-exact against two untouched runs that agree")
+def four_gpus_kept(tools):
+    if torch_gpu_count() < 4:
+        raise Skipped("needs four GPUs")
+    result = {}
+    RAW["four_gpus_kept"] = result
+    said = []
+    steps = 40
+    for mode in ("fsdp2", "ddp", "tp", "fsdp2_hsdp"):
+        result[mode], line = kept_through_two_drains(
+            tools, mode, steps, lambda pause: ParallelJob(mode, steps, pause, ranks=4), ranks=4)
+        said.append(line)
+    return "; ".join(said)
 
 
 @scenario("frameworks kept: a PyTorch Lightning Trainer (DDP strategy) and a transformers Trainer (accelerate's DDP) on two GPUs over NCCL, the client's callback the only cudackpt code: suspend --drain --tree and resume, then again with resume --map onto the swapped GPUs; the DDP's group the same registered default group, losses bit-exact against two untouched runs that agree")
@@ -2597,6 +2617,7 @@ def main():
     groups_kept(tools)
     frameworks_kept(tools)
     pipeline_kept(tools)
+    four_gpus_kept(tools)
     drain_single_torch(tools)
     drain_shrink(tools)
     toggle_drain(tools)
