@@ -15,11 +15,14 @@ from ranks import Run as Ranks
 from ranks import assert_kept
 
 try:
+    import torch
     import torch.distributed  # noqa: F401
 
     HAVE_TORCH = True
+    OLD_TORCH_PIPELINING = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 10)
 except ImportError:
     HAVE_TORCH = False
+    OLD_TORCH_PIPELINING = False
 
 WORLD = 4
 STEPS = 40
@@ -54,6 +57,11 @@ class KeptGroups(unittest.TestCase):
     def test_tensor_parallelism_on_four_ranks_is_kept_bit_exact_and_its_old_communicators_are_gone(self):
         self.check_kept("tp")
 
+    @unittest.skipIf(
+        OLD_TORCH_PIPELINING,
+        "not on torch 2.9: its pipelining sends an int64 into a float32 buffer at start-up, which gloo refuses "
+        "(with torch's own groups too; NCCL does not check)",
+    )
     def test_pipeline_parallelism_on_four_stages_is_kept_bit_exact_and_its_old_communicators_are_gone(self):
         self.check_kept("pp")
 
