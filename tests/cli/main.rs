@@ -78,3 +78,4 @@ mod schema;
 
 // The house itself: its floors.
 mod layout;
+mod layout_graph;
