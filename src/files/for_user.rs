@@ -11,7 +11,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{as_invoker, SafeDir, UnsafeDir};
+use super::safe_dir::SafeDir;
+use super::unsafe_dir::UnsafeDir;
+use super::users::as_invoker;
 
 /// Mode of a directory created for the user's files.
 const DIR_MODE: u32 = 0o755;

@@ -19,68 +19,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, CWD};
 
+use super::capped::{read_fd_capped, ReadError};
+pub use super::unsafe_dir::UnsafeDir;
+
 /// Mode bits that let others write into a directory.
 const GROUP_OR_OTHER_WRITE: u32 = 0o022;
 const STICKY: u32 = 0o1000;
-
-/// Why a directory (or a file in it) is not used.
-#[derive(Debug, thiserror::Error)]
-pub enum UnsafeDir {
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
-    #[error("{path} is a symbolic link; cudackpt does not follow links it did not make")]
-    Symlink { path: PathBuf },
-    #[error("{path} is not a directory")]
-    NotDirectory { path: PathBuf },
-    #[error("{path} belongs to uid {owner}, not to root{also}", also = also_user(*.expected))]
-    Owner {
-        path: PathBuf,
-        owner: u32,
-        expected: u32,
-    },
-    #[error("{path} is writable by {who} (mode {mode:04o}) and not sticky, so anyone could plant files in it")]
-    Writable {
-        path: PathBuf,
-        mode: u32,
-        who: &'static str,
-    },
-    #[error("{path} is not a regular file")]
-    NotRegular { path: PathBuf },
-}
-
-fn also_user(expected: u32) -> String {
-    if expected == 0 {
-        String::new()
-    } else {
-        format!(" or to uid {expected} (this user)")
-    }
-}
-
-impl UnsafeDir {
-    /// What to do about it, in words.
-    pub fn hint(&self) -> String {
-        match self {
-            // EMFILE, ENFILE: out of descriptors, not a problem of the path.
-            UnsafeDir::Io { source, .. } if matches!(source.raw_os_error(), Some(23 | 24)) => {
-                "too many open files: raise the limit (`ulimit -n`, LimitNOFILE=) or act on fewer processes at once".to_string()
-            }
-            UnsafeDir::Io { .. } => {
-                "check the path and its permissions, or choose another directory".to_string()
-            }
-            UnsafeDir::Symlink { .. } => "remove the link if you planted it, or name a real directory (not a link) owned by root or by you".to_string(),
-            UnsafeDir::NotDirectory { .. } => {
-                "give a real directory (not a link), owned by root or by you".to_string()
-            }
-            UnsafeDir::Owner { path, .. } | UnsafeDir::Writable { path, .. } => format!(
-                "use a directory only root (or you) can write to, e.g. `install -d -m 0700 DIR`, or fix this one: `chown root: {0} && chmod 0700 {0}`",
-                path.display()
-            ),
-            UnsafeDir::NotRegular { path } => {
-                format!("remove {} (cudackpt did not make it)", path.display())
-            }
-        }
-    }
-}
 
 /// Who may own cudackpt's directories and files: root, and the user it
 /// runs as.
@@ -234,7 +178,7 @@ impl SafeDir {
         if self.trusted == my_uid() || my_uid() != 0 {
             return Ok(work());
         }
-        super::as_user(super::user(self.trusted), work)
+        super::users::as_user(super::users::user(self.trusted), work)
     }
 
     /// Whether the directory at its path is still this one (not removed,
@@ -351,7 +295,7 @@ impl SafeDir {
 
     /// Reads at most `cap` bytes of `name`; `Ok(None)` when there is no
     /// such file. Refuses links, FIFOs, devices and files of other users.
-    pub fn read_capped(&self, name: &str, cap: u64) -> Result<Option<String>, super::ReadError> {
+    pub fn read_capped(&self, name: &str, cap: u64) -> Result<Option<String>, ReadError> {
         let fd = match rustix::fs::openat(
             &self.fd,
             name,
@@ -363,8 +307,8 @@ impl SafeDir {
             Err(e) => return Err(io::Error::from(e).into()),
         };
         self.check_file(name, &fd)
-            .map_err(|e| super::ReadError::Unsafe(Box::new(e)))?;
-        super::read_fd_capped(fd, cap).map(Some)
+            .map_err(|e| ReadError::Unsafe(Box::new(e)))?;
+        read_fd_capped(fd, cap).map(Some)
     }
 
     /// Appends `line` to `name` (created 0600), never through a link, and
