@@ -1428,8 +1428,10 @@ def drain_round_trip(tools):
             expect(p["drain"]["outcome"] == "drained" and "WORLD_SIZE" in p["drain"].get("exempted", ""), f"{p}")
         expect(all(p["state"] == "checkpointed" and p["drain"]["outcome"] == "not_needed" for p in others), f"torchrun's agent: {others}")
         free_during = gpus_free_mib(tools)
-        freed = [d - b for b, d in zip(free_before, free_during)]
-        expect(all(f >= 2048 for f in freed), f"the GPUs were freed: free MiB {free_before} -> {free_during}")
+        # The job's two ranks hold GPUs 0 and 1: on a host with more, the
+        # others are not the job's to free.
+        freed = [d - b for b, d in zip(free_before, free_during)][:2]
+        expect(all(f >= 2048 for f in freed), f"the job's GPUs were freed: free MiB {free_before} -> {free_during}")
         steps = job.steps()
         time.sleep(1)
         expect(job.steps() == steps, "no step while checkpointed")
