@@ -303,7 +303,7 @@ fn finish_forward(
             }
             rebuild_drained(report, &running, note, &claimed);
             for pid in held {
-                if crate::ops::drain::shows_marker(pid) {
+                if crate::ops::drain::protocol::shows_marker(pid) {
                     crate::ops::journal::drained::note(pid, note.signal);
                 }
             }

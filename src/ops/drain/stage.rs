@@ -13,10 +13,10 @@
 
 use std::time::{Duration, Instant};
 
+use super::protocol::{self as drain, Answer, Unable};
 use crate::driver::{CheckpointApi, ProcessState};
 use crate::gpu::nvml;
 use crate::ops::diagnose::describe_process;
-use crate::ops::drain::{self, Answer, Unable};
 use crate::ops::execute::concurrently;
 use crate::ops::execute::failpoint::{self, Send};
 use crate::ops::execute::interrupt::{signal_name, Interrupt};
@@ -894,7 +894,7 @@ fn delivered(target: &Target, signal: DrainSignal, owed_before: bool, timeout: D
         if Instant::now() >= until || target.still_the_same().is_err() {
             break;
         }
-        std::thread::sleep(super::POLL);
+        std::thread::sleep(drain::POLL);
     }
     let waited = format_duration(timeout);
     if owed_before {

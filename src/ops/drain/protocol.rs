@@ -1,0 +1,115 @@
+//! The drain handshake with one process and a group's wait
+//! (cudackpt(1), DRAIN PROTOCOL): may a process be asked, ask it, read its
+//! answer (the marker, a failed rebuild and its stated reason), wait for
+//! answers. The request is a signal sent through the target's pidfd, so it
+//! reaches that process and no other; the answer is a thread name read in
+//! /proc/PID/task/*/comm, which crosses PID and mount namespaces and plants
+//! no file. No pipeline type is used here.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::ops::vocabulary::drain_protocol::{self, DrainSignal};
+
+use crate::targets::evidence;
+use crate::targets::process::{self, Target};
+
+/// How often answers are read while waiting: far below a training step,
+/// and a few small reads per process.
+pub(super) const POLL: Duration = Duration::from_millis(10);
+
+/// Why a process cannot be asked to drain (nothing is sent to it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unable {
+    /// Its `SigCgt` does not show the signal caught: the signal would kill
+    /// it (or do whatever its default is), so it is never sent.
+    NotCaught,
+    /// Its status could not be read.
+    Unreadable(String),
+}
+
+/// Whether `target` catches `signal`, from its `SigCgt` in /proc.
+pub fn may_ask(target: &Target, signal: DrainSignal) -> Result<(), Unable> {
+    let status = process::read_status(target.pid)
+        .map_err(|e| Unable::Unreadable(e.to_string()))?
+        .ok_or_else(|| Unable::Unreadable("it exited".to_string()))?;
+    match status.caught {
+        Some(caught) if signal.caught_by(caught) => Ok(()),
+        Some(_) => Err(Unable::NotCaught),
+        None => Err(Unable::Unreadable(
+            "its status shows no SigCgt line".to_string(),
+        )),
+    }
+}
+
+/// Whether `pid` says its rebuild failed (the renamed marker thread).
+pub fn shows_failure(pid: i32) -> bool {
+    drain_protocol::shows_failure(&evidence::thread_names(pid))
+}
+
+/// What `pid` said of its failed rebuild in its error memfd, if anything
+/// (cudackpt(1), DRAIN PROTOCOL).
+pub fn stated_error(pid: i32) -> Option<String> {
+    match crate::targets::procfs::find_fd_link(pid, drain_protocol::is_error_memfd) {
+        crate::targets::procfs::FdLink::Found(link) => drain_protocol::stated_error(&link),
+        _ => None,
+    }
+}
+
+/// Whether `pid` shows the marker: it has drained and waits.
+pub fn shows_marker(pid: i32) -> bool {
+    drain_protocol::shows_marker(&evidence::thread_names(pid))
+}
+
+/// Whether `signal` was sent to `target` and not yet taken by it.
+pub fn pending(target: &Target, signal: DrainSignal) -> bool {
+    process::read_status(target.pid)
+        .ok()
+        .flatten()
+        .is_some_and(|status| signal.in_mask(status.pending))
+}
+
+/// Sends the request (or the rebuild, or the call-off: the same signal).
+pub fn ask(target: &Target, signal: DrainSignal) -> std::io::Result<()> {
+    target.send_signal(signal.number())
+}
+
+/// How a wait ended for one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// It answered this long after the wait began.
+    After(Duration),
+    /// It exited (or its PID now names another process).
+    Gone,
+    /// No answer by the end of the wait.
+    None,
+}
+
+/// Waits until every target answers (`answered` says so), exits, `until`
+/// passes or `stop` asks to stop; returns each target's answer, in order.
+pub fn wait_for(
+    targets: &[&Target],
+    answered: impl Fn(i32) -> bool,
+    until: Instant,
+    stop: &dyn Fn() -> bool,
+) -> Vec<Answer> {
+    let started = Instant::now();
+    let mut answers = vec![Answer::None; targets.len()];
+    loop {
+        for (target, answer) in targets.iter().zip(answers.iter_mut()) {
+            if *answer != Answer::None {
+                continue;
+            }
+            if answered(target.pid) {
+                *answer = Answer::After(started.elapsed());
+            } else if target.still_the_same().is_err() {
+                *answer = Answer::Gone;
+            }
+        }
+        let pending = answers.contains(&Answer::None);
+        if !pending || stop() || Instant::now() >= until {
+            return answers;
+        }
+        thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
+    }
+}
