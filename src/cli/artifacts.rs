@@ -113,11 +113,11 @@ const ENVIRONMENT: [(&str, &str); 28] = [
     ),
     (
         "CUDACKPT_FORCE",
-        "1: checkpoint despite the pre-flights (as --force), for NVIDIA's grammar and the CRIU hook, which have no --force.",
+        "1 (or true, yes, on): checkpoint despite the pre-flights (as --force), for NVIDIA's grammar and the CRIU hook, which have no --force.",
     ),
     (
         "CUDACKPT_YES",
-        "1: confirm a change of every CUDA process on the host (as --yes), for CRIU's action script when CRTOOLS_INIT_PID is 1.",
+        "1 (or true, yes, on): confirm a change of every CUDA process on the host (as --yes), for CRIU's action script when CRTOOLS_INIT_PID is 1.",
     ),
     (
         "CUDACKPT_LOCK_TIMEOUT",

@@ -158,7 +158,7 @@ fn run_on(
 
 /// Whether CRIU's caller confirmed acting on the whole host.
 fn confirmed() -> bool {
-    std::env::var(YES_VAR).is_ok_and(|v| v == "1")
+    super::env::flag(YES_VAR)
 }
 
 /// The CRIU process this hook runs under (its parent).

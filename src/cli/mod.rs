@@ -8,6 +8,7 @@ pub mod args;
 pub mod artifacts;
 pub mod compat;
 pub mod criu_hook;
+mod env;
 pub mod logging;
 pub mod parse;
 pub mod validate;
@@ -70,10 +71,7 @@ fn allow_open_files_up_to_the_hard_limit() {
     }
 }
 
-/// Whether a yes-or-no variable says yes: `1`, `true`, `yes` or `on`.
-fn env_flag(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on"))
-}
+use env::flag as env_flag;
 
 /// `CUDACKPT_FORCE=1`: `--force` for the modes that take no flags (NVIDIA's
 /// grammar, CRIU's action script).
