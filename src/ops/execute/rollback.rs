@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use super::{concurrently, Executor};
+use super::executor::Executor;
+use super::interrupt;
+use super::pool::concurrently;
 use crate::driver::ProcessState;
 use crate::ops::diagnose::{self, Attempt};
-use crate::ops::execute::interrupt;
 use crate::ops::vocabulary::failure::{Failure, FailureKind};
 use crate::ops::vocabulary::plan::{self, Step};
 use crate::ops::vocabulary::report::{ProcessReport, StepRecord};
