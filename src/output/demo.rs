@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use super::human;
+use super::look::{columns, format_duration, Look};
 use crate::commands::demo::{DemoReport, DemoStep};
-use crate::output::{columns, format_duration, human, Look};
 
 /// GiB/s for the steps that move the memory.
 fn throughput(step: &DemoStep, bytes: u64) -> String {

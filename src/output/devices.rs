@@ -1,8 +1,8 @@
 //! `devices` for people: one aligned row per GPU, warnings and errors on
 //! stderr.
 
+use super::look::{columns, Look};
 use crate::commands::devices::DevicesReport;
-use crate::output::{columns, Look};
 
 fn gib(bytes: Option<u64>) -> String {
     bytes.map_or("?".to_string(), |b| {

@@ -1,8 +1,8 @@
 //! `doctor` for people: one aligned row per check, then the hints of the
 //! checks that need something done, then the verdict.
 
+use super::look::{columns, Look};
 use crate::commands::doctor::{DoctorReport, Status};
-use crate::output::{columns, Look};
 
 pub fn doctor(report: &DoctorReport, look: Look) -> String {
     let mut rows = Vec::new();

@@ -1,9 +1,9 @@
 //! Text for people: one aligned line per process on stdout, and for each
 //! failure a message and a hint on stderr.
 
+use super::look::{columns, format_duration, Look};
 use crate::ops::vocabulary::failure::{Failure, FailureKind};
 use crate::ops::vocabulary::report::{DrainOutcome, DrainReport, Layout, ProcessReport, Report};
-use crate::output::{columns, format_duration, Look};
 use crate::targets::name::printable;
 
 /// Renders a process command's report: (stdout, stderr).

@@ -13,9 +13,9 @@ use crate::commands::devices::DevicesReport;
 use crate::commands::doctor::{Check, DoctorReport, DriverFacts, Status};
 use crate::gpu::inventory::{Gpu, Source};
 
+use super::look::millis;
 use crate::ops::vocabulary::failure::Failure;
 use crate::ops::vocabulary::report::{GpuMemory, ProcessReport, Report, StepRecord};
-use crate::output::millis;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
