@@ -355,7 +355,7 @@ fn compat_group(
         .pid(pid)
         .map_spec(map)
         .nvidia_contract()
-        .options(super::force_from_env(), false, false)
+        .options(super::env::force_from_env(), false, false)
         .drain_options(drain)
 }
 
@@ -375,12 +375,12 @@ pub fn main(args: &[OsString]) -> ExitStatus {
             return ExitStatus::Failed;
         }
     };
-    let libcuda = super::libcuda_from_env();
+    let libcuda = super::env::libcuda_from_env();
     let Some((pid, operation, map)) = command.operation() else {
         let _ = output::write_stdout(HELP);
         return ExitStatus::Success;
     };
-    let drain = match super::drain_from_env() {
+    let drain = match super::env::drain_from_env() {
         Ok(drain) => drain,
         Err(problem) => {
             output::write_stderr(&format!("{COMPAT_NAME}: {problem}\n"));

@@ -110,9 +110,9 @@ fn resume_command(pids: &[i32]) -> String {
 }
 
 /// The tree root CRIU names in CRTOOLS_INIT_PID.
-fn init_pid() -> Result<i32, super::EnvError> {
+fn init_pid() -> Result<i32, super::env::EnvError> {
     let text = std::env::var(INIT_PID_VAR).unwrap_or_default();
-    parse_pid(&text).map_err(super::EnvError::invalid(INIT_PID_VAR))
+    parse_pid(&text).map_err(super::env::EnvError::invalid(INIT_PID_VAR))
 }
 
 /// Runs `operation` on the CUDA processes of `trees` and on `candidates`
@@ -125,7 +125,7 @@ fn run_on(
 ) -> Report {
     let dump_follows = operation.checkpoints();
     let confirmed = confirmed();
-    let drain = match super::drain_from_env() {
+    let drain = match super::env::drain_from_env() {
         Ok(drain) => drain,
         Err(problem) => {
             return Report {
@@ -146,7 +146,7 @@ fn run_on(
             ..Selectors::default()
         })
         .confirmed(confirmed)
-        .options(super::force_from_env(), false, false)
+        .options(super::env::force_from_env(), false, false)
         .drain_options(drain);
     if dump_follows {
         group = group.criu_dump(criu());
@@ -183,11 +183,11 @@ pub fn action_from_env() -> Result<String, ActionNotText> {
 pub struct ActionNotText(pub String);
 
 /// The lock timeout for pre-dump: `CUDACKPT_LOCK_TIMEOUT`, else 10 s.
-fn lock_timeout() -> Result<Timeout, super::EnvError> {
+fn lock_timeout() -> Result<Timeout, super::env::EnvError> {
     match std::env::var(LOCK_TIMEOUT_VAR) {
         Ok(text) if !text.trim().is_empty() => {
             crate::ops::vocabulary::timeout::parse_timeout(&text)
-                .map_err(super::EnvError::invalid(LOCK_TIMEOUT_VAR))
+                .map_err(super::env::EnvError::invalid(LOCK_TIMEOUT_VAR))
         }
         _ => Ok(DEFAULT_LOCK_TIMEOUT),
     }

@@ -15,7 +15,6 @@ pub mod validate;
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
-use std::path::PathBuf;
 
 use crate::cli::args::{Cli, Command, GlobalArgs};
 use crate::cli::validate::{Invalid, Invocation};
@@ -72,76 +71,7 @@ fn allow_open_files_up_to_the_hard_limit() {
 }
 
 use env::flag as env_flag;
-
-/// `CUDACKPT_FORCE=1`: `--force` for the modes that take no flags (NVIDIA's
-/// grammar, CRIU's action script).
-pub fn force_from_env() -> bool {
-    env_flag("CUDACKPT_FORCE")
-}
-
-/// The drain handshake for the modes that take no flags (NVIDIA's grammar,
-/// CRIU's action script): `CUDACKPT_DRAIN=1` drains before the lock, and
-/// `CUDACKPT_DRAIN_SIGNAL`, `CUDACKPT_DRAIN_TIMEOUT` are read as the
-/// modern flags read them; a value that does not parse is refused, never
-/// replaced by the default in silence.
-pub fn drain_from_env() -> Result<crate::ops::Drain, EnvError> {
-    let mut drain = crate::ops::Drain {
-        before_lock: env_flag("CUDACKPT_DRAIN"),
-        ..crate::ops::Drain::default()
-    };
-    if let Some(text) = env_text("CUDACKPT_DRAIN_SIGNAL")? {
-        drain.signal = crate::ops::vocabulary::drain_protocol::DrainSignal::parse(&text)
-            .map_err(EnvError::invalid("CUDACKPT_DRAIN_SIGNAL"))?;
-    }
-    if let Some(text) = env_text("CUDACKPT_DRAIN_TIMEOUT")? {
-        drain.timeout = args::parse_drain_timeout(&text)
-            .map_err(EnvError::invalid("CUDACKPT_DRAIN_TIMEOUT"))?;
-    }
-    Ok(drain)
-}
-
-/// Why a variable cudackpt reads cannot be used; each names the variable.
-#[derive(Debug, thiserror::Error)]
-pub enum EnvError {
-    #[error("{0} is not UTF-8 text")]
-    NotText(&'static str),
-    #[error("{name}: {why}")]
-    Invalid {
-        name: &'static str,
-        #[source]
-        why: Box<dyn std::error::Error + Send + Sync>,
-    },
-}
-
-impl EnvError {
-    /// The error of a value of `name` that does not parse.
-    pub fn invalid<E: std::error::Error + Send + Sync + 'static>(
-        name: &'static str,
-    ) -> impl FnOnce(E) -> EnvError {
-        move |why| EnvError::Invalid {
-            name,
-            why: Box::new(why),
-        }
-    }
-}
-
-/// A variable's text: `None` when unset or empty.
-fn env_text(name: &'static str) -> Result<Option<String>, EnvError> {
-    match std::env::var(name) {
-        Ok(text) if text.is_empty() => Ok(None),
-        Ok(text) => Ok(Some(text)),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => Err(EnvError::NotText(name)),
-    }
-}
-
-/// The driver library `CUDACKPT_LIBCUDA` names, when set and not empty: for
-/// every grammar (the native one when `--libcuda` is not given).
-pub fn libcuda_from_env() -> Option<PathBuf> {
-    std::env::var_os("CUDACKPT_LIBCUDA")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-}
+use env::libcuda_from_env;
 
 /// Takes every `--libcuda-unsafe` before a `--` out of `args`: it is no
 /// flag any more (help, completions and man pages do not offer it), yet a

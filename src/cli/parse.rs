@@ -31,7 +31,7 @@ pub fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
     // Read here rather than through clap's `env`, which would show
     // `--libcuda <PATH>` in every usage message as if it had been given.
     if cli.global.libcuda.is_none() {
-        cli.global.libcuda = super::libcuda_from_env();
+        cli.global.libcuda = super::env::libcuda_from_env();
     }
     Ok(cli)
 }

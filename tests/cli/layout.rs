@@ -99,20 +99,13 @@ fn against_the_floors(files: &[(ModPath, PathBuf, String)]) -> Vec<String> {
         }
     }
     for circle in layout_graph::circles_inside_folders(&graph) {
-        if !KNOWN_CIRCLES.contains(&circle.join(" ").as_str()) {
-            wrong.push(format!(
-                "a circle inside a folder: {}",
-                circle.join(" <-> ")
-            ));
-        }
+        wrong.push(format!(
+            "a circle inside a folder: {}",
+            circle.join(" <-> ")
+        ));
     }
     wrong
 }
-
-/// Circles inside folders that are still there, each as its members'
-/// paths joined by spaces: each must go (issue 35), and the test fails
-/// once one is gone until it is taken off this list too.
-const KNOWN_CIRCLES: &[&str] = &["cli cli::compat cli::criu_hook cli::parse"];
 
 fn source() -> Vec<(ModPath, PathBuf, String)> {
     layout_graph::source_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
@@ -127,17 +120,6 @@ fn every_import_points_down_a_floor_or_stays_in_its_room_and_no_folder_has_a_cir
         "imports against the floors:\n{}",
         wrong.join("\n")
     );
-    let graph = layout_graph::graph(&files);
-    let circles: Vec<String> = layout_graph::circles_inside_folders(&graph)
-        .iter()
-        .map(|c| c.join(" "))
-        .collect();
-    for known in KNOWN_CIRCLES {
-        assert!(
-            circles.iter().any(|c| c == known),
-            "the circle {known} is gone: take it off KNOWN_CIRCLES"
-        );
-    }
 }
 
 /// `files` with `extra` appended to the file of module `module`.
@@ -202,7 +184,6 @@ fn planted_circle(
         .into_iter()
         .filter(|c| c.iter().all(|m| m.starts_with(&prefix)))
         .map(|c| c.join(" "))
-        .filter(|c| !KNOWN_CIRCLES.contains(&c.as_str()))
         .collect()
 }
 
