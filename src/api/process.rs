@@ -74,7 +74,7 @@ pub enum Error {
         pid: i32,
     },
     /// The driver failed the call; the process is where the driver left
-    /// it (for a wrong state, where it was: see [`CudaError`](crate::CudaError)).
+    /// it (for a wrong state, where it was: see [`CudaError`]).
     #[error("PID {pid}: {source}")]
     Driver {
         /// The process.

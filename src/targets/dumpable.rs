@@ -9,7 +9,7 @@
 //! - an io_uring ring (`anon_inode:[io_uring]`), in any process, mapped or
 //!   only held as a descriptor (a ring set up with `IORING_SETUP_NO_MMAP`,
 //!   or unmapped): CRIU 4.2 stops at "Unknown shit 600
-//!   (anon_inode:[io_uring])";
+//!   (anon_inode:\[io_uring\])";
 //! - a process whose maps or descriptors go on past the caps: it could not
 //!   be checked whole, and says so.
 //!
