@@ -13,7 +13,7 @@ use crate::driver::ProcessState;
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::report::Report;
 use crate::ops::vocabulary::timeout::Timeout;
-use crate::ops::{Drain, Request, StepDone, ThreadIds};
+use crate::ops::{DrainSettings, Request, StepDone, ThreadIds};
 
 /// The processes of one command and its options; a verb
 /// ([`suspend`](Group::suspend), [`resume`](Group::resume), …) runs it.
@@ -250,7 +250,7 @@ impl<'a> Group<'a> {
         self
     }
 
-    pub(crate) fn drain_options(mut self, drain: Drain) -> Group<'a> {
+    pub(crate) fn drain_options(mut self, drain: DrainSettings) -> Group<'a> {
         self.request.drain = drain;
         self
     }

@@ -348,7 +348,7 @@ fn compat_group(
     libcuda: Option<&Path>,
     pid: i32,
     map: MapSpec,
-    drain: crate::ops::Drain,
+    drain: crate::ops::DrainSettings,
 ) -> Group<'_> {
     Group::new()
         .libcuda_option(libcuda)

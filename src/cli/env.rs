@@ -29,10 +29,10 @@ pub fn force_from_env() -> bool {
 /// `CUDACKPT_DRAIN_SIGNAL`, `CUDACKPT_DRAIN_TIMEOUT` are read as the
 /// modern flags read them; a value that does not parse is refused, never
 /// replaced by the default in silence.
-pub fn drain_from_env() -> Result<crate::ops::Drain, EnvError> {
-    let mut drain = crate::ops::Drain {
+pub fn drain_from_env() -> Result<crate::ops::DrainSettings, EnvError> {
+    let mut drain = crate::ops::DrainSettings {
         before_lock: flag("CUDACKPT_DRAIN"),
-        ..crate::ops::Drain::default()
+        ..crate::ops::DrainSettings::default()
     };
     if let Some(text) = env_text("CUDACKPT_DRAIN_SIGNAL")? {
         drain.signal = crate::ops::vocabulary::drain_protocol::DrainSignal::parse(&text)

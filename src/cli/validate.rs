@@ -14,7 +14,7 @@ use crate::files;
 use crate::gpu::map::{self, MapError, MapSpec};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::timeout::Timeout;
-use crate::ops::{Drain, Selectors, StepDone};
+use crate::ops::{DrainSettings, Selectors, StepDone};
 
 /// A process command as the modern grammar gives it, not yet validated.
 pub struct RawProcessCommand {
@@ -32,7 +32,7 @@ pub struct RawProcessCommand {
     /// `--dry-run`: check everything, change nothing.
     dry_run: bool,
     /// `--drain` and the handshake's signal and wait.
-    drain: Drain,
+    drain: DrainSettings,
 }
 
 impl RawProcessCommand {
@@ -47,7 +47,7 @@ impl RawProcessCommand {
             verify: false,
             map_file: None,
             dry_run: false,
-            drain: Drain::default(),
+            drain: DrainSettings::default(),
         }
     }
 
@@ -104,19 +104,19 @@ impl RawProcessCommand {
 }
 
 /// The drain settings of `--drain` and the handshake's flags.
-pub fn drain_of(drain: DrainArg) -> Drain {
-    Drain {
+pub fn drain_of(drain: DrainArg) -> DrainSettings {
+    DrainSettings {
         before_lock: drain.drain,
         ..handshake(drain.handshake)
     }
 }
 
 /// The drain settings from the handshake's flags (no `--drain`).
-fn handshake(handshake: HandshakeArg) -> Drain {
-    Drain {
+fn handshake(handshake: HandshakeArg) -> DrainSettings {
+    DrainSettings {
         signal: handshake.drain_signal,
         timeout: handshake.drain_timeout,
-        ..Drain::default()
+        ..DrainSettings::default()
     }
 }
 
@@ -247,7 +247,7 @@ pub struct Invocation {
     pub force: bool,
     pub verify: bool,
     pub dry_run: bool,
-    pub drain: Drain,
+    pub drain: DrainSettings,
 }
 
 /// Why a process command cannot start.

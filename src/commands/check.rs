@@ -11,7 +11,7 @@ use crate::api::group::Group;
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::report::{ProcessReport, Report};
 use crate::ops::vocabulary::timeout::Timeout;
-use crate::ops::{Drain, Selectors};
+use crate::ops::{DrainSettings, Selectors};
 
 /// One dry run's word on a process.
 fn verdict(report: Option<&ProcessReport>) -> String {
@@ -25,7 +25,12 @@ fn verdict(report: Option<&ProcessReport>) -> String {
     }
 }
 
-pub fn run(libcuda: Option<&Path>, pids: Vec<i32>, selectors: Selectors, drain: Drain) -> Report {
+pub fn run(
+    libcuda: Option<&Path>,
+    pids: Vec<i32>,
+    selectors: Selectors,
+    drain: DrainSettings,
+) -> Report {
     let started = Instant::now();
     let dry = |operation| {
         Group::new()

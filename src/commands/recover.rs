@@ -17,7 +17,7 @@ use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::report::Report;
 use crate::ops::vocabulary::report::{DrainOutcome, ProcessReport};
 use crate::ops::vocabulary::timeout::Timeout;
-use crate::ops::Drain;
+use crate::ops::DrainSettings;
 
 /// The command that brings a member back to where it started: one for
 /// every state a record can hold.
@@ -211,9 +211,9 @@ fn recover_record(
             .options(false, false, dry_run)
             .recovering()
             // A drained group is asked to rebuild below, from its record.
-            .drain_options(Drain {
+            .drain_options(DrainSettings {
                 rebuild: false,
-                ..Drain::default()
+                ..DrainSettings::default()
             })
             .run(operation);
         all_back &= sub.ok();

@@ -31,7 +31,7 @@ pub mod preflight;
 pub mod stages;
 pub mod vocabulary;
 
-pub use vocabulary::request::{Drain, Request, Selectors, StepDone, ThreadIds};
+pub use vocabulary::request::{DrainSettings, Request, Selectors, StepDone, ThreadIds};
 pub use vocabulary::stop::Stop;
 
 use std::time::Instant;
@@ -54,7 +54,9 @@ pub fn run(request: Request<'_>) -> Report {
     let report = match select::select(&request) {
         Ok(selection) => {
             let mut checked = check::check(&request, selection);
-            let outcome = proceed(&request, &mut checked, started);
+            // The command's one drain, passed down to every stage that asks it.
+            let drain = drain::Drain::of(&request);
+            let outcome = proceed(&request, &drain, &mut checked, started);
             checked.assemble(outcome, started)
         }
         Err(failure) => refused(&request.operation, &request.pids, failure, started),
@@ -68,11 +70,12 @@ pub fn run(request: Request<'_>) -> Report {
 /// The stages after the checks, each of which may stop the command.
 fn proceed(
     request: &Request<'_>,
+    drain: &drain::Drain<'_>,
     checked: &mut check::Checked,
     started: Instant,
 ) -> Result<Finished, Stop> {
     let ready = check::ready(request, checked)?;
-    let cleared = match clear(request, &ready) {
+    let cleared = match clear(request, drain, &ready) {
         Ok(cleared) => cleared,
         Err(stop) => {
             if request.dry_run {
@@ -83,7 +86,7 @@ fn proceed(
     };
     if request.dry_run {
         let mut reports = dry_run::reports(request, &ready, cleared.map());
-        drain::Drain::of(request).predict(&ready, &mut reports);
+        drain.predict(&ready, &mut reports);
         let mut remarks = cleared.chosen.remarks;
         remarks.extend(cleared.remarks);
         return Ok(Finished {
@@ -92,7 +95,7 @@ fn proceed(
             map: cleared.chosen.pairs,
         });
     }
-    execute_and_finish(request, &ready, cleared, started)
+    execute_and_finish(request, drain, &ready, cleared, started)
 }
 
 /// What the pre-flights and the per-PID locks leave for the driver calls.
@@ -119,14 +122,15 @@ impl Cleared<'_> {
 /// in that order: the first refusal stops the command before any change.
 fn clear<'d>(
     request: &Request<'_>,
+    drain: &drain::Drain<'_>,
     ready: &'d vocabulary::ready::Ready,
 ) -> Result<Cleared<'d>, Stop> {
     if request.operation.changes_state() && !request.recovering {
         lock::not_left_by_a_dead_cudackpt(ready)?;
     }
     let mut remarks = preflight::dumpable::check(request, ready)?;
-    let passed = drain::Drain::of(request).restorability(ready)?;
-    let weighed = drain::Drain::of(request).host_memory(ready)?;
+    let passed = drain.restorability(ready)?;
+    let weighed = drain.host_memory(ready)?;
     let host = Inventory::with_driver(&ready.driver);
     let records = records::open(request)?;
     let chosen = choose_map::choose(
@@ -171,6 +175,7 @@ fn clear<'d>(
 /// records, `--verify`, the warnings of ranks let through.
 fn execute_and_finish(
     request: &Request<'_>,
+    drain: &drain::Drain<'_>,
     ready: &vocabulary::ready::Ready,
     cleared: Cleared<'_>,
     started: Instant,
@@ -191,7 +196,6 @@ fn execute_and_finish(
     let write_intent =
         |places: &[vocabulary::place::Place]| journal.record(&request.operation, places);
     let executor = executor_for(request, ready, started, &locks_lost, &write_intent);
-    let drain = drain::Drain::of(request);
     let mut underway =
         drain.before_calls(ready, &journal, &executor.interrupt, executor.deadline)?;
     // A drained group was weighed on what it kept: that is what is copied.

@@ -51,7 +51,7 @@ pub struct Request<'a> {
     /// `recover` itself: act on processes an abandoned intent names.
     pub recovering: bool,
     /// The drain handshake (cudackpt(1), DRAIN PROTOCOL): `--drain`, and the rebuild.
-    pub drain: Drain,
+    pub drain: DrainSettings,
     /// NVIDIA's grammar: a single step on a process already where it leads
     /// is an error (exit 1), as NVIDIA's tool says; the modern grammar
     /// reports it "already there" and succeeds.
@@ -66,7 +66,7 @@ pub struct Request<'a> {
 
 /// The drain handshake of a request (cudackpt(1), DRAIN PROTOCOL).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Drain {
+pub struct DrainSettings {
     /// `--drain`: ask every process the command will lock to drain first.
     pub before_lock: bool,
     /// Ask drained processes that run again to rebuild (`recover` does it
@@ -77,9 +77,9 @@ pub struct Drain {
     pub timeout: Duration,
 }
 
-impl Default for Drain {
-    fn default() -> Drain {
-        Drain {
+impl Default for DrainSettings {
+    fn default() -> DrainSettings {
+        DrainSettings {
             before_lock: false,
             rebuild: true,
             signal: drain_protocol::DEFAULT_SIGNAL,
@@ -112,7 +112,7 @@ impl<'a> Request<'a> {
             use_locks: true,
             dry_run: false,
             recovering: false,
-            drain: Drain::default(),
+            drain: DrainSettings::default(),
             nvidia_errors: false,
             criu_dump: None,
         }
