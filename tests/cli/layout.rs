@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::layout_graph::{self, ModPath};
+use crate::layout_graph::{self, rust_files, ModPath};
 
 /// The rooms, top floor first. A room may use any room below it.
 const FLOORS: [&[&str]; 9] = [
@@ -32,17 +32,6 @@ const EXEMPT: [&str; 2] = ["lib", "surface_tests"];
 
 fn floor_of(room: &str) -> Option<usize> {
     FLOORS.iter().position(|rooms| rooms.contains(&room))
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).expect("src/ is readable") {
-        let path = entry.expect("a directory entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// The crate room a module is in: its first segment; the crate root

@@ -16,7 +16,7 @@ pub type ModPath = Vec<String>;
 /// Every source file of `src/`: its module path and its code.
 pub fn source_files(src: &Path) -> Vec<(ModPath, PathBuf, String)> {
     let mut files = Vec::new();
-    collect(src, &mut files);
+    rust_files(src, &mut files);
     files.sort();
     files
         .into_iter()
@@ -27,11 +27,12 @@ pub fn source_files(src: &Path) -> Vec<(ModPath, PathBuf, String)> {
         .collect()
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every `.rs` file under `dir`, into `out`.
+pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in fs::read_dir(dir).expect("src/ is readable") {
         let path = entry.expect("a directory entry").path();
         if path.is_dir() {
-            collect(&path, out);
+            rust_files(&path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
             out.push(path);
         }

@@ -1,8 +1,9 @@
-"""A job of several ranks on CPU (gloo), started as torchrun would start
-it, that the tests drain mid-run by playing cudackpt: they send the drain
-signal to every rank, wait for every marker, and send the rebuild. Each
-rank logs to a file of its own (`{key}={value}` lines, `step=N loss=HEX`).
-Not a test module: the tests import it."""
+"""What the client's tests share: reading a process's thread names (the
+marker), waiting, and a job of several ranks on CPU (gloo), started as
+torchrun would start it, that the tests drain mid-run by playing cudackpt:
+they send the drain signal to every rank, wait for every marker, and send
+the rebuild. Each rank logs to a file of its own (`{key}={value}` lines,
+`step=N loss=HEX`). Not a test module: the tests import it."""
 
 import os
 import shutil
@@ -23,19 +24,25 @@ def free_port():
         return s.getsockname()[1]
 
 
-def shows_marker(pid):
+def thread_names(pid):
+    """The names of `pid`'s threads, as cudackpt reads them (none once it
+    has exited)."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return False
+        return []
+    names = []
     for tid in tasks:
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as comm:
-                if comm.read().rstrip("\n") == cd.MARKER:
-                    return True
+                names.append(comm.read().rstrip("\n"))
         except OSError:
             pass
-    return False
+    return names
+
+
+def shows_marker(pid):
+    return cd.MARKER in thread_names(pid)
 
 
 def wait_until(what, condition, seconds=120.0):
@@ -43,7 +50,7 @@ def wait_until(what, condition, seconds=120.0):
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
+        time.sleep(0.005)
 
 
 class Run:

@@ -18,6 +18,8 @@ import time
 import unittest
 
 import cudackpt_drain as cd
+import ranks
+from ranks import shows_marker, thread_names
 
 try:
     import torch.distributed  # noqa: F401
@@ -29,27 +31,8 @@ except ImportError:
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def thread_names(pid):
-    names = []
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as comm:
-                names.append(comm.read().rstrip("\n"))
-        except OSError:
-            pass
-    return names
-
-
-def shows_marker(pid):
-    return cd.MARKER in thread_names(pid)
-
-
 def wait_until(what, condition, seconds=20.0):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
+    ranks.wait_until(what, condition, seconds)
 
 
 def caught(pid, number):
