@@ -63,6 +63,7 @@ mod demo;
 mod devices;
 mod doctor;
 mod driver;
+mod gpu_suite;
 mod python_client;
 
 // What the user sees: output, progress, errors, the JSON contract and its
