@@ -18,7 +18,10 @@ fn the_gpu_suites_machinery_passes_its_own_tests() {
         .expect("python3 runs");
     let report = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{report}");
-    assert!(report.contains("Ran ") && !report.contains("Ran 0 tests"), "{report}");
+    assert!(
+        report.contains("Ran ") && !report.contains("Ran 0 tests"),
+        "{report}"
+    );
 }
 
 #[test]
@@ -30,11 +33,22 @@ fn the_gpu_suite_lists_its_scenarios_without_a_gpu() {
         .stdin(Stdio::null())
         .output()
         .expect("python3 runs");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let listed = String::from_utf8_lossy(&output.stdout);
-    for name in ["doctor", "drain_round_trip", "four_gpus_kept", "two_nodes_kept"] {
+    for name in [
+        "doctor",
+        "drain_round_trip",
+        "four_gpus_kept",
+        "two_nodes_kept",
+    ] {
         assert!(
-            listed.lines().any(|l| l.split_whitespace().next() == Some(name)),
+            listed
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(name)),
             "{name} missing from --list:\n{listed}"
         );
     }
