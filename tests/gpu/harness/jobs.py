@@ -301,6 +301,15 @@ class ParallelJob(Closing):
     def wait_step(self, step, timeout=240):
         wait_for(f"step {step}", lambda: min(len(self.losses(r)) for r in range(self.ranks)) >= step, timeout)
 
+    def tail(self, chars=1500):
+        """The end of each torchrun agent's stderr (its ranks' tracebacks)."""
+        said = []
+        for node, err in enumerate(self.errs):
+            err.flush()
+            with open(err.name) as f:
+                said.append(f"node {node}: {f.read()[-chars:]}")
+        return " | ".join(said)
+
     def wait_done(self, timeout=300):
         for agent, err in zip(self.agents, self.errs):
             code = agent.wait(timeout=timeout)
@@ -387,10 +396,14 @@ def on_every_node(tools, job, command, stagger=0.0):
     seconds after the one before. The documents, node by node."""
     def call(node, agent):
         time.sleep(node * stagger)
-        return tools.json(*command, "--tree", agent.pid)
+        return tools.run("--json", *command, "--tree", agent.pid)
     with ThreadPoolExecutor(len(job.agents)) as pool:
-        calls = [pool.submit(call, node, agent) for node, agent in enumerate(job.agents)]
-        return [c.result() for c in calls]
+        done = [c.result() for c in [pool.submit(call, node, agent) for node, agent in enumerate(job.agents)]]
+    # Every node's answer, whichever failed: one node's failure is often
+    # explained by the other's.
+    said = [f"node {node}: exit {code}: {out.strip() or err.strip()}" for node, (code, out, err) in enumerate(done)]
+    expect(all(code == 0 for code, _, _ in done), f"`{' '.join(command)}` on every node: " + " | ".join(said))
+    return [json.loads(out) for _, out, _ in done]
 
 
 def kept_across_nodes(tools, name, steps, make, ranks, stagger=4.0):
@@ -402,34 +415,48 @@ def kept_across_nodes(tools, name, steps, make, ranks, stagger=4.0):
     at their next step); every rank drains twice, keeps its groups and
     finishes bit-exact. Returns the raw documents and a line."""
     expected = untouched_losses(name, make, ranks)
-    row = {}
     with make(0.15) as job:
-        job.wait_step(5)
-        pids = job.pids()
-        said = []
-        for round_name, stagger_s, at_step in (("together", 0.0, 15), ("staggered", stagger, None)):
-            started = time.monotonic()
+        try:
+            return across_nodes(tools, name, steps, job, expected, stagger)
+        except Failed as e:
+            ranks_said = " | ".join(f"rank {r}: {job.lines(r)[-6:]}" for r in range(ranks))
+            raise Failed(f"{e}; the ranks' logs end: {ranks_said}; torchrun said: {job.tail()}")
+
+
+def across_nodes(tools, name, steps, job, expected, stagger):
+    """kept_across_nodes' drains of the running `job`."""
+    ranks = job.ranks
+    row = {}
+    job.wait_step(5)
+    pids = job.pids()
+    said = []
+    for round_name, stagger_s, at_step in (("together", 0.0, 15), ("staggered", stagger, None)):
+        started = time.monotonic()
+        at = [len(job.losses(r)) for r in range(ranks)]
+        try:
             downs = on_every_node(tools, job, ["suspend", "--drain"], stagger_s)
-            down_s = time.monotonic() - started
-            for node, doc in enumerate(downs):
-                drained = sorted(q["pid"] for q in doc["processes"] if (q.get("drain") or {}).get("outcome") == "drained")
-                per_node = ranks // len(job.agents)
-                expect(drained == sorted(pids[node * per_node:(node + 1) * per_node]), f"{name} {round_name}: node {node} drained {drained}: {doc}")
-            started = time.monotonic()
-            ups = on_every_node(tools, job, ["resume"], stagger_s)
-            up_s = time.monotonic() - started
-            for node, doc in enumerate(ups):
-                expect(all((q.get("drain") or {}).get("outcome") == "rebuilt" for q in doc["processes"] if q["pid"] in pids), f"{name} {round_name}: node {node}: {doc}")
-            row[round_name] = {"suspend": downs, "resume": ups, "suspend_wall_s": round(down_s, 3), "resume_wall_s": round(up_s, 3)}
-            acks = [round(q["drain"]["acknowledged_ms"]) for doc in downs for q in doc["processes"] if q["pid"] in pids]
-            rebuilt = [round(q["drain"]["rebuilt_ms"]) for doc in ups for q in doc["processes"] if q["pid"] in pids]
-            took = [f"{doc['duration_ms'] / 1000:.2f}" for doc in downs]
-            said.append(f"{round_name}: suspend --drain per node {took} s (acks {acks} ms), resume {up_s:.2f} s (rebuilt {rebuilt} ms)")
-            if at_step:
-                job.wait_step(at_step)
-        finished_whole(name, job, expected, drains=2)
-        row["steps"] = [step_times(job, r) for r in range(ranks)]
-        return row, f"{name}: " + "; ".join(said) + f"; {steps} losses bit-exact"
+        except Failed as e:
+            raise Failed(f"{e}; the ranks were at steps {at} when it began, {time.monotonic() - started:.2f} s before")
+        down_s = time.monotonic() - started
+        for node, doc in enumerate(downs):
+            drained = sorted(q["pid"] for q in doc["processes"] if (q.get("drain") or {}).get("outcome") == "drained")
+            per_node = ranks // len(job.agents)
+            expect(drained == sorted(pids[node * per_node:(node + 1) * per_node]), f"{name} {round_name}: node {node} drained {drained}: {doc}")
+        started = time.monotonic()
+        ups = on_every_node(tools, job, ["resume"], stagger_s)
+        up_s = time.monotonic() - started
+        for node, doc in enumerate(ups):
+            expect(all((q.get("drain") or {}).get("outcome") == "rebuilt" for q in doc["processes"] if q["pid"] in pids), f"{name} {round_name}: node {node}: {doc}")
+        row[round_name] = {"suspend": downs, "resume": ups, "suspend_wall_s": round(down_s, 3), "resume_wall_s": round(up_s, 3)}
+        acks = [round(q["drain"]["acknowledged_ms"]) for doc in downs for q in doc["processes"] if q["pid"] in pids]
+        rebuilt = [round(q["drain"]["rebuilt_ms"]) for doc in ups for q in doc["processes"] if q["pid"] in pids]
+        took = [f"{doc['duration_ms'] / 1000:.2f}" for doc in downs]
+        said.append(f"{round_name}: suspend --drain per node {took} s (acks {acks} ms), resume {up_s:.2f} s (rebuilt {rebuilt} ms)")
+        if at_step:
+            job.wait_step(at_step)
+    finished_whole(name, job, expected, drains=2)
+    row["steps"] = [step_times(job, r) for r in range(ranks)]
+    return row, f"{name}: " + "; ".join(said) + f"; {steps} losses bit-exact"
 
 
 def step_times(job, rank):

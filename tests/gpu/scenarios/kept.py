@@ -27,7 +27,9 @@ def two_nodes_kept(tools):
     result = {}
     RAW["two_nodes_kept"] = result
     said = []
-    steps = 40
+    # Long enough that the staggered round (at step 15, the second node
+    # asked 4 s after the first, 0.15 s a step) lands before the last step.
+    steps = 80
     for mode in ("ddp", "fsdp2_hsdp"):
         result[mode], line = kept_across_nodes(
             tools, mode, steps, lambda pause: ParallelJob(mode, steps, pause, ranks=4, nodes=2), ranks=4)
