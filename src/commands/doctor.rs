@@ -54,7 +54,7 @@ impl Check {
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct DriverFacts {
+pub struct DriverInfo {
     pub path: Option<PathBuf>,
     pub cuda_version: Option<String>,
     pub kernel_module_version: Option<String>,
@@ -110,7 +110,7 @@ fn gpu_mode_checks(gpus: &[Gpu]) -> Vec<Check> {
 #[derive(Debug, Clone)]
 pub struct DoctorReport {
     pub checks: Vec<Check>,
-    pub driver: DriverFacts,
+    pub driver: DriverInfo,
     pub gpus: Vec<Gpu>,
 }
 
@@ -334,9 +334,9 @@ fn privilege_checks(privileges: &Privileges) -> Vec<Check> {
 /// Examines the host. Loads the driver from `libcuda` when given.
 pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
     let mut checks = Vec::new();
-    let mut facts = DriverFacts {
+    let mut facts = DriverInfo {
         kernel_module_version: kernel_module_version(),
-        ..DriverFacts::default()
+        ..DriverInfo::default()
     };
     let mut gpus = Vec::new();
     // The driver's CUDA version as it reports it (13000 = 13.0).

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use crate::gpu::nvml;
-use crate::ops::preflight::host_memory::{judge, Need};
+use crate::ops::preflight::host_memory::{judge, HostNeed};
 use crate::targets::cgroup::Cgroup;
 use crate::targets::memory::{self, CgroupLevel};
 
@@ -104,11 +104,11 @@ pub fn check(path: &Path) -> Headroom {
             );
         }
     };
-    let needs: Vec<Need> = pids
+    let needs: Vec<HostNeed> = pids
         .iter()
         .filter_map(|&pid| {
             let bytes = *footprints.get(&pid)?;
-            Some(Need {
+            Some(HostNeed {
                 pid,
                 bytes,
                 chain: memory::chain_of(pid),

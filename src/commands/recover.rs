@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use crate::api::group::Group;
-use crate::ops::drain::stage as drain_stage;
+use crate::ops::drain::{rebuild, recovery};
 use crate::ops::journal::intent::{self, Claimed, DrainNote, Intent, Member, NotClaimed, Start};
 use crate::ops::vocabulary::failure::{Failure, FailureKind};
 use crate::ops::vocabulary::plan::Operation;
@@ -40,7 +40,7 @@ fn way_back(start: Start) -> Option<Operation> {
 /// Sends the members of a drained group what undoes their drain, and
 /// records each answer; one still drained at the end fails.
 fn rebuild_drained(report: &mut Report, pids: &[i32], note: &DrainNote, claimed: &Claimed) {
-    let recovered = drain_stage::recover(pids, note, claimed);
+    let recovered = recovery::recover(pids, note, claimed);
     report.warnings.extend(recovered.warnings);
     for (pid, drain) in recovered.reports {
         let at = match report.processes.iter().position(|p| p.pid == pid) {
@@ -52,7 +52,7 @@ fn rebuild_drained(report: &mut Report, pids: &[i32], note: &DrainNote, claimed:
         };
         let process = &mut report.processes[at];
         if drain.outcome == DrainOutcome::RebuildFailed && process.failure.is_none() {
-            process.failure = Some(drain_stage::rebuild_failed(
+            process.failure = Some(rebuild::rebuild_failed(
                 pid,
                 drain.signal,
                 drain.rebuild_error.as_deref(),

@@ -41,7 +41,7 @@ pub struct LockArgs {
 /// `CUcheckpointGpuPair`: where a GPU of the checkpoint goes on restore.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GpuPair {
+pub struct CuGpuPair {
     pub old_uuid: CuUuid,
     pub new_uuid: CuUuid,
 }
@@ -49,7 +49,7 @@ pub struct GpuPair {
 /// `CUcheckpointRestoreArgs` (64 bytes).
 #[repr(C)]
 pub struct RestoreArgs {
-    pub gpu_pairs: *const GpuPair,
+    pub gpu_pairs: *const CuGpuPair,
     pub gpu_pairs_count: c_uint,
     pub reserved: [u8; 52],
 }
@@ -66,7 +66,7 @@ pub struct ReservedArgs {
 const _: () = assert!(std::mem::size_of::<LockArgs>() == 64);
 const _: () = assert!(std::mem::size_of::<RestoreArgs>() == 64);
 const _: () = assert!(std::mem::size_of::<ReservedArgs>() == 64);
-const _: () = assert!(std::mem::size_of::<GpuPair>() == 32);
+const _: () = assert!(std::mem::size_of::<CuGpuPair>() == 32);
 
 type GetStateFn = unsafe extern "C" fn(c_int, *mut c_int) -> CuResult;
 type GetRestoreTidFn = unsafe extern "C" fn(c_int, *mut c_int) -> CuResult;
@@ -307,7 +307,7 @@ pub fn checkpoint(s: &Symbols, pid: c_int) -> Call<()> {
     })
 }
 
-pub fn restore(s: &Symbols, pid: c_int, pairs: &[GpuPair]) -> Call<()> {
+pub fn restore(s: &Symbols, pid: c_int, pairs: &[CuGpuPair]) -> Call<()> {
     absent_or!(s.restore, f => {
         let Ok(count) = c_uint::try_from(pairs.len()) else {
             // CUDA_ERROR_INVALID_VALUE, as the driver would say.

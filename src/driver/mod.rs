@@ -267,9 +267,9 @@ impl CheckpointApi for Driver {
     }
 
     fn restore(&self, pid: i32, map: &[GpuPair]) -> Result<(), CallError> {
-        let pairs: Vec<ffi::GpuPair> = map
+        let pairs: Vec<ffi::CuGpuPair> = map
             .iter()
-            .map(|pair| ffi::GpuPair {
+            .map(|pair| ffi::CuGpuPair {
                 old_uuid: ffi::CuUuid {
                     bytes: pair.old.bytes(),
                 },

@@ -114,7 +114,7 @@ pub fn write(dir: &SafeDir, record: &Record) -> io::Result<PathBuf> {
 
 /// How a record found for a PID relates to the process there now.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Found {
+pub enum RecordMatch {
     /// Written for this very process (same start time).
     ThisProcess(Record),
     /// Written for an earlier process with this PID and this name: either
@@ -127,7 +127,7 @@ pub enum Found {
 /// The record of `pid` (process name `name`, started at `starttime`), if
 /// there is one that may be about this process; `Err` says why a record
 /// file that is there cannot be used (a link, too large, not a record).
-pub fn read(dir: &SafeDir, pid: i32, name: &str) -> Result<Option<Found>, String> {
+pub fn read(dir: &SafeDir, pid: i32, name: &str) -> Result<Option<RecordMatch>, String> {
     let path = dir.path().join(file_name(pid));
     let Some(text) = dir
         .read_capped(&file_name(pid), RECORD_CAP)
@@ -150,14 +150,14 @@ pub fn read(dir: &SafeDir, pid: i32, name: &str) -> Result<Option<Found>, String
 }
 
 /// The pure part of [`read`].
-pub fn judge(record: Record, pid: i32, name: &str, starttime: Option<u64>) -> Option<Found> {
+pub fn judge(record: Record, pid: i32, name: &str, starttime: Option<u64>) -> Option<RecordMatch> {
     if record.pid != pid {
         return None;
     }
     if record.starttime.is_some() && record.starttime == starttime {
-        return Some(Found::ThisProcess(record));
+        return Some(RecordMatch::ThisProcess(record));
     }
-    (record.name == name).then_some(Found::SameName(record))
+    (record.name == name).then_some(RecordMatch::SameName(record))
 }
 
 /// Removes the record of a process that is running again.
@@ -267,7 +267,7 @@ mod tests {
         assert_eq!(written, temp.path().join(format!("{me}.json")));
         assert_eq!(
             read(&dir, me, "another name"),
-            Ok(Some(Found::ThisProcess(record.clone()))),
+            Ok(Some(RecordMatch::ThisProcess(record.clone()))),
             "same start time"
         );
         assert_eq!(record.bytes_needed(), Some(42));
@@ -281,7 +281,7 @@ mod tests {
         );
         assert_eq!(
             read(&dir, me, "tester"),
-            Ok(Some(Found::SameName(stale))),
+            Ok(Some(RecordMatch::SameName(stale))),
             "restored by CRIU, or the PID reused by the same program: the driver decides"
         );
         remove(&dir, me);

@@ -56,7 +56,7 @@ pub fn run(request: Request<'_>) -> Report {
             let mut checked = check::check(&request, selection);
             // The command's one drain, passed down to every stage that asks it.
             let drain = drain::Drain::of(&request);
-            let outcome = proceed(&request, &drain, &mut checked, started);
+            let outcome = after_checks(&request, &drain, &mut checked, started);
             checked.assemble(outcome, started)
         }
         Err(failure) => refused(&request.operation, &request.pids, failure, started),
@@ -68,15 +68,15 @@ pub fn run(request: Request<'_>) -> Report {
 }
 
 /// The stages after the checks, each of which may stop the command.
-fn proceed(
+fn after_checks(
     request: &Request<'_>,
     drain: &drain::Drain<'_>,
     checked: &mut check::Checked,
     started: Instant,
 ) -> Result<Finished, Stop> {
     let ready = check::ready(request, checked)?;
-    let cleared = match clear(request, drain, &ready) {
-        Ok(cleared) => cleared,
+    let passed = match pass_preflights(request, drain, &ready) {
+        Ok(passed) => passed,
         Err(stop) => {
             if request.dry_run {
                 checked.read_states(&ready.driver, &ready.targets);
@@ -85,21 +85,21 @@ fn proceed(
         }
     };
     if request.dry_run {
-        let mut reports = dry_run::reports(request, &ready, cleared.map());
+        let mut reports = dry_run::reports(request, &ready, passed.map());
         drain.predict(&ready, &mut reports);
-        let mut remarks = cleared.chosen.remarks;
-        remarks.extend(cleared.remarks);
+        let mut remarks = passed.chosen.remarks;
+        remarks.extend(passed.remarks);
         return Ok(Finished {
             reports,
             remarks,
-            map: cleared.chosen.pairs,
+            map: passed.chosen.pairs,
         });
     }
-    execute_and_finish(request, drain, &ready, cleared, started)
+    execute_and_finish(request, drain, &ready, passed, started)
 }
 
 /// What the pre-flights and the per-PID locks leave for the driver calls.
-struct Cleared<'d> {
+struct PreflightsPassed<'d> {
     /// Warnings for ranks let through, by PID.
     rank_warnings: Vec<(i32, String)>,
     /// NVML's per-process use, weighed before any change.
@@ -108,11 +108,11 @@ struct Cleared<'d> {
     records: records::Records,
     chosen: choose_map::Chosen,
     /// Held until the command ends.
-    locks: pidlock::Held,
+    locks: pidlock::PidLocks,
     remarks: Vec<String>,
 }
 
-impl Cleared<'_> {
+impl PreflightsPassed<'_> {
     fn map(&self) -> &[GpuPair] {
         self.chosen.pairs.as_deref().unwrap_or_default()
     }
@@ -120,11 +120,11 @@ impl Cleared<'_> {
 
 /// Every pre-flight, the map and the per-PID locks (none for a dry run),
 /// in that order: the first refusal stops the command before any change.
-fn clear<'d>(
+fn pass_preflights<'d>(
     request: &Request<'_>,
     drain: &drain::Drain<'_>,
     ready: &'d vocabulary::ready::Ready,
-) -> Result<Cleared<'d>, Stop> {
+) -> Result<PreflightsPassed<'d>, Stop> {
     if request.operation.changes_state() && !request.recovering {
         lock::not_left_by_a_dead_cudackpt(ready)?;
     }
@@ -142,7 +142,7 @@ fn clear<'d>(
     )?;
     // One cudackpt at a time per process: held until the command ends.
     let locks = if request.dry_run {
-        pidlock::Held::none()
+        pidlock::PidLocks::none()
     } else {
         lock::lock(
             &request.operation,
@@ -159,7 +159,7 @@ fn clear<'d>(
         chosen.pairs.as_deref().unwrap_or_default(),
         &host,
     )?);
-    Ok(Cleared {
+    Ok(PreflightsPassed {
         rank_warnings: passed.warnings,
         usage: weighed.usage,
         host,
@@ -177,10 +177,10 @@ fn execute_and_finish(
     request: &Request<'_>,
     drain: &drain::Drain<'_>,
     ready: &vocabulary::ready::Ready,
-    cleared: Cleared<'_>,
+    passed: PreflightsPassed<'_>,
     started: Instant,
 ) -> Result<Finished, Stop> {
-    let Cleared {
+    let PreflightsPassed {
         rank_warnings,
         usage,
         host,
@@ -188,7 +188,7 @@ fn execute_and_finish(
         chosen,
         locks,
         mut remarks,
-    } = cleared;
+    } = passed;
     let locks_lost = || locks.lost();
     // The crash journal: written just before the first state change,
     // removed when this function returns (however the command ended).
@@ -232,7 +232,7 @@ fn execute_and_finish(
     remarks.extend(finish::finish(
         request,
         &mut reports,
-        &finish::Moved {
+        &finish::FinishInputs {
             targets: &ready.targets,
             records: &chosen.records,
             map,

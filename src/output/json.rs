@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::commands::demo::DemoReport;
 use crate::commands::devices::DevicesReport;
-use crate::commands::doctor::{Check, DoctorReport, DriverFacts, Status};
+use crate::commands::doctor::{Check, DoctorReport, DriverInfo, Status};
 use crate::gpu::inventory::{Gpu, Source};
 
 use super::look::millis;
@@ -454,7 +454,7 @@ struct FeaturesDoc {
 }
 
 impl<'a> DriverDoc<'a> {
-    fn from_facts(facts: &'a DriverFacts) -> DriverDoc<'a> {
+    fn from_facts(facts: &'a DriverInfo) -> DriverDoc<'a> {
         DriverDoc {
             path: facts.path.as_deref(),
             cuda_version: facts.cuda_version.as_deref(),

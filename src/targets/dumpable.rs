@@ -40,7 +40,7 @@ pub enum Obstacle {
 
 /// A process of the tree and what CRIU cannot dump in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
+pub struct Undumpable {
     pub pid: i32,
     pub name: Option<String>,
     pub parent: Option<(i32, Option<String>)>,
@@ -72,7 +72,7 @@ pub fn scan(maps: &[u8], device_prefix: &str, device_counts: bool) -> Vec<Obstac
 
 /// What CRIU cannot dump in each of `pids`. `holds_cuda` says which hold
 /// CUDA state (a checkpoint releases their device mappings).
-pub fn find(pids: &[i32], holds_cuda: &dyn Fn(i32) -> bool) -> Vec<Found> {
+pub fn find(pids: &[i32], holds_cuda: &dyn Fn(i32) -> bool) -> Vec<Undumpable> {
     let prefix = device_prefix();
     let mut found = Vec::new();
     for &pid in pids {
@@ -92,7 +92,7 @@ pub fn find(pids: &[i32], holds_cuda: &dyn Fn(i32) -> bool) -> Vec<Found> {
         }
         let (name, ppid) = name_and_parent(pid);
         let parent = ppid.map(|ppid| (ppid, name_and_parent(ppid).0));
-        found.extend(obstacles.into_iter().map(|obstacle| Found {
+        found.extend(obstacles.into_iter().map(|obstacle| Undumpable {
             pid,
             name: name.clone(),
             parent: parent.clone(),

@@ -54,14 +54,14 @@ pub struct Target {
     pub stopped: bool,
     /// Which process it was when checked, to tell it from a later process
     /// that reuses its PID.
-    pub identity: Identity,
+    pub identity: CheckedIdentity,
 }
 
 /// A process's identity at its check: a pidfd held from then on (it
 /// refers to that process, never to a later one with the same PID), its
 /// start time and its owner.
 #[derive(Debug, Clone, Default)]
-pub struct Identity {
+pub struct CheckedIdentity {
     pidfd: Option<Arc<OwnedFd>>,
     starttime: Option<u64>,
     owner: Option<u32>,
@@ -69,15 +69,15 @@ pub struct Identity {
 
 /// Two identities are the same process when their start times and owners
 /// agree (a descriptor has no value to compare).
-impl PartialEq for Identity {
-    fn eq(&self, other: &Identity) -> bool {
+impl PartialEq for CheckedIdentity {
+    fn eq(&self, other: &CheckedIdentity) -> bool {
         self.starttime == other.starttime && self.owner == other.owner
     }
 }
 
-impl Eq for Identity {}
+impl Eq for CheckedIdentity {}
 
-impl Identity {
+impl CheckedIdentity {
     /// Its start time when checked (field 22 of /proc/PID/stat).
     pub fn starttime(&self) -> Option<u64> {
         self.starttime
@@ -214,8 +214,8 @@ fn pidfd_exited(pidfd: &OwnedFd) -> bool {
 }
 
 /// The identity of the process `status` describes, held by `pidfd`.
-fn identity_of(pid: i32, status: &ProcStatus, pidfd: Option<Arc<OwnedFd>>) -> Identity {
-    Identity {
+fn identity_of(pid: i32, status: &ProcStatus, pidfd: Option<Arc<OwnedFd>>) -> CheckedIdentity {
+    CheckedIdentity {
         pidfd,
         starttime: starttime(pid),
         owner: Some(status.uids[0]),
@@ -507,7 +507,7 @@ pub fn check_target(pid: i32, caller: &Privileges, hold: bool) -> Result<Target,
         }
         identity
     } else {
-        Identity::default()
+        CheckedIdentity::default()
     };
     Ok(Target {
         pid,

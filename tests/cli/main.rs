@@ -80,3 +80,4 @@ mod schema;
 // The house itself: its floors.
 mod layout;
 mod layout_graph;
+mod names;

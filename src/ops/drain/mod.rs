@@ -1,12 +1,18 @@
 //! The drain of a command (cudackpt(1), DRAIN PROTOCOL), as the pipeline
 //! sees it: [`Drain`], its one way in. The handshake with each process is
-//! `protocol` (no pipeline types); the stage that runs it before the
-//! driver calls, the rebuilds after them and `recover`'s part are `stage`;
-//! the protocol as data (the signal, the marker) is
-//! `vocabulary::drain_protocol`.
+//! [`protocol`] (no pipeline types); who takes part is [`parties`]; the
+//! stage that runs the handshake before the driver calls (and predicts it
+//! for a dry run) is [`stage`]; the rebuilds after the calls are
+//! [`rebuild`]; `recover`'s part is [`recovery`]; the signal sent with
+//! its ledger entry is [`sending`]. The protocol as data
+//! (the signal, the marker) is [`crate::ops::vocabulary::drain_protocol`].
 
+mod parties;
 pub mod protocol;
-pub mod stage;
+pub mod rebuild;
+pub mod recovery;
+mod sending;
+mod stage;
 
 use std::time::Instant;
 
@@ -29,9 +35,9 @@ pub struct Drain<'r> {
 }
 
 /// What the handshake left for after the driver calls.
-pub struct Underway(Option<stage::Drained>);
+pub struct DrainInProgress(Option<stage::Drained>);
 
-impl Underway {
+impl DrainInProgress {
     /// The host-memory pre-flight the drain asked, on what its processes
     /// held once drained (none when the command did not drain).
     pub fn weighed(&mut self) -> Option<Weighed> {
@@ -103,15 +109,15 @@ impl<'r> Drain<'r> {
         journal: &Journal,
         interrupt: &Interrupt,
         deadline: Option<Instant>,
-    ) -> Result<Underway, Stop> {
-        stage::drain(self.request, ready, journal, interrupt, deadline).map(Underway)
+    ) -> Result<DrainInProgress, Stop> {
+        stage::drain(self.request, ready, journal, interrupt, deadline).map(DrainInProgress)
     }
 
     /// After the driver calls: members running again rebuild, and so do
     /// processes a command resumed that drained before it.
     pub fn after_calls(
         &self,
-        underway: Underway,
+        underway: DrainInProgress,
         ready: &Ready,
         reports: &mut [ProcessReport],
         journal: &Journal,
@@ -124,6 +130,6 @@ impl<'r> Drain<'r> {
         // A toggle --drain may also resume processes drained before: they
         // rebuild as after any resume (the settled members have their
         // report already).
-        stage::rebuild_resumed(self.request, ready, reports, journal, deadline);
+        rebuild::rebuild_resumed(self.request, ready, reports, journal, deadline);
     }
 }

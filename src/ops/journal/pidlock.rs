@@ -32,19 +32,19 @@ pub const DIR_VAR: &str = "CUDACKPT_LOCK_DIR";
 const HOLDER_CAP: u64 = 32;
 
 /// Locks held until dropped.
-pub struct Held {
+pub struct PidLocks {
     dir: Option<SafeDir>,
     /// Each lock's file name, file and process.
     files: Vec<(String, File, i32)>,
     /// The same processes' names shared with every user
     /// (`process_lock`), once taken.
-    names: Option<super::process_lock::Held>,
+    names: Option<super::process_lock::NameLocks>,
 }
 
-impl Held {
+impl PidLocks {
     /// No lock at all (`--no-lock`).
-    pub fn none() -> Held {
-        Held {
+    pub fn none() -> PidLocks {
+        PidLocks {
             dir: None,
             files: Vec::new(),
             names: None,
@@ -52,7 +52,7 @@ impl Held {
     }
 
     /// Also holds `names`, the processes' locks shared across users.
-    pub fn with_names(mut self, names: super::process_lock::Held) -> Held {
+    pub fn with_names(mut self, names: super::process_lock::NameLocks) -> PidLocks {
         self.names = Some(names);
         self
     }
@@ -80,7 +80,7 @@ impl Held {
     }
 }
 
-impl Drop for Held {
+impl Drop for PidLocks {
     fn drop(&mut self) {
         // The file of a process that is gone goes too, unlinked while still
         // held, so nobody can take a lock on a file that is about to vanish;
@@ -124,14 +124,14 @@ pub fn dir() -> PathBuf {
 }
 
 /// Takes the locks of every PID, or none.
-pub fn acquire(pids: &[i32]) -> Result<Held, LockError> {
+pub fn acquire(pids: &[i32]) -> Result<PidLocks, LockError> {
     acquire_in(&dir(), pids)
 }
 
 /// [`acquire`] with the lock directory given.
-pub fn acquire_in(dir: &Path, pids: &[i32]) -> Result<Held, LockError> {
+pub fn acquire_in(dir: &Path, pids: &[i32]) -> Result<PidLocks, LockError> {
     let dir = SafeDir::create(dir).map_err(LockError::Unusable)?;
-    let mut held = Held {
+    let mut held = PidLocks {
         dir: None,
         files: Vec::with_capacity(pids.len()),
         names: None,
@@ -199,7 +199,7 @@ pub fn prune_in(dir: &Path) -> usize {
 mod tests {
     use super::*;
 
-    fn busy(result: Result<Held, LockError>) -> (i32, Option<i32>) {
+    fn busy(result: Result<PidLocks, LockError>) -> (i32, Option<i32>) {
         match result {
             Err(LockError::Busy { pid, holder }) => (pid, holder),
             Err(LockError::Unusable(why)) => panic!("unusable: {why}"),
@@ -285,7 +285,7 @@ mod tests {
         assert!(held
             .lost()
             .is_some_and(|why| why.contains("removed or replaced")));
-        assert_eq!(Held::none().lost(), None);
+        assert_eq!(PidLocks::none().lost(), None);
     }
 
     #[test]

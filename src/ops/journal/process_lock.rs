@@ -32,7 +32,7 @@ pub struct Locked {
 }
 
 /// The names held, until dropped (the kernel frees each with its socket).
-pub struct Held {
+pub struct NameLocks {
     _sockets: Vec<OwnedFd>,
     /// Names squatted by users who could not act on the process, in words.
     pub remarks: Vec<String>,
@@ -57,8 +57,8 @@ pub fn name_of(process: &Locked) -> String {
 
 /// Takes every process's name, or none (the ones taken so far are freed
 /// with the error).
-pub fn acquire(processes: &[Locked]) -> Result<Held, Busy> {
-    let mut held = Held {
+pub fn acquire(processes: &[Locked]) -> Result<NameLocks, Busy> {
+    let mut held = NameLocks {
         _sockets: Vec::with_capacity(processes.len()),
         remarks: Vec::new(),
     };

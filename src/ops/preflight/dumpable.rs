@@ -14,7 +14,7 @@ use crate::ops::vocabulary::ready::Ready;
 use crate::ops::vocabulary::request::Request;
 use crate::ops::vocabulary::stop::Stop;
 use crate::targets::discover;
-use crate::targets::dumpable::{self, Found, Obstacle};
+use crate::targets::dumpable::{self, Obstacle, Undumpable};
 
 /// What the hint says of a forked child that keeps device mappings.
 const FORKED_CHILD_FIX: &str = "have its parent use the PyTorch drain client (`cudackpt_drain.Drain()` or `keep_forks_dumpable()`: children it forks drop what they inherit from the GPU), or give the DataLoader multiprocessing_context=\"forkserver\" or \"spawn\"";
@@ -97,7 +97,7 @@ fn together(failures: impl Iterator<Item = Failure>) -> Failure {
 
 /// One failure per process, its obstacles together, by PID, with its name
 /// (pure).
-fn by_process(found: &[Found]) -> BTreeMap<i32, (Option<String>, Failure)> {
+fn by_process(found: &[Undumpable]) -> BTreeMap<i32, (Option<String>, Failure)> {
     let mut failures: BTreeMap<i32, (Option<String>, Failure)> = BTreeMap::new();
     for f in found {
         let (message, hint) = words(f);
@@ -131,7 +131,7 @@ fn by_process(found: &[Found]) -> BTreeMap<i32, (Option<String>, Failure)> {
 }
 
 /// What is wrong with one obstacle, and its fix (pure).
-fn words(found: &Found) -> (String, &'static str) {
+fn words(found: &Undumpable) -> (String, &'static str) {
     match &found.obstacle {
         Obstacle::Device(path) => (
             format!(
@@ -160,8 +160,8 @@ fn words(found: &Found) -> (String, &'static str) {
 mod tests {
     use super::*;
 
-    fn worker(pid: i32, obstacle: Obstacle) -> Found {
-        Found {
+    fn worker(pid: i32, obstacle: Obstacle) -> Undumpable {
+        Undumpable {
             pid,
             name: Some("pt_data_worker".to_string()),
             parent: Some((100, Some("python3".to_string()))),

@@ -41,7 +41,7 @@ pub fn check_memory(
 
 /// Memory one process needs on one GPU of this host.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Need {
+pub struct GpuNeed {
     pub pid: i32,
     /// The GPU of this host it will land on.
     pub gpu: GpuUuid,
@@ -50,7 +50,7 @@ pub struct Need {
 
 /// A GPU that cannot take what is sent to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Shortfall {
+pub struct GpuShortfall {
     pub gpu: GpuUuid,
     pub free: u64,
     pub needed: u64,
@@ -66,12 +66,12 @@ fn destination(uuid: GpuUuid, map: &[GpuPair]) -> GpuUuid {
 
 /// The needs of a process from its record, mapped onto this host's GPUs;
 /// `None` when the record has no memory figures.
-pub fn needs(record: &Record, map: &[GpuPair]) -> Option<Vec<Need>> {
+pub fn needs(record: &Record, map: &[GpuPair]) -> Option<Vec<GpuNeed>> {
     let uses = record.gpu_memory.as_ref()?;
     Some(
         uses.iter()
             .filter(|u| u.bytes > 0)
-            .map(|u| Need {
+            .map(|u| GpuNeed {
                 pid: record.pid,
                 gpu: destination(u.uuid, map),
                 bytes: u.bytes,
@@ -83,7 +83,7 @@ pub fn needs(record: &Record, map: &[GpuPair]) -> Option<Vec<Need>> {
 /// The GPUs whose free memory is smaller than what all the restoring
 /// processes together need there. A GPU whose free memory is unknown is
 /// not judged.
-pub fn shortfalls(needs: &[Need], free: &BTreeMap<GpuUuid, u64>) -> Vec<Shortfall> {
+pub fn shortfalls(needs: &[GpuNeed], free: &BTreeMap<GpuUuid, u64>) -> Vec<GpuShortfall> {
     let mut by_gpu: BTreeMap<GpuUuid, (u64, Vec<i32>)> = BTreeMap::new();
     for need in needs {
         let entry = by_gpu.entry(need.gpu).or_default();
@@ -94,7 +94,7 @@ pub fn shortfalls(needs: &[Need], free: &BTreeMap<GpuUuid, u64>) -> Vec<Shortfal
         .into_iter()
         .filter_map(|(gpu, (needed, pids))| {
             let free = *free.get(&gpu)?;
-            (needed > free).then_some(Shortfall {
+            (needed > free).then_some(GpuShortfall {
                 gpu,
                 free,
                 needed,
@@ -202,7 +202,7 @@ mod tests {
         let got = needs(&record(7, &[(A, 10), (B, 0)]), &swap).expect("figures");
         assert_eq!(
             got,
-            vec![Need {
+            vec![GpuNeed {
                 pid: 7,
                 gpu: B.parse().expect("uuid"),
                 bytes: 10
@@ -219,7 +219,7 @@ mod tests {
 
     #[test]
     fn a_gpu_short_of_memory_for_the_whole_group_is_named() {
-        let all: Vec<Need> = [
+        let all: Vec<GpuNeed> = [
             record(1, &[(A, 6)]),
             record(2, &[(A, 5)]),
             record(3, &[(B, 1)]),
@@ -233,7 +233,7 @@ mod tests {
             .collect();
         assert_eq!(
             shortfalls(&all, &free),
-            vec![Shortfall {
+            vec![GpuShortfall {
                 gpu: uuid(&A.to_lowercase()),
                 free: 10,
                 needed: 11,

@@ -21,7 +21,7 @@ use crate::targets::memory::{self, CgroupLevel};
 
 /// One target's need: its GPU footprint and the cgroups it is charged to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Need {
+pub struct HostNeed {
     pub pid: i32,
     pub bytes: u64,
     /// Its own cgroup first, up to the root.
@@ -34,7 +34,7 @@ fn mib(bytes: u64) -> u64 {
 
 /// Where the host copies of a checkpoint would not fit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Shortfall {
+pub enum HostShortfall {
     #[error("the checkpoint would copy {} MiB of GPU memory into host memory, and this host has {} MiB available (MemAvailable)", mib(*.total), mib(*.available))]
     Host { total: u64, available: u64 },
     #[error("cgroup {name} has {} MiB of room under its {file} ({} MiB, {} MiB in use), and the checkpoint would charge it {} MiB (the GPU memory of PID(s) {pids:?}): the kernel would OOM-kill {}", mib(*.limit - (*.limit).min(*.used)), mib(*.limit), mib(*.used), mib(*.bytes), if *.hard { "the process" } else { "or throttle the process" })]
@@ -52,10 +52,10 @@ pub enum Shortfall {
 }
 
 /// Whether the host copies fit (pure): `Err` says where they do not.
-pub fn judge(needs: &[Need], available: Option<u64>) -> Result<(), Shortfall> {
+pub fn judge(needs: &[HostNeed], available: Option<u64>) -> Result<(), HostShortfall> {
     let total: u64 = needs.iter().map(|n| n.bytes).sum();
     if let Some(available) = available.filter(|&a| total > a) {
-        return Err(Shortfall::Host { total, available });
+        return Err(HostShortfall::Host { total, available });
     }
     // Every cgroup some target is charged to, with what it would be
     // charged in all.
@@ -75,7 +75,7 @@ pub fn judge(needs: &[Need], available: Option<u64>) -> Result<(), Shortfall> {
             let Some(limit) = limit else { continue };
             let used = level.current.unwrap_or(0);
             if bytes > limit.saturating_sub(used) {
-                return Err(Shortfall::Cgroup {
+                return Err(HostShortfall::Cgroup {
                     name: name.to_string(),
                     file,
                     limit,
@@ -112,7 +112,7 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Weighed, Stop> {
 
 /// The refusal of a group whose host copies would not fit; `when` says at
 /// which point it was refused.
-pub fn refusal(when: &str, why: &Shortfall) -> Failure {
+pub fn refusal(when: &str, why: &HostShortfall) -> Failure {
     Failure::new(
         FailureKind::InsufficientHostMemory,
         format!("{when}: {why}"),
@@ -132,7 +132,7 @@ pub fn weigh(
     request: &Request<'_>,
     ready: &Ready,
     usage: Result<nvml::Usage, nvml::NvmlError>,
-) -> Result<Weighed, Shortfall> {
+) -> Result<Weighed, HostShortfall> {
     if !applies(request, ready) {
         return Ok(Weighed::default());
     }
@@ -171,10 +171,10 @@ pub fn weigh(
         }
     };
     let footprints = nvml::totals(&usage);
-    let needs: Vec<Need> = ready
+    let needs: Vec<HostNeed> = ready
         .targets
         .iter()
-        .map(|t| Need {
+        .map(|t| HostNeed {
             pid: t.pid,
             // A checkpointed process holds no GPU memory: nothing to copy.
             bytes: footprints.get(&t.pid).copied().unwrap_or(0),
@@ -203,8 +203,8 @@ mod tests {
         }
     }
 
-    fn need(pid: i32, gib: u64, chain: Vec<CgroupLevel>) -> Need {
-        Need {
+    fn need(pid: i32, gib: u64, chain: Vec<CgroupLevel>) -> HostNeed {
+        HostNeed {
             pid,
             bytes: gib * GIB,
             chain,

@@ -42,7 +42,7 @@ pub enum Verdict {
 
 /// What one range of drivers restores, as measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DriverFacts {
+pub struct RestoreFacts {
     /// The oldest driver (CUDA version, 13000 = 13.0) this row is about.
     pub from_cuda: i32,
     /// A process that shares GPU memory through CUDA IPC.
@@ -55,7 +55,7 @@ pub struct DriverFacts {
 
 /// The facts, oldest driver first. Drivers newer than the last measured one
 /// are taken to behave like it (and the report says so), until measured.
-pub const FACTS: [DriverFacts; 1] = [DriverFacts {
+pub const FACTS: [RestoreFacts; 1] = [RestoreFacts {
     from_cuda: 0,
     ipc: Verdict::Lost,
     nccl_p2p_shm: Verdict::Lost,
@@ -66,7 +66,7 @@ pub const FACTS: [DriverFacts; 1] = [DriverFacts {
 const LAST_MEASURED_CUDA: i32 = 13000;
 
 /// The facts in force for a driver (CUDA version, when known).
-pub fn facts_for(cuda_version: Option<i32>) -> DriverFacts {
+pub fn facts_for(cuda_version: Option<i32>) -> RestoreFacts {
     let version = cuda_version.unwrap_or(LAST_MEASURED_CUDA);
     FACTS
         .iter()
@@ -205,7 +205,7 @@ fn will_checkpoint(driver: &Driver, pid: i32) -> bool {
 fn judge(
     target: &Target,
     found: &Evidence,
-    facts: &DriverFacts,
+    facts: &RestoreFacts,
     drained: bool,
 ) -> (Option<Finding>, Option<String>) {
     let who = describe_process(target.pid, Some(&target.name));
@@ -272,7 +272,7 @@ fn judge_evidence(
     who: &str,
     found: &Evidence,
     signs: &[&RankSign],
-    facts: &DriverFacts,
+    facts: &RestoreFacts,
     drained: bool,
 ) -> Option<Finding> {
     let drained_yet = if drained {

@@ -10,7 +10,7 @@ use crate::driver::{CheckpointApi, Driver, GpuPair, ProcessState};
 use crate::files::SafeDir;
 use crate::gpu::inventory::Inventory;
 use crate::gpu::map::{self, Completed, MapEntry, MapError, MapSpec};
-use crate::gpu::record::{self, Found, Record, RecordedGpu};
+use crate::gpu::record::{self, Record, RecordMatch, RecordedGpu};
 use crate::ops::diagnose::describe_process;
 use crate::ops::diagnose::map_failure;
 use crate::ops::vocabulary::failure::{Failure, FailureKind};
@@ -94,10 +94,10 @@ fn can_remap(driver: &Driver) -> Result<(), Failure> {
 /// process, or for the same program that CRIU restored as a new process
 /// with the same PID. A restored one is still checkpointed; a process that
 /// merely reused the PID (and the name) is not, and its record is stale.
-fn applicable(found: Found, target: &Target, driver: &Driver) -> Option<Record> {
+fn applicable(found: RecordMatch, target: &Target, driver: &Driver) -> Option<Record> {
     match found {
-        Found::ThisProcess(record) => Some(record),
-        Found::SameName(record) => {
+        RecordMatch::ThisProcess(record) => Some(record),
+        RecordMatch::SameName(record) => {
             let state = driver.get_state(target.pid).ok();
             if state == Some(ProcessState::Checkpointed) {
                 Some(record)

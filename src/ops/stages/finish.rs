@@ -22,7 +22,7 @@ use crate::ops::vocabulary::snapshot::Snapshot;
 use crate::targets::process::Target;
 
 /// What the command moved, and what it knew before.
-pub struct Moved<'a> {
+pub struct FinishInputs<'a> {
     pub targets: &'a [Target],
     pub records: &'a HashMap<i32, Record>,
     pub map: &'a [GpuPair],
@@ -35,7 +35,7 @@ pub struct Moved<'a> {
 pub fn finish(
     request: &Request<'_>,
     reports: &mut [ProcessReport],
-    moved: &Moved<'_>,
+    moved: &FinishInputs<'_>,
 ) -> Vec<String> {
     if request.verify {
         verify(reports, moved.records, moved.map);

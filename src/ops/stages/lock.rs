@@ -4,7 +4,7 @@
 //! whole group before any driver call.
 
 use crate::ops::journal::intent;
-use crate::ops::journal::pidlock::{self, Held, LockError};
+use crate::ops::journal::pidlock::{self, LockError, PidLocks};
 use crate::ops::journal::process_lock;
 use crate::ops::vocabulary::failure::{Failure, FailureKind};
 use crate::ops::vocabulary::plan::Operation;
@@ -21,14 +21,14 @@ pub fn lock(
     ready: &Ready,
     use_locks: bool,
     recovering: bool,
-) -> Result<Held, Stop> {
+) -> Result<PidLocks, Stop> {
     if !operation.changes_state() {
-        return Ok(Held::none());
+        return Ok(PidLocks::none());
     }
     let held = if use_locks {
         take(ready)?
     } else {
-        Held::none()
+        PidLocks::none()
     };
     confirm_identities(ready)?;
     if !recovering {
@@ -106,7 +106,7 @@ fn confirm_identities(ready: &Ready) -> Result<(), Stop> {
 
 /// Takes the per-PID locks, or says who holds one or why they cannot be
 /// taken.
-fn take(ready: &Ready) -> Result<Held, Stop> {
+fn take(ready: &Ready) -> Result<PidLocks, Stop> {
     let pids: Vec<i32> = ready.targets.iter().map(|t| t.pid).collect();
     let processes: Vec<process_lock::Locked> = ready
         .targets

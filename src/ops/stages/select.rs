@@ -86,7 +86,7 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
             .collect();
         selection.warnings.push(inspected_in_part(&named));
     }
-    for Found { pid, map, state } in found {
+    for FoundProcess { pid, map, state } in found {
         selection.mapped.insert(pid, map);
         if let Some(state) = state {
             selection.known_states.insert(pid, state);
@@ -236,7 +236,7 @@ fn inspected_in_part(processes: &[(i32, Option<String>)]) -> String {
 /// What the selectors' processes showed.
 struct Discovered {
     /// The CUDA processes, with what each has mapped.
-    found: Vec<Found>,
+    found: Vec<FoundProcess>,
     /// Those whose maps could not be read.
     unreadable: Vec<i32>,
     /// Those inspected only in part (maps past the cap).
@@ -277,7 +277,7 @@ fn find(selectors: &Selectors, cgroups: &[Cgroup], driver: &Driver) -> Result<Di
         .into_iter()
         .zip(confirmed)
         .filter_map(|((pid, map), answer)| {
-            Some(Found {
+            Some(FoundProcess {
                 pid,
                 map,
                 state: answer?,
@@ -292,7 +292,7 @@ fn find(selectors: &Selectors, cgroups: &[Cgroup], driver: &Driver) -> Result<Di
 }
 
 /// A CUDA process selection found.
-struct Found {
+struct FoundProcess {
     pid: i32,
     map: Mapped,
     /// What the driver said when asked to confirm it.

@@ -1,0 +1,183 @@
+//! Who takes part in a drain: each process the command will lock either
+//! catches the drain signal (a member, asked unless it shows the marker
+//! already), holds nothing the driver cannot restore (a bystander, left
+//! out), or cannot drain, which refuses the whole group before anything is
+//! sent.
+
+use std::time::Duration;
+
+use super::protocol::{self as drain, Unable};
+use crate::driver::{CheckpointApi, ProcessState};
+use crate::ops::diagnose::describe_process;
+use crate::ops::execute::concurrently;
+use crate::ops::preflight::restorable;
+use crate::ops::vocabulary::drain_protocol::DrainSignal;
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::place::Place;
+use crate::ops::vocabulary::ready::Ready;
+use crate::ops::vocabulary::report::{DrainOutcome, DrainReport, ProcessReport};
+use crate::ops::vocabulary::stop::Stop;
+use crate::targets::process::Target;
+
+/// One process of a drained group.
+pub(super) struct DrainMember {
+    pub(super) target: Target,
+    pub(super) state: ProcessState,
+    /// Sent the request by this command (not: it showed the marker already).
+    pub(super) asked: bool,
+    pub(super) acknowledged: Option<Duration>,
+    pub(super) exempted: Option<String>,
+    /// What it held before the request and once drained (NVML), in bytes.
+    pub(super) footprint: Option<(u64, u64)>,
+}
+
+/// Who takes part in a drain, and who is left out of it.
+pub(super) struct Parties {
+    pub(super) members: Vec<DrainMember>,
+    /// Processes that do not catch the signal and hold nothing the driver
+    /// cannot restore (a launcher such as torchrun's agent): never sent
+    /// anything, checkpointed as they are.
+    pub(super) bystanders: Vec<i32>,
+}
+
+/// The processes to drain: those the command will lock (running), and
+/// locked ones that drained before their lock. A process that does not
+/// catch the signal is left out when the evidence holds nothing against
+/// it; when it does, it stops the group before any driver call and before
+/// anything is sent. So does one locked without having drained.
+pub(super) fn parties(ready: &Ready, signal: DrainSignal) -> Result<Parties, Stop> {
+    let marked: Vec<bool> = ready
+        .targets
+        .iter()
+        .map(|t| drain::shows_marker(t.pid))
+        .collect();
+    let mut held_against: Option<Vec<(i32, String)>> = None;
+    let mut bystanders = Vec::new();
+    let mut unable = Vec::new();
+    for (t, _) in ready.targets.iter().zip(&marked).filter(|(_, &m)| !m) {
+        let why = match drain::may_ask(t, signal) {
+            Err(Unable::NotCaught) => {
+                // Read once, and only when a process does not catch it.
+                let findings = held_against.get_or_insert_with(|| restorable::pending(ready));
+                match findings.iter().find(|(pid, _)| *pid == t.pid) {
+                    Some((_, evidence)) => Cannot::NotCaught(evidence.clone()),
+                    None => {
+                        bystanders.push(t.pid);
+                        continue;
+                    }
+                }
+            }
+            Err(Unable::Unreadable(reason)) => Cannot::Unreadable(reason),
+            Ok(()) if t.stopped => Cannot::Stopped,
+            Ok(()) => continue,
+        };
+        unable.push(cannot_drain(t, None, &why, signal));
+    }
+    if !unable.is_empty() {
+        return Err(stop_unable(unable));
+    }
+    let states = concurrently(&ready.targets, |t| ready.driver.get_state(t.pid).ok());
+    let mut members = Vec::new();
+    for ((target, state), marked) in ready.targets.iter().zip(states).zip(marked) {
+        if bystanders.contains(&target.pid) {
+            continue;
+        }
+        match state {
+            Some(ProcessState::Locked) if !marked => {
+                unable.push(cannot_drain(target, state, &Cannot::Locked, signal));
+            }
+            Some(state @ (ProcessState::Running | ProcessState::Locked)) => {
+                members.push(DrainMember {
+                    target: target.clone(),
+                    state,
+                    asked: !marked,
+                    acknowledged: None,
+                    exempted: None,
+                    footprint: None,
+                })
+            }
+            // Checkpointed already, or a state the command refuses.
+            _ => {}
+        }
+    }
+    if unable.is_empty() {
+        Ok(Parties {
+            members,
+            bystanders,
+        })
+    } else {
+        Err(stop_unable(unable))
+    }
+}
+
+pub(super) fn stop_unable(unable: Vec<ProcessReport>) -> Stop {
+    let first = unable[0].pid;
+    Stop::Declined {
+        refused: unable,
+        others: Some(Failure::not_drained(format!(
+            "PID {first} cannot drain, so nothing was sent to any process"
+        ))),
+    }
+}
+
+/// Why a process cannot take part in a drain.
+pub(super) enum Cannot {
+    /// It does not catch the signal, and this evidence holds it to the
+    /// drain (a rank, a CUDA IPC party).
+    NotCaught(String),
+    /// Its status could not be read (why).
+    Unreadable(String),
+    /// Locked without having drained: it cannot run the CUDA calls that
+    /// release its resources.
+    Locked,
+    /// Stopped (SIGSTOP, a debugger, CRIU's freeze): it cannot answer.
+    Stopped,
+}
+
+/// The report of a process that cannot take part.
+pub(super) fn cannot_drain(
+    target: &Target,
+    state: Option<ProcessState>,
+    why: &Cannot,
+    signal: DrainSignal,
+) -> ProcessReport {
+    let who = describe_process(target.pid, Some(&target.name));
+    let (message, hint) = match why {
+        Cannot::NotCaught(evidence) => (
+            format!("refused before any change: {who} does not catch the drain signal, {signal}, according to SigCgt in /proc/{}/status: it does not speak the drain protocol and the signal could kill it, yet it holds what the driver cannot restore ({evidence}); nothing was sent to any process", target.pid),
+            "start it with a drain client (the PyTorch one: `import cudackpt_drain`; see cudackpt(1), DRAIN PROTOCOL), pass the signal it catches with --drain-signal, or leave out --drain".to_string(),
+        ),
+        Cannot::Unreadable(reason) => (
+            format!("refused before any change: whether {who} catches the drain signal, {signal}, could not be read ({reason}); nothing was sent to any process"),
+            "check /proc/PID/status, then try again".to_string(),
+        ),
+        Cannot::Stopped => (
+            format!("refused before any change: {who} is stopped (SIGSTOP, a debugger, or CRIU's freeze), so it cannot reach a safe point to drain; nothing was sent to any process"),
+            "drain before the freeze: CRIU's action-script mode drains at pre-dump (CUDACKPT_DRAIN=1), before CRIU freezes the tree, or run `cudackpt suspend --drain` before `criu dump`".to_string(),
+        ),
+        Cannot::Locked => (
+            format!("refused before any change: {who} is locked and has not drained: a locked process cannot run the CUDA calls that release its resources"),
+            format!("unlock it (`cudackpt unlock {}`), then drain with `suspend --drain`", target.pid),
+        ),
+    };
+    ProcessReport {
+        state_before: state,
+        state,
+        failure: Some(Failure::new(FailureKind::CannotDrain, message, hint)),
+        drain: Some(DrainReport::new(signal.number(), DrainOutcome::CannotDrain)),
+        ..ProcessReport::new(target.pid, Some(target.name.clone()))
+    }
+}
+
+/// Where each member is, for the intent record.
+pub(super) fn places(members: &[DrainMember]) -> Vec<Place> {
+    members
+        .iter()
+        .map(|m| Place {
+            pid: m.target.pid,
+            name: m.target.name.clone(),
+            state: Some(m.state),
+            in_flight: None,
+        })
+        .collect()
+}

@@ -1,0 +1,199 @@
+//! After the driver calls: every drained process running again (rolled
+//! back, or resumed by `resume`, `toggle`, `unlock`) is asked to rebuild,
+//! and the wait for its marker to go is reported; a rank whose rebuild
+//! failed says why.
+
+use std::time::Instant;
+
+use super::protocol::{self as drain, Answer};
+use super::sending::{send, wait_until};
+use crate::driver::ProcessState;
+use crate::ops::journal::drained;
+use crate::ops::journal::intent::SignalLedger;
+use crate::ops::vocabulary::drain_protocol::{self, DrainSignal};
+use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::plan::Operation;
+use crate::ops::vocabulary::ready::Ready;
+use crate::ops::vocabulary::report::{DrainOutcome, DrainReport, ProcessReport};
+use crate::ops::vocabulary::request::Request;
+use crate::targets::process::Target;
+
+/// Whether `operation` leaves processes running, so drained ones rebuild.
+pub(super) fn resumes(operation: &Operation) -> bool {
+    matches!(
+        operation,
+        Operation::Resume | Operation::Unlock | Operation::Toggle { .. }
+    )
+}
+
+pub(super) fn state_in(reports: &[ProcessReport], pid: i32) -> Option<ProcessState> {
+    reports.iter().find(|r| r.pid == pid).and_then(|r| r.state)
+}
+
+/// A rebuild that did not finish is the command's failure when nothing
+/// else failed, else a warning.
+pub(super) fn note_rebuild(report: &mut ProcessReport, drain: &DrainReport) {
+    if drain.outcome == DrainOutcome::RebuildFailed {
+        let failure = rebuild_failed(report.pid, drain.signal, drain.rebuild_error.as_deref());
+        match &report.failure {
+            None => report.failure = Some(failure),
+            Some(_) => report.warnings.push(failure.message),
+        }
+        return;
+    }
+    if drain.outcome != DrainOutcome::NotRebuilt {
+        return;
+    }
+    let words = format!(
+        "asked to rebuild (signal {}), PID {} still showed the drain marker at the end of the wait: it is running, and was not rolled back",
+        drain.signal, report.pid
+    );
+    if report.failure.is_none() {
+        report.failure = Some(Failure::new(
+            FailureKind::DrainTimeout,
+            words,
+            "look at the process: its rebuild (e.g. a new NCCL communicator) may be waiting for a rank that is not back",
+        ));
+    } else {
+        report.warnings.push(words);
+    }
+}
+
+/// The failure of a process whose rebuild failed (it renamed its marker
+/// thread, and may have said why) or that exited during it.
+pub fn rebuild_failed(pid: i32, signal: i32, stated: Option<&str>) -> Failure {
+    let how = if crate::targets::process::is_alive(pid) {
+        let why = stated.map_or(String::new(), |text| {
+            format!(": \"{}\"", crate::targets::name::printable(text))
+        });
+        format!(
+            "said that its rebuild failed{why} (it names a thread {}): it runs with process groups that do not work",
+            drain_protocol::FAIL_MARKER
+        )
+    } else {
+        "exited during its rebuild".to_string()
+    };
+    Failure::new(
+        FailureKind::RebuildFailed,
+        format!("PID {pid}, asked to rebuild (signal {signal}), {how}; nothing was rolled back"),
+        "read the process's own log for the whole error (the drain client raises it in the training loop); its checkpoint was restored, so only the job's communicators are at fault",
+    )
+}
+
+/// Asks each target that catches `signal` to rebuild, once, each send
+/// written down in `ledger`, and waits until `until` (or `stop`) for each
+/// marker to go.
+pub fn rebuild(
+    targets: &[&Target],
+    signal: DrainSignal,
+    until: Instant,
+    ledger: &dyn SignalLedger,
+    stop: &dyn Fn() -> bool,
+) -> Vec<(i32, DrainReport)> {
+    let mut sent = Vec::new();
+    let mut reports = Vec::new();
+    for &target in targets {
+        let sendable = drain::may_ask(target, signal).is_ok();
+        // Forgotten before the send: once a rebuild may have gone, no file
+        // may vouch for the marker (a kill between the two would let a
+        // checkpoint through while the rank rebuilds its communicators).
+        if sendable {
+            drained::forget(target.pid);
+        }
+        if sendable && send(target, signal, ledger).is_ok() {
+            sent.push(target);
+        } else {
+            reports.push((
+                target.pid,
+                DrainReport::new(signal.number(), DrainOutcome::NotRebuilt),
+            ));
+        }
+    }
+    ledger.flush();
+    // A stopped process takes the signal once it runs again: not waited for.
+    let (stopped, sent): (Vec<&Target>, Vec<&Target>) = sent
+        .into_iter()
+        .partition(|t| crate::targets::process::is_stopped(t.pid));
+    reports.extend(stopped.iter().map(|t| {
+        (
+            t.pid,
+            DrainReport::new(signal.number(), DrainOutcome::NotRebuilt),
+        )
+    }));
+    // The marker went: rebuilt, unless it went because the rebuild failed
+    // (renamed) or the process exited, judged when it went (a rank may
+    // finish its job and exit while the others still rebuild).
+    let failed = std::sync::Mutex::new(Vec::new());
+    let answered = |pid: i32| {
+        if drain::shows_marker(pid) {
+            return false;
+        }
+        if drain::shows_failure(pid) || !crate::targets::process::is_alive(pid) {
+            crate::ops::vocabulary::locked(&failed).push(pid);
+        }
+        true
+    };
+    let answers = drain::wait_for(&sent, answered, until, stop);
+    let failed = crate::ops::vocabulary::locked(&failed).clone();
+    for (target, answer) in sent.iter().zip(answers) {
+        let mut report = DrainReport::new(signal.number(), DrainOutcome::Rebuilt);
+        match answer {
+            Answer::After(_) if failed.contains(&target.pid) => {
+                report.outcome = DrainOutcome::RebuildFailed;
+                report.rebuild_error = drain::stated_error(target.pid);
+            }
+            Answer::After(took) => report.rebuilt = Some(took),
+            Answer::Gone => report.outcome = DrainOutcome::RebuildFailed,
+            Answer::None => report.outcome = DrainOutcome::NotRebuilt,
+        }
+        reports.push((target.pid, report));
+    }
+    reports
+}
+
+/// After a command that resumes: every process running again that shows
+/// the marker (it drained before its checkpoint) is asked to rebuild.
+pub(super) fn rebuild_resumed(
+    request: &Request<'_>,
+    ready: &Ready,
+    reports: &mut [ProcessReport],
+    ledger: &dyn SignalLedger,
+    deadline: Option<Instant>,
+) {
+    if !request.drain.rebuild || !resumes(&request.operation) {
+        return;
+    }
+    let waiting: Vec<&Target> = ready
+        .targets
+        .iter()
+        .filter(|t| state_in(reports, t.pid) == Some(ProcessState::Running))
+        .filter(|t| reports.iter().any(|r| r.pid == t.pid && r.drain.is_none()))
+        .filter(|t| drain::shows_marker(t.pid))
+        .collect();
+    if waiting.is_empty() {
+        return;
+    }
+    let signal = request.drain.signal;
+    let (askable, deaf): (Vec<&Target>, Vec<&Target>) = waiting
+        .into_iter()
+        .partition(|t| drain::may_ask(t, signal).is_ok());
+    for target in deaf {
+        if let Some(report) = reports.iter_mut().find(|r| r.pid == target.pid) {
+            report.drain = Some(DrainReport::new(signal.number(), DrainOutcome::NotRebuilt));
+            report.failure.get_or_insert_with(|| Failure::new(
+                FailureKind::CannotDrain,
+                format!("PID {} shows the drain marker, so it waits to rebuild, but it does not catch signal {signal}: nothing was sent", target.pid),
+                "resume it again with the --drain-signal it was drained with (CUDACKPT_DRAIN_SIGNAL)",
+            ));
+        }
+    }
+    let until = wait_until(request.drain.timeout, deadline);
+    let asked: Vec<i32> = askable.iter().map(|t| t.pid).collect();
+    ledger.rebuilding(signal.number(), request.drain.timeout, &asked);
+    for (pid, drain) in rebuild(&askable, signal, until, ledger, &|| false) {
+        if let Some(report) = reports.iter_mut().find(|r| r.pid == pid) {
+            note_rebuild(report, &drain);
+            report.drain = Some(drain);
+        }
+    }
+}
