@@ -68,6 +68,7 @@
 //! 7. `targets` (/proc facts and discovery) and `driver` (libcuda: the only
 //!    unsafe code, the checkpoint API, GPU UUIDs).
 //! 8. `exit` (exit statuses) and `files` (reading files that may be planted).
+//! 9. `environment`: every environment variable cudackpt reads, read there.
 
 #![warn(missing_docs, unnameable_types)]
 
@@ -75,6 +76,7 @@ pub(crate) mod api;
 pub(crate) mod cli;
 pub(crate) mod commands;
 pub(crate) mod driver;
+pub(crate) mod environment;
 pub(crate) mod exit;
 pub(crate) mod files;
 pub(crate) mod gpu;

@@ -224,13 +224,13 @@ pub struct HandshakeArg {
     /// The signal that asks a process to drain, and to rebuild after its
     /// resume: a real-time signal, as a number (34..64) or RTMIN+N /
     /// RTMAX-N. The target must catch the same one.
-    #[arg(long, value_name = "SIG", value_parser = parse_drain_signal, default_value = "40", env = "CUDACKPT_DRAIN_SIGNAL")]
+    #[arg(long, value_name = "SIG", value_parser = parse_drain_signal, default_value = "40", env = crate::environment::DRAIN_SIGNAL)]
     pub drain_signal: DrainSignal,
 
     /// How long to wait for every process to acknowledge a drain, and for
     /// every drained process to rebuild once running again: milliseconds
     /// (30000) or a duration (30s, 2m).
-    #[arg(long, value_name = "T", value_parser = parse_drain_timeout, default_value = "30s", env = "CUDACKPT_DRAIN_TIMEOUT")]
+    #[arg(long, value_name = "T", value_parser = parse_drain_timeout, default_value = "30s", env = crate::environment::DRAIN_TIMEOUT)]
     pub drain_timeout: Duration,
 }
 

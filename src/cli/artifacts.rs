@@ -82,121 +82,6 @@ devices: {\"schema_version\":1, \"command\":\"devices\", \"ok\":BOOL, \"exit_cod
 demo: {\"schema_version\":1, \"command\":\"demo\", \"ok\":BOOL, \"exit_code\":N, \"pid\":N, \"size_bytes\":N, \"gpu\":GPU, \
 \"steps\":[{\"step\", \"ok\", \"state\", \"duration_ms\"}], \"data_intact\":BOOL, \"hash_before\":HEX, \"hash_after\":HEX, \"error\":ERROR}.";
 
-const ENVIRONMENT: [(&str, &str); 28] = [
-    (
-        "CUDACKPT_DRAIN",
-        "1: drain before the lock (as --drain), for NVIDIA's grammar (--action lock, --toggle) and the CRIU hook's pre-dump, which have no --drain. Drained processes are asked to rebuild after a resume whether or not it is set. CRIU's CUDA plugin locks a frozen tree, which cannot drain: use the action-script mode.",
-    ),
-    (
-        "CUDACKPT_DRAIN_SIGNAL",
-        "The drain signal (as --drain-signal): a number, RTMIN+N or a name; also for the compatible grammar and the CRIU hook.",
-    ),
-    (
-        "CUDACKPT_DRAIN_TIMEOUT",
-        "How long a drain, and a rebuild, is waited for (as --drain-timeout); also for the compatible grammar and the CRIU hook.",
-    ),
-    (
-        "CUDACKPT_LIBCUDA",
-        "The CUDA driver library to load (as --libcuda). As root, only a library owned by root and writable by nobody else.",
-    ),
-    (
-        "CUDACKPT_LIBCUDA_UNSAFE",
-        "No effect (as --libcuda-unsafe, which once let root load a library anyone owned): a root or capable cudackpt loads only a library owned by root and writable by nobody else, however root was reached; without extra power cudackpt loads what its user names anyway. Accepted, with a warning, so that scripts passing it still run.",
-    ),
-    (
-        "CUDACKPT_RECORD_DIR",
-        "Where checkpoint records are kept (as --record-dir).",
-    ),
-    (
-        "CUDACKPT_LOCK_DIR",
-        "Where the per-process lock files are kept (default: locks/ in /run/cudackpt, or in $XDG_RUNTIME_DIR/cudackpt when not root).",
-    ),
-    (
-        "CUDACKPT_FORCE",
-        "1 (or true, yes, on): checkpoint despite the pre-flights (as --force), for NVIDIA's grammar and the CRIU hook, which have no --force.",
-    ),
-    (
-        "CUDACKPT_YES",
-        "1 (or true, yes, on): confirm a change of every CUDA process on the host (as --yes), for CRIU's action script when CRTOOLS_INIT_PID is 1.",
-    ),
-    (
-        "CUDACKPT_LOCK_TIMEOUT",
-        "The lock timeout of the CRIU hook's pre-dump (milliseconds, or a duration such as 10s; default 10s).",
-    ),
-    (
-        "CRTOOLS_SCRIPT_ACTION",
-        "Set by CRIU for its action script: pre-dump, post-dump, pre-restore, post-restore, post-resume, ... cudackpt run with no arguments and this set acts as the hook (criu-hook).",
-    ),
-    (
-        "CRTOOLS_INIT_PID",
-        "Set by CRIU: the root of the process tree it dumps or restores; the hook acts on the CUDA processes of that tree.",
-    ),
-    (
-        "XDG_RUNTIME_DIR",
-        "When not root, the run directory is $XDG_RUNTIME_DIR/cudackpt.",
-    ),
-    (
-        "SUDO_UID",
-        "Under sudo, --map-file is opened with this user's credentials (and SUDO_GID's).",
-    ),
-    (
-        "LD_LIBRARY_PATH",
-        "Where the dynamic loader looks for libcuda.so.1 and libnvidia-ml.so.1 (NVML), as for any program.",
-    ),
-    (
-        "CUDACKPT_DEBUG_DRIVER_GPUS_DIR",
-        "Debug builds only (tests): a directory read instead of /proc/driver/nvidia/gpus. Release builds ignore it.",
-    ),
-    (
-        "CUDACKPT_CGROUP_ROOT",
-        "The cgroup v2 mount to use instead of the one in /proc/self/mountinfo. It must be a cgroup2 filesystem: anything else is refused (exit 2) before any driver call.",
-    ),
-    (
-        "CUDACKPT_DEBUG_CGROUP_TREE",
-        "Debug builds only (tests): a plain directory read as the cgroup v2 mount, whose memory files the tests write; it turns off the cgroup v1 memory hierarchy. Release builds ignore it.",
-    ),
-    (
-        "CUDACKPT_DEBUG_PANIC_AFTER",
-        "Debug builds only (tests): panic just after a lock, checkpoint, restore or unlock call succeeds. Release builds ignore it.",
-    ),
-    (
-        "CUDACKPT_DEBUG_PAUSE_AFTER_CHECKS",
-        "Debug builds only (tests): create this file just after a target's /proc checks and wait until it is removed (a minute at most). Release builds ignore it.",
-    ),
-    (
-        "CUDACKPT_DEBUG_DEVICE_PREFIX",
-        "Debug builds only (tests): the path prefix taken for GPU device nodes (/dev/nvidia) by the check of what CRIU could not dump, so that a file can stand in for /dev/nvidia0. Release builds ignore it.",
-    ),
-    (
-        "CUDACKPT_DEBUG_USER_RUNTIME_BASE",
-        "Debug builds only (tests): the directory read instead of /run/user, where root finds users' runtime directories (and writes the intent record of a group of one user's processes). Release builds ignore it.",
-    ),
-    (
-        "CUDACKPT_DEBUG_KILL_AT",
-        "Debug builds only (tests): SIGKILL cudackpt itself just before (before-signal:N) or just after (after-signal:N) the Nth drain signal it sends, or at a CRIU pre-dump whose group is suspended, before its watcher starts (before-watcher). Release builds ignore it.",
-    ),
-    (
-        "RUST_LOG",
-        "Tracing filter for logs on stderr (as -v), e.g. cudackpt=debug.",
-    ),
-    (
-        "NO_COLOR",
-        "When set and not empty, --color=auto never colours.",
-    ),
-    (
-        "CLICOLOR_FORCE",
-        "When set and not 0, --color=auto colours even when stdout is not a terminal (NO_COLOR still wins).",
-    ),
-    (
-        "CLICOLOR",
-        "0: --color=auto does not colour.",
-    ),
-    (
-        "TERM",
-        "dumb: --color=auto does not colour.",
-    ),
-];
-
 /// A subcommand's examples (its long after-help, "Examples:" and what
 /// follows), kept as typed: they show a table.
 fn examples(roff: &mut Roff, command: &clap::Command) {
@@ -307,7 +192,7 @@ fn full_sections(roff: &mut Roff) {
         roff.text([roman(paragraph.replace("KINDS", &kinds.join(", ")))]);
     }
     section(roff, "ENVIRONMENT");
-    for (name, meaning) in ENVIRONMENT {
+    for (name, meaning) in crate::environment::DOCUMENTED {
         roff.control("TP", []);
         roff.text([bold(name)]);
         roff.text([roman(meaning)]);

@@ -38,16 +38,16 @@ use crate::targets::identity::Identity;
 use crate::targets::process::{self, parse_pid};
 
 /// The environment CRIU sets for action scripts.
-pub const ACTION_VAR: &str = "CRTOOLS_SCRIPT_ACTION";
-pub const INIT_PID_VAR: &str = "CRTOOLS_INIT_PID";
+pub const ACTION_VAR: &str = crate::environment::CRIU_ACTION;
+pub const INIT_PID_VAR: &str = crate::environment::CRIU_INIT_PID;
 
 /// The lock timeout of pre-dump, unless `CUDACKPT_LOCK_TIMEOUT` says.
-const LOCK_TIMEOUT_VAR: &str = "CUDACKPT_LOCK_TIMEOUT";
+const LOCK_TIMEOUT_VAR: &str = crate::environment::LOCK_TIMEOUT;
 const DEFAULT_LOCK_TIMEOUT: Timeout = Timeout::from_millis(10_000);
 
 /// What a CRIU action script's caller confirms by setting it: acting on the
 /// whole host (a tree rooted at PID 1).
-const YES_VAR: &str = "CUDACKPT_YES";
+const YES_VAR: &str = crate::environment::YES;
 
 /// How long the post-dump waiter waits for CRIU to thaw the tree.
 const THAW_WAIT_LIMIT: Duration = Duration::from_secs(3600);
@@ -75,7 +75,7 @@ pub fn step_for(action: &str) -> HookStep {
 /// Whether this invocation is CRIU running cudackpt as its action script:
 /// no arguments, and CRIU's variable set.
 pub fn is_hook_invocation(args_after_program: usize) -> bool {
-    args_after_program == 0 && std::env::var_os(ACTION_VAR).is_some_and(|v| !v.is_empty())
+    args_after_program == 0 && crate::environment::os(ACTION_VAR).is_some()
 }
 
 fn hook_failure(message: impl std::fmt::Display) -> Report {
@@ -111,7 +111,7 @@ fn resume_command(pids: &[i32]) -> String {
 
 /// The tree root CRIU names in CRTOOLS_INIT_PID.
 fn init_pid() -> Result<i32, super::env::EnvError> {
-    let text = std::env::var(INIT_PID_VAR).unwrap_or_default();
+    let text = crate::environment::text(INIT_PID_VAR)?.unwrap_or_default();
     parse_pid(&text).map_err(super::env::EnvError::invalid(INIT_PID_VAR))
 }
 
@@ -168,12 +168,9 @@ fn criu() -> Identity {
 
 /// The action CRIU names, or why it cannot be read.
 pub fn action_from_env() -> Result<String, ActionNotText> {
-    match std::env::var(ACTION_VAR) {
-        Ok(action) => Ok(action),
-        Err(std::env::VarError::NotPresent) => Ok(String::new()),
-        Err(std::env::VarError::NotUnicode(raw)) => {
-            Err(ActionNotText(raw.to_string_lossy().into_owned()))
-        }
+    match crate::environment::text(ACTION_VAR) {
+        Ok(action) => Ok(action.unwrap_or_default()),
+        Err(not_text) => Err(ActionNotText(not_text.raw)),
     }
 }
 
@@ -184,8 +181,8 @@ pub struct ActionNotText(pub String);
 
 /// The lock timeout for pre-dump: `CUDACKPT_LOCK_TIMEOUT`, else 10 s.
 fn lock_timeout() -> Result<Timeout, super::env::EnvError> {
-    match std::env::var(LOCK_TIMEOUT_VAR) {
-        Ok(text) if !text.trim().is_empty() => {
+    match crate::environment::text(LOCK_TIMEOUT_VAR)? {
+        Some(text) if !text.trim().is_empty() => {
             crate::ops::vocabulary::timeout::parse_timeout(&text)
                 .map_err(super::env::EnvError::invalid(LOCK_TIMEOUT_VAR))
         }

@@ -4,12 +4,12 @@
 use tracing_subscriber::EnvFilter;
 
 pub fn init(verbosity: u8) {
-    let from_env = std::env::var_os("RUST_LOG").is_some_and(|v| !v.is_empty());
-    if verbosity == 0 && !from_env {
+    let from_env = crate::environment::os(crate::environment::RUST_LOG);
+    if verbosity == 0 && from_env.is_none() {
         return;
     }
-    let filter = if from_env {
-        EnvFilter::from_default_env()
+    let filter = if let Some(directives) = from_env {
+        EnvFilter::new(directives.to_string_lossy())
     } else if verbosity == 1 {
         EnvFilter::new("cudackpt=debug")
     } else {

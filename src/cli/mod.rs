@@ -34,7 +34,7 @@ pub fn main() -> ExitStatus {
     }
     if criu_hook::is_hook_invocation(args.len().saturating_sub(1)) {
         logging::init(0);
-        if env_flag("CUDACKPT_LIBCUDA_UNSAFE") {
+        if env_flag(crate::environment::LIBCUDA_UNSAFE) {
             warn_libcuda_unsafe_has_no_effect();
         }
         let libcuda = libcuda_from_env();
@@ -42,7 +42,8 @@ pub fn main() -> ExitStatus {
         // CRIU logs what the script prints: plain text, no colour.
         return Sink::plain().finish(&report);
     }
-    let old_override = take_libcuda_unsafe(&mut args) || env_flag("CUDACKPT_LIBCUDA_UNSAFE");
+    let old_override =
+        take_libcuda_unsafe(&mut args) || env_flag(crate::environment::LIBCUDA_UNSAFE);
     let cli = match parse::parse(&args) {
         Ok(cli) => cli,
         Err(error) => return clap_error(error, &args),

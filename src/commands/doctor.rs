@@ -146,7 +146,7 @@ fn kernel_module_version() -> Option<String> {
 
 /// Looks a program up on PATH, as a shell would.
 fn find_on_path(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
+    crate::environment::os(crate::environment::PATH).and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|dir| dir.join(program))
             .find(|candidate| candidate.is_file())

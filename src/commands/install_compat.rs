@@ -129,7 +129,7 @@ pub fn run(dir: &Path, options: Options) -> InstallReport {
                     backup.display()
                 ),
             };
-            let path = std::env::var_os("PATH").unwrap_or_default();
+            let path = crate::environment::os(crate::environment::PATH).unwrap_or_default();
             InstallReport::succeeded(message, path_warning(dir, &path).into_iter().collect())
         }
         Err(error) => InstallReport::failed(

@@ -34,7 +34,7 @@ pub fn run_dir() -> PathBuf {
     if rustix::process::geteuid().is_root() {
         return PathBuf::from(SYSTEM);
     }
-    std::env::var_os("XDG_RUNTIME_DIR")
+    crate::environment::os(crate::environment::XDG_RUNTIME_DIR)
         .map(PathBuf::from)
         .filter(|dir| dir.is_absolute())
         .map_or_else(|| PathBuf::from(SYSTEM), |dir| dir.join("cudackpt"))
@@ -45,8 +45,8 @@ pub fn run_dir() -> PathBuf {
 /// than root without `XDG_RUNTIME_DIR` lands on root's `/run/cudackpt`,
 /// and is told how to give it a place of their own.
 pub fn run_dir_hint(what: &str, variable: &str) -> Option<String> {
-    let xdg_unset = std::env::var_os("XDG_RUNTIME_DIR").is_none_or(|dir| dir.is_empty());
-    let named = std::env::var_os(variable).is_some_and(|dir| !dir.is_empty());
+    let xdg_unset = crate::environment::os(crate::environment::XDG_RUNTIME_DIR).is_none();
+    let named = crate::environment::os(variable).is_some();
     (!rustix::process::geteuid().is_root() && xdg_unset && !named).then(|| {
         format!(
             "as a user other than root, cudackpt keeps its {what} in $XDG_RUNTIME_DIR/cudackpt, and XDG_RUNTIME_DIR is not set here (no login session): set it (e.g. `export XDG_RUNTIME_DIR=/run/user/$(id -u)`), or name a directory of your own with {variable}"

@@ -29,22 +29,25 @@ pub fn invoker() -> Option<Invoker> {
             gid: rustix::process::getgid().as_raw(),
         });
     }
-    let number = |name: &str| {
-        std::env::var(name)
+    let number = |name: &'static str| {
+        crate::environment::text(name)
             .ok()
+            .flatten()
             .and_then(|v| v.trim().parse::<u32>().ok())
             .filter(|&id| id != 0)
     };
-    if let Some(uid) = number("SUDO_UID") {
+    if let Some(uid) = number(crate::environment::SUDO_UID) {
         return Some(Invoker {
             uid,
-            gid: number("SUDO_GID").unwrap_or(OVERFLOW_GID),
+            gid: number(crate::environment::SUDO_GID).unwrap_or(OVERFLOW_GID),
         });
     }
-    if let Some(uid) = number("PKEXEC_UID") {
+    if let Some(uid) = number(crate::environment::PKEXEC_UID) {
         return Some(user(uid));
     }
-    let name = std::env::var("DOAS_USER").ok().filter(|u| !u.is_empty())?;
+    let name = crate::environment::text(crate::environment::DOAS_USER)
+        .ok()
+        .flatten()?;
     let (uid, gid) = passwd_entry(&read_passwd(), |entry, _| entry == name)?;
     (uid != 0).then_some(Invoker { uid, gid })
 }

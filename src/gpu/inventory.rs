@@ -27,16 +27,13 @@ pub const KERNEL_GPUS_DIR: &str = "/proc/driver/nvidia/gpus";
 /// Debug builds only (the tests' stand-in for a host): reads another
 /// directory in its place. Release builds ignore it, so nobody can make a
 /// root cudackpt see GPUs that are not there.
-pub const DEBUG_KERNEL_GPUS_DIR_VAR: &str = "CUDACKPT_DEBUG_DRIVER_GPUS_DIR";
+pub const DEBUG_KERNEL_GPUS_DIR_VAR: &str = crate::environment::DEBUG_DRIVER_GPUS_DIR;
 
 /// Where the kernel's GPU listing is read: [`KERNEL_GPUS_DIR`], or in a
 /// debug build the directory [`DEBUG_KERNEL_GPUS_DIR_VAR`] names.
 fn kernel_gpus_dir() -> PathBuf {
-    #[cfg(debug_assertions)]
-    if let Some(dir) = std::env::var_os(DEBUG_KERNEL_GPUS_DIR_VAR).filter(|dir| !dir.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    PathBuf::from(KERNEL_GPUS_DIR)
+    crate::environment::debug(DEBUG_KERNEL_GPUS_DIR_VAR)
+        .map_or_else(|| PathBuf::from(KERNEL_GPUS_DIR), PathBuf::from)
 }
 
 pub use crate::gpu::device::Gpu;

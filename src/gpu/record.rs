@@ -22,7 +22,7 @@ use crate::driver::{GpuPair, GpuUuid};
 use crate::files::{self, SafeDir};
 use crate::gpu::inventory::Gpu;
 
-pub const DIR_VAR: &str = "CUDACKPT_RECORD_DIR";
+pub const DIR_VAR: &str = crate::environment::RECORD_DIR;
 const SCHEMA_VERSION: u32 = 1;
 /// A record is a few KiB; anything much larger was not written by cudackpt.
 const RECORD_CAP: u64 = 1 << 20;
@@ -93,11 +93,7 @@ impl Record {
 pub fn dir(explicit: Option<&Path>) -> PathBuf {
     explicit
         .map(Path::to_path_buf)
-        .or_else(|| {
-            std::env::var_os(DIR_VAR)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        })
+        .or_else(|| crate::environment::os(DIR_VAR).map(PathBuf::from))
         .unwrap_or_else(files::run_dir)
 }
 

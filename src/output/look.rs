@@ -77,12 +77,12 @@ impl Look {
 /// (no-color.org) says no; CLICOLOR_FORCE set and not `0` says yes, even
 /// off a terminal; CLICOLOR=0 or TERM=dumb says no; else a terminal.
 pub fn colour_suits(stream: &impl IsTerminal) -> bool {
-    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+    use crate::environment::{os, CLICOLOR, CLICOLOR_FORCE, NO_COLOR, TERM};
     decide_colour(
-        var("NO_COLOR").is_some(),
-        var("CLICOLOR_FORCE").is_some_and(|v| v != "0"),
-        var("CLICOLOR").is_some_and(|v| v == "0"),
-        var("TERM").is_some_and(|v| v == "dumb"),
+        os(NO_COLOR).is_some(),
+        os(CLICOLOR_FORCE).is_some_and(|v| v != "0"),
+        os(CLICOLOR).is_some_and(|v| v == "0"),
+        os(TERM).is_some_and(|v| v == "dumb"),
         stream.is_terminal(),
     )
 }

@@ -18,11 +18,11 @@ use crate::targets::discover;
 
 /// Names the cgroup v2 mount to use instead of the one in
 /// /proc/self/mountinfo; it must be a cgroup2 filesystem.
-pub const ROOT_VAR: &str = "CUDACKPT_CGROUP_ROOT";
+pub const ROOT_VAR: &str = crate::environment::CGROUP_ROOT;
 
 /// Debug builds only (the tests): a plain directory read as the cgroup v2
 /// mount, whose memory files the tests write. Release builds ignore it.
-pub const DEBUG_TREE_VAR: &str = "CUDACKPT_DEBUG_CGROUP_TREE";
+pub const DEBUG_TREE_VAR: &str = crate::environment::DEBUG_CGROUP_TREE;
 
 /// `statfs.f_type` of the two cgroup filesystems (linux/magic.h).
 const CGROUP2_SUPER_MAGIC: FsWord = 0x6367_7270;
@@ -51,12 +51,7 @@ fn filesystem_of(dir: impl AsFd) -> io::Result<Option<Filesystem>> {
 
 /// The tests' stand-in tree, in debug builds when one is named.
 pub fn debug_tree() -> Option<PathBuf> {
-    if !cfg!(debug_assertions) {
-        return None;
-    }
-    std::env::var_os(DEBUG_TREE_VAR)
-        .filter(|r| !r.is_empty())
-        .map(PathBuf::from)
+    crate::environment::debug(DEBUG_TREE_VAR).map(PathBuf::from)
 }
 
 /// Why a directory is not taken for a cgroup (each names the path).
@@ -97,7 +92,7 @@ pub fn root_override() -> Result<Option<&'static Path>, &'static CgroupError> {
     static CHECKED: OnceLock<Result<Option<PathBuf>, CgroupError>> = OnceLock::new();
     CHECKED
         .get_or_init(|| {
-            let Some(named) = std::env::var_os(ROOT_VAR).filter(|r| !r.is_empty()) else {
+            let Some(named) = crate::environment::os(ROOT_VAR) else {
                 return Ok(None);
             };
             let named = PathBuf::from(named);

@@ -139,11 +139,10 @@ fn name_and_parent(pid: i32) -> (Option<String>, Option<i32>) {
 /// `CUDACKPT_DEBUG_DEVICE_PREFIX`, so that tests without a GPU can stand a
 /// file in for `/dev/nvidia0`; release builds read no variable.
 fn device_prefix() -> String {
-    #[cfg(debug_assertions)]
-    if let Some(prefix) = std::env::var_os("CUDACKPT_DEBUG_DEVICE_PREFIX") {
-        return prefix.to_string_lossy().into_owned();
-    }
-    DEVICE_PREFIX.to_string()
+    crate::environment::debug(crate::environment::DEBUG_DEVICE_PREFIX).map_or_else(
+        || DEVICE_PREFIX.to_string(),
+        |prefix| prefix.to_string_lossy().into_owned(),
+    )
 }
 
 #[cfg(test)]

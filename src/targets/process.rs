@@ -443,7 +443,7 @@ pub fn is_alive(pid: i32) -> bool {
 /// nothing.
 #[cfg(debug_assertions)]
 fn pause_after_checks() {
-    let Some(file) = std::env::var_os("CUDACKPT_DEBUG_PAUSE_AFTER_CHECKS") else {
+    let Some(file) = crate::environment::debug(crate::environment::DEBUG_PAUSE_AFTER_CHECKS) else {
         return;
     };
     let file = std::path::PathBuf::from(file);

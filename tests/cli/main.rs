@@ -63,6 +63,7 @@ mod demo;
 mod devices;
 mod doctor;
 mod driver;
+mod environment;
 mod gpu_suite;
 mod python_client;
 

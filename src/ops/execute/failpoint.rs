@@ -4,13 +4,20 @@
 //! call succeeds. Release builds compile it to nothing, so no variable can
 //! make an installed cudackpt panic.
 
+use crate::environment::{debug, DEBUG_KILL_AT, DEBUG_PANIC_AFTER};
 use crate::ops::vocabulary::plan::StepKind;
+
+/// Whether the debug variable `name` is set to `value`.
+#[cfg(debug_assertions)]
+fn debug_says(name: &'static str, value: &str) -> bool {
+    debug(name).is_some_and(|wanted| wanted == value)
+}
 
 /// Panics after a successful `step` when the variable names it (debug
 /// builds only).
 #[cfg(debug_assertions)]
 pub fn after(step: StepKind) {
-    if std::env::var("CUDACKPT_DEBUG_PANIC_AFTER").is_ok_and(|wanted| wanted == step.as_str()) {
+    if debug_says(DEBUG_PANIC_AFTER, step.as_str()) {
         panic!("CUDACKPT_DEBUG_PANIC_AFTER={step}: a deliberate panic after a {step} call");
     }
 }
@@ -37,7 +44,7 @@ pub enum Send {
 pub fn drain_signal(when: Send) {
     use std::sync::atomic::{AtomicU32, Ordering};
     static SENT: AtomicU32 = AtomicU32::new(0);
-    let Ok(wanted) = std::env::var("CUDACKPT_DEBUG_KILL_AT") else {
+    let Some(wanted) = debug(DEBUG_KILL_AT) else {
         return;
     };
     let nth = match when {
@@ -48,7 +55,7 @@ pub fn drain_signal(when: Send) {
         Send::Before => "before-signal",
         Send::After => "after-signal",
     };
-    if wanted == format!("{label}:{nth}") {
+    if wanted == *format!("{label}:{nth}") {
         let _ =
             rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
     }
@@ -64,7 +71,7 @@ pub fn drain_signal(_when: Send) {}
 /// kill leaves.
 #[cfg(debug_assertions)]
 pub fn kill_at(point: &str) {
-    if std::env::var("CUDACKPT_DEBUG_KILL_AT").is_ok_and(|wanted| wanted == point) {
+    if debug_says(DEBUG_KILL_AT, point) {
         let _ =
             rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
     }

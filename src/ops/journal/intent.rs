@@ -286,13 +286,8 @@ pub fn dir() -> PathBuf {
 /// makes them); a debug build takes another from
 /// `CUDACKPT_DEBUG_USER_RUNTIME_BASE` (the tests' stand-in).
 fn user_runtime_base() -> PathBuf {
-    #[cfg(debug_assertions)]
-    if let Some(base) =
-        std::env::var_os("CUDACKPT_DEBUG_USER_RUNTIME_BASE").filter(|b| !b.is_empty())
-    {
-        return PathBuf::from(base);
-    }
-    PathBuf::from("/run/user")
+    crate::environment::debug(crate::environment::DEBUG_USER_RUNTIME_BASE)
+        .map_or_else(|| PathBuf::from("/run/user"), PathBuf::from)
 }
 
 /// The intents directory of user `uid`, as their own cudackpt keeps it
@@ -490,7 +485,7 @@ impl Journal {
                 }
             }
             Err(error) => {
-                let hint = crate::files::run_dir_hint("records", "CUDACKPT_RECORD_DIR")
+                let hint = crate::files::run_dir_hint("records", crate::environment::RECORD_DIR)
                     .map_or(String::new(), |hint| format!("; {hint}"));
                 *locked(&self.unwritten) = Some(format!(
                     "could not write the intent record ({error}): had cudackpt been killed mid-change, `cudackpt recover` would not have known these processes{hint}"

@@ -26,7 +26,7 @@ use rustix::fs::{flock, FlockOperation};
 
 use crate::files::{self, SafeDir, UnsafeDir};
 
-pub const DIR_VAR: &str = "CUDACKPT_LOCK_DIR";
+pub const DIR_VAR: &str = crate::environment::LOCK_DIR;
 
 /// A lock file's content is a PID.
 const HOLDER_CAP: u64 = 32;
@@ -118,9 +118,7 @@ pub enum LockError {
 /// The lock directory: `$CUDACKPT_LOCK_DIR`, else `locks` in the run
 /// directory.
 pub fn dir() -> PathBuf {
-    std::env::var_os(DIR_VAR)
-        .filter(|v| !v.is_empty())
-        .map_or_else(|| files::run_dir().join("locks"), PathBuf::from)
+    crate::environment::os(DIR_VAR).map_or_else(|| files::run_dir().join("locks"), PathBuf::from)
 }
 
 /// Takes the locks of every PID, or none.
