@@ -1,5 +1,28 @@
 //! Exit statuses: the table documented in the man page and README, and the
-//! one place that decides which number a run exits with.
+//! one place that decides which number a run exits with; and where the
+//! last words of a cudackpt that must stop at once go.
+
+use std::sync::OnceLock;
+
+/// Where the last words go: set once by the program.
+static LAST_WORDS: OnceLock<fn(&str)> = OnceLock::new();
+
+/// Names where the last words of a cudackpt that stops at once (a second
+/// signal mid-group, a panic) go: the command sets stderr, through the
+/// output room, which the rooms that must speak then cannot call. A
+/// program using the library sets nothing, and nothing is written to its
+/// stderr. A second call changes nothing.
+pub fn set_last_words(say: fn(&str)) {
+    let _ = LAST_WORDS.set(say);
+}
+
+/// Says `text` where [`set_last_words`] named, if anywhere. Must not panic:
+/// it runs in a panic hook and in a signal watcher about to exit.
+pub fn last_words(text: &str) {
+    if let Some(say) = LAST_WORDS.get() {
+        say(text);
+    }
+}
 
 /// How cudackpt exits. The numbers are a stable interface for scripts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -89,6 +89,10 @@ pub(crate) mod targets;
 pub use api::group::Group;
 pub use api::map::{GpuMap, Pairs};
 pub use api::process::{Error, Process, TryLock};
+pub use api::report::{
+    DrainOutcome, DrainReport, Failure, FailureKind, GpuMemory, ProcessReport, Report, StepKind,
+    StepRecord,
+};
 pub use driver::{
     code, CallError, CheckpointApi, CudaError, DeviceBuffer, DeviceInfo, DeviceSession, Driver,
     GpuPair, GpuUuid, LoadAttempt, LoadError, MissingFunction, ProcessState, UnknownState,
@@ -97,11 +101,6 @@ pub use driver::{
 pub use exit::ExitStatus;
 pub use files::UntrustedLibrary;
 pub use gpu::map::MapError;
-pub use ops::vocabulary::failure::{Failure, FailureKind};
-pub use ops::vocabulary::plan::StepKind;
-pub use ops::vocabulary::report::{
-    DrainOutcome, DrainReport, GpuMemory, ProcessReport, Report, StepRecord,
-};
 pub use targets::process::{IdentityLost, TargetError};
 
 /// What the `cudackpt` binary, the tests, the benchmarks and the GPU test

@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::api::map::GpuMap;
+use crate::api::report::Report;
 use crate::driver::ProcessState;
 use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::report::Report;
+use crate::ops::vocabulary::report::CommandReport as PipelineReport;
 use crate::ops::vocabulary::timeout::Timeout;
 use crate::ops::{DrainSettings, Request, StepDone, ThreadIds};
 
@@ -152,42 +153,42 @@ impl<'a> Group<'a> {
 
     /// Each process's state (`with_restore_thread`: and its restore thread).
     pub fn state(self, with_restore_thread: bool) -> Report {
-        self.run(Operation::State {
+        self.verb(Operation::State {
             restore_tid: with_restore_thread,
         })
     }
 
     /// Each process's restore thread.
     pub fn restore_thread_ids(self) -> Report {
-        self.run(Operation::RestoreTid)
+        self.verb(Operation::RestoreTid)
     }
 
     /// Locks every process: running → locked. `timeout` bounds the wait
     /// for each one's GPU work (`None`: as long as it takes).
     pub fn lock(self, timeout: Option<Duration>) -> Report {
-        self.run(Operation::Lock {
+        self.verb(Operation::Lock {
             timeout: Timeout::from_option(timeout),
         })
     }
 
     /// Checkpoints every process: locked → checkpointed.
     pub fn checkpoint(self) -> Report {
-        self.run(Operation::Checkpoint)
+        self.verb(Operation::Checkpoint)
     }
 
     /// Restores every process through the map: checkpointed → locked.
     pub fn restore(self) -> Report {
-        self.run(Operation::Restore)
+        self.verb(Operation::Restore)
     }
 
     /// Unlocks every process: locked → running.
     pub fn unlock(self) -> Report {
-        self.run(Operation::Unlock)
+        self.verb(Operation::Unlock)
     }
 
     /// Lock and checkpoint every process: running → checkpointed.
     pub fn suspend(self, lock_timeout: Option<Duration>) -> Report {
-        self.run(Operation::Suspend {
+        self.verb(Operation::Suspend {
             timeout: Timeout::from_option(lock_timeout),
         })
     }
@@ -195,23 +196,28 @@ impl<'a> Group<'a> {
     /// Restore through the map and unlock every process: checkpointed →
     /// running.
     pub fn resume(self) -> Report {
-        self.run(Operation::Resume)
+        self.verb(Operation::Resume)
     }
 
     /// Suspends the processes if they run, resumes them if they are
     /// checkpointed.
     pub fn toggle(self, lock_timeout: Option<Duration>) -> Report {
-        self.run(Operation::Toggle {
+        self.verb(Operation::Toggle {
             timeout: Timeout::from_option(lock_timeout),
         })
     }
 
     /// Waits until every process is in `state`, for at most `timeout`.
     pub fn wait(self, state: ProcessState, timeout: Duration) -> Report {
-        self.run(Operation::Wait {
+        self.verb(Operation::Wait {
             state,
             timeout: Timeout::from_duration(timeout),
         })
+    }
+
+    /// A verb: the pipeline's run, told in the library's own report.
+    fn verb(self, operation: Operation) -> Report {
+        Report::from_pipeline(self.run(operation))
     }
 }
 
@@ -219,8 +225,14 @@ impl<'a> Group<'a> {
 /// of one grammar's contract (NVIDIA's errors, CRIU's thread ids, the
 /// confirmation `--yes` gives, `recover`'s own run).
 impl<'a> Group<'a> {
+    /// What the pipeline will be asked (for the grammars' tests).
+    #[cfg(test)]
+    pub(crate) fn request(&self) -> &Request<'a> {
+        &self.request
+    }
+
     /// Runs `operation` through the pipeline: every verb, and the grammars.
-    pub(crate) fn run(mut self, operation: Operation) -> Report {
+    pub(crate) fn run(mut self, operation: Operation) -> PipelineReport {
         self.request.operation = operation;
         crate::ops::run(self.request)
     }

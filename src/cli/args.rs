@@ -234,6 +234,28 @@ pub struct HandshakeArg {
     pub drain_timeout: Duration,
 }
 
+impl DrainArg {
+    /// The drain settings these flags say.
+    pub fn settings(self) -> crate::ops::DrainSettings {
+        crate::ops::DrainSettings {
+            before_lock: self.drain,
+            ..self.handshake.settings()
+        }
+    }
+}
+
+impl HandshakeArg {
+    /// The handshake's signal and wait, with no drain before the lock (the
+    /// rebuild after a resume still uses them).
+    pub fn settings(self) -> crate::ops::DrainSettings {
+        crate::ops::DrainSettings {
+            signal: self.drain_signal,
+            timeout: self.drain_timeout,
+            ..crate::ops::DrainSettings::default()
+        }
+    }
+}
+
 fn parse_drain_signal(text: &str) -> Result<DrainSignal, InvalidSignal> {
     DrainSignal::parse(text)
 }

@@ -398,8 +398,8 @@ pub fn main(args: &[OsString]) -> ExitStatus {
     // not the process's "not attempted".
     if let Some(failure) = report.failure.as_ref().or(process.failure.as_ref()) {
         output::write_stderr(&human::failure_text(failure).replacen(
-            "cudackpt:",
-            &format!("{COMPAT_NAME}:"),
+            output::stderr::PREFIX,
+            &format!("{COMPAT_NAME}: "),
             1,
         ));
         return ExitStatus::Failed;

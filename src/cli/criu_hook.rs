@@ -29,9 +29,9 @@ use std::time::{Duration, Instant};
 
 use crate::api::group::Group;
 use crate::ops::journal::handoff::{self as criu_handoff, Handoff};
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::report::Report;
+use crate::ops::vocabulary::report::CommandReport;
 use crate::ops::vocabulary::timeout::Timeout;
 use crate::ops::Selectors;
 use crate::targets::identity::Identity;
@@ -78,27 +78,27 @@ pub fn is_hook_invocation(args_after_program: usize) -> bool {
     args_after_program == 0 && crate::environment::os(ACTION_VAR).is_some()
 }
 
-fn hook_failure(message: impl std::fmt::Display) -> Report {
-    Report {
-        failure: Some(Failure::new(
-            FailureKind::Usage,
+fn hook_failure(message: impl std::fmt::Display) -> CommandReport {
+    CommandReport {
+        failure: Some(Fault::new(
+            FaultKind::Usage,
             message.to_string(),
             "run cudackpt as `criu dump|restore --action-script $(which cudackpt)`; CRIU sets CRTOOLS_SCRIPT_ACTION and CRTOOLS_INIT_PID",
         )),
-        ..Report::new("criu-hook", Duration::ZERO)
+        ..CommandReport::new("criu-hook", Duration::ZERO)
     }
 }
 
 /// Post-dump could not start the waiter (a pids limit, no memory): the
 /// tree stays checkpointed, and the user is told how to bring it back.
-fn waiter_not_started(pids: &[i32], error: &std::io::Error) -> Report {
-    Report {
-        failure: Some(Failure::new(
-            FailureKind::SpawnFailed,
+fn waiter_not_started(pids: &[i32], error: &std::io::Error) -> CommandReport {
+    CommandReport {
+        failure: Some(Fault::new(
+            FaultKind::SpawnFailed,
             format!("could not start the waiter that resumes PIDs {pids:?} once CRIU thaws them: {error}; they stay checkpointed"),
             format!("once CRIU has thawed them, run {}", resume_command(pids)),
         )),
-        ..Report::new("criu-hook", Duration::ZERO)
+        ..CommandReport::new("criu-hook", Duration::ZERO)
     }
 }
 
@@ -122,19 +122,19 @@ fn run_on(
     candidates: Vec<i32>,
     trees: Vec<i32>,
     operation: Operation,
-) -> Report {
+) -> CommandReport {
     let dump_follows = operation.checkpoints();
     let confirmed = confirmed();
     let drain = match super::env::drain_from_env() {
         Ok(drain) => drain,
         Err(problem) => {
-            return Report {
-                failure: Some(Failure::new(
-                    FailureKind::Usage,
+            return CommandReport {
+                failure: Some(Fault::new(
+                    FaultKind::Usage,
                     problem.to_string(),
                     "set CUDACKPT_DRAIN_SIGNAL to a real-time signal (40, RTMIN+6) and CUDACKPT_DRAIN_TIMEOUT to a limit (30s)",
                 )),
-                ..Report::new("criu-hook", Duration::ZERO)
+                ..CommandReport::new("criu-hook", Duration::ZERO)
             }
         }
     };
@@ -192,7 +192,7 @@ fn lock_timeout() -> Result<Timeout, super::env::EnvError> {
 
 /// Runs the step CRIU's current action asks for. `action` is the value of
 /// CRTOOLS_SCRIPT_ACTION (or why it could not be read).
-pub fn run(libcuda: Option<&Path>, action: Result<String, ActionNotText>) -> Report {
+pub fn run(libcuda: Option<&Path>, action: Result<String, ActionNotText>) -> CommandReport {
     let action = match action {
         Ok(action) => action,
         Err(why) => return hook_failure(why),
@@ -205,7 +205,7 @@ pub fn run(libcuda: Option<&Path>, action: Result<String, ActionNotText>) -> Rep
     let step = step_for(&action);
     tracing::debug!(action, ?step, "CRIU action");
     match step {
-        HookStep::Nothing => Report::new("criu-hook", Duration::ZERO),
+        HookStep::Nothing => CommandReport::new("criu-hook", Duration::ZERO),
         HookStep::SuspendTree | HookStep::ResumeTree => {
             let root = match init_pid() {
                 Ok(root) => root,
@@ -243,7 +243,7 @@ pub fn run(libcuda: Option<&Path>, action: Result<String, ActionNotText>) -> Rep
             // processes. The tree is frozen, and the driver would not answer
             // for a stopped process until it runs again: /proc alone says.
             let Some(handoff) = criu_handoff::take(criu(), root) else {
-                return Report::new("criu-hook", Duration::ZERO);
+                return CommandReport::new("criu-hook", Duration::ZERO);
             };
             let waiting: Vec<Identity> = handoff
                 .suspended
@@ -251,15 +251,15 @@ pub fn run(libcuda: Option<&Path>, action: Result<String, ActionNotText>) -> Rep
                 .filter(|p| p.is_still_there())
                 .collect();
             if waiting.is_empty() {
-                return Report::new("criu-hook", Duration::ZERO);
+                return CommandReport::new("criu-hook", Duration::ZERO);
             }
             let pids: Vec<i32> = waiting.iter().map(|p| p.pid).collect();
             match spawn_waiter(libcuda, &waiting) {
-                Ok(()) => Report {
+                Ok(()) => CommandReport {
                     warnings: vec![format!(
                         "PIDs {pids:?} will be resumed once CRIU thaws them (a detached cudackpt waits)"
                     )],
-                    ..Report::new("criu-hook", Duration::ZERO)
+                    ..CommandReport::new("criu-hook", Duration::ZERO)
                 },
                 Err(error) => waiter_not_started(&pids, &error),
             }
@@ -268,29 +268,29 @@ pub fn run(libcuda: Option<&Path>, action: Result<String, ActionNotText>) -> Rep
 }
 
 /// The refusal of an action on the tree of PID 1 without `CUDACKPT_YES=1`.
-fn whole_host_unconfirmed(action: &str) -> Report {
-    Report {
-        failure: Some(Failure::new(
-            FailureKind::Usage,
+fn whole_host_unconfirmed(action: &str) -> CommandReport {
+    CommandReport {
+        failure: Some(Fault::new(
+            FaultKind::Usage,
             format!("the tree of PID 1 is the whole host: {action} would act on every CUDA process on this host"),
             "set CUDACKPT_YES=1 for CRIU's action script to confirm, or dump a tree of its own",
         )),
-        ..Report::new("criu-hook", Duration::ZERO)
+        ..CommandReport::new("criu-hook", Duration::ZERO)
     }
 }
 
 /// The processes a pre-dump checkpointed, as they are now.
-fn suspended_by(report: &Report) -> Vec<Identity> {
+fn suspended_by(report: &CommandReport) -> Vec<Identity> {
     report
         .processes
         .iter()
-        .filter(|p| p.ok() && p.did(crate::ops::vocabulary::plan::StepKind::Checkpoint))
+        .filter(|p| p.ok() && p.did(crate::ops::vocabulary::plan::DriverCall::Checkpoint))
         .map(|p| Identity::of(p.pid))
         .collect()
 }
 
 /// Leaves what pre-dump suspended for this dump's post-dump.
-fn hand_off(criu: Identity, root: i32, suspended: &[Identity], report: &mut Report) {
+fn hand_off(criu: Identity, root: i32, suspended: &[Identity], report: &mut CommandReport) {
     let handoff = Handoff {
         criu,
         root,
@@ -335,7 +335,12 @@ fn spawn_detached(libcuda: Option<&Path>, args: &[String]) -> std::io::Result<()
 /// After a pre-dump that suspended processes: starts a detached watcher
 /// that outlives this hook and waits for CRIU (the hook's parent) to end,
 /// then resumes whatever of the group it finds alive and checkpointed.
-fn watch_criu(libcuda: Option<&Path>, criu: Identity, suspended: &[Identity], report: &mut Report) {
+fn watch_criu(
+    libcuda: Option<&Path>,
+    criu: Identity,
+    suspended: &[Identity],
+    report: &mut CommandReport,
+) {
     let mut args = vec![
         "criu-hook".to_string(),
         "--after-criu".to_string(),
@@ -362,7 +367,7 @@ fn watch_criu(libcuda: Option<&Path>, criu: Identity, suspended: &[Identity], re
 /// `recover` would. Without a record (it could not be handed over), what
 /// is still alive and checkpointed is resumed. What pre-dump left for the
 /// post-dump goes either way.
-pub fn after_criu(libcuda: Option<&Path>, criu: Identity, processes: &[Identity]) -> Report {
+pub fn after_criu(libcuda: Option<&Path>, criu: Identity, processes: &[Identity]) -> CommandReport {
     if criu.is_still_there() {
         wait_for_exit(criu.pid);
     }
@@ -399,7 +404,7 @@ fn wait_for_exit(pid: i32) {
 /// Writes what a detached helper (the thaw waiter, the CRIU watcher) did
 /// where an administrator finds it: syslog (`/dev/log`, read by journald),
 /// else `criu-hook.log` in the run directory.
-pub fn log_outcome(report: &Report) {
+pub fn log_outcome(report: &CommandReport) {
     let verdict = if report.ok() { "done" } else { "FAILED" };
     let mut line = format!("criu-hook {verdict}:");
     for p in &report.processes {
@@ -458,16 +463,16 @@ fn is_stopped(pid: i32) -> Option<bool> {
 /// The waiter: once none of `processes` is stopped any more, resume those
 /// still alive and still the same processes. Processes that exit (or whose
 /// PID names another process by then) are dropped.
-pub fn resume_when_thawed(libcuda: Option<&Path>, processes: &[Identity]) -> Report {
+pub fn resume_when_thawed(libcuda: Option<&Path>, processes: &[Identity]) -> CommandReport {
     match wait_until_thawed(processes) {
-        Ok(waiting) if waiting.is_empty() => Report::new("criu-hook", Duration::ZERO),
+        Ok(waiting) if waiting.is_empty() => CommandReport::new("criu-hook", Duration::ZERO),
         Ok(waiting) => run_on(libcuda, waiting, vec![], Operation::Resume),
         Err(frozen) => stayed_frozen(&frozen),
     }
 }
 
 /// The failure of processes that stayed frozen past the limit.
-fn stayed_frozen(frozen: &[i32]) -> Report {
+fn stayed_frozen(frozen: &[i32]) -> CommandReport {
     hook_failure(format!(
         "{frozen:?} stayed frozen for {} s; not resumed",
         THAW_WAIT_LIMIT.as_secs()

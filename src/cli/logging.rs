@@ -17,8 +17,8 @@ pub fn init(verbosity: u8) {
     };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(crate::output::colour_suits(&std::io::stderr()))
+        .with_writer(crate::output::stderr::log_writer)
+        .with_ansi(crate::output::stderr::colours())
         .with_target(false)
         .try_init();
 }

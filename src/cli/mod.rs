@@ -14,19 +14,18 @@ pub mod parse;
 pub mod validate;
 
 use std::ffi::OsString;
-use std::io::IsTerminal;
 
 use crate::cli::args::{Cli, Command, GlobalArgs};
-use crate::cli::validate::{Invalid, Invocation};
+use crate::cli::validate::ProcessCommand;
 use crate::commands::{check, demo, devices, doctor, install_compat, ps, recover};
 use crate::exit::ExitStatus;
 use crate::gpu::inventory::Inventory;
-use crate::ops::diagnose;
 use crate::ops::StepDone;
 use crate::output::{self, json, Look, Sink};
 
 /// Runs cudackpt with this process's arguments.
 pub fn main() -> ExitStatus {
+    crate::exit::set_last_words(output::stderr::last_words);
     crate::ops::journal::intent::report_panics();
     let mut args: Vec<OsString> = std::env::args_os().collect();
     if compat::is_compat_invocation(&args) {
@@ -94,8 +93,8 @@ fn take_libcuda_unsafe(args: &mut Vec<OsString>) -> bool {
 /// it lifts nothing now; scripts that pass it still run, and are told
 /// (NVIDIA's grammar says nothing: CRIU's plugin reads its first line).
 fn warn_libcuda_unsafe_has_no_effect() {
-    output::write_stderr(
-        "cudackpt: warning: --libcuda-unsafe (CUDACKPT_LIBCUDA_UNSAFE) has no effect: as root or with capabilities, --libcuda loads only a library owned by root and writable by nobody else; without extra power it loads what you name anyway\n",
+    output::stderr::warn(
+        "--libcuda-unsafe (CUDACKPT_LIBCUDA_UNSAFE) has no effect: as root or with capabilities, --libcuda loads only a library owned by root and writable by nobody else; without extra power it loads what you name anyway",
     );
 }
 
@@ -163,7 +162,7 @@ pub fn run(cli: Cli) -> ExitStatus {
             libcuda,
             targets.pids(),
             targets.selectors(),
-            validate::drain_of(drain),
+            drain.settings(),
         )),
         Command::CriuHook {
             resume_when_thawed,
@@ -211,10 +210,7 @@ fn write_man_pages(dir: &std::path::Path) -> ExitStatus {
     match artifacts::write_man_pages(dir) {
         Ok(()) => ExitStatus::Success,
         Err(why) => {
-            output::write_stderr(&format!(
-                "cudackpt: cannot write the man pages: {why}\n  hint: {}\n",
-                why.hint()
-            ));
+            output::stderr::error(&format!("cannot write the man pages: {why}"), &why.hint());
             match why {
                 crate::files::UnsafeDir::Io { source, .. }
                     if source.kind() != std::io::ErrorKind::PermissionDenied =>
@@ -227,28 +223,21 @@ fn write_man_pages(dir: &std::path::Path) -> ExitStatus {
     }
 }
 
-/// A process command: validated (the map, the map file), then run.
+/// A process command: converted once into the library's group (its map
+/// read and parsed), then run.
 fn validate_and_run(command: Command, global: &GlobalArgs, sink: &Sink) -> ExitStatus {
-    let Some(raw) = validate::split(command) else {
-        return ExitStatus::Usage;
-    };
-    let operation_name = raw.command_name();
-    match Invocation::try_from(raw) {
-        Ok(invocation) => run_process_command(invocation, global, sink),
+    // Progress only where a person watches it: a terminal, and neither
+    // JSON nor quiet asked for.
+    let watched = !sink.json && !sink.quiet && output::stderr::is_terminal();
+    let progress: &(dyn Fn(&StepDone<'_>) + Sync) = &output::progress::step_done;
+    match validate::process_command(command, global, watched.then_some(progress)) {
+        None => ExitStatus::Usage,
+        Some(Ok(ProcessCommand { group, operation })) => sink.finish(&group.run(operation)),
         // Arguments that cannot be used are the command's error, before any
         // process is looked at: one top-level usage error.
-        Err(Invalid::Map { error }) => usage_failure(
-            sink,
-            operation_name,
-            &format!("invalid --map: {error}"),
-            MAP_HINT,
-        ),
-        Err(Invalid::MapFile { file, why }) => usage_failure(
-            sink,
-            operation_name,
-            &format!("cannot use --map-file {}: {why}", file.display()),
-            MAP_HINT,
-        ),
+        Some(Err((command, invalid))) => {
+            usage_failure(sink, command, &invalid.to_string(), MAP_HINT)
+        }
     }
 }
 
@@ -261,18 +250,8 @@ fn usage_failure(sink: &Sink, command: &str, message: &str, hint: &str) -> ExitS
     if sink.json {
         let _ = output::write_stdout(&json::usage_error(Some(command), message, hint));
     }
-    output::write_stderr(&format!("cudackpt: {message}\n  hint: {hint}\n"));
+    output::stderr::error(message, hint);
     ExitStatus::Usage
-}
-
-fn run_process_command(invocation: Invocation, global: &GlobalArgs, sink: &Sink) -> ExitStatus {
-    // Progress only where a person watches it: a terminal, and neither
-    // JSON nor quiet asked for.
-    let watched = !sink.json && !sink.quiet && std::io::stderr().is_terminal();
-    let progress: &(dyn Fn(&StepDone<'_>) + Sync) = &print_progress;
-    let (group, operation) = invocation.group(global, watched.then_some(progress));
-    let report = group.run(operation);
-    sink.finish(&report)
 }
 
 fn emit_artifact(result: std::io::Result<()>) -> ExitStatus {
@@ -280,21 +259,6 @@ fn emit_artifact(result: std::io::Result<()>) -> ExitStatus {
         Ok(()) => ExitStatus::Success,
         Err(error) => output::write_failed(&error, ExitStatus::Success),
     }
-}
-
-/// One stderr line per finished step, for a person watching a terminal.
-fn print_progress(done: &StepDone<'_>) {
-    let who = diagnose::describe_process(done.target.pid, Some(&done.target.name));
-    let what = if done.rollback {
-        format!("rollback {}", done.step)
-    } else {
-        done.step.to_string()
-    };
-    let verdict = if done.ok { "done" } else { "FAILED" };
-    output::write_stderr(&format!(
-        "cudackpt: {who}: {what} {verdict} in {}\n",
-        output::format_duration(done.took)
-    ));
 }
 
 #[cfg(test)]

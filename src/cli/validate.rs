@@ -1,7 +1,8 @@
-//! From clap's values to what the pipeline takes: the raw → validated step
-//! (ripgrep's lowargs → hiargs). A process command's targets, operation and
-//! options are gathered from its variant, `--map-file` is read and the map
-//! parsed once, here at the edge.
+//! From clap's values to what the pipeline takes, in one conversion
+//! ([`process_command`], as ripgrep's lowargs → hiargs): a process
+//! command's targets, operation and options are gathered from its variant,
+//! `--map-file` is read and the map parsed once, here at the edge, and the
+//! library's [`Group`] is built with the global options.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +15,7 @@ use crate::files;
 use crate::gpu::map::{self, MapError, MapSpec};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::timeout::Timeout;
-use crate::ops::{DrainSettings, Selectors, StepDone};
+use crate::ops::{DrainSettings, StepDone};
 
 /// A process command as the modern grammar gives it, not yet validated.
 pub struct RawProcessCommand {
@@ -53,14 +54,14 @@ impl RawProcessCommand {
 
     fn drain(self, drain: DrainArg) -> RawProcessCommand {
         RawProcessCommand {
-            drain: drain_of(drain),
+            drain: drain.settings(),
             ..self
         }
     }
 
     fn handshake(self, handshake_arg: HandshakeArg) -> RawProcessCommand {
         RawProcessCommand {
-            drain: handshake(handshake_arg),
+            drain: handshake_arg.settings(),
             ..self
         }
     }
@@ -103,25 +104,8 @@ impl RawProcessCommand {
     }
 }
 
-/// The drain settings of `--drain` and the handshake's flags.
-pub fn drain_of(drain: DrainArg) -> DrainSettings {
-    DrainSettings {
-        before_lock: drain.drain,
-        ..handshake(drain.handshake)
-    }
-}
-
-/// The drain settings from the handshake's flags (no `--drain`).
-fn handshake(handshake: HandshakeArg) -> DrainSettings {
-    DrainSettings {
-        signal: handshake.drain_signal,
-        timeout: handshake.drain_timeout,
-        ..DrainSettings::default()
-    }
-}
-
-/// The process command in `command`, if it is one.
-pub fn split(command: Command) -> Option<RawProcessCommand> {
+/// The process command in `command`, if it is one, its options gathered.
+fn split(command: Command) -> Option<RawProcessCommand> {
     use RawProcessCommand as Raw;
     Some(match command {
         Command::State { targets } => Raw::new(targets, Operation::State { restore_tid: true }),
@@ -237,26 +221,14 @@ fn split_compound(command: Command) -> Option<RawProcessCommand> {
     })
 }
 
-/// A process command ready for the pipeline.
-pub struct Invocation {
-    pub pids: Vec<i32>,
-    pub selectors: Selectors,
-    pub operation: Operation,
-    pub map: MapSpec,
-    pub deadline: Timeout,
-    pub force: bool,
-    pub verify: bool,
-    pub dry_run: bool,
-    pub drain: DrainSettings,
-}
-
-/// Why a process command cannot start.
-#[derive(Debug)]
+/// Why a process command cannot start, before any process is looked at.
+#[derive(Debug, thiserror::Error)]
 pub enum Invalid {
     /// `--map-file` could not be read or is not a map file.
+    #[error("cannot use --map-file {}: {why}", file.display())]
     MapFile { file: PathBuf, why: String },
-    /// The map is malformed (or names a GPU twice on the left): a usage
-    /// error of the command, before any process.
+    /// The map is malformed (or names a GPU twice on the left).
+    #[error("invalid --map: {error}")]
     Map { error: MapError },
 }
 
@@ -279,63 +251,63 @@ fn read_map_file(file: &Path) -> Result<Vec<String>, String> {
     Ok(pairs)
 }
 
-impl TryFrom<RawProcessCommand> for Invocation {
-    type Error = Invalid;
+/// A process command, ready to run: the library's [`Group`] and the
+/// operation to run on it.
+pub struct ProcessCommand<'a> {
+    pub group: Group<'a>,
+    pub operation: Operation,
+}
 
-    fn try_from(raw: RawProcessCommand) -> Result<Invocation, Invalid> {
-        let mut values = raw.map;
-        if let Some(file) = raw.map_file {
+/// The modern grammar's one conversion: clap's `command`, when it is a
+/// process command, into the library's [`Group`] with the command's own
+/// options, the global ones (`--libcuda`, `--yes`, `--record-dir`,
+/// `--no-lock`) and the progress printer; or why it cannot start (the
+/// command's name, for its usage error, and the problem). `None`: not a
+/// process command.
+pub fn process_command<'a>(
+    command: Command,
+    global: &'a GlobalArgs,
+    progress: Option<&'a (dyn Fn(&StepDone<'_>) + Sync)>,
+) -> Option<Result<ProcessCommand<'a>, (&'static str, Invalid)>> {
+    let raw = split(command)?;
+    let name = raw.operation.name();
+    Some(
+        raw.into_group(global, progress)
+            .map_err(|invalid| (name, invalid)),
+    )
+}
+
+impl RawProcessCommand {
+    /// The map read and parsed, then the group built.
+    fn into_group<'a>(
+        self,
+        global: &'a GlobalArgs,
+        progress: Option<&'a (dyn Fn(&StepDone<'_>) + Sync)>,
+    ) -> Result<ProcessCommand<'a>, Invalid> {
+        let mut values = self.map;
+        if let Some(file) = self.map_file {
             match read_map_file(&file) {
                 Ok(pairs) => values.extend(pairs),
                 Err(why) => return Err(Invalid::MapFile { file, why }),
             }
         }
-        let pids = raw.targets.pids();
         let map = MapSpec::parse(&values).map_err(|error| Invalid::Map { error })?;
-        Ok(Invocation {
-            pids,
-            selectors: raw.targets.selectors(),
-            operation: raw.operation,
-            map,
-            deadline: raw.deadline,
-            force: raw.force,
-            verify: raw.verify,
-            dry_run: raw.dry_run,
-            drain: raw.drain,
-        })
-    }
-}
-
-impl Invocation {
-    /// The modern grammar's one conversion into the library's [`Group`],
-    /// and the operation to run on it: the command's own options, with the
-    /// global ones (`--libcuda`, `--yes`, `--record-dir`, `--no-lock`) and
-    /// the progress printer.
-    pub fn group<'a>(
-        self,
-        global: &'a GlobalArgs,
-        progress: Option<&'a (dyn Fn(&StepDone<'_>) + Sync)>,
-    ) -> (Group<'a>, Operation) {
         let group = Group::new()
             .libcuda_option(global.libcuda.as_deref())
-            .pids(self.pids)
-            .selectors(self.selectors)
+            .pids(self.targets.pids())
+            .selectors(self.targets.selectors())
             .confirmed(global.yes)
-            .map_spec(self.map)
+            .map_spec(map)
             .deadline_timeout(self.deadline)
             .progress(progress)
             .record_dir_option(global.record_dir.as_deref())
             .options(self.force, self.verify, self.dry_run)
             .per_pid_locks(!global.no_lock)
             .drain_options(self.drain);
-        (group, self.operation)
-    }
-}
-
-impl RawProcessCommand {
-    /// The command's name, as JSON documents give it.
-    pub fn command_name(&self) -> &'static str {
-        self.operation.name()
+        Ok(ProcessCommand {
+            group,
+            operation: self.operation,
+        })
     }
 }
 
@@ -345,28 +317,30 @@ mod tests {
     use crate::cli::args::Cli;
     use clap::Parser;
 
-    fn raw(line: &str) -> RawProcessCommand {
+    fn built(line: &str) -> Result<ProcessCommand<'static>, (&'static str, Invalid)> {
         let cli = Cli::try_parse_from(line.split_whitespace()).expect("parses");
-        split(cli.command).expect("a process command")
+        let global: &'static GlobalArgs = Box::leak(Box::new(cli.global));
+        process_command(cli.command, global, None).expect("a process command")
     }
 
     #[test]
-    fn every_option_reaches_the_invocation() {
-        let invocation = Invocation::try_from(raw(
-            "cudackpt resume --map auto --force --verify --deadline 2s 7 -p 9",
-        ))
-        .expect("valid");
-        assert_eq!(invocation.pids, [7, 9]);
-        assert_eq!(invocation.operation, Operation::Resume);
-        assert_eq!(invocation.map, MapSpec::Auto);
-        assert!(invocation.force && invocation.verify);
-        assert_eq!(invocation.deadline, Timeout::from_millis(2000));
+    fn every_option_reaches_the_request() {
+        let Ok(command) = built(
+            "cudackpt --yes --no-lock resume --map auto --force --verify --deadline 2s 7 -p 9",
+        ) else {
+            panic!("valid")
+        };
+        let request = command.group.request();
+        assert_eq!(request.pids, [7, 9]);
+        assert_eq!(command.operation, Operation::Resume);
+        assert_eq!(request.map, MapSpec::Auto);
+        assert!(request.force && request.verify && request.confirmed && !request.use_locks);
+        assert_eq!(request.deadline, Timeout::from_millis(2000));
     }
 
     #[test]
     fn a_bad_map_is_refused_before_any_process() {
-        let Err(Invalid::Map { error }) =
-            Invocation::try_from(raw("cudackpt restore --map nonsense 4"))
+        let Err(("restore", Invalid::Map { error })) = built("cudackpt restore --map nonsense 4")
         else {
             panic!("a bad map must be refused")
         };
@@ -375,8 +349,8 @@ mod tests {
 
     #[test]
     fn a_missing_map_file_is_named() {
-        let Err(Invalid::MapFile { file, .. }) =
-            Invocation::try_from(raw("cudackpt restore --map-file /nonexistent/map.json 4"))
+        let Err((_, Invalid::MapFile { file, .. })) =
+            built("cudackpt restore --map-file /nonexistent/map.json 4")
         else {
             panic!("an unreadable map file must be refused")
         };
@@ -385,15 +359,11 @@ mod tests {
 
     #[test]
     fn queries_are_process_commands_and_doctor_is_not() {
-        assert!(split(
-            Cli::try_parse_from(["cudackpt", "doctor"])
-                .expect("parses")
-                .command
-        )
-        .is_none());
-        assert_eq!(
-            raw("cudackpt state 3").operation,
-            Operation::State { restore_tid: true }
-        );
+        let cli = Cli::try_parse_from(["cudackpt", "doctor"]).expect("parses");
+        assert!(process_command(cli.command, &cli.global, None).is_none());
+        let Ok(state) = built("cudackpt state 3") else {
+            panic!("valid")
+        };
+        assert_eq!(state.operation, Operation::State { restore_tid: true });
     }
 }

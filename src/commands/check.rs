@@ -9,12 +9,12 @@ use std::time::Instant;
 
 use crate::api::group::Group;
 use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::report::{ProcessReport, Report};
+use crate::ops::vocabulary::report::{CommandReport, TargetReport};
 use crate::ops::vocabulary::timeout::Timeout;
 use crate::ops::{DrainSettings, Selectors};
 
 /// One dry run's word on a process.
-fn verdict(report: Option<&ProcessReport>) -> String {
+fn verdict(report: Option<&TargetReport>) -> String {
     match report {
         None => "not examined".to_string(),
         Some(p) => match (&p.failure, &p.note) {
@@ -30,7 +30,7 @@ pub fn run(
     pids: Vec<i32>,
     selectors: Selectors,
     drain: DrainSettings,
-) -> Report {
+) -> CommandReport {
     let started = Instant::now();
     let dry = |operation| {
         Group::new()
@@ -75,7 +75,7 @@ pub fn run(
             };
             // Suspend's own warnings (what a drain must release) come first.
             let warnings = s.warnings.iter().cloned().chain(warnings).collect();
-            ProcessReport {
+            TargetReport {
                 note,
                 failure,
                 warnings,
@@ -89,11 +89,11 @@ pub fn run(
             warnings.push(warning);
         }
     }
-    Report {
+    CommandReport {
         processes,
         warnings,
         failure: suspend.failure.or(resume.failure),
         prediction: true,
-        ..Report::new("check", started.elapsed())
+        ..CommandReport::new("check", started.elapsed())
     }
 }

@@ -14,7 +14,7 @@ use crate::exit::ExitStatus;
 use crate::gpu::inventory::Gpu;
 use crate::ops::diagnose::{self, Attempt, Facts};
 use crate::ops::execute;
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Step;
 use crate::ops::vocabulary::timeout::Timeout;
 
@@ -42,7 +42,7 @@ pub struct DemoReport {
     pub hash_before: Option<u64>,
     /// The hash of the buffer read back after the restore.
     pub hash_after: Option<u64>,
-    pub failure: Option<Failure>,
+    pub failure: Option<Fault>,
     /// Why the host cannot checkpoint, when the driver could not be used.
     pub diagnosis: Option<DoctorReport>,
 }
@@ -70,9 +70,9 @@ impl DemoReport {
     }
 }
 
-fn call_failure(what: &str, error: &CallError) -> Failure {
-    Failure::new(
-        FailureKind::DriverError,
+fn call_failure(what: &str, error: &CallError) -> Fault {
+    Fault::new(
+        FaultKind::DriverError,
         format!("demo could not {what}: {error}"),
         "run `cudackpt doctor` to check the host",
     )
@@ -107,8 +107,8 @@ pub fn run(libcuda: Option<&Path>, size_mib: u64, device: i32) -> DemoReport {
         }
     };
     if report.gpu.is_none() {
-        report.failure = Some(Failure::new(
-            FailureKind::Usage,
+        report.failure = Some(Fault::new(
+            FaultKind::Usage,
             format!("there is no GPU with index {device}"),
             "`cudackpt doctor` lists the GPUs",
         ));
@@ -126,9 +126,9 @@ fn timed<T>(work: impl FnOnce() -> T) -> (T, Duration) {
     (value, started.elapsed())
 }
 
-fn round_trip(driver: &Driver, device: i32, report: &mut DemoReport) -> Result<(), Failure> {
+fn round_trip(driver: &Driver, device: i32, report: &mut DemoReport) -> Result<(), Fault> {
     let size = usize::try_from(report.size_bytes)
-        .map_err(|_| Failure::new(FailureKind::Usage, "size too large", ""))?;
+        .map_err(|_| Fault::new(FaultKind::Usage, "size too large", ""))?;
     let session = driver
         .open_device(device)
         .map_err(|e| call_failure("open the GPU", &e))?;

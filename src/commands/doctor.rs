@@ -341,7 +341,6 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
     let mut gpus = Vec::new();
     // The driver's CUDA version as it reports it (13000 = 13.0).
     let mut cuda_version = None;
-
     match Driver::load(libcuda) {
         Err(error) => checks.push(
             Check::new("driver library", Status::Fail, error.to_string())
@@ -349,47 +348,7 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
                 .exit(ExitStatus::DriverUnavailable),
         ),
         Ok(driver) => {
-            let path = driver.path();
-            checks.push(Check::new(
-                "driver library",
-                Status::Ok,
-                path.display().to_string(),
-            ));
-            facts.path = Some(path);
-            let module = facts
-                .kernel_module_version
-                .as_deref()
-                .map_or(String::new(), |v| format!(", kernel module {v}"));
-            let version = driver.version();
-            cuda_version = version.as_ref().ok().copied();
-            checks.push(match version {
-                Ok(version) => {
-                    facts.cuda_version = Some(format_version(Some(version)));
-                    Check::new(
-                        "driver version",
-                        Status::Ok,
-                        format!("CUDA {}{module}", format_version(Some(version))),
-                    )
-                }
-                Err(error) => {
-                    Check::new("driver version", Status::Warn, format!("{error}{module}"))
-                }
-            });
-            let missing = driver.missing_checkpoint_functions();
-            checks.push(if missing.is_empty() {
-                Check::new("checkpoint API", Status::Ok, format!("all {} functions present", CHECKPOINT_FUNCTIONS))
-            } else {
-                Check::new("checkpoint API", Status::Fail, format!("missing {}", missing.join(", ")))
-                    .hint("the checkpoint API needs display driver 570 or newer (GPU remapping 580); upgrade the driver")
-                    .exit(ExitStatus::DriverUnavailable)
-            });
-            let missing_api = !missing.is_empty();
-            facts.features = Features {
-                checkpoint_api: !missing_api,
-                lock_timeout: !missing_api,
-                gpu_remapping: !missing_api
-                    && cuda_version.is_some_and(|v| v >= crate::driver::GPU_REMAPPING_SINCE_CUDA),
-            };
+            cuda_version = driver_checks(&driver, &mut facts, &mut checks);
             let listing = devices::list(&Inventory::with_driver(&driver));
             checks.push(gpus_check(&listing));
             checks.extend(gpu_mode_checks(&listing.gpus));
@@ -407,6 +366,51 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
         driver: facts,
         gpus,
     }
+}
+
+/// What the loaded driver says of itself (its library, its version, the
+/// checkpoint API), into `checks` and `facts`; its CUDA version.
+fn driver_checks(driver: &Driver, facts: &mut DriverInfo, checks: &mut Vec<Check>) -> Option<i32> {
+    let path = driver.path();
+    checks.push(Check::new(
+        "driver library",
+        Status::Ok,
+        path.display().to_string(),
+    ));
+    facts.path = Some(path);
+    let module = facts
+        .kernel_module_version
+        .as_deref()
+        .map_or(String::new(), |v| format!(", kernel module {v}"));
+    let version = driver.version();
+    let cuda_version = version.as_ref().ok().copied();
+    checks.push(match version {
+        Ok(version) => {
+            facts.cuda_version = Some(format_version(Some(version)));
+            Check::new(
+                "driver version",
+                Status::Ok,
+                format!("CUDA {}{module}", format_version(Some(version))),
+            )
+        }
+        Err(error) => Check::new("driver version", Status::Warn, format!("{error}{module}")),
+    });
+    let missing = driver.missing_checkpoint_functions();
+    checks.push(if missing.is_empty() {
+        Check::new("checkpoint API", Status::Ok, format!("all {} functions present", CHECKPOINT_FUNCTIONS))
+    } else {
+        Check::new("checkpoint API", Status::Fail, format!("missing {}", missing.join(", ")))
+            .hint("the checkpoint API needs display driver 570 or newer (GPU remapping 580); upgrade the driver")
+            .exit(ExitStatus::DriverUnavailable)
+    });
+    let missing_api = !missing.is_empty();
+    facts.features = Features {
+        checkpoint_api: !missing_api,
+        lock_timeout: !missing_api,
+        gpu_remapping: !missing_api
+            && cuda_version.is_some_and(|v| v >= crate::driver::GPU_REMAPPING_SINCE_CUDA),
+    };
+    cuda_version
 }
 
 #[cfg(test)]

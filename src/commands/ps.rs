@@ -8,14 +8,14 @@ use std::path::Path;
 use crate::api::group::Group;
 use crate::gpu::nvml;
 use crate::ops::journal::intent;
-use crate::ops::vocabulary::report::{GpuMemory, Layout, Report};
+use crate::ops::vocabulary::report::{CommandReport, GpuBytes, Layout};
 use crate::ops::Selectors;
 
-pub fn run(libcuda: Option<&Path>, selectors: Selectors) -> Report {
+pub fn run(libcuda: Option<&Path>, selectors: Selectors) -> CommandReport {
     let mut report = Group::new()
         .libcuda_option(libcuda)
         .selectors(selectors)
-        .state(true);
+        .run(crate::ops::vocabulary::plan::Operation::State { restore_tid: true });
     report.command = "ps";
     report.layout = Layout::Listing;
     // Processes a cudackpt left mid-change when it died.
@@ -42,7 +42,7 @@ pub fn run(libcuda: Option<&Path>, selectors: Selectors) -> Report {
         Ok(used) => {
             for process in &mut report.processes {
                 let held = used.get(&process.pid).copied().unwrap_or(0);
-                process.gpu_memory = Some(GpuMemory::Held(held));
+                process.gpu_memory = Some(GpuBytes::Held(held));
             }
         }
         // Not an error: the column shows "-" and JSON omits the field.

@@ -12,10 +12,10 @@ use std::time::Instant;
 use crate::api::group::Group;
 use crate::ops::drain::{rebuild, recovery};
 use crate::ops::journal::intent::{self, Claimed, DrainNote, Intent, Member, NotClaimed, Start};
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::report::Report;
-use crate::ops::vocabulary::report::{DrainOutcome, ProcessReport};
+use crate::ops::vocabulary::report::CommandReport;
+use crate::ops::vocabulary::report::{DrainVerdict, TargetReport};
 use crate::ops::vocabulary::timeout::Timeout;
 use crate::ops::DrainSettings;
 
@@ -39,28 +39,28 @@ fn way_back(start: Start) -> Option<Operation> {
 
 /// Sends the members of a drained group what undoes their drain, and
 /// records each answer; one still drained at the end fails.
-fn rebuild_drained(report: &mut Report, pids: &[i32], note: &DrainNote, claimed: &Claimed) {
+fn rebuild_drained(report: &mut CommandReport, pids: &[i32], note: &DrainNote, claimed: &Claimed) {
     let recovered = recovery::recover(pids, note, claimed);
     report.warnings.extend(recovered.warnings);
     for (pid, drain) in recovered.reports {
         let at = match report.processes.iter().position(|p| p.pid == pid) {
             Some(at) => at,
             None => {
-                report.processes.push(ProcessReport::new(pid, None));
+                report.processes.push(TargetReport::new(pid, None));
                 report.processes.len() - 1
             }
         };
         let process = &mut report.processes[at];
-        if drain.outcome == DrainOutcome::RebuildFailed && process.failure.is_none() {
+        if drain.outcome == DrainVerdict::RebuildFailed && process.failure.is_none() {
             process.failure = Some(rebuild::rebuild_failed(
                 pid,
                 drain.signal,
                 drain.rebuild_error.as_deref(),
             ));
         }
-        if drain.outcome == DrainOutcome::NotRebuilt && process.failure.is_none() {
-            process.failure = Some(Failure::new(
-                FailureKind::DrainTimeout,
+        if drain.outcome == DrainVerdict::NotRebuilt && process.failure.is_none() {
+            process.failure = Some(Fault::new(
+                FaultKind::DrainTimeout,
                 format!(
                     "PID {pid} was asked to rebuild (signal {}) and still showed the drain marker at the end of the wait",
                     drain.signal
@@ -72,7 +72,7 @@ fn rebuild_drained(report: &mut Report, pids: &[i32], note: &DrainNote, claimed:
     }
 }
 
-pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
+pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> CommandReport {
     let mut report = recover_where(libcuda, dry_run, &|_| true);
     if !dry_run {
         // Housekeeping: the lock files of processes gone since (a live
@@ -97,7 +97,7 @@ pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> Report {
 pub fn run_handed_to(
     libcuda: Option<&std::path::Path>,
     criu: crate::targets::identity::Identity,
-) -> (bool, Report) {
+) -> (bool, CommandReport) {
     let found = std::sync::atomic::AtomicBool::new(false);
     let report = recover_where(libcuda, false, &|intent: &Intent| {
         let handed = intent.handed_to(criu);
@@ -114,14 +114,14 @@ fn recover_where(
     libcuda: Option<&std::path::Path>,
     dry_run: bool,
     wanted: &dyn Fn(&Intent) -> bool,
-) -> Report {
+) -> CommandReport {
     let started = Instant::now();
-    let mut report = Report::new("recover", started.elapsed());
+    let mut report = CommandReport::new("recover", started.elapsed());
     let abandoned = match intent::abandoned() {
         Ok(abandoned) => abandoned,
         Err(why) => {
-            report.failure = Some(Failure::new(
-                FailureKind::UnsafePath,
+            report.failure = Some(Fault::new(
+                FaultKind::UnsafePath,
                 format!(
                     "could not look for what a dead cudackpt left: the intent records cannot be read ({why}); nothing was recovered"
                 ),
@@ -144,7 +144,7 @@ fn recover_where(
 }
 
 /// A record another `recover` holds: left alone, and said.
-fn held_elsewhere(path: &std::path::Path, holder: Option<i32>, report: &mut Report) {
+fn held_elsewhere(path: &std::path::Path, holder: Option<i32>, report: &mut CommandReport) {
     let who = holder.map_or("another cudackpt".to_string(), |pid| {
         format!("cudackpt PID {pid}")
     });
@@ -153,8 +153,8 @@ fn held_elsewhere(path: &std::path::Path, holder: Option<i32>, report: &mut Repo
         path.display()
     ));
     report.failure.get_or_insert_with(|| {
-        Failure::new(
-            FailureKind::InUse,
+        Fault::new(
+            FaultKind::InUse,
             format!("{} is being recovered by {who}", path.display()),
             "wait for that recover to finish, then run `cudackpt recover` again to confirm",
         )
@@ -168,58 +168,17 @@ fn recover_record(
     dry_run: bool,
     path: &std::path::Path,
     claimed: Claimed,
-    report: &mut Report,
+    report: &mut CommandReport,
 ) {
     let intent = claimed.intent();
     if intent.calls_done {
         return finish_forward(libcuda, dry_run, path, claimed, report);
     }
-    let Intent {
-        owner_pid, members, ..
-    } = &intent;
-    let alive: Vec<&Member> = members.iter().filter(|m| m.still_there()).collect();
-    let left_by = if intent.handed_to_criu {
-        format!("handed by a CRIU pre-dump to CRIU PID {owner_pid}, which ended without a post-dump (a failed dump)")
-    } else {
-        format!("left by cudackpt PID {owner_pid}")
-    };
-    report.warnings.push(format!(
-        "{} {left_by} ({} {}): {} of its {} processes still there",
-        path.display(),
-        intent.command,
-        members
-            .iter()
-            .map(|m| format!("{} from {}", m.pid, m.start))
-            .collect::<Vec<_>>()
-            .join(", "),
-        alive.len(),
-        members.len()
-    ));
-    let mut all_back = true;
-    for start in [Start::Running, Start::Checkpointed, Start::Locked] {
-        let pids: Vec<i32> = alive
-            .iter()
-            .filter(|m| m.start == start)
-            .map(|m| m.pid)
-            .collect();
-        let Some(operation) = way_back(start).filter(|_| !pids.is_empty()) else {
-            continue;
-        };
-        let sub = Group::new()
-            .libcuda_option(libcuda)
-            .pids(pids)
-            .options(false, false, dry_run)
-            .recovering()
-            // A drained group is asked to rebuild below, from its record.
-            .drain_options(DrainSettings {
-                rebuild: false,
-                ..DrainSettings::default()
-            })
-            .run(operation);
-        all_back &= sub.ok();
-        report.processes.extend(sub.processes);
-        report.warnings.extend(sub.warnings);
-    }
+    let alive: Vec<&Member> = intent.members.iter().filter(|m| m.still_there()).collect();
+    report
+        .warnings
+        .push(describe_record(path, &intent, alive.len()));
+    let mut all_back = put_back(libcuda, dry_run, &alive, report);
     let unknown: Vec<i32> = alive
         .iter()
         .filter(|m| way_back(m.start).is_none())
@@ -227,8 +186,8 @@ fn recover_record(
         .collect();
     if !unknown.is_empty() {
         all_back = false;
-        report.failure = Some(Failure::new(
-            FailureKind::RollbackFailed,
+        report.failure = Some(Fault::new(
+            FaultKind::RollbackFailed,
             format!(
                 "{}: PID(s) {unknown:?} have no known starting state",
                 path.display()
@@ -248,6 +207,67 @@ fn recover_record(
     }
 }
 
+/// What a record says: who left it, doing what to whom, and how many of
+/// its processes are still there (pure).
+fn describe_record(path: &std::path::Path, intent: &Intent, alive: usize) -> String {
+    let Intent {
+        owner_pid, members, ..
+    } = intent;
+    let left_by = if intent.handed_to_criu {
+        format!("handed by a CRIU pre-dump to CRIU PID {owner_pid}, which ended without a post-dump (a failed dump)")
+    } else {
+        format!("left by cudackpt PID {owner_pid}")
+    };
+    format!(
+        "{} {left_by} ({} {}): {} of its {} processes still there",
+        path.display(),
+        intent.command,
+        members
+            .iter()
+            .map(|m| format!("{} from {}", m.pid, m.start))
+            .collect::<Vec<_>>()
+            .join(", "),
+        alive,
+        members.len()
+    )
+}
+
+/// Puts each process still there back where it started, one group per
+/// starting state; whether every one went back.
+fn put_back(
+    libcuda: Option<&std::path::Path>,
+    dry_run: bool,
+    alive: &[&Member],
+    report: &mut CommandReport,
+) -> bool {
+    let mut all_back = true;
+    for start in [Start::Running, Start::Checkpointed, Start::Locked] {
+        let pids: Vec<i32> = alive
+            .iter()
+            .filter(|m| m.start == start)
+            .map(|m| m.pid)
+            .collect();
+        let Some(operation) = way_back(start).filter(|_| !pids.is_empty()) else {
+            continue;
+        };
+        let sub = Group::new()
+            .libcuda_option(libcuda)
+            .pids(pids)
+            .options(false, false, dry_run)
+            .recovering()
+            // A drained group is asked to rebuild after, from its record.
+            .drain_options(DrainSettings {
+                rebuild: false,
+                ..DrainSettings::default()
+            })
+            .run(operation);
+        all_back &= sub.ok();
+        report.processes.extend(sub.processes);
+        report.warnings.extend(sub.warnings);
+    }
+    all_back
+}
+
 /// A record whose driver calls had all returned: nothing is taken back.
 /// Members running again are sent what the record says they are owed (a
 /// rebuild, a call-off); members the calls left checkpointed or locked
@@ -258,7 +278,7 @@ fn finish_forward(
     dry_run: bool,
     path: &std::path::Path,
     claimed: Claimed,
-    report: &mut Report,
+    report: &mut CommandReport,
 ) {
     use crate::driver::ProcessState;
     let intent = claimed.intent();
@@ -281,7 +301,7 @@ fn finish_forward(
             .libcuda_option(libcuda)
             .pids(alive)
             .recovering()
-            .state(false);
+            .run(crate::ops::vocabulary::plan::Operation::State { restore_tid: false });
         let in_state = |wanted: &[ProcessState]| -> Vec<i32> {
             now.processes
                 .iter()

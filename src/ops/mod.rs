@@ -1,5 +1,5 @@
 //! The process pipeline, for every grammar (modern, NVIDIA's, the CRIU
-//! hook): one validated [`Request`] in, one [`Report`] out; nothing here
+//! hook): one validated [`Request`] in, one [`CommandReport`] out; nothing here
 //! prints. [`run`] reads as its stages: select → check → the pre-flights →
 //! choose the map → lock → drain → execute → finish (`stages/mod.rs`
 //! numbers them).
@@ -44,12 +44,12 @@ use execute::interrupt::Interrupt;
 use execute::Executor;
 use journal::{intent, pidlock, records};
 use stages::{check, choose_map, dry_run, finish, lock, postmortem, select};
-use vocabulary::failure::Failure;
+use vocabulary::failure::Fault;
 use vocabulary::plan::Operation;
-use vocabulary::report::{Finished, Layout, ProcessReport, Report};
+use vocabulary::report::{CommandReport, Finished, Layout, TargetReport};
 
 /// Runs one process command through every stage.
-pub fn run(request: Request<'_>) -> Report {
+pub fn run(request: Request<'_>) -> CommandReport {
     let started = Instant::now();
     let report = match select::select(&request) {
         Ok(selection) => {
@@ -61,7 +61,7 @@ pub fn run(request: Request<'_>) -> Report {
         }
         Err(failure) => refused(&request.operation, &request.pids, failure, started),
     };
-    Report {
+    CommandReport {
         prediction: request.dry_run,
         ..report
     }
@@ -198,18 +198,7 @@ fn execute_and_finish(
     let executor = executor_for(request, ready, started, &locks_lost, &write_intent);
     let mut underway =
         drain.before_calls(ready, &journal, &executor.interrupt, executor.deadline)?;
-    // A drained group was weighed on what it kept: that is what is copied.
-    let usage = match underway.weighed() {
-        Some(weighed) => {
-            remarks.extend(weighed.remarks);
-            weighed.usage.or(usage)
-        }
-        None => usage,
-    };
-    let snapshot = request
-        .operation
-        .checkpoints()
-        .then(|| finish::snapshot(&ready.driver, &host, usage));
+    let snapshot = snapshot_to_record(request, ready, &host, usage, &mut underway, &mut remarks);
     let map = chosen.pairs.as_deref().unwrap_or_default();
     let oom_watch = postmortem::watch(&request.operation, &ready.targets, snapshot.as_ref());
     let mut reports = executor.run(&request.operation, &ready.targets, map);
@@ -240,15 +229,7 @@ fn execute_and_finish(
             snapshot: snapshot.as_ref(),
         },
     ));
-    if let (Some(criu), false) = (request.criu_dump, request.dry_run) {
-        let suspended: Vec<i32> = reports
-            .iter()
-            .filter(|r| r.ok() && r.did(vocabulary::plan::StepKind::Checkpoint))
-            .map(|r| r.pid)
-            .collect();
-        journal.hand_over(criu, &suspended);
-        remarks.extend(journal.unwritten());
-    }
+    remarks.extend(hand_over_to_criu(request, &journal, &reports));
     for (pid, warning) in rank_warnings {
         if let Some(report) = reports.iter_mut().find(|r| r.pid == pid) {
             report.warnings.push(warning);
@@ -268,16 +249,61 @@ fn execute_and_finish(
 /// resume of processes already running restored nothing, so neither.
 fn map_used(
     chosen: choose_map::Chosen,
-    reports: &[ProcessReport],
+    reports: &[TargetReport],
 ) -> (Option<Vec<GpuPair>>, Vec<String>) {
     if reports
         .iter()
-        .any(|r| r.did(vocabulary::plan::StepKind::Restore))
+        .any(|r| r.did(vocabulary::plan::DriverCall::Restore))
     {
         (chosen.pairs, chosen.remarks)
     } else {
         (None, Vec::new())
     }
+}
+
+/// What a checkpoint's records say of each process (its GPUs, its
+/// memory), taken before the calls: on what a drained group kept, where it
+/// drained (that is what is copied); nothing for a command that does not
+/// checkpoint.
+fn snapshot_to_record(
+    request: &Request<'_>,
+    ready: &vocabulary::ready::Ready,
+    host: &Inventory<'_>,
+    usage: Option<crate::gpu::nvml::Usage>,
+    underway: &mut drain::DrainInProgress,
+    remarks: &mut Vec<String>,
+) -> Option<vocabulary::snapshot::Snapshot> {
+    let usage = match underway.weighed() {
+        Some(weighed) => {
+            remarks.extend(weighed.remarks);
+            weighed.usage.or(usage)
+        }
+        None => usage,
+    };
+    request
+        .operation
+        .checkpoints()
+        .then(|| finish::snapshot(&ready.driver, host, usage))
+}
+
+/// A CRIU pre-dump's group, suspended: handed over to the watcher that
+/// resumes it if the dump fails (the intent record says so). Remarks on
+/// what could not be written.
+fn hand_over_to_criu(
+    request: &Request<'_>,
+    journal: &intent::Journal,
+    reports: &[vocabulary::report::TargetReport],
+) -> Vec<String> {
+    let (Some(criu), false) = (request.criu_dump, request.dry_run) else {
+        return Vec::new();
+    };
+    let suspended: Vec<i32> = reports
+        .iter()
+        .filter(|r| r.ok() && r.did(vocabulary::plan::DriverCall::Checkpoint))
+        .map(|r| r.pid)
+        .collect();
+    journal.hand_over(criu, &suspended);
+    journal.unwritten().into_iter().collect()
 }
 
 /// The executor of a request: its driver, interrupts, deadline, progress,
@@ -313,23 +339,28 @@ fn interrupt_for(operation: &Operation) -> Interrupt {
 }
 
 /// The report of a command refused before any process was examined.
-pub fn refused(operation: &Operation, pids: &[i32], failure: Failure, started: Instant) -> Report {
-    Report {
+pub fn refused(
+    operation: &Operation,
+    pids: &[i32],
+    failure: Fault,
+    started: Instant,
+) -> CommandReport {
+    CommandReport {
         processes: pids
             .iter()
-            .map(|&pid| ProcessReport {
+            .map(|&pid| TargetReport {
                 failure: Some(failure.clone()),
-                ..ProcessReport::new(pid, None)
+                ..TargetReport::new(pid, None)
             })
             .collect(),
         failure: pids.is_empty().then_some(failure),
         layout: Layout::of(operation),
-        ..Report::new(operation.name(), started.elapsed())
+        ..CommandReport::new(operation.name(), started.elapsed())
     }
 }
 
 /// The report of a command whose `--map` could not be parsed.
-pub fn refused_map(operation: &Operation, pids: &[i32], error: &MapError) -> Report {
+pub fn refused_map(operation: &Operation, pids: &[i32], error: &MapError) -> CommandReport {
     refused(
         operation,
         pids,

@@ -47,12 +47,12 @@ pub fn devices(report: &DevicesReport, look: Look) -> (String, String) {
     }
     let mut err = String::new();
     for warning in &report.warnings {
-        err.push_str(&format!("cudackpt: warning: {warning}\n"));
+        err.push_str(&super::stderr::warning_line(warning));
     }
     if let Some(error) = &report.error {
-        err.push_str(&format!(
-            "cudackpt: {error}\n  hint: {}\n",
-            DevicesReport::HINT
+        err.push_str(&super::stderr::error_lines(
+            &error.to_string(),
+            Some(DevicesReport::HINT),
         ));
     }
     let table = if report.gpus.is_empty() {

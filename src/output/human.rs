@@ -2,12 +2,14 @@
 //! failure a message and a hint on stderr.
 
 use super::look::{columns, format_duration, Look};
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
-use crate::ops::vocabulary::report::{DrainOutcome, DrainReport, Layout, ProcessReport, Report};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
+use crate::ops::vocabulary::report::{
+    CommandReport, DrainRecord, DrainVerdict, Layout, TargetReport,
+};
 use crate::targets::name::printable;
 
 /// Renders a process command's report: (stdout, stderr).
-pub fn process_report(report: &Report, look: Look) -> (String, String) {
+pub fn process_report(report: &CommandReport, look: Look) -> (String, String) {
     let mut rows: Vec<Vec<String>> = Vec::with_capacity(report.processes.len() + 1);
     let header = match report.layout {
         Layout::State => vec!["PID", "STATE", "RESTORE-TID", "NAME"],
@@ -25,12 +27,12 @@ pub fn process_report(report: &Report, look: Look) -> (String, String) {
         errors.push_str(&failure_text(failure));
     }
     for warning in &report.warnings {
-        errors.push_str(&format!("cudackpt: warning: {warning}\n"));
+        errors.push_str(&super::stderr::warning_line(warning));
     }
     for process in &report.processes {
         for warning in &process.warnings {
             let who = crate::ops::diagnose::describe_process(process.pid, process.name.as_deref());
-            errors.push_str(&format!("cudackpt: warning: {who}: {warning}\n"));
+            errors.push_str(&super::stderr::warning_line(&format!("{who}: {warning}")));
         }
         for failure in [&process.failure, &process.rollback_failure]
             .into_iter()
@@ -38,7 +40,7 @@ pub fn process_report(report: &Report, look: Look) -> (String, String) {
         {
             if !matches!(
                 failure.kind,
-                FailureKind::NotAttempted | FailureKind::RolledBack
+                FaultKind::NotAttempted | FaultKind::RolledBack
             ) {
                 errors.push_str(&failure_text(failure));
             }
@@ -53,7 +55,7 @@ pub fn process_report(report: &Report, look: Look) -> (String, String) {
     (table, errors)
 }
 
-fn row(layout: Layout, prediction: bool, p: &ProcessReport, look: Look) -> Vec<String> {
+fn row(layout: Layout, prediction: bool, p: &TargetReport, look: Look) -> Vec<String> {
     let pid = p.pid.to_string();
     // A name is its process's to choose: never raw on a terminal.
     let name = p
@@ -99,7 +101,7 @@ fn row(layout: Layout, prediction: bool, p: &ProcessReport, look: Look) -> Vec<S
 }
 
 /// The result column, with what the drain handshake did, if anything.
-fn result(p: &ProcessReport, prediction: bool, look: Look) -> String {
+fn result(p: &TargetReport, prediction: bool, look: Look) -> String {
     let base = match (&p.failure, prediction) {
         (Some(failure), true) => predicted_refusal(failure, look),
         _ => moved_or_failed(p, look),
@@ -112,7 +114,7 @@ fn result(p: &ProcessReport, prediction: bool, look: Look) -> String {
 
 /// `drained (0.81 s, released 8.2 GiB)`, `rebuilt (1.20 s)`, `did not
 /// drain`.
-fn drain_words(drain: &DrainReport) -> Option<String> {
+fn drain_words(drain: &DrainRecord) -> Option<String> {
     let took = |d: Option<std::time::Duration>| {
         d.map_or(String::new(), |d| format!(" ({})", format_duration(d)))
     };
@@ -121,10 +123,10 @@ fn drain_words(drain: &DrainReport) -> Option<String> {
         .map(|bytes| format!("released {}", gib(bytes)));
     Some(match drain.outcome {
         // The failure already says so.
-        DrainOutcome::WouldDrain | DrainOutcome::CannotDrain | DrainOutcome::NotAcknowledged => {
+        DrainVerdict::WouldDrain | DrainVerdict::CannotDrain | DrainVerdict::NotAcknowledged => {
             return None
         }
-        DrainOutcome::Drained => {
+        DrainVerdict::Drained => {
             let said: Vec<String> = drain
                 .acknowledged
                 .map(format_duration)
@@ -137,11 +139,11 @@ fn drain_words(drain: &DrainReport) -> Option<String> {
                 format!("drained ({})", said.join(", "))
             }
         }
-        DrainOutcome::Rebuilt => format!("rebuilt{}", took(drain.rebuilt)),
-        DrainOutcome::NotRebuilt => "not rebuilt".to_string(),
-        DrainOutcome::RebuildFailed => "rebuild failed".to_string(),
-        DrainOutcome::RebuildAsked => "asked to rebuild once it runs".to_string(),
-        DrainOutcome::NotNeeded => "nothing to drain".to_string(),
+        DrainVerdict::Rebuilt => format!("rebuilt{}", took(drain.rebuilt)),
+        DrainVerdict::NotRebuilt => "not rebuilt".to_string(),
+        DrainVerdict::RebuildFailed => "rebuild failed".to_string(),
+        DrainVerdict::RebuildAsked => "asked to rebuild once it runs".to_string(),
+        DrainVerdict::NotNeeded => "nothing to drain".to_string(),
     })
 }
 
@@ -156,7 +158,7 @@ fn gib(bytes: u64) -> String {
 }
 
 /// `running → checkpointed`, `already checkpointed`, or what went wrong.
-fn moved_or_failed(p: &ProcessReport, look: Look) -> String {
+fn moved_or_failed(p: &TargetReport, look: Look) -> String {
     let after = look.state(p.state);
     let moved = match p.state_before {
         Some(before) if Some(before) != p.state => {
@@ -179,7 +181,7 @@ fn moved_or_failed(p: &ProcessReport, look: Look) -> String {
             .note
             .as_deref()
             .map_or(moved, |note| printable(note).into_owned()),
-        Some(f) if f.kind == FailureKind::NotAttempted => {
+        Some(f) if f.kind == FaultKind::NotAttempted => {
             let now = if untouched {
                 "unchanged".to_string()
             } else {
@@ -187,7 +189,7 @@ fn moved_or_failed(p: &ProcessReport, look: Look) -> String {
             };
             format!("{} ({now})", look.dim("not attempted"))
         }
-        Some(f) if f.kind == FailureKind::RolledBack => {
+        Some(f) if f.kind == FaultKind::RolledBack => {
             format!("{} to {after}", look.dim("rolled back"))
         }
         Some(f) => {
@@ -205,62 +207,58 @@ fn moved_or_failed(p: &ProcessReport, look: Look) -> String {
 
 /// A refusal foretold (`check`, `--dry-run`): nothing failed, nothing was
 /// done, so the words say what a real run would meet.
-fn predicted_refusal(failure: &Failure, look: Look) -> String {
+fn predicted_refusal(failure: &Fault, look: Look) -> String {
     match failure.kind {
-        FailureKind::NotAttempted => look.dim("would not be attempted").to_string(),
+        FaultKind::NotAttempted => look.dim("would not be attempted").to_string(),
         _ => format!("{}: {}", look.bad("would be refused"), short(failure)),
     }
 }
 
 /// A few words for the result column.
-fn short(failure: &Failure) -> &'static str {
+fn short(failure: &Fault) -> &'static str {
     match failure.kind {
-        FailureKind::NoSuchProcess => "no such process",
-        FailureKind::ThreadNotProcess => "a thread, not a process",
-        FailureKind::NotCudaProcess => "not a CUDA process",
-        FailureKind::PermissionDenied => "permission denied",
-        FailureKind::LockTimeout => "lock timed out",
-        FailureKind::WrongState => "wrong state",
-        FailureKind::MapRejected => "GPU map rejected",
-        FailureKind::InvalidMap => "invalid GPU map",
-        FailureKind::OutOfMemory => "out of memory",
-        FailureKind::DriverError => "driver error",
-        FailureKind::DriverUnavailable => "driver unavailable",
-        FailureKind::WaitTimeout => "timed out",
-        FailureKind::NotAttempted => "not attempted",
-        FailureKind::RolledBack => "rolled back",
-        FailureKind::RollbackFailed => "rollback failed",
-        FailureKind::Interrupted => "interrupted",
-        FailureKind::DeadlineExceeded => "deadline passed",
-        FailureKind::ProcessStopped => "process stopped",
-        FailureKind::InsufficientGpuMemory => "not enough GPU memory",
-        FailureKind::VerifyFailed => "verification failed",
-        FailureKind::InUse => "in use by another cudackpt",
-        FailureKind::ProcUnreadable => "/proc unreadable",
-        FailureKind::UnsafePath => "untrusted path",
-        FailureKind::Unrestorable => "could not be restored",
-        FailureKind::Undumpable => "CRIU could not dump it",
-        FailureKind::InsufficientHostMemory => "not enough host memory",
-        FailureKind::OomKilled => "killed by the OOM killer",
-        FailureKind::NeedsRecovery => "left by a dead cudackpt",
-        FailureKind::LockUnavailable => "lock unavailable",
-        FailureKind::SpawnFailed => "could not start a helper",
-        FailureKind::CannotDrain => "cannot drain",
-        FailureKind::DrainTimeout => "did not drain in time",
-        FailureKind::RebuildFailed => "rebuild failed",
-        FailureKind::Usage => "usage error",
+        FaultKind::NoSuchProcess => "no such process",
+        FaultKind::ThreadNotProcess => "a thread, not a process",
+        FaultKind::NotCudaProcess => "not a CUDA process",
+        FaultKind::PermissionDenied => "permission denied",
+        FaultKind::LockTimeout => "lock timed out",
+        FaultKind::WrongState => "wrong state",
+        FaultKind::MapRejected => "GPU map rejected",
+        FaultKind::InvalidMap => "invalid GPU map",
+        FaultKind::OutOfMemory => "out of memory",
+        FaultKind::DriverError => "driver error",
+        FaultKind::DriverUnavailable => "driver unavailable",
+        FaultKind::WaitTimeout => "timed out",
+        FaultKind::NotAttempted => "not attempted",
+        FaultKind::RolledBack => "rolled back",
+        FaultKind::RollbackFailed => "rollback failed",
+        FaultKind::Interrupted => "interrupted",
+        FaultKind::DeadlineExceeded => "deadline passed",
+        FaultKind::ProcessStopped => "process stopped",
+        FaultKind::InsufficientGpuMemory => "not enough GPU memory",
+        FaultKind::VerifyFailed => "verification failed",
+        FaultKind::InUse => "in use by another cudackpt",
+        FaultKind::ProcUnreadable => "/proc unreadable",
+        FaultKind::UnsafePath => "untrusted path",
+        FaultKind::Unrestorable => "could not be restored",
+        FaultKind::Undumpable => "CRIU could not dump it",
+        FaultKind::InsufficientHostMemory => "not enough host memory",
+        FaultKind::OomKilled => "killed by the OOM killer",
+        FaultKind::NeedsRecovery => "left by a dead cudackpt",
+        FaultKind::LockUnavailable => "lock unavailable",
+        FaultKind::SpawnFailed => "could not start a helper",
+        FaultKind::CannotDrain => "cannot drain",
+        FaultKind::DrainTimeout => "did not drain in time",
+        FaultKind::RebuildFailed => "rebuild failed",
+        FaultKind::Usage => "usage error",
     }
 }
 
 /// `cudackpt: <message> [CUDA_ERROR_X 600]` and an indented hint.
-pub fn failure_text(failure: &Failure) -> String {
-    let mut text = format!("cudackpt: {}", failure.message);
+pub fn failure_text(failure: &Fault) -> String {
+    let mut message = failure.message.clone();
     if let Some(cuda) = failure.cuda {
-        text.push_str(&format!(" [{} {}]", cuda.name(), cuda.code));
+        message.push_str(&format!(" [{} {}]", cuda.name(), cuda.code));
     }
-    text.push('\n');
-    if let Some(hint) = &failure.hint {
-        text.push_str(&format!("  hint: {hint}\n"));
-    }
-    text
+    super::stderr::error_lines(&message, failure.hint.as_deref())
 }

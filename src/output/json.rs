@@ -14,14 +14,14 @@ use crate::commands::doctor::{Check, DoctorReport, DriverInfo, Status};
 use crate::gpu::inventory::{Gpu, Source};
 
 use super::look::millis;
-use crate::ops::vocabulary::failure::Failure;
-use crate::ops::vocabulary::report::{GpuMemory, ProcessReport, Report, StepRecord};
+use crate::ops::vocabulary::failure::Fault;
+use crate::ops::vocabulary::report::{CallRecord, CommandReport, GpuBytes, TargetReport};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// The names a failure `kind` takes.
 fn kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let kinds: Vec<&str> = crate::ops::vocabulary::failure::FailureKind::ALL
+    let kinds: Vec<&str> = crate::ops::vocabulary::failure::FaultKind::ALL
         .iter()
         .map(|k| k.as_str())
         .collect();
@@ -30,7 +30,7 @@ fn kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 
 /// Where the drain handshake left a process.
 fn drain_outcome_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let outcomes: Vec<&str> = crate::ops::vocabulary::report::DrainOutcome::ALL
+    let outcomes: Vec<&str> = crate::ops::vocabulary::report::DrainVerdict::ALL
         .iter()
         .map(|o| o.as_str())
         .collect();
@@ -191,7 +191,7 @@ pub struct ErrorDoc<'a> {
 }
 
 impl<'a> ErrorDoc<'a> {
-    pub fn from_failure(failure: &'a Failure) -> ErrorDoc<'a> {
+    pub fn from_failure(failure: &'a Fault) -> ErrorDoc<'a> {
         ErrorDoc {
             kind: failure.kind.as_str(),
             message: &failure.message,
@@ -202,7 +202,7 @@ impl<'a> ErrorDoc<'a> {
     }
 }
 
-fn step_doc(step: &StepRecord) -> StepDoc {
+fn step_doc(step: &CallRecord) -> StepDoc {
     StepDoc {
         step: step.step.to_string(),
         ok: step.ok,
@@ -211,7 +211,7 @@ fn step_doc(step: &StepRecord) -> StepDoc {
     }
 }
 
-fn process_doc(p: &ProcessReport) -> ProcessDoc<'_> {
+fn process_doc(p: &TargetReport) -> ProcessDoc<'_> {
     ProcessDoc {
         pid: p.pid,
         name: p.name.as_deref(),
@@ -227,13 +227,13 @@ fn process_doc(p: &ProcessReport) -> ProcessDoc<'_> {
         rollback_error: p.rollback_failure.as_ref().map(ErrorDoc::from_failure),
         nccl: p.nccl,
         stopped: p.stopped,
-        gpu_memory_bytes: p.gpu_memory.map(GpuMemory::bytes),
+        gpu_memory_bytes: p.gpu_memory.map(GpuBytes::bytes),
         gpu_memory_held_bytes: match p.gpu_memory {
-            Some(GpuMemory::Held(bytes)) => Some(bytes),
+            Some(GpuBytes::Held(bytes)) => Some(bytes),
             _ => None,
         },
         gpu_memory_moved_bytes: match p.gpu_memory {
-            Some(GpuMemory::Moved(bytes)) => Some(bytes),
+            Some(GpuBytes::Moved(bytes)) => Some(bytes),
             _ => None,
         },
         record: p.record.as_deref(),
@@ -253,7 +253,7 @@ fn process_doc(p: &ProcessReport) -> ProcessDoc<'_> {
 }
 
 /// Renders a process command's report as one JSON document and a newline.
-pub fn process_report(report: &Report) -> String {
+pub fn process_report(report: &CommandReport) -> String {
     let doc = ProcessCommandDoc {
         schema_version: SCHEMA_VERSION,
         command: report.command,

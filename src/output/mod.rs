@@ -14,8 +14,10 @@ mod doctor;
 pub mod human;
 pub mod json;
 pub mod look;
+pub mod progress;
+pub mod stderr;
 
-pub use look::{colour_suits, format_duration, ColorChoice, Look};
+pub use look::{ColorChoice, Look};
 
 use std::io::{self, Write};
 
@@ -74,7 +76,7 @@ impl Sink {
 pub fn errors_only(stderr: &str) -> String {
     stderr
         .lines()
-        .filter(|line| !line.starts_with("cudackpt: warning:"))
+        .filter(|line| !stderr::is_warning(line))
         .map(|line| format!("{line}\n"))
         .collect()
 }
@@ -82,9 +84,7 @@ pub fn errors_only(stderr: &str) -> String {
 /// Says on stderr that stdout could not be written, and turns a success
 /// into a failure (a command that already failed keeps its own status).
 pub fn write_failed(error: &io::Error, status: crate::exit::ExitStatus) -> crate::exit::ExitStatus {
-    write_stderr(&format!(
-        "cudackpt: error writing the result to stdout: {error}\n"
-    ));
+    stderr::say(&format!("error writing the result to stdout: {error}"));
     if status == crate::exit::ExitStatus::Success {
         crate::exit::ExitStatus::Failed
     } else {
@@ -152,14 +152,14 @@ impl Rendered for crate::commands::install_compat::InstallReport {
         let warnings: String = self
             .warnings
             .iter()
-            .map(|w| format!("cudackpt: warning: {w}\n"))
+            .map(|w| stderr::warning_line(w))
             .collect();
         if self.ok {
             (format!("{}\n", self.message), warnings)
         } else {
             (
                 String::new(),
-                format!("cudackpt: {}\n{warnings}", self.message),
+                format!("{}{warnings}", stderr::line(&self.message)),
             )
         }
     }
@@ -169,7 +169,7 @@ impl Rendered for crate::commands::install_compat::InstallReport {
     }
 }
 
-impl Rendered for crate::ops::vocabulary::report::Report {
+impl Rendered for crate::ops::vocabulary::report::CommandReport {
     fn json(&self) -> String {
         json::process_report(self)
     }
@@ -179,7 +179,7 @@ impl Rendered for crate::ops::vocabulary::report::Report {
     }
 
     fn exit_status(&self) -> crate::exit::ExitStatus {
-        crate::ops::vocabulary::report::Report::exit_status(self)
+        crate::ops::vocabulary::report::CommandReport::exit_status(self)
     }
 }
 
@@ -194,13 +194,9 @@ pub fn write_stdout(text: &str) -> io::Result<()> {
     )
 }
 
-/// Writes `text` to stderr, ignoring a closed stream. Messages carry the
-/// names of processes and threads, which their owners choose: every control
-/// character but the newline is escaped (`\x1b`), so none can drive the
-/// terminal (cudackpt writes no colour or cursor motion to stderr).
+/// Writes `text` (lines already made) to stderr: see [`stderr`].
 pub fn write_stderr(text: &str) {
-    let text = crate::targets::name::printable_lines(text);
-    let _ = io::stderr().lock().write_all(text.as_bytes());
+    stderr::write(text);
 }
 
 pub fn ignore_broken_pipe(result: io::Result<()>) -> io::Result<()> {

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use syn::visit::Visit;
 
-use crate::layout_graph::source_files;
+use crate::layout_graph::{findings, is_test_module, src_files};
 
 /// What reads the environment around the one module, in one file.
 #[derive(Default)]
@@ -111,12 +111,7 @@ impl<'a> Visit<'a> for Readers {
 
     fn visit_item_mod(&mut self, module: &'a syn::ItemMod) {
         // Tests set and read variables as they please.
-        let test = module.attrs.iter().any(|a| {
-            a.path().is_ident("cfg")
-                && a.parse_args::<syn::Meta>()
-                    .is_ok_and(|m| m.path().is_ident("test"))
-        });
-        if !test {
+        if !is_test_module(&module.attrs) {
             syn::visit::visit_item_mod(self, module);
         }
     }
@@ -134,22 +129,15 @@ fn collect_use_names(tree: &syn::UseTree, out: &mut Vec<String>) {
 
 /// Each finding in `files` (path, code), but in `environment.rs`.
 fn readers_outside(files: &[(PathBuf, String)]) -> Vec<String> {
-    let mut found = Vec::new();
-    for (file, code) in files {
-        if file.ends_with("environment.rs") {
-            continue;
-        }
-        let parsed = syn::parse_file(code).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        let mut readers = Readers::default();
-        readers.visit_file(&parsed);
-        found.extend(
-            readers
-                .found
-                .into_iter()
-                .map(|f| format!("{}: {f}", file.display())),
-        );
-    }
-    found
+    findings(
+        files,
+        |file| file.ends_with("environment.rs"),
+        |parsed| {
+            let mut readers = Readers::default();
+            readers.visit_file(parsed);
+            readers.found
+        },
+    )
 }
 
 fn src() -> PathBuf {
@@ -158,11 +146,7 @@ fn src() -> PathBuf {
 
 #[test]
 fn every_environment_variable_is_read_in_one_module() {
-    let src = src();
-    let files: Vec<(PathBuf, String)> = source_files(&src)
-        .into_iter()
-        .map(|(_, file, code)| (file.strip_prefix(&src).unwrap().to_path_buf(), code))
-        .collect();
+    let files = src_files();
     let found = readers_outside(&files);
     assert!(
         found.is_empty(),
@@ -251,7 +235,7 @@ fn variables_for_tests_are_read_by_debug_builds_only() {
         .expect("environment::debug")
         .split("\n}\n")
         .next()
-        .unwrap();
+        .expect("its body");
     if !debug_fn.contains("cfg!(debug_assertions)") {
         wrong.push(
             "environment::debug must answer only in debug builds (cfg!(debug_assertions))"

@@ -342,3 +342,46 @@ fn cycles(edges: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> Vec<Vec<ModPath>> {
     }
     state.groups
 }
+
+/// Whether `attrs` hold `#[cfg(test)]`: a test module, which the checks
+/// of `src/` leave out.
+pub fn is_test_module(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg")
+            && a.parse_args::<syn::Meta>()
+                .is_ok_and(|meta| meta.path().is_ident("test"))
+    })
+}
+
+/// `src/`'s files, each by its path under `src/`, with its code.
+pub fn src_files() -> Vec<(PathBuf, String)> {
+    let src = crate::support::workspace().join("src");
+    source_files(&src)
+        .into_iter()
+        .map(|(_, file, code)| {
+            (
+                file.strip_prefix(&src).expect("under src/").to_path_buf(),
+                code,
+            )
+        })
+        .collect()
+}
+
+/// What a visitor made with `found(file) -> findings` says of each of
+/// `files` but those `skip` names, each finding after its file's path.
+pub fn findings(
+    files: &[(PathBuf, String)],
+    skip: impl Fn(&Path) -> bool,
+    found: impl Fn(&syn::File) -> Vec<String>,
+) -> Vec<String> {
+    let mut all = Vec::new();
+    for (file, code) in files.iter().filter(|(file, _)| !skip(file)) {
+        let parsed = syn::parse_file(code).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        all.extend(
+            found(&parsed)
+                .into_iter()
+                .map(|f| format!("{}: {f}", file.display())),
+        );
+    }
+    all
+}

@@ -17,6 +17,7 @@ pub(crate) use support::{schema_check, wire};
 mod compound;
 mod single_steps;
 mod state;
+mod stderr;
 mod stopped;
 mod targets;
 

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::layout_graph::source_files;
+use crate::layout_graph::{is_test_module, src_files};
 
 /// Every type declared at item level in `items` (into nested inline
 /// modules, but not `#[cfg(test)]` ones), with where it is.
@@ -35,14 +35,6 @@ fn declared(items: &[syn::Item], file: &str, out: &mut BTreeMap<String, Vec<Stri
     }
 }
 
-fn is_test_module(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|a| {
-        a.path().is_ident("cfg")
-            && a.parse_args::<syn::Meta>()
-                .is_ok_and(|meta| meta.path().is_ident("test"))
-    })
-}
-
 /// The names declared more than once in `files`, with their files.
 fn declared_twice(files: &[(PathBuf, String)]) -> Vec<String> {
     let mut seen = BTreeMap::new();
@@ -58,11 +50,7 @@ fn declared_twice(files: &[(PathBuf, String)]) -> Vec<String> {
 
 #[test]
 fn no_type_name_is_declared_twice_in_src() {
-    let src = crate::support::workspace().join("src");
-    let files: Vec<(PathBuf, String)> = source_files(&src)
-        .into_iter()
-        .map(|(_, file, code)| (file.strip_prefix(&src).unwrap().to_path_buf(), code))
-        .collect();
+    let files = src_files();
     let twice = declared_twice(&files);
     assert!(
         twice.is_empty(),

@@ -5,19 +5,19 @@
 
 use crate::driver::{code, CallError, LoadError, ProcessState};
 use crate::gpu::map::MapError;
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::{wrong_state_hint, Step};
 use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::process::{TargetError, PERMISSION_HINT};
 
 /// The refusal of a map that cannot be used, in words and an exit status.
-pub fn map_failure(error: &MapError) -> Failure {
+pub fn map_failure(error: &MapError) -> Fault {
     let kind = if error.is_syntax() {
-        FailureKind::Usage
+        FaultKind::Usage
     } else {
-        FailureKind::InvalidMap
+        FaultKind::InvalidMap
     };
-    Failure::new(
+    Fault::new(
         kind,
         error.to_string(),
         "write the map as OLD=NEW pairs of GPU UUIDs (`nvidia-smi -L` lists them) or NEW as a GPU index; the driver needs every GPU of this host mapped, each to a distinct GPU",
@@ -33,24 +33,22 @@ pub fn describe_process(pid: i32, name: Option<&str>) -> String {
     }
 }
 
-pub fn from_target_error(error: &TargetError) -> Failure {
+pub fn from_target_error(error: &TargetError) -> Fault {
     let kind = match error {
-        TargetError::NoSuchProcess { .. } | TargetError::Zombie { .. } => {
-            FailureKind::NoSuchProcess
-        }
-        TargetError::Thread { .. } => FailureKind::ThreadNotProcess,
-        TargetError::PermissionDenied { .. } => FailureKind::PermissionDenied,
-        TargetError::Unreadable { .. } => FailureKind::ProcUnreadable,
+        TargetError::NoSuchProcess { .. } | TargetError::Zombie { .. } => FaultKind::NoSuchProcess,
+        TargetError::Thread { .. } => FaultKind::ThreadNotProcess,
+        TargetError::PermissionDenied { .. } => FaultKind::PermissionDenied,
+        TargetError::Unreadable { .. } => FaultKind::ProcUnreadable,
     };
-    Failure::new(kind, error.to_string(), error.hint())
+    Fault::new(kind, error.to_string(), error.hint())
 }
 
 /// A target whose restore thread is stopped: every driver call but the
 /// restore-thread query would wait until it runs again (measured on driver
 /// 580: GetState blocks on a SIGSTOPped process), so nothing is asked.
-pub fn process_stopped(pid: i32, name: Option<&str>) -> Failure {
-    Failure::new(
-        FailureKind::ProcessStopped,
+pub fn process_stopped(pid: i32, name: Option<&str>) -> Fault {
+    Fault::new(
+        FaultKind::ProcessStopped,
         format!(
             "{} is stopped (SIGSTOP, a debugger or CRIU's freeze), and the driver cannot answer for it until it runs",
             describe_process(pid, name)
@@ -59,12 +57,12 @@ pub fn process_stopped(pid: i32, name: Option<&str>) -> Failure {
     )
 }
 
-pub fn from_load_error(error: &LoadError) -> Failure {
+pub fn from_load_error(error: &LoadError) -> Fault {
     let kind = match error {
-        LoadError::Untrusted(_) => FailureKind::UnsafePath,
-        _ => FailureKind::DriverUnavailable,
+        LoadError::Untrusted(_) => FaultKind::UnsafePath,
+        _ => FaultKind::DriverUnavailable,
     };
-    Failure::new(kind, error.to_string(), error.hint())
+    Fault::new(kind, error.to_string(), error.hint())
 }
 
 /// What a failed call was trying to do.
@@ -106,41 +104,32 @@ pub fn from_call(
     name: Option<&str>,
     error: &CallError,
     facts: Facts<'_>,
-) -> Failure {
+) -> Fault {
     let who = describe_process(pid, name);
     let verb = attempt.verb();
     let cuda = match error {
-        CallError::Missing(missing) => {
-            return Failure::new(
-                FailureKind::DriverUnavailable,
-                format!(
-                    "could not {verb} {who}: this CUDA driver has no {}",
-                    missing.function
-                ),
-                "the checkpoint API needs display driver 570 or newer; run `cudackpt doctor`",
-            )
-        }
+        CallError::Missing(missing) => return missing_function(verb, &who, missing.function),
         CallError::Cuda { error, .. } => *error,
     };
     let failure = match cuda.code {
         // A process that died during the call can also answer this way.
-        code::NOT_INITIALIZED | code::OPERATING_SYSTEM if !facts.alive => Failure::new(
-            FailureKind::NoSuchProcess,
+        code::NOT_INITIALIZED | code::OPERATING_SYSTEM if !facts.alive => Fault::new(
+            FaultKind::NoSuchProcess,
             format!("could not {verb} {who}: the process has exited"),
             "check the PID",
         ),
-        code::NOT_INITIALIZED => Failure::new(
-            FailureKind::NotCudaProcess,
+        code::NOT_INITIALIZED => Fault::new(
+            FaultKind::NotCudaProcess,
             format!("{who} is not a CUDA process: the driver has no CUDA state for it"),
             "check the PID; a process must have initialised CUDA before it can be checkpointed (`nvidia-smi` lists GPU processes)",
         ),
-        code::OPERATING_SYSTEM if !facts.caller_privileged => Failure::new(
-            FailureKind::PermissionDenied,
+        code::OPERATING_SYSTEM if !facts.caller_privileged => Fault::new(
+            FaultKind::PermissionDenied,
             format!("could not {verb} {who}: the driver was refused access to the process"),
             PERMISSION_HINT,
         ),
-        code::NOT_PERMITTED => Failure::new(
-            FailureKind::PermissionDenied,
+        code::NOT_PERMITTED => Fault::new(
+            FaultKind::PermissionDenied,
             format!("could not {verb} {who}: the driver does not permit it"),
             PERMISSION_HINT,
         ),
@@ -148,36 +137,50 @@ pub fn from_call(
         code::NOT_READY if matches!(attempt, Attempt::Step(Step::Lock { .. })) => {
             lock_timeout(attempt, &who)
         }
-        code::INVALID_VALUE if matches!(attempt, Attempt::Step(Step::Restore { map }) if !map.is_empty()) => Failure::new(
-            FailureKind::MapRejected,
+        code::INVALID_VALUE if matches!(attempt, Attempt::Step(Step::Restore { map }) if !map.is_empty()) => Fault::new(
+            FaultKind::MapRejected,
             format!("could not restore {who}: the driver rejected the GPU map; the process is still checkpointed"),
             "the driver needs a map over every GPU of this host, each sent to a distinct GPU (on two GPUs: A=B,B=A); `nvidia-smi -L` lists the UUIDs",
         ),
-        code::OUT_OF_MEMORY => Failure::new(
-            FailureKind::OutOfMemory,
+        code::OUT_OF_MEMORY => Fault::new(
+            FaultKind::OutOfMemory,
             format!("could not {verb} {who}: not enough memory"),
             "free GPU memory on the target GPU before retrying; NVIDIA reports (driver 580.95) that a restore failing for memory can leave a process unrecoverable",
         ),
         code::NOT_SUPPORTED => not_supported(attempt, &who, verb),
-        code::OPERATING_SYSTEM => Failure::new(
-            FailureKind::DriverError,
+        code::OPERATING_SYSTEM => Fault::new(
+            FaultKind::DriverError,
             format!("could not {verb} {who}: the driver hit an operating-system error"),
             "if an earlier restore of this process failed (for example out of GPU memory), the driver may be unable to recover it; check `cudackpt state`",
         ),
-        _ => Failure::new(
-            FailureKind::DriverError,
-            match facts.driver_says {
-                Some(words) => format!("could not {verb} {who}: the driver says \"{words}\""),
-                None => format!("could not {verb} {who}: the driver returned an error"),
-            },
-            "run with -v for details, and `cudackpt doctor` to check the host",
-        ),
+        _ => unexplained(verb, &who, facts.driver_says),
     };
     failure.with_cuda(cuda)
 }
 
+/// A driver without the checkpoint function the call needed.
+fn missing_function(verb: &str, who: &str, function: &str) -> Fault {
+    Fault::new(
+        FaultKind::DriverUnavailable,
+        format!("could not {verb} {who}: this CUDA driver has no {function}"),
+        "the checkpoint API needs display driver 570 or newer; run `cudackpt doctor`",
+    )
+}
+
+/// An answer no case above explains: the driver's own words, if any.
+fn unexplained(verb: &str, who: &str, driver_says: Option<&str>) -> Fault {
+    Fault::new(
+        FaultKind::DriverError,
+        match driver_says {
+            Some(words) => format!("could not {verb} {who}: the driver says \"{words}\""),
+            None => format!("could not {verb} {who}: the driver returned an error"),
+        },
+        "run with -v for details, and `cudackpt doctor` to check the host",
+    )
+}
+
 /// `CUDA_ERROR_NOT_READY` from a lock: its CUDA work outlasted the timeout.
-fn lock_timeout(attempt: Attempt<'_>, who: &str) -> Failure {
+fn lock_timeout(attempt: Attempt<'_>, who: &str) -> Fault {
     let timeout = match attempt {
         Attempt::Step(Step::Lock { timeout }) => *timeout,
         _ => Timeout::NONE,
@@ -186,8 +189,8 @@ fn lock_timeout(attempt: Attempt<'_>, who: &str) -> Failure {
         Some(_) => format!("within {timeout}"),
         None => "before the driver gave up waiting".to_string(),
     };
-    Failure::new(
-        FailureKind::LockTimeout,
+    Fault::new(
+        FaultKind::LockTimeout,
         format!("could not lock {who}: its CUDA work did not finish {waited}; the process is still running"),
         "retry with a longer --timeout (0 waits as long as it takes), or when the process is idle",
     )
@@ -197,20 +200,20 @@ fn lock_timeout(attempt: Attempt<'_>, who: &str) -> Failure {
 /// checkpoint it refuses what it cannot copy (managed memory) and loses
 /// nothing; at restore it follows a checkpoint that succeeded, and may not
 /// be undone.
-fn not_supported(attempt: Attempt<'_>, who: &str, verb: &str) -> Failure {
+fn not_supported(attempt: Attempt<'_>, who: &str, verb: &str) -> Fault {
     match attempt {
-        Attempt::Step(Step::Checkpoint) => Failure::new(
-            FailureKind::DriverError,
+        Attempt::Step(Step::Checkpoint) => Fault::new(
+            FaultKind::DriverError,
             format!("could not checkpoint {who}: the driver does not support checkpointing what this process uses (managed/UVM memory, or another feature); nothing was lost, the process stays where it was"),
             "checkpoint processes that use plain device allocations; managed memory (cudaMallocManaged) cannot be checkpointed by this driver",
         ),
-        Attempt::Step(Step::Restore { .. }) => Failure::new(
-            FailureKind::DriverError,
+        Attempt::Step(Step::Restore { .. }) => Fault::new(
+            FaultKind::DriverError,
             format!("could not restore {who}: the driver does not support restoring it here, after a checkpoint that succeeded; the process stays checkpointed and may be unrecoverable"),
             "on driver 580 this is what a rank of an NCCL job over P2P/SHM, or a CUDA IPC party, does; try again, and if it keeps failing (304), the process is lost: restart it",
         ),
-        _ => Failure::new(
-            FailureKind::DriverError,
+        _ => Fault::new(
+            FaultKind::DriverError,
             format!("could not {verb} {who}: the driver does not support this here"),
             "this GPU, driver or setup (MIG, vGPU, MPS, an old driver) may not support checkpointing; run `cudackpt doctor`",
         ),
@@ -222,7 +225,7 @@ fn illegal_state(
     who: &str,
     verb: &str,
     state_now: Option<ProcessState>,
-) -> Failure {
+) -> Fault {
     let (needs, step) = match attempt {
         Attempt::Step(step @ Step::Lock { .. }) => ("running", Some(step)),
         Attempt::Step(step @ (Step::Checkpoint | Step::Unlock)) => ("locked", Some(step)),
@@ -239,7 +242,7 @@ fn illegal_state(
         (Some(step), Some(state)) => wrong_state_hint(step, state),
         _ => "check the state with `cudackpt state`".to_string(),
     };
-    Failure::new(FailureKind::WrongState, message, hint)
+    Fault::new(FaultKind::WrongState, message, hint)
 }
 
 #[cfg(test)]
@@ -273,21 +276,21 @@ mod tests {
                 Attempt::Step(&lock),
                 3,
                 alive(),
-                FailureKind::NotCudaProcess,
+                FaultKind::NotCudaProcess,
                 5,
             ),
             (
                 Attempt::Step(&lock),
                 304,
                 Facts::default(),
-                FailureKind::NoSuchProcess,
+                FaultKind::NoSuchProcess,
                 5,
             ),
             (
                 Attempt::Step(&lock),
                 3,
                 Facts::default(),
-                FailureKind::NoSuchProcess,
+                FaultKind::NoSuchProcess,
                 5,
             ),
             (
@@ -297,38 +300,32 @@ mod tests {
                     alive: true,
                     ..Facts::default()
                 },
-                FailureKind::PermissionDenied,
+                FaultKind::PermissionDenied,
                 6,
             ),
             (
                 Attempt::Step(&lock),
                 304,
                 alive(),
-                FailureKind::DriverError,
+                FaultKind::DriverError,
                 1,
             ),
             (
                 Attempt::Step(&lock),
                 600,
                 alive(),
-                FailureKind::LockTimeout,
+                FaultKind::LockTimeout,
                 3,
             ),
-            (
-                Attempt::Step(&lock),
-                401,
-                alive(),
-                FailureKind::WrongState,
-                4,
-            ),
+            (Attempt::Step(&lock), 401, alive(), FaultKind::WrongState, 4),
             (
                 Attempt::Step(&lock),
                 800,
                 alive(),
-                FailureKind::PermissionDenied,
+                FaultKind::PermissionDenied,
                 6,
             ),
-            (Attempt::GetState, 999, alive(), FailureKind::DriverError, 1),
+            (Attempt::GetState, 999, alive(), FaultKind::DriverError, 1),
         ];
         for (attempt, code, facts, kind, exit) in cases {
             let failure = from_call(attempt, 42, Some("python3"), &cuda(code), facts);
@@ -387,12 +384,12 @@ mod tests {
         };
         assert_eq!(
             from_call(Attempt::Step(&mapped), 7, None, &cuda(1), alive()).kind,
-            FailureKind::MapRejected
+            FaultKind::MapRejected
         );
         let plain = Step::Restore { map: vec![] };
         assert_eq!(
             from_call(Attempt::Step(&plain), 7, None, &cuda(1), alive()).kind,
-            FailureKind::DriverError
+            FaultKind::DriverError
         );
     }
 

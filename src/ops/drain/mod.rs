@@ -21,7 +21,7 @@ use crate::ops::journal::intent::Journal;
 use crate::ops::preflight::host_memory::{self, Weighed};
 use crate::ops::preflight::restorable::{self, Passed};
 use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::ProcessReport;
+use crate::ops::vocabulary::report::TargetReport;
 use crate::ops::vocabulary::request::Request;
 use crate::ops::vocabulary::stop::Stop;
 
@@ -98,7 +98,7 @@ impl<'r> Drain<'r> {
     }
 
     /// A dry run's word on the drain.
-    pub fn predict(&self, ready: &Ready, reports: &mut [ProcessReport]) {
+    pub fn predict(&self, ready: &Ready, reports: &mut [TargetReport]) {
         stage::predict(self.request, ready, reports);
     }
 
@@ -119,7 +119,7 @@ impl<'r> Drain<'r> {
         &self,
         underway: DrainInProgress,
         ready: &Ready,
-        reports: &mut [ProcessReport],
+        reports: &mut [TargetReport],
         journal: &Journal,
         interrupt: &Interrupt,
         deadline: Option<Instant>,

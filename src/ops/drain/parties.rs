@@ -12,10 +12,10 @@ use crate::ops::diagnose::describe_process;
 use crate::ops::execute::concurrently;
 use crate::ops::preflight::restorable;
 use crate::ops::vocabulary::drain_protocol::DrainSignal;
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::place::Place;
 use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::{DrainOutcome, DrainReport, ProcessReport};
+use crate::ops::vocabulary::report::{DrainRecord, DrainVerdict, TargetReport};
 use crate::ops::vocabulary::stop::Stop;
 use crate::targets::process::Target;
 
@@ -110,11 +110,11 @@ pub(super) fn parties(ready: &Ready, signal: DrainSignal) -> Result<Parties, Sto
     }
 }
 
-pub(super) fn stop_unable(unable: Vec<ProcessReport>) -> Stop {
+pub(super) fn stop_unable(unable: Vec<TargetReport>) -> Stop {
     let first = unable[0].pid;
     Stop::Declined {
         refused: unable,
-        others: Some(Failure::not_drained(format!(
+        others: Some(Fault::not_drained(format!(
             "PID {first} cannot drain, so nothing was sent to any process"
         ))),
     }
@@ -140,7 +140,7 @@ pub(super) fn cannot_drain(
     state: Option<ProcessState>,
     why: &Cannot,
     signal: DrainSignal,
-) -> ProcessReport {
+) -> TargetReport {
     let who = describe_process(target.pid, Some(&target.name));
     let (message, hint) = match why {
         Cannot::NotCaught(evidence) => (
@@ -160,12 +160,12 @@ pub(super) fn cannot_drain(
             format!("unlock it (`cudackpt unlock {}`), then drain with `suspend --drain`", target.pid),
         ),
     };
-    ProcessReport {
+    TargetReport {
         state_before: state,
         state,
-        failure: Some(Failure::new(FailureKind::CannotDrain, message, hint)),
-        drain: Some(DrainReport::new(signal.number(), DrainOutcome::CannotDrain)),
-        ..ProcessReport::new(target.pid, Some(target.name.clone()))
+        failure: Some(Fault::new(FaultKind::CannotDrain, message, hint)),
+        drain: Some(DrainRecord::new(signal.number(), DrainVerdict::CannotDrain)),
+        ..TargetReport::new(target.pid, Some(target.name.clone()))
     }
 }
 

@@ -11,10 +11,10 @@ use crate::driver::ProcessState;
 use crate::ops::journal::drained;
 use crate::ops::journal::intent::SignalLedger;
 use crate::ops::vocabulary::drain_protocol::{self, DrainSignal};
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::{DrainOutcome, DrainReport, ProcessReport};
+use crate::ops::vocabulary::report::{DrainRecord, DrainVerdict, TargetReport};
 use crate::ops::vocabulary::request::Request;
 use crate::targets::process::Target;
 
@@ -26,14 +26,14 @@ pub(super) fn resumes(operation: &Operation) -> bool {
     )
 }
 
-pub(super) fn state_in(reports: &[ProcessReport], pid: i32) -> Option<ProcessState> {
+pub(super) fn state_in(reports: &[TargetReport], pid: i32) -> Option<ProcessState> {
     reports.iter().find(|r| r.pid == pid).and_then(|r| r.state)
 }
 
 /// A rebuild that did not finish is the command's failure when nothing
 /// else failed, else a warning.
-pub(super) fn note_rebuild(report: &mut ProcessReport, drain: &DrainReport) {
-    if drain.outcome == DrainOutcome::RebuildFailed {
+pub(super) fn note_rebuild(report: &mut TargetReport, drain: &DrainRecord) {
+    if drain.outcome == DrainVerdict::RebuildFailed {
         let failure = rebuild_failed(report.pid, drain.signal, drain.rebuild_error.as_deref());
         match &report.failure {
             None => report.failure = Some(failure),
@@ -41,7 +41,7 @@ pub(super) fn note_rebuild(report: &mut ProcessReport, drain: &DrainReport) {
         }
         return;
     }
-    if drain.outcome != DrainOutcome::NotRebuilt {
+    if drain.outcome != DrainVerdict::NotRebuilt {
         return;
     }
     let words = format!(
@@ -49,8 +49,8 @@ pub(super) fn note_rebuild(report: &mut ProcessReport, drain: &DrainReport) {
         drain.signal, report.pid
     );
     if report.failure.is_none() {
-        report.failure = Some(Failure::new(
-            FailureKind::DrainTimeout,
+        report.failure = Some(Fault::new(
+            FaultKind::DrainTimeout,
             words,
             "look at the process: its rebuild (e.g. a new NCCL communicator) may be waiting for a rank that is not back",
         ));
@@ -61,7 +61,7 @@ pub(super) fn note_rebuild(report: &mut ProcessReport, drain: &DrainReport) {
 
 /// The failure of a process whose rebuild failed (it renamed its marker
 /// thread, and may have said why) or that exited during it.
-pub fn rebuild_failed(pid: i32, signal: i32, stated: Option<&str>) -> Failure {
+pub fn rebuild_failed(pid: i32, signal: i32, stated: Option<&str>) -> Fault {
     let how = if crate::targets::process::is_alive(pid) {
         let why = stated.map_or(String::new(), |text| {
             format!(": \"{}\"", crate::targets::name::printable(text))
@@ -73,8 +73,8 @@ pub fn rebuild_failed(pid: i32, signal: i32, stated: Option<&str>) -> Failure {
     } else {
         "exited during its rebuild".to_string()
     };
-    Failure::new(
-        FailureKind::RebuildFailed,
+    Fault::new(
+        FaultKind::RebuildFailed,
         format!("PID {pid}, asked to rebuild (signal {signal}), {how}; nothing was rolled back"),
         "read the process's own log for the whole error (the drain client raises it in the training loop); its checkpoint was restored, so only the job's communicators are at fault",
     )
@@ -89,7 +89,7 @@ pub fn rebuild(
     until: Instant,
     ledger: &dyn SignalLedger,
     stop: &dyn Fn() -> bool,
-) -> Vec<(i32, DrainReport)> {
+) -> Vec<(i32, DrainRecord)> {
     let mut sent = Vec::new();
     let mut reports = Vec::new();
     for &target in targets {
@@ -105,7 +105,7 @@ pub fn rebuild(
         } else {
             reports.push((
                 target.pid,
-                DrainReport::new(signal.number(), DrainOutcome::NotRebuilt),
+                DrainRecord::new(signal.number(), DrainVerdict::NotRebuilt),
             ));
         }
     }
@@ -117,7 +117,7 @@ pub fn rebuild(
     reports.extend(stopped.iter().map(|t| {
         (
             t.pid,
-            DrainReport::new(signal.number(), DrainOutcome::NotRebuilt),
+            DrainRecord::new(signal.number(), DrainVerdict::NotRebuilt),
         )
     }));
     // The marker went: rebuilt, unless it went because the rebuild failed
@@ -136,15 +136,15 @@ pub fn rebuild(
     let answers = drain::wait_for(&sent, answered, until, stop);
     let failed = crate::ops::vocabulary::locked(&failed).clone();
     for (target, answer) in sent.iter().zip(answers) {
-        let mut report = DrainReport::new(signal.number(), DrainOutcome::Rebuilt);
+        let mut report = DrainRecord::new(signal.number(), DrainVerdict::Rebuilt);
         match answer {
             Answer::After(_) if failed.contains(&target.pid) => {
-                report.outcome = DrainOutcome::RebuildFailed;
+                report.outcome = DrainVerdict::RebuildFailed;
                 report.rebuild_error = drain::stated_error(target.pid);
             }
             Answer::After(took) => report.rebuilt = Some(took),
-            Answer::Gone => report.outcome = DrainOutcome::RebuildFailed,
-            Answer::None => report.outcome = DrainOutcome::NotRebuilt,
+            Answer::Gone => report.outcome = DrainVerdict::RebuildFailed,
+            Answer::None => report.outcome = DrainVerdict::NotRebuilt,
         }
         reports.push((target.pid, report));
     }
@@ -156,7 +156,7 @@ pub fn rebuild(
 pub(super) fn rebuild_resumed(
     request: &Request<'_>,
     ready: &Ready,
-    reports: &mut [ProcessReport],
+    reports: &mut [TargetReport],
     ledger: &dyn SignalLedger,
     deadline: Option<Instant>,
 ) {
@@ -179,9 +179,9 @@ pub(super) fn rebuild_resumed(
         .partition(|t| drain::may_ask(t, signal).is_ok());
     for target in deaf {
         if let Some(report) = reports.iter_mut().find(|r| r.pid == target.pid) {
-            report.drain = Some(DrainReport::new(signal.number(), DrainOutcome::NotRebuilt));
-            report.failure.get_or_insert_with(|| Failure::new(
-                FailureKind::CannotDrain,
+            report.drain = Some(DrainRecord::new(signal.number(), DrainVerdict::NotRebuilt));
+            report.failure.get_or_insert_with(|| Fault::new(
+                FaultKind::CannotDrain,
                 format!("PID {} shows the drain marker, so it waits to rebuild, but it does not catch signal {signal}: nothing was sent", target.pid),
                 "resume it again with the --drain-signal it was drained with (CUDACKPT_DRAIN_SIGNAL)",
             ));

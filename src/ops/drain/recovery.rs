@@ -8,7 +8,7 @@ use super::protocol::{self as drain};
 use super::rebuild::rebuild;
 use crate::ops::journal::intent::{DrainNote, DrainPhase, SignalLedger};
 use crate::ops::vocabulary::drain_protocol::{self, DrainSignal};
-use crate::ops::vocabulary::report::DrainReport;
+use crate::ops::vocabulary::report::DrainRecord;
 use crate::ops::vocabulary::timeout::format_duration;
 use crate::targets::process::Target;
 
@@ -16,7 +16,7 @@ use crate::targets::process::Target;
 #[derive(Default)]
 pub struct Recovered {
     /// Each member asked, with its drain report.
-    pub reports: Vec<(i32, DrainReport)>,
+    pub reports: Vec<(i32, DrainRecord)>,
     /// What it could not be sure of, in words.
     pub warnings: Vec<String>,
 }

@@ -24,10 +24,10 @@ use crate::ops::journal::intent::{DrainNote, DrainPhase, Journal, SignalLedger};
 use crate::ops::preflight::host_memory::{self, Weighed};
 use crate::ops::preflight::restorable;
 use crate::ops::vocabulary::drain_protocol::{self, DrainSignal};
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::{DrainOutcome, DrainReport, ProcessReport};
+use crate::ops::vocabulary::report::{DrainRecord, DrainVerdict, TargetReport};
 use crate::ops::vocabulary::request::Request;
 use crate::ops::vocabulary::stop::Stop;
 use crate::ops::vocabulary::timeout::format_duration;
@@ -154,12 +154,12 @@ pub(super) enum CallOffReason {
     /// cudackpt was asked to stop by this signal.
     Signal(i32),
     /// The section 10 pre-flight refused, after the acknowledgements.
-    Refused(Vec<ProcessReport>),
+    Refused(Vec<TargetReport>),
     /// This process was stopped during the drain: its lock would wait.
     Stopped(i32),
     /// Even drained, the group's host copies would not fit (the failure of
     /// the host-memory pre-flight, on what the members kept).
-    HostMemory(Failure),
+    HostMemory(Fault),
 }
 
 impl Drained {
@@ -319,18 +319,18 @@ impl Drained {
         for member in &self.members {
             let pid = member.target.pid;
             let mut drain = self.report_of(member, &mut rebuilds);
-            let unconfirmed = drain.outcome == DrainOutcome::NotRebuilt;
+            let unconfirmed = drain.outcome == DrainVerdict::NotRebuilt;
             if member.acknowledged.is_none() && member.asked {
-                drain.outcome = DrainOutcome::NotAcknowledged;
+                drain.outcome = DrainVerdict::NotAcknowledged;
                 drain.rebuilt = None;
             }
             let failure = self.failure_of(member, why);
-            let mut report = ProcessReport {
+            let mut report = TargetReport {
                 state_before: Some(member.state),
                 state: Some(member.state),
                 failure: Some(failure),
                 drain: Some(drain),
-                ..ProcessReport::new(pid, Some(member.target.name.clone()))
+                ..TargetReport::new(pid, Some(member.target.name.clone()))
             };
             if let CallOffReason::Refused(refused) = why {
                 if let Some(own) = refused.iter().find(|r| r.pid == pid) {
@@ -346,23 +346,21 @@ impl Drained {
             ran: reports,
             // The bystanders, and any process the command had nothing to do
             // with (already checkpointed): not attempted.
-            not_run: Some(Failure::not_drained(
-                "the drain of its group was called off",
-            )),
+            not_run: Some(Fault::not_drained("the drain of its group was called off")),
         }
     }
 
     /// What a called-off drain says of one member.
-    fn failure_of(&self, member: &DrainMember, why: &CallOffReason) -> Failure {
+    fn failure_of(&self, member: &DrainMember, why: &CallOffReason) -> Fault {
         let pid = member.target.pid;
         let who = describe_process(pid, Some(&member.target.name));
         let rebuilt = "every process asked was asked again to rebuild, and nothing was locked";
         match why {
             CallOffReason::NoAnswer(silent, _) | CallOffReason::Deadline(silent, _) if !silent.contains(&pid) => {
-                Failure::not_drained(format!("PID {} did not drain in time; {rebuilt}", silent[0]))
+                Fault::not_drained(format!("PID {} did not drain in time; {rebuilt}", silent[0]))
             }
-            CallOffReason::NoAnswer(_, waited) => Failure::new(
-                FailureKind::DrainTimeout,
+            CallOffReason::NoAnswer(_, waited) => Fault::new(
+                FaultKind::DrainTimeout,
                 format!(
                     "{who} did not acknowledge the drain (signal {}) within {}: no thread named {} in /proc/{pid}/task; {rebuilt}",
                     self.signal,
@@ -371,8 +369,8 @@ impl Drained {
                 ),
                 "give it longer (--drain-timeout; a rank answers at its next step boundary), check that every rank of the job was named (all ranks must agree), or run `cudackpt check --drain`",
             ),
-            CallOffReason::Deadline(_, waited) => Failure::new(
-                FailureKind::DeadlineExceeded,
+            CallOffReason::Deadline(_, waited) => Fault::new(
+                FaultKind::DeadlineExceeded,
                 format!(
                     "{who} had not acknowledged the drain (signal {}) when the command's --deadline passed, {} into the drain; {rebuilt}",
                     self.signal,
@@ -380,32 +378,32 @@ impl Drained {
                 ),
                 "give the command a later --deadline (a rank answers at its next step boundary), or leave it out to wait the whole --drain-timeout",
             ),
-            CallOffReason::Gone(gone, reason) if *gone == pid => Failure::new(
-                FailureKind::NoSuchProcess,
+            CallOffReason::Gone(gone, reason) if *gone == pid => Fault::new(
+                FaultKind::NoSuchProcess,
                 format!("{who}: {reason}; {rebuilt}"),
                 "check the job: one of its processes is gone",
             ),
-            CallOffReason::Gone(gone, _) => Failure::not_drained(format!("PID {gone} exited during the drain; {rebuilt}")),
+            CallOffReason::Gone(gone, _) => Fault::not_drained(format!("PID {gone} exited during the drain; {rebuilt}")),
             CallOffReason::Stopped(stopped) if *stopped == pid => {
                 let stopped = crate::ops::diagnose::process_stopped(pid, Some(&member.target.name));
-                Failure::new(
+                Fault::new(
                     stopped.kind,
                     format!("{} during the drain; {rebuilt}", stopped.message),
                     stopped.hint.unwrap_or_default(),
                 )
             }
-            CallOffReason::Stopped(stopped) => Failure::not_drained(format!("PID {stopped} was stopped during the drain; {rebuilt}")),
-            CallOffReason::Signal(signal) => Failure::new(
-                FailureKind::Interrupted,
+            CallOffReason::Stopped(stopped) => Fault::not_drained(format!("PID {stopped} was stopped during the drain; {rebuilt}")),
+            CallOffReason::Signal(signal) => Fault::new(
+                FaultKind::Interrupted,
                 format!("interrupted by {} during the drain; {rebuilt}", signal_name(*signal)),
                 "run the command again when it may finish",
             ),
-            CallOffReason::HostMemory(failure) => Failure::new(
+            CallOffReason::HostMemory(failure) => Fault::new(
                 failure.kind,
                 format!("{}; {rebuilt}", failure.message),
                 failure.hint.clone().unwrap_or_default(),
             ),
-            CallOffReason::Refused(refused) => Failure::not_attempted(format!(
+            CallOffReason::Refused(refused) => Fault::not_attempted(format!(
                 "PID {} drained but still could not be restored; {rebuilt}",
                 refused.first().map_or(0, |r| r.pid)
             )),
@@ -417,11 +415,11 @@ impl Drained {
     fn report_of(
         &self,
         member: &DrainMember,
-        rebuilds: &mut Vec<(i32, DrainReport)>,
-    ) -> DrainReport {
+        rebuilds: &mut Vec<(i32, DrainRecord)>,
+    ) -> DrainRecord {
         let mut drain = match rebuilds.iter().position(|(p, _)| *p == member.target.pid) {
             Some(at) => rebuilds.swap_remove(at).1,
-            None => DrainReport::new(self.signal.number(), DrainOutcome::Drained),
+            None => DrainRecord::new(self.signal.number(), DrainVerdict::Drained),
         };
         drain.acknowledged = member.acknowledged;
         drain.exempted.clone_from(&member.exempted);
@@ -437,7 +435,7 @@ impl Drained {
     /// bystanders are said to have had nothing to drain.
     pub(super) fn settle(
         self,
-        reports: &mut [ProcessReport],
+        reports: &mut [TargetReport],
         ledger: &dyn SignalLedger,
         interrupt: &Interrupt,
     ) {
@@ -445,9 +443,9 @@ impl Drained {
             .iter_mut()
             .filter(|r| self.bystanders.contains(&r.pid))
         {
-            report.drain = Some(DrainReport::new(
+            report.drain = Some(DrainRecord::new(
                 self.signal.number(),
-                DrainOutcome::NotNeeded,
+                DrainVerdict::NotNeeded,
             ));
         }
         let running: Vec<&Target> = self
@@ -479,7 +477,7 @@ impl Drained {
 
 /// A dry run's word on the drain: who would be asked, who cannot be, and
 /// what each would have to release (the evidence held against it now).
-pub(super) fn predict(request: &Request<'_>, ready: &Ready, reports: &mut [ProcessReport]) {
+pub(super) fn predict(request: &Request<'_>, ready: &Ready, reports: &mut [TargetReport]) {
     if !request.drain.before_lock || !drains(&request.operation) {
         return;
     }
@@ -500,15 +498,15 @@ pub(super) fn predict(request: &Request<'_>, ready: &Ready, reports: &mut [Proce
         }
         let Ok(parties) = &parties else { continue };
         if parties.bystanders.contains(&report.pid) {
-            report.drain = Some(DrainReport::new(signal.number(), DrainOutcome::NotNeeded));
+            report.drain = Some(DrainRecord::new(signal.number(), DrainVerdict::NotNeeded));
         }
         if let Some(member) = parties.members.iter().find(|m| m.target.pid == report.pid) {
             let outcome = if member.asked {
-                DrainOutcome::WouldDrain
+                DrainVerdict::WouldDrain
             } else {
-                DrainOutcome::Drained
+                DrainVerdict::Drained
             };
-            report.drain = Some(DrainReport::new(signal.number(), outcome));
+            report.drain = Some(DrainRecord::new(signal.number(), outcome));
             if let (Some(note), true) = (&report.note, member.asked) {
                 report.note = Some(note.replacen(
                     "every check passed; would ",

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::driver::{code, CallError, CheckpointApi, ProcessState};
 use crate::ops::diagnose::{self, Attempt, Facts};
-use crate::ops::vocabulary::failure::Failure;
+use crate::ops::vocabulary::failure::Fault;
 use crate::ops::vocabulary::place::Place;
 use crate::ops::vocabulary::plan::Step;
 use crate::ops::vocabulary::request::StepDone;
@@ -83,7 +83,7 @@ impl Executor<'_> {
         attempt: Attempt<'_>,
         target: &Target,
         error: &CallError,
-    ) -> (Failure, Option<ProcessState>) {
+    ) -> (Fault, Option<ProcessState>) {
         let who = Caller {
             api: self.api,
             alive: (self.is_alive)(target.pid),
@@ -202,7 +202,7 @@ pub fn explain(
     attempt: Attempt<'_>,
     target: &Target,
     error: &CallError,
-) -> (Failure, Option<ProcessState>) {
+) -> (Fault, Option<ProcessState>) {
     // After a failed step the state tells where the process was left; a
     // failed query would only fail again.
     let is_step = matches!(attempt, Attempt::Step(_));

@@ -5,7 +5,7 @@
 //! make an installed cudackpt panic.
 
 use crate::environment::{debug, DEBUG_KILL_AT, DEBUG_PANIC_AFTER};
-use crate::ops::vocabulary::plan::StepKind;
+use crate::ops::vocabulary::plan::DriverCall;
 
 /// Whether the debug variable `name` is set to `value`.
 #[cfg(debug_assertions)]
@@ -16,7 +16,7 @@ fn debug_says(name: &'static str, value: &str) -> bool {
 /// Panics after a successful `step` when the variable names it (debug
 /// builds only).
 #[cfg(debug_assertions)]
-pub fn after(step: StepKind) {
+pub fn after(step: DriverCall) {
     if debug_says(DEBUG_PANIC_AFTER, step.as_str()) {
         panic!("CUDACKPT_DEBUG_PANIC_AFTER={step}: a deliberate panic after a {step} call");
     }
@@ -24,7 +24,7 @@ pub fn after(step: StepKind) {
 
 #[cfg(not(debug_assertions))]
 #[inline(always)]
-pub fn after(_step: StepKind) {}
+pub fn after(_step: DriverCall) {}
 
 /// Where a drain signal send stands, for [`drain_signal`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,7 +25,6 @@
 //! between slices and after the call, so a second signal is acted on within
 //! a second, the call in flight having finished.
 
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -36,7 +35,7 @@ use crate::driver::ProcessState;
 use crate::exit::ExitStatus;
 use crate::ops::vocabulary::locked;
 use crate::ops::vocabulary::place::Place;
-use crate::ops::vocabulary::plan::StepKind;
+use crate::ops::vocabulary::plan::DriverCall;
 
 /// The signals caught, with their names: those whose default action ends
 /// the process (signal(7)), save the ones that mean a fault (SEGV, BUS,
@@ -189,8 +188,7 @@ impl Interrupt {
             .is_ok();
         if !first {
             let journaled = self.journaled.load(Ordering::SeqCst);
-            let text = abandon_text(signal, &self.places(), journaled);
-            let _ = std::io::stderr().lock().write_all(text.as_bytes());
+            crate::exit::last_words(&abandon_text(signal, &self.places(), journaled));
             signal_hook::low_level::exit(i32::from(ExitStatus::Abandoned.code()));
         }
     }
@@ -228,7 +226,7 @@ impl Interrupt {
     }
 
     /// A call on `pid` starts (`Some`) or ends with its state now.
-    pub fn note(&self, pid: i32, in_flight: Option<StepKind>, state: Option<ProcessState>) {
+    pub fn note(&self, pid: i32, in_flight: Option<DriverCall>, state: Option<ProcessState>) {
         let mut board = locked(&self.board);
         if let Some(place) = board.iter_mut().find(|p| p.pid == pid) {
             place.in_flight = in_flight;
@@ -247,7 +245,7 @@ impl Interrupt {
 /// What a second signal leaves on stderr: each process and where it is.
 pub fn abandon_text(signal: i32, places: &[Place], journaled: bool) -> String {
     let mut text = format!(
-        "cudackpt: {} again: stopped at once, without rolling back; where each process was left:\n",
+        "{} again: stopped at once, without rolling back; where each process was left:\n",
         signal_name(signal)
     );
     for place in places {
@@ -258,18 +256,18 @@ pub fn abandon_text(signal: i32, places: &[Place], journaled: bool) -> String {
             format!(" ({step} was in flight: it may finish, or may have)")
         });
         text.push_str(&format!(
-            "cudackpt:   PID {} ({}): {state}{flight}\n",
+            "  PID {} ({}): {state}{flight}\n",
             place.pid, place.name
         ));
     }
     let pids: Vec<String> = places.iter().map(|p| p.pid.to_string()).collect();
     let pids = pids.join(" ");
     text.push_str(&if journaled {
-        format!("cudackpt: the intent record stays: `cudackpt recover` puts them back where they started (`cudackpt state {pids}` shows where they are)\n")
+        format!("the intent record stays: `cudackpt recover` puts them back where they started (`cudackpt state {pids}` shows where they are)\n")
     } else {
         // One driver call writes no intent record: there is nothing to
         // recover from, only a state to look at.
-        format!("cudackpt: one call, so no intent record: `cudackpt state {pids}` shows where they are\n")
+        format!("one call, so no intent record: `cudackpt state {pids}` shows where they are\n")
     });
     text
 }
@@ -316,11 +314,11 @@ mod tests {
                 in_flight: None,
             },
         ]);
-        interrupt.note(7, Some(StepKind::Lock), None);
+        interrupt.note(7, Some(DriverCall::Lock), None);
         interrupt.note(7, None, Some(ProcessState::Locked));
-        interrupt.note(8, Some(StepKind::Lock), None);
+        interrupt.note(8, Some(DriverCall::Lock), None);
         let text = abandon_text(Signal::TERM.as_raw(), &interrupt.places(), true);
-        assert!(text.starts_with("cudackpt: SIGTERM again"), "{text}");
+        assert!(text.starts_with("SIGTERM again"), "{text}");
         assert!(text.contains("PID 7 (a): locked\n"), "{text}");
         assert!(
             text.contains("PID 8 (b): running (lock was in flight"),

@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 use crate::driver::GpuPair;
 use crate::driver::{code, CallError, ProcessState};
 use crate::ops::diagnose::{self, Attempt};
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::place::Place;
 use crate::ops::vocabulary::plan::{self, Operation, Plan, Step};
-use crate::ops::vocabulary::report::{ProcessReport, StepRecord};
+use crate::ops::vocabulary::report::{CallRecord, TargetReport};
 use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::process::Target;
 
@@ -35,7 +35,7 @@ impl Executor<'_> {
         operation: &Operation,
         targets: &[Target],
         map: &[GpuPair],
-    ) -> Vec<ProcessReport> {
+    ) -> Vec<TargetReport> {
         match operation {
             Operation::State { restore_tid } => {
                 concurrently(targets, |t| self.query(t, true, *restore_tid))
@@ -50,9 +50,9 @@ impl Executor<'_> {
 
     /// `state` (the state, and the restore thread id when `with_tid`), or
     /// `restore-tid` alone (`with_state` false).
-    fn query(&self, target: &Target, with_state: bool, with_tid: bool) -> ProcessReport {
+    fn query(&self, target: &Target, with_state: bool, with_tid: bool) -> TargetReport {
         let started = Instant::now();
-        let mut report = ProcessReport::new(target.pid, Some(target.name.clone()));
+        let mut report = TargetReport::new(target.pid, Some(target.name.clone()));
         if with_state {
             match self.api.get_state(target.pid) {
                 Ok(state) => report.state = Some(state),
@@ -79,10 +79,10 @@ impl Executor<'_> {
     }
 
     /// Polls until the process reaches `wanted`, or the timeout passes.
-    fn wait(&self, target: &Target, wanted: ProcessState, timeout: Timeout) -> ProcessReport {
+    fn wait(&self, target: &Target, wanted: ProcessState, timeout: Timeout) -> TargetReport {
         let started = Instant::now();
         let deadline = timeout.as_duration().map(|limit| started + limit);
-        let mut report = ProcessReport::new(target.pid, Some(target.name.clone()));
+        let mut report = TargetReport::new(target.pid, Some(target.name.clone()));
         let mut interval = Duration::from_millis(2);
         loop {
             match self.api.get_state(target.pid) {
@@ -99,8 +99,8 @@ impl Executor<'_> {
                 }
             }
             if let Some(signal) = self.interrupt.signal() {
-                report.failure = Some(Failure::new(
-                    FailureKind::Interrupted,
+                report.failure = Some(Fault::new(
+                    FaultKind::Interrupted,
                     format!(
                         "stopped waiting: interrupted by {}",
                         interrupt::signal_name(signal)
@@ -114,8 +114,8 @@ impl Executor<'_> {
                 let still = report
                     .state
                     .map_or("unknown".to_string(), |s| s.to_string());
-                report.failure = Some(Failure::new(
-                    FailureKind::WaitTimeout,
+                report.failure = Some(Fault::new(
+                    FaultKind::WaitTimeout,
                     format!(
                         "{} is still {still} after {timeout}; it did not become {wanted}",
                         diagnose::describe_process(target.pid, Some(&target.name))
@@ -139,10 +139,10 @@ impl Executor<'_> {
         operation: &Operation,
         targets: &[Target],
         map: &[GpuPair],
-    ) -> Vec<ProcessReport> {
-        let mut reports: Vec<ProcessReport> = targets
+    ) -> Vec<TargetReport> {
+        let mut reports: Vec<TargetReport> = targets
             .iter()
-            .map(|t| ProcessReport::new(t.pid, Some(t.name.clone())))
+            .map(|t| TargetReport::new(t.pid, Some(t.name.clone())))
             .collect();
         let current = if operation.needs_current_state() {
             match self.current_states(targets, &mut reports) {
@@ -209,7 +209,7 @@ impl Executor<'_> {
     fn current_states(
         &self,
         targets: &[Target],
-        reports: &mut [ProcessReport],
+        reports: &mut [TargetReport],
     ) -> Option<Vec<Option<ProcessState>>> {
         let answers = concurrently(targets, |t| {
             let started = Instant::now();
@@ -245,7 +245,7 @@ impl Executor<'_> {
         &self,
         targets: &[Target],
         plans: &[Plan],
-        reports: &mut [ProcessReport],
+        reports: &mut [TargetReport],
         done: &mut [Vec<Step>],
     ) -> Option<RollbackCause> {
         for phase in 0..=1 {
@@ -300,7 +300,7 @@ impl Executor<'_> {
         &self,
         targets: &[Target],
         work: &[(usize, Step)],
-        reports: &mut [ProcessReport],
+        reports: &mut [TargetReport],
         done: &mut [Vec<Step>],
     ) -> (Option<RollbackCause>, Option<(usize, Duration)>) {
         let results = concurrently(work, |(i, step)| {
@@ -317,7 +317,7 @@ impl Executor<'_> {
         for ((i, step), (result, took)) in work.iter().zip(results) {
             let report = &mut reports[*i];
             report.duration += took;
-            report.steps.push(StepRecord {
+            report.steps.push(CallRecord {
                 step: step.kind(),
                 duration: took,
                 ok: result.is_ok(),
@@ -331,8 +331,8 @@ impl Executor<'_> {
                 Err(error) => {
                     let (failure, state_now, why) = match self.interrupted_lock(step, &error) {
                         Some(signal) => (
-                            Failure::new(
-                                FailureKind::Interrupted,
+                            Fault::new(
+                                FaultKind::Interrupted,
                                 format!(
                                     "stopped locking {}: interrupted by {}",
                                     diagnose::describe_process(
@@ -404,14 +404,14 @@ fn is_short_or_none(plan: &Plan) -> bool {
 
 /// Refuses a toggle over processes in different states (it would move them
 /// in opposite directions). Returns whether it did.
-fn refuse_mixed_toggle(current: &[Option<ProcessState>], reports: &mut [ProcessReport]) -> bool {
+fn refuse_mixed_toggle(current: &[Option<ProcessState>], reports: &mut [TargetReport]) -> bool {
     let known: Vec<ProcessState> = current.iter().flatten().copied().collect();
     let Some((first, other)) = plan::mixed_toggle(&known) else {
         return false;
     };
     for report in reports {
-        report.failure = Some(Failure::new(
-            FailureKind::WrongState,
+        report.failure = Some(Fault::new(
+            FaultKind::WrongState,
             format!(
                 "toggle refused for the whole group: some processes are {first} and some {other}, so toggle would move them in opposite directions"
             ),
@@ -427,7 +427,7 @@ fn refuse_wrong_states(
     operation: &Operation,
     targets: &[Target],
     plans: &[Plan],
-    reports: &mut [ProcessReport],
+    reports: &mut [TargetReport],
 ) -> bool {
     let mut refused = false;
     for ((report, target), plan) in reports.iter_mut().zip(targets).zip(plans) {
@@ -449,9 +449,9 @@ fn refuse_wrong_states(
 }
 
 /// Why `operation` cannot start from where `target` is.
-pub fn wrong_state(operation: &Operation, target: &Target, wrong: &plan::WrongState) -> Failure {
-    Failure::new(
-        FailureKind::WrongState,
+pub fn wrong_state(operation: &Operation, target: &Target, wrong: &plan::WrongState) -> Fault {
+    Fault::new(
+        FaultKind::WrongState,
         format!(
             "cannot {} {}: it is {}",
             operation.name(),
@@ -463,11 +463,11 @@ pub fn wrong_state(operation: &Operation, target: &Target, wrong: &plan::WrongSt
 }
 
 /// Marks every process without a failure of its own as not attempted.
-pub fn mark_not_attempted(reports: &mut [ProcessReport], why: &str) {
+pub fn mark_not_attempted(reports: &mut [TargetReport], why: &str) {
     for report in reports.iter_mut().filter(|r| r.failure.is_none()) {
         report.note = None;
-        report.failure = Some(Failure::new(
-            FailureKind::NotAttempted,
+        report.failure = Some(Fault::new(
+            FaultKind::NotAttempted,
             format!("not attempted: {why}"),
             "see the failure of the other process",
         ));

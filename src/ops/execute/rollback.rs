@@ -9,9 +9,9 @@ use super::interrupt;
 use super::pool::concurrently;
 use crate::driver::ProcessState;
 use crate::ops::diagnose::{self, Attempt};
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::{self, Step};
-use crate::ops::vocabulary::report::{ProcessReport, StepRecord};
+use crate::ops::vocabulary::report::{CallRecord, TargetReport};
 use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::process::Target;
 
@@ -25,7 +25,7 @@ impl Executor<'_> {
     pub(super) fn roll_back(
         &self,
         targets: &[Target],
-        reports: &mut [ProcessReport],
+        reports: &mut [TargetReport],
         done: &[Vec<Step>],
         cause: RollbackCause,
     ) {
@@ -59,16 +59,16 @@ impl Executor<'_> {
     fn undo_all(
         &self,
         targets: &[Target],
-        reports: &[ProcessReport],
+        reports: &[TargetReport],
         done: &[Vec<Step>],
-    ) -> Vec<(Vec<StepRecord>, Undone)> {
+    ) -> Vec<(Vec<CallRecord>, Undone)> {
         let indexes: Vec<usize> = (0..targets.len()).collect();
         concurrently(&indexes, |&i| {
             // A process that is gone has nothing left to roll back.
             let gone = reports[i]
                 .failure
                 .as_ref()
-                .is_some_and(|f| f.kind == FailureKind::NoSuchProcess);
+                .is_some_and(|f| f.kind == FaultKind::NoSuchProcess);
             let mut records = Vec::new();
             let mut last_state = None;
             if gone {
@@ -78,7 +78,7 @@ impl Executor<'_> {
                 let outcome = self.step(targets[i].pid, &step);
                 self.tell(&targets[i], &step, &outcome, true);
                 let (result, took) = outcome;
-                records.push(StepRecord {
+                records.push(CallRecord {
                     step: step.kind(),
                     duration: took,
                     ok: result.is_ok(),
@@ -100,16 +100,16 @@ impl Executor<'_> {
 
 /// How one process's rollback ended: the state it reached (`None`: it had
 /// nothing to undo), or the failure and the state it was left in.
-type Undone = Result<Option<ProcessState>, (Failure, Option<ProcessState>)>;
+type Undone = Result<Option<ProcessState>, (Fault, Option<ProcessState>)>;
 
 /// What a rolled-back group says of one process that has no failure of its
 /// own (`None`: its own failure says it all, or it needed nothing).
 pub(super) fn group_failure(
-    report: &ProcessReport,
+    report: &TargetReport,
     cause: &RollbackCause,
     because: &str,
     nothing_done: bool,
-) -> Option<Failure> {
+) -> Option<Fault> {
     if report.failure.is_some() {
         // Its own failure says it all (a failed rollback of it is in
         // rollback_error).
@@ -119,8 +119,8 @@ pub(super) fn group_failure(
         .state
         .map_or("an unknown state".to_string(), |s| s.to_string());
     if report.rollback_failure.is_some() {
-        return Some(Failure::new(
-            FailureKind::RollbackFailed,
+        return Some(Fault::new(
+            FaultKind::RollbackFailed,
             format!("{because}, and this process could not be rolled back: it is left {now}"),
             format!(
                 "bring it back by hand (`cudackpt resume {}` or `unlock`); see rollback_error",
@@ -131,15 +131,15 @@ pub(super) fn group_failure(
     let stopped = match cause {
         RollbackCause::Failed(_) => None,
         RollbackCause::Interrupted(_) => Some((
-            FailureKind::Interrupted,
+            FaultKind::Interrupted,
             "run the command again when it may finish",
         )),
         RollbackCause::Deadline { .. } => Some((
-            FailureKind::DeadlineExceeded,
+            FaultKind::DeadlineExceeded,
             "give it a longer --deadline; `cudackpt -v` shows how long each step took",
         )),
         RollbackCause::LockLost(_) => Some((
-            FailureKind::LockUnavailable,
+            FaultKind::LockUnavailable,
             "something removed cudackpt's lock directory mid-run (a tmpfiles cleaner?); keep it (/run/cudackpt/locks) and run the command again",
         )),
     };
@@ -152,15 +152,15 @@ pub(super) fn group_failure(
             } else {
                 format!("left {now}")
             };
-            Failure::new(kind, format!("{because}; {what}"), hint)
+            Fault::new(kind, format!("{because}; {what}"), hint)
         }
-        None if nothing_done => Failure::new(
-            FailureKind::NotAttempted,
+        None if nothing_done => Fault::new(
+            FaultKind::NotAttempted,
             format!("not attempted: {because} first"),
             "see the failure of the other process",
         ),
-        None => Failure::new(
-            FailureKind::RolledBack,
+        None => Fault::new(
+            FaultKind::RolledBack,
             format!("rolled back to {now} because {because}"),
             "see the failure of the other process",
         ),

@@ -9,7 +9,7 @@ use super::rollback::group_failure;
 use super::*;
 use crate::driver::model::Model;
 use crate::ops::execute::interrupt::Interrupt;
-use crate::ops::vocabulary::plan::StepKind;
+use crate::ops::vocabulary::plan::DriverCall;
 
 use ProcessState::*;
 
@@ -24,7 +24,7 @@ fn targets(pids: &[i32]) -> Vec<Target> {
         .collect()
 }
 
-fn run(model: &Model, operation: Operation, pids: &[i32]) -> Vec<ProcessReport> {
+fn run(model: &Model, operation: Operation, pids: &[i32]) -> Vec<TargetReport> {
     run_with(model, operation, pids, Interrupt::never())
 }
 
@@ -33,7 +33,7 @@ fn run_with(
     operation: Operation,
     pids: &[i32],
     interrupt: Interrupt,
-) -> Vec<ProcessReport> {
+) -> Vec<TargetReport> {
     run_full(model, operation, pids, interrupt, None)
 }
 
@@ -43,7 +43,7 @@ fn run_full(
     pids: &[i32],
     interrupt: Interrupt,
     deadline: Option<Instant>,
-) -> Vec<ProcessReport> {
+) -> Vec<TargetReport> {
     let executor = Executor {
         api: model,
         caller_privileged: true,
@@ -68,7 +68,7 @@ fn suspend() -> Operation {
 fn a_group_suspends_phase_by_phase() {
     let model = Model::with(&[(1, Running), (2, Running), (3, Running)]);
     let reports = run(&model, suspend(), &[1, 2, 3]);
-    assert!(reports.iter().all(ProcessReport::ok));
+    assert!(reports.iter().all(TargetReport::ok));
     assert!(reports
         .iter()
         .all(|r| r.state == Some(Checkpointed) && r.state_before == Some(Running)));
@@ -87,7 +87,7 @@ fn a_group_suspends_phase_by_phase() {
     );
     assert_eq!(
         reports[0].steps.iter().map(|s| s.step).collect::<Vec<_>>(),
-        [StepKind::Lock, StepKind::Checkpoint]
+        [DriverCall::Lock, DriverCall::Checkpoint]
     );
 }
 
@@ -99,7 +99,7 @@ fn group_calls_overlap_instead_of_adding_up() {
     };
     let started = Instant::now();
     let reports = run(&model, suspend(), &[1, 2, 3, 4]);
-    assert!(reports.iter().all(ProcessReport::ok));
+    assert!(reports.iter().all(TargetReport::ok));
     // Two phases of 200 ms each; one by one it would be eight.
     assert!(
         started.elapsed() < Duration::from_millis(1200),
@@ -118,11 +118,11 @@ fn a_failed_checkpoint_rolls_the_whole_group_back() {
     }
     assert_eq!(
         reports[1].failure.as_ref().map(|f| f.kind),
-        Some(FailureKind::DriverError)
+        Some(FaultKind::DriverError)
     );
     assert_eq!(
         reports[0].failure.as_ref().map(|f| f.kind),
-        Some(FailureKind::RolledBack)
+        Some(FaultKind::RolledBack)
     );
     assert!(reports
         .iter()
@@ -131,9 +131,9 @@ fn a_failed_checkpoint_rolls_the_whole_group_back() {
         .failure
         .as_ref()
         .is_some_and(|f| f.message.contains("PID 2 (worker2)")));
-    let report = crate::ops::vocabulary::report::Report {
+    let report = crate::ops::vocabulary::report::CommandReport {
         processes: reports,
-        ..crate::ops::vocabulary::report::Report::new("suspend", Duration::ZERO)
+        ..crate::ops::vocabulary::report::CommandReport::new("suspend", Duration::ZERO)
     };
     assert_eq!(report.exit_status(), crate::exit::ExitStatus::Failed);
 }
@@ -148,9 +148,9 @@ fn a_lock_timeout_unlocks_the_others_and_exits_3() {
         !model.calls().iter().any(|c| c.starts_with("checkpoint")),
         "no checkpoint after a failed phase"
     );
-    let report = crate::ops::vocabulary::report::Report {
+    let report = crate::ops::vocabulary::report::CommandReport {
         processes: reports,
-        ..crate::ops::vocabulary::report::Report::new("suspend", Duration::ZERO)
+        ..crate::ops::vocabulary::report::CommandReport::new("suspend", Duration::ZERO)
     };
     assert_eq!(report.exit_status(), crate::exit::ExitStatus::LockTimeout);
     assert!(
@@ -168,7 +168,7 @@ fn resume_failures_put_restored_processes_back_to_checkpointed() {
     assert_eq!(model.state(2), Checkpointed);
     assert_eq!(
         reports[1].failure.as_ref().map(|f| f.kind),
-        Some(FailureKind::OutOfMemory)
+        Some(FaultKind::OutOfMemory)
     );
 }
 
@@ -191,7 +191,7 @@ fn a_failed_rollback_is_reported_not_hidden() {
 fn compound_commands_are_idempotent() {
     let model = Model::with(&[(1, Checkpointed), (2, Running)]);
     let reports = run(&model, suspend(), &[1, 2]);
-    assert!(reports.iter().all(ProcessReport::ok));
+    assert!(reports.iter().all(TargetReport::ok));
     assert_eq!(reports[0].note.as_deref(), Some("already checkpointed"));
     assert!(reports[0].steps.is_empty());
     assert_eq!(model.state(2), Checkpointed);
@@ -211,7 +211,7 @@ fn mixed_toggles_are_refused_before_any_call() {
     assert!(reports.iter().all(|r| r
         .failure
         .as_ref()
-        .is_some_and(|f| f.kind == FailureKind::WrongState)));
+        .is_some_and(|f| f.kind == FaultKind::WrongState)));
 }
 
 #[test]
@@ -221,11 +221,11 @@ fn a_refused_plan_stops_the_group_before_any_call() {
     assert!(model.calls().is_empty());
     assert_eq!(
         reports[0].failure.as_ref().map(|f| f.kind),
-        Some(FailureKind::NotAttempted)
+        Some(FaultKind::NotAttempted)
     );
     assert_eq!(
         reports[1].failure.as_ref().map(|f| f.kind),
-        Some(FailureKind::WrongState)
+        Some(FaultKind::WrongState)
     );
 }
 
@@ -243,7 +243,7 @@ fn single_steps_explain_a_wrong_state() {
     let model = Model::with(&[(1, Checkpointed)]);
     let reports = run(&model, Operation::Unlock, &[1]);
     let failure = reports[0].failure.as_ref().expect("fails");
-    assert_eq!(failure.kind, FailureKind::WrongState);
+    assert_eq!(failure.kind, FaultKind::WrongState);
     assert_eq!(reports[0].state, Some(Checkpointed));
     assert!(
         failure.message.contains("it is checkpointed"),
@@ -285,7 +285,7 @@ fn wait_returns_once_the_state_is_reached_and_times_out_otherwise() {
     );
     assert_eq!(
         reports[0].failure.as_ref().map(|f| f.kind),
-        Some(FailureKind::WaitTimeout)
+        Some(FaultKind::WaitTimeout)
     );
     assert!(started.elapsed() >= Duration::from_millis(50));
 }
@@ -307,12 +307,12 @@ fn a_signal_stops_the_group_after_the_phase_in_flight_and_rolls_it_back() {
             "{report:?}"
         );
         let failure = report.failure.as_ref().expect("interrupted");
-        assert_eq!(failure.kind, FailureKind::Interrupted);
+        assert_eq!(failure.kind, FaultKind::Interrupted);
         assert!(failure.message.contains("SIGTERM"), "{}", failure.message);
     }
-    let report = crate::ops::vocabulary::report::Report {
+    let report = crate::ops::vocabulary::report::CommandReport {
         processes: reports,
-        ..crate::ops::vocabulary::report::Report::new("suspend", Duration::ZERO)
+        ..crate::ops::vocabulary::report::CommandReport::new("suspend", Duration::ZERO)
     };
     assert_eq!(report.exit_status(), crate::exit::ExitStatus::Interrupted);
 }
@@ -333,7 +333,7 @@ fn a_wait_ends_when_interrupted() {
     );
     assert_eq!(
         reports[0].failure.as_ref().map(|f| f.kind),
-        Some(FailureKind::Interrupted)
+        Some(FaultKind::Interrupted)
     );
 }
 
@@ -354,16 +354,16 @@ fn a_deadline_that_passes_mid_group_rolls_it_back_and_names_the_slowest() {
     for (pid, report) in [1, 2].into_iter().zip(&reports) {
         assert_eq!(model.state(pid), Running);
         let failure = report.failure.as_ref().expect("deadline");
-        assert_eq!(failure.kind, FailureKind::DeadlineExceeded);
+        assert_eq!(failure.kind, FaultKind::DeadlineExceeded);
         assert!(
             failure.message.contains("slowest step was PID"),
             "{}",
             failure.message
         );
     }
-    let report = crate::ops::vocabulary::report::Report {
+    let report = crate::ops::vocabulary::report::CommandReport {
         processes: reports,
-        ..crate::ops::vocabulary::report::Report::new("suspend", Duration::ZERO)
+        ..crate::ops::vocabulary::report::CommandReport::new("suspend", Duration::ZERO)
     };
     assert_eq!(report.exit_status(), crate::exit::ExitStatus::Failed);
 }
@@ -394,24 +394,24 @@ fn a_deadline_shortens_lock_timeouts_and_stops_before_a_phase_past_it() {
     assert!(model.calls().is_empty(), "nothing starts past the deadline");
     assert_eq!(
         reports[0].failure.as_ref().map(|f| f.kind),
-        Some(FailureKind::DeadlineExceeded)
+        Some(FaultKind::DeadlineExceeded)
     );
 }
 
 #[test]
 fn a_rolled_back_group_says_of_each_process_what_happened_to_it() {
-    let report = |failure: Option<FailureKind>, note: bool, rolled_back: bool| ProcessReport {
-        failure: failure.map(|kind| Failure::new(kind, "own", "")),
+    let report = |failure: Option<FaultKind>, note: bool, rolled_back: bool| TargetReport {
+        failure: failure.map(|kind| Fault::new(kind, "own", "")),
         note: note.then(|| "already running".to_string()),
         rolled_back,
         state: Some(Running),
-        ..ProcessReport::new(1, None)
+        ..TargetReport::new(1, None)
     };
     let failed = &RollbackCause::Failed(0);
     let because = "PID 2 failed";
     assert!(
         group_failure(
-            &report(Some(FailureKind::LockTimeout), false, false),
+            &report(Some(FaultKind::LockTimeout), false, false),
             failed,
             because,
             false
@@ -423,16 +423,16 @@ fn a_rolled_back_group_says_of_each_process_what_happened_to_it() {
         group_failure(&report(None, true, false), failed, because, true).is_none(),
         "it needed nothing"
     );
-    let kind = |r: &ProcessReport, cause: &RollbackCause, nothing_done| {
+    let kind = |r: &TargetReport, cause: &RollbackCause, nothing_done| {
         group_failure(r, cause, because, nothing_done).map(|f| f.kind)
     };
     assert_eq!(
         kind(&report(None, false, false), failed, true),
-        Some(FailureKind::NotAttempted)
+        Some(FaultKind::NotAttempted)
     );
     assert_eq!(
         kind(&report(None, false, true), failed, false),
-        Some(FailureKind::RolledBack)
+        Some(FaultKind::RolledBack)
     );
     assert_eq!(
         kind(
@@ -440,13 +440,13 @@ fn a_rolled_back_group_says_of_each_process_what_happened_to_it() {
             &RollbackCause::Interrupted(15),
             true
         ),
-        Some(FailureKind::Interrupted),
+        Some(FaultKind::Interrupted),
         "an interrupted group explains even the processes that needed nothing"
     );
     let mut unrolled = report(None, false, false);
-    unrolled.rollback_failure = Some(Failure::new(FailureKind::DriverError, "x", ""));
+    unrolled.rollback_failure = Some(Fault::new(FaultKind::DriverError, "x", ""));
     let failure = group_failure(&unrolled, failed, because, false).expect("a failure");
-    assert_eq!(failure.kind, FailureKind::RollbackFailed);
+    assert_eq!(failure.kind, FaultKind::RollbackFailed);
     assert!(
         failure.message.contains("it is left running"),
         "{failure:?}"

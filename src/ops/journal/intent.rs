@@ -380,15 +380,14 @@ pub fn report_panics() {
         default(info);
         // try_lock: the panicking thread may be the one holding it.
         let in_flight = IN_FLIGHT.try_lock().ok().and_then(|held| held.clone());
-        // Never `eprintln!`: a failed write there would panic again.
-        let advice = format!("{}\n", panic_advice(in_flight.as_deref()));
-        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), advice.as_bytes());
+        crate::exit::last_words(&panic_advice(in_flight.as_deref()));
     }));
 }
 
 /// What a panic leaves, and what to run next (pure).
 pub fn panic_advice(in_flight: Option<&std::path::Path>) -> String {
-    let bug = "cudackpt stopped on an internal error; this is a bug, please report it with the message above";
+    let bug =
+        "stopped on an internal error; this is a bug, please report it with the message above";
     match in_flight {
         Some(path) => format!(
             "{bug}. It was changing processes: its intent record {} names them and where each started; \

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use crate::files::{SafeDir, UnsafeDir};
 use crate::gpu::record;
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::request::Request;
 use crate::ops::vocabulary::stop::Stop;
 
@@ -45,8 +45,8 @@ pub fn open(request: &Request<'_>) -> Result<Records, Stop> {
         // help, not a must; the report says what could not be written.
         Err(UnsafeDir::Io { source, .. }) => records.unavailable = Some(source.to_string()),
         Err(unsafe_dir) => {
-            return Err(Stop::not_run(Failure::new(
-                FailureKind::UnsafePath,
+            return Err(Stop::not_run(Fault::new(
+                FaultKind::UnsafePath,
                 format!(
                     "refused before any change: the checkpoint record directory is not safe to use: {unsafe_dir}"
                 ),

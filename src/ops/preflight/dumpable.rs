@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use crate::ops::diagnose::describe_process;
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::ready::Ready;
 use crate::ops::vocabulary::request::Request;
 use crate::ops::vocabulary::stop::Stop;
@@ -74,7 +74,7 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<String>, Stop> 
 }
 
 /// One refusal of the tree from each process's (pure).
-fn together(failures: impl Iterator<Item = Failure>) -> Failure {
+fn together(failures: impl Iterator<Item = Fault>) -> Fault {
     let (mut messages, mut hints): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
     for failure in failures {
         messages.push(failure.message);
@@ -88,8 +88,8 @@ fn together(failures: impl Iterator<Item = Failure>) -> Failure {
             }
         }
     }
-    Failure::new(
-        FailureKind::Undumpable,
+    Fault::new(
+        FaultKind::Undumpable,
         format!("CRIU could not dump this tree: {}", messages.join("; ")),
         hints.join("; "),
     )
@@ -97,8 +97,8 @@ fn together(failures: impl Iterator<Item = Failure>) -> Failure {
 
 /// One failure per process, its obstacles together, by PID, with its name
 /// (pure).
-fn by_process(found: &[Undumpable]) -> BTreeMap<i32, (Option<String>, Failure)> {
-    let mut failures: BTreeMap<i32, (Option<String>, Failure)> = BTreeMap::new();
+fn by_process(found: &[Undumpable]) -> BTreeMap<i32, (Option<String>, Fault)> {
+    let mut failures: BTreeMap<i32, (Option<String>, Fault)> = BTreeMap::new();
     for f in found {
         let (message, hint) = words(f);
         failures
@@ -119,8 +119,8 @@ fn by_process(found: &[Undumpable]) -> BTreeMap<i32, (Option<String>, Failure)> 
                     .unwrap_or_default();
                 (
                     f.name.clone(),
-                    Failure::new(
-                        FailureKind::Undumpable,
+                    Fault::new(
+                        FaultKind::Undumpable,
                         format!("{who}{parent} {message}"),
                         hint,
                     ),
@@ -174,7 +174,7 @@ mod tests {
         let failures = by_process(&[worker(101, Obstacle::Device("/dev/nvidia0".into()))]);
         let (name, failure) = &failures[&101];
         assert_eq!(name.as_deref(), Some("pt_data_worker"));
-        assert_eq!(failure.kind, FailureKind::Undumpable);
+        assert_eq!(failure.kind, FaultKind::Undumpable);
         assert!(
             failure.message.starts_with(
                 "PID 101 (pt_data_worker), a child of PID 100 (python3), maps /dev/nvidia0 but holds no CUDA state"
@@ -209,7 +209,7 @@ mod tests {
             worker(103, Obstacle::IoUring),
         ]);
         let failure = together(failures.into_values().map(|(_, f)| f));
-        assert_eq!(failure.kind, FailureKind::Undumpable);
+        assert_eq!(failure.kind, FaultKind::Undumpable);
         assert!(failure
             .message
             .starts_with("CRIU could not dump this tree: PID 101 "));

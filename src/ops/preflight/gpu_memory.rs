@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::driver::{GpuPair, GpuUuid};
 use crate::gpu::inventory::Inventory;
 use crate::gpu::record::Record;
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::request::Request;
 use crate::ops::vocabulary::stop::Stop;
@@ -112,7 +112,7 @@ fn memory_fits(
     targets: &[Target],
     map: &[GpuPair],
     host: &Inventory<'_>,
-) -> Result<Vec<String>, Failure> {
+) -> Result<Vec<String>, Fault> {
     let mut warnings = Vec::new();
     let mut all_needs = Vec::new();
     let (mut without_figures, mut without_record) = (Vec::new(), Vec::new());
@@ -159,8 +159,8 @@ fn memory_fits(
             )
         })
         .collect();
-    Err(Failure::new(
-        FailureKind::InsufficientGpuMemory,
+    Err(Fault::new(
+        FaultKind::InsufficientGpuMemory,
         format!("restore refused before any change: {}", detail.join("; ")),
         "free memory on that GPU or choose another with --map; --force restores anyway, but NVIDIA reports (driver 580.95) that a restore failing for memory can leave the process unrecoverable",
     ))

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use crate::gpu::nvml;
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::ready::Ready;
 use crate::ops::vocabulary::request::Request;
 use crate::ops::vocabulary::stop::Stop;
@@ -112,9 +112,9 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Weighed, Stop> {
 
 /// The refusal of a group whose host copies would not fit; `when` says at
 /// which point it was refused.
-pub fn refusal(when: &str, why: &HostShortfall) -> Failure {
-    Failure::new(
-        FailureKind::InsufficientHostMemory,
+pub fn refusal(when: &str, why: &HostShortfall) -> Fault {
+    Fault::new(
+        FaultKind::InsufficientHostMemory,
         format!("{when}: {why}"),
         "raise the limit (or free host memory) by at least the GPU footprint, e.g. `systemctl set-property UNIT MemoryMax=...` or the pod's memory limit; --force (CUDACKPT_FORCE=1) checkpoints anyway, and the kernel will likely kill the process",
     )

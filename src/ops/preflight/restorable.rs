@@ -22,10 +22,10 @@ use crate::driver::{CheckpointApi, Driver, ProcessState};
 use crate::ops::diagnose::describe_process;
 use crate::ops::execute::concurrently;
 use crate::ops::vocabulary::drain_protocol;
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::ProcessReport;
+use crate::ops::vocabulary::report::TargetReport;
 use crate::ops::vocabulary::request::Request;
 use crate::ops::vocabulary::stop::Stop;
 use crate::targets::evidence::{self, Evidence, RankSign};
@@ -81,7 +81,7 @@ pub fn facts_for(cuda_version: Option<i32>) -> RestoreFacts {
 struct Finding {
     pid: i32,
     verdict: Verdict,
-    failure: Failure,
+    failure: Fault,
 }
 
 /// What the pre-flight lets through, with its words for the report.
@@ -145,14 +145,14 @@ pub fn check(
     };
     let ran = refused
         .into_iter()
-        .map(|f| ProcessReport {
+        .map(|f| TargetReport {
             failure: Some(f.failure),
-            ..ProcessReport::new(f.pid, name_of(ready, f.pid))
+            ..TargetReport::new(f.pid, name_of(ready, f.pid))
         })
         .collect();
     Err(Stop::Declined {
         refused: ran,
-        others: Some(Failure::not_attempted(format!(
+        others: Some(Fault::not_attempted(format!(
             "PID {first} could not be restored after a checkpoint"
         ))),
     })
@@ -287,8 +287,8 @@ fn judge_evidence(
         return Some(Finding {
             pid: target.pid,
             verdict: facts.ipc,
-            failure: Failure::new(
-                FailureKind::Unrestorable,
+            failure: Fault::new(
+                FaultKind::Unrestorable,
                 format!(
                     "refused before any change: {drained_yet}{who} {with} through CUDA IPC ({} in /proc/{}/maps); {}, such a checkpoint succeeds and every restore fails: the process would be lost",
                     files.join(", "),
@@ -312,8 +312,8 @@ fn judge_evidence(
             return Some(Finding {
                 pid: target.pid,
                 verdict: Verdict::Restorable,
-                failure: Failure::new(
-                    FailureKind::Unrestorable,
+                failure: Fault::new(
+                    FaultKind::Unrestorable,
                     format!("{rank}, over NCCL's socket transport (restorable): suspend and resume every rank together"),
                     "",
                 ),
@@ -322,8 +322,8 @@ fn judge_evidence(
         return Some(Finding {
             pid: target.pid,
             verdict: facts.nccl_p2p_shm,
-            failure: Failure::new(
-                FailureKind::Unrestorable,
+            failure: Fault::new(
+                FaultKind::Unrestorable,
                 format!(
                     "refused before any change: {rank} whose P2P or shared-memory transport is in use; {}, such a checkpoint succeeds and every restore fails: the job would be lost",
                     facts.source

@@ -12,10 +12,10 @@ use crate::driver::{Driver, ProcessState};
 use crate::ops::diagnose;
 use crate::ops::execute::restore_thread_stopped;
 use crate::ops::stages::select::{load_driver, Selection};
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::ready::Ready;
 use crate::ops::vocabulary::report::Finished;
-use crate::ops::vocabulary::report::{Layout, ProcessReport, Report};
+use crate::ops::vocabulary::report::{CommandReport, Layout, TargetReport};
 use crate::ops::vocabulary::request::{Request, ThreadIds};
 use crate::ops::vocabulary::stop::Stop;
 use crate::targets::discover::{self, Mapped};
@@ -27,7 +27,7 @@ pub struct Checked {
     layout: Layout,
     named: Vec<i32>,
     pids: Vec<i32>,
-    results: Vec<Result<Target, Failure>>,
+    results: Vec<Result<Target, Fault>>,
     mapped: HashMap<i32, Mapped>,
     /// States known from selection, for processes nothing else reached.
     known_states: HashMap<i32, ProcessState>,
@@ -43,7 +43,7 @@ fn check_one(
     privileges: &Privileges,
     thread_ids: ThreadIds,
     hold: bool,
-) -> Result<Target, Failure> {
+) -> Result<Target, Fault> {
     match process::check_target(pid, privileges, hold) {
         Err(TargetError::Thread { tgid, .. }) if thread_ids == ThreadIds::ActOnProcess => {
             tracing::debug!(
@@ -60,13 +60,8 @@ fn check_one(
 
 /// Whether a failure only says the process is no longer there to act on
 /// (exited, a zombie, or no longer a CUDA process).
-fn is_gone(failure: Option<&Failure>) -> bool {
-    failure.is_some_and(|f| {
-        matches!(
-            f.kind,
-            FailureKind::NoSuchProcess | FailureKind::NotCudaProcess
-        )
-    })
+fn is_gone(failure: Option<&Fault>) -> bool {
+    failure.is_some_and(|f| matches!(f.kind, FaultKind::NoSuchProcess | FaultKind::NotCudaProcess))
 }
 
 /// Checks every selected PID. A process that was found, not named, and is
@@ -75,7 +70,7 @@ pub fn check(request: &Request<'_>, selection: Selection) -> Checked {
     let privileges = Privileges::current();
     let named = request.pids.clone();
     tracing::debug!(pids = ?selection.pids, command = request.operation.name(), ?privileges, "checking targets");
-    let (pids, results): (Vec<i32>, Vec<Result<Target, Failure>>) = selection
+    let (pids, results): (Vec<i32>, Vec<Result<Target, Fault>>) = selection
         .pids
         .iter()
         .map(|&pid| {
@@ -125,8 +120,8 @@ pub fn ready(request: &Request<'_>, checked: &mut Checked) -> Result<Ready, Stop
                 checked.read_states(&driver, &valid);
             }
         }
-        return Err(Stop::not_run(Failure::new(
-            FailureKind::NotAttempted,
+        return Err(Stop::not_run(Fault::new(
+            FaultKind::NotAttempted,
             format!("not attempted: PID {bad} failed its checks"),
             "fix or drop that PID; a group changes state together or not at all",
         )));
@@ -147,8 +142,8 @@ pub fn ready(request: &Request<'_>, checked: &mut Checked) -> Result<Ready, Stop
         let pid = first.pid;
         return Err(Stop::Declined {
             refused: blocked,
-            others: Some(Failure::new(
-                FailureKind::NotAttempted,
+            others: Some(Fault::new(
+                FaultKind::NotAttempted,
                 format!("not attempted: PID {pid} is stopped"),
                 "continue the stopped process first; a group changes state together or not at all",
             )),
@@ -172,7 +167,7 @@ fn set_aside_stopped(
     checked: &Checked,
     driver: &Driver,
     valid: Vec<Target>,
-) -> (Vec<ProcessReport>, Vec<Target>) {
+) -> (Vec<TargetReport>, Vec<Target>) {
     let asks_only_restore_tid = matches!(
         request.operation,
         crate::ops::vocabulary::plan::Operation::RestoreTid
@@ -183,7 +178,7 @@ fn set_aside_stopped(
     let reports = blocked
         .iter()
         .map(|t| {
-            let mut report = ProcessReport::new(t.pid, Some(t.name.clone()));
+            let mut report = TargetReport::new(t.pid, Some(t.name.clone()));
             report.stopped = true;
             if checked.discovered(t.pid) && !checked.changes_state {
                 // A listing shows it, rather than failing over it.
@@ -224,7 +219,7 @@ impl Checked {
         &self,
         outcome: Result<Finished, Stop>,
         started: Instant,
-    ) -> Report {
+    ) -> CommandReport {
         match outcome {
             Ok(finished) => {
                 let mut report = self.report(finished.reports, None, started);
@@ -238,9 +233,9 @@ impl Checked {
             Err(Stop::Declined {
                 refused: ran,
                 others: Some(failure),
-            }) if ran.is_empty() && failure.kind != FailureKind::NotAttempted => {
-                let each = Failure::new(
-                    FailureKind::NotAttempted,
+            }) if ran.is_empty() && failure.kind != FaultKind::NotAttempted => {
+                let each = Fault::new(
+                    FaultKind::NotAttempted,
                     format!(
                         "not attempted: the command was refused as a whole ({})",
                         failure.kind.as_str()
@@ -266,28 +261,28 @@ impl Checked {
     /// every member's fate must be reported.
     fn report(
         &self,
-        ran: Vec<ProcessReport>,
-        not_run: Option<Failure>,
+        ran: Vec<TargetReport>,
+        not_run: Option<Fault>,
         started: Instant,
-    ) -> Report {
-        let mut ran: HashMap<i32, ProcessReport> = ran.into_iter().map(|r| (r.pid, r)).collect();
-        let mut processes: Vec<ProcessReport> = self
+    ) -> CommandReport {
+        let mut ran: HashMap<i32, TargetReport> = ran.into_iter().map(|r| (r.pid, r)).collect();
+        let mut processes: Vec<TargetReport> = self
             .results
             .iter()
             .zip(&self.pids)
             .map(|(result, &pid)| {
                 let mut report = match result {
-                    Err(failure) => ProcessReport {
+                    Err(failure) => TargetReport {
                         failure: Some(failure.clone()),
-                        ..ProcessReport::new(pid, None)
+                        ..TargetReport::new(pid, None)
                     },
                     Ok(target) => match (ran.remove(&target.pid), &not_run) {
                         (Some(report), _) => report,
-                        (None, Some(failure)) => ProcessReport {
+                        (None, Some(failure)) => TargetReport {
                             failure: Some(failure.clone()),
-                            ..ProcessReport::new(target.pid, Some(target.name.clone()))
+                            ..TargetReport::new(target.pid, Some(target.name.clone()))
                         },
-                        (None, None) => ProcessReport::new(target.pid, Some(target.name.clone())),
+                        (None, None) => TargetReport::new(target.pid, Some(target.name.clone())),
                     },
                 };
                 // Whether NCCL is mapped, as a fact; only a real rank is
@@ -306,11 +301,11 @@ impl Checked {
         if !self.changes_state {
             processes.retain(|p| !(self.discovered(p.pid) && is_gone(p.failure.as_ref())));
         }
-        Report {
+        CommandReport {
             processes,
             warnings: self.warnings.clone(),
             layout: self.layout,
-            ..Report::new(self.command, started.elapsed())
+            ..CommandReport::new(self.command, started.elapsed())
         }
     }
 }
@@ -329,7 +324,7 @@ mod tests {
         }
     }
 
-    fn checked(results: Vec<Result<Target, Failure>>, named: Vec<i32>, changes: bool) -> Checked {
+    fn checked(results: Vec<Result<Target, Fault>>, named: Vec<i32>, changes: bool) -> Checked {
         let pids = results
             .iter()
             .map(|r| r.as_ref().map_or(99, |t| t.pid))
@@ -348,8 +343,8 @@ mod tests {
         }
     }
 
-    fn gone() -> Failure {
-        Failure::new(FailureKind::NoSuchProcess, "gone", "")
+    fn gone() -> Fault {
+        Fault::new(FaultKind::NoSuchProcess, "gone", "")
     }
 
     #[test]
@@ -365,7 +360,7 @@ mod tests {
         };
         assert!(ran.is_empty());
         let not_run = not_run.expect("the others are not attempted");
-        assert_eq!(not_run.kind, FailureKind::NotAttempted);
+        assert_eq!(not_run.kind, FaultKind::NotAttempted);
         assert!(not_run.message.contains("PID 99 failed its checks"));
     }
 
@@ -382,17 +377,17 @@ mod tests {
     #[test]
     fn a_stop_of_the_whole_group_is_said_once_at_the_top() {
         let checked = checked(vec![Ok(target(1)), Ok(target(2))], vec![1, 2], true);
-        let stop = Stop::not_run(Failure::new(FailureKind::InUse, "busy", ""));
+        let stop = Stop::not_run(Fault::new(FaultKind::InUse, "busy", ""));
         let report = checked.assemble(Err(stop), Instant::now());
         assert_eq!(
             report.failure.as_ref().map(|f| f.kind),
-            Some(FailureKind::InUse)
+            Some(FaultKind::InUse)
         );
         assert_eq!(report.processes.len(), 2);
         assert!(report
             .processes
             .iter()
-            .all(|p| p.failure.as_ref().map(|f| f.kind) == Some(FailureKind::NotAttempted)));
+            .all(|p| p.failure.as_ref().map(|f| f.kind) == Some(FaultKind::NotAttempted)));
         assert_eq!(report.exit_status(), crate::exit::ExitStatus::InUse);
         assert_eq!(report.command, "suspend");
     }

@@ -13,7 +13,7 @@ use crate::gpu::map::{self, Completed, MapEntry, MapError, MapSpec};
 use crate::gpu::record::{self, Record, RecordMatch, RecordedGpu};
 use crate::ops::diagnose::describe_process;
 use crate::ops::diagnose::map_failure;
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::request::Request;
 use crate::ops::vocabulary::stop::Stop;
 use crate::targets::process::Target;
@@ -75,10 +75,10 @@ pub fn choose(
 
 /// Refuses a map on a driver too old to remap GPUs, before it fails the
 /// restore. A driver that does not say its version is left to judge.
-fn can_remap(driver: &Driver) -> Result<(), Failure> {
+fn can_remap(driver: &Driver) -> Result<(), Fault> {
     match driver.version() {
-        Ok(version) if version < crate::driver::GPU_REMAPPING_SINCE_CUDA => Err(Failure::new(
-            FailureKind::InvalidMap,
+        Ok(version) if version < crate::driver::GPU_REMAPPING_SINCE_CUDA => Err(Fault::new(
+            FaultKind::InvalidMap,
             format!(
                 "this driver (CUDA {}.{}) cannot restore a process onto other GPUs: GPU remapping needs driver 580 (CUDA 13.0) or newer",
                 version / 1000,
@@ -118,7 +118,7 @@ fn auto(
     records: &HashMap<i32, Record>,
     targets: &[Target],
     host: &Inventory<'_>,
-) -> Result<(Option<Vec<GpuPair>>, Vec<String>), Failure> {
+) -> Result<(Option<Vec<GpuPair>>, Vec<String>), Fault> {
     let pairs = auto_map(records, targets, host)?;
     if pairs.is_empty() {
         let remark = "--map auto: the GPUs are the ones recorded at checkpoint; nothing moves";
@@ -128,9 +128,9 @@ fn auto(
     Ok((Some(pairs), vec![remark]))
 }
 
-fn auto_refused(message: String) -> Failure {
-    Failure::new(
-        FailureKind::InvalidMap,
+fn auto_refused(message: String) -> Fault {
+    Fault::new(
+        FaultKind::InvalidMap,
         message,
         "restore without --map (same GPUs), or give the map explicitly (`cudackpt devices` lists this host's GPUs)",
     )
@@ -142,7 +142,7 @@ fn auto_map(
     records: &HashMap<i32, Record>,
     targets: &[Target],
     host: &Inventory<'_>,
-) -> Result<Vec<GpuPair>, Failure> {
+) -> Result<Vec<GpuPair>, Fault> {
     let mut recorded: Option<&Vec<RecordedGpu>> = None;
     for target in targets {
         let record = records.get(&target.pid).ok_or_else(|| {
@@ -180,7 +180,7 @@ fn auto_map(
 fn given(
     entries: &[MapEntry],
     host: &Inventory<'_>,
-) -> Result<(Option<Vec<GpuPair>>, Vec<String>), Failure> {
+) -> Result<(Option<Vec<GpuPair>>, Vec<String>), Fault> {
     let local_gpus = match host.for_map() {
         Ok(listing) => {
             tracing::debug!(source = ?listing.source, count = listing.gpus.len(), "listed the GPUs of this host");
@@ -287,7 +287,7 @@ mod tests {
         let host = Inventory::over(empty.path(), Some(Path::new(NO_DRIVER)));
         let entries = parse_map(&[format!("{}=1", uuid(0xa))]).expect("a map");
         let failure = given(&entries, &host).expect_err("cannot resolve an index");
-        assert_eq!(failure.kind, FailureKind::InvalidMap);
+        assert_eq!(failure.kind, FaultKind::InvalidMap);
         assert!(
             failure.message.contains("could not be listed"),
             "{failure:?}"

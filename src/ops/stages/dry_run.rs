@@ -5,10 +5,10 @@
 use crate::driver::{CallError, CheckpointApi, GpuPair};
 use crate::ops::diagnose::Attempt;
 use crate::ops::execute;
-use crate::ops::vocabulary::failure::Failure;
+use crate::ops::vocabulary::failure::Fault;
 use crate::ops::vocabulary::plan;
 use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::ProcessReport;
+use crate::ops::vocabulary::report::TargetReport;
 use crate::ops::vocabulary::request::Request;
 use crate::targets::process::{self, Privileges, Target};
 
@@ -18,18 +18,18 @@ use crate::targets::process::{self, Privileges, Target};
 /// for (not a CUDA process), or one in a state the command cannot start
 /// from, fails with the real command's failure, and the rest of a group
 /// that changes state are not attempted.
-pub fn reports(request: &Request<'_>, ready: &Ready, map: &[GpuPair]) -> Vec<ProcessReport> {
+pub fn reports(request: &Request<'_>, ready: &Ready, map: &[GpuPair]) -> Vec<TargetReport> {
     let states = execute::concurrently(&ready.targets, |t| ready.driver.get_state(t.pid));
-    let mut reports: Vec<ProcessReport> = ready
+    let mut reports: Vec<TargetReport> = ready
         .targets
         .iter()
         .zip(states)
         .map(|(target, state)| {
-            let report = ProcessReport::new(target.pid, Some(target.name.clone()));
+            let report = TargetReport::new(target.pid, Some(target.name.clone()));
             let state = match state {
                 Ok(state) => state,
                 Err(error) => {
-                    return ProcessReport {
+                    return TargetReport {
                         failure: Some(unanswered(ready, target, &error)),
                         ..report
                     }
@@ -54,7 +54,7 @@ pub fn reports(request: &Request<'_>, ready: &Ready, map: &[GpuPair]) -> Vec<Pro
                     Some(execute::wrong_state(&request.operation, target, &wrong)),
                 ),
             };
-            ProcessReport {
+            TargetReport {
                 state_before: Some(state),
                 state: Some(state),
                 note,
@@ -72,7 +72,7 @@ pub fn reports(request: &Request<'_>, ready: &Ready, map: &[GpuPair]) -> Vec<Pro
 
 /// Why the driver could not say where `target` is, as the real command
 /// would explain it (a process that never initialised CUDA, one gone).
-fn unanswered(ready: &Ready, target: &Target, error: &CallError) -> Failure {
+fn unanswered(ready: &Ready, target: &Target, error: &CallError) -> Fault {
     let caller = execute::Caller {
         api: &ready.driver,
         alive: process::is_alive(target.pid),

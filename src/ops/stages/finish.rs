@@ -14,9 +14,9 @@ use crate::gpu::record::{self, Record, RecordedGpu, RecordedUse};
 use crate::ops::diagnose::describe_process;
 use crate::ops::journal::records::Records;
 use crate::ops::preflight::gpu_memory as preflight;
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
-use crate::ops::vocabulary::plan::StepKind;
-use crate::ops::vocabulary::report::{GpuMemory, ProcessReport};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
+use crate::ops::vocabulary::plan::DriverCall;
+use crate::ops::vocabulary::report::{GpuBytes, TargetReport};
 use crate::ops::vocabulary::request::Request;
 use crate::ops::vocabulary::snapshot::Snapshot;
 use crate::targets::process::Target;
@@ -34,7 +34,7 @@ pub struct FinishInputs<'a> {
 /// Verifies, writes and clears records; returns remarks for the report.
 pub fn finish(
     request: &Request<'_>,
-    reports: &mut [ProcessReport],
+    reports: &mut [TargetReport],
     moved: &FinishInputs<'_>,
 ) -> Vec<String> {
     if request.verify {
@@ -84,12 +84,12 @@ fn write_records(
     records: &Records,
     snapshot: &Snapshot,
     targets: &[Target],
-    reports: &mut [ProcessReport],
+    reports: &mut [TargetReport],
 ) -> Vec<String> {
     let mut warnings = Vec::new();
     for report in reports.iter_mut() {
         let checkpointed_now =
-            report.state == Some(ProcessState::Checkpointed) && report.did(StepKind::Checkpoint);
+            report.state == Some(ProcessState::Checkpointed) && report.did(DriverCall::Checkpoint);
         let Some(target) = targets
             .iter()
             .find(|t| t.pid == report.pid)
@@ -118,7 +118,7 @@ fn write_records(
             snapshot.cuda_version.clone(),
         );
         // What the checkpoint moved to host memory, when NVML could tell.
-        report.gpu_memory = entry.bytes_needed().map(GpuMemory::Moved);
+        report.gpu_memory = entry.bytes_needed().map(GpuBytes::Moved);
         let written = match (&records.dir, &records.unavailable) {
             (Some(dir), _) => record::write(dir, &entry).map_err(|e| e.to_string()),
             (None, why) => Err(why.clone().unwrap_or_default()),
@@ -139,7 +139,7 @@ fn write_records(
 /// command left running, or restored (and left locked). A restore that was
 /// rolled back leaves the process checkpointed, and its record stays for
 /// the retry (`--map auto`, the pre-flight).
-fn clear_records(dir: &SafeDir, reports: &[ProcessReport]) {
+fn clear_records(dir: &SafeDir, reports: &[TargetReport]) {
     for report in reports {
         if record_is_done(report) {
             record::remove(dir, report.pid);
@@ -147,12 +147,12 @@ fn clear_records(dir: &SafeDir, reports: &[ProcessReport]) {
     }
 }
 
-fn record_is_done(report: &ProcessReport) -> bool {
+fn record_is_done(report: &TargetReport) -> bool {
     match report.state {
         Some(ProcessState::Running) => {
-            report.did(StepKind::Unlock) || report.did(StepKind::Restore)
+            report.did(DriverCall::Unlock) || report.did(DriverCall::Restore)
         }
-        Some(ProcessState::Locked) => report.did(StepKind::Restore),
+        Some(ProcessState::Locked) => report.did(DriverCall::Restore),
         _ => false,
     }
 }
@@ -197,12 +197,12 @@ fn mismatch(
     }
 }
 
-fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map: &[GpuPair]) {
+fn verify(reports: &mut [TargetReport], records: &HashMap<i32, Record>, map: &[GpuPair]) {
     let moved: Vec<usize> = reports
         .iter()
         .enumerate()
         .filter(|(_, r)| {
-            r.failure.is_none() && (r.did(StepKind::Checkpoint) || r.did(StepKind::Restore))
+            r.failure.is_none() && (r.did(DriverCall::Checkpoint) || r.did(DriverCall::Restore))
         })
         .map(|(i, _)| i)
         .collect();
@@ -213,8 +213,8 @@ fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map: &[
         Ok(usage) => usage,
         Err(why) => {
             for &i in &moved {
-                reports[i].failure = Some(Failure::new(
-                    FailureKind::VerifyFailed,
+                reports[i].failure = Some(Fault::new(
+                    FaultKind::VerifyFailed,
                     format!(
                         "could not verify {}: {why}",
                         describe_process(reports[i].pid, reports[i].name.as_deref())
@@ -243,13 +243,13 @@ fn verify(reports: &mut [ProcessReport], records: &HashMap<i32, Record>, map: &[
         let problem = mismatch(&who, report.state, &held, &expected);
         match problem {
             Some(message) => {
-                report.failure = Some(Failure::new(
-                    FailureKind::VerifyFailed,
+                report.failure = Some(Fault::new(
+                    FaultKind::VerifyFailed,
                     message,
                     "check `nvidia-smi`; the driver reported success, so report this with `cudackpt -vv` output",
                 ))
             }
-            None => report.gpu_memory = Some(GpuMemory::Held(held.iter().map(|(_, b)| b).sum())),
+            None => report.gpu_memory = Some(GpuBytes::Held(held.iter().map(|(_, b)| b).sum())),
         }
     }
 }

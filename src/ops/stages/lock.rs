@@ -6,10 +6,10 @@
 use crate::ops::journal::intent;
 use crate::ops::journal::pidlock::{self, LockError, PidLocks};
 use crate::ops::journal::process_lock;
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::ProcessReport;
+use crate::ops::vocabulary::report::TargetReport;
 use crate::ops::vocabulary::stop::Stop;
 
 /// The locks of every target (none for a query), or the stop that names
@@ -56,9 +56,9 @@ pub fn not_left_by_a_dead_cudackpt(ready: &Ready) -> Result<(), Stop> {
         return Ok(());
     };
     let mut ran = ready.blocked.clone();
-    ran.push(ProcessReport {
-        failure: Some(Failure::new(
-            FailureKind::NeedsRecovery,
+    ran.push(TargetReport {
+        failure: Some(Fault::new(
+            FaultKind::NeedsRecovery,
             format!(
                 "refused before any change: PID {} was {left_by} (its intent record {} is still there)",
                 target.pid,
@@ -66,11 +66,11 @@ pub fn not_left_by_a_dead_cudackpt(ready: &Ready) -> Result<(), Stop> {
             ),
             "run `cudackpt recover` to put that group back where it started (`--dry-run` says what it would do)",
         )),
-        ..ProcessReport::new(target.pid, Some(target.name.clone()))
+        ..TargetReport::new(target.pid, Some(target.name.clone()))
     });
     Err(Stop::Declined {
         refused: ran,
-        others: Some(Failure::not_attempted(format!(
+        others: Some(Fault::not_attempted(format!(
             "PID {} needs recovering first",
             target.pid
         ))),
@@ -87,17 +87,17 @@ fn confirm_identities(ready: &Ready) -> Result<(), Stop> {
         return Ok(());
     };
     let mut ran = ready.blocked.clone();
-    ran.push(ProcessReport {
-        failure: Some(Failure::new(
-            FailureKind::NoSuchProcess,
+    ran.push(TargetReport {
+        failure: Some(Fault::new(
+            FaultKind::NoSuchProcess,
             format!("refused before any change: {lost}"),
             "check the PID again (`cudackpt ps`); nothing was done to the process now behind it",
         )),
-        ..ProcessReport::new(target.pid, Some(target.name.clone()))
+        ..TargetReport::new(target.pid, Some(target.name.clone()))
     });
     Err(Stop::Declined {
         refused: ran,
-        others: Some(Failure::not_attempted(format!(
+        others: Some(Fault::not_attempted(format!(
             "PID {} is no longer the process checked",
             target.pid
         ))),
@@ -135,8 +135,8 @@ fn take(ready: &Ready) -> Result<PidLocks, Stop> {
         Ok(held) => return Ok(held),
         Err(LockError::Busy { pid, holder }) => (pid, holder),
         Err(LockError::Unusable(why)) => {
-            return Err(Stop::not_run(Failure::new(
-                FailureKind::LockUnavailable,
+            return Err(Stop::not_run(Fault::new(
+                FaultKind::LockUnavailable,
                 format!(
                     "refused before any change: the per-process lock that keeps two cudackpt apart could not be taken: {why}"
                 ),
@@ -157,17 +157,17 @@ fn take(ready: &Ready) -> Result<PidLocks, Stop> {
         .find(|t| t.pid == busy_pid)
         .map(|t| t.name.clone());
     let mut ran = ready.blocked.clone();
-    ran.push(ProcessReport {
-        failure: Some(Failure::new(
-            FailureKind::InUse,
+    ran.push(TargetReport {
+        failure: Some(Fault::new(
+            FaultKind::InUse,
             format!("PID {busy_pid} is being changed by {holder} right now"),
             "wait for that command to finish, then check with `cudackpt state`",
         )),
-        ..ProcessReport::new(busy_pid, name)
+        ..TargetReport::new(busy_pid, name)
     });
     Err(Stop::Declined {
         refused: ran,
-        others: Some(Failure::not_attempted(format!(
+        others: Some(Fault::not_attempted(format!(
             "PID {busy_pid} is in use by another cudackpt"
         ))),
     })

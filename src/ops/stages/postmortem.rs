@@ -12,9 +12,9 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crate::ops::diagnose::describe_process;
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::report::ProcessReport;
+use crate::ops::vocabulary::report::TargetReport;
 use crate::ops::vocabulary::snapshot::Snapshot;
 use crate::targets::kmsg::{self, KernelLog};
 use crate::targets::memory::{self, Placement};
@@ -63,12 +63,12 @@ pub fn watch(
 impl Watch {
     /// Names an OOM kill where a target is gone and its cgroup counted one
     /// or the kernel logged it.
-    pub fn diagnose(&self, reports: &mut [ProcessReport]) {
-        let gone = |report: &ProcessReport| {
+    pub fn diagnose(&self, reports: &mut [TargetReport]) {
+        let gone = |report: &TargetReport| {
             // Gone, or the driver's 304 from a process being killed (it can
             // still show in /proc while the kernel tears it down).
             report.failure.as_ref().is_some_and(|f| {
-                f.kind == FailureKind::NoSuchProcess
+                f.kind == FaultKind::NoSuchProcess
                     || f.cuda
                         .is_some_and(|c| c.code == crate::driver::code::OPERATING_SYSTEM)
             })
@@ -133,7 +133,7 @@ struct Seen<'a> {
 
 /// The OOM verdict on one gone process: its cgroup counted a new kill, or
 /// the kernel logged one.
-fn oom_verdict(report: &ProcessReport, seen: &Seen<'_>) -> Option<Failure> {
+fn oom_verdict(report: &TargetReport, seen: &Seen<'_>) -> Option<Fault> {
     let (cgroup, kernel_line) = (seen.cgroup, seen.kernel_line);
     let counted = cgroup.and_then(|(placement, before)| {
         placement
@@ -167,8 +167,8 @@ fn oom_verdict(report: &ProcessReport, seen: &Seen<'_>) -> Option<Failure> {
             bytes >> 20
         )
     });
-    Some(Failure::new(
-        FailureKind::OomKilled,
+    Some(Fault::new(
+        FaultKind::OomKilled,
         format!(
             "{} was killed by the kernel's OOM killer during the command: {}; the checkpoint copies {copied} into the process's host memory, charged to its cgroup",
             describe_process(report.pid, report.name.as_deref()),
@@ -197,9 +197,9 @@ mod tests {
             memory::Hierarchy::V1 => format!("oom_kill_disable 0\nunder_oom 0\noom_kill {n}\n"),
         };
         fs::write(&events, counting(0)).expect("events");
-        let gone = |pid| ProcessReport {
-            failure: Some(Failure::new(FailureKind::NoSuchProcess, "exited", "")),
-            ..ProcessReport::new(pid, Some("python3".into()))
+        let gone = |pid| TargetReport {
+            failure: Some(Fault::new(FaultKind::NoSuchProcess, "exited", "")),
+            ..TargetReport::new(pid, Some("python3".into()))
         };
         // PIDs that are no process here (the test's own would be alive).
         let (dead, alive) = (i32::MAX - 7, std::process::id() as i32);
@@ -213,17 +213,17 @@ mod tests {
             kernel_log: None,
             footprints: vec![(dead, 4 << 30)],
         };
-        let mut reports = vec![gone(dead), ProcessReport::new(alive, None)];
+        let mut reports = vec![gone(dead), TargetReport::new(alive, None)];
         watch.diagnose(&mut reports);
         assert_eq!(
             reports[0].failure.as_ref().map(|f| f.kind),
-            Some(FailureKind::NoSuchProcess),
+            Some(FaultKind::NoSuchProcess),
             "no new kill, no verdict"
         );
         fs::write(&events, counting(1)).expect("events");
         watch.diagnose(&mut reports);
         let failure = reports[0].failure.as_ref().expect("a failure");
-        assert_eq!(failure.kind, FailureKind::OomKilled);
+        assert_eq!(failure.kind, FaultKind::OomKilled);
         assert!(
             failure
                 .message
@@ -270,13 +270,13 @@ mod tests {
             format!("3,77,5,-;Out of memory: Killed process {dead} (python3) total-vm:1kB, anon-rss:1kB\n"),
         )
         .expect("a kill");
-        let mut reports = vec![ProcessReport {
-            failure: Some(Failure::new(FailureKind::NoSuchProcess, "exited", "")),
-            ..ProcessReport::new(dead, Some("python3".into()))
+        let mut reports = vec![TargetReport {
+            failure: Some(Fault::new(FaultKind::NoSuchProcess, "exited", "")),
+            ..TargetReport::new(dead, Some("python3".into()))
         }];
         watch.diagnose(&mut reports);
         let failure = reports[0].failure.as_ref().expect("a failure");
-        assert_eq!(failure.kind, FailureKind::OomKilled);
+        assert_eq!(failure.kind, FaultKind::OomKilled);
         assert!(
             failure.message.contains(&format!(
                 "the kernel logged \"Out of memory: Killed process {dead} (python3)\""

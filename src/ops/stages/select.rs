@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use crate::driver::{code, CallError, CheckpointApi, Driver, ProcessState};
 use crate::ops::execute::cannot_answer;
 use crate::ops::execute::concurrently;
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::request::{Request, Selectors};
 use crate::targets::cgroup::{self, Cgroup};
 use crate::targets::discover::{self, Mapped};
@@ -31,7 +31,7 @@ pub struct Selection {
 }
 
 /// Selects the targets of a request, or refuses the whole command.
-pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
+pub fn select(request: &Request<'_>) -> Result<Selection, Fault> {
     let command = request.operation.name();
     let cgroups = open_cgroups(&request.selectors)?;
     if let (Some(what), true, false) = (
@@ -39,8 +39,8 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Failure> {
         request.operation.changes_state(),
         request.confirmed,
     ) {
-        return Err(Failure::new(
-            FailureKind::Usage,
+        return Err(Fault::new(
+            FaultKind::Usage,
             format!("{what} would {command} every CUDA process on this host"),
             "add --yes to confirm (CUDACKPT_YES=1 for CRIU's action script), or name the processes (--tree, --cgroup, PIDs)",
         ));
@@ -122,10 +122,10 @@ fn whole_host(selectors: &Selectors, cgroups: &[Cgroup]) -> Option<String> {
 /// directory holding a file named cgroup.procs names whatever PIDs its
 /// owner wrote there. A `CUDACKPT_CGROUP_ROOT` that is no cgroup v2 mount
 /// is refused as well, even where no `--cgroup` reads it.
-fn open_cgroups(selectors: &Selectors) -> Result<Vec<Cgroup>, Failure> {
+fn open_cgroups(selectors: &Selectors) -> Result<Vec<Cgroup>, Fault> {
     let usage = |why: String| {
-        Failure::new(
-            FailureKind::Usage,
+        Fault::new(
+            FaultKind::Usage,
             why,
             "give a cgroup directory, e.g. /sys/fs/cgroup/kubepods.slice/...",
         )
@@ -139,7 +139,7 @@ fn open_cgroups(selectors: &Selectors) -> Result<Vec<Cgroup>, Failure> {
 }
 
 /// The PIDs the selectors name, before any is confirmed.
-fn candidate_pids(selectors: &Selectors, cgroups: &[Cgroup]) -> Result<Vec<i32>, Failure> {
+fn candidate_pids(selectors: &Selectors, cgroups: &[Cgroup]) -> Result<Vec<i32>, Fault> {
     let mut pids = Vec::new();
     if let Some(&root) = selectors
         .trees
@@ -147,8 +147,8 @@ fn candidate_pids(selectors: &Selectors, cgroups: &[Cgroup]) -> Result<Vec<i32>,
         .find(|&&root| !process::is_alive(root))
     {
         let error = TargetError::NoSuchProcess { pid: root };
-        return Err(Failure::new(
-            FailureKind::NoSuchProcess,
+        return Err(Fault::new(
+            FaultKind::NoSuchProcess,
             format!("--tree {root}: {error}"),
             error.hint(),
         ));
@@ -156,8 +156,8 @@ fn candidate_pids(selectors: &Selectors, cgroups: &[Cgroup]) -> Result<Vec<i32>,
     pids.extend(discover::trees(&selectors.trees));
     for cgroup in cgroups {
         let members = cgroup.pids().map_err(|e| {
-            Failure::new(
-                FailureKind::ProcUnreadable,
+            Fault::new(
+                FaultKind::ProcUnreadable,
                 format!("could not read cgroup {}: {e}", cgroup.path.display()),
                 "",
             )
@@ -246,7 +246,7 @@ struct Discovered {
 /// The CUDA processes the selectors pick, and those that could not be
 /// inspected whole. Processes that never initialised CUDA, or that vanish
 /// meanwhile, are skipped.
-fn find(selectors: &Selectors, cgroups: &[Cgroup], driver: &Driver) -> Result<Discovered, Failure> {
+fn find(selectors: &Selectors, cgroups: &[Cgroup], driver: &Driver) -> Result<Discovered, Fault> {
     let pids = candidate_pids(selectors, cgroups)?;
     let driver_path = driver.path();
     let driver_file = driver_path.file_name().and_then(|n| n.to_str());
@@ -300,7 +300,7 @@ struct FoundProcess {
 }
 
 /// Loads the driver for process commands, or says why it cannot.
-pub(crate) fn load_driver(libcuda: Option<&std::path::Path>) -> Result<Driver, Failure> {
+pub(crate) fn load_driver(libcuda: Option<&std::path::Path>) -> Result<Driver, Fault> {
     Driver::load_for_checkpoint(libcuda)
         .map_err(|error| crate::ops::diagnose::from_load_error(&error))
 }
@@ -343,7 +343,7 @@ mod tests {
         let refused = select(&request(suspend, true, false))
             .err()
             .expect("--all without --yes is refused");
-        assert_eq!(refused.kind, FailureKind::Usage);
+        assert_eq!(refused.kind, FaultKind::Usage);
         assert!(
             refused.message.contains("every CUDA process"),
             "{refused:?}"
@@ -390,7 +390,7 @@ mod tests {
             ..Selectors::default()
         };
         let failure = candidate_pids(&selectors, &[]).expect_err("no such process");
-        assert_eq!(failure.kind, FailureKind::NoSuchProcess);
+        assert_eq!(failure.kind, FaultKind::NoSuchProcess);
         assert!(failure.message.starts_with(&format!("--tree {}", i32::MAX)));
     }
 

@@ -8,7 +8,7 @@ use crate::exit::ExitStatus;
 /// The kinds of failure, as stable snake_case names in JSON.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum FailureKind {
+pub enum FaultKind {
     /// No process has the PID (or it exited).
     NoSuchProcess,
     /// The PID is a thread of a process, not a process.
@@ -82,119 +82,119 @@ pub enum FailureKind {
     Usage,
 }
 
-impl FailureKind {
+impl FaultKind {
     /// Every kind, for the JSON Schema.
-    pub(crate) const ALL: [FailureKind; 34] = [
-        FailureKind::NoSuchProcess,
-        FailureKind::ThreadNotProcess,
-        FailureKind::NotCudaProcess,
-        FailureKind::PermissionDenied,
-        FailureKind::LockTimeout,
-        FailureKind::WrongState,
-        FailureKind::MapRejected,
-        FailureKind::InvalidMap,
-        FailureKind::OutOfMemory,
-        FailureKind::DriverError,
-        FailureKind::DriverUnavailable,
-        FailureKind::WaitTimeout,
-        FailureKind::NotAttempted,
-        FailureKind::RolledBack,
-        FailureKind::RollbackFailed,
-        FailureKind::Interrupted,
-        FailureKind::DeadlineExceeded,
-        FailureKind::ProcessStopped,
-        FailureKind::InsufficientGpuMemory,
-        FailureKind::VerifyFailed,
-        FailureKind::InUse,
-        FailureKind::ProcUnreadable,
-        FailureKind::UnsafePath,
-        FailureKind::Unrestorable,
-        FailureKind::Undumpable,
-        FailureKind::InsufficientHostMemory,
-        FailureKind::OomKilled,
-        FailureKind::NeedsRecovery,
-        FailureKind::LockUnavailable,
-        FailureKind::SpawnFailed,
-        FailureKind::CannotDrain,
-        FailureKind::DrainTimeout,
-        FailureKind::RebuildFailed,
-        FailureKind::Usage,
+    pub(crate) const ALL: [FaultKind; 34] = [
+        FaultKind::NoSuchProcess,
+        FaultKind::ThreadNotProcess,
+        FaultKind::NotCudaProcess,
+        FaultKind::PermissionDenied,
+        FaultKind::LockTimeout,
+        FaultKind::WrongState,
+        FaultKind::MapRejected,
+        FaultKind::InvalidMap,
+        FaultKind::OutOfMemory,
+        FaultKind::DriverError,
+        FaultKind::DriverUnavailable,
+        FaultKind::WaitTimeout,
+        FaultKind::NotAttempted,
+        FaultKind::RolledBack,
+        FaultKind::RollbackFailed,
+        FaultKind::Interrupted,
+        FaultKind::DeadlineExceeded,
+        FaultKind::ProcessStopped,
+        FaultKind::InsufficientGpuMemory,
+        FaultKind::VerifyFailed,
+        FaultKind::InUse,
+        FaultKind::ProcUnreadable,
+        FaultKind::UnsafePath,
+        FaultKind::Unrestorable,
+        FaultKind::Undumpable,
+        FaultKind::InsufficientHostMemory,
+        FaultKind::OomKilled,
+        FaultKind::NeedsRecovery,
+        FaultKind::LockUnavailable,
+        FaultKind::SpawnFailed,
+        FaultKind::CannotDrain,
+        FaultKind::DrainTimeout,
+        FaultKind::RebuildFailed,
+        FaultKind::Usage,
     ];
 
     /// Its name in JSON (`no_such_process`).
     pub fn as_str(self) -> &'static str {
         match self {
-            FailureKind::NoSuchProcess => "no_such_process",
-            FailureKind::ThreadNotProcess => "thread_not_process",
-            FailureKind::NotCudaProcess => "not_cuda_process",
-            FailureKind::PermissionDenied => "permission_denied",
-            FailureKind::LockTimeout => "lock_timeout",
-            FailureKind::WrongState => "wrong_state",
-            FailureKind::MapRejected => "map_rejected",
-            FailureKind::InvalidMap => "invalid_map",
-            FailureKind::OutOfMemory => "out_of_memory",
-            FailureKind::DriverError => "driver_error",
-            FailureKind::DriverUnavailable => "driver_unavailable",
-            FailureKind::WaitTimeout => "wait_timeout",
-            FailureKind::NotAttempted => "not_attempted",
-            FailureKind::RolledBack => "rolled_back",
-            FailureKind::RollbackFailed => "rollback_failed",
-            FailureKind::Interrupted => "interrupted",
-            FailureKind::DeadlineExceeded => "deadline_exceeded",
-            FailureKind::ProcessStopped => "process_stopped",
-            FailureKind::InsufficientGpuMemory => "insufficient_gpu_memory",
-            FailureKind::VerifyFailed => "verify_failed",
-            FailureKind::InUse => "in_use",
-            FailureKind::ProcUnreadable => "proc_unreadable",
-            FailureKind::UnsafePath => "unsafe_path",
-            FailureKind::Unrestorable => "unrestorable",
-            FailureKind::Undumpable => "undumpable",
-            FailureKind::InsufficientHostMemory => "insufficient_host_memory",
-            FailureKind::OomKilled => "oom_killed",
-            FailureKind::NeedsRecovery => "needs_recovery",
-            FailureKind::LockUnavailable => "lock_unavailable",
-            FailureKind::SpawnFailed => "spawn_failed",
-            FailureKind::CannotDrain => "cannot_drain",
-            FailureKind::DrainTimeout => "drain_timeout",
-            FailureKind::RebuildFailed => "rebuild_failed",
-            FailureKind::Usage => "usage",
+            FaultKind::NoSuchProcess => "no_such_process",
+            FaultKind::ThreadNotProcess => "thread_not_process",
+            FaultKind::NotCudaProcess => "not_cuda_process",
+            FaultKind::PermissionDenied => "permission_denied",
+            FaultKind::LockTimeout => "lock_timeout",
+            FaultKind::WrongState => "wrong_state",
+            FaultKind::MapRejected => "map_rejected",
+            FaultKind::InvalidMap => "invalid_map",
+            FaultKind::OutOfMemory => "out_of_memory",
+            FaultKind::DriverError => "driver_error",
+            FaultKind::DriverUnavailable => "driver_unavailable",
+            FaultKind::WaitTimeout => "wait_timeout",
+            FaultKind::NotAttempted => "not_attempted",
+            FaultKind::RolledBack => "rolled_back",
+            FaultKind::RollbackFailed => "rollback_failed",
+            FaultKind::Interrupted => "interrupted",
+            FaultKind::DeadlineExceeded => "deadline_exceeded",
+            FaultKind::ProcessStopped => "process_stopped",
+            FaultKind::InsufficientGpuMemory => "insufficient_gpu_memory",
+            FaultKind::VerifyFailed => "verify_failed",
+            FaultKind::InUse => "in_use",
+            FaultKind::ProcUnreadable => "proc_unreadable",
+            FaultKind::UnsafePath => "unsafe_path",
+            FaultKind::Unrestorable => "unrestorable",
+            FaultKind::Undumpable => "undumpable",
+            FaultKind::InsufficientHostMemory => "insufficient_host_memory",
+            FaultKind::OomKilled => "oom_killed",
+            FaultKind::NeedsRecovery => "needs_recovery",
+            FaultKind::LockUnavailable => "lock_unavailable",
+            FaultKind::SpawnFailed => "spawn_failed",
+            FaultKind::CannotDrain => "cannot_drain",
+            FaultKind::DrainTimeout => "drain_timeout",
+            FaultKind::RebuildFailed => "rebuild_failed",
+            FaultKind::Usage => "usage",
         }
     }
 
     /// The status a command that fails this way exits with.
     pub fn exit_status(self) -> ExitStatus {
         match self {
-            FailureKind::NoSuchProcess
-            | FailureKind::ThreadNotProcess
-            | FailureKind::NotCudaProcess
-            | FailureKind::OomKilled => ExitStatus::NoProcess,
-            FailureKind::PermissionDenied | FailureKind::UnsafePath => ExitStatus::PermissionDenied,
-            FailureKind::LockTimeout => ExitStatus::LockTimeout,
-            FailureKind::WrongState | FailureKind::ProcessStopped => ExitStatus::WrongState,
-            FailureKind::InUse | FailureKind::NeedsRecovery => ExitStatus::InUse,
-            FailureKind::RollbackFailed => ExitStatus::RollbackFailed,
-            FailureKind::InvalidMap
-            | FailureKind::InsufficientGpuMemory
-            | FailureKind::Unrestorable
-            | FailureKind::Undumpable
-            | FailureKind::InsufficientHostMemory
-            | FailureKind::CannotDrain => ExitStatus::PreflightRefused,
-            FailureKind::DrainTimeout => ExitStatus::DrainTimeout,
-            FailureKind::RebuildFailed => ExitStatus::RebuildFailed,
-            FailureKind::Usage => ExitStatus::Usage,
-            FailureKind::Interrupted => ExitStatus::Interrupted,
-            FailureKind::DriverUnavailable => ExitStatus::DriverUnavailable,
-            FailureKind::MapRejected
-            | FailureKind::OutOfMemory
-            | FailureKind::DriverError
-            | FailureKind::WaitTimeout
-            | FailureKind::NotAttempted
-            | FailureKind::RolledBack
-            | FailureKind::DeadlineExceeded
-            | FailureKind::VerifyFailed
-            | FailureKind::ProcUnreadable
-            | FailureKind::LockUnavailable
-            | FailureKind::SpawnFailed => ExitStatus::Failed,
+            FaultKind::NoSuchProcess
+            | FaultKind::ThreadNotProcess
+            | FaultKind::NotCudaProcess
+            | FaultKind::OomKilled => ExitStatus::NoProcess,
+            FaultKind::PermissionDenied | FaultKind::UnsafePath => ExitStatus::PermissionDenied,
+            FaultKind::LockTimeout => ExitStatus::LockTimeout,
+            FaultKind::WrongState | FaultKind::ProcessStopped => ExitStatus::WrongState,
+            FaultKind::InUse | FaultKind::NeedsRecovery => ExitStatus::InUse,
+            FaultKind::RollbackFailed => ExitStatus::RollbackFailed,
+            FaultKind::InvalidMap
+            | FaultKind::InsufficientGpuMemory
+            | FaultKind::Unrestorable
+            | FaultKind::Undumpable
+            | FaultKind::InsufficientHostMemory
+            | FaultKind::CannotDrain => ExitStatus::PreflightRefused,
+            FaultKind::DrainTimeout => ExitStatus::DrainTimeout,
+            FaultKind::RebuildFailed => ExitStatus::RebuildFailed,
+            FaultKind::Usage => ExitStatus::Usage,
+            FaultKind::Interrupted => ExitStatus::Interrupted,
+            FaultKind::DriverUnavailable => ExitStatus::DriverUnavailable,
+            FaultKind::MapRejected
+            | FaultKind::OutOfMemory
+            | FaultKind::DriverError
+            | FaultKind::WaitTimeout
+            | FaultKind::NotAttempted
+            | FaultKind::RolledBack
+            | FaultKind::DeadlineExceeded
+            | FaultKind::VerifyFailed
+            | FaultKind::ProcUnreadable
+            | FaultKind::LockUnavailable
+            | FaultKind::SpawnFailed => ExitStatus::Failed,
         }
     }
 }
@@ -202,9 +202,9 @@ impl FailureKind {
 /// A failure, explained.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub struct Failure {
+pub struct Fault {
     /// What kind it is: decides the exit status and its name in JSON.
-    pub kind: FailureKind,
+    pub kind: FaultKind,
     /// What was attempted, on which process, and why it failed.
     pub message: String,
     /// What to do next.
@@ -213,14 +213,14 @@ pub struct Failure {
     pub cuda: Option<CudaError>,
 }
 
-impl Failure {
+impl Fault {
     /// A failure of `kind`; an empty `hint` is none.
     pub(crate) fn new(
-        kind: FailureKind,
+        kind: FaultKind,
         message: impl Into<String>,
         hint: impl Into<String>,
-    ) -> Failure {
-        Failure {
+    ) -> Fault {
+        Fault {
             kind,
             message: message.into(),
             hint: Some(hint.into()).filter(|h: &String| !h.is_empty()),
@@ -231,24 +231,24 @@ impl Failure {
     /// A process of a group not attempted because of another's failure
     /// (`why`, after "not attempted: "): a group changes state together or
     /// not at all.
-    pub(crate) fn not_attempted(why: impl std::fmt::Display) -> Failure {
-        Failure::new(
-            FailureKind::NotAttempted,
+    pub(crate) fn not_attempted(why: impl std::fmt::Display) -> Fault {
+        Fault::new(
+            FaultKind::NotAttempted,
             format!("not attempted: {why}"),
             "a group changes state together or not at all",
         )
     }
 
-    /// [`Failure::not_attempted`] for a group whose drain was called off.
-    pub(crate) fn not_drained(why: impl std::fmt::Display) -> Failure {
-        Failure::new(
-            FailureKind::NotAttempted,
+    /// [`Fault::not_attempted`] for a group whose drain was called off.
+    pub(crate) fn not_drained(why: impl std::fmt::Display) -> Fault {
+        Fault::new(
+            FaultKind::NotAttempted,
             format!("not attempted: {why}"),
             "a group drains together or not at all",
         )
     }
 
-    pub(crate) fn with_cuda(mut self, error: CudaError) -> Failure {
+    pub(crate) fn with_cuda(mut self, error: CudaError) -> Fault {
         self.cuda = Some(error);
         self
     }
@@ -264,44 +264,44 @@ mod tests {
         // has a number, and then fails below until ALL (and so the
         // schema) has it.
         const KINDS: usize = 34;
-        let number = |kind: FailureKind| match kind {
-            FailureKind::NoSuchProcess => 0,
-            FailureKind::ThreadNotProcess => 1,
-            FailureKind::NotCudaProcess => 2,
-            FailureKind::PermissionDenied => 3,
-            FailureKind::LockTimeout => 4,
-            FailureKind::WrongState => 5,
-            FailureKind::MapRejected => 6,
-            FailureKind::InvalidMap => 7,
-            FailureKind::OutOfMemory => 8,
-            FailureKind::DriverError => 9,
-            FailureKind::DriverUnavailable => 10,
-            FailureKind::WaitTimeout => 11,
-            FailureKind::NotAttempted => 12,
-            FailureKind::RolledBack => 13,
-            FailureKind::RollbackFailed => 14,
-            FailureKind::Interrupted => 15,
-            FailureKind::DeadlineExceeded => 16,
-            FailureKind::ProcessStopped => 17,
-            FailureKind::InsufficientGpuMemory => 18,
-            FailureKind::VerifyFailed => 19,
-            FailureKind::InUse => 20,
-            FailureKind::ProcUnreadable => 21,
-            FailureKind::UnsafePath => 22,
-            FailureKind::Unrestorable => 23,
-            FailureKind::InsufficientHostMemory => 24,
-            FailureKind::OomKilled => 25,
-            FailureKind::NeedsRecovery => 26,
-            FailureKind::LockUnavailable => 27,
-            FailureKind::SpawnFailed => 28,
-            FailureKind::Usage => 29,
-            FailureKind::CannotDrain => 30,
-            FailureKind::DrainTimeout => 31,
-            FailureKind::Undumpable => 32,
-            FailureKind::RebuildFailed => 33,
+        let number = |kind: FaultKind| match kind {
+            FaultKind::NoSuchProcess => 0,
+            FaultKind::ThreadNotProcess => 1,
+            FaultKind::NotCudaProcess => 2,
+            FaultKind::PermissionDenied => 3,
+            FaultKind::LockTimeout => 4,
+            FaultKind::WrongState => 5,
+            FaultKind::MapRejected => 6,
+            FaultKind::InvalidMap => 7,
+            FaultKind::OutOfMemory => 8,
+            FaultKind::DriverError => 9,
+            FaultKind::DriverUnavailable => 10,
+            FaultKind::WaitTimeout => 11,
+            FaultKind::NotAttempted => 12,
+            FaultKind::RolledBack => 13,
+            FaultKind::RollbackFailed => 14,
+            FaultKind::Interrupted => 15,
+            FaultKind::DeadlineExceeded => 16,
+            FaultKind::ProcessStopped => 17,
+            FaultKind::InsufficientGpuMemory => 18,
+            FaultKind::VerifyFailed => 19,
+            FaultKind::InUse => 20,
+            FaultKind::ProcUnreadable => 21,
+            FaultKind::UnsafePath => 22,
+            FaultKind::Unrestorable => 23,
+            FaultKind::InsufficientHostMemory => 24,
+            FaultKind::OomKilled => 25,
+            FaultKind::NeedsRecovery => 26,
+            FaultKind::LockUnavailable => 27,
+            FaultKind::SpawnFailed => 28,
+            FaultKind::Usage => 29,
+            FaultKind::CannotDrain => 30,
+            FaultKind::DrainTimeout => 31,
+            FaultKind::Undumpable => 32,
+            FaultKind::RebuildFailed => 33,
         };
         let mut listed = [false; KINDS];
-        for kind in FailureKind::ALL {
+        for kind in FaultKind::ALL {
             listed[number(kind)] = true;
         }
         let missing: Vec<usize> = (0..KINDS).filter(|n| !listed[*n]).collect();
@@ -309,9 +309,9 @@ mod tests {
             missing.is_empty(),
             "ALL misses the kinds numbered {missing:?}"
         );
-        assert_eq!(FailureKind::ALL.len(), KINDS, "ALL lists a kind twice");
+        assert_eq!(FaultKind::ALL.len(), KINDS, "ALL lists a kind twice");
         let names: std::collections::BTreeSet<&str> =
-            FailureKind::ALL.iter().map(|k| k.as_str()).collect();
-        assert_eq!(names.len(), FailureKind::ALL.len(), "names are unique");
+            FaultKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names.len(), FaultKind::ALL.len(), "names are unique");
     }
 }

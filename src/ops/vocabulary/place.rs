@@ -2,7 +2,7 @@
 //! the intent record both keep.
 
 use crate::driver::ProcessState;
-use crate::ops::vocabulary::plan::StepKind;
+use crate::ops::vocabulary::plan::DriverCall;
 
 /// Where one process of a group is, as far as the executor knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,5 +12,5 @@ pub struct Place {
     /// The state after its last finished call (`None`: not yet asked).
     pub state: Option<ProcessState>,
     /// The driver call under way on it, if any.
-    pub in_flight: Option<StepKind>,
+    pub in_flight: Option<DriverCall>,
 }

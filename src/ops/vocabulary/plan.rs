@@ -114,7 +114,7 @@ pub enum Step {
 
 /// Which driver call a step is, without its arguments: what reports keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StepKind {
+pub enum DriverCall {
     /// `cuCheckpointProcessLock`.
     Lock,
     /// `cuCheckpointProcessCheckpoint`.
@@ -125,32 +125,32 @@ pub enum StepKind {
     Unlock,
 }
 
-impl StepKind {
+impl DriverCall {
     /// The step's name as logs, reports and progress lines show it; never
     /// compared to learn what happened (compare the kind).
     pub fn as_str(self) -> &'static str {
         match self {
-            StepKind::Lock => "lock",
-            StepKind::Checkpoint => "checkpoint",
-            StepKind::Restore => "restore",
-            StepKind::Unlock => "unlock",
+            DriverCall::Lock => "lock",
+            DriverCall::Checkpoint => "checkpoint",
+            DriverCall::Restore => "restore",
+            DriverCall::Unlock => "unlock",
         }
     }
 }
 
-impl fmt::Display for StepKind {
+impl fmt::Display for DriverCall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
 impl Step {
-    pub fn kind(&self) -> StepKind {
+    pub fn kind(&self) -> DriverCall {
         match self {
-            Step::Lock { .. } => StepKind::Lock,
-            Step::Checkpoint => StepKind::Checkpoint,
-            Step::Restore { .. } => StepKind::Restore,
-            Step::Unlock => StepKind::Unlock,
+            Step::Lock { .. } => DriverCall::Lock,
+            Step::Checkpoint => DriverCall::Checkpoint,
+            Step::Restore { .. } => DriverCall::Restore,
+            Step::Unlock => DriverCall::Unlock,
         }
     }
 

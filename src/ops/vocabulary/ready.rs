@@ -2,7 +2,7 @@
 //! what every stage after the checks is given.
 
 use crate::driver::Driver;
-use crate::ops::vocabulary::report::ProcessReport;
+use crate::ops::vocabulary::report::TargetReport;
 use crate::targets::process::Target;
 
 /// Targets that passed every check, and the driver to act on them.
@@ -10,5 +10,5 @@ pub struct Ready {
     pub driver: Driver,
     pub targets: Vec<Target>,
     /// Stopped targets the driver cannot be asked about, already reported.
-    pub blocked: Vec<ProcessReport>,
+    pub blocked: Vec<TargetReport>,
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::driver::GpuPair;
 use crate::driver::ProcessState;
 use crate::exit::ExitStatus;
-use crate::ops::vocabulary::failure::{Failure, FailureKind};
-use crate::ops::vocabulary::plan::{Operation, StepKind};
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
+use crate::ops::vocabulary::plan::{DriverCall, Operation};
 
 /// How a report is laid out for people: which columns its rows have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,17 +39,17 @@ impl Layout {
 /// One command over its targets.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Report {
+pub struct CommandReport {
     /// The command's name in JSON.
     pub command: &'static str,
     pub(crate) layout: Layout,
     /// Each process, in the order named or found.
-    pub processes: Vec<ProcessReport>,
+    pub processes: Vec<TargetReport>,
     /// How long the command took.
     pub duration: Duration,
     /// A failure of the command itself, before any process was examined
     /// (a cgroup that does not exist, `--all` without `--yes`).
-    pub failure: Option<Failure>,
+    pub failure: Option<Fault>,
     /// Remarks about the whole command (e.g. no CUDA process found).
     pub warnings: Vec<String>,
     /// The GPU map passed to the driver, after completion (restores only).
@@ -62,7 +62,7 @@ pub struct Report {
 /// What happened to one target.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct ProcessReport {
+pub struct TargetReport {
     /// Its PID.
     pub pid: i32,
     /// The command name, when the process could be read.
@@ -74,23 +74,23 @@ pub struct ProcessReport {
     /// Its restore thread, when asked for.
     pub restore_tid: Option<i32>,
     /// The driver steps run, rollback steps included, in order.
-    pub steps: Vec<StepRecord>,
+    pub steps: Vec<CallRecord>,
     /// How long its steps took.
     pub duration: Duration,
     /// A remark on success, e.g. that nothing needed doing.
     pub note: Option<String>,
     /// Why it failed, or was not attempted.
-    pub failure: Option<Failure>,
+    pub failure: Option<Fault>,
     /// Set when this process was moved back to where it started.
     pub rolled_back: bool,
     /// Set when a rollback was needed but did not complete.
-    pub rollback_failure: Option<Failure>,
+    pub rollback_failure: Option<Fault>,
     /// Whether NCCL is mapped in the process, when it was looked at.
     pub nccl: Option<bool>,
     /// Its restore thread is stopped, so the driver could not be asked.
     pub stopped: bool,
     /// GPU memory figures (NVML), when they could be known.
-    pub gpu_memory: Option<GpuMemory>,
+    pub gpu_memory: Option<GpuBytes>,
     /// The checkpoint record written for it.
     pub record: Option<String>,
     /// The PID of a cudackpt that died while changing it (`ps`).
@@ -98,15 +98,15 @@ pub struct ProcessReport {
     /// Remarks that do not make the command fail (e.g. NCCL loaded).
     pub warnings: Vec<String>,
     /// What the drain handshake did with it (`--drain`, a rebuild).
-    pub drain: Option<DrainReport>,
+    pub drain: Option<DrainRecord>,
 }
 
-impl ProcessReport {
-    pub(crate) fn new(pid: i32, name: Option<String>) -> ProcessReport {
-        ProcessReport {
+impl TargetReport {
+    pub(crate) fn new(pid: i32, name: Option<String>) -> TargetReport {
+        TargetReport {
             pid,
             name,
-            ..ProcessReport::default()
+            ..TargetReport::default()
         }
     }
 
@@ -116,7 +116,7 @@ impl ProcessReport {
     }
 
     /// Whether the command itself (not a rollback) ran this step on it.
-    pub fn did(&self, kind: StepKind) -> bool {
+    pub fn did(&self, kind: DriverCall) -> bool {
         self.steps.iter().any(|s| s.did(kind))
     }
 }
@@ -124,11 +124,11 @@ impl ProcessReport {
 /// What the drain handshake (cudackpt(1), DRAIN PROTOCOL) did with one process.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub struct DrainReport {
+pub struct DrainRecord {
     /// The signal number that asked it.
     pub signal: i32,
     /// Where the handshake left it.
-    pub outcome: DrainOutcome,
+    pub outcome: DrainVerdict,
     /// How long it took to acknowledge, when it did.
     pub acknowledged: Option<Duration>,
     /// How long its rebuild took (its marker gone), when it rebuilt.
@@ -145,9 +145,9 @@ pub struct DrainReport {
     pub rebuild_error: Option<String>,
 }
 
-impl DrainReport {
-    pub(crate) fn new(signal: i32, outcome: DrainOutcome) -> DrainReport {
-        DrainReport {
+impl DrainRecord {
+    pub(crate) fn new(signal: i32, outcome: DrainVerdict) -> DrainRecord {
+        DrainRecord {
             signal,
             outcome,
             acknowledged: None,
@@ -163,7 +163,7 @@ impl DrainReport {
 /// Where the handshake left a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum DrainOutcome {
+pub enum DrainVerdict {
     /// A dry run: it catches the signal and would be asked.
     WouldDrain,
     /// It does not catch the signal (or is locked without the marker):
@@ -192,58 +192,58 @@ pub enum DrainOutcome {
     NotNeeded,
 }
 
-impl DrainOutcome {
-    pub(crate) const ALL: [DrainOutcome; 9] = [
-        DrainOutcome::WouldDrain,
-        DrainOutcome::CannotDrain,
-        DrainOutcome::NotAcknowledged,
-        DrainOutcome::Drained,
-        DrainOutcome::Rebuilt,
-        DrainOutcome::NotRebuilt,
-        DrainOutcome::RebuildFailed,
-        DrainOutcome::RebuildAsked,
-        DrainOutcome::NotNeeded,
+impl DrainVerdict {
+    pub(crate) const ALL: [DrainVerdict; 9] = [
+        DrainVerdict::WouldDrain,
+        DrainVerdict::CannotDrain,
+        DrainVerdict::NotAcknowledged,
+        DrainVerdict::Drained,
+        DrainVerdict::Rebuilt,
+        DrainVerdict::NotRebuilt,
+        DrainVerdict::RebuildFailed,
+        DrainVerdict::RebuildAsked,
+        DrainVerdict::NotNeeded,
     ];
 
     /// Its name in JSON (`drained`).
     pub fn as_str(self) -> &'static str {
         match self {
-            DrainOutcome::WouldDrain => "would_drain",
-            DrainOutcome::CannotDrain => "cannot_drain",
-            DrainOutcome::NotAcknowledged => "not_acknowledged",
-            DrainOutcome::Drained => "drained",
-            DrainOutcome::Rebuilt => "rebuilt",
-            DrainOutcome::NotRebuilt => "not_rebuilt",
-            DrainOutcome::RebuildFailed => "rebuild_failed",
-            DrainOutcome::RebuildAsked => "rebuild_asked",
-            DrainOutcome::NotNeeded => "not_needed",
+            DrainVerdict::WouldDrain => "would_drain",
+            DrainVerdict::CannotDrain => "cannot_drain",
+            DrainVerdict::NotAcknowledged => "not_acknowledged",
+            DrainVerdict::Drained => "drained",
+            DrainVerdict::Rebuilt => "rebuilt",
+            DrainVerdict::NotRebuilt => "not_rebuilt",
+            DrainVerdict::RebuildFailed => "rebuild_failed",
+            DrainVerdict::RebuildAsked => "rebuild_asked",
+            DrainVerdict::NotNeeded => "not_needed",
         }
     }
 }
 
 /// What NVML says of a process's GPU memory, over all GPUs, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GpuMemory {
+pub enum GpuBytes {
     /// What it holds now (`ps`; a restore confirmed by `--verify`).
     Held(u64),
     /// What its checkpoint moved to host memory (held just before it).
     Moved(u64),
 }
 
-impl GpuMemory {
+impl GpuBytes {
     /// The bytes, held or moved.
     pub fn bytes(self) -> u64 {
         match self {
-            GpuMemory::Held(bytes) | GpuMemory::Moved(bytes) => bytes,
+            GpuBytes::Held(bytes) | GpuBytes::Moved(bytes) => bytes,
         }
     }
 }
 
 /// One driver call made on a process.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StepRecord {
+pub struct CallRecord {
     /// The call.
-    pub step: StepKind,
+    pub step: DriverCall,
     /// How long it took.
     pub duration: Duration,
     /// Whether it succeeded.
@@ -252,18 +252,18 @@ pub struct StepRecord {
     pub rollback: bool,
 }
 
-impl StepRecord {
+impl CallRecord {
     /// Whether this is a step of the command itself that worked, not one
     /// undoing it.
-    pub fn did(&self, kind: StepKind) -> bool {
+    pub fn did(&self, kind: DriverCall) -> bool {
         self.step == kind && self.ok && !self.rollback
     }
 }
 
-impl Report {
+impl CommandReport {
     /// A report laid out as changes; set `layout` for the others.
-    pub(crate) fn new(command: &'static str, duration: Duration) -> Report {
-        Report {
+    pub(crate) fn new(command: &'static str, duration: Duration) -> CommandReport {
+        CommandReport {
             command,
             layout: Layout::Change,
             processes: Vec::new(),
@@ -277,7 +277,7 @@ impl Report {
 
     /// True only if the command itself and every process succeeded.
     pub fn ok(&self) -> bool {
-        self.failure.is_none() && self.processes.iter().all(ProcessReport::ok)
+        self.failure.is_none() && self.processes.iter().all(TargetReport::ok)
     }
 
     /// The status of the first real failure, in target order: a process
@@ -296,9 +296,7 @@ impl Report {
             p.failure.as_ref().filter(|f| {
                 !matches!(
                     f.kind,
-                    FailureKind::NotAttempted
-                        | FailureKind::RolledBack
-                        | FailureKind::RollbackFailed
+                    FaultKind::NotAttempted | FaultKind::RolledBack | FaultKind::RollbackFailed
                 )
             })
         });
@@ -314,7 +312,7 @@ impl Report {
 
 /// What the last stages hand to the report.
 pub struct Finished {
-    pub reports: Vec<ProcessReport>,
+    pub reports: Vec<TargetReport>,
     pub remarks: Vec<String>,
     pub map: Option<Vec<GpuPair>>,
 }

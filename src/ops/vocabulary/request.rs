@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::gpu::map::MapSpec;
 use crate::ops::vocabulary::drain_protocol::{self, DrainSignal};
-use crate::ops::vocabulary::plan::{Operation, StepKind};
+use crate::ops::vocabulary::plan::{DriverCall, Operation};
 use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::process::Target;
 
@@ -161,7 +161,7 @@ impl Selectors {
 /// A step that just finished, for progress reports.
 pub struct StepDone<'a> {
     pub target: &'a Target,
-    pub step: StepKind,
+    pub step: DriverCall,
     pub ok: bool,
     pub took: Duration,
     pub rollback: bool,

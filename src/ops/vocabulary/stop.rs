@@ -1,7 +1,7 @@
 //! Why the pipeline ended before its last stage.
 
-use crate::ops::vocabulary::failure::Failure;
-use crate::ops::vocabulary::report::ProcessReport;
+use crate::ops::vocabulary::failure::Fault;
+use crate::ops::vocabulary::report::TargetReport;
 
 /// Why the pipeline ended before its last stage.
 #[derive(Debug)]
@@ -11,21 +11,21 @@ pub enum Stop {
     /// with its reason, and the failure of every other valid target (none:
     /// there was nothing to do).
     Declined {
-        refused: Vec<ProcessReport>,
-        others: Option<Failure>,
+        refused: Vec<TargetReport>,
+        others: Option<Fault>,
     },
     /// After something was done: the reports of the targets it was done to
     /// (a drain asked and called off), and the failure of every other
     /// valid target.
     Halted {
-        ran: Vec<ProcessReport>,
-        not_run: Option<Failure>,
+        ran: Vec<TargetReport>,
+        not_run: Option<Fault>,
     },
 }
 
 impl Stop {
     /// Every valid target gets `failure`; nothing was done.
-    pub(crate) fn not_run(failure: Failure) -> Stop {
+    pub(crate) fn not_run(failure: Fault) -> Stop {
         Stop::Declined {
             refused: Vec::new(),
             others: Some(failure),
