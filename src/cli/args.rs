@@ -1,6 +1,6 @@
 //! The command line, as clap types only. Doc comments here are the help
-//! text, the man pages and the shell completions; `app.rs` turns these raw
-//! values into validated operations.
+//! text, the man pages and the shell completions; [`super::validate`] turns
+//! these raw values into the library's group, once.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! write). Each returns a report value and never prints; `output` renders
 //! it.
 //!
-//! May use: `ops`, `gpu`, `targets`, `driver`, `exit`, `files`.
+//! May use: `ops`, `gpu`, `targets`, `driver`, `exit`, `files`, `environment`.
 
 pub mod check;
 pub mod demo;

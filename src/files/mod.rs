@@ -5,7 +5,7 @@
 //! symlink and without blocking, insists on a regular file, and stops at a
 //! size cap; `safe_dir` keeps cudackpt's own directories safe to write in.
 //!
-//! May use: nothing else of cudackpt (the bottom floor).
+//! May use: `environment` (the floor below).
 
 pub mod capped;
 pub mod for_user;

@@ -3,7 +3,7 @@
 //! once per command), restore maps (`map`: parsing, resolving, completing),
 //! NVML (`nvml`) and checkpoint records (`record`).
 //!
-//! May use: `targets`, `driver`, `exit`, `files`.
+//! May use: `targets`, `driver`, `exit`, `files`, `environment`.
 
 pub mod device;
 pub mod inventory;

@@ -1,27 +1,27 @@
 //! The process pipeline, for every grammar (modern, NVIDIA's, the CRIU
 //! hook): one validated [`Request`] in, one [`CommandReport`] out; nothing here
 //! prints. [`run`] reads as its stages: select → check → the pre-flights →
-//! choose the map → lock → drain → execute → finish (`stages/mod.rs`
+//! choose the map → lock → drain → execute → finish ([`stages`]
 //! numbers them).
 //!
 //! The rooms, on floors: each uses only rooms below it (the layout test
 //! holds them to it), and this file, the pipeline, is the top.
-//! - `stages/`: the pipeline's own stages, in run order;
-//! - `drain/`: the drain handshake (cudackpt(1), DRAIN PROTOCOL), its stage, the rebuilds and
+//! - [`stages`]: the pipeline's own stages, in run order;
+//! - [`drain`]: the drain handshake (cudackpt(1), DRAIN PROTOCOL), its stage, the rebuilds and
 //!   `recover`'s part;
-//! - `preflight/`: what is refused before any change (a checkpoint the
+//! - [`preflight`]: what is refused before any change (a checkpoint the
 //!   driver could not restore, host memory, GPU memory for a restore);
-//! - `journal/`: what outlives a command so no crash leaves a process
+//! - [`journal`]: what outlives a command so no crash leaves a process
 //!   behind (the per-PID lock files, the intent record, the processes left
 //!   drained, checkpoint records): storage only;
-//! - `execute/`: the driver calls, phased and concurrent, with rollback,
+//! - [`execute`]: the driver calls, phased and concurrent, with rollback,
 //!   and the signals that govern them;
-//! - `diagnose/`: failures in words;
-//! - `vocabulary/`: the words every room speaks (the request, the plan, the
+//! - [`diagnose`]: failures in words;
+//! - [`vocabulary`]: the words every room speaks (the request, the plan, the
 //!   report, failures, the stop, the ready targets, timeouts), which use no
 //!   other room of ops.
 //!
-//! May use: `gpu`, `targets`, `driver`, `exit`, `files`.
+//! May use: `gpu`, `targets`, `driver`, `exit`, `files`, `environment`.
 
 pub mod diagnose;
 pub mod drain;

@@ -1,12 +1,12 @@
 //! Everything cudackpt shows: renderers (pure functions from a report to
-//! text or JSON), the JSON contract (`json.rs`, every document), how output
-//! looks (`look.rs`: colour, durations, columns) and where it goes
+//! text or JSON), the JSON contract ([`json`], every document), how output
+//! looks ([`look`]: colour, durations, columns) and where it goes
 //! (`Sink`). Results go to stdout;
 //! diagnostics to stderr; colour only when asked for or when stdout is a
 //! terminal. A closed stdout pipe is not an error.
 //!
-//! May use: `commands`, `ops`, `gpu`, `driver`, `exit` (for the reports it
-//! renders); never `cli`.
+//! May use: `commands`, `ops`, `gpu`, `driver`, `targets`, `exit` (for the
+//! reports it renders) and `environment`; never `cli`.
 
 mod demo;
 mod devices;

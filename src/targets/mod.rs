@@ -3,7 +3,7 @@
 //! trees, cgroups or the whole host (`discover`), PIDs across PID
 //! namespaces (`namespace`), read-only.
 //!
-//! May use: `exit`, `files`.
+//! May use: `exit`, `files`, `environment`.
 
 pub mod cgroup;
 pub mod discover;

@@ -1,9 +1,9 @@
 //! The executor and its one-step primitives: what a run needs besides the
 //! operation and its targets ([`Executor`]), one driver call timed and
 //! told ([`Executor::step`]), a lock taken in slices, a step clamped to
-//! the deadline, and a failed call explained. The phases (`mod.rs`) and
-//! the rollback (`rollback.rs`) are built on these; nothing here uses
-//! either.
+//! the deadline, and a failed call explained. The phases ([`super`]) and
+//! the rollback ([`super::rollback`]) are built on these; nothing here
+//! uses either.
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! The result of a command, as data: what happened to each process, how long
 //! it took, and what went wrong. Commands build a report; renderers
-//! (`output/`) turn it into text or JSON; nothing here prints.
+//! ([`crate::output`]) turn it into text or JSON; nothing here prints.
 
 use std::time::Duration;
 
