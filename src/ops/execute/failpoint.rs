@@ -4,6 +4,7 @@
 //! call succeeds. Release builds compile it to nothing, so no variable can
 //! make an installed cudackpt panic.
 
+#[cfg(debug_assertions)]
 use crate::environment::{debug, DEBUG_KILL_AT, DEBUG_PANIC_AFTER};
 use crate::ops::vocabulary::plan::DriverCall;
 
