@@ -58,14 +58,54 @@ pub enum ExitStatus {
     /// 13: a process asked to rebuild said its rebuild failed, or exited
     /// during it.
     RebuildFailed = 13,
-    /// 130: interrupted by a signal; everything was rolled back.
+    /// 14: `wait` timed out: not every process reached the state.
+    WaitTimeout = 14,
+    /// 129: SIGHUP arrived; everything was rolled back (128 + its number,
+    /// as a shell reports a process a signal ended).
+    Hangup = 129,
+    /// 130: SIGINT arrived; everything was rolled back.
     Interrupted = 130,
+    /// 131: SIGQUIT arrived; everything was rolled back.
+    Quit = 131,
+    /// 138: SIGUSR1 arrived (a batch system's warning); rolled back.
+    User1 = 138,
+    /// 140: SIGUSR2 arrived; everything was rolled back.
+    User2 = 140,
+    /// 142: SIGALRM arrived; everything was rolled back.
+    Alarm = 142,
+    /// 143: SIGTERM arrived; everything was rolled back.
+    Terminated = 143,
+    /// 152: SIGXCPU arrived (a CPU time limit); everything was rolled back.
+    CpuLimit = 152,
+    /// 153: SIGXFSZ arrived (a file size limit); everything was rolled back.
+    FileSizeLimit = 153,
+    /// 158: SIGPWR arrived (power failing); everything was rolled back.
+    PowerFailing = 158,
 }
 
 impl ExitStatus {
     /// The number the process exits with.
     pub fn code(self) -> u8 {
         self as u8
+    }
+
+    /// The status of a command that a signal stopped and that rolled
+    /// everything back: 128 + the signal's number, as a shell reports a
+    /// process the signal ended (SIGTERM 143); 130 for a signal cudackpt
+    /// does not catch (none reaches here).
+    pub fn of_signal(signal: i32) -> ExitStatus {
+        SIGNALLED
+            .iter()
+            .find(|status| i32::from(status.code()) == 128 + signal)
+            .copied()
+            .unwrap_or(ExitStatus::Interrupted)
+    }
+
+    /// The signal a status says stopped the command, if it says one.
+    pub fn signal(self) -> Option<i32> {
+        SIGNALLED
+            .contains(&self)
+            .then(|| i32::from(self.code()) - 128)
     }
 
     /// What it means, as the man page says.
@@ -85,13 +125,37 @@ impl ExitStatus {
             ExitStatus::Abandoned => "a second signal ended cudackpt in the middle of a change: the processes it names on stderr were left where it says (bring them back with cudackpt recover)",
             ExitStatus::DrainTimeout => "a process asked to drain (--drain) did not acknowledge in time: every process was asked to rebuild and nothing was locked; or one asked to rebuild still showed the drain marker at the end of the wait (it is running; nothing was rolled back)",
             ExitStatus::RebuildFailed => "a process asked to rebuild after a drain said that its rebuild failed (it names a thread cudackpt-fail1: a process group that does not work, and the rank's own log says why), or exited during its rebuild; nothing was rolled back",
-            ExitStatus::Interrupted => "interrupted by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGXCPU, SIGXFSZ or SIGPWR); the processes were rolled back to where they started",
+            ExitStatus::WaitTimeout => "wait timed out: not every process reached the state asked for within --timeout; nothing was changed",
+            ExitStatus::Hangup => "SIGHUP arrived (128 + 1): the processes were rolled back to where they started",
+            ExitStatus::Interrupted => "SIGINT arrived (128 + 2): the processes were rolled back to where they started",
+            ExitStatus::Quit => "SIGQUIT arrived (128 + 3): the processes were rolled back to where they started",
+            ExitStatus::User1 => "SIGUSR1 arrived (128 + 10; a batch system's warning): the processes were rolled back to where they started",
+            ExitStatus::User2 => "SIGUSR2 arrived (128 + 12): the processes were rolled back to where they started",
+            ExitStatus::Alarm => "SIGALRM arrived (128 + 14): the processes were rolled back to where they started",
+            ExitStatus::Terminated => "SIGTERM arrived (128 + 15): the processes were rolled back to where they started",
+            ExitStatus::CpuLimit => "SIGXCPU arrived (128 + 24; a CPU time limit): the processes were rolled back to where they started",
+            ExitStatus::FileSizeLimit => "SIGXFSZ arrived (128 + 25; a file size limit): the processes were rolled back to where they started",
+            ExitStatus::PowerFailing => "SIGPWR arrived (128 + 30; power failing): the processes were rolled back to where they started",
         }
     }
 }
 
+/// The statuses of a signal that stopped a command, which rolled back.
+const SIGNALLED: [ExitStatus; 10] = [
+    ExitStatus::Hangup,
+    ExitStatus::Interrupted,
+    ExitStatus::Quit,
+    ExitStatus::User1,
+    ExitStatus::User2,
+    ExitStatus::Alarm,
+    ExitStatus::Terminated,
+    ExitStatus::CpuLimit,
+    ExitStatus::FileSizeLimit,
+    ExitStatus::PowerFailing,
+];
+
 /// Every status, in order, for documentation.
-pub const ALL: [ExitStatus; 15] = [
+pub const ALL: [ExitStatus; 25] = [
     ExitStatus::Success,
     ExitStatus::Failed,
     ExitStatus::Usage,
@@ -106,7 +170,17 @@ pub const ALL: [ExitStatus; 15] = [
     ExitStatus::Abandoned,
     ExitStatus::DrainTimeout,
     ExitStatus::RebuildFailed,
+    ExitStatus::WaitTimeout,
+    ExitStatus::Hangup,
     ExitStatus::Interrupted,
+    ExitStatus::Quit,
+    ExitStatus::User1,
+    ExitStatus::User2,
+    ExitStatus::Alarm,
+    ExitStatus::Terminated,
+    ExitStatus::CpuLimit,
+    ExitStatus::FileSizeLimit,
+    ExitStatus::PowerFailing,
 ];
 
 #[cfg(test)]
@@ -118,7 +192,32 @@ mod tests {
         let codes: Vec<u8> = ALL.iter().map(|s| s.code()).collect();
         assert_eq!(
             codes,
-            vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 130]
+            vec![
+                0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 129, 130, 131, 138, 140, 142,
+                143, 152, 153, 158
+            ]
         );
+    }
+
+    #[test]
+    fn a_signal_exits_128_plus_its_number_and_says_which() {
+        for (signal, code) in [
+            (1, 129),
+            (2, 130),
+            (3, 131),
+            (10, 138),
+            (12, 140),
+            (14, 142),
+            (15, 143),
+            (24, 152),
+            (25, 153),
+            (30, 158),
+        ] {
+            let status = ExitStatus::of_signal(signal);
+            assert_eq!(status.code(), code, "signal {signal}");
+            assert_eq!(status.signal(), Some(signal));
+        }
+        assert_eq!(ExitStatus::of_signal(9), ExitStatus::Interrupted);
+        assert_eq!(ExitStatus::Abandoned.signal(), None);
     }
 }

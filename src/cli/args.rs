@@ -228,8 +228,8 @@ pub struct HandshakeArg {
     pub drain_signal: DrainSignal,
 
     /// How long to wait for every process to acknowledge a drain, and for
-    /// every drained process to rebuild once running again: milliseconds
-    /// (30000) or a duration (30s, 2m).
+    /// every drained process to rebuild once running again: a duration with
+    /// its unit (30s, 2m, 500ms).
     #[arg(long, value_name = "T", value_parser = parse_drain_timeout, default_value = "30s", env = crate::environment::DRAIN_TIMEOUT)]
     pub drain_timeout: Duration,
 }
@@ -270,9 +270,11 @@ pub enum InvalidDrainTimeout {
 }
 
 /// A drain needs a limit: with none, a job that never answers would wait,
-/// stopped at its step boundary, for ever.
+/// stopped at its step boundary, for ever. It is cudackpt's own duration,
+/// so it needs its unit (SPEC section 3): `--drain-timeout 5000` could be
+/// read as seconds or milliseconds, and is refused naming both.
 pub fn parse_drain_timeout(text: &str) -> Result<Duration, InvalidDrainTimeout> {
-    parse_timeout(text)?
+    parse_duration_with_unit(text)?
         .as_duration()
         .ok_or_else(|| InvalidDrainTimeout::Endless(text.to_string()))
 }

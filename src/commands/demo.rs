@@ -63,7 +63,7 @@ impl DemoReport {
             (_, Some(diagnosis)) if diagnosis.exit_status() != ExitStatus::Success => {
                 diagnosis.exit_status()
             }
-            (Some(failure), _) => failure.kind.exit_status(),
+            (Some(failure), _) => failure.exit_status(),
             (None, _) if self.data_intact() == Some(true) => ExitStatus::Success,
             (None, _) => ExitStatus::Failed,
         }

@@ -445,7 +445,7 @@ fn a_signal_to_cudackpt_mid_drain_calls_the_drain_off() {
     });
     send_signal(i32::try_from(cudackpt.id()).expect("pid"), "TERM");
     let status = cudackpt.wait().expect("reaped");
-    assert_eq!(status.code(), Some(130), "interrupted, called off");
+    assert_eq!(status.code(), Some(143), "SIGTERM (128 + 15): called off");
     assert_eq!(events(&ready_events), ["ready", "released", "rebuilt"]);
     assert!(fx.intents().is_empty(), "it ended: no record left");
     assert_eq!(fx.state_of(&ready), "running");
@@ -458,6 +458,8 @@ fn a_drain_signal_nobody_can_catch_and_an_endless_wait_are_usage_errors() {
         ["suspend", "--drain", "--drain-signal", "KILL", "1"],
         ["suspend", "--drain", "--drain-timeout", "0", "1"],
         ["suspend", "--drain", "--drain-signal", "33", "1"],
+        // cudackpt's own durations need their unit (SPEC section 3).
+        ["suspend", "--drain", "--drain-timeout", "5000", "1"],
     ] {
         let output = fx.cudackpt(&args).assert().code(2).get_output().clone();
         let (_, stderr) = texts(&output);
@@ -465,6 +467,12 @@ fn a_drain_signal_nobody_can_catch_and_an_endless_wait_are_usage_errors() {
             stderr.contains(args[3]),
             "the offending text is quoted: {stderr}"
         );
+        if args[3] == "5000" {
+            assert!(
+                stderr.contains("5000s") && stderr.contains("5000ms"),
+                "the fix is named: {stderr}"
+            );
+        }
     }
 }
 

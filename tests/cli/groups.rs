@@ -249,10 +249,11 @@ fn a_rollback_that_fails_is_reported_as_such() {
 
 /// README, "Several processes": SIGINT/SIGTERM during a group operation lets the driver
 /// call in flight finish, then rolls back; a process is never left locked
-/// by an interrupted cudackpt.
+/// by an interrupted cudackpt, which exits 128 + the signal's number as a
+/// shell would report it (the JSON says the same).
 #[test]
 fn an_interrupted_suspend_rolls_the_group_back() {
-    for signal in ["INT", "TERM"] {
+    for (signal, code) in [("INT", 130), ("TERM", 143)] {
         let fx = Fixture::new();
         let (a, b) = (fx.cuda_target(), fx.cuda_target());
         let child = fx
@@ -272,9 +273,10 @@ fn an_interrupted_suspend_rolls_the_group_back() {
             .expect("run kill");
         assert!(status.success());
         let output = child.wait_with_output().expect("suspend exits");
-        assert!(
-            output.status.code().is_some_and(|code| code != 0),
-            "SIG{signal}: cudackpt must exit with a status, not die: {:?}",
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "SIG{signal}: cudackpt must exit 128 + the signal, not die: {:?}",
             output.status
         );
         for t in [&a, &b] {
@@ -287,5 +289,6 @@ fn an_interrupted_suspend_rolls_the_group_back() {
         }
         let doc: ProcessCommandDoc = crate::support::parse_one_document(&output.stdout);
         assert!(doc.processes.iter().all(|p| p.rolled_back), "{doc:?}");
+        assert_eq!(doc.exit_code, code, "{doc:?}");
     }
 }

@@ -151,7 +151,7 @@ fn wait_gives_up_after_its_timeout_with_exit_1() {
             "150ms",
             &target.arg(),
         ],
-        1,
+        14,
     );
     let p = doc.only(target.pid);
     assert_eq!(p.kind(), Kind::WaitTimeout);

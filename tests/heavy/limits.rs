@@ -249,7 +249,7 @@ fn a_criu_hook_that_cannot_start_its_helpers_says_how_to_resume() {
 
 /// Where not even the signal watcher may start (pids.max 1), cudackpt reads
 /// the signals itself between driver calls: a SIGTERM mid-suspend still
-/// rolls the group back (exit 130), once the call in flight is done, and the
+/// rolls the group back (exit 143, SIGTERM's 128 + 15), once the call in flight is done, and the
 /// report says how signals were taken. (Handlers with nobody reading them
 /// would swallow the signal: the command would go on as if nobody had asked
 /// it to stop.)
@@ -300,7 +300,11 @@ fn with_no_thread_for_the_signal_watcher_signals_are_read_between_calls() {
     });
     crate::support::send_signal(i32::try_from(child.id()).expect("pid"), "TERM");
     let output = child.wait_with_output().expect("exits");
-    assert_eq!(output.status.code(), Some(130), "rolled back: {output:?}");
+    assert_eq!(
+        output.status.code(),
+        Some(143),
+        "SIGTERM, rolled back: {output:?}"
+    );
     let intents = fx.dir().join("records").join("intents");
     assert_eq!(
         fs::read_dir(&intents).map(|d| d.count()).unwrap_or(0),

@@ -1,5 +1,7 @@
 //! Signals always end in a known state. One signal rolls the group back
-//! (exit 130), whichever signal asks it to stop (SIGQUIT, SIGUSR1, SIGXCPU...); a second signal stops at
+//! and exits 128 + its number, as a shell reports a process a signal ended
+//! (SIGTERM 143, SIGINT 130), whichever signal asks it to stop (SIGQUIT,
+//! SIGUSR1, SIGXCPU...); a second signal stops at
 //! once with a status of its own (11) after saying where each process was
 //! left; and a lock with no timeout still notices a signal within about a
 //! second.
@@ -54,7 +56,7 @@ fn two_signals_0_to_98_ms_apart_always_say_where_every_process_is() {
         let output = child.wait_with_output().expect("exits");
         let stderr = String::from_utf8_lossy(&output.stderr);
         match output.status.code() {
-            Some(130) => {
+            Some(143) => {
                 rolled_back += 1;
                 for t in &group {
                     assert_eq!(fx.fake_state(t.pid), "running", "run {run}: {stderr}");
@@ -101,7 +103,7 @@ fn two_signals_0_to_98_ms_apart_always_say_where_every_process_is() {
         }
         reset(&fx, &group);
     }
-    eprintln!("two signals: {rolled_back} rolled back (130), {abandoned} abandoned (11)");
+    eprintln!("two signals: {rolled_back} rolled back (143), {abandoned} abandoned (11)");
     assert!(rolled_back + abandoned == 50);
 }
 
@@ -111,16 +113,25 @@ fn two_signals_0_to_98_ms_apart_always_say_where_every_process_is() {
 fn every_stop_signal_rolls_back_like_sigterm() {
     let fx = Fixture::new();
     let group: Vec<Target> = (0..2).map(|_| fx.cuda_target()).collect();
-    let signals = ["QUIT", "USR1", "USR2", "ALRM", "XCPU", "XFSZ", "PWR"];
+    // Each with the status 128 + its number (x86-64 Linux's numbers).
+    let signals = [
+        ("QUIT", 131),
+        ("USR1", 138),
+        ("USR2", 140),
+        ("ALRM", 142),
+        ("XCPU", 152),
+        ("XFSZ", 153),
+        ("PWR", 158),
+    ];
     for run in 0..49 {
-        let signal = signals[run % signals.len()];
+        let (signal, status) = signals[run % signals.len()];
         fx.take_calls();
         let child = suspend_in_flight(&fx, &group, 60);
         send_signal(i32::try_from(child.id()).expect("pid"), signal);
         let output = child.wait_with_output().expect("exits");
         assert_eq!(
             output.status.code(),
-            Some(130),
+            Some(status),
             "run {run}, SIG{signal}: {output:?}"
         );
         for t in &group {
@@ -158,7 +169,7 @@ fn a_lock_with_no_timeout_notices_a_signal_within_a_slice() {
         took < Duration::from_secs(3),
         "a signal waited {took:?} for a lock"
     );
-    assert_eq!(output.status.code(), Some(130));
+    assert_eq!(output.status.code(), Some(143), "SIGTERM: 128 + 15");
     let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
     let error = doc.process(target.pid).error();
     assert_eq!(error.kind, Kind::Interrupted, "{error:?}");
@@ -192,7 +203,7 @@ fn a_single_lock_reads_its_signal_without_a_watcher_thread() {
         signalled.elapsed() < Duration::from_secs(3),
         "noticed within a slice"
     );
-    assert_eq!(output.status.code(), Some(130));
+    assert_eq!(output.status.code(), Some(143), "SIGTERM: 128 + 15");
     let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
     assert_eq!(doc.process(target.pid).error().kind, Kind::Interrupted);
     assert_eq!(fx.fake_state(target.pid), "running");

@@ -393,8 +393,8 @@ impl Drained {
                 )
             }
             CallOffReason::Stopped(stopped) => Fault::not_drained(format!("PID {stopped} was stopped during the drain; {rebuilt}")),
-            CallOffReason::Signal(signal) => Fault::new(
-                FaultKind::Interrupted,
+            CallOffReason::Signal(signal) => Fault::interrupted(
+                *signal,
                 format!("interrupted by {} during the drain; {rebuilt}", signal_name(*signal)),
                 "run the command again when it may finish",
             ),

@@ -285,11 +285,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_caught_signal_is_named_and_in_the_exit_status_meaning() {
-        let meaning = ExitStatus::Interrupted.meaning();
+    fn every_caught_signal_is_named_and_has_its_exit_status() {
         for (signal, name) in CAUGHT {
             assert_eq!(signal_name(signal.as_raw()), name);
-            assert!(meaning.contains(name), "exit 130's meaning names {name}");
+            let status = ExitStatus::of_signal(signal.as_raw());
+            assert_eq!(i32::from(status.code()), 128 + signal.as_raw(), "{name}");
+            assert!(
+                status.meaning().contains(name),
+                "exit {}'s meaning names {name}",
+                status.code()
+            );
         }
         assert_eq!(
             signal_name(Signal::PROF.as_raw()),

@@ -99,8 +99,8 @@ impl Executor<'_> {
                 }
             }
             if let Some(signal) = self.interrupt.signal() {
-                report.failure = Some(Fault::new(
-                    FaultKind::Interrupted,
+                report.failure = Some(Fault::interrupted(
+                    signal,
                     format!(
                         "stopped waiting: interrupted by {}",
                         interrupt::signal_name(signal)
@@ -331,8 +331,8 @@ impl Executor<'_> {
                 Err(error) => {
                     let (failure, state_now, why) = match self.interrupted_lock(step, &error) {
                         Some(signal) => (
-                            Fault::new(
-                                FaultKind::Interrupted,
+                            Fault::interrupted(
+                                signal,
                                 format!(
                                     "stopped locking {}: interrupted by {}",
                                     diagnose::describe_process(

@@ -152,7 +152,14 @@ pub(super) fn group_failure(
             } else {
                 format!("left {now}")
             };
-            Fault::new(kind, format!("{because}; {what}"), hint)
+            let fault = Fault::new(kind, format!("{because}; {what}"), hint);
+            match cause {
+                RollbackCause::Interrupted(signal) => Fault {
+                    signal: Some(*signal),
+                    ..fault
+                },
+                _ => fault,
+            }
         }
         None if nothing_done => Fault::new(
             FaultKind::NotAttempted,

@@ -314,7 +314,8 @@ fn a_signal_stops_the_group_after_the_phase_in_flight_and_rolls_it_back() {
         processes: reports,
         ..crate::ops::vocabulary::report::CommandReport::new("suspend", Duration::ZERO)
     };
-    assert_eq!(report.exit_status(), crate::exit::ExitStatus::Interrupted);
+    assert_eq!(report.exit_status(), crate::exit::ExitStatus::Terminated);
+    assert_eq!(report.exit_status().code(), 143, "SIGTERM: 128 + 15");
 }
 
 #[test]

@@ -181,13 +181,13 @@ impl FaultKind {
             | FaultKind::CannotDrain => ExitStatus::PreflightRefused,
             FaultKind::DrainTimeout => ExitStatus::DrainTimeout,
             FaultKind::RebuildFailed => ExitStatus::RebuildFailed,
+            FaultKind::WaitTimeout => ExitStatus::WaitTimeout,
             FaultKind::Usage => ExitStatus::Usage,
             FaultKind::Interrupted => ExitStatus::Interrupted,
             FaultKind::DriverUnavailable => ExitStatus::DriverUnavailable,
             FaultKind::MapRejected
             | FaultKind::OutOfMemory
             | FaultKind::DriverError
-            | FaultKind::WaitTimeout
             | FaultKind::NotAttempted
             | FaultKind::RolledBack
             | FaultKind::DeadlineExceeded
@@ -211,6 +211,9 @@ pub struct Fault {
     pub hint: Option<String>,
     /// The driver's answer, when the driver answered.
     pub cuda: Option<CudaError>,
+    /// The signal that stopped the command, for `interrupted`: it decides
+    /// the exit status (128 + its number).
+    pub signal: Option<i32>,
 }
 
 impl Fault {
@@ -225,6 +228,28 @@ impl Fault {
             message: message.into(),
             hint: Some(hint.into()).filter(|h: &String| !h.is_empty()),
             cuda: None,
+            signal: None,
+        }
+    }
+
+    /// A command stopped by `signal` (`interrupted`).
+    pub(crate) fn interrupted(
+        signal: i32,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Fault {
+        Fault {
+            signal: Some(signal),
+            ..Fault::new(FaultKind::Interrupted, message, hint)
+        }
+    }
+
+    /// The status a command that fails this way exits with: its kind's,
+    /// but 128 + the signal's number for one a signal stopped.
+    pub fn exit_status(&self) -> ExitStatus {
+        match (self.kind, self.signal) {
+            (FaultKind::Interrupted, Some(signal)) => ExitStatus::of_signal(signal),
+            (kind, _) => kind.exit_status(),
         }
     }
 

@@ -285,7 +285,7 @@ impl CommandReport {
     /// decide the status. A failed rollback is reported as a failure.
     pub fn exit_status(&self) -> ExitStatus {
         if let Some(failure) = &self.failure {
-            return failure.kind.exit_status();
+            return failure.exit_status();
         }
         // A group that could not be put back is the news, whatever started
         // it: not all-or-nothing any more.
@@ -301,12 +301,12 @@ impl CommandReport {
             })
         });
         if let Some(failure) = primary {
-            return failure.kind.exit_status();
+            return failure.exit_status();
         }
         self.processes
             .iter()
             .find_map(|p| p.failure.as_ref().or(p.rollback_failure.as_ref()))
-            .map_or(ExitStatus::Success, |f| f.kind.exit_status())
+            .map_or(ExitStatus::Success, |f| f.exit_status())
     }
 }
 

@@ -110,9 +110,9 @@ def wrong_states(tools, t):
     t.verify()
 
 
-@scenario("wait times out with exit 1", shared_target=True)
+@scenario("wait times out with exit 14", shared_target=True)
 def wait_timeout(tools, t):
-    refused(tools, "wait", t.pid, 1, "wait_timeout", "--state", "checkpointed", "--timeout", "200ms")
+    refused(tools, "wait", t.pid, 14, "wait_timeout", "--state", "checkpointed", "--timeout", "200ms")
 
 
 @scenario("targets: PID 1, a dead PID, a thread id are refused (exit 5)", shared_target=True)

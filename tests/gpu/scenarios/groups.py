@@ -45,13 +45,14 @@ def group_rollback(tools):
         return f"kinds {kinds}"
 
 
-@scenario("SIGTERM, then SIGUSR1 (a batch system's warning), during a group suspend: every process rolled back, data intact (exit 130)")
+@scenario("SIGTERM, then SIGUSR1 (a batch system's warning), during a group suspend: every process rolled back, data intact (exit 128 + the signal: 143, 138)")
 def group_interrupted(tools):
     size_mib = 1024
     with several(4, lambda i: Target(tools, size_mib=size_mib, seed=30 + i)) as targets:
         pids = [t.pid for t in targets]
         said = []
         for signal_number, name in [(signal.SIGTERM, "SIGTERM"), (signal.SIGUSR1, "SIGUSR1")]:
+            code = 128 + int(signal_number)
             p = subprocess.Popen([tools.cudackpt, "--json", "suspend", *map(str, pids)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             time.sleep(0.3)  # inside the checkpoint phase of 4 x 1 GiB
             p.send_signal(signal_number)
@@ -59,7 +60,7 @@ def group_interrupted(tools):
             doc = json.loads(out)
             if p.returncode == 0:
                 raise Skipped(f"the suspend finished before {name} arrived ({doc['duration_ms']:.0f} ms)")
-            expect(p.returncode == 130, f"{name}: exit {p.returncode}: {err}")
+            expect(p.returncode == code and doc["exit_code"] == code, f"{name}: exit {p.returncode} (document {doc.get('exit_code')}), expected {code}: {err}")
             kinds = {(q.get("error") or {}).get("kind") for q in doc["processes"]}
             expect(kinds == {"interrupted"} and all(q["rolled_back"] for q in doc["processes"]), f"{name}: {doc}")
             expect(all(name in q["error"]["message"] for q in doc["processes"]), f"{name} named: {doc}")
