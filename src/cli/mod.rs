@@ -117,8 +117,21 @@ fn clap_error(error: clap::Error, args: &[OsString]) -> ExitStatus {
         let hint = format!("{what}: `{help}` lists the arguments");
         let _ = output::write_stdout(&json::usage_error(command.as_deref(), &message, &hint));
     }
-    let _ = error.print();
+    if status == ExitStatus::Usage {
+        // Every line cudackpt writes to stderr begins with its name, clap's
+        // usage errors too (clap begins them `error:`).
+        output::stderr::write(&usage_text(&error.render().to_string()));
+    } else {
+        let _ = error.print();
+    }
     status
+}
+
+/// Clap's usage error as cudackpt says errors: `cudackpt: MESSAGE` for
+/// clap's `error: MESSAGE`, its usage line and tip kept (pure).
+pub fn usage_text(rendered: &str) -> String {
+    let text = rendered.strip_prefix("error: ").unwrap_or(rendered);
+    format!("{}{text}", output::stderr::PREFIX)
 }
 
 /// Clap's message for a JSON document: without its `error: ` prefix and

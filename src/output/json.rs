@@ -14,7 +14,7 @@ use crate::commands::doctor::{Check, DoctorReport, DriverInfo, Status};
 use crate::gpu::inventory::{Gpu, Source};
 
 use super::look::millis;
-use crate::ops::vocabulary::failure::Fault;
+use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::report::{CallRecord, CommandReport, GpuBytes, TargetReport};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -254,6 +254,16 @@ fn process_doc(p: &TargetReport) -> ProcessDoc<'_> {
 
 /// Renders a process command's report as one JSON document and a newline.
 pub fn process_report(report: &CommandReport) -> String {
+    // Exit 2 is one document, whoever found the usage error: clap, the
+    // map's parser, or the command's own check (`--all` without `--yes`, a
+    // cgroup that does not exist), which refuses before any process.
+    if let Some(usage) = usage_refusal(report) {
+        return usage_error(
+            Some(report.command),
+            &usage.message,
+            usage.hint.as_deref().unwrap_or_default(),
+        );
+    }
     let doc = ProcessCommandDoc {
         schema_version: SCHEMA_VERSION,
         command: report.command,
@@ -308,6 +318,21 @@ struct UsageDoc<'a> {
 /// The document for arguments that could not be parsed or used: `command`
 /// is the subcommand named, when one was; `message` says what is wrong and
 /// `hint` what to do.
+/// The usage error that refused a whole command, if one did: its own, or
+/// the one every process was refused with (pure).
+fn usage_refusal(report: &CommandReport) -> Option<&Fault> {
+    let usage = |f: &&Fault| f.kind == FaultKind::Usage;
+    if let Some(failure) = report.failure.as_ref().filter(usage) {
+        return Some(failure);
+    }
+    let each: Vec<&Fault> = report
+        .processes
+        .iter()
+        .map(|p| p.failure.as_ref().filter(usage))
+        .collect::<Option<_>>()?;
+    each.first().copied()
+}
+
 pub fn usage_error(command: Option<&str>, message: &str, hint: &str) -> String {
     to_line(&UsageDoc {
         schema_version: SCHEMA_VERSION,

@@ -358,10 +358,10 @@ fn the_criu_hook_subcommand_needs_the_action() {
     assert!(stderr.contains("CRTOOLS_SCRIPT_ACTION"), "{stderr}");
 
     let output = run(fx.std_command(&["--json", "criu-hook"]), 2);
-    let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+    let doc: crate::wire::UsageDoc = parse_one_document(&output.stdout);
     crate::wire::Document::check(&doc, 2);
-    assert_eq!(doc.command, "criu-hook");
-    let error = doc.error.as_ref().expect("a command-level error");
+    assert_eq!(doc.command.as_deref(), Some("criu-hook"));
+    let error = &doc.error;
     assert_eq!(error.kind, Kind::Usage);
     assert!(error.message.contains("CRTOOLS_SCRIPT_ACTION"), "{error:?}");
 

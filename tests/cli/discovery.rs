@@ -15,7 +15,7 @@ use crate::support::{
     check_document, parse_one_document, running_as_root, texts, wait_until, Fixture, Member,
     RealCgroup, SpawnGuarded, Tree,
 };
-use crate::wire::{Document, Kind, ProcessCommandDoc, State};
+use crate::wire::{Document, Kind, ProcessCommandDoc, State, UsageDoc};
 
 /// The driver calls discovery may make: read-only queries.
 const READ_ONLY: [&str; 2] = ["get_state", "restore_tid"];
@@ -329,11 +329,12 @@ fn a_missing_cgroup_is_a_usage_error() {
         vec!["state", "--cgroup", &missing],
         vec!["suspend", "--cgroup", &missing],
     ] {
-        let doc: ProcessCommandDoc = fx.json(&args, 2);
-        let error = doc.error.as_ref().expect("a command-level error");
+        // Exit 2's one document, as for a parse error.
+        let doc: UsageDoc = fx.json(&args, 2);
+        let error = &doc.error;
         assert_eq!(error.kind, Kind::Usage, "{doc:?}");
         assert!(error.message.contains(&*missing), "{error:?}");
-        assert!(doc.processes.is_empty());
+        assert_eq!(doc.command.as_deref(), Some(args[0]));
         fx.assert_no_calls(&format!("{args:?}"));
 
         let output = fx.cudackpt(&args).assert().code(2).get_output().clone();
@@ -342,8 +343,8 @@ fn a_missing_cgroup_is_a_usage_error() {
         assert!(stderr.contains(&*missing), "{stderr}");
     }
     // A directory without cgroup.procs is no cgroup either.
-    let doc: ProcessCommandDoc = fx.json(&["ps", "--cgroup", &fx.dir().to_string_lossy()], 2);
-    assert_eq!(doc.error.as_ref().map(|e| e.kind), Some(Kind::Usage));
+    let doc: UsageDoc = fx.json(&["ps", "--cgroup", &fx.dir().to_string_lossy()], 2);
+    assert_eq!(doc.error.kind, Kind::Usage);
     assert_eq!(fx.fake_state(a.pid), "running");
 }
 
@@ -361,12 +362,11 @@ fn all_needs_yes_to_change_state() {
         "restore",
         "unlock",
     ] {
-        let doc: ProcessCommandDoc = fx.json(&[command, "--all"], 2);
-        let error = doc.error.as_ref().expect("a command-level error");
+        let doc: UsageDoc = fx.json(&[command, "--all"], 2);
+        let error = &doc.error;
         assert_eq!(error.kind, Kind::Usage, "{command}: {doc:?}");
         let words = format!("{} {}", error.message, error.hint.as_deref().unwrap_or(""));
         assert!(words.contains("--yes"), "{command}: {error:?}");
-        assert!(doc.processes.is_empty(), "{command}: {doc:?}");
         fx.assert_no_calls(&format!("{command} --all"));
 
         let output = fx
@@ -380,12 +380,15 @@ fn all_needs_yes_to_change_state() {
         assert!(stderr.contains("--yes"), "{command}: {stderr}");
         fx.assert_no_calls(&format!("{command} --all (human)"));
 
-        // Naming a PID too changes nothing: the whole command is refused.
-        let doc: ProcessCommandDoc = fx.json(&[command, &pid, "--all"], 2);
-        assert!(
-            doc.processes.iter().all(|p| p.kind() == Kind::Usage),
-            "{doc:?}"
+        // Naming a PID too changes nothing: the whole command is refused,
+        // in the same one document.
+        let doc: UsageDoc = fx.json(&[command, &pid, "--all"], 2);
+        let words = format!(
+            "{} {}",
+            doc.error.message,
+            doc.error.hint.as_deref().unwrap_or("")
         );
+        assert!(words.contains("--yes"), "{doc:?}");
         fx.assert_no_calls(&format!("{command} PID --all"));
     }
     assert_eq!(fx.fake_state(a.pid), "running");

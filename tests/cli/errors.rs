@@ -219,3 +219,24 @@ fn a_usage_message_does_not_show_the_library_from_the_environment() {
     let target = fx.cuda_target();
     fx.cudackpt(&["state", &target.arg()]).assert().success();
 }
+
+/// Every line cudackpt writes to stderr begins with its name: clap's usage
+/// errors too, which clap begins `error:` (issue 36). The usage line and
+/// the tip stay.
+#[test]
+fn a_parse_error_speaks_as_cudackpt_does() {
+    let fx = Fixture::new();
+    let output = fx
+        .cudackpt(&["state", "--bogus", "1"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("cudackpt: unexpected argument '--bogus'"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("error: "), "{stderr}");
+    assert!(stderr.contains("Usage: cudackpt state"), "{stderr}");
+}
