@@ -31,6 +31,7 @@ use crate::api::group::Group;
 use crate::ops::journal::handoff::{self as criu_handoff, Handoff};
 use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Operation;
+use crate::ops::vocabulary::prose;
 use crate::ops::vocabulary::report::CommandReport;
 use crate::ops::vocabulary::timeout::Timeout;
 use crate::ops::Selectors;
@@ -95,7 +96,7 @@ fn waiter_not_started(pids: &[i32], error: &std::io::Error) -> CommandReport {
     CommandReport {
         failure: Some(Fault::new(
             FaultKind::SpawnFailed,
-            format!("could not start the waiter that resumes PIDs {pids:?} once CRIU thaws them: {error}; they stay checkpointed"),
+            format!("could not start the waiter that resumes {} once CRIU thaws them: {error}; they stay checkpointed", prose::pids(pids)),
             format!("once CRIU has thawed them, run {}", resume_command(pids)),
         )),
         ..CommandReport::new("criu-hook", Duration::ZERO)
@@ -257,7 +258,8 @@ pub fn run(libcuda: Option<&Path>, action: Result<String, ActionNotText>) -> Com
             match spawn_waiter(libcuda, &waiting) {
                 Ok(()) => CommandReport {
                     warnings: vec![format!(
-                        "PIDs {pids:?} will be resumed once CRIU thaws them (a detached cudackpt waits)"
+                        "{} will be resumed once CRIU thaws them (a detached cudackpt waits)",
+                        prose::pids(&pids)
                     )],
                     ..CommandReport::new("criu-hook", Duration::ZERO)
                 },
@@ -350,11 +352,13 @@ fn watch_criu(
     let pids: Vec<i32> = suspended.iter().map(|p| p.pid).collect();
     match spawn_detached(libcuda, &args) {
         Ok(()) => report.warnings.push(format!(
-            "a detached cudackpt resumes {pids:?} if CRIU (PID {}) ends without dumping them (a failed dump)",
+            "a detached cudackpt resumes {} if CRIU (PID {}) ends without dumping them (a failed dump)",
+            prose::pids(&pids),
             criu.pid
         )),
         Err(error) => report.warnings.push(format!(
-            "could not start the watcher that resumes {pids:?} if the dump fails: {error}; if it does, run {}",
+            "could not start the watcher that resumes {} if the dump fails: {error}; if it does, run {}",
+            prose::pids(&pids),
             resume_command(&pids)
         )),
     }

@@ -189,8 +189,10 @@ fn recover_record(
         report.failure = Some(Fault::new(
             FaultKind::RollbackFailed,
             format!(
-                "{}: PID(s) {unknown:?} have no known starting state",
-                path.display()
+                "{}: {} {} no known starting state",
+                path.display(),
+                crate::ops::vocabulary::prose::pids(&unknown),
+                if unknown.len() == 1 { "has" } else { "have" }
             ),
             "check them with `cudackpt state` and resume or suspend them by hand",
         ));
@@ -316,8 +318,10 @@ fn finish_forward(
         if let Some(note) = &intent.drain {
             if dry_run {
                 report.warnings.push(format!(
-                    "would send PIDs {running:?} what the record says each is owed (signal {}), and leave {held:?} drained",
-                    note.signal
+                    "would send {} what the record says each is owed (signal {}), and leave {} drained",
+                    crate::ops::vocabulary::prose::pids(&running),
+                    note.signal,
+                    crate::ops::vocabulary::prose::pids(&held)
                 ));
                 return;
             }

@@ -29,6 +29,9 @@ pub fn process_report(report: &CommandReport, look: Look) -> (String, String) {
     for warning in &report.warnings {
         errors.push_str(&super::stderr::warning_line(warning));
     }
+    // The same failure of several processes (a signal that rolled the
+    // group back) is said once, naming them all.
+    let mut failures: Vec<(&Fault, Vec<i32>)> = Vec::new();
     for process in &report.processes {
         for warning in &process.warnings {
             let who = crate::ops::diagnose::describe_process(process.pid, process.name.as_deref());
@@ -37,13 +40,23 @@ pub fn process_report(report: &CommandReport, look: Look) -> (String, String) {
         for failure in [&process.failure, &process.rollback_failure]
             .into_iter()
             .flatten()
+            .filter(|f| !matches!(f.kind, FaultKind::NotAttempted | FaultKind::RolledBack))
         {
-            if !matches!(
-                failure.kind,
-                FaultKind::NotAttempted | FaultKind::RolledBack
-            ) {
-                errors.push_str(&failure_text(failure));
+            match failures.iter_mut().find(|(seen, _)| *seen == failure) {
+                Some((_, pids)) => pids.push(process.pid),
+                None => failures.push((failure, vec![process.pid])),
             }
+        }
+    }
+    for (failure, pids) in failures {
+        if pids.len() == 1 {
+            errors.push_str(&failure_text(failure));
+        } else {
+            let who = crate::ops::vocabulary::prose::pids(&pids);
+            errors.push_str(&failure_text(&Fault {
+                message: format!("{who}: {}", failure.message),
+                ..failure.clone()
+            }));
         }
     }
     // A command that found no process prints no empty table.

@@ -292,3 +292,38 @@ fn an_interrupted_suspend_rolls_the_group_back() {
         assert_eq!(doc.exit_code, code, "{doc:?}");
     }
 }
+
+/// A signal that rolls a group back is one failure, said once for the
+/// whole group in words (`PIDs 7 and 9: interrupted by SIGINT; rolled back
+/// to running`), not once a process (issue 36).
+#[test]
+fn an_interrupted_group_is_said_once_naming_every_process() {
+    let fx = Fixture::new();
+    let (a, b) = (fx.cuda_target(), fx.cuda_target());
+    let child = fx
+        .std_command(&["suspend", &a.arg(), &b.arg()])
+        .env("FAKE_CUDA_INJECT", "checkpoint=delay:800")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn_guarded();
+    crate::support::wait_until("both locks", || {
+        fx.calls().iter().filter(|c| c.short() == "lock 0").count() == 2
+    });
+    crate::support::send_signal(i32::try_from(child.id()).expect("pid"), "INT");
+    let output = child.wait_with_output().expect("suspend exits");
+    assert_eq!(output.status.code(), Some(130));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("interrupted by SIGINT"))
+        .collect();
+    // In the order named.
+    let (first, second) = (a.pid, b.pid);
+    assert_eq!(
+        said,
+        [format!(
+            "cudackpt: PIDs {first} and {second}: interrupted by SIGINT; rolled back to running"
+        )],
+        "{stderr}"
+    );
+}

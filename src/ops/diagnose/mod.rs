@@ -142,11 +142,7 @@ pub fn from_call(
             format!("could not restore {who}: the driver rejected the GPU map; the process is still checkpointed"),
             "the driver needs a map over every GPU of this host, each sent to a distinct GPU (on two GPUs: A=B,B=A); `nvidia-smi -L` lists the UUIDs",
         ),
-        code::OUT_OF_MEMORY => Fault::new(
-            FaultKind::OutOfMemory,
-            format!("could not {verb} {who}: not enough memory"),
-            "free GPU memory on the target GPU before retrying; NVIDIA reports (driver 580.95) that a restore failing for memory can leave a process unrecoverable",
-        ),
+        code::OUT_OF_MEMORY => out_of_memory(attempt, &who, verb),
         code::NOT_SUPPORTED => not_supported(attempt, &who, verb),
         code::OPERATING_SYSTEM => Fault::new(
             FaultKind::DriverError,
@@ -200,6 +196,22 @@ fn lock_timeout(attempt: Attempt<'_>, who: &str) -> Fault {
 /// checkpoint it refuses what it cannot copy (managed memory) and loses
 /// nothing; at restore it follows a checkpoint that succeeded, and may not
 /// be undone.
+/// Not enough memory, said for the step that needed it: a restore needs
+/// GPU memory, a checkpoint host memory (it copies the GPU memory into the
+/// process's own).
+fn out_of_memory(attempt: Attempt<'_>, who: &str, verb: &str) -> Fault {
+    let hint = match attempt {
+        Attempt::Step(Step::Restore { .. }) => "free GPU memory on the target GPU before retrying; NVIDIA reports (driver 580.95) that a restore failing for memory can leave a process unrecoverable",
+        Attempt::Step(Step::Checkpoint) => "a checkpoint copies the process's GPU memory into its own host memory: free host memory (or raise its cgroup's memory.max), or shrink what it holds first (--drain empties PyTorch's cache)",
+        _ => "free memory and try again; `cudackpt doctor` checks the host",
+    };
+    Fault::new(
+        FaultKind::OutOfMemory,
+        format!("could not {verb} {who}: not enough memory"),
+        hint,
+    )
+}
+
 fn not_supported(attempt: Attempt<'_>, who: &str, verb: &str) -> Fault {
     match attempt {
         Attempt::Step(Step::Checkpoint) => Fault::new(
@@ -404,6 +416,26 @@ mod tests {
         assert_eq!(
             failure.cuda.map(|c| c.name()),
             Some("CUDA_ERROR_LAUNCH_FAILED".to_string())
+        );
+    }
+
+    #[test]
+    fn out_of_memory_is_said_for_the_step_that_needed_it() {
+        let oom = cuda(code::OUT_OF_MEMORY);
+        let hint = |step: &Step| {
+            from_call(Attempt::Step(step), 7, Some("train"), &oom, alive())
+                .hint
+                .unwrap_or_default()
+        };
+        let checkpoint = hint(&Step::Checkpoint);
+        assert!(
+            checkpoint.contains("host memory") && !checkpoint.contains("restore"),
+            "{checkpoint}"
+        );
+        let restore = hint(&Step::Restore { map: Vec::new() });
+        assert!(
+            restore.contains("GPU memory") && restore.contains("restore"),
+            "{restore}"
         );
     }
 }

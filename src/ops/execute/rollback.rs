@@ -194,10 +194,9 @@ impl RollbackCause {
         match *self {
             RollbackCause::LockLost(ref why) => format!("cudackpt lost its locks: {why}"),
             RollbackCause::Failed(i) => format!("{} failed", who(i)),
-            RollbackCause::Interrupted(signal) => format!(
-                "cudackpt was interrupted by {}",
-                interrupt::signal_name(signal)
-            ),
+            RollbackCause::Interrupted(signal) => {
+                format!("interrupted by {}", interrupt::signal_name(signal))
+            }
             RollbackCause::Deadline {
                 slowest: Some((i, took)),
             } => format!(

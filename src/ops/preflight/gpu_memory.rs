@@ -126,12 +126,15 @@ fn memory_fits(
     // What could not be checked, in one remark per reason.
     if !without_figures.is_empty() {
         warnings.push(format!(
-            "GPU memory not checked before restoring PID(s) {without_figures:?}: their checkpoint records have no memory figures (NVML was missing)"
+            "GPU memory not checked before restoring {}: {} checkpoint record has no memory figures (NVML was missing)",
+            crate::ops::vocabulary::prose::pids(&without_figures),
+            crate::ops::vocabulary::prose::their(without_figures.len())
         ));
     }
     if !without_record.is_empty() {
         warnings.push(format!(
-            "GPU memory not checked before restoring PID(s) {without_record:?}: no checkpoint record (not checkpointed by cudackpt, or records kept elsewhere: --record-dir)"
+            "GPU memory not checked before restoring {}: no checkpoint record (not checkpointed by cudackpt, or records kept elsewhere: --record-dir)",
+            crate::ops::vocabulary::prose::pids(&without_record)
         ));
     }
     if all_needs.is_empty() {
@@ -151,11 +154,12 @@ fn memory_fits(
         .iter()
         .map(|s| {
             format!(
-                "{} has {} MiB free, and restoring PID(s) {:?} there needs {} MiB (their memory at checkpoint)",
+                "{} has {} MiB free, and restoring {} there needs {} MiB ({} memory at checkpoint)",
                 s.gpu,
                 mib(s.free),
-                s.pids,
-                mib(s.needed)
+                crate::ops::vocabulary::prose::pids(&s.pids),
+                mib(s.needed),
+                crate::ops::vocabulary::prose::their(s.pids.len())
             )
         })
         .collect();

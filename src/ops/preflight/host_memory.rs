@@ -157,11 +157,16 @@ pub fn weigh(
                 // assumed safe in silence.
                 let pids: Vec<i32> = ready.targets.iter().map(|t| t.pid).collect();
                 format!(
-                    "GPU memory of PID(s) {pids:?} not weighed against the host's available memory: NVML is not available to tell their footprint"
+                    "GPU memory of {} not weighed against the host's available memory: NVML is not available to tell {} footprint",
+                    crate::ops::vocabulary::prose::pids(&pids),
+                    crate::ops::vocabulary::prose::their(pids.len())
                 )
             } else {
                 format!(
-                    "GPU memory not checked against the memory limits of PID(s) {limited:?} before checkpointing: NVML is not available to tell their footprint, and a checkpoint over the limit gets them OOM-killed"
+                    "GPU memory not checked against the memory limits of {} before checkpointing: NVML is not available to tell {} footprint, and a checkpoint over the limit gets {} OOM-killed",
+                    crate::ops::vocabulary::prose::pids(&limited),
+                    crate::ops::vocabulary::prose::their(limited.len()),
+                    if limited.len() == 1 { "it" } else { "them" }
                 )
             };
             return Ok(Weighed {

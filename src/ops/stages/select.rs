@@ -199,13 +199,26 @@ fn uninspected(pids: &[i32], uid: u32) -> String {
     } else {
         format!("PIDs {named} could not be inspected")
     };
+    let one = pids.len() == 1;
+    let (its, is) = if one { ("its", "is") } else { ("their", "are") };
+    let (among, a_cuda) = if one {
+        (
+            "it would not be listed were it a CUDA process",
+            "it is not listed if it is a CUDA process",
+        )
+    } else {
+        (
+            "a CUDA process among them would not be listed",
+            "CUDA processes among them are not listed",
+        )
+    };
     if uid == 0 {
         return format!(
-            "{which}: their /proc/PID/maps is not readable even by root (another user namespace, or a process the kernel shields), so a CUDA process among them would not be listed"
+            "{which}: {its} /proc/PID/maps {is} not readable even by root (another user namespace, or a process the kernel shields), so {among}"
         );
     }
     format!(
-        "{which}: uid {uid} may not read their /proc/PID/maps (other users' processes), so CUDA processes among them are not listed; run as root or with CAP_SYS_PTRACE to see every one"
+        "{which}: uid {uid} may not read {its} /proc/PID/maps (another user's process), so {a_cuda}; run as root or with CAP_SYS_PTRACE to see every one"
     )
 }
 
@@ -404,7 +417,7 @@ mod tests {
         };
         assert_eq!(
             selectors.describe(),
-            "the tree of PID 4, cgroup /sys/fs/cgroup/pod, this host, PIDs [9]"
+            "the tree of PID 4, cgroup /sys/fs/cgroup/pod, this host, PID 9"
         );
     }
 }

@@ -3,13 +3,15 @@
 //! (`report`), failures (`failure`), why a pipeline stopped (`stop`), the
 //! checked targets (`ready`), where a process of a group is (`place`),
 //! limits in time (`timeout`), the host before a checkpoint (`snapshot`),
-//! and the drain protocol as data (`drain_protocol`). It imports no other
+//! the drain protocol as data (`drain_protocol`), and lists of processes
+//! as sentences say them (`prose`). It imports no other
 //! room of ops.
 
 pub mod drain_protocol;
 pub mod failure;
 pub mod place;
 pub mod plan;
+pub mod prose;
 pub mod ready;
 pub mod report;
 pub mod request;

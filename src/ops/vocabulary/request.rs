@@ -152,7 +152,7 @@ impl Selectors {
             places.push("this host".to_string());
         }
         if !self.candidates.is_empty() {
-            places.push(format!("PIDs {:?}", self.candidates));
+            places.push(super::prose::pids(&self.candidates));
         }
         places.join(", ")
     }
