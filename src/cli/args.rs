@@ -176,7 +176,7 @@ pub struct TimeoutArg {
     /// How long to wait for the process's CUDA work to drain before giving
     /// up (the process then keeps running). Milliseconds (500) or a duration
     /// (500ms, 5s, 2m); 0, the default, waits as long as it takes.
-    #[arg(short, long, value_name = "T", value_parser = parse_timeout, default_value = "0")]
+    #[arg(short, long, value_name = "T", value_parser = parse_timeout, default_value = "0", allow_hyphen_values = true)]
     pub timeout: Timeout,
 }
 
@@ -187,7 +187,7 @@ pub struct DeadlineArg {
     /// group is rolled back and the report names the slowest process. Lock
     /// timeouts are shortened to fit. A duration with its unit (30s,
     /// 500ms, 2m); 0, the default, sets no deadline.
-    #[arg(long, value_name = "T", value_parser = parse_duration_with_unit, default_value = "0")]
+    #[arg(long, value_name = "T", value_parser = parse_duration_with_unit, default_value = "0", allow_hyphen_values = true)]
     pub deadline: Timeout,
 }
 
@@ -230,7 +230,7 @@ pub struct HandshakeArg {
     /// How long to wait for every process to acknowledge a drain, and for
     /// every drained process to rebuild once running again: a duration with
     /// its unit (30s, 2m, 500ms).
-    #[arg(long, value_name = "T", value_parser = parse_drain_timeout, default_value = "30s", env = crate::environment::DRAIN_TIMEOUT)]
+    #[arg(long, value_name = "T", value_parser = parse_drain_timeout, default_value = "30s", env = crate::environment::DRAIN_TIMEOUT, allow_hyphen_values = true)]
     pub drain_timeout: Duration,
 }
 
@@ -448,7 +448,7 @@ pub enum Command {
         state: StateArg,
         /// Give up after this long (exit 1). A duration with its unit
         /// (30s, 500ms, 2m); 0, the default, waits as long as it takes.
-        #[arg(short, long, value_name = "T", value_parser = parse_duration_with_unit, default_value = "0")]
+        #[arg(short, long, value_name = "T", value_parser = parse_duration_with_unit, default_value = "0", allow_hyphen_values = true)]
         timeout: Timeout,
     },
     /// List the CUDA processes on this host.

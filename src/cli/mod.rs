@@ -249,13 +249,10 @@ fn validate_and_run(command: Command, global: &GlobalArgs, sink: &Sink) -> ExitS
         // Arguments that cannot be used are the command's error, before any
         // process is looked at: one top-level usage error.
         Some(Err((command, invalid))) => {
-            usage_failure(sink, command, &invalid.to_string(), MAP_HINT)
+            usage_failure(sink, command, &invalid.to_string(), invalid.hint())
         }
     }
 }
-
-/// What to do about a map that cannot be used.
-const MAP_HINT: &str = "write the map as OLD=NEW pairs, each side a GPU UUID (`nvidia-smi -L` lists them) or a GPU index of this host, or `auto`";
 
 /// A usage error found after the arguments were parsed: said on stderr,
 /// and as a usage-error document with `--json`; exit 2.

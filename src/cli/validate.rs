@@ -224,7 +224,10 @@ fn split_compound(command: Command) -> Option<RawProcessCommand> {
 /// Why a process command cannot start, before any process is looked at.
 #[derive(Debug, thiserror::Error)]
 pub enum Invalid {
-    /// `--map-file` could not be read or is not a map file.
+    /// `--map-file` could not be read.
+    #[error("cannot read --map-file {}: {why}", file.display())]
+    MapFileUnreadable { file: PathBuf, why: String },
+    /// `--map-file` is not a map file.
     #[error("cannot use --map-file {}: {why}", file.display())]
     MapFile { file: PathBuf, why: String },
     /// The map is malformed (or names a GPU twice on the left).
@@ -232,20 +235,37 @@ pub enum Invalid {
     Map { error: MapError },
 }
 
+impl Invalid {
+    /// What to do about it.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            Invalid::MapFileUnreadable { .. } => "check the path, and that you may read the file (under sudo it is opened with your own credentials)",
+            Invalid::MapFile { .. } | Invalid::Map { .. } => "write the map as OLD=NEW pairs, each side a GPU UUID (`nvidia-smi -L` lists them) or a GPU index of this host, or `auto`",
+        }
+    }
+}
+
+/// Why a map file gives no map.
+enum MapFileProblem {
+    Unreadable(String),
+    NotAMap(String),
+}
+
 /// A map file is a few KiB.
 const MAP_FILE_CAP: u64 = 1 << 20;
 
 /// The pairs of a map file. An entry that is not a pair is named by its
 /// position, never echoed: the file's text is not for an error to show.
-fn read_map_file(file: &Path) -> Result<Vec<String>, String> {
-    let text = files::read_for_invoker(file, MAP_FILE_CAP).map_err(|e| e.to_string())?;
-    let pairs = map::parse_map_file(&text)?;
+fn read_map_file(file: &Path) -> Result<Vec<String>, MapFileProblem> {
+    let text = files::read_for_invoker(file, MAP_FILE_CAP)
+        .map_err(|e| MapFileProblem::Unreadable(e.to_string()))?;
+    let pairs = map::parse_map_file(&text).map_err(MapFileProblem::NotAMap)?;
     for (i, pair) in pairs.iter().enumerate() {
         if let Err(MapError::Syntax { .. }) = MapSpec::parse(std::slice::from_ref(pair)) {
-            return Err(format!(
+            return Err(MapFileProblem::NotAMap(format!(
                 "entry {} is not OLD=NEW with each side a GPU UUID or a local index",
                 i + 1
-            ));
+            )));
         }
     }
     Ok(pairs)
@@ -288,7 +308,10 @@ impl RawProcessCommand {
         if let Some(file) = self.map_file {
             match read_map_file(&file) {
                 Ok(pairs) => values.extend(pairs),
-                Err(why) => return Err(Invalid::MapFile { file, why }),
+                Err(MapFileProblem::Unreadable(why)) => {
+                    return Err(Invalid::MapFileUnreadable { file, why })
+                }
+                Err(MapFileProblem::NotAMap(why)) => return Err(Invalid::MapFile { file, why }),
             }
         }
         let map = MapSpec::parse(&values).map_err(|error| Invalid::Map { error })?;
@@ -349,12 +372,13 @@ mod tests {
 
     #[test]
     fn a_missing_map_file_is_named() {
-        let Err((_, Invalid::MapFile { file, .. })) =
+        let Err((_, invalid @ Invalid::MapFileUnreadable { .. })) =
             built("cudackpt restore --map-file /nonexistent/map.json 4")
         else {
             panic!("an unreadable map file must be refused")
         };
-        assert_eq!(file, PathBuf::from("/nonexistent/map.json"));
+        assert!(invalid.to_string().contains("/nonexistent/map.json"));
+        assert!(invalid.hint().contains("check the path") && !invalid.hint().contains("OLD=NEW"));
     }
 
     #[test]

@@ -81,13 +81,15 @@ fn row(layout: Layout, prediction: bool, p: &TargetReport, look: Look) -> Vec<St
     let outcome = if p.stopped {
         look.dim("stopped")
     } else if p.failure.is_some() && p.state.is_none() {
-        look.bad("error")
+        // As the JSON says it: the state is not known (the failure, on
+        // stderr, says why).
+        look.bad("unknown")
     } else {
         look.state(p.state)
     };
     match layout {
         Layout::State => vec![pid, outcome, tid, name],
-        Layout::RestoreTid => vec![pid, if p.ok() { tid } else { look.bad("error") }, name],
+        Layout::RestoreTid => vec![pid, if p.ok() { tid } else { look.bad("unknown") }, name],
         Layout::Wait => vec![pid, outcome, format_duration(p.duration), name],
         Layout::Listing => {
             let nccl = match p.nccl {

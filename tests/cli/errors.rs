@@ -240,3 +240,63 @@ fn a_parse_error_speaks_as_cudackpt_does() {
     assert!(!stderr.contains("error: "), "{stderr}");
     assert!(stderr.contains("Usage: cudackpt state"), "{stderr}");
 }
+
+/// A bad duration is said in cudackpt's words, whatever the flag: a
+/// negative one (clap would read `-1` as a flag and suggest `-- -1`, which
+/// then reads as a PID), or one with a unit nobody writes (humantime's own
+/// message lists units "and few variations").
+#[test]
+fn a_bad_duration_names_what_to_write() {
+    let fx = Fixture::new();
+    for (args, says) in [
+        (
+            vec!["lock", "--timeout", "-1", "1"],
+            "a timeout is not negative",
+        ),
+        (
+            vec!["suspend", "--deadline", "-5s", "1"],
+            "a timeout is not negative",
+        ),
+        (vec!["lock", "--timeout", "5x", "1"], "ms, s, m or h"),
+        (
+            vec![
+                "wait",
+                "--state",
+                "locked",
+                "--timeout",
+                "2 fortnights",
+                "1",
+            ],
+            "ms, s, m or h",
+        ),
+    ] {
+        let output = fx.cudackpt(&args).assert().code(2).get_output().clone();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("-- -1") && !stderr.contains("few variations"),
+            "{args:?}: {stderr}"
+        );
+        fx.assert_no_calls(&format!("{args:?}"));
+    }
+}
+
+/// A map file that cannot be read is about the file, not about the map's
+/// syntax.
+#[test]
+fn an_unreadable_map_file_hints_at_the_file() {
+    let fx = Fixture::new();
+    let missing = fx.dir().join("no-such-map.json");
+    let output = fx
+        .cudackpt(&["restore", "--map-file", &missing.to_string_lossy(), "1"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot read --map-file") && stderr.contains("check the path"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("OLD=NEW"), "{stderr}");
+}

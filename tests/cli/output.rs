@@ -227,3 +227,25 @@ fn processes_the_driver_never_saw_are_unchanged_not_unknown() {
     );
     fx.assert_no_calls("a group refused before the driver");
 }
+
+/// The table says of a process whose state is not known what the JSON
+/// says, `unknown` (it said `error`; the failure itself is on stderr).
+#[test]
+fn an_unknown_state_reads_the_same_in_the_table_and_the_json() {
+    let fx = Fixture::new();
+    let plain = fx.plain_target();
+    let output = fx
+        .cudackpt(&["state", &plain.arg()])
+        .assert()
+        .code(5)
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with(&plain.pid.to_string()))
+        .unwrap_or_else(|| panic!("no row: {stdout}"));
+    assert_eq!(row.split_whitespace().nth(1), Some("unknown"), "{stdout}");
+    let doc: crate::wire::ProcessCommandDoc = fx.json(&["state", &plain.arg()], 5);
+    assert_eq!(doc.only(plain.pid).state.as_str(), "unknown");
+}

@@ -58,8 +58,10 @@ impl fmt::Display for Timeout {
 pub enum InvalidDuration {
     #[error("timeout {0:?} is too long: the driver takes at most {max} ms (about 49 days)", max = u32::MAX)]
     TooLong(String),
-    #[error("invalid timeout {text:?}: {why} (use milliseconds, like 500, or a duration, like 500ms, 5s, 2m)")]
-    Unreadable { text: String, why: String },
+    #[error("invalid timeout {text:?}: write milliseconds (500) or a number and its unit: ms, s, m or h (500ms, 5s, 2m)")]
+    Unreadable { text: String },
+    #[error("invalid timeout {0:?}: a timeout is not negative (0 for none)")]
+    Negative(String),
     #[error("{text:?} has no unit: write {bare}s for seconds or {bare}ms for milliseconds (also m, h; 0 for none)")]
     NoUnit { text: String, bare: String },
 }
@@ -74,9 +76,13 @@ pub fn parse_timeout(text: &str) -> Result<Timeout, InvalidDuration> {
             .map(Timeout::from_millis)
             .map_err(|_| too_long());
     }
-    let duration = humantime::parse_duration(trimmed).map_err(|e| InvalidDuration::Unreadable {
+    if trimmed.starts_with('-') {
+        return Err(InvalidDuration::Negative(text.to_string()));
+    }
+    // humantime's own words list every unit it takes "(and few
+    // variations)": the message names the ones a person writes.
+    let duration = humantime::parse_duration(trimmed).map_err(|_| InvalidDuration::Unreadable {
         text: text.to_string(),
-        why: e.to_string(),
     })?;
     // Round up: a short non-zero timeout must never become 0, which means
     // "wait forever" to the driver.
