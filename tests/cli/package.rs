@@ -180,3 +180,53 @@ fn lintian_finds_no_error_in_the_package() {
         String::from_utf8_lossy(&checked.stderr)
     );
 }
+
+/// The package says what the binary links besides libc (libgcc_s, for
+/// unwinding) and what it works with (CRIU); it lands in
+/// `$CARGO_TARGET_DIR/debian` when cargo builds elsewhere, and a binary
+/// that is not there is an error, never an older file packaged in silence.
+#[test]
+fn the_package_names_its_dependencies_and_follows_cargo_s_target_dir() {
+    if !have("dpkg-deb") {
+        crate::support::prerequisite("build a Debian package (no dpkg-deb here)", false);
+        return;
+    }
+    let target = tempfile::tempdir().expect("tempdir");
+    let built = Command::new(workspace().join("scripts").join("build-deb"))
+        .args(["--compress", "none", "--binary"])
+        .arg(cudackpt_bin())
+        .env("CARGO_TARGET_DIR", target.path())
+        .output()
+        .expect("scripts/build-deb runs");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let deb = String::from_utf8_lossy(&built.stdout).trim().to_string();
+    assert!(
+        Path::new(&deb).starts_with(target.path().join("debian")),
+        "{deb} is not under $CARGO_TARGET_DIR/debian"
+    );
+    let fields = Command::new("dpkg-deb")
+        .args(["-f", &deb, "Depends", "Suggests"])
+        .output()
+        .expect("dpkg-deb -f");
+    let fields = String::from_utf8_lossy(&fields.stdout);
+    assert!(
+        fields.contains("Depends: libc6 (>= 2.34), libgcc-s1") && fields.contains("Suggests: criu"),
+        "{fields}"
+    );
+
+    let missing = Command::new(workspace().join("scripts").join("build-deb"))
+        .args(["--binary", "/nonexistent/cudackpt", "--out"])
+        .arg(target.path())
+        .output()
+        .expect("scripts/build-deb runs");
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("no binary at /nonexistent/cudackpt"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+}
