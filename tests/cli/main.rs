@@ -74,6 +74,7 @@ mod artifacts;
 mod errors;
 mod help;
 mod json_contract;
+mod newcomer;
 mod output;
 mod package;
 mod progress;

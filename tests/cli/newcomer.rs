@@ -1,0 +1,63 @@
+//! The README's "Try it without a GPU" works as written: its block is run,
+//! line for line, with only the build line left out and the paths of the
+//! binaries this test run built put in (the block names the release build
+//! and `target/debug`; CI builds the tests elsewhere).
+
+use std::process::Command;
+
+use crate::support::{cudackpt_bin, fake_libcuda, workspace};
+
+/// The shell block under `heading` in the README.
+fn block_under(heading: &str) -> String {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README.md");
+    let after = readme
+        .split(heading)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {heading:?} in the README"));
+    let block = after
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a sh block");
+    block.to_string()
+}
+
+#[test]
+fn try_it_without_a_gpu_works_as_written() {
+    let block = block_under("### Try it without a GPU");
+    let script: String = block
+        .lines()
+        .filter(|line| !line.starts_with("cargo build"))
+        .map(|line| {
+            line.replace(
+                "./target/release/cudackpt",
+                &cudackpt_bin().display().to_string(),
+            )
+            .replace(
+                "$PWD/target/debug/libfake_libcuda.so",
+                &fake_libcuda().display().to_string(),
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        script.contains("suspend") && script.contains("demo"),
+        "{script}"
+    );
+    let output = Command::new("bash")
+        .args(["-e", "-c", &script])
+        .current_dir(workspace())
+        .env_remove("CUDACKPT_LIBCUDA")
+        .output()
+        .expect("bash runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{script}\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("running → checkpointed"), "{stdout}");
+    assert!(stdout.contains("\"state\":\"checkpointed\""), "{stdout}");
+    assert!(stdout.contains("checkpointed → running"), "{stdout}");
+    assert!(stdout.contains("PASS: "), "{stdout}");
+}
