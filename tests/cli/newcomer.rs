@@ -25,6 +25,8 @@ fn block_under(heading: &str) -> String {
 #[test]
 fn try_it_without_a_gpu_works_as_written() {
     let block = block_under("### Try it without a GPU");
+    // The fake's states in a directory this test removes, not mktemp's.
+    let states = tempfile::tempdir().expect("tempdir");
     let script: String = block
         .lines()
         .filter(|line| !line.starts_with("cargo build"))
@@ -37,9 +39,12 @@ fn try_it_without_a_gpu_works_as_written() {
                 "$PWD/target/debug/libfake_libcuda.so",
                 &fake_libcuda().display().to_string(),
             )
+            .replace("$(mktemp -d)", &states.path().display().to_string())
         })
         .collect::<Vec<_>>()
         .join("\n");
+    // Whatever happens, the `sleep` it starts does not outlive the test.
+    let script = format!("trap 'kill %1 2>/dev/null' EXIT\n{script}");
     assert!(
         script.contains("suspend") && script.contains("demo"),
         "{script}"
