@@ -149,7 +149,7 @@ _cudackpt() {
 
     case "${cmd}" in
         cudackpt)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps check recover devices doctor demo install-compat completions man criu-hook help"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps check recover devices doctor demo install-compat completions man criu-hook help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -167,6 +167,10 @@ _cudackpt() {
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0
                     ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -175,7 +179,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__check)
-            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --drain --drain-signal --drain-timeout --help --version"
+            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --pid --tree --cgroup --all --drain --drain-signal --drain-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -191,6 +195,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --pid)
@@ -234,7 +242,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__checkpoint)
-            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --verify --force --dry-run --drain --drain-signal --drain-timeout --help --version"
+            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --pid --tree --cgroup --all --verify --force --dry-run --drain --drain-signal --drain-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -250,6 +258,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --pid)
@@ -293,7 +305,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__completions)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version bash elvish fish powershell zsh"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --help --version bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -309,6 +321,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 *)
@@ -319,7 +335,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__criu__subcmd__hook)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -335,6 +351,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 *)
@@ -345,7 +365,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__demo)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --size-mib --device --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --size-mib --device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -361,6 +381,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --size-mib)
@@ -379,7 +403,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__devices)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -395,6 +419,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 *)
@@ -405,7 +433,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__doctor)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --cgroup --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --cgroup --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -421,6 +449,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --cgroup)
@@ -743,7 +775,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__install__subcmd__compat)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --force --allow-build-dir --uninstall --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --force --allow-build-dir --uninstall --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -759,6 +791,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 *)
@@ -769,7 +805,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__lock)
-            opts="-v -q -y -p -t -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --timeout --drain --drain-signal --drain-timeout --help --version"
+            opts="-v -q -y -p -t -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --pid --tree --cgroup --all --timeout --drain --drain-signal --drain-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -785,6 +821,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --pid)
@@ -836,7 +876,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__man)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --dir --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --dir --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -852,6 +892,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --dir)
@@ -866,7 +910,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__ps)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --tree --cgroup --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --tree --cgroup --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -882,6 +926,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --tree)
@@ -903,7 +951,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__recover)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --dry-run --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --dry-run --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -919,6 +967,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 *)
@@ -929,7 +981,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__restore)
-            opts="-v -q -y -p -m -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --map --map-file --force --verify --dry-run --help --version"
+            opts="-v -q -y -p -m -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --pid --tree --cgroup --all --map --map-file --force --verify --dry-run --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -945,6 +997,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --pid)
@@ -992,7 +1048,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__restore__subcmd__tid)
-            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --help --version"
+            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --pid --tree --cgroup --all --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1008,6 +1064,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --pid)
@@ -1043,7 +1103,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__resume)
-            opts="-v -q -y -p -m -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --map --map-file --force --deadline --verify --dry-run --drain-signal --drain-timeout --help --version"
+            opts="-v -q -y -p -m -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --pid --tree --cgroup --all --map --map-file --force --deadline --verify --dry-run --drain-signal --drain-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1059,6 +1119,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --pid)
@@ -1118,7 +1182,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__state)
-            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --help --version"
+            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --pid --tree --cgroup --all --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1134,6 +1198,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --pid)
@@ -1169,7 +1237,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__suspend)
-            opts="-v -q -y -p -t -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --timeout --deadline --verify --force --dry-run --drain --drain-signal --drain-timeout --help --version"
+            opts="-v -q -y -p -t -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --pid --tree --cgroup --all --timeout --deadline --verify --force --dry-run --drain --drain-signal --drain-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1185,6 +1253,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --pid)
@@ -1240,7 +1312,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__toggle)
-            opts="-v -q -y -p -t -m -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --timeout --map --map-file --force --deadline --verify --dry-run --drain --drain-signal --drain-timeout --help --version"
+            opts="-v -q -y -p -t -m -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --pid --tree --cgroup --all --timeout --map --map-file --force --deadline --verify --dry-run --drain --drain-signal --drain-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1256,6 +1328,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --pid)
@@ -1323,7 +1399,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__unlock)
-            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --drain-signal --drain-timeout --help --version"
+            opts="-v -q -y -p -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --pid --tree --cgroup --all --drain-signal --drain-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1339,6 +1415,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --pid)
@@ -1382,7 +1462,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__wait)
-            opts="-v -q -y -p -s -t -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --pid --tree --cgroup --all --state --timeout --help --version"
+            opts="-v -q -y -p -s -t -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --pid --tree --cgroup --all --state --timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1398,6 +1478,10 @@ _cudackpt() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --pid)

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_cudackpt_global_optspecs
-    string join \n json v/verbose q/quiet libcuda= y/yes record-dir= no-lock color= h/help V/version
+    string join \n json v/verbose q/quiet libcuda= y/yes record-dir= no-lock color= progress-fd= h/help V/version
 end
 
 function __fish_cudackpt_needs_command
@@ -29,6 +29,7 @@ complete -c cudackpt -n "__fish_cudackpt_needs_command" -l record-dir -d 'Where 
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_needs_command" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_needs_command" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
@@ -62,6 +63,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l record-dir -
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand state" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
@@ -78,6 +80,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l record-dir -d
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand lock" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
@@ -98,6 +101,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l record-
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand checkpoint" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
@@ -120,6 +124,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l record-dir
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
@@ -141,6 +146,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l record-dir 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand unlock" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
@@ -159,6 +165,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l record-dir 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand toggle" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
@@ -185,6 +192,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l record-dir
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand suspend" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
@@ -209,6 +217,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l record-dir 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand resume" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
@@ -233,6 +242,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l record
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand restore-tid" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
@@ -249,6 +259,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l record-dir -d
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand wait" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
@@ -270,6 +281,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l record-dir -d '
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l tree -d 'Only this process\'s tree (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l cgroup -d 'Only this cgroup and its child cgroups (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand ps" -l json -d 'Print one JSON document on stdout instead of text'
@@ -284,6 +296,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l record-dir -
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -s p -l pid -d 'A process ID to act on (repeatable; same as a positional PID)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l tree -d 'Every CUDA process in this process\'s tree: it and its descendants (repeatable)' -r -f
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand check" -l cgroup -d 'Every CUDA process in this cgroup and its child cgroups: a directory on a cgroup filesystem, or a path relative to the cgroup v2 root, e.g. a pod\'s (repeatable)' -r -F
@@ -303,6 +316,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l record-dir
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
@@ -316,6 +330,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l record-dir
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand devices" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
@@ -328,6 +343,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l record-dir 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l cgroup -d 'Also weigh this cgroup\'s memory limits (and its ancestors\') against the GPU memory of its processes: a checkpoint needs that much headroom (repeatable)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
@@ -341,6 +357,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l record-dir -d
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l size-mib -d 'How much GPU memory to fill and carry through the round trip' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l device -d 'The GPU to use (index)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand demo" -l json -d 'Print one JSON document on stdout instead of text'
@@ -355,6 +372,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l rec
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand install-compat" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
@@ -370,6 +388,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l record
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
@@ -382,6 +401,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l record-dir -d 
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l dir -d 'Write cudackpt.1 and one page per command here (created if missing). Under sudo, pkexec or doas the pages are written with the invoking user\'s credentials; a link or another user\'s file at a page\'s name is left alone and refused (exit 6)' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand man" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
@@ -395,6 +415,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l record-d
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l color -d 'When to colour the output' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is unset'
 always\t''
 never\t''"
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand criu-hook" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'

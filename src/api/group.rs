@@ -14,7 +14,7 @@ use crate::driver::ProcessState;
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::report::CommandReport as PipelineReport;
 use crate::ops::vocabulary::timeout::Timeout;
-use crate::ops::{DrainSettings, Request, StepDone, ThreadIds};
+use crate::ops::{DrainSettings, ProgressSink, Request, ThreadIds};
 
 /// The processes of one command and its options; a verb
 /// ([`suspend`](Group::suspend), [`resume`](Group::resume), …) runs it.
@@ -286,10 +286,7 @@ impl<'a> Group<'a> {
         self
     }
 
-    pub(crate) fn progress(
-        mut self,
-        progress: Option<&'a (dyn Fn(&StepDone<'_>) + Sync)>,
-    ) -> Group<'a> {
+    pub(crate) fn progress(mut self, progress: Option<ProgressSink<'a>>) -> Group<'a> {
         self.request.progress = progress;
         self
     }

@@ -106,6 +106,14 @@ pub struct GlobalArgs {
     /// When to colour the output.
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
+
+    /// Write progress events as JSON Lines to descriptor FD, which the
+    /// caller opened (a pipe, a file, a terminal; 2 is stderr): each
+    /// driver call started and ended, and each pre-flight remark, as it
+    /// happens (schema/progress-event.schema.json). stdout keeps its one
+    /// document.
+    #[arg(long, global = true, value_name = "FD")]
+    pub progress_fd: Option<u32>,
 }
 
 // The processes a command acts on.

@@ -20,7 +20,7 @@ use crate::cli::validate::ProcessCommand;
 use crate::commands::{check, demo, devices, doctor, install_compat, ps, recover};
 use crate::exit::ExitStatus;
 use crate::gpu::inventory::Inventory;
-use crate::ops::StepDone;
+use crate::ops::{Progress, ProgressSink};
 use crate::output::{self, json, Look, Sink};
 
 /// Runs cudackpt with this process's arguments.
@@ -239,13 +239,44 @@ fn write_man_pages(dir: &std::path::Path) -> ExitStatus {
 /// A process command: converted once into the library's group (its map
 /// read and parsed), then run.
 fn validate_and_run(command: Command, global: &GlobalArgs, sink: &Sink) -> ExitStatus {
-    // Progress only where a person watches it: a terminal, and neither
-    // JSON nor quiet asked for.
+    // Progress for a person only where one watches: a terminal, and
+    // neither JSON nor quiet asked for; events wherever the caller asked.
     let watched = !sink.json && !sink.quiet && output::stderr::is_terminal();
-    let progress: &(dyn Fn(&StepDone<'_>) + Sync) = &output::progress::step_done;
-    match validate::process_command(command, global, watched.then_some(progress)) {
+    let terminal = watched.then(output::progress::Terminal::start);
+    let events = match global.progress_fd.map(output::progress::Events::to_fd) {
+        None => None,
+        Some(Ok(events)) => Some(events),
+        Some(Err(why)) => {
+            let fd = global.progress_fd.unwrap_or_default();
+            return usage_failure(
+                sink,
+                "progress",
+                &format!("cannot write progress events to descriptor {fd}: {why}"),
+                "open it for the command (`3>events.jsonl cudackpt --progress-fd 3 ...`): a pipe, a file or a terminal",
+            );
+        }
+    };
+    let tell = |event: &Progress<'_>| {
+        if let Some(terminal) = &terminal {
+            terminal.tell(event);
+        }
+        if let Some(events) = &events {
+            events.tell(event);
+        }
+    };
+    let progress: ProgressSink<'_> = &tell;
+    let told = (terminal.is_some() || events.is_some()).then_some(progress);
+    match validate::process_command(command, global, told) {
         None => ExitStatus::Usage,
-        Some(Ok(ProcessCommand { group, operation })) => sink.finish(&group.run(operation)),
+        Some(Ok(ProcessCommand { group, operation })) => {
+            let mut report = group.run(operation);
+            if let Some(terminal) = terminal {
+                // Said already, before the work: not again after it.
+                let said = terminal.said();
+                report.warnings.retain(|w| !said.contains(w));
+            }
+            sink.finish(&report)
+        }
         // Arguments that cannot be used are the command's error, before any
         // process is looked at: one top-level usage error.
         Some(Err((command, invalid))) => {

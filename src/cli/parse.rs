@@ -1,5 +1,5 @@
 //! Parsing the native grammar quickly. Clap builds the whole command tree
-//! before it parses, and copies each of the nine global options into each
+//! before it parses, and copies each of the ten global options into each
 //! of the twenty subcommands (their own arguments are deferred: `defer` in
 //! args.rs): 0.32 ms for a first parse here, against 0.14 ms with one
 //! subcommand, in a 3 ms invocation the driver call should dominate. When
@@ -16,7 +16,8 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser};
 use crate::cli::args::{Cli, GlobalArgs};
 
 /// The global options that take a value (the others are flags).
-const GLOBAL_OPTIONS_WITH_VALUES: [&str; 3] = ["--libcuda", "--record-dir", "--color"];
+const GLOBAL_OPTIONS_WITH_VALUES: [&str; 4] =
+    ["--libcuda", "--record-dir", "--color", "--progress-fd"];
 
 /// The global flags, long and short.
 const GLOBAL_FLAGS: [&str; 5] = ["--json", "--verbose", "--quiet", "--yes", "--no-lock"];

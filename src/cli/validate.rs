@@ -15,7 +15,7 @@ use crate::files;
 use crate::gpu::map::{self, MapError, MapSpec};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::timeout::Timeout;
-use crate::ops::{DrainSettings, StepDone};
+use crate::ops::{DrainSettings, ProgressSink};
 
 /// A process command as the modern grammar gives it, not yet validated.
 pub struct RawProcessCommand {
@@ -287,7 +287,7 @@ pub struct ProcessCommand<'a> {
 pub fn process_command<'a>(
     command: Command,
     global: &'a GlobalArgs,
-    progress: Option<&'a (dyn Fn(&StepDone<'_>) + Sync)>,
+    progress: Option<ProgressSink<'a>>,
 ) -> Option<Result<ProcessCommand<'a>, (&'static str, Invalid)>> {
     let raw = split(command)?;
     let name = raw.operation.name();
@@ -302,7 +302,7 @@ impl RawProcessCommand {
     fn into_group<'a>(
         self,
         global: &'a GlobalArgs,
-        progress: Option<&'a (dyn Fn(&StepDone<'_>) + Sync)>,
+        progress: Option<ProgressSink<'a>>,
     ) -> Result<ProcessCommand<'a>, Invalid> {
         let mut values = self.map;
         if let Some(file) = self.map_file {

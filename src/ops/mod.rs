@@ -31,7 +31,9 @@ pub mod preflight;
 pub mod stages;
 pub mod vocabulary;
 
-pub use vocabulary::request::{DrainSettings, Request, Selectors, StepDone, ThreadIds};
+pub use vocabulary::request::{
+    DrainSettings, Progress, ProgressSink, Request, Selectors, StepDone, ThreadIds,
+};
 pub use vocabulary::stop::Stop;
 
 use std::time::Instant;
@@ -84,6 +86,12 @@ fn after_checks(
             return Err(stop);
         }
     };
+    if let (Some(progress), false) = (request.progress, request.dry_run) {
+        // Said before the work, where a person or a scheduler waits for it.
+        for remark in &passed.remarks {
+            progress(&Progress::Remark(remark));
+        }
+    }
     if request.dry_run {
         let mut reports = dry_run::reports(request, &ready, passed.map());
         drain.predict(&ready, &mut reports);

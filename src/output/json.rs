@@ -66,7 +66,79 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("doctor", schema::<DoctorDoc<'static>>()),
         ("demo", schema::<DemoDoc<'static>>()),
         ("install-compat", schema::<InstallDoc<'static>>()),
+        ("progress-event", schema::<ProgressEventDoc<'static>>()),
     ]
+}
+
+/// One progress event (`--progress-fd`): a JSON line, its kind in `event`.
+#[derive(Serialize, JsonSchema)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ProgressEventDoc<'a> {
+    /// A driver call on a process started.
+    StepStarted {
+        schema_version: u32,
+        /// Milliseconds since the command started.
+        at_ms: f64,
+        pid: i32,
+        name: &'a str,
+        step: &'static str,
+        /// A call undoing an earlier one.
+        rollback: bool,
+    },
+    /// A driver call on a process ended.
+    StepDone {
+        schema_version: u32,
+        at_ms: f64,
+        pid: i32,
+        name: &'a str,
+        step: &'static str,
+        rollback: bool,
+        ok: bool,
+        duration_ms: f64,
+    },
+    /// A pre-flight's remark, said before the work (the final document
+    /// carries it too, in `warnings`).
+    Remark {
+        schema_version: u32,
+        at_ms: f64,
+        message: &'a str,
+    },
+}
+
+/// `event` as its JSON line, `at` into the command (pure).
+pub fn progress_event(event: &crate::ops::Progress<'_>, at: std::time::Duration) -> String {
+    use crate::ops::Progress;
+    let at_ms = millis(at);
+    let doc = match event {
+        Progress::Started {
+            target,
+            step,
+            rollback,
+        } => ProgressEventDoc::StepStarted {
+            schema_version: SCHEMA_VERSION,
+            at_ms,
+            pid: target.pid,
+            name: &target.name,
+            step: step.as_str(),
+            rollback: *rollback,
+        },
+        Progress::Done(done) => ProgressEventDoc::StepDone {
+            schema_version: SCHEMA_VERSION,
+            at_ms,
+            pid: done.target.pid,
+            name: &done.target.name,
+            step: done.step.as_str(),
+            rollback: done.rollback,
+            ok: done.ok,
+            duration_ms: millis(done.took),
+        },
+        Progress::Remark(message) => ProgressEventDoc::Remark {
+            schema_version: SCHEMA_VERSION,
+            at_ms,
+            message,
+        },
+    };
+    to_line(&doc)
 }
 
 /// A process command's document.

@@ -146,3 +146,124 @@ fn no_progress_without_a_terminal_or_with_json_or_quiet() {
     assert!(progress_lines(&text).is_empty(), "{text}");
     assert_eq!(fx.state_of(&a), "checkpointed");
 }
+
+/// A call that runs long is said to be running, with how long so far,
+/// before it is said to be done (issue 36: a 3 s checkpoint used to be 3 s
+/// of silence after the lock's line).
+#[test]
+fn a_long_call_is_said_while_it_runs() {
+    let fx = Fixture::new();
+    let a = fx.cuda_target();
+    let (text, code) = on_terminal(
+        &fx,
+        &format!("{{bin}} suspend {}", a.pid),
+        Some("checkpoint=delay:2600"),
+    );
+    assert_eq!(code, 0, "{text}");
+    let running: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(": checkpoint running for "))
+        .collect();
+    assert!(
+        (1..=2).contains(&running.len()),
+        "said after a second, then every two:\n{text}"
+    );
+    let first = text.find(": checkpoint running for ").expect("said");
+    let done = text.find(": checkpoint done in ").expect("done");
+    assert!(first < done, "{text}");
+    assert!(running[0].starts_with("cudackpt: "), "{}", running[0]);
+}
+
+/// A pre-flight's remark is said before the work on a terminal, and not
+/// again after it (the fake driver has no NVML, so the host-memory
+/// pre-flight says it could not weigh the GPU memory).
+#[test]
+fn a_remark_is_said_before_the_work_and_once() {
+    let fx = Fixture::new();
+    let a = fx.cuda_target();
+    let (text, code) = on_terminal(&fx, &format!("{{bin}} suspend {}", a.pid), None);
+    assert_eq!(code, 0, "{text}");
+    let remark = text.find("not weighed").expect("the remark");
+    let lock = text.find(": lock done in ").expect("the lock's line");
+    assert!(remark < lock, "said before the work:\n{text}");
+    assert_eq!(text.matches("not weighed").count(), 1, "{text}");
+}
+
+/// A scheduler's events: JSON Lines on the descriptor it names, each valid
+/// against schema/progress-event.schema.json, every call started before it
+/// ended, the remark before the calls; stdout keeps its one document.
+#[test]
+fn progress_events_go_to_the_descriptor_named() {
+    let fx = Fixture::new();
+    let (a, b) = (fx.cuda_target(), fx.cuda_target());
+    let events = fx.dir().join("events.jsonl");
+    let line = format!(
+        "exec '{}' --json --progress-fd 3 suspend {} {} 3>'{}'",
+        cudackpt_bin().display(),
+        a.pid,
+        b.pid,
+        events.display()
+    );
+    let output = fx
+        .command_for(Path::new("/bin/sh"), &["-c", &line])
+        .output()
+        .expect("sh runs");
+    assert!(output.status.success(), "{output:?}");
+    let doc: crate::wire::ProcessCommandDoc = crate::support::parse_one_document(&output.stdout);
+    assert!(doc.ok, "{doc:?}");
+    let text = std::fs::read_to_string(&events).expect("the events");
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    for event in &events {
+        crate::schema_check::validate(event);
+    }
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "step_started").count(),
+        4,
+        "{text}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "step_done").count(),
+        4,
+        "{text}"
+    );
+    assert_eq!(
+        kinds.first(),
+        Some(&"remark"),
+        "the remark comes first: {text}"
+    );
+    for t in [&a, &b] {
+        for step in ["lock", "checkpoint"] {
+            let at = |kind: &str| {
+                events
+                    .iter()
+                    .position(|e| e["event"] == kind && e["pid"] == t.pid && e["step"] == step)
+                    .unwrap_or_else(|| panic!("no {kind} of {step} for {}: {text}", t.pid))
+            };
+            assert!(at("step_started") < at("step_done"), "{text}");
+        }
+    }
+}
+
+/// A descriptor that is not open is a usage error, before any process.
+#[test]
+fn a_closed_progress_descriptor_is_a_usage_error() {
+    let fx = Fixture::new();
+    let a = fx.cuda_target();
+    let output = fx
+        .cudackpt(&["--progress-fd", "97", "suspend", &a.arg()])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let (_, stderr) = texts(&output);
+    assert!(stderr.contains("descriptor 97"), "{stderr}");
+    fx.assert_no_calls("a closed progress descriptor");
+    assert_eq!(fx.state_of(&a), "running");
+}

@@ -12,7 +12,7 @@ use crate::ops::diagnose::{self, Attempt, Facts};
 use crate::ops::vocabulary::failure::Fault;
 use crate::ops::vocabulary::place::Place;
 use crate::ops::vocabulary::plan::Step;
-use crate::ops::vocabulary::request::StepDone;
+use crate::ops::vocabulary::request::{Progress, ProgressSink, StepDone};
 use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::process::Target;
 
@@ -34,8 +34,9 @@ pub struct Executor<'a> {
     /// Past this instant no new step starts and the group is rolled back;
     /// lock timeouts are clamped to it.
     pub deadline: Option<Instant>,
-    /// Told about every step as it finishes (progress on a terminal).
-    pub progress: Option<&'a (dyn Fn(&StepDone<'_>) + Sync)>,
+    /// Told about every step as it starts and finishes (progress on a
+    /// terminal, a scheduler's events).
+    pub progress: Option<ProgressSink<'a>>,
     /// Asked between phases whether the per-PID locks still keep other
     /// cudackpt out (`Some(why)` when not): a lost lock rolls back.
     pub locks_lost: Option<&'a (dyn Fn() -> Option<String> + Sync)>,
@@ -166,6 +167,17 @@ impl Executor<'_> {
         }
     }
 
+    /// Reports a step about to start to the progress callback, if any.
+    pub(super) fn tell_started(&self, target: &Target, step: &Step, rollback: bool) {
+        if let Some(progress) = self.progress {
+            progress(&Progress::Started {
+                target,
+                step: step.kind(),
+                rollback,
+            });
+        }
+    }
+
     /// Reports a finished step to the progress callback, if any.
     pub(super) fn tell(
         &self,
@@ -175,13 +187,13 @@ impl Executor<'_> {
         rollback: bool,
     ) {
         if let Some(progress) = self.progress {
-            progress(&StepDone {
+            progress(&Progress::Done(StepDone {
                 target,
                 step: step.kind(),
                 ok: outcome.0.is_ok(),
                 took: outcome.1,
                 rollback,
-            });
+            }));
         }
     }
 }

@@ -304,6 +304,7 @@ impl Executor<'_> {
         done: &mut [Vec<Step>],
     ) -> (Option<RollbackCause>, Option<(usize, Duration)>) {
         let results = concurrently(work, |(i, step)| {
+            self.tell_started(&targets[*i], step, false);
             let outcome = self.step(targets[*i].pid, step);
             self.tell(&targets[*i], step, &outcome, false);
             outcome

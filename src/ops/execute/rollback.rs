@@ -75,6 +75,7 @@ impl Executor<'_> {
                 return (records, Ok(last_state));
             }
             for step in plan::rollback_steps(&done[i], ROLLBACK_LOCK_TIMEOUT) {
+                self.tell_started(&targets[i], &step, true);
                 let outcome = self.step(targets[i].pid, &step);
                 self.tell(&targets[i], &step, &outcome, true);
                 let (result, took) = outcome;

@@ -35,7 +35,7 @@ pub struct Request<'a> {
     /// A limit on the whole command, from its start (0: none).
     pub deadline: Timeout,
     /// Told about every step as it finishes.
-    pub progress: Option<&'a (dyn Fn(&StepDone<'_>) + Sync)>,
+    pub progress: Option<ProgressSink<'a>>,
     /// Where checkpoint records live (None: the default).
     pub record_dir: Option<&'a Path>,
     /// Restore despite the memory pre-flight.
@@ -157,6 +157,22 @@ impl Selectors {
         places.join(", ")
     }
 }
+
+/// What a command tells as it goes, for progress on a terminal and for a
+/// scheduler's event stream: a driver call started, a call finished, a
+/// pre-flight's remark (said before the work, not only in the report).
+pub enum Progress<'a> {
+    Started {
+        target: &'a Target,
+        step: DriverCall,
+        rollback: bool,
+    },
+    Done(StepDone<'a>),
+    Remark(&'a str),
+}
+
+/// Where a command tells its progress.
+pub type ProgressSink<'a> = &'a (dyn Fn(&Progress<'_>) + Sync);
 
 /// A step that just finished, for progress reports.
 pub struct StepDone<'a> {

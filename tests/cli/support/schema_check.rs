@@ -23,6 +23,10 @@ fn kind_of(document: &serde_json::Value) -> &'static str {
     if document["document"] == "usage-error" {
         return "usage-error";
     }
+    // A progress event (a line of --progress-fd) says which in `event`.
+    if document.get("event").is_some() {
+        return "progress-event";
+    }
     match document["command"].as_str() {
         Some("doctor") => "doctor",
         Some("demo") => "demo",
