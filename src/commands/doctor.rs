@@ -174,7 +174,7 @@ fn thp_check() -> Option<Check> {
             Status::Info,
             format!("{mode}: checkpoints copy GPU memory into 4 KiB pages"),
         )
-        .hint("measured on an H100 (driver 580): an 8 GiB checkpoint takes 2.8-3.3 s with `always` against 4.2-5.4 s with `madvise` or `never`; `echo always > /sys/kernel/mm/transparent_hugepage/enabled` (host-wide, for every process)")
+        .hint("a checkpoint writes GPU memory into the process's own pages, 4 KiB at a time unless THP is `always`; for a large checkpoint that may be faster: `echo always > /sys/kernel/mm/transparent_hugepage/enabled` (host-wide, for every process), and measure with `cudackpt-bench throughput` before and after")
     })
 }
 
