@@ -1,7 +1,7 @@
 //! Text for people: one aligned line per process on stdout, and for each
 //! failure a message and a hint on stderr.
 
-use super::look::{columns, format_duration, Look};
+use super::look::{format_duration, Look};
 use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::report::{
     CommandReport, DrainRecord, DrainVerdict, Layout, TargetReport,
@@ -63,7 +63,7 @@ pub fn process_report(report: &CommandReport, look: Look) -> (String, String) {
     let table = if report.processes.is_empty() {
         String::new()
     } else {
-        columns(&rows)
+        super::look::columns_within(&rows, look.width)
     };
     (table, errors)
 }

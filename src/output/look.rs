@@ -23,11 +23,17 @@ pub enum ColorChoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Look {
     pub color: bool,
+    /// The terminal's width in columns, when stdout is a terminal: a table
+    /// wraps its last column to fit it.
+    pub width: Option<usize>,
 }
 
 impl Look {
     pub fn plain() -> Look {
-        Look { color: false }
+        Look {
+            color: false,
+            width: None,
+        }
     }
 
     /// Decides colour: `auto` colours only a terminal, and never when
@@ -38,7 +44,11 @@ impl Look {
             ColorChoice::Never => false,
             ColorChoice::Auto => colour_suits(&io::stdout()),
         };
-        Look { color }
+        let width = rustix::termios::tcgetwinsize(io::stdout())
+            .ok()
+            .map(|size| usize::from(size.ws_col))
+            .filter(|&columns| columns > 0);
+        Look { color, width }
     }
 
     pub fn paint(&self, style: Style, text: &str) -> String {
@@ -140,6 +150,86 @@ pub fn columns(rows: &[Vec<String>]) -> String {
     text
 }
 
+/// [`columns`], fitted to `width` (a terminal's): when a line would be
+/// wider, the widest column is narrowed and its cells wrap at spaces onto
+/// lines of their own, under the column, the other columns blank there. A
+/// table that cannot be fitted (the wide column's cells hold colour codes,
+/// or the others leave it fewer than 20 characters) is left as it is
+/// (pure).
+pub fn columns_within(rows: &[Vec<String>], width: Option<usize>) -> String {
+    let natural = columns(rows);
+    let Some(width) = width else {
+        return natural;
+    };
+    if natural.lines().all(|line| visible_width(line) <= width) {
+        return natural;
+    }
+    let count = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..count)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| visible_width(cell))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let Some(wide) = (0..count).max_by_key(|&c| widths[c]) else {
+        return natural;
+    };
+    // Each column but the last is followed by two spaces; whichever column
+    // is the wide one, the others take this much of a line.
+    let others: usize = (0..count)
+        .filter(|&c| c != wide)
+        .map(|c| widths[c] + 2)
+        .sum();
+    let room = width.saturating_sub(others);
+    let colour = rows
+        .iter()
+        .skip(1)
+        .filter_map(|r| r.get(wide))
+        .any(|cell| cell.contains('\x1b'));
+    if room < 20 || colour {
+        return natural;
+    }
+    let mut wrapped: Vec<Vec<String>> = Vec::new();
+    for row in rows {
+        let pieces = match row.get(wide) {
+            Some(cell) if visible_width(cell) > room && !cell.contains('\x1b') => wrap(cell, room),
+            _ => vec![row.get(wide).cloned().unwrap_or_default()],
+        };
+        for (i, piece) in pieces.into_iter().enumerate() {
+            let line: Vec<String> = (0..row.len())
+                .map(|c| match (c == wide, i) {
+                    (true, _) => piece.clone(),
+                    (false, 0) => row[c].clone(),
+                    (false, _) => String::new(),
+                })
+                .collect();
+            wrapped.push(line);
+        }
+    }
+    columns(&wrapped)
+}
+
+/// `text` in pieces of at most `room` characters, broken at spaces (a
+/// word longer than `room` stands alone) (pure).
+fn wrap(text: &str, room: usize) -> Vec<String> {
+    let mut pieces: Vec<String> = Vec::new();
+    let mut piece = String::new();
+    for word in text.split(' ') {
+        if !piece.is_empty() && piece.chars().count() + 1 + word.chars().count() > room {
+            pieces.push(std::mem::take(&mut piece));
+        }
+        if !piece.is_empty() {
+            piece.push(' ');
+        }
+        piece.push_str(word);
+    }
+    pieces.push(piece);
+    pieces
+}
+
 /// Characters shown on screen, skipping ANSI escape sequences.
 fn visible_width(text: &str) -> usize {
     let mut width = 0;
@@ -183,7 +273,10 @@ mod tests {
     }
     #[test]
     fn columns_align_ignoring_colour() {
-        let look = Look { color: true };
+        let look = Look {
+            color: true,
+            width: None,
+        };
         let rows = vec![
             vec!["PID".to_string(), "STATE".to_string(), "NAME".to_string()],
             vec![
@@ -203,5 +296,42 @@ mod tests {
             "PID  STATE\n1    running\n"
         );
         assert_eq!(plain.len(), 2);
+    }
+
+    #[test]
+    fn a_wide_last_column_wraps_to_the_terminal() {
+        let rows = vec![
+            vec!["PID".to_string(), "NOTE".to_string()],
+            vec![
+                "4242".to_string(),
+                "suspend: every check passed; would lock, then checkpoint".to_string(),
+            ],
+        ];
+        let text = columns_within(&rows, Some(30));
+        assert!(text.lines().all(|l| l.chars().count() <= 30), "{text}");
+        assert_eq!(
+            text,
+            "PID   NOTE\n4242  suspend: every check\n      passed; would lock, then\n      checkpoint\n"
+        );
+        assert_eq!(columns_within(&rows, None), columns(&rows));
+        assert_eq!(columns_within(&rows, Some(200)), columns(&rows));
+    }
+
+    #[test]
+    fn a_wide_middle_column_wraps_and_the_others_stay_on_its_first_line() {
+        let rows = vec![
+            vec!["PID".to_string(), "RESULT".to_string(), "TIME".to_string()],
+            vec![
+                "7".to_string(),
+                "suspend: every check passed; would lock, then checkpoint".to_string(),
+                "-".to_string(),
+            ],
+        ];
+        let text = columns_within(&rows, Some(32));
+        assert!(text.lines().all(|l| l.chars().count() <= 32), "{text}");
+        assert_eq!(
+            text,
+            "PID  RESULT                TIME\n7    suspend: every check  -\n     passed; would lock,\n     then checkpoint\n"
+        );
     }
 }

@@ -267,3 +267,49 @@ fn a_closed_progress_descriptor_is_a_usage_error() {
     fx.assert_no_calls("a closed progress descriptor");
     assert_eq!(fx.state_of(&a), "running");
 }
+
+/// On a terminal, a table fits it: `check`'s long note wraps to the
+/// terminal's width, its continuation indented under the column (it ran
+/// on to about 95 characters whatever the terminal).
+#[test]
+fn a_table_fits_a_narrow_terminal() {
+    let fx = Fixture::new();
+    let a = fx.cuda_target();
+    let (text, code) = on_terminal(&fx, &format!("stty cols 60; {{bin}} check {}", a.pid), None);
+    assert_eq!(code, 0, "{text}");
+    // The header is dimmed on a terminal: compare what shows.
+    let shown = strip_colour(&text);
+    let table: Vec<&str> = shown
+        .lines()
+        .skip_while(|l| !l.starts_with("PID"))
+        .take_while(|l| !l.starts_with("cudackpt: "))
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert!(table.len() > 2, "the note wrapped onto more lines:\n{text}");
+    for line in &table {
+        assert!(
+            line.chars().count() <= 60,
+            "{line:?} is wider than 60:\n{text}"
+        );
+    }
+    let column = table[1].find("suspend").expect("the note");
+    assert!(
+        table[2].starts_with(&" ".repeat(column)) && !table[2][column..].starts_with(' '),
+        "indented under its column:\n{text}"
+    );
+}
+
+/// `text` without its colour codes (`ESC [ ... m`).
+fn strip_colour(text: &str) -> String {
+    let mut shown = String::new();
+    let mut in_code = false;
+    for c in text.chars() {
+        match (in_code, c) {
+            (false, '\x1b') => in_code = true,
+            (true, 'm') => in_code = false,
+            (true, _) => {}
+            (false, _) => shown.push(c),
+        }
+    }
+    shown
+}
