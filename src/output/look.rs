@@ -125,16 +125,7 @@ pub fn millis(duration: Duration) -> f64 {
 /// visible text (colour codes don't count), the last column unpadded.
 pub fn columns(rows: &[Vec<String>]) -> String {
     let width = |cell: &str| visible_width(cell);
-    let count = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..count)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|cell| width(cell))
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    let widths = column_widths(rows);
     let mut text = String::new();
     for row in rows {
         let mut line = String::new();
@@ -164,16 +155,8 @@ pub fn columns_within(rows: &[Vec<String>], width: Option<usize>) -> String {
     if natural.lines().all(|line| visible_width(line) <= width) {
         return natural;
     }
-    let count = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..count)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|cell| visible_width(cell))
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    let widths = column_widths(rows);
+    let count = widths.len();
     let Some(wide) = (0..count).max_by_key(|&c| widths[c]) else {
         return natural;
     };
@@ -210,6 +193,20 @@ pub fn columns_within(rows: &[Vec<String>], width: Option<usize>) -> String {
         }
     }
     columns(&wrapped)
+}
+
+/// Each column's widest visible text (colour codes don't count) (pure).
+fn column_widths(rows: &[Vec<String>]) -> Vec<usize> {
+    let count = rows.iter().map(Vec::len).max().unwrap_or(0);
+    (0..count)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| visible_width(cell))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect()
 }
 
 /// `text` in pieces of at most `room` characters, broken at spaces (a

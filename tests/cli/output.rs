@@ -81,7 +81,7 @@ fn colour_only_when_asked_for_or_on_a_terminal() {
     assert_eq!(stdout(&["--color=auto", "state", &pid]), plain);
     // Without the escapes, the coloured text is the plain text (columns
     // are aligned on the visible text).
-    let stripped = regex_free_strip(&coloured);
+    let stripped = crate::support::strip_colour(&coloured);
     assert_eq!(stripped, plain);
     let json = stdout(&["--color", "always", "--json", "state", &pid]);
     assert!(!json.contains('\x1b'), "never colour in JSON: {json:?}");
@@ -96,21 +96,6 @@ fn colour_only_when_asked_for_or_on_a_terminal() {
     assert_eq!(forced(&[("CLICOLOR_FORCE", "1")]), coloured);
     assert_eq!(forced(&[("CLICOLOR_FORCE", "0")]), plain);
     assert_eq!(forced(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]), plain);
-}
-
-/// Removes `ESC [ ... m` sequences.
-fn regex_free_strip(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut in_escape = false;
-    for c in text.chars() {
-        match (in_escape, c) {
-            (false, '\x1b') => in_escape = true,
-            (true, 'm') => in_escape = false,
-            (true, _) => {}
-            (false, c) => out.push(c),
-        }
-    }
-    out
 }
 
 /// `cudackpt state PID | head -c0`: the reader is gone before cudackpt

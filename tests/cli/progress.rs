@@ -278,7 +278,7 @@ fn a_table_fits_a_narrow_terminal() {
     let (text, code) = on_terminal(&fx, &format!("stty cols 60; {{bin}} check {}", a.pid), None);
     assert_eq!(code, 0, "{text}");
     // The header is dimmed on a terminal: compare what shows.
-    let shown = strip_colour(&text);
+    let shown = crate::support::strip_colour(&text);
     let table: Vec<&str> = shown
         .lines()
         .skip_while(|l| !l.starts_with("PID"))
@@ -297,19 +297,4 @@ fn a_table_fits_a_narrow_terminal() {
         table[2].starts_with(&" ".repeat(column)) && !table[2][column..].starts_with(' '),
         "indented under its column:\n{text}"
     );
-}
-
-/// `text` without its colour codes (`ESC [ ... m`).
-fn strip_colour(text: &str) -> String {
-    let mut shown = String::new();
-    let mut in_code = false;
-    for c in text.chars() {
-        match (in_code, c) {
-            (false, '\x1b') => in_code = true,
-            (true, 'm') => in_code = false,
-            (true, _) => {}
-            (false, _) => shown.push(c),
-        }
-    }
-    shown
 }

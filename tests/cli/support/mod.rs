@@ -1349,3 +1349,18 @@ fn regex_escape(text: &str) -> String {
     }
     escaped
 }
+
+/// `text` without its colour codes (`ESC [ ... m`): what a terminal shows.
+pub fn strip_colour(text: &str) -> String {
+    let mut shown = String::with_capacity(text.len());
+    let mut in_code = false;
+    for c in text.chars() {
+        match (in_code, c) {
+            (false, '\x1b') => in_code = true,
+            (true, 'm') => in_code = false,
+            (true, _) => {}
+            (false, c) => shown.push(c),
+        }
+    }
+    shown
+}
