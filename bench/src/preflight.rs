@@ -61,10 +61,14 @@ pub fn preflight(
     if let Some(failed) = figures.iter().find(|f| !f.all_succeeded) {
         return Err(format!("`{}` failed in some round", failed.operation));
     }
+    // The pre-flights' cost grows with the host's GPUs (NVML opens each):
+    // the table says how many this host has.
+    let gpus = host_gpus(cudackpt);
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
-        "| command ({size_mib} MiB target) | median ms | min ms | p90 ms | runs |"
+        "| command ({size_mib} MiB target, {} GPU(s) on the host) | median ms | min ms | p90 ms | runs |",
+        gpus.map_or("?".to_string(), |n| n.to_string())
     );
     let _ = writeln!(out, "|---|---|---|---|---|");
     for f in &figures {
@@ -91,8 +95,19 @@ pub fn preflight(
         );
     }
     if let Some(path) = json {
-        let text = serde_json::to_string_pretty(&figures).map_err(|e| e.to_string())?;
+        let doc = serde_json::json!({ "host_gpus": gpus, "figures": figures });
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         std::fs::write(path, text).map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// How many GPUs `cudackpt devices` lists on this host, if it can say.
+fn host_gpus(cudackpt: &Path) -> Option<usize> {
+    let out = std::process::Command::new(cudackpt)
+        .args(["--json", "devices"])
+        .output()
+        .ok()?;
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    doc["gpus"].as_array().map(Vec::len)
 }
