@@ -174,7 +174,17 @@ impl Events {
     /// Descriptor `fd` of this process, which the caller opened (a pipe, a
     /// file, a terminal), opened again through /proc for writing: no path
     /// a user names is opened, and no descriptor is taken over unsafely.
+    /// Only a descriptor the caller opened for writing is taken: opening
+    /// it again is done with cudackpt's credentials, so a descriptor open
+    /// only for reading (a file its user may read and not write) would
+    /// otherwise become a way for a root or capable cudackpt to write there.
     pub fn to_fd(fd: u32) -> std::io::Result<Events> {
+        if !open_for_writing(fd)? {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "it is not open for writing",
+            ));
+        }
         let out = std::fs::OpenOptions::new()
             .append(true)
             .open(format!("/proc/self/fd/{fd}"))?;
@@ -192,6 +202,30 @@ impl Events {
     }
 }
 
+/// Whether this process's descriptor `fd` was opened for writing
+/// (`flags` in /proc/self/fdinfo/FD, octal: O_WRONLY or O_RDWR).
+fn open_for_writing(fd: u32) -> std::io::Result<bool> {
+    let info = crate::files::read_capped(
+        std::path::Path::new(&format!("/proc/self/fdinfo/{fd}")),
+        FDINFO_CAP,
+    )
+    .map_err(|why| std::io::Error::new(std::io::ErrorKind::NotFound, why.to_string()))?;
+    Ok(writable(&info))
+}
+
+/// /proc/PID/fdinfo/FD is a few lines (more for an epoll or inotify fd).
+const FDINFO_CAP: u64 = 64 << 10;
+
+/// Whether fdinfo's `flags` say writable: its access mode, the low two
+/// bits, is 1 (O_WRONLY) or 2 (O_RDWR) (pure).
+fn writable(fdinfo: &str) -> bool {
+    fdinfo
+        .lines()
+        .find_map(|line| line.strip_prefix("flags:"))
+        .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
+        .is_some_and(|flags| matches!(flags & 0o3, 1 | 2))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,5 +240,16 @@ mod tests {
             what(crate::ops::vocabulary::plan::DriverCall::Unlock, true),
             "rollback unlock"
         );
+    }
+
+    #[test]
+    fn only_a_descriptor_open_for_writing_is_writable() {
+        assert!(
+            !writable("pos:\t0\nflags:\t0100000\nmnt_id:\t20\n"),
+            "O_RDONLY"
+        );
+        assert!(writable("pos:\t0\nflags:\t0102001\n"), "O_WRONLY|O_APPEND");
+        assert!(writable("flags:\t02\n"), "O_RDWR");
+        assert!(!writable("pos:\t0\n"), "no flags line");
     }
 }

@@ -298,3 +298,55 @@ fn a_table_fits_a_narrow_terminal() {
         "indented under its column:\n{text}"
     );
 }
+
+/// The attacker's way in: a descriptor open only for reading, on a file
+/// its user may read and not write. cudackpt opens the descriptor again
+/// through /proc with its own credentials, so as root it could write
+/// there; it refuses (exit 2) before any process is looked at, and the
+/// file is as it was.
+#[test]
+fn a_descriptor_open_only_for_reading_is_refused() {
+    let fx = Fixture::new();
+    let a = fx.cuda_target();
+    // The harm first: opening a read-only descriptor again through /proc,
+    // for appending, writes to its file (as root, whoever opened it).
+    let shown = fx.dir().join("the-harm");
+    std::fs::write(&shown, "root's file\n").expect("write");
+    let harm = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "exec 3<'{}'; echo written >> /proc/self/fd/3",
+            shown.display()
+        ))
+        .status()
+        .expect("sh runs");
+    if crate::support::running_as_root() {
+        assert!(harm.success());
+        assert_eq!(
+            std::fs::read_to_string(&shown).expect("read"),
+            "root's file\nwritten\n",
+            "the harm: a read-only descriptor reopened for writing"
+        );
+    }
+    let victim = fx.dir().join("readable-only");
+    std::fs::write(&victim, "root's file\n").expect("write");
+    let line = format!(
+        "exec '{}' --progress-fd 3 suspend {} 3<'{}'",
+        cudackpt_bin().display(),
+        a.pid,
+        victim.display()
+    );
+    let output = fx
+        .command_for(Path::new("/bin/sh"), &["-c", &line])
+        .output()
+        .expect("sh runs");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let (_, stderr) = texts(&output);
+    assert!(stderr.contains("not open for writing"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("read"),
+        "root's file\n"
+    );
+    fx.assert_no_calls("a read-only progress descriptor");
+    assert_eq!(fx.state_of(&a), "running");
+}
