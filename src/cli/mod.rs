@@ -248,9 +248,10 @@ fn validate_and_run(command: Command, global: &GlobalArgs, sink: &Sink) -> ExitS
         Some(Ok(events)) => Some(events),
         Some(Err(why)) => {
             let fd = global.progress_fd.unwrap_or_default();
+            // A global option's error, before any command is taken up.
             return usage_failure(
                 sink,
-                "progress",
+                None,
                 &format!("cannot write progress events to descriptor {fd}: {why}"),
                 "open it for the command (`3>events.jsonl cudackpt --progress-fd 3 ...`): a pipe, a file or a terminal",
             );
@@ -280,16 +281,16 @@ fn validate_and_run(command: Command, global: &GlobalArgs, sink: &Sink) -> ExitS
         // Arguments that cannot be used are the command's error, before any
         // process is looked at: one top-level usage error.
         Some(Err((command, invalid))) => {
-            usage_failure(sink, command, &invalid.to_string(), invalid.hint())
+            usage_failure(sink, Some(command), &invalid.to_string(), invalid.hint())
         }
     }
 }
 
 /// A usage error found after the arguments were parsed: said on stderr,
 /// and as a usage-error document with `--json`; exit 2.
-fn usage_failure(sink: &Sink, command: &str, message: &str, hint: &str) -> ExitStatus {
+fn usage_failure(sink: &Sink, command: Option<&str>, message: &str, hint: &str) -> ExitStatus {
     if sink.json {
-        let _ = output::write_stdout(&json::usage_error(Some(command), message, hint));
+        let _ = output::write_stdout(&json::usage_error(command, message, hint));
     }
     output::stderr::error(message, hint);
     ExitStatus::Usage

@@ -265,6 +265,11 @@ fn a_closed_progress_descriptor_is_a_usage_error() {
     let (_, stderr) = texts(&output);
     assert!(stderr.contains("descriptor 97"), "{stderr}");
     fx.assert_no_calls("a closed progress descriptor");
+    // A global option's usage error: the one exit-2 document, naming no
+    // command.
+    let doc: crate::wire::UsageDoc = fx.json(&["--progress-fd", "97", "suspend", &a.arg()], 2);
+    assert_eq!(doc.command, None, "{doc:?}");
+    assert!(doc.error.message.contains("descriptor 97"), "{doc:?}");
     assert_eq!(fx.state_of(&a), "running");
 }
 
