@@ -31,7 +31,9 @@ pub const CGROUP_ROOT: &str = "CUDACKPT_CGROUP_ROOT";
 pub const CRIU_ACTION: &str = "CRTOOLS_SCRIPT_ACTION";
 pub const CRIU_INIT_PID: &str = "CRTOOLS_INIT_PID";
 
-// The session's: where a user's runtime directory is, who ran sudo, pkexec or doas (these only ever take power away), where programs are, the loader's path (read by the loader, named here for the man page).
+// The session's: where a user's runtime directory is, who ran sudo, pkexec
+// or doas (these only ever take power away), where programs are, and the
+// loader's path (read by the loader, named here for the man page).
 pub const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
 pub const SUDO_UID: &str = "SUDO_UID";
 pub const SUDO_GID: &str = "SUDO_GID";
@@ -57,7 +59,7 @@ pub const DEBUG_USER_RUNTIME_BASE: &str = "CUDACKPT_DEBUG_USER_RUNTIME_BASE";
 pub const DEBUG_KILL_AT: &str = "CUDACKPT_DEBUG_KILL_AT";
 
 /// How the stand-ins' names begin.
-const DEBUG_PREFIX: &str = concat!("CUDACKPT_", "DEBUG_");
+const DEBUG_PREFIX: &str = "CUDACKPT_DEBUG_";
 
 /// What the man page's ENVIRONMENT section says of each variable a user
 /// may set or meet, in its order.
@@ -72,7 +74,7 @@ pub const DOCUMENTED: [(&str, &str); 32] = [
     ),
     (
         DRAIN_TIMEOUT,
-        "How long a drain, and a rebuild, is waited for (as --drain-timeout); also for the compatible grammar and the CRIU hook.",
+        "How long a drain, and a rebuild, is waited for, a duration with its unit such as 30s (as --drain-timeout); also for the compatible grammar and the CRIU hook.",
     ),
     (
         LIBCUDA,
