@@ -478,7 +478,8 @@ pub fn resume_when_thawed(libcuda: Option<&Path>, processes: &[Identity]) -> Com
 /// The failure of processes that stayed frozen past the limit.
 fn stayed_frozen(frozen: &[i32]) -> CommandReport {
     hook_failure(format!(
-        "{frozen:?} stayed frozen for {} s; not resumed",
+        "{} stayed frozen for {} s; not resumed",
+        prose::pids(frozen),
         THAW_WAIT_LIMIT.as_secs()
     ))
 }
