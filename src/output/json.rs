@@ -103,13 +103,56 @@ pub enum ProgressEventDoc<'a> {
         at_ms: f64,
         message: &'a str,
     },
+    /// The drain's request went to a process (`--drain`); the wait for its
+    /// acknowledgement starts.
+    DrainAsked {
+        schema_version: u32,
+        at_ms: f64,
+        pid: i32,
+        name: &'a str,
+    },
+    /// A process asked to drain acknowledged after `after_ms`, or did not
+    /// (`acknowledged` false: not in time, or gone).
+    DrainAnswered {
+        schema_version: u32,
+        at_ms: f64,
+        pid: i32,
+        name: &'a str,
+        acknowledged: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        after_ms: Option<f64>,
+    },
 }
 
-/// `event` as its JSON line, `at` into the command (pure).
+/// `event` as its JSON lines (one a process), `at` into the command (pure).
 pub fn progress_event(event: &crate::ops::Progress<'_>, at: std::time::Duration) -> String {
     use crate::ops::Progress;
     let at_ms = millis(at);
     let doc = match event {
+        Progress::DrainAsked { targets } => {
+            return targets
+                .iter()
+                .map(|target| {
+                    to_line(&ProgressEventDoc::DrainAsked {
+                        schema_version: SCHEMA_VERSION,
+                        at_ms,
+                        pid: target.pid,
+                        name: &target.name,
+                    })
+                })
+                .collect();
+        }
+        Progress::DrainAnswered {
+            target,
+            acknowledged,
+        } => ProgressEventDoc::DrainAnswered {
+            schema_version: SCHEMA_VERSION,
+            at_ms,
+            pid: target.pid,
+            name: &target.name,
+            acknowledged: acknowledged.is_some(),
+            after_ms: acknowledged.map(millis),
+        },
         Progress::Started {
             target,
             step,

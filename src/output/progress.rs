@@ -25,6 +25,9 @@ use crate::ops::{Progress, StepDone};
 /// after.
 const FIRST_SAID: Duration = Duration::from_secs(1);
 const SAID_EVERY: Duration = Duration::from_secs(2);
+/// What a drain's wait is called while it runs.
+const DRAIN: &str = "drain";
+
 /// How often the ticker looks.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -97,6 +100,33 @@ impl Terminal {
             Progress::Remark(remark) => {
                 super::stderr::warn(remark);
                 locked(&self.said).push((*remark).to_string());
+            }
+            Progress::DrainAsked { targets } => {
+                let now = Instant::now();
+                locked(&self.board.0)
+                    .in_flight
+                    .extend(targets.iter().map(|target| InFlight {
+                        who: describe_process(target.pid, Some(&target.name)),
+                        what: DRAIN.to_string(),
+                        started: now,
+                        next: now + FIRST_SAID,
+                    }));
+            }
+            Progress::DrainAnswered {
+                target,
+                acknowledged,
+            } => {
+                let who = describe_process(target.pid, Some(&target.name));
+                locked(&self.board.0)
+                    .in_flight
+                    .retain(|f| !(f.who == who && f.what == DRAIN));
+                super::stderr::say(&match acknowledged {
+                    Some(took) => format!(
+                        "{who}: drain acknowledged in {}",
+                        super::look::format_duration(*took)
+                    ),
+                    None => format!("{who}: drain not acknowledged"),
+                });
             }
         }
     }

@@ -355,3 +355,67 @@ fn a_descriptor_open_only_for_reading_is_refused() {
     fx.assert_no_calls("a read-only progress descriptor");
     assert_eq!(fx.state_of(&a), "running");
 }
+
+/// A drain is followed as it goes (issue 36, "long work is silent"): the
+/// events say each rank asked and when it acknowledged, before its lock;
+/// on a terminal each acknowledgement is a line.
+#[test]
+fn a_drain_is_followed_rank_by_rank() {
+    let fx = Fixture::new();
+    // A rank is ready once its watchdog thread is named (as drain.rs's).
+    let ready = |mode: &str| {
+        let (rank, _) = fx.drain_target(mode, &[("WORLD_SIZE", "2")]);
+        crate::support::wait_until("the rank's watchdog thread", || {
+            crate::drain::shows(rank.pid, "pt_nccl_watchdg")
+        });
+        rank
+    };
+    let rank = ready("late");
+    let events = fx.dir().join("drain-events.jsonl");
+    let line = format!(
+        "exec '{}' --json --progress-fd 3 suspend --drain {} 3>'{}'",
+        cudackpt_bin().display(),
+        rank.pid,
+        events.display()
+    );
+    let output = fx
+        .command_for(Path::new("/bin/sh"), &["-c", &line])
+        .output()
+        .expect("sh runs");
+    assert!(output.status.success(), "{output:?}");
+    let text = std::fs::read_to_string(&events).expect("the events");
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    for event in &events {
+        crate::schema_check::validate(event);
+    }
+    let at = |kind: &str| {
+        events
+            .iter()
+            .position(|e| e["event"] == kind && e["pid"] == rank.pid)
+            .unwrap_or_else(|| panic!("no {kind}: {text}"))
+    };
+    assert!(at("drain_asked") < at("drain_answered"), "{text}");
+    assert!(at("drain_answered") < at("step_started"), "{text}");
+    let answered = &events[at("drain_answered")];
+    assert_eq!(answered["acknowledged"], true, "{text}");
+    // The rank waits a second before it acknowledges.
+    assert!(
+        answered["after_ms"].as_f64().unwrap_or(0.0) >= 900.0,
+        "{text}"
+    );
+
+    let (terminal, code) = on_terminal(&fx, &format!("{{bin}} resume {}", rank.pid), None);
+    assert_eq!(code, 0, "{terminal}");
+    let other = ready("ack");
+    let (terminal, code) =
+        on_terminal(&fx, &format!("{{bin}} suspend --drain {}", other.pid), None);
+    assert_eq!(code, 0, "{terminal}");
+    assert!(
+        terminal.contains(&format!("PID {} ", other.pid))
+            && terminal.contains(": drain acknowledged in "),
+        "{terminal}"
+    );
+}

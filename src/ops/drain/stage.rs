@@ -28,7 +28,7 @@ use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::ready::Ready;
 use crate::ops::vocabulary::report::{DrainRecord, DrainVerdict, TargetReport};
-use crate::ops::vocabulary::request::Request;
+use crate::ops::vocabulary::request::{Progress, ProgressSink, Request};
 use crate::ops::vocabulary::stop::Stop;
 use crate::ops::vocabulary::timeout::format_duration;
 use crate::targets::process::Target;
@@ -100,7 +100,7 @@ pub(super) fn drain(
     // From the first request on, a signal to cudackpt calls the drain off
     // rather than ending it with processes half drained.
     interrupt.arm();
-    if let Err(why) = drained.ask_and_wait(interrupt, journal) {
+    if let Err(why) = drained.ask_and_wait(interrupt, journal, request.progress) {
         return Err(drained.call_off(&why, journal, interrupt));
     }
     journal.drain_phase(DrainPhase::Drained);
@@ -182,6 +182,7 @@ impl Drained {
         &mut self,
         interrupt: &Interrupt,
         ledger: &dyn SignalLedger,
+        progress: Option<ProgressSink<'_>>,
     ) -> Result<(), CallOffReason> {
         let started = Instant::now();
         let until = self.until();
@@ -197,8 +198,23 @@ impl Drained {
         }
         ledger.flush();
         let asked = self.asked();
+        if let Some(progress) = progress {
+            progress(&Progress::DrainAsked { targets: &asked });
+        }
         let stop = || interrupt.signal().is_some();
         let answers = drain::wait_for(&asked, drain::shows_marker, until, &stop);
+        if let Some(progress) = progress {
+            for (target, answer) in asked.iter().zip(&answers) {
+                let acknowledged = match answer {
+                    Answer::After(took) => Some(*took),
+                    _ => None,
+                };
+                progress(&Progress::DrainAnswered {
+                    target,
+                    acknowledged,
+                });
+            }
+        }
         let pids: Vec<i32> = asked.iter().map(|t| t.pid).collect();
         for (pid, answer) in pids.iter().zip(&answers) {
             if let (Answer::After(took), Some(member)) = (

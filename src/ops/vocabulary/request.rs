@@ -169,6 +169,17 @@ pub enum Progress<'a> {
     },
     Done(StepDone<'a>),
     Remark(&'a str),
+    /// The drain's requests went to these processes; the wait for their
+    /// acknowledgements starts.
+    DrainAsked {
+        targets: &'a [&'a Target],
+    },
+    /// A process asked to drain answered, after this long, or did not
+    /// (`None`: not in time, or gone).
+    DrainAnswered {
+        target: &'a Target,
+        acknowledged: Option<Duration>,
+    },
 }
 
 /// Where a command tells its progress.
