@@ -189,29 +189,21 @@ fn a_remark_is_said_before_the_work_and_once() {
     assert_eq!(text.matches("not weighed").count(), 1, "{text}");
 }
 
-/// A scheduler's events: JSON Lines on the descriptor it names, each valid
-/// against schema/progress-event.schema.json, every call started before it
-/// ended, the remark before the calls; stdout keeps its one document.
-#[test]
-fn progress_events_go_to_the_descriptor_named() {
-    let fx = Fixture::new();
-    let (a, b) = (fx.cuda_target(), fx.cuda_target());
-    let events = fx.dir().join("events.jsonl");
+/// Runs `cudackpt --json --progress-fd 3 ARGS` with descriptor 3 open on a
+/// file: the command's stdout, and the events written there, each
+/// validated against its schema (with their text, for messages).
+fn with_events(fx: &Fixture, args: &str) -> (std::process::Output, Vec<serde_json::Value>, String) {
+    let file = fx.dir().join(format!("events-{}.jsonl", args.len()));
     let line = format!(
-        "exec '{}' --json --progress-fd 3 suspend {} {} 3>'{}'",
+        "exec '{}' --json --progress-fd 3 {args} 3>'{}'",
         cudackpt_bin().display(),
-        a.pid,
-        b.pid,
-        events.display()
+        file.display()
     );
     let output = fx
         .command_for(Path::new("/bin/sh"), &["-c", &line])
         .output()
         .expect("sh runs");
-    assert!(output.status.success(), "{output:?}");
-    let doc: crate::wire::ProcessCommandDoc = crate::support::parse_one_document(&output.stdout);
-    assert!(doc.ok, "{doc:?}");
-    let text = std::fs::read_to_string(&events).expect("the events");
+    let text = std::fs::read_to_string(&file).expect("the events");
     let events: Vec<serde_json::Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
@@ -219,6 +211,20 @@ fn progress_events_go_to_the_descriptor_named() {
     for event in &events {
         crate::schema_check::validate(event);
     }
+    (output, events, text)
+}
+
+/// A scheduler's events: JSON Lines on the descriptor it names, each valid
+/// against schema/progress-event.schema.json, every call started before it
+/// ended, the remark before the calls; stdout keeps its one document.
+#[test]
+fn progress_events_go_to_the_descriptor_named() {
+    let fx = Fixture::new();
+    let (a, b) = (fx.cuda_target(), fx.cuda_target());
+    let (output, events, text) = with_events(&fx, &format!("suspend {} {}", a.pid, b.pid));
+    assert!(output.status.success(), "{output:?}");
+    let doc: crate::wire::ProcessCommandDoc = crate::support::parse_one_document(&output.stdout);
+    assert!(doc.ok, "{doc:?}");
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| e["event"].as_str().unwrap_or(""))
@@ -371,26 +377,8 @@ fn a_drain_is_followed_rank_by_rank() {
         rank
     };
     let rank = ready("late");
-    let events = fx.dir().join("drain-events.jsonl");
-    let line = format!(
-        "exec '{}' --json --progress-fd 3 suspend --drain {} 3>'{}'",
-        cudackpt_bin().display(),
-        rank.pid,
-        events.display()
-    );
-    let output = fx
-        .command_for(Path::new("/bin/sh"), &["-c", &line])
-        .output()
-        .expect("sh runs");
+    let (output, events, text) = with_events(&fx, &format!("suspend --drain {}", rank.pid));
     assert!(output.status.success(), "{output:?}");
-    let text = std::fs::read_to_string(&events).expect("the events");
-    let events: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect();
-    for event in &events {
-        crate::schema_check::validate(event);
-    }
     let at = |kind: &str| {
         events
             .iter()
