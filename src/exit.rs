@@ -94,18 +94,15 @@ impl ExitStatus {
     /// process the signal ended (SIGTERM 143); 130 for a signal cudackpt
     /// does not catch (none reaches here).
     pub fn of_signal(signal: i32) -> ExitStatus {
-        SIGNALLED
-            .iter()
-            .find(|status| i32::from(status.code()) == 128 + signal)
+        ALL.iter()
             .copied()
+            .find(|status| status.signal() == Some(signal))
             .unwrap_or(ExitStatus::Interrupted)
     }
 
     /// The signal a status says stopped the command, if it says one.
     pub fn signal(self) -> Option<i32> {
-        SIGNALLED
-            .contains(&self)
-            .then(|| i32::from(self.code()) - 128)
+        (self.code() > SIGNAL_BASE).then(|| i32::from(self.code() - SIGNAL_BASE))
     }
 
     /// What it means, as the man page says.
@@ -140,19 +137,9 @@ impl ExitStatus {
     }
 }
 
-/// The statuses of a signal that stopped a command, which rolled back.
-const SIGNALLED: [ExitStatus; 10] = [
-    ExitStatus::Hangup,
-    ExitStatus::Interrupted,
-    ExitStatus::Quit,
-    ExitStatus::User1,
-    ExitStatus::User2,
-    ExitStatus::Alarm,
-    ExitStatus::Terminated,
-    ExitStatus::CpuLimit,
-    ExitStatus::FileSizeLimit,
-    ExitStatus::PowerFailing,
-];
+/// Statuses above this say the signal that stopped the command (128 + its
+/// number, as a shell says it); the others are cudackpt's own.
+const SIGNAL_BASE: u8 = 128;
 
 /// Every status, in order, for documentation.
 pub const ALL: [ExitStatus; 25] = [
