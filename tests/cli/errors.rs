@@ -232,7 +232,7 @@ fn a_parse_error_speaks_as_cudackpt_does() {
         .code(2)
         .get_output()
         .clone();
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (_, stderr) = texts(&output);
     assert!(
         stderr.starts_with("cudackpt: unexpected argument '--bogus'"),
         "{stderr}"
@@ -271,7 +271,7 @@ fn a_bad_duration_names_what_to_write() {
         ),
     ] {
         let output = fx.cudackpt(&args).assert().code(2).get_output().clone();
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        let (_, stderr) = texts(&output);
         assert!(stderr.contains(says), "{args:?}: {stderr}");
         assert!(
             !stderr.contains("-- -1") && !stderr.contains("few variations"),
@@ -293,7 +293,7 @@ fn an_unreadable_map_file_hints_at_the_file() {
         .code(2)
         .get_output()
         .clone();
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (_, stderr) = texts(&output);
     assert!(
         stderr.contains("cannot read --map-file") && stderr.contains("check the path"),
         "{stderr}"

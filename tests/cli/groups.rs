@@ -247,6 +247,29 @@ fn a_rollback_that_fails_is_reported_as_such() {
     );
 }
 
+/// `suspend` of `a` and `b` (with `global` options first) with slow
+/// checkpoints, once both locks are done: the checkpoints are in flight.
+fn suspend_in_flight(
+    fx: &Fixture,
+    global: &[&str],
+    a: &Target,
+    b: &Target,
+) -> crate::support::Guard {
+    let (a, b) = (a.arg(), b.arg());
+    let mut args = global.to_vec();
+    args.extend(["suspend", &a, &b]);
+    let child = fx
+        .std_command(&args)
+        .env("FAKE_CUDA_INJECT", "checkpoint=delay:800")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn_guarded();
+    crate::support::wait_until("both locks", || {
+        fx.calls().iter().filter(|c| c.short() == "lock 0").count() == 2
+    });
+    child
+}
+
 /// README, "Several processes": SIGINT/SIGTERM during a group operation lets the driver
 /// call in flight finish, then rolls back; a process is never left locked
 /// by an interrupted cudackpt, which exits 128 + the signal's number as a
@@ -256,16 +279,7 @@ fn an_interrupted_suspend_rolls_the_group_back() {
     for (signal, code) in [("INT", 130), ("TERM", 143)] {
         let fx = Fixture::new();
         let (a, b) = (fx.cuda_target(), fx.cuda_target());
-        let child = fx
-            .std_command(&["--json", "suspend", &a.arg(), &b.arg()])
-            .env("FAKE_CUDA_INJECT", "checkpoint=delay:800")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn_guarded();
-        // Both locks are done; the checkpoints are in flight.
-        crate::support::wait_until("both locks", || {
-            fx.calls().iter().filter(|c| c.short() == "lock 0").count() == 2
-        });
+        let child = suspend_in_flight(&fx, &["--json"], &a, &b);
         std::thread::sleep(std::time::Duration::from_millis(100));
         let status = std::process::Command::new("sh")
             .args(["-c", &format!("kill -{signal} {}", child.id())])
@@ -300,15 +314,7 @@ fn an_interrupted_suspend_rolls_the_group_back() {
 fn an_interrupted_group_is_said_once_naming_every_process() {
     let fx = Fixture::new();
     let (a, b) = (fx.cuda_target(), fx.cuda_target());
-    let child = fx
-        .std_command(&["suspend", &a.arg(), &b.arg()])
-        .env("FAKE_CUDA_INJECT", "checkpoint=delay:800")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn_guarded();
-    crate::support::wait_until("both locks", || {
-        fx.calls().iter().filter(|c| c.short() == "lock 0").count() == 2
-    });
+    let child = suspend_in_flight(&fx, &[], &a, &b);
     crate::support::send_signal(i32::try_from(child.id()).expect("pid"), "INT");
     let output = child.wait_with_output().expect("suspend exits");
     assert_eq!(output.status.code(), Some(130));
