@@ -10,10 +10,14 @@
 //! - `preflight` (`preflight.rs`): what the checkpoint pre-flights add to a
 //!   suspend (with and without `--force`).
 //!
+//! - `nvml` (`nvml.rs`): where NVML's part of the pre-flights goes, step by
+//!   step and per GPU, with NVML started two ways.
+//!
 //! `spawn.rs` starts the GPU target program and times commands for both.
 
 mod group;
 mod latency;
+mod nvml;
 mod preflight;
 mod spawn;
 mod throughput;
@@ -108,6 +112,20 @@ enum BenchCommand {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Where NVML's part of the pre-flights goes on this host: each step's
+    /// median, per GPU, with NVML attaching every GPU at start or none.
+    Nvml {
+        /// Samples of each way to start NVML (each a fresh process).
+        #[arg(long, default_value_t = 30,
+              value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
+        runs: usize,
+        /// Where to write the medians as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// One NVML sample of `nvml`, in a process of its own (internal).
+    #[command(hide = true)]
+    NvmlSample { variant: String },
     /// Suspend and resume time and throughput of one process, per size.
     Throughput {
         /// The cudackpt binary to measure.
@@ -191,6 +209,8 @@ fn main() -> ExitCode {
             runs,
             json,
         } => preflight::preflight(&cudackpt, &target, size_mib, runs, json.as_deref()),
+        BenchCommand::Nvml { runs, json } => nvml::nvml(runs, json.as_deref()),
+        BenchCommand::NvmlSample { variant } => nvml::sample(&variant),
         BenchCommand::Throughput {
             cudackpt,
             target,

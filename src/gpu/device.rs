@@ -17,3 +17,19 @@ pub struct Gpu {
     pub mig_enabled: Option<bool>,
     pub persistence_mode: Option<bool>,
 }
+
+impl Gpu {
+    /// A GPU known by index, UUID and name alone; every other fact unknown.
+    pub fn known(index: usize, uuid: GpuUuid, name: String) -> Gpu {
+        Gpu {
+            index,
+            uuid,
+            name,
+            pci_bus_id: None,
+            memory_total_bytes: None,
+            memory_free_bytes: None,
+            mig_enabled: None,
+            persistence_mode: None,
+        }
+    }
+}

@@ -93,7 +93,7 @@ pub type Usage = HashMap<i32, Vec<(GpuUuid, u64)>>;
 /// GPU memory in use per PID, summed over every GPU, for processes running
 /// compute work. A checkpointed process holds none and is not listed.
 pub fn memory_by_process(nvml: &Nvml) -> Result<HashMap<i32, u64>, NvmlError> {
-    Ok(totals(&memory_by_process_and_gpu(nvml)?))
+    Ok(totals(&memory_by_process_and_gpu(nvml, &Gpus::All)?))
 }
 
 /// Each PID's use summed over its GPUs (pure).
@@ -105,25 +105,59 @@ pub fn totals(usage: &Usage) -> HashMap<i32, u64> {
 }
 
 /// Every GPU NVML sees, in its index order (PCI bus order), without
-/// creating a CUDA context.
+/// creating a CUDA context; the GPUs are asked at once, as in
+/// [`memory_by_process_and_gpu`].
 pub fn gpus(nvml: &Nvml) -> Result<Vec<Gpu>, NvmlError> {
-    let count = nvml.device_count()?;
-    (0..count)
-        .map(|index| {
-            let device = nvml.device_by_index(index)?;
-            let memory = device.memory_info().ok();
-            Ok(Gpu {
-                index: index as usize,
-                uuid: uuid_of(&device)?,
-                name: device.name()?,
-                pci_bus_id: device.pci_info().ok().map(|pci| pci.bus_id),
-                memory_total_bytes: memory.as_ref().map(|m| m.total),
-                memory_free_bytes: memory.as_ref().map(|m| m.free),
-                mig_enabled: device.mig_mode().ok().map(|mode| mode.current == 1),
-                persistence_mode: device.is_in_persistent_mode().ok(),
-            })
-        })
+    let indices: Vec<u32> = (0..nvml.device_count()?).collect();
+    at_once(&indices, |&index| describe(nvml, index))
+        .into_iter()
         .collect()
+}
+
+/// One GPU as NVML describes it.
+fn describe(nvml: &Nvml, index: u32) -> Result<Gpu, NvmlError> {
+    let device = nvml.device_by_index(index)?;
+    let memory = device.memory_info().ok();
+    Ok(Gpu {
+        index: index as usize,
+        uuid: uuid_of(&device)?,
+        name: device.name()?,
+        pci_bus_id: device.pci_info().ok().map(|pci| pci.bus_id),
+        memory_total_bytes: memory.as_ref().map(|m| m.total),
+        memory_free_bytes: memory.as_ref().map(|m| m.free),
+        mig_enabled: device.mig_mode().ok().map(|mode| mode.current == 1),
+        persistence_mode: device.is_in_persistent_mode().ok(),
+    })
+}
+
+/// `ask` of every item, each on a thread of its own, in the items' order.
+/// Where no thread can be started (a pids limit: `ps` is meant to work
+/// under one), that item is asked on this thread, after the others.
+fn at_once<I: Sync, T: Send>(
+    items: &[I],
+    ask: impl Fn(&I) -> Result<T, NvmlError> + Sync,
+) -> Vec<Result<T, NvmlError>> {
+    let ask = &ask;
+    std::thread::scope(|scope| {
+        let started: Vec<_> = items
+            .iter()
+            .map(|item| {
+                std::thread::Builder::new()
+                    .spawn_scoped(scope, move || ask(item))
+                    .ok()
+            })
+            .collect();
+        started
+            .into_iter()
+            .zip(items)
+            .map(|(thread, item)| match thread {
+                Some(thread) => thread.join().unwrap_or_else(|_| {
+                    Err(NvmlError::Query("an NVML query panicked".to_string()))
+                }),
+                None => ask(item),
+            })
+            .collect()
+    })
 }
 
 fn uuid_of(device: &nvml_wrapper::Device<'_>) -> Result<GpuUuid, NvmlError> {
@@ -133,27 +167,103 @@ fn uuid_of(device: &nvml_wrapper::Device<'_>) -> Result<GpuUuid, NvmlError> {
         .map_err(|e: crate::driver::UuidError| NvmlError::Uuid(e.to_string()))
 }
 
-/// What each process holds on each GPU now, NVML opened for it.
+/// What each process holds on each GPU now, NVML opened for it, every GPU
+/// of the host asked (`verify`, `ps`: anyone may hold memory anywhere).
 pub fn usage_now() -> Result<Usage, NvmlError> {
-    open().and_then(memory_by_process_and_gpu)
+    open().and_then(|nvml| memory_by_process_and_gpu(nvml, &Gpus::All))
 }
 
-/// GPU memory in use per PID and GPU (UUID), for compute processes.
-pub fn memory_by_process_and_gpu(nvml: &Nvml) -> Result<Usage, NvmlError> {
-    let mut used: HashMap<i32, Vec<(GpuUuid, u64)>> = HashMap::new();
-    let count = nvml.device_count()?;
-    for index in 0..count {
-        let device = nvml.device_by_index(index)?;
-        let uuid = uuid_of(&device)?;
-        for process in device.running_compute_processes()? {
-            if let (Ok(pid), UsedGpuMemory::Used(bytes)) =
-                (i32::try_from(process.pid), process.used_gpu_memory)
-            {
-                used.entry(pid).or_default().push((uuid, bytes));
-            }
+/// What `pids` (and anyone beside them) hold on the GPUs `pids` have open:
+/// every other GPU is left unasked, since NVML's start on a GPU costs ~6 ms
+/// and a pre-flight needs only these processes' footprints. When which GPUs
+/// they have open cannot be told, every GPU is asked.
+pub fn usage_of(pids: &[i32]) -> Result<Usage, NvmlError> {
+    let gpus = crate::gpu::opened::bus_ids_opened_by(pids, &crate::gpu::kernel::listing_dir())
+        .map_or(Gpus::All, Gpus::ByBusId);
+    open().and_then(|nvml| memory_by_process_and_gpu(nvml, &gpus))
+}
+
+/// Starts NVML on a thread of its own, for a command that will ask it after
+/// work of its own (the checkpoint pre-flights): its start (~10 ms) overlaps
+/// that work, and the first caller of [`open`] waits for what is left.
+pub fn open_in_background() {
+    // No thread (a pids limit): NVML starts when first asked, as before.
+    let Ok(start) = std::thread::Builder::new().spawn(|| {
+        let _ = open();
+    }) else {
+        return;
+    };
+    if let Ok(mut slot) = BACKGROUND.lock() {
+        *slot = Some(start);
+    }
+}
+
+/// Waits for a start begun by [`open_in_background`], if any: a process
+/// must not exit while another thread is inside `dlopen` or `nvmlInit`
+/// (the library's destructors would run under it).
+pub fn settle() {
+    let start = BACKGROUND.lock().ok().and_then(|mut slot| slot.take());
+    if let Some(start) = start {
+        let _ = start.join();
+    }
+}
+
+/// The start begun in the background, until [`settle`] waits for it.
+static BACKGROUND: std::sync::Mutex<Option<std::thread::JoinHandle<()>>> =
+    std::sync::Mutex::new(None);
+
+/// Which GPUs to ask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gpus {
+    /// Every GPU NVML sees.
+    All,
+    /// These, by PCI bus id (as the kernel driver lists them).
+    ByBusId(Vec<String>),
+}
+
+/// GPU memory in use per PID and GPU (UUID), for compute processes, on the
+/// GPUs asked; the GPUs are asked at once (NVML's first touch of a GPU is
+/// its slow part, and it overlaps).
+pub fn memory_by_process_and_gpu(nvml: &Nvml, gpus: &Gpus) -> Result<Usage, NvmlError> {
+    let per_gpu = match gpus {
+        Gpus::All => {
+            let indices: Vec<u32> = (0..nvml.device_count()?).collect();
+            at_once(&indices, |&index| {
+                processes_on(nvml.device_by_index(index)?)
+            })
+        }
+        Gpus::ByBusId(ids) => at_once(ids, |id| {
+            processes_on(nvml.device_by_pci_bus_id(id.as_str())?)
+        }),
+    };
+    let mut used: Usage = HashMap::new();
+    for gpu in per_gpu {
+        let (uuid, processes) = gpu?;
+        for (pid, bytes) in processes {
+            used.entry(pid).or_default().push((uuid, bytes));
         }
     }
     Ok(used)
+}
+
+/// One GPU's UUID and the memory (PID, bytes) each compute process holds
+/// on it.
+type OnOneGpu = (GpuUuid, Vec<(i32, u64)>);
+
+/// What one GPU says: [`OnOneGpu`].
+fn processes_on(device: nvml_wrapper::Device<'_>) -> Result<OnOneGpu, NvmlError> {
+    let uuid = uuid_of(&device)?;
+    let processes = device
+        .running_compute_processes()?
+        .into_iter()
+        .filter_map(
+            |process| match (i32::try_from(process.pid), process.used_gpu_memory) {
+                (Ok(pid), UsedGpuMemory::Used(bytes)) => Some((pid, bytes)),
+                _ => None,
+            },
+        )
+        .collect();
+    Ok((uuid, processes))
 }
 
 #[cfg(test)]
@@ -179,5 +289,22 @@ mod tests {
         let different =
             NvmlError::Unavailable(vec![("a".into(), "x".into()), ("b".into(), "y".into())]);
         assert_eq!(different.to_string(), "NVML is not available: a: x; b: y");
+    }
+
+    #[test]
+    fn asked_at_once_the_answers_keep_the_items_order() {
+        let items: Vec<u32> = (0..16).collect();
+        let answers = at_once(&items, |&i| {
+            std::thread::sleep(std::time::Duration::from_millis(u64::from(16 - i)));
+            if i == 3 {
+                Err(NvmlError::Query("three".into()))
+            } else {
+                Ok(i * 10)
+            }
+        });
+        assert_eq!(answers.len(), 16);
+        assert_eq!(answers[0], Ok(0));
+        assert_eq!(answers[3], Err(NvmlError::Query("three".into())));
+        assert_eq!(answers[15], Ok(150));
     }
 }

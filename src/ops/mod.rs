@@ -53,6 +53,10 @@ use vocabulary::report::{CommandReport, Finished, Layout, TargetReport};
 /// Runs one process command through every stage.
 pub fn run(request: Request<'_>) -> CommandReport {
     let started = Instant::now();
+    if asks_nvml(&request) {
+        // Its start overlaps the selection and the checks.
+        crate::gpu::nvml::open_in_background();
+    }
     let report = match select::select(&request) {
         Ok(selection) => {
             let mut checked = check::check(&request, selection);
@@ -63,10 +67,21 @@ pub fn run(request: Request<'_>) -> CommandReport {
         }
         Err(failure) => refused(&request.operation, &request.pids, failure, started),
     };
+    // A command that ended before asking NVML does not exit in the middle
+    // of its start.
+    crate::gpu::nvml::settle();
     CommandReport {
         prediction: request.dry_run,
         ..report
     }
+}
+
+/// Whether this command will likely ask NVML: a checkpoint weighs its
+/// targets' GPU memory unless forced, a drain weighs what its ranks
+/// release, and a checkpoint that is not a dry run records what they held.
+fn asks_nvml(request: &Request<'_>) -> bool {
+    let forced_dry_run = request.force && request.dry_run && !request.drain.before_lock;
+    request.operation.checkpoints() && !forced_dry_run
 }
 
 /// The stages after the checks, each of which may stop the command.
@@ -291,7 +306,7 @@ fn snapshot_to_record(
     request
         .operation
         .checkpoints()
-        .then(|| finish::snapshot(&ready.driver, host, usage))
+        .then(|| finish::snapshot(&ready.driver, host, usage, &ready.pids()))
 }
 
 /// A CRIU pre-dump's group, suspended: handed over to the watcher that

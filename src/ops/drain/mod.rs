@@ -85,16 +85,17 @@ impl<'r> Drain<'r> {
         if !host_memory::applies(self.request, ready) {
             return Ok(Weighed::default());
         }
-        Ok(
-            host_memory::weigh(self.request, ready, crate::gpu::nvml::usage_now()).unwrap_or_else(
-                |why| Weighed {
-                    remarks: vec![format!(
-                        "host memory, weighed again after the drain: as they are now, {why}"
-                    )],
-                    usage: None,
-                },
-            ),
+        Ok(host_memory::weigh(
+            self.request,
+            ready,
+            crate::gpu::nvml::usage_of(&ready.pids()),
         )
+        .unwrap_or_else(|why| Weighed {
+            remarks: vec![format!(
+                "host memory, weighed again after the drain: as they are now, {why}"
+            )],
+            usage: None,
+        }))
     }
 
     /// A dry run's word on the drain.

@@ -96,7 +96,7 @@ pub(super) fn drain(
     );
     // What each member holds before it is asked: what it releases shows
     // against this.
-    let before = nvml::usage_now();
+    let before = nvml::usage_of(&ready.pids());
     // From the first request on, a signal to cudackpt calls the drain off
     // rather than ending it with processes half drained.
     interrupt.arm();
@@ -292,7 +292,7 @@ impl Drained {
         ledger: &dyn SignalLedger,
         interrupt: &Interrupt,
     ) -> Result<(), Stop> {
-        let after = nvml::usage_now();
+        let after = nvml::usage_of(&ready.pids());
         if let (Some(before), Ok(after)) = (before, after.as_ref()) {
             let (before, after) = (nvml::totals(before), nvml::totals(after));
             for member in self.members.iter_mut().filter(|m| m.acknowledged.is_some()) {

@@ -106,7 +106,7 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Weighed, Stop> {
     if !applies(request, ready) {
         return Ok(Weighed::default());
     }
-    weigh(request, ready, nvml::usage_now())
+    weigh(request, ready, nvml::usage_of(&ready.pids()))
         .map_err(|why| Stop::not_run(refusal("refused before any change", &why)))
 }
 
@@ -155,7 +155,7 @@ pub fn weigh(
             let remark = if limited.is_empty() {
                 // What could not be checked is said, never
                 // assumed safe in silence.
-                let pids: Vec<i32> = ready.targets.iter().map(|t| t.pid).collect();
+                let pids = ready.pids();
                 format!(
                     "GPU memory of {} not weighed against the host's available memory: NVML is not available to tell {} footprint",
                     crate::ops::vocabulary::prose::pids(&pids),

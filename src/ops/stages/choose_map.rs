@@ -225,7 +225,7 @@ fn given(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::inventory::write_kernel_listing;
+    use crate::gpu::kernel::write_listing;
     use crate::gpu::map::parse_map;
     use std::path::Path;
 
@@ -237,7 +237,7 @@ mod tests {
     /// CUDA driver to fall back on.
     fn two_gpus() -> tempfile::TempDir {
         let dir = tempfile::tempdir().expect("tempdir");
-        write_kernel_listing(
+        write_listing(
             dir.path(),
             &[
                 ("0000:0a:00.0", uuid(0xa), "H100"),

@@ -53,7 +53,12 @@ pub fn finish(
 /// Takes the snapshot: GPUs from NVML or the kernel driver (never the CUDA
 /// driver, whose listing costs a `cuInit`), per-process memory from NVML
 /// when it is installed.
-pub fn snapshot(driver: &Driver, host: &Inventory<'_>, usage: Option<nvml::Usage>) -> Snapshot {
+pub fn snapshot(
+    driver: &Driver,
+    host: &Inventory<'_>,
+    usage: Option<nvml::Usage>,
+    pids: &[i32],
+) -> Snapshot {
     let gpus = host
         .without_cuda()
         .map(|listing| {
@@ -70,7 +75,7 @@ pub fn snapshot(driver: &Driver, host: &Inventory<'_>, usage: Option<nvml::Usage
         })
         .unwrap_or_default();
     // Read by the host-memory pre-flight already, unless it did not run.
-    let memory = usage.or_else(|| nvml::usage_now().ok());
+    let memory = usage.or_else(|| nvml::usage_of(pids).ok());
     Snapshot {
         host: gpus,
         memory,

@@ -107,7 +107,7 @@ fn confirm_identities(ready: &Ready) -> Result<(), Stop> {
 /// Takes the per-PID locks, or says who holds one or why they cannot be
 /// taken.
 fn take(ready: &Ready) -> Result<PidLocks, Stop> {
-    let pids: Vec<i32> = ready.targets.iter().map(|t| t.pid).collect();
+    let pids = ready.pids();
     let processes: Vec<process_lock::Locked> = ready
         .targets
         .iter()

@@ -12,3 +12,10 @@ pub struct Ready {
     /// Stopped targets the driver cannot be asked about, already reported.
     pub blocked: Vec<TargetReport>,
 }
+
+impl Ready {
+    /// The targets' PIDs, in their order.
+    pub fn pids(&self) -> Vec<i32> {
+        self.targets.iter().map(|t| t.pid).collect()
+    }
+}
