@@ -37,6 +37,9 @@ _cudackpt() {
             cudackpt,doctor)
                 cmd="cudackpt__subcmd__doctor"
                 ;;
+            cudackpt,dump)
+                cmd="cudackpt__subcmd__dump"
+                ;;
             cudackpt,help)
                 cmd="cudackpt__subcmd__help"
                 ;;
@@ -73,6 +76,9 @@ _cudackpt() {
             cudackpt,toggle)
                 cmd="cudackpt__subcmd__toggle"
                 ;;
+            cudackpt,undump)
+                cmd="cudackpt__subcmd__undump"
+                ;;
             cudackpt,unlock)
                 cmd="cudackpt__subcmd__unlock"
                 ;;
@@ -99,6 +105,9 @@ _cudackpt() {
                 ;;
             cudackpt__subcmd__help,doctor)
                 cmd="cudackpt__subcmd__help__subcmd__doctor"
+                ;;
+            cudackpt__subcmd__help,dump)
+                cmd="cudackpt__subcmd__help__subcmd__dump"
                 ;;
             cudackpt__subcmd__help,help)
                 cmd="cudackpt__subcmd__help__subcmd__help"
@@ -136,6 +145,9 @@ _cudackpt() {
             cudackpt__subcmd__help,toggle)
                 cmd="cudackpt__subcmd__help__subcmd__toggle"
                 ;;
+            cudackpt__subcmd__help,undump)
+                cmd="cudackpt__subcmd__help__subcmd__undump"
+                ;;
             cudackpt__subcmd__help,unlock)
                 cmd="cudackpt__subcmd__help__subcmd__unlock"
                 ;;
@@ -149,7 +161,7 @@ _cudackpt() {
 
     case "${cmd}" in
         cudackpt)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps check recover devices doctor demo install-compat completions man criu-hook help"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --help --version state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps check recover devices doctor demo install-compat dump undump completions man criu-hook help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -466,8 +478,50 @@ _cudackpt() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        cudackpt__subcmd__dump)
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --to --tree --criu --drain --leave-running --force --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --to)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tree)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --criu)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         cudackpt__subcmd__help)
-            opts="state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps check recover devices doctor demo install-compat completions man criu-hook help"
+            opts="state lock checkpoint restore unlock toggle suspend resume restore-tid wait ps check recover devices doctor demo install-compat dump undump completions man criu-hook help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -565,6 +619,20 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__help__subcmd__doctor)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cudackpt__subcmd__help__subcmd__dump)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -733,6 +801,20 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__help__subcmd__toggle)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cudackpt__subcmd__help__subcmd__undump)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1388,6 +1470,44 @@ _cudackpt() {
                     return 0
                     ;;
                 --drain-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cudackpt__subcmd__undump)
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --criu --map --force --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --libcuda)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --criu)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --map)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -26,6 +26,7 @@ pub const FORCE: &str = "CUDACKPT_FORCE";
 pub const YES: &str = "CUDACKPT_YES";
 pub const LOCK_TIMEOUT: &str = "CUDACKPT_LOCK_TIMEOUT";
 pub const CGROUP_ROOT: &str = "CUDACKPT_CGROUP_ROOT";
+pub const MAP: &str = "CUDACKPT_MAP";
 
 // Set by CRIU for its action script.
 pub const CRIU_ACTION: &str = "CRTOOLS_SCRIPT_ACTION";
@@ -63,7 +64,11 @@ const DEBUG_PREFIX: &str = "CUDACKPT_DEBUG_";
 
 /// What the man page's ENVIRONMENT section says of each variable a user
 /// may set or meet, in its order.
-pub const DOCUMENTED: [(&str, &str); 32] = [
+pub const DOCUMENTED: [(&str, &str); 33] = [
+    (
+        MAP,
+        "a GPU map (as --map takes it: OLD=NEW,... or auto) for the CRIU hook's post-resume: the restored tree is resumed onto these GPUs. `cudackpt undump` sets it for the GPUs it chose.",
+    ),
     (
         DRAIN,
         "1: drain before the lock (as --drain), for NVIDIA's grammar (--action lock, --toggle) and the CRIU hook's pre-dump, which have no --drain. Drained processes are asked to rebuild after a resume whether or not it is set. CRIU's CUDA plugin locks a frozen tree, which cannot drain: use the action-script mode.",

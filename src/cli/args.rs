@@ -574,6 +574,59 @@ pub enum Command {
         #[arg(long)]
         uninstall: bool,
     },
+    /// Write a process tree to disk through CRIU, with a manifest
+    ///
+    /// cudackpt is CRIU's action script. Before anything changes: the
+    /// pre-flights, CRIU's options chosen from what the tree holds, room
+    /// for the images. Then the images and a manifest
+    /// (cudackpt-manifest.json) in DIR. A dump that fails leaves the tree
+    /// running.
+    Dump {
+        /// The images directory: created 0700, or an empty one.
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
+        /// The root of the tree (CRIU dumps the whole tree below it).
+        #[arg(value_name = "PID", required_unless_present = "tree", conflicts_with = "tree", value_parser = crate::targets::process::parse_pid)]
+        pid: Option<i32>,
+        /// The root of the tree, as other commands name a tree.
+        #[arg(long, value_name = "PID", value_parser = crate::targets::process::parse_pid)]
+        tree: Option<i32>,
+        /// The CRIU binary (default: `criu` on PATH). As root, it must be
+        /// root's and writable by nobody else.
+        #[arg(long, value_name = "PATH")]
+        criu: Option<PathBuf>,
+        /// Drain the job's CUDA processes before the suspend (smaller
+        /// images; NCCL jobs need it).
+        #[arg(long)]
+        drain: bool,
+        /// Keep the job running after the dump.
+        #[arg(long)]
+        leave_running: bool,
+        /// Go on past the pre-flights and the room check.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Restore a job `dump` wrote, through CRIU, onto GPUs with room
+    ///
+    /// Before CRIU restores anything: the manifest is checked against this
+    /// host (the driver, free PIDs), GPUs are chosen where the old ones are
+    /// absent or busy, and their memory weighed. A restore that fails is
+    /// killed whole.
+    Undump {
+        /// The images directory `dump --to` wrote.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// The CRIU binary (default: `criu` on PATH).
+        #[arg(long, value_name = "PATH")]
+        criu: Option<PathBuf>,
+        /// Where the job's GPUs go, OLD=NEW by UUID (repeatable or
+        /// comma-separated); default: chosen from free memory.
+        #[arg(long, value_name = "OLD=NEW", value_delimiter = ',')]
+        map: Vec<String>,
+        /// Restore despite a different driver or too little GPU memory.
+        #[arg(long)]
+        force: bool,
+    },
     /// Print a shell completion script.
     Completions {
         /// The shell to complete for.

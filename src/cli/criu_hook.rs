@@ -28,6 +28,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::api::group::Group;
+use crate::gpu::map::MapSpec;
 use crate::ops::journal::handoff::{self as criu_handoff, Handoff};
 use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Operation;
@@ -41,6 +42,9 @@ use crate::targets::process::{self, parse_pid};
 /// The environment CRIU sets for action scripts.
 pub const ACTION_VAR: &str = crate::environment::CRIU_ACTION;
 pub const INIT_PID_VAR: &str = crate::environment::CRIU_INIT_PID;
+
+/// The GPUs a post-resume restores onto.
+const MAP_VAR: &str = crate::environment::MAP;
 
 /// The lock timeout of pre-dump, unless `CUDACKPT_LOCK_TIMEOUT` says.
 const LOCK_TIMEOUT_VAR: &str = crate::environment::LOCK_TIMEOUT;
@@ -123,6 +127,7 @@ fn run_on(
     candidates: Vec<i32>,
     trees: Vec<i32>,
     operation: Operation,
+    map: MapSpec,
 ) -> CommandReport {
     let dump_follows = operation.checkpoints();
     let confirmed = confirmed();
@@ -148,13 +153,26 @@ fn run_on(
         })
         .confirmed(confirmed)
         .options(super::env::force_from_env(), false, false)
-        .drain_options(drain);
+        .drain_options(drain)
+        .map_spec(map);
     if dump_follows {
         group = group.criu_dump(criu());
     }
     let mut report = group.run(operation);
     report.command = "criu-hook";
     report
+}
+
+/// The GPUs a post-resume restores onto: `CUDACKPT_MAP` (as `--map` takes
+/// it; `cudackpt undump` sets it for the GPUs it chose), else in place.
+fn map_from_env() -> Result<MapSpec, String> {
+    let text = crate::environment::text(MAP_VAR)
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    if text.trim().is_empty() {
+        return Ok(MapSpec::None);
+    }
+    MapSpec::parse(&[text]).map_err(|why| format!("{MAP_VAR}: {why}"))
 }
 
 /// Whether CRIU's caller confirmed acting on the whole host.
@@ -213,13 +231,23 @@ pub fn run(libcuda: Option<&Path>, action: Result<String, ActionNotText>) -> Com
                 Err(why) => return hook_failure(why),
             };
             if step == HookStep::ResumeTree {
-                return run_on(libcuda, vec![], vec![root], Operation::Resume);
+                let map = match map_from_env() {
+                    Ok(map) => map,
+                    Err(why) => return hook_failure(why),
+                };
+                return run_on(libcuda, vec![], vec![root], Operation::Resume, map);
             }
             let timeout = match lock_timeout() {
                 Ok(timeout) => timeout,
                 Err(why) => return hook_failure(why),
             };
-            let mut report = run_on(libcuda, vec![], vec![root], Operation::Suspend { timeout });
+            let mut report = run_on(
+                libcuda,
+                vec![],
+                vec![root],
+                Operation::Suspend { timeout },
+                MapSpec::None,
+            );
             let suspended = suspended_by(&report);
             crate::ops::execute::failpoint::kill_at("before-watcher");
             if !suspended.is_empty() {
@@ -470,7 +498,7 @@ fn is_stopped(pid: i32) -> Option<bool> {
 pub fn resume_when_thawed(libcuda: Option<&Path>, processes: &[Identity]) -> CommandReport {
     match wait_until_thawed(processes) {
         Ok(waiting) if waiting.is_empty() => CommandReport::new("criu-hook", Duration::ZERO),
-        Ok(waiting) => run_on(libcuda, waiting, vec![], Operation::Resume),
+        Ok(waiting) => run_on(libcuda, waiting, vec![], Operation::Resume, MapSpec::None),
         Err(frozen) => stayed_frozen(&frozen),
     }
 }

@@ -17,7 +17,7 @@ use std::ffi::OsString;
 
 use crate::cli::args::{Cli, Command, GlobalArgs};
 use crate::cli::validate::ProcessCommand;
-use crate::commands::{check, demo, devices, doctor, install_compat, ps, recover};
+use crate::commands::{check, demo, devices, disk, doctor, install_compat, ps, recover};
 use crate::exit::ExitStatus;
 use crate::gpu::inventory::Inventory;
 use crate::ops::{Progress, ProgressSink};
@@ -215,8 +215,101 @@ pub fn run(cli: Cli) -> ExitStatus {
                 uninstall,
             },
         )),
+        Command::Dump {
+            to,
+            pid,
+            tree,
+            criu,
+            drain,
+            leave_running,
+            force,
+        } => {
+            let request = disk::dump::DumpSettings {
+                root: pid.or(tree).unwrap_or_default(),
+                to: &to,
+                criu: criu.as_deref(),
+                drain,
+                leave_running,
+                force,
+                libcuda,
+            };
+            let ticker = disk_ticker(&sink, "dump", "written");
+            sink.finish(&disk::dump::run(&request, &ticker))
+        }
+        Command::Undump {
+            dir,
+            criu,
+            map,
+            force,
+        } => {
+            let map =
+                match undump_map(&map) {
+                    Ok(map) => map,
+                    Err(why) => return usage_failure(
+                        &sink,
+                        Some("undump"),
+                        &why,
+                        "give --map OLD=NEW with the GPUs' UUIDs (`cudackpt devices` lists them)",
+                    ),
+                };
+            let request = disk::undump::UndumpSettings {
+                from: &dir,
+                criu: criu.as_deref(),
+                map,
+                force,
+                libcuda,
+            };
+            let ticker = disk_ticker(&sink, "undump", "read");
+            sink.finish(&disk::undump::run(&request, &ticker))
+        }
         process_command => validate_and_run(process_command, &global, &sink),
     }
+}
+
+/// What a dump or an undump tells a person while CRIU runs: a line every
+/// two seconds on a terminal (bytes against the expected size, elapsed),
+/// nothing otherwise.
+fn disk_ticker(
+    sink: &Sink,
+    command: &'static str,
+    verb: &'static str,
+) -> impl Fn(u64, u64, std::time::Duration) {
+    let watched = !sink.json && !sink.quiet && output::stderr::is_terminal();
+    let last = std::cell::Cell::new(0u64);
+    move |bytes: u64, expected: u64, elapsed: std::time::Duration| {
+        let seconds = elapsed.as_secs();
+        if !watched || seconds < 2 || seconds / 2 == last.get() {
+            return;
+        }
+        last.set(seconds / 2);
+        output::stderr::write(&output::disk::progress_line(
+            command, verb, bytes, expected, elapsed,
+        ));
+    }
+}
+
+/// `--map OLD=NEW` of an undump: UUID pairs (pure).
+fn undump_map(values: &[String]) -> Result<Option<Vec<(String, String)>>, String> {
+    if values.is_empty() {
+        return Ok(None);
+    }
+    values
+        .iter()
+        .filter(|v| !v.trim().is_empty())
+        .map(|value| {
+            let (old, new) = value
+                .split_once('=')
+                .ok_or_else(|| format!("--map {value}: not OLD=NEW"))?;
+            let uuid = |text: &str| {
+                text.trim()
+                    .parse::<crate::driver::GpuUuid>()
+                    .map(|u| u.to_string())
+                    .map_err(|why| format!("--map {value}: {why}"))
+            };
+            Ok((uuid(old)?, uuid(new)?))
+        })
+        .collect::<Result<Vec<_>, String>>()
+        .map(Some)
 }
 
 fn write_man_pages(dir: &std::path::Path) -> ExitStatus {

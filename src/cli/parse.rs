@@ -75,7 +75,7 @@ fn is_short_flags(arg: &str) -> bool {
 
 /// The subcommands a fast parse may pick (clap's own `help` is not one);
 /// a test ties the list to the tree.
-pub const SUBCOMMANDS: [&str; 20] = [
+pub const SUBCOMMANDS: [&str; 22] = [
     "state",
     "lock",
     "checkpoint",
@@ -96,6 +96,8 @@ pub const SUBCOMMANDS: [&str; 20] = [
     "completions",
     "man",
     "criu-hook",
+    "dump",
+    "undump",
 ];
 
 /// The top of the tree as `Cli` declares it (its name, version and width,

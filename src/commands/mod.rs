@@ -1,15 +1,17 @@
 //! The commands that are not one pass of the process pipeline: `check`
 //! (two dry runs), `demo`, `devices`, `doctor` (with `headroom`, its
 //! cgroup check), `ps` (the pipeline's `state` plus NVML), `recover`,
-//! `install_compat`, and `pattern` (the data `demo` and the GPU test target
+//! `install_compat`, `disk` (`dump` and `undump`: a job to disk and back
+//! through CRIU), and `pattern` (the data `demo` and the GPU test target
 //! write). Each returns a report value and never prints; `output` renders
 //! it.
 //!
-//! May use: `ops`, `gpu`, `targets`, `driver`, `exit`, `files`, `environment`.
+//! May use: `api`, `ops`, `gpu`, `targets`, `driver`, `exit`, `files`, `environment`.
 
 pub mod check;
 pub mod demo;
 pub mod devices;
+pub mod disk;
 pub mod doctor;
 pub mod headroom;
 pub mod install_compat;

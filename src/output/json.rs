@@ -67,6 +67,11 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("demo", schema::<DemoDoc<'static>>()),
         ("install-compat", schema::<InstallDoc<'static>>()),
         ("progress-event", schema::<ProgressEventDoc<'static>>()),
+        ("disk-command", schema::<DiskDoc<'static>>()),
+        (
+            "dump-manifest",
+            schema::<crate::commands::disk::manifest::Manifest>(),
+        ),
     ]
 }
 
@@ -695,5 +700,88 @@ pub fn demo(report: &DemoReport) -> String {
         hash_before: report.hash_before.map(|h| format!("{h:016x}")),
         hash_after: report.hash_after.map(|h| format!("{h:016x}")),
         error: report.failure.as_ref().map(ErrorDoc::from_failure),
+    })
+}
+
+/// The document of a `dump` or an `undump`.
+#[derive(Serialize, JsonSchema)]
+pub struct DiskDoc<'a> {
+    schema_version: u32,
+    /// `dump` or `undump`.
+    command: &'static str,
+    ok: bool,
+    exit_code: u8,
+    images_dir: String,
+    /// What the dump wrote (also `cudackpt-manifest.json` in the images
+    /// directory), or what the undump read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    manifest: Option<&'a crate::commands::disk::manifest::Manifest>,
+    /// The undump: the restored tree's root.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    restored_root_pid: Option<i32>,
+    /// The undump: the job's GPUs that moved, old UUID to new.
+    #[serde(skip_serializing_if = "<[GpuMoveDoc]>::is_empty")]
+    gpu_map: Vec<GpuMoveDoc>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    criu_log: Option<String>,
+    /// CRIU's error lines, when it failed.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    criu_errors: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<DiskErrorDoc<'a>>,
+    elapsed_ms: f64,
+}
+
+/// One GPU of the job that moved at the undump.
+#[derive(Serialize, JsonSchema)]
+struct GpuMoveDoc {
+    from: String,
+    to: String,
+}
+
+/// Why a dump or an undump stopped.
+#[derive(Serialize, JsonSchema)]
+struct DiskErrorDoc<'a> {
+    /// `usage`, `no_such_process`, `criu_unusable`, `refused`,
+    /// `images_dir`, `no_room`, `driver_mismatch`, `pid_in_use`,
+    /// `no_gpu_room`, `criu_failed`.
+    kind: &'static str,
+    message: &'a str,
+    hint: &'a str,
+    /// Whether anything had changed when it stopped (false: refused before
+    /// any change).
+    changed: bool,
+}
+
+/// The document of `dump` and `undump`.
+pub fn disk(report: &crate::commands::disk::report::DiskReport) -> String {
+    to_line(&DiskDoc {
+        schema_version: SCHEMA_VERSION,
+        command: report.command,
+        ok: report.failure.is_none(),
+        exit_code: report.exit_status().code(),
+        images_dir: report.images_dir.display().to_string(),
+        manifest: report.manifest.as_ref(),
+        restored_root_pid: report.restored_root,
+        gpu_map: report
+            .gpu_map
+            .iter()
+            .map(|(from, to)| GpuMoveDoc {
+                from: from.clone(),
+                to: to.clone(),
+            })
+            .collect(),
+        warnings: &report.remarks,
+        criu_log: report.criu_log.as_ref().map(|p| p.display().to_string()),
+        criu_errors: &report.criu_errors,
+        error: report.failure.as_ref().map(|f| DiskErrorDoc {
+            kind: f.kind,
+            message: &f.message,
+            hint: &f.hint,
+            changed: f.changed,
+        }),
+        elapsed_ms: (report.elapsed_ms * 1e3).round() / 1e3,
     })
 }

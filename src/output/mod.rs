@@ -10,6 +10,7 @@
 
 mod demo;
 mod devices;
+pub mod disk;
 mod doctor;
 pub mod human;
 pub mod json;
@@ -166,6 +167,20 @@ impl Rendered for crate::commands::install_compat::InstallReport {
 
     fn exit_status(&self) -> crate::exit::ExitStatus {
         self.exit
+    }
+}
+
+impl Rendered for crate::commands::disk::report::DiskReport {
+    fn json(&self) -> String {
+        json::disk(self)
+    }
+
+    fn human(&self, look: Look) -> (String, String) {
+        disk::human(self, look)
+    }
+
+    fn exit_status(&self) -> crate::exit::ExitStatus {
+        crate::commands::disk::report::DiskReport::exit_status(self)
     }
 }
 

@@ -53,6 +53,7 @@ mod trust;
 // The other grammars: NVIDIA's, CRIU's action script.
 mod compat;
 mod criu_hook;
+mod disk;
 mod dumpable;
 
 // The library's face (src/api), through its example program.

@@ -32,6 +32,7 @@ fn kind_of(document: &serde_json::Value) -> &'static str {
         Some("demo") => "demo",
         Some("devices") => "devices",
         Some("install-compat") => "install-compat",
+        Some("dump" | "undump") => "disk-command",
         _ => "process-command",
     }
 }

@@ -155,6 +155,17 @@ fn maps_library(maps: &str, me: &LibraryId) -> bool {
 
 /// A /proc text file, whatever bytes the process's name holds (the real
 /// driver does not refuse a process for its name either).
+/// The process's `FAKE_CUDA_IDENTITY`, from its environment as its memory
+/// holds it (`/proc/PID/environ`).
+pub fn identity(pid: i32) -> Option<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    environ
+        .split(|b| *b == 0)
+        .find_map(|entry| entry.strip_prefix(b"FAKE_CUDA_IDENTITY="))
+        .map(|value| String::from_utf8_lossy(value).into_owned())
+        .filter(|value| !value.is_empty())
+}
+
 fn read_lossy(path: String) -> std::io::Result<String> {
     std::fs::read(path).map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
 }

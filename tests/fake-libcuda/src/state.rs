@@ -106,6 +106,12 @@ pub struct Record {
     /// Work still draining under `busy:MS` lock attempts (see `ops::lock`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<Drain>,
+    /// The process's `FAKE_CUDA_IDENTITY`, when it has one: a process CRIU
+    /// restored has a new starttime but the same memory (its environment
+    /// included), and keeps its record, as the real driver's state lives in
+    /// the process and comes back with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
 }
 
 /// A drain in progress: when it ends, and when a lock attempt last waited
@@ -123,6 +129,7 @@ impl Record {
             starttime,
             device: 0,
             drain: None,
+            identity: None,
         }
     }
 
@@ -130,8 +137,19 @@ impl Record {
     /// unreadable file, or one left by an earlier process with the same PID
     /// (another starttime), is a fresh `running` record.
     pub fn decode(text: &str, starttime: u64) -> Record {
+        Record::decode_as(text, starttime, None)
+    }
+
+    /// [`Record::decode`] for a process whose `FAKE_CUDA_IDENTITY` is
+    /// `identity`: a record of the same identity is its own whatever its
+    /// starttime (a CRIU restore).
+    pub fn decode_as(text: &str, starttime: u64, identity: Option<&str>) -> Record {
         match serde_json::from_str::<Record>(text) {
             Ok(record) if record.starttime == starttime => record,
+            Ok(record) if identity.is_some() && record.identity.as_deref() == identity => Record {
+                starttime,
+                ..record
+            },
             _ => Record::fresh(starttime),
         }
     }
@@ -180,7 +198,11 @@ impl Store {
         flock(&file, libc::LOCK_SH)?;
         let mut text = String::new();
         file.read_to_string(&mut text)?;
-        Ok(Record::decode(&text, starttime))
+        Ok(Record::decode_as(
+            &text,
+            starttime,
+            crate::procfs::identity(pid).as_deref(),
+        ))
     }
 
     /// Runs `change` on the record of process `pid` under an exclusive lock
@@ -201,9 +223,11 @@ impl Store {
         flock(&file, libc::LOCK_EX)?;
         let mut text = String::new();
         file.read_to_string(&mut text)?;
-        let before = Record::decode(&text, starttime);
+        let identity = crate::procfs::identity(pid);
+        let before = Record::decode_as(&text, starttime, identity.as_deref());
         let mut record = before.clone();
         let result = change(&mut record);
+        record.identity = identity;
         if record != before || text.trim().is_empty() {
             // One write, padded with spaces over whatever was there: the
             // fake lives in the caller's process, and a caller killed

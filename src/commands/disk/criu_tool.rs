@@ -1,0 +1,192 @@
+//! Which CRIU runs a dump or an undump: `--criu PATH`, else the first
+//! `criu` on `PATH`; its version read from `criu --version`. As root the
+//! binary must be owned by root and writable by nobody else: a CRIU anyone
+//! could replace would run as root with the job's memory in hand.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The oldest CRIU cudackpt drives: action scripts with
+/// `CRTOOLS_INIT_PID` and `--network-lock skip` (3.16).
+pub const OLDEST: (u32, u32) = (3, 16);
+
+/// A CRIU found and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Criu {
+    pub path: PathBuf,
+    /// `4.2.1`, as `criu --version` says it.
+    pub version: String,
+}
+
+/// Why no CRIU can be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CriuUnusable {
+    #[error("no `criu` on PATH")]
+    NotFound,
+    #[error("{path}: {why}")]
+    Untrusted { path: PathBuf, why: String },
+    #[error("{path} did not say its version ({why})")]
+    NoVersion { path: PathBuf, why: String },
+    #[error("{path} is CRIU {version}; cudackpt needs {}.{} or newer", OLDEST.0, OLDEST.1)]
+    TooOld { path: PathBuf, version: String },
+}
+
+impl CriuUnusable {
+    /// What to do about it.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            CriuUnusable::NotFound => {
+                "install CRIU (apt install criu, dnf install criu) or name it with --criu PATH"
+            }
+            CriuUnusable::Untrusted { .. } => {
+                "use a CRIU owned by root and writable by nobody else (chown root; chmod go-w)"
+            }
+            CriuUnusable::NoVersion { .. } => {
+                "name a working CRIU binary with --criu PATH (`criu --version` must answer)"
+            }
+            CriuUnusable::TooOld { .. } => {
+                "install a newer CRIU (4.x recommended), or name one with --criu PATH"
+            }
+        }
+    }
+}
+
+/// [`find`] on this process's `PATH`.
+pub fn find_on_path(named: Option<&Path>) -> Result<Criu, CriuUnusable> {
+    let path = crate::environment::text(crate::environment::PATH)
+        .ok()
+        .flatten();
+    find(named, path.as_deref())
+}
+
+/// Finds and checks CRIU: `named`, else the first `criu` on `search_path`.
+pub fn find(named: Option<&Path>, search_path: Option<&str>) -> Result<Criu, CriuUnusable> {
+    let path = match named {
+        Some(path) => path.to_path_buf(),
+        None => on_path(search_path.unwrap_or_default()).ok_or(CriuUnusable::NotFound)?,
+    };
+    trusted(&path)?;
+    let version = version_of(&path)?;
+    match parse_version(&version) {
+        Some(found) if found >= OLDEST => Ok(Criu { path, version }),
+        _ => Err(CriuUnusable::TooOld { path, version }),
+    }
+}
+
+/// The first executable `criu` among the directories of `search_path`
+/// (absolute ones only: a relative entry would depend on where cudackpt
+/// was started).
+fn on_path(search_path: &str) -> Option<PathBuf> {
+    search_path
+        .split(':')
+        .filter(|dir| dir.starts_with('/'))
+        .map(|dir| Path::new(dir).join("criu"))
+        .find(|candidate| {
+            candidate
+                .metadata()
+                .is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0)
+        })
+}
+
+/// As root, the binary and its directory must be root's and writable by
+/// nobody else.
+fn trusted(path: &Path) -> Result<(), CriuUnusable> {
+    let untrusted = |why: String| CriuUnusable::Untrusted {
+        path: path.to_path_buf(),
+        why,
+    };
+    let metadata = path.metadata().map_err(|e| untrusted(e.to_string()))?;
+    if !metadata.is_file() {
+        return Err(untrusted("not a regular file".into()));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if me != 0 {
+        return Ok(()); // without extra power, what the user names is theirs
+    }
+    judge(metadata.uid(), metadata.mode()).map_err(untrusted)
+}
+
+/// The verdict on a CRIU binary's owner and mode when cudackpt is root
+/// (pure).
+pub fn judge(owner: u32, mode: u32) -> Result<(), String> {
+    if owner != 0 {
+        return Err(format!("owned by UID {owner}, not root"));
+    }
+    if mode & 0o022 != 0 {
+        return Err(format!("writable by others (mode {:o})", mode & 0o7777));
+    }
+    Ok(())
+}
+
+/// What `criu --version` says: the text after `Version:`.
+fn version_of(path: &Path) -> Result<String, CriuUnusable> {
+    let no_version = |why: String| CriuUnusable::NoVersion {
+        path: path.to_path_buf(),
+        why,
+    };
+    let out = Command::new(path)
+        .arg("--version")
+        .env_clear()
+        .output()
+        .map_err(|e| no_version(e.to_string()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    version_line(&text).ok_or_else(|| no_version(format!("it printed {:?}", text.trim())))
+}
+
+/// `4.2.1` from `Version: 4.2.1\nGitID: ...` (pure).
+pub fn version_line(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|line| line.trim().strip_prefix("Version:"))
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// `(major, minor)` of a CRIU version (pure).
+pub fn parse_version(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split(['.', '-']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+    Some((major, minor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_version_is_read_from_criu_s_words() {
+        assert_eq!(
+            version_line("Version: 4.2.1\nGitID: v4.2.1\n").as_deref(),
+            Some("4.2.1")
+        );
+        assert_eq!(version_line("Version: \n"), None);
+        assert_eq!(version_line("criu 4\n"), None);
+        assert_eq!(parse_version("3.17.1"), Some((3, 17)));
+        assert_eq!(parse_version("4"), Some((4, 0)));
+        assert_eq!(parse_version("x"), None);
+        assert!(parse_version("3.15").unwrap() < OLDEST);
+        assert!(parse_version("4.0").unwrap() >= OLDEST);
+    }
+
+    #[test]
+    fn as_root_a_criu_others_could_replace_is_refused() {
+        assert_eq!(judge(0, 0o100755), Ok(()));
+        assert!(judge(1000, 0o100755).unwrap_err().contains("UID 1000"));
+        assert!(judge(0, 0o100777)
+            .unwrap_err()
+            .contains("writable by others"));
+    }
+
+    #[test]
+    fn only_absolute_directories_of_path_are_searched() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let criu = dir.path().join("criu");
+        std::fs::write(&criu, "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(&criu, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        let path = format!("relative:{}", dir.path().display());
+        assert_eq!(on_path(&path), Some(criu));
+        assert_eq!(on_path("relative:/nonexistent"), None);
+    }
+}

@@ -1,0 +1,209 @@
+//! The manifest a dump leaves beside CRIU's images
+//! (`cudackpt-manifest.json`, schema `schema/dump-manifest.schema.json`):
+//! what the job was and where, so that an undump on this host or another
+//! can check the host before CRIU restores anything and choose GPUs. It is
+//! the record here: the per-process records under `/run/cudackpt` are not on
+//! another host, nor after a reboot.
+
+use serde::{Deserialize, Serialize};
+
+use super::tree_facts::ChosenCriuOption;
+
+/// The manifest's file name in the images directory.
+pub const FILE_NAME: &str = "cudackpt-manifest.json";
+/// The manifest's version: bumped only when a field changes meaning or goes.
+pub const SCHEMA_VERSION: u32 = 1;
+/// A manifest is a few kilobytes; a larger one is not cudackpt's.
+pub const CAP: u64 = 4 << 20;
+
+/// What a dump wrote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Manifest {
+    pub schema_version: u32,
+    /// When the dump ended, seconds since the epoch.
+    pub created_unix_s: u64,
+    pub cudackpt_version: String,
+    pub criu: ManifestCriu,
+    pub driver: ManifestDriver,
+    /// The root of the dumped tree (CRIU restores it with this PID).
+    pub root_pid: i32,
+    /// Every process of the tree.
+    pub processes: Vec<ManifestProcess>,
+    /// The GPUs the job held memory on.
+    pub gpus: Vec<ManifestGpu>,
+    /// The drain ran before the dump (`--drain`).
+    pub drained: bool,
+    /// The job went on after the dump (`--leave-running`).
+    pub leave_running: bool,
+    /// The options cudackpt chose for CRIU, and why; the undump passes the
+    /// same ones.
+    pub criu_options: Vec<ChosenCriuOption>,
+    /// Bytes of the images directory once the dump ended.
+    pub image_bytes: u64,
+    pub timings: DumpTimings,
+}
+
+/// The CRIU that wrote the images.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ManifestCriu {
+    pub path: String,
+    pub version: String,
+}
+
+/// The driver the job ran on. A restore on a host whose kernel module
+/// differs is refused unless forced: the driver cannot restore there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ManifestDriver {
+    /// The kernel module's version (`/proc/driver/nvidia/version`), when
+    /// the host has one.
+    pub kernel_module: Option<String>,
+    /// The CUDA driver API version, `13.0`, when it answered.
+    pub cuda: Option<String>,
+}
+
+/// One process of the dumped tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ManifestProcess {
+    pub pid: i32,
+    pub name: String,
+    /// Its GPU memory before the dump, per GPU (NVML); empty for a process
+    /// with none, or where NVML could not tell (`gpu_memory_known`).
+    pub gpu_memory: Vec<ManifestGpuUse>,
+    pub gpu_memory_known: bool,
+}
+
+/// Bytes one process held on one GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ManifestGpuUse {
+    pub uuid: String,
+    pub bytes: u64,
+}
+
+/// One GPU the job held.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ManifestGpu {
+    pub uuid: String,
+    pub name: Option<String>,
+    pub pci_bus_id: Option<String>,
+    pub memory_total_bytes: Option<u64>,
+}
+
+/// Where a dump's time went, milliseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DumpTimings {
+    /// cudackpt's checks before CRIU started.
+    pub preflights_ms: f64,
+    /// CRIU's run, the suspend by its action script included.
+    pub criu_ms: f64,
+    pub total_ms: f64,
+}
+
+impl Manifest {
+    /// The bytes the job held on each GPU it used, summed over its
+    /// processes (pure).
+    pub fn needs_by_gpu(&self) -> Vec<(String, u64)> {
+        let mut needs: Vec<(String, u64)> =
+            self.gpus.iter().map(|gpu| (gpu.uuid.clone(), 0)).collect();
+        for process in &self.processes {
+            for used in &process.gpu_memory {
+                match needs.iter_mut().find(|(uuid, _)| *uuid == used.uuid) {
+                    Some((_, bytes)) => *bytes += used.bytes,
+                    None => needs.push((used.uuid.clone(), used.bytes)),
+                }
+            }
+        }
+        needs
+    }
+
+    /// Whether every process's GPU memory was known at the dump.
+    pub fn footprint_known(&self) -> bool {
+        self.processes.iter().all(|p| p.gpu_memory_known)
+    }
+}
+
+/// The kernel module's version in `/proc/driver/nvidia/version`'s first
+/// line (`NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ...`)
+/// (pure).
+pub fn kernel_module_version(text: &str) -> Option<String> {
+    let line = text.lines().next()?;
+    let after = line.split("Kernel Module").nth(1)?;
+    after.split_whitespace().next().map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn process(pid: i32, uses: &[(&str, u64)]) -> ManifestProcess {
+        ManifestProcess {
+            pid,
+            name: format!("p{pid}"),
+            gpu_memory: uses
+                .iter()
+                .map(|(uuid, bytes)| ManifestGpuUse {
+                    uuid: (*uuid).into(),
+                    bytes: *bytes,
+                })
+                .collect(),
+            gpu_memory_known: true,
+        }
+    }
+
+    pub(crate) fn sample() -> Manifest {
+        Manifest {
+            schema_version: SCHEMA_VERSION,
+            created_unix_s: 1,
+            cudackpt_version: "0.2.0".into(),
+            criu: ManifestCriu {
+                path: "/usr/sbin/criu".into(),
+                version: "4.2.1".into(),
+            },
+            driver: ManifestDriver {
+                kernel_module: Some("580.159.04".into()),
+                cuda: Some("13.0".into()),
+            },
+            root_pid: 10,
+            processes: vec![
+                process(10, &[("GPU-a", 5)]),
+                process(11, &[("GPU-a", 2), ("GPU-b", 3)]),
+            ],
+            gpus: vec![ManifestGpu {
+                uuid: "GPU-a".into(),
+                name: None,
+                pci_bus_id: None,
+                memory_total_bytes: None,
+            }],
+            drained: false,
+            leave_running: false,
+            criu_options: vec![],
+            image_bytes: 0,
+            timings: DumpTimings {
+                preflights_ms: 1.0,
+                criu_ms: 2.0,
+                total_ms: 3.0,
+            },
+        }
+    }
+
+    #[test]
+    fn needs_are_summed_per_gpu() {
+        assert_eq!(
+            sample().needs_by_gpu(),
+            [("GPU-a".to_string(), 7), ("GPU-b".to_string(), 3)]
+        );
+    }
+
+    #[test]
+    fn a_manifest_reads_back_as_written() {
+        let text = serde_json::to_string(&sample()).expect("json");
+        let back: Manifest = serde_json::from_str(&text).expect("reads");
+        assert_eq!(back, sample());
+    }
+
+    #[test]
+    fn the_kernel_module_version_is_read() {
+        let text = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Tue Oct 28 2025\nGCC version: gcc 12\n";
+        assert_eq!(kernel_module_version(text).as_deref(), Some("580.159.04"));
+        assert_eq!(kernel_module_version("nothing\n"), None);
+    }
+}

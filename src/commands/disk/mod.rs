@@ -1,0 +1,21 @@
+//! A job to disk and back (SPEC section 14): `dump` drives CRIU with
+//! cudackpt as its action script and leaves a manifest beside the images;
+//! `undump` checks the host against the manifest, chooses GPUs and drives
+//! CRIU's restore. The engine is CRIU; cudackpt makes it one command and
+//! refuses what cannot work before anything changes.
+//!
+//! `criu_tool` (which CRIU), `tree_facts` (what the tree holds, CRIU's
+//! options), `images` (the directory, its room and size), `host_driver`,
+//! `manifest`, `placement` (GPUs at restore), `criu_run` (running CRIU),
+//! `dump`, `undump`, `report`.
+
+pub mod criu_run;
+pub mod criu_tool;
+pub mod dump;
+pub mod host_driver;
+pub mod images;
+pub mod manifest;
+pub mod placement;
+pub mod report;
+pub mod tree_facts;
+pub mod undump;

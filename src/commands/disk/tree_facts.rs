@@ -1,0 +1,262 @@
+//! What a process tree holds that CRIU must be told about, read from
+//! /proc before anything changes, and the options chosen from it (pure):
+//!
+//! - established TCP connections: `--tcp-established` (else CRIU refuses
+//!   them); where every one is over loopback, also `--network-lock skip`
+//!   (nothing outside the host can send on them, and hosts without
+//!   iptables or nftables cannot lock the network);
+//! - a terminal (`/dev/pts/N`, `/dev/ttyN`): `--shell-job`;
+//! - a file lock (`/proc/locks`): `--file-locks`.
+//!
+//! The same options go to the restore (the manifest keeps them).
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+
+use serde::{Deserialize, Serialize};
+
+use crate::files;
+
+/// /proc/PID/net/tcp of a busy host can be long.
+const TCP_TABLE_CAP: u64 = 16 << 20;
+/// /proc/locks likewise.
+const LOCKS_CAP: u64 = 4 << 20;
+
+/// What the tree holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TreeFacts {
+    /// PIDs holding an established TCP connection, and whether every such
+    /// connection is over loopback.
+    pub tcp_established: BTreeSet<i32>,
+    pub tcp_all_loopback: bool,
+    /// PIDs with a terminal open.
+    pub terminal: BTreeSet<i32>,
+    /// PIDs holding a file lock.
+    pub file_locks: BTreeSet<i32>,
+}
+
+/// One CRIU option cudackpt chose, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ChosenCriuOption {
+    /// As CRIU takes it (`--tcp-established`, `--network-lock skip`).
+    pub option: String,
+    pub why: String,
+}
+
+impl ChosenCriuOption {
+    /// The option as CRIU's arguments (`--network-lock skip` is two).
+    pub fn args(&self) -> Vec<String> {
+        self.option.split(' ').map(str::to_string).collect()
+    }
+}
+
+/// Reads what `pids` hold.
+pub fn gather(pids: &[i32]) -> TreeFacts {
+    let mut facts = TreeFacts {
+        tcp_all_loopback: true,
+        ..TreeFacts::default()
+    };
+    let locks = files::read_capped(std::path::Path::new("/proc/locks"), LOCKS_CAP)
+        .map(|text| lock_holders(&text))
+        .unwrap_or_default();
+    for &pid in pids {
+        let sockets = socket_inodes_and_terminal(pid, &mut facts);
+        if !sockets.is_empty() {
+            for table in ["tcp", "tcp6"] {
+                let path = format!("/proc/{pid}/net/{table}");
+                let Ok(text) = files::read_capped(std::path::Path::new(&path), TCP_TABLE_CAP)
+                else {
+                    continue;
+                };
+                for connection in established(&text).filter(|c| sockets.contains(&c.inode)) {
+                    facts.tcp_established.insert(pid);
+                    facts.tcp_all_loopback &= connection.loopback;
+                }
+            }
+        }
+        if locks.contains(&pid) {
+            facts.file_locks.insert(pid);
+        }
+    }
+    facts
+}
+
+/// The socket inodes `pid` holds; notes a terminal among its descriptors.
+fn socket_inodes_and_terminal(pid: i32, facts: &mut TreeFacts) -> BTreeSet<u64> {
+    let mut sockets = BTreeSet::new();
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return sockets;
+    };
+    for entry in entries.flatten() {
+        let Ok(metadata) = entry.path().metadata() else {
+            continue;
+        };
+        if metadata.file_type().is_socket() {
+            sockets.insert(metadata.ino());
+        } else if metadata.file_type().is_char_device() && is_terminal(metadata.rdev()) {
+            facts.terminal.insert(pid);
+        }
+    }
+    sockets
+}
+
+/// Whether a character device is a terminal: a pseudo-terminal (majors
+/// 136–143) or a virtual console or serial line (major 4), by device
+/// number, never by name (pure).
+pub fn is_terminal(rdev: u64) -> bool {
+    let major = rustix::fs::major(rdev);
+    major == 4 || (136..=143).contains(&major)
+}
+
+/// One row of /proc/net/tcp.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connection {
+    pub inode: u64,
+    pub loopback: bool,
+}
+
+/// The established connections of a /proc/net/tcp or tcp6 table (pure).
+pub fn established(table: &str) -> impl Iterator<Item = Connection> + '_ {
+    table.lines().skip(1).filter_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+        let (local, remote, state, inode) = (
+            fields.get(1)?,
+            fields.get(2)?,
+            fields.get(3)?,
+            fields.get(9)?,
+        );
+        (*state == "01").then(|| Connection {
+            inode: inode.parse().unwrap_or(0),
+            loopback: is_loopback(local) && is_loopback(remote),
+        })
+    })
+}
+
+/// Whether a /proc/net/tcp address (`0100007F:1F90`, or 32 hex digits for
+/// IPv6) is a loopback address (pure).
+pub fn is_loopback(address: &str) -> bool {
+    let host = address.split(':').next().unwrap_or_default();
+    match host.len() {
+        // 127.0.0.0/8, little-endian: the last byte is the first octet.
+        8 => host.ends_with("7F"),
+        // ::1, and ::ffff:127.x.y.z (IPv4-mapped).
+        32 => {
+            host == "00000000000000000000000001000000"
+                || (host.starts_with("0000000000000000FFFF0000") && host.ends_with("7F"))
+        }
+        _ => false,
+    }
+}
+
+/// The PIDs /proc/locks names as holding a lock (pure).
+pub fn lock_holders(text: &str) -> BTreeSet<i32> {
+    text.lines()
+        .filter(|line| !line.contains("->")) // a waiter, not a holder
+        .filter_map(|line| line.split_whitespace().nth(4)?.parse().ok())
+        .collect()
+}
+
+/// The options for what the tree holds (pure).
+pub fn choose(facts: &TreeFacts) -> Vec<ChosenCriuOption> {
+    let pids = |set: &BTreeSet<i32>| {
+        let pids: Vec<i32> = set.iter().copied().collect();
+        crate::ops::vocabulary::prose::pids(&pids)
+    };
+    let mut chosen = Vec::new();
+    if !facts.tcp_established.is_empty() {
+        chosen.push(ChosenCriuOption {
+            option: "--tcp-established".into(),
+            why: format!(
+                "{} hold established TCP connections",
+                pids(&facts.tcp_established)
+            ),
+        });
+        if facts.tcp_all_loopback {
+            chosen.push(ChosenCriuOption {
+                option: "--network-lock skip".into(),
+                why: "every established connection is over loopback: nothing outside the host sends on them while the tree is frozen".into(),
+            });
+        }
+    }
+    if !facts.terminal.is_empty() {
+        chosen.push(ChosenCriuOption {
+            option: "--shell-job".into(),
+            why: format!("{} have a terminal open", pids(&facts.terminal)),
+        });
+    }
+    if !facts.file_locks.is_empty() {
+        chosen.push(ChosenCriuOption {
+            option: "--file-locks".into(),
+            why: format!("{} hold file locks", pids(&facts.file_locks)),
+        });
+    }
+    chosen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TCP: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1F90 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 1111 1 0 20 4 30 10 -1\n   1: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2222 1 0 100 0 0 10 0\n   2: 0A00020F:D1C2 5DB8D822:01BB 01 00000000:00000000 00:00000000 00000000  1000        0 3333 1 0 20 4 30 10 -1\n";
+
+    #[test]
+    fn established_connections_are_read_with_their_ends() {
+        let rows: Vec<Connection> = established(TCP).collect();
+        assert_eq!(
+            rows,
+            [
+                Connection {
+                    inode: 1111,
+                    loopback: true
+                },
+                Connection {
+                    inode: 3333,
+                    loopback: false
+                }
+            ]
+        );
+        assert!(is_loopback("0100007F:1F90"));
+        assert!(!is_loopback("0A00020F:D1C2"));
+        assert!(is_loopback("00000000000000000000000001000000:1F90"));
+        assert!(!is_loopback("zz"));
+    }
+
+    #[test]
+    fn lock_holders_are_read_and_waiters_left_out() {
+        let locks = "1: POSIX  ADVISORY  WRITE 4242 08:01:1234 0 EOF\n1: -> POSIX  ADVISORY  WRITE 77 08:01:1234 0 EOF\n2: FLOCK  ADVISORY  WRITE 99 00:1a:5 0 EOF\n";
+        assert_eq!(lock_holders(locks), BTreeSet::from([4242, 99]));
+    }
+
+    #[test]
+    fn options_follow_what_the_tree_holds() {
+        assert!(choose(&TreeFacts::default()).is_empty());
+        let facts = TreeFacts {
+            tcp_established: BTreeSet::from([7, 9]),
+            tcp_all_loopback: true,
+            terminal: BTreeSet::from([7]),
+            file_locks: BTreeSet::new(),
+        };
+        let options: Vec<String> = choose(&facts).into_iter().map(|o| o.option).collect();
+        assert_eq!(
+            options,
+            ["--tcp-established", "--network-lock skip", "--shell-job"]
+        );
+        let remote = TreeFacts {
+            tcp_all_loopback: false,
+            ..facts
+        };
+        let chosen = choose(&remote);
+        assert!(chosen.iter().all(|o| o.option != "--network-lock skip"));
+        assert!(chosen[0].why.contains("PIDs 7 and 9"), "{}", chosen[0].why);
+        assert_eq!(chosen[1].args(), ["--shell-job"]);
+    }
+
+    #[test]
+    fn terminals_are_known_by_device_number() {
+        assert!(is_terminal(rustix::fs::makedev(136, 3)));
+        assert!(is_terminal(rustix::fs::makedev(4, 1)));
+        assert!(!is_terminal(rustix::fs::makedev(195, 0)));
+        assert!(!is_terminal(rustix::fs::makedev(1, 3)));
+    }
+}

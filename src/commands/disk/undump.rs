@@ -1,0 +1,324 @@
+//! `cudackpt undump DIR`: a job dumped by `cudackpt dump` back to life
+//! through CRIU, with cudackpt as the action script that resumes its GPU
+//! work. Before CRIU restores anything: the manifest is read, the host's
+//! driver must be the dump's (unless forced), the job's PIDs must be free,
+//! and its GPUs are chosen (each stays where this host has it with room,
+//! else moves to a GPU with room; or the user's `--map`), so a restore that
+//! cannot fit is refused instead of leaving a stuck process. After CRIU, the
+//! restored CUDA processes must be running; a restore that fails is killed
+//! whole, and the report says so.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::api::group::Group;
+use crate::driver::ProcessState;
+use crate::files::SafeDir;
+use crate::gpu::inventory::Inventory;
+use crate::ops::vocabulary::plan::Operation;
+use crate::targets::{discover, process};
+
+use super::manifest::{self, Manifest};
+use super::placement::{self, HostGpu};
+use super::report::DiskReport;
+use super::{criu_run, criu_tool, dump, host_driver};
+
+/// What an undump is asked to do.
+pub struct UndumpSettings<'a> {
+    pub from: &'a Path,
+    pub criu: Option<&'a Path>,
+    /// The user's map (old UUID, new UUID), if any.
+    pub map: Option<Vec<(String, String)>>,
+    pub force: bool,
+    pub libcuda: Option<&'a Path>,
+}
+
+/// The pidfile CRIU writes the restored root's PID to.
+const PIDFILE: &str = "restore.pid";
+
+/// Restores the images in `request.from`.
+pub fn run(request: &UndumpSettings<'_>, written: &dyn Fn(u64, u64, Duration)) -> DiskReport {
+    let started = Instant::now();
+    let report = DiskReport::new("undump", request.from.to_path_buf());
+    let mut report = undump(request, report, written);
+    report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    report
+}
+
+fn undump(
+    request: &UndumpSettings<'_>,
+    mut report: DiskReport,
+    written: &dyn Fn(u64, u64, Duration),
+) -> DiskReport {
+    let manifest = match read_manifest(request.from) {
+        Ok(manifest) => manifest,
+        Err((message, hint)) => return report.failed("images_dir", message, hint, false),
+    };
+    report.manifest = Some(manifest.clone());
+    let criu = match criu_tool::find_on_path(request.criu) {
+        Ok(criu) => criu,
+        Err(why) => return report.failed("criu_unusable", why.to_string(), why.hint(), false),
+    };
+    let here = host_driver::facts(request.libcuda);
+    if let Some(why) = host_driver::mismatch(&manifest.driver, &here) {
+        if !request.force {
+            return report.failed(
+                "driver_mismatch",
+                format!("refused before any change: {why}"),
+                "restore on a host with the dump's driver, or install it here; --force tries anyway",
+                false,
+            );
+        }
+        report.remarks.push(format!("{why} (going on: --force)"));
+    }
+    if let Some(taken) = manifest.processes.iter().find(|p| process::is_alive(p.pid)) {
+        return report.failed(
+            "pid_in_use",
+            format!(
+                "refused before any change: PID {} ({} in the dump) is in use on this host, and CRIU restores every process with its own PID",
+                taken.pid, taken.name
+            ),
+            "end that process (after `dump --leave-running` it is the job itself), or undump on another host",
+            false,
+        );
+    }
+    let pairs = match choose_gpus(request, &manifest, &mut report.remarks) {
+        Ok(pairs) => pairs,
+        Err(why) => return report.failed(
+            "no_gpu_room",
+            format!("refused before any change: {why}"),
+            "free GPU memory, or name GPUs with room with --map OLD=NEW; --force restores anyway",
+            false,
+        ),
+    };
+    let moved: Vec<(String, String)> = pairs.into_iter().filter(|(old, new)| old != new).collect();
+    let pidfile = request.from.join(PIDFILE);
+    let _ = std::fs::remove_file(&pidfile);
+    let call = criu_run::CriuCall {
+        criu: &criu.path,
+        args: restore_args(&manifest, &pidfile),
+        env: restore_env(request, &moved),
+        images: request.from,
+        log_name: "restore.log",
+    };
+    report.gpu_map = moved;
+    let ran = match criu_run::run(&call, &|_, elapsed| {
+        written(0, manifest.image_bytes, elapsed)
+    }) {
+        Ok(ran) => ran,
+        Err(why) => return report.criu_not_started(&criu.path, &why),
+    };
+    report.criu_log = Some(ran.log.clone());
+    let root = restored_root(&pidfile);
+    if !ran.ok {
+        report.criu_errors = criu_run::log_errors(&ran.log, 12);
+        let killed = root.map(kill_tree).unwrap_or_default();
+        return report.failed(
+            "criu_failed",
+            format!(
+                "CRIU's restore {} after {:.1} s{}",
+                ran.exit,
+                ran.elapsed.as_secs_f64(),
+                said_killed(&killed)
+            ),
+            format!(
+                "CRIU's errors are below and in {}; the images are unchanged",
+                ran.log.display()
+            ),
+            !killed.is_empty(),
+        );
+    }
+    let Some(root) = root else {
+        return report.failed(
+            "criu_failed",
+            "CRIU said it restored the tree but wrote no PID",
+            format!("see {}", ran.log.display()),
+            true,
+        );
+    };
+    report.restored_root = Some(root);
+    if let Some(stuck) = not_running(request, root) {
+        let killed = kill_tree(root);
+        return report.failed(
+            "criu_failed",
+            format!(
+                "the GPU state of {stuck} was not restored{}",
+                said_killed(&killed)
+            ),
+            format!(
+                "see {} and `journalctl -t cudackpt`; the images are unchanged",
+                ran.log.display()
+            ),
+            true,
+        );
+    }
+    report
+}
+
+/// The manifest in `dir`, or why there is none to use (message, hint).
+fn read_manifest(dir: &Path) -> Result<Manifest, (String, String)> {
+    let hint =
+        "name a directory `cudackpt dump --to` wrote; raw CRIU images restore with `criu restore`";
+    match SafeDir::open_existing(dir) {
+        Ok(Some(_)) => {}
+        Ok(None) => return Err((format!("{} does not exist", dir.display()), hint.into())),
+        Err(why) => return Err((why.to_string(), why.hint())),
+    }
+    let path = dir.join(manifest::FILE_NAME);
+    let text = crate::files::read_capped(&path, manifest::CAP).map_err(|why| {
+        (
+            format!("cannot read {}: {why}", path.display()),
+            hint.to_string(),
+        )
+    })?;
+    let manifest: Manifest = serde_json::from_str(&text).map_err(|why| {
+        (
+            format!(
+                "{} is not a manifest cudackpt can read: {why}",
+                path.display()
+            ),
+            hint.to_string(),
+        )
+    })?;
+    if manifest.schema_version > manifest::SCHEMA_VERSION {
+        return Err((
+            format!(
+                "{} is of a newer cudackpt (schema {})",
+                path.display(),
+                manifest.schema_version
+            ),
+            "undump with the cudackpt that dumped it, or a newer one".into(),
+        ));
+    }
+    Ok(manifest)
+}
+
+/// The GPUs the job lands on: the user's map checked, or chosen here.
+fn choose_gpus(
+    request: &UndumpSettings<'_>,
+    manifest: &Manifest,
+    remarks: &mut Vec<String>,
+) -> Result<Vec<(String, String)>, placement::NoRoom> {
+    let needs = manifest.needs_by_gpu();
+    if needs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let inventory = Inventory::loading(request.libcuda);
+    let host: Vec<HostGpu> = match inventory.free_memory() {
+        Ok(free) => free
+            .into_iter()
+            .map(|(uuid, bytes)| HostGpu {
+                uuid: uuid.to_string(),
+                free_bytes: (!request.force).then_some(bytes),
+            })
+            .collect(),
+        Err(why) => {
+            remarks.push(format!("GPU memory not weighed before the restore: {why}"));
+            inventory
+                .without_cuda()
+                .map(|listing| {
+                    listing
+                        .gpus
+                        .iter()
+                        .map(|g| HostGpu {
+                            uuid: g.uuid.to_string(),
+                            free_bytes: None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        }
+    };
+    if !manifest.footprint_known() {
+        remarks.push("the dump did not know the job's GPU memory (no NVML then): GPUs chosen by presence only".into());
+    }
+    placement::place(&needs, &host, request.map.as_deref())
+}
+
+/// `criu restore`'s arguments, before `-D` and `-o` (pure).
+pub fn restore_args(manifest: &Manifest, pidfile: &Path) -> Vec<String> {
+    let mut args = vec![
+        "restore".to_string(),
+        "--restore-detached".to_string(),
+        "--pidfile".to_string(),
+        pidfile.display().to_string(),
+        "--action-script".to_string(),
+        dump::action_script(),
+    ];
+    args.extend(
+        manifest
+            .criu_options
+            .iter()
+            .flat_map(super::tree_facts::ChosenCriuOption::args),
+    );
+    args
+}
+
+/// What the action script is told at restore: the GPUs to move to.
+fn restore_env(
+    request: &UndumpSettings<'_>,
+    moved: &[(String, String)],
+) -> Vec<(&'static str, String)> {
+    let mut env = Vec::new();
+    if !moved.is_empty() {
+        let map: Vec<String> = moved
+            .iter()
+            .map(|(old, new)| format!("{old}={new}"))
+            .collect();
+        env.push((crate::environment::MAP, map.join(",")));
+    }
+    if request.force {
+        env.push((crate::environment::FORCE, "1".to_string()));
+    }
+    if let Some(libcuda) = request.libcuda {
+        env.push((crate::environment::LIBCUDA, libcuda.display().to_string()));
+    }
+    env
+}
+
+/// The restored root's PID from CRIU's pidfile.
+fn restored_root(pidfile: &Path) -> Option<i32> {
+    let text = crate::files::read_capped(pidfile, 64).ok()?;
+    text.trim().parse().ok().filter(|pid| *pid > 1)
+}
+
+/// The first restored CUDA process that is not running, named.
+fn not_running(request: &UndumpSettings<'_>, root: i32) -> Option<String> {
+    let states = Group::new()
+        .libcuda_option(request.libcuda)
+        .tree(root)
+        .run(Operation::State { restore_tid: false });
+    states
+        .processes
+        .iter()
+        .find(|p| p.state.is_some_and(|s| s != ProcessState::Running))
+        .map(|p| {
+            format!(
+                "PID {} ({})",
+                p.pid,
+                p.state.map_or("unknown", |s| s.as_str())
+            )
+        })
+}
+
+/// Kills `root`'s tree; the PIDs killed.
+fn kill_tree(root: i32) -> Vec<i32> {
+    let pids = discover::trees(&[root]);
+    for &pid in pids.iter().rev() {
+        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+    pids
+}
+
+fn said_killed(pids: &[i32]) -> String {
+    if pids.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; what CRIU had restored was killed ({})",
+            crate::ops::vocabulary::prose::pids(pids)
+        )
+    }
+}
