@@ -479,7 +479,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__dump)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --to --tree --criu --drain --leave-running --force --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --to --tree --cgroup --criu --drain --leave-running --force --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -506,6 +506,10 @@ _cudackpt() {
                     return 0
                     ;;
                 --tree)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cgroup)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

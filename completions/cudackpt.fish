@@ -393,6 +393,7 @@ never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand dump" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand dump" -l to -d 'The images directory: created 0700, or an empty one' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand dump" -l tree -d 'The root of the tree, as other commands name a tree' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand dump" -l cgroup -d 'The one process tree this cgroup holds (a container\'s); a cgroup of several trees is refused, naming their roots' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand dump" -l criu -d 'The CRIU binary (default: `criu` on PATH). As root, it must be root\'s and writable by nobody else' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand dump" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand dump" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'

@@ -586,11 +586,15 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         to: PathBuf,
         /// The root of the tree (CRIU dumps the whole tree below it).
-        #[arg(value_name = "PID", required_unless_present = "tree", conflicts_with = "tree", value_parser = crate::targets::process::parse_pid)]
+        #[arg(value_name = "PID", required_unless_present_any = ["tree", "cgroup"], conflicts_with_all = ["tree", "cgroup"], value_parser = crate::targets::process::parse_pid)]
         pid: Option<i32>,
         /// The root of the tree, as other commands name a tree.
-        #[arg(long, value_name = "PID", value_parser = crate::targets::process::parse_pid)]
+        #[arg(long, value_name = "PID", conflicts_with = "cgroup", value_parser = crate::targets::process::parse_pid)]
         tree: Option<i32>,
+        /// The one process tree this cgroup holds (a container's); a cgroup
+        /// of several trees is refused, naming their roots.
+        #[arg(long, value_name = "PATH")]
+        cgroup: Option<PathBuf>,
         /// The CRIU binary (default: `criu` on PATH). As root, it must be
         /// root's and writable by nobody else.
         #[arg(long, value_name = "PATH")]

@@ -219,13 +219,19 @@ pub fn run(cli: Cli) -> ExitStatus {
             to,
             pid,
             tree,
+            cgroup,
             criu,
             drain,
             leave_running,
             force,
         } => {
             let request = disk::dump::DumpSettings {
-                root: pid.or(tree).unwrap_or_default(),
+                target: match (pid.or(tree), cgroup) {
+                    (Some(pid), _) => disk::dump::DumpTarget::Tree(pid),
+                    (None, Some(cgroup)) => disk::dump::DumpTarget::Cgroup(cgroup),
+                    // clap requires one of them.
+                    (None, None) => disk::dump::DumpTarget::Tree(0),
+                },
                 to: &to,
                 criu: criu.as_deref(),
                 drain,
@@ -233,7 +239,10 @@ pub fn run(cli: Cli) -> ExitStatus {
                 force,
                 libcuda,
             };
-            let ticker = disk_ticker(&sink, "dump", "written");
+            let ticker = match disk_ticker(&sink, &global, "dump", "written") {
+                Ok(ticker) => ticker,
+                Err(status) => return status,
+            };
             sink.finish(&disk::dump::run(&request, &ticker))
         }
         Command::Undump {
@@ -259,33 +268,55 @@ pub fn run(cli: Cli) -> ExitStatus {
                 force,
                 libcuda,
             };
-            let ticker = disk_ticker(&sink, "undump", "read");
+            let ticker = match disk_ticker(&sink, &global, "undump", "read") {
+                Ok(ticker) => ticker,
+                Err(status) => return status,
+            };
             sink.finish(&disk::undump::run(&request, &ticker))
         }
         process_command => validate_and_run(process_command, &global, &sink),
     }
 }
 
-/// What a dump or an undump tells a person while CRIU runs: a line every
-/// two seconds on a terminal (bytes against the expected size, elapsed),
-/// nothing otherwise.
+/// What a dump or an undump tells while CRIU runs: a person on a terminal
+/// a line every two seconds (bytes against the expected size, elapsed),
+/// and a scheduler that asked (`--progress-fd`) an `images` event every
+/// half second; else nothing. Exit 2 for a descriptor it cannot write.
 fn disk_ticker(
     sink: &Sink,
+    global: &GlobalArgs,
     command: &'static str,
     verb: &'static str,
-) -> impl Fn(u64, u64, std::time::Duration) {
+) -> Result<impl Fn(u64, u64, std::time::Duration), ExitStatus> {
+    let events = match global.progress_fd.map(output::progress::Events::to_fd) {
+        None => None,
+        Some(Ok(events)) => Some(events),
+        Some(Err(why)) => {
+            return Err(usage_failure(
+                sink,
+                Some(command),
+                &format!("cannot write progress events to descriptor {}: {why}", global.progress_fd.unwrap_or_default()),
+                "open it for the command (`3>events.jsonl cudackpt --progress-fd 3 ...`): a pipe, a file or a terminal",
+            ))
+        }
+    };
     let watched = !sink.json && !sink.quiet && output::stderr::is_terminal();
     let last = std::cell::Cell::new(0u64);
-    move |bytes: u64, expected: u64, elapsed: std::time::Duration| {
-        let seconds = elapsed.as_secs();
-        if !watched || seconds < 2 || seconds / 2 == last.get() {
-            return;
-        }
-        last.set(seconds / 2);
-        output::stderr::write(&output::disk::progress_line(
-            command, verb, bytes, expected, elapsed,
-        ));
-    }
+    Ok(
+        move |bytes: u64, expected: u64, elapsed: std::time::Duration| {
+            if let Some(events) = &events {
+                events.images(command, bytes, expected);
+            }
+            let seconds = elapsed.as_secs();
+            if !watched || seconds < 2 || seconds / 2 == last.get() {
+                return;
+            }
+            last.set(seconds / 2);
+            output::stderr::write(&output::disk::progress_line(
+                command, verb, bytes, expected, elapsed,
+            ));
+        },
+    )
 }
 
 /// `--map OLD=NEW` of an undump: UUID pairs (pure).

@@ -127,6 +127,32 @@ pub enum ProgressEventDoc<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         after_ms: Option<f64>,
     },
+    /// `dump` or `undump` while CRIU runs: the images' bytes written so far
+    /// (0 for an undump, which reads them), against the size expected.
+    Images {
+        schema_version: u32,
+        at_ms: f64,
+        /// `dump` or `undump`.
+        command: &'static str,
+        bytes: u64,
+        expected_bytes: u64,
+    },
+}
+
+/// The `images` event of a dump or an undump (pure).
+pub fn images_event(
+    command: &'static str,
+    bytes: u64,
+    expected_bytes: u64,
+    at: std::time::Duration,
+) -> String {
+    to_line(&ProgressEventDoc::Images {
+        schema_version: SCHEMA_VERSION,
+        at_ms: millis(at),
+        command,
+        bytes,
+        expected_bytes,
+    })
 }
 
 /// `event` as its JSON lines (one a process), `at` into the command (pure).
@@ -744,7 +770,7 @@ struct GpuMoveDoc {
 /// Why a dump or an undump stopped.
 #[derive(Serialize, JsonSchema)]
 struct DiskErrorDoc<'a> {
-    /// `usage`, `no_such_process`, `criu_unusable`, `refused`,
+    /// `no_such_process`, `criu_unusable`, `refused`,
     /// `images_dir`, `no_room`, `driver_mismatch`, `pid_in_use`,
     /// `no_gpu_room`, `criu_failed`.
     kind: &'static str,

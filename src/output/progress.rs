@@ -230,6 +230,12 @@ impl Events {
         let line = json::progress_event(event, self.started.elapsed());
         let _ = locked(&self.out).write_all(line.as_bytes());
     }
+
+    /// A dump's or an undump's images so far (the `images` event).
+    pub fn images(&self, command: &'static str, bytes: u64, expected_bytes: u64) {
+        let line = json::images_event(command, bytes, expected_bytes, self.started.elapsed());
+        let _ = locked(&self.out).write_all(line.as_bytes());
+    }
 }
 
 /// Whether this process's descriptor `fd` was opened for writing

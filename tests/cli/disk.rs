@@ -134,8 +134,34 @@ fn a_cuda_process_goes_to_disk_and_back_through_criu() {
     let fx = Fixture::new();
     let target = Orphan::cuda(&fx);
     let images = fx.dir().join("images");
-    let (code, dumped) = dump(&fx, &images, &criu, target.0, &[]);
+    // A scheduler follows it on descriptor 3.
+    let events_file = fx.dir().join("events.jsonl");
+    let line = format!(
+        "exec '{}' --json --progress-fd 3 dump --to '{}' --criu '{}' {} 3>'{}'",
+        crate::support::cudackpt_bin().display(),
+        images.display(),
+        criu.display(),
+        target.0,
+        events_file.display()
+    );
+    let output = fx
+        .command_for(Path::new("/bin/sh"), &["-c", &line])
+        .output()
+        .expect("sh runs");
+    let (code, dumped) = (output.status.code().unwrap_or(-1), document(&output));
     assert_eq!(code, 0, "{dumped:#}");
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&events_file)
+        .expect("the events")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let images_events: Vec<&serde_json::Value> =
+        events.iter().filter(|e| e["event"] == "images").collect();
+    assert!(!images_events.is_empty(), "{events:?}");
+    for event in &events {
+        validate(event);
+    }
+    assert_eq!(images_events[0]["command"], "dump");
     // The action script suspended it at pre-dump (lock, checkpoint) before
     // CRIU wrote it, and CRIU's dump ended it.
     let calls = crate::support::shorts(&fx.take_calls());
@@ -313,4 +339,115 @@ fn a_job_whose_gpu_is_busy_at_the_undump_moves_to_one_with_room() {
         "{refused:#}"
     );
     assert!(!images.join("restore.log").exists(), "CRIU never ran");
+}
+
+/// `cudackpt --json undump IMAGES --criu CRIU` with `FAKE_*` settings.
+fn undump_with(
+    fx: &Fixture,
+    images: &Path,
+    criu: &Path,
+    env: &[(&str, &str)],
+) -> (i32, serde_json::Value) {
+    let mut command = fx.std_command(&[
+        "--json",
+        "undump",
+        images.to_str().expect("a UTF-8 path"),
+        "--criu",
+        criu.to_str().expect("a UTF-8 path"),
+    ]);
+    command.envs(env.iter().copied());
+    let output = command.output().expect("run cudackpt");
+    (output.status.code().unwrap_or(-1), document(&output))
+}
+
+#[test]
+fn another_driver_is_refused_and_a_restore_that_fails_is_killed_whole() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let job = Orphan::cuda(&fx);
+    let images = fx.dir().join("images");
+    let (code, dumped) = dump(&fx, &images, &criu, job.0, &[]);
+    assert_eq!(code, 0, "{dumped:#}");
+    assert_eq!(dumped["manifest"]["driver"]["cuda"], "13.0");
+    wait_until("the dumped job to be gone", || !alive(job.0));
+    fx.take_calls();
+    // A host whose driver answers 12.8: refused before CRIU.
+    let (code, refused) = undump_with(
+        &fx,
+        &images,
+        &criu,
+        &[("FAKE_CUDA_DRIVER_VERSION", "12080")],
+    );
+    assert_eq!(
+        (code, refused["error"]["kind"].as_str()),
+        (8, Some("driver_mismatch")),
+        "{refused:#}"
+    );
+    assert!(refused["error"]["message"]
+        .as_str()
+        .expect("a message")
+        .contains("13.0"));
+    assert!(!images.join("restore.log").exists(), "CRIU never ran");
+    fx.assert_no_calls("a refused undump");
+    // The driver cannot restore its GPU state: CRIU had restored the
+    // process, which is killed rather than left stuck.
+    let (code, failed) = undump_with(
+        &fx,
+        &images,
+        &criu,
+        &[("FAKE_CUDA_INJECT", "restore=error:2")],
+    );
+    assert_eq!(
+        (code, failed["error"]["kind"].as_str()),
+        (1, Some("criu_failed")),
+        "{failed:#}"
+    );
+    assert_eq!(failed["error"]["changed"], true);
+    let message = failed["error"]["message"].as_str().expect("a message");
+    assert!(message.contains("killed"), "{message}");
+    wait_until("the half-restored job to be gone", || !alive(job.0));
+}
+
+#[test]
+fn a_cgroup_is_dumped_when_it_holds_one_tree() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new().with_cgroup_tree();
+    let (job, stray) = (Orphan::cuda(&fx), Orphan::cuda(&fx));
+    let cgroup = fx.cgroup_of(job.0, 0);
+    let procs = |pids: &[i32]| {
+        let lines: Vec<String> = pids.iter().map(|p| format!("{p}\n")).collect();
+        std::fs::write(cgroup.join("cgroup.procs"), lines.concat()).expect("cgroup.procs");
+    };
+    let path = cgroup.to_str().expect("a UTF-8 path");
+    let images = fx.dir().join("images");
+    let args = |images: &Path| {
+        vec![
+            "--json".to_string(),
+            "dump".into(),
+            "--to".into(),
+            images.display().to_string(),
+            "--criu".into(),
+            criu.display().to_string(),
+            "--cgroup".into(),
+            path.to_string(),
+        ]
+    };
+    // Two trees: refused, naming both roots.
+    procs(&[job.0, stray.0]);
+    let two = args(&images);
+    let (code, refused) = run(&fx, &two.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(
+        (code, refused["error"]["kind"].as_str()),
+        (8, Some("refused")),
+        "{refused:#}"
+    );
+    let message = refused["error"]["message"].as_str().expect("a message");
+    assert!(message.contains("2 trees"), "{message}");
+    fx.assert_no_calls("a refused cgroup");
+    // One tree: dumped from its root.
+    procs(&[job.0]);
+    let (code, dumped) = run(&fx, &two.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{dumped:#}");
+    assert_eq!(dumped["manifest"]["root_pid"], job.0);
+    assert!(alive(stray.0), "only the cgroup's tree was dumped");
 }

@@ -28,7 +28,7 @@ use super::{criu_run, criu_tool, host_driver, images, tree_facts};
 
 /// What a dump is asked to do.
 pub struct DumpSettings<'a> {
-    pub root: i32,
+    pub target: DumpTarget,
     pub to: &'a Path,
     pub criu: Option<&'a Path>,
     pub drain: bool,
@@ -36,6 +36,78 @@ pub struct DumpSettings<'a> {
     /// Go on past the pre-flights (CUDACKPT_FORCE for the action script).
     pub force: bool,
     pub libcuda: Option<&'a Path>,
+}
+
+/// What to dump: a process tree, or the one tree a cgroup holds (a
+/// container's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DumpTarget {
+    Tree(i32),
+    Cgroup(std::path::PathBuf),
+}
+
+/// The root of the one process tree `pids` (a cgroup's) holds, or the
+/// roots when there are several (pure): a root's parent is not among them.
+pub fn tree_root(pids: &[i32], parent_of: impl Fn(i32) -> Option<i32>) -> Result<i32, Vec<i32>> {
+    let roots: Vec<i32> = pids
+        .iter()
+        .copied()
+        .filter(|&pid| parent_of(pid).is_none_or(|parent| !pids.contains(&parent)))
+        .collect();
+    match roots.as_slice() {
+        [root] => Ok(*root),
+        _ => Err(roots),
+    }
+}
+
+/// The root a dump of `target` starts from, or why there is none (message,
+/// hint).
+fn root_of(target: &DumpTarget) -> Result<i32, (String, String)> {
+    let path = match target {
+        DumpTarget::Tree(pid) => return Ok(*pid),
+        DumpTarget::Cgroup(path) => path,
+    };
+    let cgroup = crate::targets::cgroup::Cgroup::resolve(path).map_err(|why| {
+        (
+            why.to_string(),
+            "name a cgroup directory (cudackpt ps --cgroup PATH lists it)".to_string(),
+        )
+    })?;
+    if cgroup.is_root() {
+        return Err((
+            format!(
+                "{} is the root cgroup: the whole host",
+                cgroup.path.display()
+            ),
+            "name the job's own cgroup (a container's)".into(),
+        ));
+    }
+    let pids = cgroup.pids().map_err(|why| {
+        (
+            format!("cannot read {}: {why}", cgroup.path.display()),
+            String::new(),
+        )
+    })?;
+    let parent_of = |pid: i32| {
+        crate::targets::process::read_proc_text(&format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| discover::parse_ppid(&stat))
+    };
+    tree_root(&pids, parent_of).map_err(|roots| {
+        let said = if roots.is_empty() {
+            "holds no process".to_string()
+        } else {
+            format!(
+                "holds {} trees, rooted at {}",
+                roots.len(),
+                crate::ops::vocabulary::prose::pids(&roots)
+            )
+        };
+        (
+            format!("cgroup {} {said}: CRIU dumps one tree", cgroup.path.display()),
+            "dump each tree by its root PID, or the container through its runtime (runc checkpoint)".into(),
+        )
+    })
 }
 
 /// How long a plain dump waits for the dumped tree to be gone (its PIDs
@@ -58,10 +130,14 @@ fn dump(
     started: Instant,
     written: &dyn Fn(u64, u64, Duration),
 ) -> DiskReport {
-    let root = Identity::of(request.root);
-    if request.root == 1 {
+    let root_pid = match root_of(&request.target) {
+        Ok(pid) => pid,
+        Err((message, hint)) => return report.failed("refused", message, hint, false),
+    };
+    let root = Identity::of(root_pid);
+    if root_pid == 1 {
         return report.failed(
-            "usage",
+            "refused",
             "the tree of PID 1 is the whole host",
             "dump a tree of its own (the job's launcher)",
             false,
@@ -70,7 +146,7 @@ fn dump(
     if root.starttime.is_none() {
         return report.failed(
             "no_such_process",
-            format!("no process {}", request.root),
+            format!("no process {root_pid}"),
             "check the PID (cudackpt ps lists CUDA processes)",
             false,
         );
@@ -85,14 +161,14 @@ fn dump(
         let hint = why.hint();
         return report.failed("images_dir", why.to_string(), hint, false);
     }
-    let predicted = predump_dry_run(request);
+    let predicted = predump_dry_run(request, root_pid);
     if let Some((message, hint)) = refusal_of(&predicted) {
         return report.failed("refused", message, hint, false);
     }
     let mut report = report;
     report.remarks.extend(predicted.warnings.iter().cloned());
     let cuda: Vec<i32> = predicted.processes.iter().map(|p| p.pid).collect();
-    let tree = discover::trees(&[request.root]);
+    let tree = discover::trees(&[root_pid]);
     let options = tree_facts::choose(&tree_facts::gather(&tree));
     let usage = nvml::usage_of(&cuda).ok();
     let host_bytes: u64 = tree
@@ -141,7 +217,7 @@ fn dump(
     }
     let call = criu_run::CriuCall {
         criu: &criu.path,
-        args: dump_args(request, &options),
+        args: dump_args(request, root_pid, &options),
         env: action_script_env(request),
         images: request.to,
         log_name: "dump.log",
@@ -169,7 +245,7 @@ fn dump(
     if !request.leave_running && !gone(root, GONE_WAIT) {
         report.remarks.push(format!(
             "PID {} is still taken (its parent has not reaped it): an undump on this host needs its PIDs free",
-            request.root
+            root_pid
         ));
     }
     let manifest = Manifest {
@@ -183,7 +259,7 @@ fn dump(
             version: criu.version.clone(),
         },
         driver: host_driver::facts(request.libcuda),
-        root_pid: request.root,
+        root_pid,
         processes: members,
         gpus: gpus_held(request.libcuda, usage.as_ref(), &cuda),
         drained: request.drain,
@@ -209,10 +285,10 @@ fn ms(duration: Duration) -> f64 {
 
 /// The pre-dump's suspend as a dry run: every check, the dumpable one
 /// refusing as the action script's would, nothing changed.
-fn predump_dry_run(request: &DumpSettings<'_>) -> CommandReport {
+fn predump_dry_run(request: &DumpSettings<'_>, root_pid: i32) -> CommandReport {
     let mut group = Group::new()
         .libcuda_option(request.libcuda)
-        .tree(request.root)
+        .tree(root_pid)
         .options(request.force, false, true)
         .criu_dump(Identity::of(std::process::id() as i32));
     if request.drain {
@@ -241,12 +317,13 @@ fn refusal_of(predicted: &CommandReport) -> Option<(String, String)> {
 /// `criu dump`'s arguments, before `-D` and `-o` (pure).
 pub fn dump_args(
     request: &DumpSettings<'_>,
+    root_pid: i32,
     options: &[tree_facts::ChosenCriuOption],
 ) -> Vec<String> {
     let mut args = vec![
         "dump".to_string(),
         "-t".to_string(),
-        request.root.to_string(),
+        root_pid.to_string(),
         "--action-script".to_string(),
         action_script(),
     ];
@@ -357,4 +434,23 @@ fn write_manifest(dir: &crate::files::SafeDir, manifest: &Manifest) -> std::io::
     text.push('\n');
     dir.write_atomic(manifest::FILE_NAME, text.as_bytes())
         .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cgroup_dumps_only_when_it_holds_one_tree() {
+        // 10 -> 11 -> 12, and 20 whose parent (1) is outside.
+        let parents = |pid: i32| match pid {
+            11 => Some(10),
+            12 => Some(11),
+            10 | 20 => Some(1),
+            _ => None,
+        };
+        assert_eq!(tree_root(&[10, 11, 12], parents), Ok(10));
+        assert_eq!(tree_root(&[10, 11, 12, 20], parents), Err(vec![10, 20]));
+        assert_eq!(tree_root(&[], parents), Err(vec![]));
+    }
 }

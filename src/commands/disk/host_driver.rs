@@ -27,14 +27,20 @@ pub fn facts(libcuda: Option<&Path>) -> ManifestDriver {
 }
 
 /// Why the images cannot be restored with this host's driver, if they
-/// cannot (pure): a kernel module that differs from the dump's. Unknown on
-/// either side is no refusal (the caller says it was not checked).
+/// cannot (pure): a kernel module that differs from the dump's, or where
+/// either side does not say its module, a CUDA driver API version that
+/// differs. Unknown on either side is no refusal.
 pub fn mismatch(dumped: &ManifestDriver, here: &ManifestDriver) -> Option<String> {
+    let why = |what: &str, then: &str, now: &str| {
+        format!("the images were dumped under {what} {then}, and this host has {now}: the driver restores only what its own version checkpointed")
+    };
     match (&dumped.kernel_module, &here.kernel_module) {
-        (Some(then), Some(now)) if then != now => Some(format!(
-            "the images were dumped under NVIDIA driver {then}, and this host runs {now}: the driver restores only what its own version checkpointed"
-        )),
-        _ => None,
+        (Some(then), Some(now)) if then != now => Some(why("NVIDIA driver", then, now)),
+        (Some(_), Some(_)) => None,
+        _ => match (&dumped.cuda, &here.cuda) {
+            (Some(then), Some(now)) if then != now => Some(why("CUDA driver API", then, now)),
+            _ => None,
+        },
     }
 }
 
@@ -50,6 +56,27 @@ mod tests {
     }
 
     #[test]
+    fn without_a_module_version_the_cuda_version_decides() {
+        let cuda = |version: &str| ManifestDriver {
+            kernel_module: None,
+            cuda: Some(version.to_string()),
+        };
+        assert!(mismatch(&cuda("13.0"), &cuda("12.8"))
+            .unwrap()
+            .contains("CUDA driver API 13.0"));
+        assert_eq!(mismatch(&cuda("13.0"), &cuda("13.0")), None);
+        // Same module, whatever the CUDA versions say.
+        let both = |module: &str, version: &str| ManifestDriver {
+            kernel_module: Some(module.to_string()),
+            cuda: Some(version.to_string()),
+        };
+        assert_eq!(
+            mismatch(&both("580.1", "13.0"), &both("580.1", "12.8")),
+            None
+        );
+    }
+
+    #[test]
     fn only_a_known_different_driver_is_a_mismatch() {
         assert_eq!(
             mismatch(&driver(Some("580.159.04")), &driver(Some("580.159.04"))),
@@ -58,7 +85,7 @@ mod tests {
         assert!(
             mismatch(&driver(Some("580.159.04")), &driver(Some("575.57.08")))
                 .unwrap()
-                .contains("this host runs 575.57.08")
+                .contains("this host has 575.57.08")
         );
         assert_eq!(mismatch(&driver(None), &driver(Some("575.57.08"))), None);
     }

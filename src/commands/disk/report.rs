@@ -9,8 +9,9 @@ use super::manifest::Manifest;
 /// Why a dump or an undump stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiskFailure {
-    /// `criu_unusable`, `images_dir`, `no_room`, `refused`, `pid_in_use`,
-    /// `driver_mismatch`, `no_gpu_room`, `criu_failed`, `usage`.
+    /// `no_such_process`, `criu_unusable`, `images_dir`, `no_room`,
+    /// `refused`, `pid_in_use`, `driver_mismatch`, `no_gpu_room`,
+    /// `criu_failed`.
     pub kind: &'static str,
     pub message: String,
     pub hint: String,
@@ -81,12 +82,12 @@ impl DiskReport {
         )
     }
 
-    /// The exit status: 0; 2 for usage; 5 for a process that is not there;
-    /// 8 for a refusal before any change; 1 for CRIU failing.
+    /// The exit status: 0; 5 for a process that is not there; 8 for a
+    /// refusal before any change; 1 for CRIU failing. (Exit 2 is the
+    /// usage-error document's alone: the command line, before any of this.)
     pub fn exit_status(&self) -> ExitStatus {
         match self.failure.as_ref().map(|f| f.kind) {
             None => ExitStatus::Success,
-            Some("usage") => ExitStatus::Usage,
             Some("no_such_process") => ExitStatus::NoProcess,
             Some("criu_failed") => ExitStatus::Failed,
             Some(_) => ExitStatus::PreflightRefused,

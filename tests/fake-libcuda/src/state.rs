@@ -135,14 +135,8 @@ impl Record {
 
     /// Decodes a state file for a process started at `starttime`; an empty or
     /// unreadable file, or one left by an earlier process with the same PID
-    /// (another starttime), is a fresh `running` record.
-    pub fn decode(text: &str, starttime: u64) -> Record {
-        Record::decode_as(text, starttime, None)
-    }
-
-    /// [`Record::decode`] for a process whose `FAKE_CUDA_IDENTITY` is
-    /// `identity`: a record of the same identity is its own whatever its
-    /// starttime (a CRIU restore).
+    /// (another starttime), is a fresh `running` record. For a process whose `FAKE_CUDA_IDENTITY` is `identity`, a record of
+    /// the same identity is its own whatever its starttime (a CRIU restore).
     pub fn decode_as(text: &str, starttime: u64, identity: Option<&str>) -> Record {
         match serde_json::from_str::<Record>(text) {
             Ok(record) if record.starttime == starttime => record,
@@ -349,15 +343,32 @@ mod tests {
     #[test]
     fn records_decode_and_guard_against_pid_reuse() {
         let text = r#"{"state":"locked","starttime":42,"device":1}"#;
-        let record = Record::decode(text, 42);
+        let record = Record::decode_as(text, 42, None);
         assert_eq!((record.state, record.device), (Locked, 1));
-        assert_eq!(Record::decode(text, 43), Record::fresh(43));
-        assert_eq!(Record::decode("", 7), Record::fresh(7));
-        assert_eq!(Record::decode("{garbage", 7), Record::fresh(7));
-        let no_device = Record::decode(r#"{"state":"failed","starttime":5}"#, 5);
+        assert_eq!(Record::decode_as(text, 43, None), Record::fresh(43));
+        assert_eq!(Record::decode_as("", 7, None), Record::fresh(7));
+        assert_eq!(Record::decode_as("{garbage", 7, None), Record::fresh(7));
+        let no_device = Record::decode_as(r#"{"state":"failed","starttime":5}"#, 5, None);
         assert_eq!((no_device.state, no_device.device), (Failed, 0));
         let json = serde_json::to_string(&Record::fresh(9)).unwrap_or_default();
         assert_eq!(json, r#"{"state":"running","starttime":9,"device":0}"#);
+    }
+
+    #[test]
+    fn a_record_follows_its_process_through_a_criu_restore_by_identity() {
+        let text = r#"{"state":"checkpointed","starttime":42,"device":1,"identity":"job"}"#;
+        // Restored by CRIU: a new starttime, the same memory and identity.
+        let restored = Record::decode_as(text, 99, Some("job"));
+        assert_eq!(
+            (restored.state, restored.device, restored.starttime),
+            (Checkpointed, 1, 99)
+        );
+        // Another process on the PID, or one without an identity: fresh.
+        assert_eq!(
+            Record::decode_as(text, 99, Some("other")),
+            Record::fresh(99)
+        );
+        assert_eq!(Record::decode_as(text, 99, None), Record::fresh(99));
     }
 
     #[test]
