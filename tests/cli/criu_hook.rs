@@ -667,3 +667,33 @@ fn post_dump_of_the_tree_of_pid_1_needs_confirming() {
     assert!(waiters_for(&[target.pid]).is_empty());
     fx.assert_no_calls("post-dump of the whole host, unconfirmed");
 }
+
+/// After a plain dump CRIU kills the tree; until its parent reaps it, each
+/// process is a zombie with its PID and start time. The watcher that a
+/// pre-dump started must take a zombie for what it is, an exited process,
+/// and call nothing on it (the driver would fail, and an undump restoring
+/// the job onto that PID meanwhile must find its state as the dump left it).
+#[test]
+fn the_watcher_leaves_a_dumped_process_that_is_a_zombie_alone() {
+    let fx = Fixture::new();
+    let mut target = fx.cuda_target();
+    fx.cudackpt(&["suspend", &target.arg()]).assert().success();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", target.pid)).expect("stat");
+    let start: u64 = stat
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().nth(19))
+        .and_then(|field| field.parse().ok())
+        .expect("the start time");
+    target.kill_leaving_zombie();
+    fx.take_calls();
+    let mut gone = std::process::Command::new("true").spawn().expect("true");
+    gone.wait().expect("reaped");
+    let criu = gone.id().to_string();
+    let zombie = format!("{}@{start}", target.pid);
+    fx.cudackpt(&["criu-hook", "--after-criu", &criu, &zombie])
+        .assert()
+        .success();
+    fx.assert_no_calls("the watcher, on a zombie");
+    assert_eq!(fx.fake_state(target.pid), "checkpointed");
+}

@@ -190,7 +190,11 @@ fn a_cuda_process_goes_to_disk_and_back_through_criu() {
     assert!(alive(target.0));
     assert_eq!(fx.fake_state(target.0), "running", "{undumped:#}");
     let calls = crate::support::shorts(&fx.take_calls());
-    assert!(calls.iter().any(|c| c.starts_with("restore")), "{calls:?}");
+    let record = std::fs::read_to_string(fx.dir().join(format!("{}.json", target.0)));
+    assert!(
+        calls.iter().any(|c| c.starts_with("restore")),
+        "{calls:?} {record:?} {undumped:#}"
+    );
 }
 
 #[test]
@@ -306,6 +310,12 @@ fn a_job_whose_gpu_is_busy_at_the_undump_moves_to_one_with_room() {
         manifest["processes"][0]["gpu_memory"][0]["bytes"],
         4000u64 << 20
     );
+    // What the pre-dump's checkpoint moved, from its record.
+    assert_eq!(
+        manifest["processes"][0]["checkpointed_bytes"],
+        4000u64 << 20
+    );
+    assert_eq!(manifest["drain_released_bytes"], serde_json::Value::Null);
     wait_until("the dumped job to be gone", || !alive(job.0));
     // Another process now fills GPU A: 6000 of its 8000 MiB.
     let other = fx.cuda_target();

@@ -36,9 +36,12 @@ pub struct CriuCall<'a> {
 pub fn run(call: &CriuCall<'_>, written: &dyn Fn(u64, Duration)) -> std::io::Result<CriuRun> {
     let started = Instant::now();
     let log = call.images.join(call.log_name);
+    let no_plugins = images::no_plugins_dir(call.images)?;
     let mut command = Command::new(call.criu);
     command
         .args(&call.args)
+        .arg("--libdir")
+        .arg(&no_plugins)
         .arg("-D")
         .arg(call.images)
         .arg("-o")

@@ -209,6 +209,7 @@ fn dump(
     }
     // Read now: after a plain dump the processes are gone.
     let members = processes(&tree, usage.as_ref());
+    let identities: Vec<Identity> = tree.iter().map(|&pid| Identity::of(pid)).collect();
     let preflights = started.elapsed();
     for option in &options {
         report
@@ -248,6 +249,13 @@ fn dump(
             root_pid
         ));
     }
+    let mut members = members;
+    moved_by_checkpoints(&mut members, &identities);
+    let drain_released_bytes = if request.drain {
+        Manifest::released_by_drain(&members)
+    } else {
+        None
+    };
     let manifest = Manifest {
         schema_version: manifest::SCHEMA_VERSION,
         created_unix_s: SystemTime::now()
@@ -263,6 +271,7 @@ fn dump(
         processes: members,
         gpus: gpus_held(request.libcuda, usage.as_ref(), &cuda),
         drained: request.drain,
+        drain_released_bytes,
         leave_running: request.leave_running,
         criu_options: options,
         image_bytes: images::size_of(request.to),
@@ -368,6 +377,29 @@ fn gone(root: Identity, limit: Duration) -> bool {
     true
 }
 
+/// What each process's checkpoint moved, from the checkpoint records the
+/// action script's pre-dump wrote (the same process: PID and start time).
+fn moved_by_checkpoints(members: &mut [ManifestProcess], identities: &[Identity]) {
+    let Ok(Some(dir)) = crate::files::SafeDir::open_existing(&crate::gpu::record::dir(None)) else {
+        return;
+    };
+    for (member, identity) in members.iter_mut().zip(identities) {
+        let found = crate::gpu::record::read(&dir, member.pid, &member.name)
+            .ok()
+            .flatten();
+        let record = match found {
+            Some(
+                crate::gpu::record::RecordMatch::ThisProcess(r)
+                | crate::gpu::record::RecordMatch::SameName(r),
+            ) => r,
+            None => continue,
+        };
+        if record.starttime.is_some() && record.starttime == identity.starttime {
+            member.checkpointed_bytes = record.bytes_needed();
+        }
+    }
+}
+
 /// Every process of the tree with its GPU memory per GPU.
 fn processes(tree: &[i32], usage: Option<&nvml::Usage>) -> Vec<ManifestProcess> {
     tree.iter()
@@ -390,6 +422,7 @@ fn processes(tree: &[i32], usage: Option<&nvml::Usage>) -> Vec<ManifestProcess> 
                 })
                 .unwrap_or_default(),
             gpu_memory_known: usage.is_some(),
+            checkpointed_bytes: None,
         })
         .collect()
 }

@@ -39,6 +39,29 @@ pub fn prepare(path: &Path) -> Result<SafeDir, ImagesDirProblem> {
     Ok(dir)
 }
 
+/// The empty directory CRIU is given as `--libdir` (`no-plugins` in the
+/// images directory, made here): CRIU then loads no plugin, so its CUDA
+/// plugin, where a host has one installed, does not act on a tree that
+/// cudackpt's action script already suspends.
+pub fn no_plugins_dir(images: &Path) -> std::io::Result<std::path::PathBuf> {
+    let dir = images.join("no-plugins");
+    match std::fs::create_dir(&dir) {
+        Ok(()) => Ok(dir),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let metadata = std::fs::symlink_metadata(&dir)?;
+            if metadata.is_dir() {
+                Ok(dir)
+            } else {
+                Err(std::io::Error::other(format!(
+                    "{} is not a directory",
+                    dir.display()
+                )))
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Whether `path` can become the images directory, without creating it:
 /// missing, or an empty directory that is safe to use.
 pub fn check_unused(path: &Path) -> Result<(), ImagesDirProblem> {

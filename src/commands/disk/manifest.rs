@@ -33,6 +33,10 @@ pub struct Manifest {
     pub gpus: Vec<ManifestGpu>,
     /// The drain ran before the dump (`--drain`).
     pub drained: bool,
+    /// What the drain released: the job's GPU memory before it, less what
+    /// the checkpoints then moved (each process's `checkpointed_bytes`),
+    /// where both are known.
+    pub drain_released_bytes: Option<u64>,
     /// The job went on after the dump (`--leave-running`).
     pub leave_running: bool,
     /// The options cudackpt chose for CRIU, and why; the undump passes the
@@ -70,6 +74,11 @@ pub struct ManifestProcess {
     /// with none, or where NVML could not tell (`gpu_memory_known`).
     pub gpu_memory: Vec<ManifestGpuUse>,
     pub gpu_memory_known: bool,
+    /// What its checkpoint moved to host memory at the pre-dump (after a
+    /// drain, what was left), from its checkpoint record; `None` for a
+    /// process with no CUDA state, or a record already gone (after
+    /// `--leave-running` the resume removes it).
+    pub checkpointed_bytes: Option<u64>,
 }
 
 /// Bytes one process held on one GPU.
@@ -115,6 +124,24 @@ impl Manifest {
         needs
     }
 
+    /// What a drain released, from the processes' footprints before it and
+    /// what their checkpoints moved (pure): `None` unless known for one.
+    pub fn released_by_drain(processes: &[ManifestProcess]) -> Option<u64> {
+        let pairs: Vec<(u64, u64)> = processes
+            .iter()
+            .filter_map(|p| {
+                let before: u64 = p.gpu_memory.iter().map(|u| u.bytes).sum();
+                Some((before, p.checkpointed_bytes?)).filter(|_| p.gpu_memory_known)
+            })
+            .collect();
+        (!pairs.is_empty()).then(|| {
+            pairs
+                .iter()
+                .map(|(before, after)| before.saturating_sub(*after))
+                .sum()
+        })
+    }
+
     /// Whether every process's GPU memory was known at the dump.
     pub fn footprint_known(&self) -> bool {
         self.processes.iter().all(|p| p.gpu_memory_known)
@@ -146,6 +173,7 @@ mod tests {
                 })
                 .collect(),
             gpu_memory_known: true,
+            checkpointed_bytes: None,
         }
     }
 
@@ -174,6 +202,7 @@ mod tests {
                 memory_total_bytes: None,
             }],
             drained: false,
+            drain_released_bytes: None,
             leave_running: false,
             criu_options: vec![],
             image_bytes: 0,
@@ -183,6 +212,16 @@ mod tests {
                 total_ms: 3.0,
             },
         }
+    }
+
+    #[test]
+    fn what_the_drain_released_is_before_less_what_was_moved() {
+        let mut processes = sample().processes;
+        assert_eq!(Manifest::released_by_drain(&processes), None);
+        processes[0].checkpointed_bytes = Some(1);
+        processes[1].checkpointed_bytes = Some(5);
+        // 5 - 1, and 2 + 3 - 5.
+        assert_eq!(Manifest::released_by_drain(&processes), Some(4));
     }
 
     #[test]
