@@ -461,3 +461,31 @@ fn a_cgroup_is_dumped_when_it_holds_one_tree() {
     assert_eq!(dumped["manifest"]["root_pid"], job.0);
     assert!(alive(stray.0), "only the cgroup's tree was dumped");
 }
+
+/// A job started from a shell without `setsid` (the usual server or
+/// script): its session is led from outside the tree, which CRIU refuses
+/// without `--shell-job` ("The root process ... is not a session leader").
+/// The dump chooses it, says why, and the undump passes it on.
+#[test]
+fn a_job_started_from_a_shell_is_dumped_as_a_shell_job() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let job = Orphan::start(
+        &fx,
+        "FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA sleep 600 </dev/null >/dev/null 2>&1",
+    );
+    let images = fx.dir().join("images");
+    let (code, dumped) = dump(&fx, &images, &criu, job.0, &[]);
+    assert_eq!(code, 0, "{dumped:#}");
+    let options = &dumped["manifest"]["criu_options"];
+    assert_eq!(options[0]["option"], "--shell-job", "{options:#}");
+    assert!(options[0]["why"]
+        .as_str()
+        .expect("why")
+        .contains("led from outside the tree"));
+    wait_until("the dumped job to be gone", || !alive(job.0));
+    let (code, undumped) = undump(&fx, &images, &criu, &[]);
+    assert_eq!(code, 0, "{undumped:#}");
+    assert!(alive(job.0));
+    assert_eq!(fx.fake_state(job.0), "running");
+}

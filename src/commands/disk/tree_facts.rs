@@ -5,7 +5,10 @@
 //!   them); where every one is over loopback, also `--network-lock skip`
 //!   (nothing outside the host can send on them, and hosts without
 //!   iptables or nftables cannot lock the network);
-//! - a terminal (`/dev/pts/N`, `/dev/ttyN`): `--shell-job`;
+//! - a terminal (`/dev/pts/N`, `/dev/ttyN`), or a session or process
+//!   group whose leader is outside the tree (a job started from a shell
+//!   or a script without `setsid`; CRIU: "The root process ... is not a
+//!   session leader"): `--shell-job`;
 //! - a file lock (`/proc/locks`): `--file-locks`.
 //!
 //! The same options go to the restore (the manifest keeps them).
@@ -31,6 +34,8 @@ pub struct TreeFacts {
     pub tcp_all_loopback: bool,
     /// PIDs with a terminal open.
     pub terminal: BTreeSet<i32>,
+    /// PIDs whose session or process group leader is outside the tree.
+    pub led_from_outside: BTreeSet<i32>,
     /// PIDs holding a file lock.
     pub file_locks: BTreeSet<i32>,
 }
@@ -60,6 +65,11 @@ pub fn gather(pids: &[i32]) -> TreeFacts {
         .map(|text| lock_holders(&text))
         .unwrap_or_default();
     for &pid in pids {
+        if let Some((group, session)) = group_and_session(pid) {
+            if !pids.contains(&group) || !pids.contains(&session) {
+                facts.led_from_outside.insert(pid);
+            }
+        }
         let sockets = socket_inodes_and_terminal(pid, &mut facts);
         if !sockets.is_empty() {
             for table in ["tcp", "tcp6"] {
@@ -79,6 +89,19 @@ pub fn gather(pids: &[i32]) -> TreeFacts {
         }
     }
     facts
+}
+
+/// `pid`'s process group and session, from `/proc/PID/stat`.
+fn group_and_session(pid: i32) -> Option<(i32, i32)> {
+    let stat = crate::targets::process::read_proc_text(&format!("/proc/{pid}/stat")).ok()?;
+    parse_group_and_session(&stat)
+}
+
+/// Fields 5 and 6 (pgrp, session) of a `/proc/PID/stat` text, counted after
+/// the command name's last `)` (pure).
+pub fn parse_group_and_session(stat: &str) -> Option<(i32, i32)> {
+    let mut fields = crate::targets::process::stat_fields(stat)?.skip(2);
+    Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
 }
 
 /// The socket inodes `pid` holds; notes a terminal among its descriptors.
@@ -179,10 +202,20 @@ pub fn choose(facts: &TreeFacts) -> Vec<ChosenCriuOption> {
             });
         }
     }
+    let mut shell_job = Vec::new();
     if !facts.terminal.is_empty() {
+        shell_job.push(format!("{} have a terminal open", pids(&facts.terminal)));
+    }
+    if !facts.led_from_outside.is_empty() {
+        shell_job.push(format!(
+            "the session or process group of {} is led from outside the tree (started from a shell, without setsid)",
+            pids(&facts.led_from_outside)
+        ));
+    }
+    if !shell_job.is_empty() {
         chosen.push(ChosenCriuOption {
             option: "--shell-job".into(),
-            why: format!("{} have a terminal open", pids(&facts.terminal)),
+            why: shell_job.join("; "),
         });
     }
     if !facts.file_locks.is_empty() {
@@ -235,6 +268,7 @@ mod tests {
             tcp_established: BTreeSet::from([7, 9]),
             tcp_all_loopback: true,
             terminal: BTreeSet::from([7]),
+            led_from_outside: BTreeSet::new(),
             file_locks: BTreeSet::new(),
         };
         let options: Vec<String> = choose(&facts).into_iter().map(|o| o.option).collect();
@@ -250,6 +284,21 @@ mod tests {
         assert!(chosen.iter().all(|o| o.option != "--network-lock skip"));
         assert!(chosen[0].why.contains("PIDs 7 and 9"), "{}", chosen[0].why);
         assert_eq!(chosen[1].args(), ["--shell-job"]);
+    }
+
+    #[test]
+    fn a_tree_led_from_outside_is_a_shell_job() {
+        let facts = TreeFacts {
+            led_from_outside: BTreeSet::from([42]),
+            ..TreeFacts::default()
+        };
+        let chosen = choose(&facts);
+        assert_eq!(chosen.len(), 1);
+        assert_eq!(chosen[0].option, "--shell-job");
+        assert!(chosen[0].why.contains("PID 42"), "{}", chosen[0].why);
+        let stat = "42 (a b) c) S 1 40 39 0 -1 4194560";
+        assert_eq!(parse_group_and_session(stat), Some((40, 39)));
+        assert_eq!(parse_group_and_session("garbage"), None);
     }
 
     #[test]

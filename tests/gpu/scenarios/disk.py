@@ -1,0 +1,123 @@
+"""`cudackpt dump` and `cudackpt undump`: a GPU process and a PyTorch job
+with DataLoader workers to disk and back through the carried CRIU, and a
+job restored onto the other GPU while its own is taken."""
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+from harness.criu import criu_command
+from harness.jobs import TrainJob
+from harness.procs import wait_for_line
+from harness.registry import RAW, Skipped, expect, scenario
+from harness.tools import Target
+
+
+def disk(tools, *args, expect_code=0):
+    """`cudackpt --json dump|undump ... --criu CRIU` with the carried CRIU's
+    libraries: (document, seconds)."""
+    found = criu_command()
+    if not found:
+        raise Skipped("criu is not installed on this host (carry one with --criu-dir)")
+    criu, criu_env = found
+    started = time.monotonic()
+    code, out, err = tools.run("--json", *args, "--criu", criu, env=criu_env)
+    took = time.monotonic() - started
+    docs = [line for line in out.splitlines() if line.strip()]
+    expect(len(docs) == 1, f"`{' '.join(map(str, args))}`: one JSON document expected: {out!r} {err!r}")
+    doc = json.loads(docs[0])
+    expect(code == expect_code, f"`{' '.join(map(str, args))}` exited {code}: {doc}")
+    return doc, took
+
+
+def held(tools, work, size_mib, device=0, seed=7):
+    """A held target (its log says READY, then OK HASH every second)."""
+    log_path = os.path.join(work, f"target-{seed}.log")
+    with open(log_path, "w") as log:
+        p = subprocess.Popen([tools.target_bin, "--size-mib", str(size_mib), "--device", str(device), "--seed", str(seed), "--hold"],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    ready, seen = wait_for_line(log_path, "READY", 0, 120)
+    line, seen = wait_for_line(log_path, "OK", seen, 60)
+    return p, log_path, ready.split()[2]
+
+
+def data_back(log_path, expected_hash):
+    with open(log_path) as f:
+        seen = len(f.read().splitlines())
+    line, _ = wait_for_line(log_path, "OK", seen, 120)
+    expect(line == f"OK {expected_hash}", f"after the undump the target says {line!r}")
+
+
+def kill(p):
+    subprocess.run(["kill", "-9", str(p.pid)], capture_output=True)
+    try:
+        p.wait(timeout=5)
+    except Exception:
+        pass
+
+
+@scenario("dump and undump: a 4 GiB GPU process to disk and back through CRIU in one command each, the manifest right, data intact")
+def disk_round_trip(tools):
+    work = tempfile.mkdtemp(prefix="cudackpt-disk-")
+    images = os.path.join(work, "images")
+    p, log_path, hash_ = held(tools, work, 4096)
+    try:
+        dumped, dump_s = disk(tools, "dump", "--to", images, p.pid)
+        manifest = dumped["manifest"]
+        RAW["disk_round_trip"] = {"dump": dumped}
+        expect(manifest["gpus"] and manifest["processes"][0]["gpu_memory"], f"the manifest has the job's GPU: {manifest}")
+        expect(manifest["driver"]["kernel_module"], f"the manifest has the driver: {manifest}")
+        p.wait(timeout=30)
+        undumped, undump_s = disk(tools, "undump", images)
+        RAW["disk_round_trip"]["undump"] = undumped
+        data_back(log_path, hash_)
+        return (f"dump {dump_s:.1f} s ({manifest['image_bytes'] / 1e9:.2f} GB, CRIU {manifest['criu']['version']}), "
+                f"undump {undump_s:.1f} s, data intact")
+    finally:
+        kill(p)
+
+
+@scenario("dump --drain and undump of a PyTorch job with fork DataLoader workers (the client's fork hook): killed between, restored, losses bit-exact")
+def disk_dataloader(tools):
+    base = tempfile.mkdtemp(prefix="cudackpt-disk-dl-")
+    steps = 60
+    with TrainJob(os.path.join(base, "reference"), "--workers", "2", "--steps", steps) as reference:
+        reference.wait_done()
+    expected = reference.losses()
+    with TrainJob(os.path.join(base, "job"), "--workers", "2", "--steps", steps, "--pause", "0.2") as job:
+        job.wait_step(10)
+        images = os.path.join(base, "images")
+        dumped, dump_s = disk(tools, "dump", "--drain", "--to", images, job.p.pid)
+        RAW["disk_dataloader"] = {"dump": dumped}
+        job.p.wait(timeout=30)
+        undumped, undump_s = disk(tools, "undump", images)
+        RAW["disk_dataloader"]["undump"] = undumped
+        job.wait_done()
+        expect(job.losses() == expected, f"losses after the undump differ: {[(a, b) for a, b in zip(job.losses(), expected) if a != b][:3]}")
+        manifest = dumped["manifest"]
+        return (f"dump --drain {dump_s:.1f} s ({manifest['image_bytes'] / 1e9:.2f} GB; released {manifest.get('drain_released_bytes')}), "
+                f"undump {undump_s:.1f} s, {steps} losses bit-exact")
+
+
+@scenario("undump onto the other GPU: the job's GPU is filled by another process, so the undump moves it to the GPU with room; data intact", gpus=2)
+def disk_moved_gpu(tools):
+    work = tempfile.mkdtemp(prefix="cudackpt-disk-move-")
+    images = os.path.join(work, "images")
+    p, log_path, hash_ = held(tools, work, 4096, device=0)
+    try:
+        dumped, _ = disk(tools, "dump", "--to", images, p.pid)
+        p.wait(timeout=30)
+        devices = tools.json("devices")["gpus"]
+        free_mib = devices[0]["memory_free_bytes"] >> 20
+        # Leave GPU 0 less room than the job needs.
+        with Target(tools, size_mib=max(free_mib - 2048, 1024), device=0, seed=3, fill=False):
+            undumped, undump_s = disk(tools, "undump", images)
+            RAW["disk_moved_gpu"] = {"dump": dumped, "undump": undumped}
+            moved = undumped.get("gpu_map") or []
+            expect(moved and moved[0]["to"] == devices[1]["uuid"], f"moved to GPU 1: {undumped}")
+            data_back(log_path, hash_)
+        return f"GPU 0 busy: restored onto GPU 1 in {undump_s:.1f} s, data intact"
+    finally:
+        kill(p)
