@@ -16,3 +16,4 @@ pub mod name;
 pub mod namespace;
 pub mod process;
 pub mod procfs;
+pub mod unix_peers;

@@ -33,14 +33,24 @@ fn criu() -> Option<PathBuf> {
 }
 
 /// A fake CUDA process orphaned at once (its parent is init, which reaps
-/// it when CRIU's dump kills it), killed when dropped.
-struct Orphan(i32);
+/// it when CRIU's dump kills it), killed when dropped: the process at its
+/// PID then, if it is this one or its CRIU-restored self (its environment,
+/// restored with its memory, carries this orphan's mark), never a process
+/// that took the PID over once it was gone.
+struct Orphan(i32, String);
 
 impl Orphan {
     /// `sh -c SCRIPT`'s last background process; the script gets `$CUDA`.
     fn start(fx: &Fixture, script: &str) -> Orphan {
+        static ORPHANS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let mark = format!(
+            "{}-{}",
+            std::process::id(),
+            ORPHANS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
         let out = Command::new("sh")
             .args(["-c", &format!("{script} & echo $!")])
+            .env("CUDACKPT_TEST_ORPHAN", &mark)
             .env("FAKE_CUDA_STATE_DIR", fx.dir())
             .env("CUDA", fake_libcuda())
             .stdin(Stdio::null())
@@ -55,7 +65,23 @@ impl Orphan {
         wait_until("the orphan to map the fake", || {
             std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains(&fake))
         });
-        Orphan(pid)
+        Orphan(pid, mark)
+    }
+
+    /// Kills the process at its PID if it is this orphan (or its restored
+    /// self).
+    fn kill(&self) {
+        let mark = format!("CUDACKPT_TEST_ORPHAN={}", self.1);
+        let ours = std::fs::read(format!("/proc/{}/environ", self.0)).is_ok_and(|environ| {
+            environ
+                .split(|b| *b == 0)
+                .any(|entry| entry == mark.as_bytes())
+        });
+        if ours {
+            let _ = Command::new("kill")
+                .args(["-9", &self.0.to_string()])
+                .status();
+        }
     }
 
     fn cuda(fx: &Fixture) -> Orphan {
@@ -65,17 +91,11 @@ impl Orphan {
             "FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA setsid sleep 600 </dev/null >/dev/null 2>&1",
         )
     }
-
-    fn arg(&self) -> String {
-        self.0.to_string()
-    }
 }
 
 impl Drop for Orphan {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-9", &self.0.to_string()])
-            .status();
+        self.kill();
     }
 }
 
@@ -332,7 +352,7 @@ fn a_job_whose_gpu_is_busy_at_the_undump_moves_to_one_with_room() {
         "restored onto GPU B"
     );
     // A map onto the busy GPU is refused before CRIU runs.
-    let _ = Command::new("kill").args(["-9", &job.arg()]).status();
+    job.kill();
     wait_until("the restored job to be gone", || !alive(job.0));
     let _ = std::fs::remove_file(images.join("restore.log"));
     let (code, refused) = undump(&fx, &images, &criu, &["--map", &format!("{a}={a}")]);
@@ -488,4 +508,66 @@ fn a_job_started_from_a_shell_is_dumped_as_a_shell_job() {
     assert_eq!(code, 0, "{undumped:#}");
     assert!(alive(job.0));
     assert_eq!(fx.fake_state(job.0), "running");
+}
+
+/// A Unix socket connected to a process outside the tree (a daemon, as
+/// journald's socket is for a service's output) cannot be dumped by CRIU.
+/// Forced, CRIU fails after the pre-dump suspended the job (the harm: a
+/// suspend and a resume for nothing, and no images); without `--force` the
+/// dump is refused before any change, naming the socket.
+#[test]
+fn a_unix_socket_connected_outside_the_tree_is_refused_before_any_change() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let daemon_path = fx.dir().join("daemon.sock");
+    let daemon = std::os::unix::net::UnixListener::bind(&daemon_path).expect("a listener");
+    // The daemon accepts (an unaccepted connection waits in its queue, held
+    // by nobody, and CRIU dumps it).
+    let accepted = std::thread::spawn(move || daemon.accept().map(|(stream, _)| stream));
+    let script = format!(
+        "LD_PRELOAD=$CUDA setsid python3 -c 'import socket, time; s = socket.socket(socket.AF_UNIX); s.connect(\"{}\"); time.sleep(600)' </dev/null >/dev/null 2>&1",
+        daemon_path.display()
+    );
+    let job = Orphan::start(&fx, &script);
+    wait_until("the job to connect", || {
+        std::fs::read_dir(format!("/proc/{}/fd", job.0)).is_ok_and(|fds| {
+            fds.flatten().any(|fd| {
+                std::fs::read_link(fd.path())
+                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+            })
+        })
+    });
+    let _held = accepted
+        .join()
+        .expect("the accept thread")
+        .expect("accepted");
+    // The harm, forced: CRIU fails after the suspend.
+    let (code, forced) = dump(&fx, &fx.dir().join("forced"), &criu, job.0, &["--force"]);
+    assert_eq!(
+        (code, forced["error"]["kind"].as_str()),
+        (1, Some("criu_failed")),
+        "{forced:#}"
+    );
+    assert!(
+        fx.take_calls().iter().any(|c| c.op == "checkpoint"),
+        "the pre-dump suspended it"
+    );
+    wait_until("the watcher to resume the job", || {
+        fx.fake_state(job.0) == "running"
+    });
+    // The refusal: before any change, the socket named.
+    let images = fx.dir().join("images");
+    let (code, refused) = dump(&fx, &images, &criu, job.0, &[]);
+    assert_eq!(
+        (code, refused["error"]["kind"].as_str()),
+        (8, Some("refused")),
+        "{refused:#}"
+    );
+    let message = refused["error"]["message"].as_str().expect("a message");
+    assert!(
+        message.contains(&daemon_path.display().to_string()),
+        "{message}"
+    );
+    fx.assert_no_calls("a refused dump");
+    assert!(!images.exists(), "nothing was created");
 }

@@ -50,7 +50,7 @@ fn try_it_without_a_gpu_works_as_written() {
         "{script}"
     );
     let output = Command::new("bash")
-        .args(["-e", "-c", &script])
+        .args(["-e", "-x", "-c", &script])
         .current_dir(workspace())
         .env_remove("CUDACKPT_LIBCUDA")
         .output()

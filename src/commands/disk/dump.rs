@@ -126,7 +126,7 @@ pub fn run(request: &DumpSettings<'_>, written: &dyn Fn(u64, u64, Duration)) -> 
 
 fn dump(
     request: &DumpSettings<'_>,
-    report: DiskReport,
+    mut report: DiskReport,
     started: Instant,
     written: &dyn Fn(u64, u64, Duration),
 ) -> DiskReport {
@@ -161,15 +161,26 @@ fn dump(
         let hint = why.hint();
         return report.failed("images_dir", why.to_string(), hint, false);
     }
+    let tree = discover::trees(&[root_pid]);
+    let facts = tree_facts::gather(&tree);
+    if let Some(why) = tree_facts::refusal(&facts) {
+        if !request.force {
+            return report.failed(
+                "refused",
+                format!("refused before any change: {why}"),
+                "give the job output of its own (a file, or a pipe read inside the tree) rather than a daemon's socket such as journald's, or dump the process that holds the other end with it; --force lets CRIU try (it fails, and the tree goes on running)",
+                false,
+            );
+        }
+        report.remarks.push(format!("{why} (going on: --force)"));
+    }
     let predicted = predump_dry_run(request, root_pid);
     if let Some((message, hint)) = refusal_of(&predicted) {
         return report.failed("refused", message, hint, false);
     }
-    let mut report = report;
     report.remarks.extend(predicted.warnings.iter().cloned());
     let cuda: Vec<i32> = predicted.processes.iter().map(|p| p.pid).collect();
-    let tree = discover::trees(&[root_pid]);
-    let options = tree_facts::choose(&tree_facts::gather(&tree));
+    let options = tree_facts::choose(&facts);
     let usage = nvml::usage_of(&cuda).ok();
     let host_bytes: u64 = tree
         .iter()

@@ -38,6 +38,9 @@ pub struct TreeFacts {
     pub led_from_outside: BTreeSet<i32>,
     /// PIDs holding a file lock.
     pub file_locks: BTreeSet<i32>,
+    /// Unix sockets connected to a process outside the tree, by the PID
+    /// holding them: what the other end is bound to, when it says.
+    pub external_unix: std::collections::BTreeMap<i32, Vec<String>>,
 }
 
 /// One CRIU option cudackpt chose, and why.
@@ -64,6 +67,7 @@ pub fn gather(pids: &[i32]) -> TreeFacts {
     let locks = files::read_capped(std::path::Path::new("/proc/locks"), LOCKS_CAP)
         .map(|text| lock_holders(&text))
         .unwrap_or_default();
+    let mut held: Vec<(i32, BTreeSet<u64>)> = Vec::new();
     for &pid in pids {
         if let Some((group, session)) = group_and_session(pid) {
             if !pids.contains(&group) || !pids.contains(&session) {
@@ -87,8 +91,71 @@ pub fn gather(pids: &[i32]) -> TreeFacts {
         if locks.contains(&pid) {
             facts.file_locks.insert(pid);
         }
+        held.push((pid, sockets));
     }
+    facts.external_unix = external_unix(&held);
     facts
+}
+
+/// The Unix sockets of `held` (PID, socket inodes) connected outside it.
+fn external_unix(held: &[(i32, BTreeSet<u64>)]) -> std::collections::BTreeMap<i32, Vec<String>> {
+    if held.iter().all(|(_, sockets)| sockets.is_empty()) {
+        return Default::default();
+    }
+    match crate::targets::unix_peers::all() {
+        Some(unix) => outside(held, &unix),
+        None => Default::default(),
+    }
+}
+
+/// Which of `held`'s Unix sockets have a peer none of `held` holds, each
+/// said as what the peer is bound to (pure).
+pub fn outside(
+    held: &[(i32, BTreeSet<u64>)],
+    unix: &std::collections::HashMap<u64, crate::targets::unix_peers::UnixSocket>,
+) -> std::collections::BTreeMap<i32, Vec<String>> {
+    let inside: BTreeSet<u64> = held.iter().flat_map(|(_, s)| s.iter().copied()).collect();
+    let mut found = std::collections::BTreeMap::new();
+    for (pid, sockets) in held {
+        for inode in sockets {
+            let Some(peer) = unix.get(inode).and_then(|s| s.peer) else {
+                continue;
+            };
+            // A peer the kernel does not list is still in a listener's
+            // queue, held by nobody: CRIU dumps that connection.
+            if inside.contains(&peer) || !unix.contains_key(&peer) {
+                continue;
+            }
+            let said = match unix.get(&peer).and_then(|p| p.name.clone()) {
+                Some(name) => format!("connected to {name}"),
+                None => "connected to an unnamed socket of another process".to_string(),
+            };
+            found.entry(*pid).or_insert_with(Vec::new).push(said);
+        }
+    }
+    found
+}
+
+/// Why a tree with Unix sockets connected outside it cannot be dumped,
+/// if it has any (pure).
+pub fn refusal(facts: &TreeFacts) -> Option<String> {
+    if facts.external_unix.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = facts
+        .external_unix
+        .iter()
+        .map(|(pid, sockets)| {
+            format!(
+                "PID {pid} holds a Unix socket {}",
+                sockets.join(", and one ")
+            )
+        })
+        .collect();
+    Some(format!(
+        "{}: CRIU cannot dump a Unix socket whose other end is outside the tree",
+        each.join("; ")
+    ))
 }
 
 /// `pid`'s process group and session, from `/proc/PID/stat`.
@@ -270,6 +337,7 @@ mod tests {
             terminal: BTreeSet::from([7]),
             led_from_outside: BTreeSet::new(),
             file_locks: BTreeSet::new(),
+            external_unix: Default::default(),
         };
         let options: Vec<String> = choose(&facts).into_iter().map(|o| o.option).collect();
         assert_eq!(
@@ -299,6 +367,42 @@ mod tests {
         let stat = "42 (a b) c) S 1 40 39 0 -1 4194560";
         assert_eq!(parse_group_and_session(stat), Some((40, 39)));
         assert_eq!(parse_group_and_session("garbage"), None);
+    }
+
+    #[test]
+    fn a_unix_socket_with_its_peer_outside_the_tree_is_found() {
+        use crate::targets::unix_peers::UnixSocket;
+        let socket = |peer: Option<u64>, name: Option<&str>| UnixSocket {
+            peer,
+            name: name.map(str::to_string),
+        };
+        let unix = std::collections::HashMap::from([
+            (1, socket(Some(2), None)),
+            (2, socket(Some(1), None)),
+            (3, socket(Some(9), None)),
+            (9, socket(Some(3), Some("/run/systemd/journal/stdout"))),
+            (4, socket(None, Some("/tmp/listening"))),
+            (5, socket(Some(77), None)),
+        ]);
+        // 1 and 2 are a pair inside the tree; 3 talks to journald; 4
+        // listens; 5's peer waits, unaccepted, in a listener's queue.
+        let held = [
+            (10, BTreeSet::from([1, 3])),
+            (11, BTreeSet::from([2, 4, 5])),
+        ];
+        let found = outside(&held, &unix);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[&10], ["connected to /run/systemd/journal/stdout"]);
+        let facts = TreeFacts {
+            external_unix: found,
+            ..TreeFacts::default()
+        };
+        let said = refusal(&facts).expect("refused");
+        assert!(
+            said.starts_with("PID 10 holds a Unix socket connected to /run/systemd/journal/stdout"),
+            "{said}"
+        );
+        assert_eq!(refusal(&TreeFacts::default()), None);
     }
 
     #[test]
