@@ -215,6 +215,21 @@ pub fn run(cli: Cli) -> ExitStatus {
                 uninstall,
             },
         )),
+        command @ (Command::Dump { .. } | Command::Undump { .. }) => {
+            run_disk(command, &global, &sink, libcuda)
+        }
+        process_command => validate_and_run(process_command, &global, &sink),
+    }
+}
+
+/// `dump` and `undump`: a job to disk and back through CRIU.
+fn run_disk(
+    command: Command,
+    global: &GlobalArgs,
+    sink: &Sink,
+    libcuda: Option<&std::path::Path>,
+) -> ExitStatus {
+    match command {
         Command::Dump {
             to,
             pid,
@@ -239,7 +254,7 @@ pub fn run(cli: Cli) -> ExitStatus {
                 force,
                 libcuda,
             };
-            let ticker = match disk_ticker(&sink, &global, "dump", "written") {
+            let ticker = match disk_ticker(sink, global, "dump", "written") {
                 Ok(ticker) => ticker,
                 Err(status) => return status,
             };
@@ -255,7 +270,7 @@ pub fn run(cli: Cli) -> ExitStatus {
                 match undump_map(&map) {
                     Ok(map) => map,
                     Err(why) => return usage_failure(
-                        &sink,
+                        sink,
                         Some("undump"),
                         &why,
                         "give --map OLD=NEW with the GPUs' UUIDs (`cudackpt devices` lists them)",
@@ -268,13 +283,13 @@ pub fn run(cli: Cli) -> ExitStatus {
                 force,
                 libcuda,
             };
-            let ticker = match disk_ticker(&sink, &global, "undump", "read") {
+            let ticker = match disk_ticker(sink, global, "undump", "read") {
                 Ok(ticker) => ticker,
                 Err(status) => return status,
             };
             sink.finish(&disk::undump::run(&request, &ticker))
         }
-        process_command => validate_and_run(process_command, &global, &sink),
+        _ => ExitStatus::Usage,
     }
 }
 

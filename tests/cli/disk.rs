@@ -571,3 +571,83 @@ fn a_unix_socket_connected_outside_the_tree_is_refused_before_any_change() {
     fx.assert_no_calls("a refused dump");
     assert!(!images.exists(), "nothing was created");
 }
+
+/// The attacker's images directories: a link to another directory, and an
+/// empty directory another user owns (who could plant files in it while
+/// CRIU writes) are refused for a dump before any change.
+#[test]
+fn a_planted_images_directory_is_refused_for_a_dump() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let job = Orphan::cuda(&fx);
+    let elsewhere = fx.dir().join("elsewhere");
+    std::fs::create_dir(&elsewhere).expect("mkdir");
+    let link = fx.dir().join("link");
+    std::os::unix::fs::symlink(&elsewhere, &link).expect("symlink");
+    let theirs = fx.dir().join("theirs");
+    std::fs::create_dir(&theirs).expect("mkdir");
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).expect("chown");
+    for planted in [&link, &theirs] {
+        let (code, refused) = dump(&fx, planted, &criu, job.0, &[]);
+        assert_eq!(
+            (code, refused["error"]["kind"].as_str()),
+            (8, Some("images_dir")),
+            "{}: {refused:#}",
+            planted.display()
+        );
+    }
+    fx.assert_no_calls("refused dumps");
+    assert_eq!(std::fs::read_dir(&elsewhere).expect("elsewhere").count(), 0);
+    assert_eq!(std::fs::read_dir(&theirs).expect("theirs").count(), 0);
+}
+
+/// The attacker's manifests: in a directory another user owns, as a link
+/// to a file of theirs, and as a FIFO (which would block a reader) are
+/// refused before CRIU runs, and the FIFO is never waited on.
+#[test]
+fn a_planted_manifest_is_refused_for_an_undump() {
+    if !running_as_root() {
+        return;
+    }
+    let fx = Fixture::new();
+    let manifest = r#"{"schema_version":1}"#;
+    // Another user's directory.
+    let theirs = fx.dir().join("theirs");
+    std::fs::create_dir(&theirs).expect("mkdir");
+    std::fs::write(theirs.join("cudackpt-manifest.json"), manifest).expect("write");
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).expect("chown");
+    // A link where the manifest should be.
+    let linked = fx.dir().join("linked");
+    std::fs::create_dir(&linked).expect("mkdir");
+    std::os::unix::fs::symlink(
+        theirs.join("cudackpt-manifest.json"),
+        linked.join("cudackpt-manifest.json"),
+    )
+    .expect("symlink");
+    // A FIFO where the manifest should be.
+    let fifo = fx.dir().join("fifo");
+    std::fs::create_dir(&fifo).expect("mkdir");
+    let made = Command::new("mkfifo")
+        .arg(fifo.join("cudackpt-manifest.json"))
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    for planted in [&theirs, &linked, &fifo] {
+        let started = std::time::Instant::now();
+        let (code, refused) = run(
+            &fx,
+            &["--json", "undump", planted.to_str().expect("a UTF-8 path")],
+        );
+        assert_eq!(
+            (code, refused["error"]["kind"].as_str()),
+            (8, Some("images_dir")),
+            "{}: {refused:#}",
+            planted.display()
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "not waited on"
+        );
+    }
+    fx.assert_no_calls("refused undumps");
+}

@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::api::group::Group;
+use crate::files::SafeDir;
 use crate::gpu::inventory::Inventory;
 use crate::gpu::nvml;
 use crate::ops::vocabulary::plan::Operation;
@@ -23,7 +24,7 @@ use crate::targets::{discover, process};
 use super::manifest::{
     self, DumpTimings, Manifest, ManifestCriu, ManifestGpu, ManifestGpuUse, ManifestProcess,
 };
-use super::report::DiskReport;
+use super::report::{DiskFailure, DiskReport};
 use super::{criu_run, criu_tool, host_driver, images, tree_facts};
 
 /// What a dump is asked to do.
@@ -130,79 +131,123 @@ fn dump(
     started: Instant,
     written: &dyn Fn(u64, u64, Duration),
 ) -> DiskReport {
-    let root_pid = match root_of(&request.target) {
-        Ok(pid) => pid,
-        Err((message, hint)) => return report.failed("refused", message, hint, false),
-    };
+    let result = checked(request, &mut report.remarks)
+        .and_then(|checked| weighed(request, &checked).map(|weighed| (checked, weighed)))
+        .and_then(|(checked, (weighed, dir))| {
+            written_to_disk(
+                request,
+                &mut report,
+                &checked,
+                &weighed,
+                &dir,
+                started,
+                written,
+            )
+        });
+    match result {
+        Ok(manifest) => report.manifest = Some(manifest),
+        Err(failure) => report.failure = Some(failure),
+    }
+    report
+}
+
+/// The tree as the checks found it, before anything changed.
+struct Checked {
+    root: Identity,
+    criu: criu_tool::Criu,
+    tree: Vec<i32>,
+    facts: tree_facts::TreeFacts,
+    /// The tree's CUDA processes, as the pre-dump's dry run found them.
+    cuda: Vec<i32>,
+}
+
+/// The checks that change nothing: the tree is there, CRIU is usable, the
+/// images directory is unused, CRIU could dump what the tree holds, and the
+/// pre-dump's pre-flights pass (its dry run, the only one that asks the
+/// driver, last).
+fn checked(request: &DumpSettings<'_>, remarks: &mut Vec<String>) -> Result<Checked, DiskFailure> {
+    let root_pid = root_of(&request.target)
+        .map_err(|(message, hint)| DiskFailure::refused("refused", message, hint))?;
     let root = Identity::of(root_pid);
     if root_pid == 1 {
-        return report.failed(
+        return Err(DiskFailure::refused(
             "refused",
             "the tree of PID 1 is the whole host",
             "dump a tree of its own (the job's launcher)",
-            false,
-        );
+        ));
     }
     if root.starttime.is_none() {
-        return report.failed(
+        return Err(DiskFailure::refused(
             "no_such_process",
             format!("no process {root_pid}"),
             "check the PID (cudackpt ps lists CUDA processes)",
-            false,
-        );
+        ));
     }
-    let criu = match criu_tool::find_on_path(request.criu) {
-        Ok(criu) => criu,
-        Err(why) => return report.failed("criu_unusable", why.to_string(), why.hint(), false),
-    };
+    let criu = criu_tool::find_on_path(request.criu)
+        .map_err(|why| DiskFailure::refused("criu_unusable", why.to_string(), why.hint()))?;
     // The directory, before any driver is asked: refused as it is, created
     // only once every pre-flight passed.
-    if let Err(why) = images::check_unused(request.to) {
-        let hint = why.hint();
-        return report.failed("images_dir", why.to_string(), hint, false);
-    }
+    images::check_unused(request.to)
+        .map_err(|why| DiskFailure::refused("images_dir", why.to_string(), why.hint()))?;
     let tree = discover::trees(&[root_pid]);
     let facts = tree_facts::gather(&tree);
     if let Some(why) = tree_facts::refusal(&facts) {
         if !request.force {
-            return report.failed(
+            return Err(DiskFailure::refused(
                 "refused",
                 format!("refused before any change: {why}"),
                 "give the job output of its own (a file, or a pipe read inside the tree) rather than a daemon's socket such as journald's, or dump the process that holds the other end with it; --force lets CRIU try (it fails, and the tree goes on running)",
-                false,
-            );
+            ));
         }
-        report.remarks.push(format!("{why} (going on: --force)"));
+        remarks.push(format!("{why} (going on: --force)"));
     }
     let predicted = predump_dry_run(request, root_pid);
     if let Some((message, hint)) = refusal_of(&predicted) {
-        return report.failed("refused", message, hint, false);
+        return Err(DiskFailure::refused("refused", message, hint));
     }
-    report.remarks.extend(predicted.warnings.iter().cloned());
-    let cuda: Vec<i32> = predicted.processes.iter().map(|p| p.pid).collect();
-    let options = tree_facts::choose(&facts);
-    let usage = nvml::usage_of(&cuda).ok();
-    let host_bytes: u64 = tree
+    remarks.extend(predicted.warnings.iter().cloned());
+    Ok(Checked {
+        root,
+        criu,
+        tree,
+        facts,
+        cuda: predicted.processes.iter().map(|p| p.pid).collect(),
+    })
+}
+
+/// What the images will take, against the room there.
+struct Weighed {
+    usage: Option<nvml::Usage>,
+    expected: u64,
+}
+
+/// Weighs the images (the tree's host memory, its GPU memory) against the
+/// room on their filesystem, and makes the directory once they fit.
+fn weighed(
+    request: &DumpSettings<'_>,
+    checked: &Checked,
+) -> Result<(Weighed, SafeDir), DiskFailure> {
+    let usage = nvml::usage_of(&checked.cuda).ok();
+    let host_bytes: u64 = checked
+        .tree
         .iter()
         .filter_map(|&pid| images::host_footprint(pid))
         .sum();
     let gpu_bytes: u64 = usage.as_ref().map_or(0, |u| {
-        cuda.iter()
-            .map(|pid| nvml::totals(u).get(pid).copied().unwrap_or(0))
+        let totals = nvml::totals(u);
+        checked
+            .cuda
+            .iter()
+            .map(|pid| totals.get(pid).copied().unwrap_or(0))
             .sum()
     });
     let expected = host_bytes + gpu_bytes;
-    let dir = match images::prepare(request.to) {
-        Ok(dir) => dir,
-        Err(why) => {
-            let hint = why.hint();
-            return report.failed("images_dir", why.to_string(), hint, false);
-        }
-    };
+    let dir = images::prepare(request.to)
+        .map_err(|why| DiskFailure::refused("images_dir", why.to_string(), why.hint()))?;
     if let Some(free) = images::free_bytes(request.to) {
         if !images::fits(expected, free) && !request.force {
             let _ = std::fs::remove_dir(request.to);
-            return report.failed(
+            return Err(DiskFailure::refused(
                 "no_room",
                 format!(
                     "the images need about {} MiB ({} MiB of host memory, {} MiB of GPU memory{}), and {} has {} MiB free",
@@ -214,59 +259,49 @@ fn dump(
                     free >> 20
                 ),
                 "free space there, or dump to another filesystem with --to; --force dumps anyway",
-                false,
-            );
+            ));
         }
     }
+    Ok((Weighed { usage, expected }, dir))
+}
+
+/// Runs CRIU and writes the manifest: what the dump left, or why it failed
+/// (the tree then goes on running).
+fn written_to_disk(
+    request: &DumpSettings<'_>,
+    report: &mut DiskReport,
+    checked: &Checked,
+    weighed: &Weighed,
+    dir: &SafeDir,
+    started: Instant,
+    written: &dyn Fn(u64, u64, Duration),
+) -> Result<Manifest, DiskFailure> {
+    let options = tree_facts::choose(&checked.facts);
     // Read now: after a plain dump the processes are gone.
-    let members = processes(&tree, usage.as_ref());
-    let identities: Vec<Identity> = tree.iter().map(|&pid| Identity::of(pid)).collect();
+    let mut members = processes(&checked.tree, weighed.usage.as_ref());
+    let identities: Vec<Identity> = checked.tree.iter().map(|&pid| Identity::of(pid)).collect();
+    let driver = host_driver::facts(request.libcuda);
     let preflights = started.elapsed();
-    for option in &options {
-        report
-            .remarks
-            .push(format!("CRIU {}: {}", option.option, option.why));
-    }
-    let call = criu_run::CriuCall {
-        criu: &criu.path,
-        args: dump_args(request, root_pid, &options),
-        env: action_script_env(request),
-        images: request.to,
-        log_name: "dump.log",
-    };
-    let ran = match criu_run::run(&call, &|bytes, elapsed| written(bytes, expected, elapsed)) {
-        Ok(ran) => ran,
-        Err(why) => return report.criu_not_started(&criu.path, &why),
-    };
-    report.criu_log = Some(ran.log.clone());
-    if !dir.is_still_at_its_path() {
-        report.remarks.push(format!(
-            "{} was replaced while CRIU wrote into it",
-            request.to.display()
-        ));
-    }
-    if !ran.ok {
-        report.criu_errors = criu_run::log_errors(&ran.log, 12);
-        return report.failed(
-            "criu_failed",
-            format!("CRIU's dump {} after {:.1} s", ran.exit, ran.elapsed.as_secs_f64()),
-            format!("the tree goes on running (cudackpt's action script resumes what it suspended); CRIU's errors are below and in {}", ran.log.display()),
-            true,
-        );
-    }
-    if !request.leave_running && !gone(root, GONE_WAIT) {
+    report.remarks.extend(
+        options
+            .iter()
+            .map(|o| format!("CRIU {}: {}", o.option, o.why)),
+    );
+    let ran = run_criu(
+        request,
+        report,
+        checked,
+        weighed.expected,
+        &options,
+        written,
+    )?;
+    if !request.leave_running && !gone(checked.root, GONE_WAIT) {
         report.remarks.push(format!(
             "PID {} is still taken (its parent has not reaped it): an undump on this host needs its PIDs free",
-            root_pid
+            checked.root.pid
         ));
     }
-    let mut members = members;
     moved_by_checkpoints(&mut members, &identities);
-    let drain_released_bytes = if request.drain {
-        Manifest::released_by_drain(&members)
-    } else {
-        None
-    };
     let manifest = Manifest {
         schema_version: manifest::SCHEMA_VERSION,
         created_unix_s: SystemTime::now()
@@ -274,15 +309,18 @@ fn dump(
             .map_or(0, |d| d.as_secs()),
         cudackpt_version: env!("CARGO_PKG_VERSION").to_string(),
         criu: ManifestCriu {
-            path: criu.path.display().to_string(),
-            version: criu.version.clone(),
+            path: checked.criu.path.display().to_string(),
+            version: checked.criu.version.clone(),
         },
-        driver: host_driver::facts(request.libcuda),
-        root_pid,
+        driver,
+        root_pid: checked.root.pid,
+        drain_released_bytes: request
+            .drain
+            .then(|| Manifest::released_by_drain(&members))
+            .flatten(),
         processes: members,
-        gpus: gpus_held(request.libcuda, usage.as_ref(), &cuda),
+        gpus: gpus_held(request.libcuda, weighed.usage.as_ref(), &checked.cuda),
         drained: request.drain,
-        drain_released_bytes,
         leave_running: request.leave_running,
         criu_options: options,
         image_bytes: images::size_of(request.to),
@@ -292,11 +330,42 @@ fn dump(
             total_ms: ms(started.elapsed()),
         },
     };
-    if let Err(why) = write_manifest(&dir, &manifest) {
+    if let Err(why) = write_manifest(dir, &manifest) {
         report.remarks.push(format!("the manifest could not be written ({why}): an undump of these images cannot check the host or choose GPUs"));
     }
-    report.manifest = Some(manifest);
-    report
+    Ok(manifest)
+}
+
+/// Runs `criu dump` with the options chosen: what it did, or its failure
+/// with CRIU's errors in `report`.
+fn run_criu(
+    request: &DumpSettings<'_>,
+    report: &mut DiskReport,
+    checked: &Checked,
+    expected: u64,
+    options: &[tree_facts::ChosenCriuOption],
+    written: &dyn Fn(u64, u64, Duration),
+) -> Result<criu_run::CriuRun, DiskFailure> {
+    let call = criu_run::CriuCall {
+        criu: &checked.criu.path,
+        args: dump_args(request, checked.root.pid, options),
+        env: action_script_env(request),
+        images: request.to,
+        log_name: "dump.log",
+    };
+    let ran = criu_run::run(&call, &|bytes, elapsed| written(bytes, expected, elapsed))
+        .map_err(|why| DiskReport::not_started(&checked.criu.path, &why))?;
+    report.criu_log = Some(ran.log.clone());
+    if !ran.ok {
+        report.criu_errors = criu_run::log_errors(&ran.log, 12);
+        return Err(DiskFailure {
+            kind: "criu_failed",
+            message: format!("CRIU's dump {} after {:.1} s", ran.exit, ran.elapsed.as_secs_f64()),
+            hint: format!("the tree goes on running (cudackpt's action script resumes what it suspended); CRIU's errors are below and in {}", ran.log.display()),
+            changed: true,
+        });
+    }
+    Ok(ran)
 }
 
 fn ms(duration: Duration) -> f64 {

@@ -19,6 +19,22 @@ pub struct DiskFailure {
     pub changed: bool,
 }
 
+impl DiskFailure {
+    /// A refusal before any change.
+    pub fn refused(
+        kind: &'static str,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> DiskFailure {
+        DiskFailure {
+            kind,
+            message: message.into(),
+            hint: hint.into(),
+            changed: false,
+        }
+    }
+}
+
 /// A dump's or an undump's outcome.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DiskReport {
@@ -55,31 +71,14 @@ impl DiskReport {
         }
     }
 
-    /// This report, stopped by `failure`.
-    pub fn failed(
-        mut self,
-        kind: &'static str,
-        message: impl Into<String>,
-        hint: impl Into<String>,
-        changed: bool,
-    ) -> DiskReport {
-        self.failure = Some(DiskFailure {
-            kind,
-            message: message.into(),
-            hint: hint.into(),
-            changed,
-        });
-        self
-    }
-
-    /// This report, stopped because CRIU at `path` could not be started.
-    pub fn criu_not_started(self, path: &std::path::Path, why: &std::io::Error) -> DiskReport {
-        self.failed(
-            "criu_unusable",
-            format!("could not start {}: {why}", path.display()),
-            "check the CRIU binary (--criu PATH)",
-            false,
-        )
+    /// The failure of a CRIU at `path` that could not be started.
+    pub fn not_started(path: &std::path::Path, why: &std::io::Error) -> DiskFailure {
+        DiskFailure {
+            kind: "criu_unusable",
+            message: format!("could not start {}: {why}", path.display()),
+            hint: "check the CRIU binary (--criu PATH)".to_string(),
+            changed: false,
+        }
     }
 
     /// The exit status: 0; 5 for a process that is not there; 8 for a

@@ -127,7 +127,9 @@ pub fn outside(
                 continue;
             }
             let said = match unix.get(&peer).and_then(|p| p.name.clone()) {
-                Some(name) => format!("connected to {name}"),
+                // A name any process may bind: said with its control
+                // characters escaped.
+                Some(name) => format!("connected to {}", crate::targets::name::printable(&name)),
                 None => "connected to an unnamed socket of another process".to_string(),
             };
             found.entry(*pid).or_insert_with(Vec::new).push(said);
@@ -403,6 +405,13 @@ mod tests {
             "{said}"
         );
         assert_eq!(refusal(&TreeFacts::default()), None);
+        // A planted name cannot write to the terminal.
+        let planted = std::collections::HashMap::from([
+            (1, socket(Some(2), None)),
+            (2, socket(Some(1), Some("/tmp/\u{1b}[2Jx"))),
+        ]);
+        let found = outside(&[(10, BTreeSet::from([1]))], &planted);
+        assert!(!found[&10][0].contains('\u{1b}'), "{:?}", found[&10]);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::targets::{discover, process};
 
 use super::manifest::{self, Manifest};
 use super::placement::{self, HostGpu};
-use super::report::DiskReport;
+use super::report::{DiskFailure, DiskReport};
 use super::{criu_run, criu_tool, dump, host_driver};
 
 /// What an undump is asked to do.
@@ -50,109 +50,127 @@ fn undump(
     mut report: DiskReport,
     written: &dyn Fn(u64, u64, Duration),
 ) -> DiskReport {
-    let manifest = match read_manifest(request.from) {
-        Ok(manifest) => manifest,
-        Err((message, hint)) => return report.failed("images_dir", message, hint, false),
-    };
-    report.manifest = Some(manifest.clone());
-    let criu = match criu_tool::find_on_path(request.criu) {
-        Ok(criu) => criu,
-        Err(why) => return report.failed("criu_unusable", why.to_string(), why.hint(), false),
-    };
+    let result = read_manifest(request.from)
+        .map_err(|(message, hint)| DiskFailure::refused("images_dir", message, hint))
+        .and_then(|manifest| {
+            report.manifest = Some(manifest.clone());
+            let (criu, moved) = checked(request, &manifest, &mut report.remarks)?;
+            report.gpu_map = moved.clone();
+            restored(request, &mut report, &manifest, &criu, &moved, written)
+        });
+    match result {
+        Ok(root) => report.restored_root = Some(root),
+        Err(failure) => report.failure = Some(failure),
+    }
+    report
+}
+
+/// The checks before CRIU restores anything: a usable CRIU, this host's
+/// driver the dump's, the job's PIDs free, and GPUs with room for it. The
+/// CRIU, and the job's GPUs that move (old, new).
+fn checked(
+    request: &UndumpSettings<'_>,
+    manifest: &Manifest,
+    remarks: &mut Vec<String>,
+) -> Result<(criu_tool::Criu, Vec<(String, String)>), DiskFailure> {
+    let criu = criu_tool::find_on_path(request.criu)
+        .map_err(|why| DiskFailure::refused("criu_unusable", why.to_string(), why.hint()))?;
     let here = host_driver::facts(request.libcuda);
     if let Some(why) = host_driver::mismatch(&manifest.driver, &here) {
         if !request.force {
-            return report.failed(
+            return Err(DiskFailure::refused(
                 "driver_mismatch",
                 format!("refused before any change: {why}"),
                 "restore on a host with the dump's driver, or install it here; --force tries anyway",
-                false,
-            );
+            ));
         }
-        report.remarks.push(format!("{why} (going on: --force)"));
+        remarks.push(format!("{why} (going on: --force)"));
     }
     if let Some(taken) = manifest.processes.iter().find(|p| process::is_alive(p.pid)) {
-        return report.failed(
+        return Err(DiskFailure::refused(
             "pid_in_use",
             format!(
                 "refused before any change: PID {} ({} in the dump) is in use on this host, and CRIU restores every process with its own PID",
-                taken.pid, taken.name
+                taken.pid,
+                crate::targets::name::printable(&taken.name)
             ),
             "end that process (after `dump --leave-running` it is the job itself), or undump on another host",
-            false,
-        );
+        ));
     }
-    let pairs = match choose_gpus(request, &manifest, &mut report.remarks) {
-        Ok(pairs) => pairs,
-        Err(why) => return report.failed(
+    let pairs = choose_gpus(request, manifest, remarks).map_err(|why| {
+        DiskFailure::refused(
             "no_gpu_room",
             format!("refused before any change: {why}"),
             "free GPU memory, or name GPUs with room with --map OLD=NEW; --force restores anyway",
-            false,
-        ),
-    };
-    let moved: Vec<(String, String)> = pairs.into_iter().filter(|(old, new)| old != new).collect();
+        )
+    })?;
+    let moved = pairs.into_iter().filter(|(old, new)| old != new).collect();
+    Ok((criu, moved))
+}
+
+/// Runs CRIU's restore and checks the restored CUDA processes run: the
+/// restored root, or why not (what CRIU had restored then killed).
+fn restored(
+    request: &UndumpSettings<'_>,
+    report: &mut DiskReport,
+    manifest: &Manifest,
+    criu: &criu_tool::Criu,
+    moved: &[(String, String)],
+    written: &dyn Fn(u64, u64, Duration),
+) -> Result<i32, DiskFailure> {
     let pidfile = request.from.join(PIDFILE);
     let _ = std::fs::remove_file(&pidfile);
     let call = criu_run::CriuCall {
         criu: &criu.path,
-        args: restore_args(&manifest, &pidfile),
-        env: restore_env(request, &moved),
+        args: restore_args(manifest, &pidfile),
+        env: restore_env(request, moved),
         images: request.from,
         log_name: "restore.log",
     };
-    report.gpu_map = moved;
-    let ran = match criu_run::run(&call, &|_, elapsed| {
+    let ran = criu_run::run(&call, &|_, elapsed| {
         written(0, manifest.image_bytes, elapsed)
-    }) {
-        Ok(ran) => ran,
-        Err(why) => return report.criu_not_started(&criu.path, &why),
-    };
+    })
+    .map_err(|why| DiskReport::not_started(&criu.path, &why))?;
     report.criu_log = Some(ran.log.clone());
+    let failed = |message: String, killed: &[i32]| {
+        DiskFailure {
+        kind: "criu_failed",
+        message: format!("{message}{}", said_killed(killed)),
+        hint: format!(
+            "see CRIU's errors (below, and in {}) and `journalctl -t cudackpt`; the images are unchanged",
+            ran.log.display()
+        ),
+        changed: !killed.is_empty(),
+    }
+    };
     let root = restored_root(&pidfile);
     if !ran.ok {
         report.criu_errors = criu_run::log_errors(&ran.log, 12);
         let killed = root.map(kill_tree).unwrap_or_default();
-        return report.failed(
-            "criu_failed",
-            format!(
-                "CRIU's restore {} after {:.1} s{}",
-                ran.exit,
-                ran.elapsed.as_secs_f64(),
-                said_killed(&killed)
-            ),
-            format!(
-                "CRIU's errors are below and in {}; the images are unchanged",
-                ran.log.display()
-            ),
-            !killed.is_empty(),
+        let exit = format!(
+            "CRIU's restore {} after {:.1} s",
+            ran.exit,
+            ran.elapsed.as_secs_f64()
         );
+        return Err(failed(exit, &killed));
     }
     let Some(root) = root else {
-        return report.failed(
-            "criu_failed",
-            "CRIU said it restored the tree but wrote no PID",
-            format!("see {}", ran.log.display()),
-            true,
-        );
+        return Err(DiskFailure {
+            changed: true,
+            ..failed(
+                "CRIU said it restored the tree but wrote no PID".into(),
+                &[],
+            )
+        });
     };
-    report.restored_root = Some(root);
     if let Some(stuck) = not_running(request, root) {
         let killed = kill_tree(root);
-        return report.failed(
-            "criu_failed",
-            format!(
-                "the GPU state of {stuck} was not restored{}",
-                said_killed(&killed)
-            ),
-            format!(
-                "see {} and `journalctl -t cudackpt`; the images are unchanged",
-                ran.log.display()
-            ),
-            true,
-        );
+        return Err(failed(
+            format!("the GPU state of {stuck} was not restored"),
+            &killed,
+        ));
     }
-    report
+    Ok(root)
 }
 
 /// The manifest in `dir`, or why there is none to use (message, hint).
