@@ -242,11 +242,14 @@ fn weighed(
             .sum()
     });
     let expected = host_bytes + gpu_bytes;
+    let made_here = !request.to.exists();
     let dir = images::prepare(request.to)
         .map_err(|why| DiskFailure::refused("images_dir", why.to_string(), why.hint()))?;
     if let Some(free) = images::free_bytes(request.to) {
         if !images::fits(expected, free) && !request.force {
-            let _ = std::fs::remove_dir(request.to);
+            if made_here {
+                let _ = std::fs::remove_dir(request.to);
+            }
             return Err(DiskFailure::refused(
                 "no_room",
                 format!(
