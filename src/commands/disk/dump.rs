@@ -152,7 +152,7 @@ fn dump(
 }
 
 /// The tree as the checks found it, before anything changed.
-struct Checked {
+struct CheckedTree {
     root: Identity,
     criu: criu_tool::Criu,
     tree: Vec<i32>,
@@ -165,7 +165,10 @@ struct Checked {
 /// images directory is unused, CRIU could dump what the tree holds, and the
 /// pre-dump's pre-flights pass (its dry run, the only one that asks the
 /// driver, last).
-fn checked(request: &DumpSettings<'_>, remarks: &mut Vec<String>) -> Result<Checked, DiskFailure> {
+fn checked(
+    request: &DumpSettings<'_>,
+    remarks: &mut Vec<String>,
+) -> Result<CheckedTree, DiskFailure> {
     let root_pid = root_of(&request.target)
         .map_err(|(message, hint)| DiskFailure::refused("refused", message, hint))?;
     let root = Identity::of(root_pid);
@@ -206,7 +209,7 @@ fn checked(request: &DumpSettings<'_>, remarks: &mut Vec<String>) -> Result<Chec
         return Err(DiskFailure::refused("refused", message, hint));
     }
     remarks.extend(predicted.warnings.iter().cloned());
-    Ok(Checked {
+    Ok(CheckedTree {
         root,
         criu,
         tree,
@@ -216,7 +219,7 @@ fn checked(request: &DumpSettings<'_>, remarks: &mut Vec<String>) -> Result<Chec
 }
 
 /// What the images will take, against the room there.
-struct Weighed {
+struct WeighedImages {
     usage: Option<nvml::Usage>,
     expected: u64,
 }
@@ -225,8 +228,8 @@ struct Weighed {
 /// room on their filesystem, and makes the directory once they fit.
 fn weighed(
     request: &DumpSettings<'_>,
-    checked: &Checked,
-) -> Result<(Weighed, SafeDir), DiskFailure> {
+    checked: &CheckedTree,
+) -> Result<(WeighedImages, SafeDir), DiskFailure> {
     let usage = nvml::usage_of(&checked.cuda).ok();
     let host_bytes: u64 = checked
         .tree
@@ -265,7 +268,7 @@ fn weighed(
             ));
         }
     }
-    Ok((Weighed { usage, expected }, dir))
+    Ok((WeighedImages { usage, expected }, dir))
 }
 
 /// Runs CRIU and writes the manifest: what the dump left, or why it failed
@@ -273,8 +276,8 @@ fn weighed(
 fn written_to_disk(
     request: &DumpSettings<'_>,
     report: &mut DiskReport,
-    checked: &Checked,
-    weighed: &Weighed,
+    checked: &CheckedTree,
+    weighed: &WeighedImages,
     dir: &SafeDir,
     started: Instant,
     written: &dyn Fn(u64, u64, Duration),
@@ -344,7 +347,7 @@ fn written_to_disk(
 fn run_criu(
     request: &DumpSettings<'_>,
     report: &mut DiskReport,
-    checked: &Checked,
+    checked: &CheckedTree,
     expected: u64,
     options: &[tree_facts::ChosenCriuOption],
     written: &dyn Fn(u64, u64, Duration),
