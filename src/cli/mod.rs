@@ -303,19 +303,8 @@ fn disk_ticker(
     command: &'static str,
     verb: &'static str,
 ) -> Result<impl Fn(u64, u64, std::time::Duration), ExitStatus> {
-    let events = match global.progress_fd.map(output::progress::Events::to_fd) {
-        None => None,
-        Some(Ok(events)) => Some(events),
-        Some(Err(why)) => {
-            return Err(usage_failure(
-                sink,
-                Some(command),
-                &format!("cannot write progress events to descriptor {}: {why}", global.progress_fd.unwrap_or_default()),
-                "open it for the command (`3>events.jsonl cudackpt --progress-fd 3 ...`): a pipe, a file or a terminal",
-            ))
-        }
-    };
-    let watched = !sink.json && !sink.quiet && output::stderr::is_terminal();
+    let events = progress_events(global, sink, Some(command))?;
+    let watched = watched(sink);
     let last = std::cell::Cell::new(0u64);
     Ok(
         move |bytes: u64, expected: u64, elapsed: std::time::Duration| {
@@ -375,26 +364,42 @@ fn write_man_pages(dir: &std::path::Path) -> ExitStatus {
     }
 }
 
+/// Whether a person watches: a terminal, and neither JSON nor quiet asked
+/// for.
+fn watched(sink: &Sink) -> bool {
+    !sink.json && !sink.quiet && output::stderr::is_terminal()
+}
+
+/// The events stream `--progress-fd` names, if any; a descriptor it cannot
+/// write is a usage error (exit 2), said for `command`.
+fn progress_events(
+    global: &GlobalArgs,
+    sink: &Sink,
+    command: Option<&str>,
+) -> Result<Option<output::progress::Events>, ExitStatus> {
+    let Some(fd) = global.progress_fd else {
+        return Ok(None);
+    };
+    output::progress::Events::to_fd(fd).map(Some).map_err(|why| {
+        usage_failure(
+            sink,
+            command,
+            &format!("cannot write progress events to descriptor {fd}: {why}"),
+            "open it for the command (`3>events.jsonl cudackpt --progress-fd 3 ...`): a pipe, a file or a terminal",
+        )
+    })
+}
+
 /// A process command: converted once into the library's group (its map
 /// read and parsed), then run.
 fn validate_and_run(command: Command, global: &GlobalArgs, sink: &Sink) -> ExitStatus {
     // Progress for a person only where one watches: a terminal, and
     // neither JSON nor quiet asked for; events wherever the caller asked.
-    let watched = !sink.json && !sink.quiet && output::stderr::is_terminal();
-    let terminal = watched.then(output::progress::Terminal::start);
-    let events = match global.progress_fd.map(output::progress::Events::to_fd) {
-        None => None,
-        Some(Ok(events)) => Some(events),
-        Some(Err(why)) => {
-            let fd = global.progress_fd.unwrap_or_default();
-            // A global option's error, before any command is taken up.
-            return usage_failure(
-                sink,
-                None,
-                &format!("cannot write progress events to descriptor {fd}: {why}"),
-                "open it for the command (`3>events.jsonl cudackpt --progress-fd 3 ...`): a pipe, a file or a terminal",
-            );
-        }
+    let terminal = watched(sink).then(output::progress::Terminal::start);
+    // A global option's error, before any command is taken up.
+    let events = match progress_events(global, sink, None) {
+        Ok(events) => events,
+        Err(status) => return status,
     };
     let tell = |event: &Progress<'_>| {
         if let Some(terminal) = &terminal {

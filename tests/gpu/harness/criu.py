@@ -10,7 +10,7 @@ import tempfile
 import time
 
 from harness.host import HOST
-from harness.procs import Closing, dir_bytes, process_tree, vanish, wait_for_line
+from harness.procs import Closing, dir_bytes, kill_and_reap, process_tree, vanish, wait_for_line
 from harness.registry import Failed, Skipped, expect
 
 
@@ -71,11 +71,7 @@ def criu_round_trip(tools, plugin_dir, tool_dir, work, hook=None):
         expect(line == f"OK {ready.split()[2]}", f"after restore the target says {line!r}")
         return dumped, restored
     finally:
-        subprocess.run(["kill", "-9", str(p.pid)], capture_output=True)
-        try:
-            p.wait(timeout=5)
-        except Exception:
-            pass
+        kill_and_reap(p)
 
 
 def runc_for(tools, work):

@@ -32,6 +32,16 @@ def several(count, make):
         yield [stack.enter_context(make(i)) for i in range(count)]
 
 
+def kill_and_reap(p, timeout=5):
+    """SIGKILL for a child started with Popen (its PID may name a restored
+    copy of it now), then reaps it, waiting at most `timeout` seconds."""
+    subprocess.run(["kill", "-9", str(p.pid)], capture_output=True)
+    try:
+        p.wait(timeout=timeout)
+    except Exception:
+        pass
+
+
 def proc_state(pid):
     """The state letter of /proc/PID/stat (after the command name)."""
     return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]

@@ -39,8 +39,8 @@ class Tools:
         p = subprocess.run([self.cudackpt, *map(str, args)], capture_output=True, text=True, env=full_env, timeout=600)
         return p.returncode, p.stdout, p.stderr
 
-    def json(self, *args, expect_code=0):
-        code, out, err = self.run("--json", *args)
+    def json(self, *args, expect_code=0, env=None):
+        code, out, err = self.run("--json", *args, env=env)
         docs = [line for line in out.splitlines() if line.strip()]
         expect(len(docs) == 1, f"`{' '.join(map(str, args))}`: expected one JSON document, got {len(docs)}: {out!r} {err!r}")
         doc = json.loads(docs[0])

@@ -12,7 +12,7 @@ import time
 
 from harness.criu import TCP_DUMP, criu_command, criu_dump_tree, criu_restore_tree, criu_round_trip, find_cuda_plugin, held_tree, pre_dump_report
 from harness.jobs import TrainJob, first_steps, start_single, stop_drain_ipc
-from harness.procs import holders, process_tree, wait_for, wait_for_line
+from harness.procs import holders, kill_and_reap, process_tree, wait_for, wait_for_line
 from harness.registry import RAW, Skipped, expect, scenario
 from harness.tools import refused
 
@@ -129,11 +129,7 @@ esac
         expect(line == f"OK {ready.split()[2]}", f"after the failed dump the target says {line!r}")
         return f"criu dump exited {dump.returncode}; the tree was resumed, data intact"
     finally:
-        subprocess.run(["kill", "-9", str(p.pid)], capture_output=True)
-        try:
-            p.wait(timeout=5)
-        except Exception:
-            pass
+        kill_and_reap(p)
 
 
 @scenario("CRIU and a PyTorch job with fork DataLoader workers: forced, the dump fails after CUDA was suspended and images written; refused at pre-dump before any change; with the client's fork hook it dumps (drained) and restores, losses bit-exact")

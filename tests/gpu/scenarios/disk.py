@@ -2,7 +2,6 @@
 with DataLoader workers to disk and back through the carried CRIU, and a
 job restored onto the other GPU while its own is taken."""
 
-import json
 import os
 import subprocess
 import tempfile
@@ -10,7 +9,7 @@ import time
 
 from harness.criu import criu_command
 from harness.jobs import TrainJob
-from harness.procs import wait_for_line
+from harness.procs import kill_and_reap, wait_for_line
 from harness.registry import RAW, Skipped, expect, scenario
 from harness.tools import Target
 
@@ -23,12 +22,8 @@ def disk(tools, *args, expect_code=0):
         raise Skipped("criu is not installed on this host (carry one with --criu-dir)")
     criu, criu_env = found
     started = time.monotonic()
-    code, out, err = tools.run("--json", *args, "--criu", criu, env=criu_env)
+    doc = tools.json(*args, "--criu", criu, expect_code=expect_code, env=criu_env)
     took = time.monotonic() - started
-    docs = [line for line in out.splitlines() if line.strip()]
-    expect(len(docs) == 1, f"`{' '.join(map(str, args))}`: one JSON document expected: {out!r} {err!r}")
-    doc = json.loads(docs[0])
-    expect(code == expect_code, f"`{' '.join(map(str, args))}` exited {code}: {doc}")
     return doc, took
 
 
@@ -50,14 +45,6 @@ def data_back(log_path, expected_hash):
     expect(line == f"OK {expected_hash}", f"after the undump the target says {line!r}")
 
 
-def kill(p):
-    subprocess.run(["kill", "-9", str(p.pid)], capture_output=True)
-    try:
-        p.wait(timeout=5)
-    except Exception:
-        pass
-
-
 @scenario("dump and undump: a 4 GiB GPU process to disk and back through CRIU in one command each, the manifest right, data intact")
 def disk_round_trip(tools):
     work = tempfile.mkdtemp(prefix="cudackpt-disk-")
@@ -76,7 +63,7 @@ def disk_round_trip(tools):
         return (f"dump {dump_s:.1f} s ({manifest['image_bytes'] / 1e9:.2f} GB, CRIU {manifest['criu']['version']}), "
                 f"undump {undump_s:.1f} s, data intact")
     finally:
-        kill(p)
+        kill_and_reap(p)
 
 
 @scenario("dump --drain and undump of a PyTorch job with fork DataLoader workers (the client's fork hook): killed between, restored, losses bit-exact")
@@ -120,4 +107,4 @@ def disk_moved_gpu(tools):
             data_back(log_path, hash_)
         return f"GPU 0 busy: restored onto GPU 1 in {undump_s:.1f} s, data intact"
     finally:
-        kill(p)
+        kill_and_reap(p)

@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import time
 
-from harness.procs import memory_cgroup, pids_cgroup, several, wait_for_line
+from harness.procs import kill_and_reap, memory_cgroup, pids_cgroup, several, wait_for_line
 from harness.registry import Skipped, expect, scenario
 from harness.tools import Target, step
 
@@ -210,11 +210,7 @@ def cgroup_memory_limit(tools):
         said = said["kind"] + ": " + said["message"][:400]
         return f"refused: {error['message'][:150]}...; forced: exit {code} ({said}), oom_kill {oom_before} -> {oom_after}, the process is gone"
     finally:
-        subprocess.run(["kill", "-9", str(p.pid)], capture_output=True)
-        try:
-            p.wait(timeout=10)
-        except Exception:
-            pass
+        kill_and_reap(p, timeout=10)
         try:
             os.rmdir(cg)
         except OSError:
