@@ -436,6 +436,30 @@ pub fn is_alive(pid: i32) -> bool {
     }
 }
 
+/// How long a zombie's parent (or init, once the parent is gone) is given
+/// to reap it before its PID is called held: systemd reaps within
+/// milliseconds, but some inits poll (a Firecracker VM's `process_api`
+/// reaped orphans 1.4–2.0 s after they died, measured); a parent that
+/// never calls wait() never does.
+pub const REAP_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Waits up to `limit` while `pid` is a zombie: whether the PID is free of
+/// it (a live process at the PID is not waited for).
+pub fn zombie_reaped_within(pid: i32, limit: std::time::Duration) -> bool {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        match read_status(pid) {
+            Ok(None) => return true,
+            Ok(Some(status)) if status.state == 'Z' => {}
+            _ => return false,
+        }
+        if std::time::Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// A debug build's pause just after a target's /proc checks, so a test
 /// can make its PID name another process there:
 /// `CUDACKPT_DEBUG_PAUSE_AFTER_CHECKS=FILE` creates FILE and waits (a

@@ -42,6 +42,36 @@ struct Orphan(i32, String);
 impl Orphan {
     /// `sh -c SCRIPT`'s last background process; the script gets `$CUDA`.
     fn start(fx: &Fixture, script: &str) -> Orphan {
+        let started = Orphan::launch(fx, script);
+        started.wait_for_the_fake();
+        started
+    }
+
+    /// A shell leading a session of its own, and the fake CUDA job it
+    /// started in that session: `(job, shell)`.
+    fn in_a_shell_session(fx: &Fixture) -> (Orphan, Orphan) {
+        let pid_file = fx.dir().join("job.pid");
+        let shell = Orphan::launch(
+            fx,
+            &format!(
+                "setsid sh -c 'FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA sleep 600 </dev/null >/dev/null 2>&1 & echo $! > \"{0}.new\" && mv \"{0}.new\" \"{0}\"; exec sleep 600' </dev/null >/dev/null 2>&1",
+                pid_file.display()
+            ),
+        );
+        wait_until("the shell to start its job", || pid_file.exists());
+        let pid = std::fs::read_to_string(&pid_file)
+            .expect("the job's PID")
+            .trim()
+            .parse()
+            .expect("a PID");
+        let job = Orphan(pid, shell.1.clone());
+        job.wait_for_the_fake();
+        (job, shell)
+    }
+
+    /// Runs `sh -c "SCRIPT & echo $!"` with this orphan's mark: the PID it
+    /// printed.
+    fn launch(fx: &Fixture, script: &str) -> Orphan {
         static ORPHANS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let mark = format!(
             "{}-{}",
@@ -61,11 +91,15 @@ impl Orphan {
             .trim()
             .parse()
             .expect("its PID");
+        Orphan(pid, mark)
+    }
+
+    fn wait_for_the_fake(&self) {
         let fake = fake_libcuda().to_string_lossy().into_owned();
         wait_until("the orphan to map the fake", || {
-            std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains(&fake))
+            std::fs::read_to_string(format!("/proc/{}/maps", self.0))
+                .is_ok_and(|m| m.contains(&fake))
         });
-        Orphan(pid, mark)
     }
 
     /// Kills the process at its PID if it is this orphan (or its restored
@@ -485,15 +519,16 @@ fn a_cgroup_is_dumped_when_it_holds_one_tree() {
 /// A job started from a shell without `setsid` (the usual server or
 /// script): its session is led from outside the tree, which CRIU refuses
 /// without `--shell-job` ("The root process ... is not a session leader").
-/// The dump chooses it, says why, and the undump passes it on.
+/// The dump chooses it, says why, and the undump passes it on (once the
+/// PID the dumped job's zombie held is free). The shell
+/// here leads a session of its own, so the test does not depend on where
+/// the test runner's session is led (a CI container's is outside its PID
+/// namespace: the refusal below).
 #[test]
 fn a_job_started_from_a_shell_is_dumped_as_a_shell_job() {
     let Some(criu) = criu() else { return };
     let fx = Fixture::new();
-    let job = Orphan::start(
-        &fx,
-        "FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA sleep 600 </dev/null >/dev/null 2>&1",
-    );
+    let (job, shell) = Orphan::in_a_shell_session(&fx);
     let images = fx.dir().join("images");
     let (code, dumped) = dump(&fx, &images, &criu, job.0, &[]);
     assert_eq!(code, 0, "{dumped:#}");
@@ -503,11 +538,177 @@ fn a_job_started_from_a_shell_is_dumped_as_a_shell_job() {
         .as_str()
         .expect("why")
         .contains("led from outside the tree"));
-    wait_until("the dumped job to be gone", || !alive(job.0));
+    // This shell never reaps: the dumped job stays a zombie holding its
+    // PID, which CRIU cannot restore ("Can't fork ...: File exists"). The
+    // undump says so before any change, naming the parent.
+    assert!(
+        dumped["warnings"].to_string().contains("still taken"),
+        "{dumped:#}"
+    );
+    fx.take_calls();
+    let (code, refused) = undump(&fx, &images, &criu, &[]);
+    assert_eq!(
+        (code, refused["error"]["kind"].as_str()),
+        (8, Some("pid_in_use")),
+        "{refused:#}"
+    );
+    let message = refused["error"]["message"].as_str().expect("a message");
+    assert!(
+        message.contains(&format!(
+            "zombie that its parent, PID {}, has not reaped",
+            shell.0
+        )),
+        "{message}"
+    );
+    fx.assert_no_calls("a refused undump");
+    // With the shell gone, init reaps the zombie and the PID is free.
+    shell.kill();
+    wait_until("the zombie to be reaped", || {
+        !Path::new(&format!("/proc/{}", job.0)).exists()
+    });
     let (code, undumped) = undump(&fx, &images, &criu, &[]);
     assert_eq!(code, 0, "{undumped:#}");
     assert!(alive(job.0));
     assert_eq!(fx.fake_state(job.0), "running");
+}
+
+/// A job a container's runtime started inside a PID namespace, in a session
+/// led from outside it (session 0 in /proc/PID/stat): CRIU cannot dump it,
+/// even with `--shell-job` ("A session leader of ... is outside of its pid
+/// namespace"). Forced, CRIU fails after the pre-dump suspended the job
+/// (the harm: a suspend and a resume for nothing, no images); without
+/// `--force` the dump is refused before any change, with the fix.
+#[test]
+fn a_job_whose_session_is_led_from_outside_its_pid_namespace_is_refused() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let container = Container::start(&fx);
+    let inside = |args: &[&str]| {
+        let mut line = vec![
+            "--target".to_string(),
+            container.init.to_string(),
+            "--pid".into(),
+            "--mount".into(),
+            "--".into(),
+            crate::support::cudackpt_bin().display().to_string(),
+        ];
+        line.extend(args.iter().map(|a| a.to_string()));
+        let line: Vec<&str> = line.iter().map(String::as_str).collect();
+        let output = fx
+            .command_for(Path::new("nsenter"), &line)
+            .output()
+            .expect("nsenter runs");
+        (output.status.code().unwrap_or(-1), document(&output))
+    };
+    let (job, criu) = (container.job.to_string(), criu.display().to_string());
+    let forced_dir = fx.dir().join("forced").display().to_string();
+    let (code, forced) = inside(&[
+        "--json",
+        "dump",
+        "--force",
+        "--to",
+        &forced_dir,
+        "--criu",
+        &criu,
+        &job,
+    ]);
+    assert_eq!(
+        (code, forced["error"]["kind"].as_str()),
+        (1, Some("criu_failed")),
+        "{forced:#}"
+    );
+    assert!(
+        forced["criu_errors"]
+            .to_string()
+            .contains("outside of its pid namespace"),
+        "CRIU's own reason: {forced:#}"
+    );
+    assert!(
+        fx.take_calls().iter().any(|c| c.op == "checkpoint"),
+        "the pre-dump suspended it"
+    );
+    wait_until("the watcher to resume the job", || {
+        fx.fake_state(container.job) == "running"
+    });
+    let images = fx.dir().join("images");
+    let images_arg = images.display().to_string();
+    let (code, refused) = inside(&["--json", "dump", "--to", &images_arg, "--criu", &criu, &job]);
+    assert_eq!(
+        (code, refused["error"]["kind"].as_str()),
+        (8, Some("refused")),
+        "{refused:#}"
+    );
+    let message = refused["error"]["message"].as_str().expect("a message");
+    assert!(message.contains("outside its PID namespace"), "{message}");
+    let hint = refused["error"]["hint"].as_str().expect("a hint");
+    assert!(hint.contains("setsid"), "{hint}");
+    fx.assert_no_calls("a refused dump");
+    assert!(!images.exists(), "nothing was created");
+}
+
+/// A PID and mount namespace of its own with a fake CUDA job in it, started
+/// by the namespace's init from this test's session (led outside it);
+/// killed with its namespace when dropped.
+struct Container {
+    unshare: std::process::Child,
+    /// The namespace's init, as this test sees it.
+    init: i32,
+    /// The job's PID inside the namespace.
+    job: i32,
+}
+
+impl Container {
+    fn start(fx: &Fixture) -> Container {
+        let pid_file = fx.dir().join("inner.pid");
+        let script = format!(
+            "LD_PRELOAD=$CUDA sleep 600 </dev/null >/dev/null 2>&1 & j=$!; while ! grep -qF \"$CUDA\" /proc/$j/maps; do sleep 0.01; done; echo $j > '{0}.new' && mv '{0}.new' '{0}'; exec sleep 600",
+            pid_file.display()
+        );
+        let unshare = Command::new("unshare")
+            .args([
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "--mount-proc",
+                "sh",
+                "-c",
+            ])
+            .arg(script)
+            .env("FAKE_CUDA_STATE_DIR", fx.dir())
+            .env("CUDA", fake_libcuda())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("unshare starts");
+        let mut container = Container {
+            init: 0,
+            job: 0,
+            unshare,
+        };
+        let children = format!("/proc/{0}/task/{0}/children", container.unshare.id());
+        wait_until("the job inside to map the fake", || pid_file.exists());
+        container.job = std::fs::read_to_string(&pid_file)
+            .expect("the job's PID")
+            .trim()
+            .parse()
+            .expect("a PID");
+        container.init = std::fs::read_to_string(children)
+            .expect("unshare's child")
+            .trim()
+            .parse()
+            .expect("one child");
+        container
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        // The init dies with unshare (--kill-child), and the namespace's
+        // every process with the init.
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
+    }
 }
 
 /// A Unix socket connected to a process outside the tree (a daemon, as

@@ -194,15 +194,15 @@ fn checked(
         .map_err(|why| DiskFailure::refused("images_dir", why.to_string(), why.hint()))?;
     let tree = discover::trees(&[root_pid]);
     let facts = tree_facts::gather(&tree);
-    if let Some(why) = tree_facts::refusal(&facts) {
+    if let Some(undumpable) = tree_facts::refusal(&facts) {
         if !request.force {
             return Err(DiskFailure::refused(
                 "refused",
-                format!("refused before any change: {why}"),
-                "give the job output of its own (a file, or a pipe read inside the tree) rather than a daemon's socket such as journald's, or dump the process that holds the other end with it; --force lets CRIU try (it fails, and the tree goes on running)",
+                format!("refused before any change: {}", undumpable.why),
+                undumpable.fix,
             ));
         }
-        remarks.push(format!("{why} (going on: --force)"));
+        remarks.push(format!("{} (going on: --force)", undumpable.why));
     }
     let predicted = predump_dry_run(request, root_pid);
     if let Some((message, hint)) = refusal_of(&predicted) {
@@ -451,16 +451,21 @@ pub fn action_script_env(request: &DumpSettings<'_>) -> Vec<(&'static str, Strin
     env
 }
 
-/// Waits up to `limit` for `root` to be gone, zombie and all.
+/// Waits up to `limit` for `root` to die, then a moment for its parent to
+/// reap it: whether its PID is free.
 fn gone(root: Identity, limit: Duration) -> bool {
     let until = Instant::now() + limit;
-    while root.is_still_there() {
+    while root.is_still_there() && crate::targets::process::is_alive(root.pid) {
         if Instant::now() > until {
             return false;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    true
+    !root.is_still_there()
+        || crate::targets::process::zombie_reaped_within(
+            root.pid,
+            crate::targets::process::REAP_WAIT,
+        )
 }
 
 /// What each process's checkpoint moved, from the checkpoint records the

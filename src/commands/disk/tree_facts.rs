@@ -12,6 +12,12 @@
 //! - a file lock (`/proc/locks`): `--file-locks`.
 //!
 //! The same options go to the restore (the manifest keeps them).
+//!
+//! What no option can make CRIU dump is a refusal ([`refusal`]): a Unix
+//! socket connected outside the tree, and a session whose leader is outside
+//! the PID namespace (session 0 in /proc/PID/stat: a job a container's
+//! runtime started in a session it made outside; CRIU: "A session leader
+//! of ... is outside of its pid namespace", even with `--shell-job`).
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -36,6 +42,8 @@ pub struct TreeFacts {
     pub terminal: BTreeSet<i32>,
     /// PIDs whose session or process group leader is outside the tree.
     pub led_from_outside: BTreeSet<i32>,
+    /// PIDs whose session leader is outside their PID namespace.
+    pub session_outside_namespace: BTreeSet<i32>,
     /// PIDs holding a file lock.
     pub file_locks: BTreeSet<i32>,
     /// Unix sockets connected to a process outside the tree, by the PID
@@ -72,6 +80,9 @@ pub fn gather(pids: &[i32]) -> TreeFacts {
         if let Some((group, session)) = group_and_session(pid) {
             if !pids.contains(&group) || !pids.contains(&session) {
                 facts.led_from_outside.insert(pid);
+            }
+            if session == 0 {
+                facts.session_outside_namespace.insert(pid);
             }
         }
         let sockets = socket_inodes_and_terminal(pid, &mut facts);
@@ -138,26 +149,49 @@ pub fn outside(
     found
 }
 
-/// Why a tree with Unix sockets connected outside it cannot be dumped,
-/// if it has any (pure).
-pub fn refusal(facts: &TreeFacts) -> Option<String> {
-    if facts.external_unix.is_empty() {
-        return None;
+/// Why no CRIU option can dump a tree, and what would let it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeRefusal {
+    pub why: String,
+    pub fix: String,
+}
+
+/// Why the tree cannot be dumped, if it cannot (pure).
+pub fn refusal(facts: &TreeFacts) -> Option<TreeRefusal> {
+    let mut whys = Vec::new();
+    let mut fixes = Vec::new();
+    if !facts.external_unix.is_empty() {
+        let each: Vec<String> = facts
+            .external_unix
+            .iter()
+            .map(|(pid, sockets)| {
+                format!(
+                    "PID {pid} holds a Unix socket {}",
+                    sockets.join(", and one ")
+                )
+            })
+            .collect();
+        whys.push(format!(
+            "{}: CRIU cannot dump a Unix socket whose other end is outside the tree",
+            each.join("; ")
+        ));
+        fixes.push("give the job output of its own (a file, or a pipe read inside the tree) rather than a daemon's socket such as journald's, or dump the process that holds the other end with it");
     }
-    let each: Vec<String> = facts
-        .external_unix
-        .iter()
-        .map(|(pid, sockets)| {
-            format!(
-                "PID {pid} holds a Unix socket {}",
-                sockets.join(", and one ")
-            )
-        })
-        .collect();
-    Some(format!(
-        "{}: CRIU cannot dump a Unix socket whose other end is outside the tree",
-        each.join("; ")
-    ))
+    if !facts.session_outside_namespace.is_empty() {
+        let pids: Vec<i32> = facts.session_outside_namespace.iter().copied().collect();
+        whys.push(format!(
+            "the session of {} is led from outside its PID namespace (a container's runtime made it): CRIU cannot dump that, even as a shell job",
+            crate::ops::vocabulary::prose::pids(&pids)
+        ));
+        fixes.push("start the job in a session of its own (setsid COMMAND), or dump it from the namespace its session leader is in");
+    }
+    (!whys.is_empty()).then(|| TreeRefusal {
+        why: whys.join("; "),
+        fix: format!(
+            "{}; --force lets CRIU try (it fails, and the tree goes on running)",
+            fixes.join("; ")
+        ),
+    })
 }
 
 /// `pid`'s process group and session, from `/proc/PID/stat`.
@@ -338,6 +372,7 @@ mod tests {
             tcp_all_loopback: true,
             terminal: BTreeSet::from([7]),
             led_from_outside: BTreeSet::new(),
+            session_outside_namespace: BTreeSet::new(),
             file_locks: BTreeSet::new(),
             external_unix: Default::default(),
         };
@@ -366,9 +401,28 @@ mod tests {
         assert_eq!(chosen.len(), 1);
         assert_eq!(chosen[0].option, "--shell-job");
         assert!(chosen[0].why.contains("PID 42"), "{}", chosen[0].why);
+        assert_eq!(refusal(&facts), None, "a shell job is dumped");
         let stat = "42 (a b) c) S 1 40 39 0 -1 4194560";
         assert_eq!(parse_group_and_session(stat), Some((40, 39)));
         assert_eq!(parse_group_and_session("garbage"), None);
+    }
+
+    #[test]
+    fn a_session_led_from_outside_the_pid_namespace_is_refused_with_the_fix() {
+        let facts = TreeFacts {
+            led_from_outside: BTreeSet::from([42, 43]),
+            session_outside_namespace: BTreeSet::from([42, 43]),
+            ..TreeFacts::default()
+        };
+        let said = refusal(&facts).expect("refused");
+        assert!(said.why.contains("PIDs 42 and 43"), "{said:?}");
+        assert!(said.why.contains("outside its PID namespace"), "{said:?}");
+        assert!(said
+            .fix
+            .starts_with("start the job in a session of its own (setsid"));
+        assert!(said.fix.ends_with("the tree goes on running)"), "{said:?}");
+        // Forced, CRIU is still told it is a shell job.
+        assert_eq!(choose(&facts)[0].option, "--shell-job");
     }
 
     #[test]
@@ -401,9 +455,11 @@ mod tests {
         };
         let said = refusal(&facts).expect("refused");
         assert!(
-            said.starts_with("PID 10 holds a Unix socket connected to /run/systemd/journal/stdout"),
-            "{said}"
+            said.why
+                .starts_with("PID 10 holds a Unix socket connected to /run/systemd/journal/stdout"),
+            "{said:?}"
         );
+        assert!(said.fix.contains("journald"), "{said:?}");
         assert_eq!(refusal(&TreeFacts::default()), None);
         // A planted name cannot write to the terminal.
         let planted = std::collections::HashMap::from([

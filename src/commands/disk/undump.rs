@@ -86,15 +86,19 @@ fn checked(
         }
         remarks.push(format!("{why} (going on: --force)"));
     }
-    if let Some(taken) = manifest.processes.iter().find(|p| process::is_alive(p.pid)) {
+    if let Some((taken, holder)) = manifest
+        .processes
+        .iter()
+        .find_map(|p| pid_holder(p.pid).map(|holder| (p, holder)))
+    {
         return Err(DiskFailure::refused(
             "pid_in_use",
             format!(
-                "refused before any change: PID {} ({} in the dump) is in use on this host, and CRIU restores every process with its own PID",
+                "refused before any change: PID {} ({} in the dump) is {holder}, and CRIU restores every process with its own PID",
                 taken.pid,
                 crate::targets::name::printable(&taken.name)
             ),
-            "end that process (after `dump --leave-running` it is the job itself), or undump on another host",
+            "end that process (after `dump --leave-running` it is the job itself; a zombie goes when its parent reaps it or ends), or undump on another host",
         ));
     }
     let pairs = choose_gpus(request, manifest, remarks).map_err(|why| {
@@ -338,5 +342,30 @@ fn said_killed(pids: &[i32]) -> String {
             "; what CRIU had restored was killed ({})",
             crate::ops::vocabulary::prose::pids(pids)
         )
+    }
+}
+
+/// What holds `pid` on this host, if anything does: a process, or a zombie
+/// (a process that ended and whose parent has not reaped it still holds its
+/// PID, and CRIU cannot fork it: "File exists").
+fn pid_holder(pid: i32) -> Option<String> {
+    match process::read_status(pid) {
+        Ok(None) => None,
+        Ok(Some(status)) if status.state == 'Z' => {
+            if process::zombie_reaped_within(pid, process::REAP_WAIT) {
+                return None;
+            }
+            let parent = process::read_proc_text(&format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| process::stat_fields(&stat)?.nth(1)?.parse::<i32>().ok());
+            Some(match parent {
+                Some(parent) => {
+                    format!("held by a zombie that its parent, PID {parent}, has not reaped")
+                }
+                None => "held by a zombie its parent has not reaped".to_string(),
+            })
+        }
+        // Unreadable is no proof it is free.
+        Ok(Some(_)) | Err(_) => Some("in use on this host".to_string()),
     }
 }
