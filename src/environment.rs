@@ -58,13 +58,14 @@ pub const DEBUG_PAUSE_AFTER_CHECKS: &str = "CUDACKPT_DEBUG_PAUSE_AFTER_CHECKS";
 pub const DEBUG_DEVICE_PREFIX: &str = "CUDACKPT_DEBUG_DEVICE_PREFIX";
 pub const DEBUG_USER_RUNTIME_BASE: &str = "CUDACKPT_DEBUG_USER_RUNTIME_BASE";
 pub const DEBUG_KILL_AT: &str = "CUDACKPT_DEBUG_KILL_AT";
+pub const DEBUG_RESUME_WAIT_MS: &str = "CUDACKPT_DEBUG_RESUME_WAIT_MS";
 
 /// How the stand-ins' names begin.
 const DEBUG_PREFIX: &str = "CUDACKPT_DEBUG_";
 
 /// What the man page's ENVIRONMENT section says of each variable a user
 /// may set or meet, in its order.
-pub const DOCUMENTED: [(&str, &str); 33] = [
+pub const DOCUMENTED: [(&str, &str); 34] = [
     (
         MAP,
         "a GPU map (as --map takes it: OLD=NEW,... or auto) for the CRIU hook's post-resume: the restored tree is resumed onto these GPUs. `cudackpt undump` sets it for the GPUs it chose.",
@@ -176,6 +177,10 @@ pub const DOCUMENTED: [(&str, &str); 33] = [
     (
         DEBUG_KILL_AT,
         "Debug builds only (tests): SIGKILL cudackpt itself just before (before-signal:N) or just after (after-signal:N) the Nth drain signal it sends, or at a CRIU pre-dump whose group is suspended, before its watcher starts (before-watcher). Release builds ignore it.",
+    ),
+    (
+        DEBUG_RESUME_WAIT_MS,
+        "Debug builds only (tests): how long a failed dump waits for the action script's watcher to resume the tree, in milliseconds (else 60 s). Release builds ignore it.",
     ),
     (
         RUST_LOG,

@@ -269,11 +269,55 @@ fn a_dump_that_fails_after_the_suspend_leaves_the_process_running() {
     assert_eq!(failed["error"]["changed"], true);
     let errors = failed["criu_errors"].to_string();
     assert!(errors.to_lowercase().contains("ghost"), "{errors}");
-    // The action script's watcher resumes it once CRIU has gone.
+    // The action script's watcher resumes it once CRIU has gone, and the
+    // dump reports once it has: running when the document comes.
     assert!(alive(target.0));
-    wait_until("the watcher to resume the process", || {
-        fx.fake_state(target.0) == "running"
-    });
+    assert_eq!(fx.fake_state(target.0), "running", "{failed:#}");
+    let hint = failed["error"]["hint"].as_str().expect("a hint");
+    assert!(hint.starts_with("the tree is running again"), "{hint}");
+}
+
+/// Where the watcher cannot resume the tree after CRIU fails (the driver
+/// refuses the restore), the dump says which process is not running and
+/// the command that puts it back (the watcher's intent record is there for
+/// `recover`), and that command does.
+#[test]
+fn a_failed_dump_whose_tree_was_not_resumed_says_how_to_put_it_back() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let ghost = fx.dir().join("ghost");
+    let script = format!(
+        "head -c 4194304 /dev/zero > {g}; exec 3<{g}; rm {g}; LD_PRELOAD=$CUDA setsid sleep 600 </dev/null >/dev/null 2>&1",
+        g = ghost.display()
+    );
+    let target = Orphan::start(&fx, &script);
+    let images = fx.dir().join("images");
+    let output = fx
+        .std_command(&[
+            "--json",
+            "dump",
+            "--to",
+            images.to_str().expect("a UTF-8 path"),
+            "--criu",
+            criu.to_str().expect("a UTF-8 path"),
+            &target.0.to_string(),
+        ])
+        // The watcher, started by CRIU with this environment, cannot restore.
+        .env("FAKE_CUDA_INJECT", "restore=error:2")
+        .env("CUDACKPT_DEBUG_RESUME_WAIT_MS", "1500")
+        .output()
+        .expect("run cudackpt");
+    let failed = document(&output);
+    assert_eq!(output.status.code(), Some(1), "{failed:#}");
+    let hint = failed["error"]["hint"].as_str().expect("a hint");
+    assert!(
+        hint.starts_with(&format!("PID {} (checkpointed) is not running", target.0))
+            && hint.contains("`cudackpt recover` puts the tree back"),
+        "{hint}"
+    );
+    assert_eq!(fx.fake_state(target.0), "checkpointed");
+    fx.cudackpt(&["recover"]).assert().success();
+    assert_eq!(fx.fake_state(target.0), "running");
 }
 
 #[test]

@@ -25,7 +25,7 @@ use super::manifest::{
     self, DumpTimings, Manifest, ManifestCriu, ManifestGpu, ManifestGpuUse, ManifestProcess,
 };
 use super::report::{DiskFailure, DiskReport};
-use super::{criu_run, criu_tool, host_driver, images, tree_facts};
+use super::{criu_run, criu_tool, host_driver, images, tree_facts, tree_state};
 
 /// What a dump is asked to do.
 pub struct DumpSettings<'a> {
@@ -364,14 +364,58 @@ fn run_criu(
     report.criu_log = Some(ran.log.clone());
     if !ran.ok {
         report.criu_errors = criu_run::log_errors(&ran.log, 12);
+        let now = match resumed_after_a_failed_dump(request, checked.root.pid) {
+            Ok(()) => "the tree is running again (cudackpt's action script resumed what it suspended)".to_string(),
+            Err(stuck) => format!(
+                "{stuck} is not running {:.1} s after CRIU's failure (the action script's resume failed: `journalctl -t cudackpt`): `cudackpt recover` puts the tree back (`--dry-run` says what it would do)",
+                resume_wait().as_secs_f64(),
+            ),
+        };
         return Err(DiskFailure {
             kind: "criu_failed",
-            message: format!("CRIU's dump {} after {:.1} s", ran.exit, ran.elapsed.as_secs_f64()),
-            hint: format!("the tree goes on running (cudackpt's action script resumes what it suspended); CRIU's errors are below and in {}", ran.log.display()),
+            message: format!(
+                "CRIU's dump {} after {:.1} s",
+                ran.exit,
+                ran.elapsed.as_secs_f64()
+            ),
+            hint: format!(
+                "{now}; CRIU's errors are below and in {}",
+                ran.log.display()
+            ),
             changed: true,
         });
     }
     Ok(ran)
+}
+
+/// How long the action script's watcher is given to resume the tree after
+/// CRIU fails: it acts the moment CRIU exits, and a resume copies the GPU
+/// memory back (22 GiB took about 10 s on an H100).
+const RESUME_WAIT: Duration = Duration::from_secs(60);
+
+/// Waits until every CUDA process of the tree is running again (the
+/// action script's watcher resumes them once CRIU has gone), so the
+/// failure is reported with the tree as it is, not as it will be: the
+/// first one still not running after [`RESUME_WAIT`], named.
+fn resumed_after_a_failed_dump(request: &DumpSettings<'_>, root_pid: i32) -> Result<(), String> {
+    let until = Instant::now() + resume_wait();
+    loop {
+        let Some(stuck) = tree_state::first_not_running(request.libcuda, root_pid) else {
+            return Ok(());
+        };
+        if Instant::now() > until {
+            return Err(stuck);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// [`RESUME_WAIT`], or in a debug build what a test set in
+/// `CUDACKPT_DEBUG_RESUME_WAIT_MS`.
+fn resume_wait() -> Duration {
+    crate::environment::debug(crate::environment::DEBUG_RESUME_WAIT_MS)
+        .and_then(|ms| ms.to_str()?.parse().ok())
+        .map_or(RESUME_WAIT, Duration::from_millis)
 }
 
 fn ms(duration: Duration) -> f64 {

@@ -7,6 +7,7 @@
 //! `criu_tool` (which CRIU), `tree_facts` (what the tree holds, CRIU's
 //! options), `images` (the directory, its room and size), `host_driver`,
 //! `manifest`, `placement` (GPUs at restore), `criu_run` (running CRIU),
+//! `tree_state` (whether the tree's CUDA processes run),
 //! `dump`, `undump`, `report`.
 
 pub mod criu_run;
@@ -18,4 +19,5 @@ pub mod manifest;
 pub mod placement;
 pub mod report;
 pub mod tree_facts;
+pub mod tree_state;
 pub mod undump;

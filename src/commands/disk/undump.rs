@@ -11,17 +11,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::api::group::Group;
-use crate::driver::ProcessState;
 use crate::files::SafeDir;
 use crate::gpu::inventory::Inventory;
-use crate::ops::vocabulary::plan::Operation;
 use crate::targets::{discover, process};
 
 use super::manifest::{self, Manifest};
 use super::placement::{self, HostGpu};
 use super::report::{DiskFailure, DiskReport};
-use super::{criu_run, criu_tool, dump, host_driver};
+use super::{criu_run, criu_tool, dump, host_driver, tree_state};
 
 /// What an undump is asked to do.
 pub struct UndumpSettings<'a> {
@@ -167,7 +164,7 @@ fn restored(
             )
         });
     };
-    if let Some(stuck) = not_running(request, root) {
+    if let Some(stuck) = tree_state::first_not_running(request.libcuda, root) {
         let killed = kill_tree(root);
         return Err(failed(
             format!("the GPU state of {stuck} was not restored"),
@@ -302,25 +299,6 @@ fn restore_env(
 fn restored_root(pidfile: &Path) -> Option<i32> {
     let text = crate::files::read_capped(pidfile, 64).ok()?;
     text.trim().parse().ok().filter(|pid| *pid > 1)
-}
-
-/// The first restored CUDA process that is not running, named.
-fn not_running(request: &UndumpSettings<'_>, root: i32) -> Option<String> {
-    let states = Group::new()
-        .libcuda_option(request.libcuda)
-        .tree(root)
-        .run(Operation::State { restore_tid: false });
-    states
-        .processes
-        .iter()
-        .find(|p| p.state.is_some_and(|s| s != ProcessState::Running))
-        .map(|p| {
-            format!(
-                "PID {} ({})",
-                p.pid,
-                p.state.map_or("unknown", |s| s.as_str())
-            )
-        })
 }
 
 /// Kills `root`'s tree; the PIDs killed.
