@@ -118,6 +118,20 @@ impl Orphan {
         }
     }
 
+    /// A fake CUDA process holding a deleted file of 4 MiB open: CRIU
+    /// stops at it ("ghost file" over its 1 MiB limit) after the
+    /// pre-dump has suspended the process.
+    fn cuda_that_criu_cannot_dump(fx: &Fixture) -> Orphan {
+        let ghost = fx.dir().join("ghost");
+        Orphan::start(
+            fx,
+            &format!(
+                "head -c 4194304 /dev/zero > {g}; exec 3<{g}; rm {g}; LD_PRELOAD=$CUDA setsid sleep 600 </dev/null >/dev/null 2>&1",
+                g = ghost.display()
+            ),
+        )
+    }
+
     fn cuda(fx: &Fixture) -> Orphan {
         // Its identity follows it through CRIU, and the fake's record with it.
         Orphan::start(
@@ -255,14 +269,7 @@ fn a_cuda_process_goes_to_disk_and_back_through_criu() {
 fn a_dump_that_fails_after_the_suspend_leaves_the_process_running() {
     let Some(criu) = criu() else { return };
     let fx = Fixture::new();
-    // A deleted file of 4 MiB held open: CRIU stops at it ("ghost file"
-    // over its 1 MiB limit) after the pre-dump has suspended the process.
-    let ghost = fx.dir().join("ghost");
-    let script = format!(
-        "head -c 4194304 /dev/zero > {g}; exec 3<{g}; rm {g}; LD_PRELOAD=$CUDA setsid sleep 600 </dev/null >/dev/null 2>&1",
-        g = ghost.display()
-    );
-    let target = Orphan::start(&fx, &script);
+    let target = Orphan::cuda_that_criu_cannot_dump(&fx);
     let (code, failed) = dump(&fx, &fx.dir().join("images"), &criu, target.0, &[]);
     assert_eq!(code, 1, "{failed:#}");
     assert_eq!(failed["error"]["kind"], "criu_failed");
@@ -285,12 +292,7 @@ fn a_dump_that_fails_after_the_suspend_leaves_the_process_running() {
 fn a_failed_dump_whose_tree_was_not_resumed_says_how_to_put_it_back() {
     let Some(criu) = criu() else { return };
     let fx = Fixture::new();
-    let ghost = fx.dir().join("ghost");
-    let script = format!(
-        "head -c 4194304 /dev/zero > {g}; exec 3<{g}; rm {g}; LD_PRELOAD=$CUDA setsid sleep 600 </dev/null >/dev/null 2>&1",
-        g = ghost.display()
-    );
-    let target = Orphan::start(&fx, &script);
+    let target = Orphan::cuda_that_criu_cannot_dump(&fx);
     let images = fx.dir().join("images");
     let output = fx
         .std_command(&[
