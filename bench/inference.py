@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""An inference server started cold against the same server brought back
+by `cudackpt undump`: time to the first answer, and the answers compared.
+
+The server (`inference.py serve`) builds a transformers Llama model from a
+config (random weights from a fixed seed, no download), compiles it with
+`torch.compile(dynamic=True)`, warms it with one request and answers greedy
+completions over TCP on loopback, one connection a request. torch.compile's
+compile-worker pool (a sidecar process and its forked workers) is part of
+its tree, as it is in any compiled server.
+
+`inference.py run` (as root, with CRIU) measures, on one host:
+
+1. cold start: the server from nothing (an empty inductor and Triton cache,
+   the page cache dropped with `--drop-caches`) to its first answer;
+2. `cudackpt dump` of the warm server (the server is gone after it);
+3. undump with the page cache dropped (`--drop-caches`), to its first
+   answer; then the restored server is killed;
+4. undump again with the images in the page cache, to its first answer.
+
+Every row's answers must equal the cold server's; the run fails otherwise.
+Prints a Markdown table and, with `--json`, writes the raw documents.
+Timings are a benchmark, never a pass/fail test.
+
+    sudo python3 bench/inference.py run --cudackpt target/release/cudackpt \\
+        --criu /path/to/criu [--device cuda] [--drop-caches] [--json out.json]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from harness import cudackpt, wait_for
+
+# Prompts every row answers (token ids; the model has no tokenizer).
+PROMPTS = [[1, 15, 27, 9], [3, 3, 8, 200, 41, 7], [99]]
+# Sizes: "1b" is the issue's server (about 1.3 B parameters, a few GiB in
+# bf16); "tiny" is for a CPU.
+SIZES = {
+    "1b": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
+               num_key_value_heads=4, vocab_size=32000),
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
+                 num_key_value_heads=4, vocab_size=256),
+}
+
+
+def serve(args):
+    """The server: READY on stdout once warm, then answers forever."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(args.seed)
+    dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
+    model = LlamaForCausalLM(LlamaConfig(**SIZES[args.size])).to(args.device, dtype).eval()
+    forward = torch.compile(model, dynamic=True)
+
+    def complete(ids, new):
+        x = torch.tensor([ids], device=args.device)
+        out = []
+        with torch.no_grad():
+            for _ in range(new):
+                token = int(forward(x).logits[0, -1].argmax())
+                out.append(token)
+                x = torch.cat([x, torch.tensor([[token]], device=args.device)], 1)
+        return out
+
+    complete(PROMPTS[0], args.new)
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", args.port))
+    listener.listen()
+    print("READY", flush=True)
+    while True:
+        connection, _ = listener.accept()
+        with connection:
+            request = json.loads(connection.makefile().readline())
+            connection.sendall((json.dumps(complete(request["ids"], request["new"])) + "\n").encode())
+
+
+def ask(port, ids, new, timeout):
+    """One request; None while nothing listens yet."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as connection:
+            connection.sendall((json.dumps({"ids": ids, "new": new}) + "\n").encode())
+            return json.loads(connection.makefile().readline())
+    except (ConnectionRefusedError, ConnectionResetError):
+        return None
+
+
+def first_answer(port, new, since, timeout=900):
+    """Polls until the server answers the first prompt: (seconds since
+    `since`, every prompt's answer)."""
+    answers = {}
+
+    def answered():
+        answers["first"] = ask(port, PROMPTS[0], new, timeout)
+        return answers["first"] is not None
+
+    wait_for(answered, "the server's first answer", timeout=timeout, every=0.005)
+    took = time.monotonic() - since
+    return took, [answers["first"]] + [ask(port, p, new, timeout) for p in PROMPTS[1:]]
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def run(args):
+    work = tempfile.mkdtemp(prefix="cudackpt-inference-")
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(work, "inductor"),
+               TRITON_CACHE_DIR=os.path.join(work, "triton"), PYTHONUNBUFFERED="1")
+    if args.compile_threads:
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = str(args.compile_threads)
+    criu_env = {"LD_LIBRARY_PATH": args.criu_libs} if args.criu_libs else None
+    rows, raw = [], {"size": args.size, "device": args.device, "new_tokens": args.new}
+    server = None
+    try:
+        if args.drop_caches:
+            drop_caches()
+        started = time.monotonic()
+        log = open(os.path.join(work, "server.log"), "w")
+        # A session of its own, as a service manager starts one: a session
+        # led from outside (a shell's, a container runtime's) is a shell job
+        # at best for CRIU, and refused where its leader is outside the PID
+        # namespace.
+        server = subprocess.Popen([sys.executable, os.path.abspath(__file__), "serve", "--port", str(args.port),
+                                   "--device", args.device, "--size", args.size, "--new", str(args.new),
+                                   "--seed", str(args.seed)],
+                                  stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True, env=env)
+        cold_s, expected = first_answer(args.port, args.new, started)
+        rows.append(("cold start", cold_s, "compile from an empty cache" + (", page cache dropped" if args.drop_caches else "")))
+        tree = subprocess.run(["ps", "-o", "pid,ppid,args", "--ppid", str(server.pid)], capture_output=True, text=True).stdout
+        raw["children"] = tree.splitlines()[1:]
+        images = os.path.join(work, "images")
+        # Reaped the moment CRIU kills it, as a service manager would: the
+        # dump waits (3 s at most) for a dumped root's PID to be free.
+        reaper = threading.Thread(target=server.wait, daemon=True)
+        reaper.start()
+        dump_s, dumped = cudackpt(args.cudackpt, "dump", "--to", images, "--criu", args.criu, server.pid, env=criu_env)
+        raw["dump"] = dumped
+        reaper.join(timeout=60)
+        for label, drop in (("undump, page cache dropped", True), ("undump, images in the page cache", False)):
+            if drop and not args.drop_caches:
+                continue
+            if drop:
+                drop_caches()
+            since = time.monotonic()
+            undump_s, undumped = cudackpt(args.cudackpt, "undump", images, "--criu", args.criu, env=criu_env)
+            took, answers = first_answer(args.port, args.new, since)
+            raw.setdefault("undumps", []).append({"label": label, "document": undumped, "first_answer_s": took})
+            if answers != expected:
+                raise SystemExit(f"{label}: the answers differ from the cold server's: {answers} != {expected}")
+            rows.append((label, took, f"undump {undump_s:.2f} s of it"))
+            os.kill(server.pid, signal.SIGKILL)
+            wait_for(lambda: not os.path.exists(f"/proc/{server.pid}"), "the restored server to be gone", timeout=60)
+        manifest = dumped["manifest"]
+        raw["rows"] = [{"start": r[0], "first_answer_s": round(r[1], 3), "note": r[2]} for r in rows]
+        print(f"server: Llama {args.size} on {args.device}, compiled (dynamic=True); images {manifest['image_bytes'] / 1e9:.2f} GB, "
+              f"dump {dump_s:.2f} s; answers equal in every row; children: {len(raw['children'])}")
+        print("| start | first answer | note |\n| --- | --- | --- |")
+        for label, seconds, note in rows:
+            print(f"| {label} | {seconds:.2f} s | {note} |")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(raw, f, indent=1)
+    finally:
+        if server and server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("serve", "run"):
+        p = sub.add_parser(name)
+        p.add_argument("--port", type=int, default=47100)
+        p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+        p.add_argument("--size", choices=sorted(SIZES), default="1b")
+        p.add_argument("--new", type=int, default=16, help="tokens each answer generates")
+        p.add_argument("--seed", type=int, default=0)
+    run_parser = sub.choices["run"]
+    run_parser.add_argument("--cudackpt", required=True)
+    run_parser.add_argument("--criu", required=True)
+    run_parser.add_argument("--criu-libs", help="LD_LIBRARY_PATH for a carried CRIU")
+    run_parser.add_argument("--compile-threads", type=int, help="TORCHINDUCTOR_COMPILE_THREADS (default: torch's)")
+    run_parser.add_argument("--drop-caches", action="store_true", help="drop the page cache before the cold start and the first undump (root)")
+    run_parser.add_argument("--json")
+    args = parser.parse_args()
+    serve(args) if args.command == "serve" else run(args)
+
+
+if __name__ == "__main__":
+    main()
