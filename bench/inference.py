@@ -4,10 +4,13 @@ by `cudackpt undump`: time to the first answer, and the answers compared.
 
 The server (`inference.py serve`) builds a transformers Llama model from a
 config (random weights from a fixed seed, no download), compiles it with
-`torch.compile(dynamic=True)`, warms it with one request and answers greedy
+`torch.compile(dynamic=True)`, warms it with every prompt the runs send and answers greedy
 completions over TCP on loopback, one connection a request. torch.compile's
 compile-worker pool (a sidecar process and its forked workers) is part of
-its tree, as it is in any compiled server.
+its tree until the server, once warm, shuts it down with
+`cudackpt_drain.release_compile_workers()` (the pool starts CUDA and forks
+workers CRIU cannot dump; `--keep-compile-workers` leaves it running, and
+the dump is refused, naming the pool).
 
 `inference.py run` (as root, with CRIU) measures, on one host:
 
@@ -72,7 +75,14 @@ def serve(args):
                 x = torch.cat([x, torch.tensor([[token]], device=args.device)], 1)
         return out
 
-    complete(PROMPTS[0], args.new)
+    for prompt in PROMPTS:  # every shape the runs ask for, compiled now
+        complete(prompt, args.new)
+    if not args.keep_compile_workers:
+        # As a server to be snapshotted does once warm: CRIU cannot dump
+        # the pool's workers (forked after the pool started CUDA).
+        import cudackpt_drain
+
+        cudackpt_drain.release_compile_workers()
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", args.port))
@@ -117,8 +127,10 @@ def drop_caches():
 
 def run(args):
     work = tempfile.mkdtemp(prefix="cudackpt-inference-")
+    client = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python", "src")
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(work, "inductor"),
-               TRITON_CACHE_DIR=os.path.join(work, "triton"), PYTHONUNBUFFERED="1")
+               TRITON_CACHE_DIR=os.path.join(work, "triton"), PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [os.path.abspath(client), os.environ.get("PYTHONPATH")])))
     if args.compile_threads:
         env["TORCHINDUCTOR_COMPILE_THREADS"] = str(args.compile_threads)
     criu_env = {"LD_LIBRARY_PATH": args.criu_libs} if args.criu_libs else None
@@ -135,7 +147,7 @@ def run(args):
         # namespace.
         server = subprocess.Popen([sys.executable, os.path.abspath(__file__), "serve", "--port", str(args.port),
                                    "--device", args.device, "--size", args.size, "--new", str(args.new),
-                                   "--seed", str(args.seed)],
+                                   "--seed", str(args.seed), *(["--keep-compile-workers"] if args.keep_compile_workers else [])],
                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                   start_new_session=True, env=env)
         cold_s, expected = first_answer(args.port, args.new, started)
@@ -191,6 +203,8 @@ def main():
         p.add_argument("--size", choices=sorted(SIZES), default="1b")
         p.add_argument("--new", type=int, default=16, help="tokens each answer generates")
         p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--keep-compile-workers", action="store_true",
+                       help="leave torch.compile's compile-worker pool running once warm (the dump is then refused where the pool started CUDA)")
     run_parser = sub.choices["run"]
     run_parser.add_argument("--cudackpt", required=True)
     run_parser.add_argument("--criu", required=True)

@@ -45,6 +45,30 @@ pub struct Undumpable {
     pub name: Option<String>,
     pub parent: Option<(i32, Option<String>)>,
     pub obstacle: Obstacle,
+    /// It, or its parent, is `torch.compile`'s compile-worker pool (its
+    /// command line runs `torch/_inductor/compile_worker`): the pool reads
+    /// the GPUs' properties (so starts CUDA) and forks its workers, and the
+    /// fix is the pool's, not a DataLoader's. Read from a command line any
+    /// process may write: it chooses a hint, nothing else.
+    pub compile_pool: bool,
+}
+
+/// What a compile-worker pool's command line holds (its `__main__.py`).
+const COMPILE_WORKER: &[u8] = b"/_inductor/compile_worker";
+/// A command line is read this far at most.
+const CMDLINE_CAP: u64 = 64 << 10;
+
+/// Whether a /proc/PID/cmdline is torch's compile-worker pool (pure).
+pub fn is_compile_pool(cmdline: &[u8]) -> bool {
+    memmem::find(cmdline, COMPILE_WORKER).is_some()
+}
+
+fn runs_compile_pool(pid: i32) -> bool {
+    crate::files::read_capped_bytes(
+        std::path::Path::new(&format!("/proc/{pid}/cmdline")),
+        CMDLINE_CAP,
+    )
+    .is_ok_and(|cmdline| is_compile_pool(&cmdline))
 }
 
 /// What in the text of /proc/PID/maps CRIU cannot dump (pure): the first
@@ -92,11 +116,13 @@ pub fn find(pids: &[i32], holds_cuda: &dyn Fn(i32) -> bool) -> Vec<Undumpable> {
         }
         let (name, ppid) = name_and_parent(pid);
         let parent = ppid.map(|ppid| (ppid, name_and_parent(ppid).0));
+        let compile_pool = runs_compile_pool(pid) || ppid.is_some_and(runs_compile_pool);
         found.extend(obstacles.into_iter().map(|obstacle| Undumpable {
             pid,
             name: name.clone(),
             parent: parent.clone(),
             obstacle,
+            compile_pool,
         }));
     }
     found
@@ -188,6 +214,14 @@ mod tests {
                 Obstacle::IoUring
             ]
         );
+    }
+
+    #[test]
+    fn the_compile_worker_pool_is_known_by_its_command_line() {
+        let pool = b"/usr/bin/python3\0/usr/lib/python3/dist-packages/torch/_inductor/compile_worker/__main__.py\0--pickler=x\0--kind=fork\0";
+        assert!(is_compile_pool(pool));
+        assert!(!is_compile_pool(b"python3\0train.py\0--workers\0"));
+        assert!(!is_compile_pool(b""));
     }
 
     #[test]

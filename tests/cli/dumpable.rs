@@ -63,8 +63,14 @@ time.sleep(600)
 /// and the device prefix that makes its file a "device node", or None when
 /// this kernel will not set up what was asked.
 fn tree_with(fx: &Fixture, what: &str) -> Option<(Tree, i32, String)> {
-    let holder = fx.dir().join("holder.py");
-    fs::write(&holder, HOLDER).expect("write the holder");
+    tree_with_holder_at(fx, what, &fx.dir().join("holder.py"))
+}
+
+/// [`tree_with`], the holder's script at `holder` (its command line names
+/// it).
+fn tree_with_holder_at(fx: &Fixture, what: &str, holder: &Path) -> Option<(Tree, i32, String)> {
+    fs::create_dir_all(holder.parent().expect("a directory")).expect("mkdir");
+    fs::write(holder, HOLDER).expect("write the holder");
     let device = fx.dir().join("nvidia0");
     let tree = fx.tree(
         &format!(
@@ -165,6 +171,40 @@ fn pre_dump_refuses_a_tree_whose_forked_child_maps_the_gpu_and_changes_nothing()
         Vec::<String>::new(),
         "refused before any change"
     );
+}
+
+/// torch.compile's compile-worker pool (a process running
+/// `torch/_inductor/compile_worker`) maps the GPU's device nodes without
+/// CUDA state: the refusal names the pool and its fix, not a DataLoader's.
+#[test]
+fn a_compile_worker_that_maps_the_gpu_is_refused_with_the_pool_s_fix() {
+    let fx = Fixture::new();
+    let holder = fx
+        .dir()
+        .join("site-packages/torch/_inductor/compile_worker/__main__.py");
+    let (tree, pool, prefix) =
+        tree_with_holder_at(&fx, "device", &holder).expect("a file can be mapped");
+    let output = pre_dump(&fx, tree.root(), &prefix, false);
+    assert_eq!(output.status.code(), Some(8), "{output:?}");
+    let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+    doc.check(8);
+    let error = doc.error.as_ref().expect("the tree is refused");
+    assert!(
+        error.message.contains(&format!("PID {pool} (python3)"))
+            && error
+                .message
+                .contains("torch.compile's compile-worker pool"),
+        "{}",
+        error.message
+    );
+    let hint = error.hint.as_deref().unwrap_or_default();
+    assert!(
+        hint.contains("release_compile_workers()")
+            && hint.contains("TORCHINDUCTOR_COMPILE_THREADS=1"),
+        "{hint}"
+    );
+    assert!(!hint.contains("DataLoader"), "{hint}");
+    assert_eq!(fx.state_changes(), Vec::<String>::new());
 }
 
 #[test]

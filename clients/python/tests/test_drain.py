@@ -4,6 +4,7 @@
 process group on the job's store. Run: python3 -m unittest discover -s
 clients/python/tests (with clients/python/src on PYTHONPATH)."""
 
+import json
 import mmap
 import multiprocessing
 import os
@@ -292,6 +293,33 @@ class Forks(unittest.TestCase):
         self.assertEqual(loaded(), {self.device.held}, "without the hook each worker inherits all")
         cd.keep_forks_dumpable(prefix)
         self.assertEqual(loaded(), {(0, 0)})
+
+
+class CompileWorkers(unittest.TestCase):
+    """torch.compile's compile-worker pool starts CUDA and forks workers
+    that inherit its GPU mappings: the client shuts it down at a drain and
+    on request, and inductor starts it again when it next compiles."""
+
+    @unittest.skipUnless(HAVE_TORCH, "torch is not importable here (CI sets CUDACKPT_TEST_PYTHON to an interpreter with it)")
+    def test_the_pool_is_shut_down_on_request_and_at_a_drain_and_comes_back(self):
+        src = os.path.join(os.path.dirname(HERE), "src")
+        out = subprocess.run(
+            [sys.executable, os.path.join(HERE, "compile_pool.py")],
+            capture_output=True, text=True, timeout=600, cwd=HERE,
+            env=dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="2", PYTHONPATH=os.pathsep.join([src, HERE]),
+                     TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp(prefix="cudackpt-inductor-")),
+        )
+        self.assertEqual(out.returncode, 0, out.stderr[-3000:])
+        report = json.loads(out.stdout.splitlines()[-1])
+        self.assertTrue(report["pool"], "the pool started (the test's premise)")
+        self.assertTrue(report["released"])
+        self.assertEqual(report["after_release"], [], "no compile worker left")
+        self.assertFalse(report["released_again"], "nothing left to release")
+        self.assertTrue(report["pool_again"], "inductor starts it again")
+        self.assertEqual(report["served_again"], 6, "and it works")
+        self.assertTrue(report["pool_before_drain"])
+        self.assertTrue(report["drained"])
+        self.assertEqual(report["at_the_marker"], [], "gone by the acknowledgement")
 
 
 def free_port():

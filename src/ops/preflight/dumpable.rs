@@ -19,6 +19,9 @@ use crate::targets::dumpable::{self, Obstacle, Undumpable};
 /// What the hint says of a forked child that keeps device mappings.
 const FORKED_CHILD_FIX: &str = "have its parent use the PyTorch drain client (`cudackpt_drain.Drain()` or `keep_forks_dumpable()`: children it forks drop what they inherit from the GPU), or give the DataLoader multiprocessing_context=\"forkserver\" or \"spawn\"";
 
+/// What the hint says of `torch.compile`'s compile-worker pool.
+const COMPILE_POOL_FIX: &str = "shut torch.compile's compile workers down once the model is warm (`cudackpt_drain.release_compile_workers()`, which a drain calls; inductor starts them again when it next compiles), or run the job with TORCHINDUCTOR_COMPILE_THREADS=1 (no pool)";
+
 /// What the hint says of an io_uring ring.
 const PAST_CAP_FIX: &str =
     "look at what that process maps or holds open; CUDACKPT_FORCE=1 lets CRIU try anyway";
@@ -133,6 +136,13 @@ fn by_process(found: &[Undumpable]) -> BTreeMap<i32, (Option<String>, Fault)> {
 /// What is wrong with one obstacle, and its fix (pure).
 fn words(found: &Undumpable) -> (String, &'static str) {
     match &found.obstacle {
+        Obstacle::Device(path) if found.compile_pool => (
+            format!(
+                "maps {} but holds no CUDA state: it is torch.compile's compile-worker pool, or one of its workers (the pool starts CUDA to read the GPUs' properties, then forks them), no checkpoint releases that mapping, and CRIU cannot dump it (\"Can't handle non-regular mapping\")",
+                crate::targets::name::printable(path)
+            ),
+            COMPILE_POOL_FIX,
+        ),
         Obstacle::Device(path) => (
             format!(
                 "maps {} but holds no CUDA state: it was forked after its parent started CUDA (a DataLoader worker), no checkpoint releases that mapping, and CRIU cannot dump it (\"Can't handle non-regular mapping\")",
@@ -166,7 +176,27 @@ mod tests {
             name: Some("pt_data_worker".to_string()),
             parent: Some((100, Some("python3".to_string()))),
             obstacle,
+            compile_pool: false,
         }
+    }
+
+    #[test]
+    fn a_compile_worker_gets_the_pool_s_fix_not_the_dataloader_s() {
+        let pool_worker = Undumpable {
+            compile_pool: true,
+            ..worker(101, Obstacle::Device("/dev/nvidiactl".into()))
+        };
+        let failures = by_process(&[pool_worker]);
+        let fault = &failures[&101].1;
+        assert!(
+            fault.message.contains("compile-worker pool"),
+            "{}",
+            fault.message
+        );
+        let hint = fault.hint.as_deref().expect("a fix");
+        assert!(hint.contains("release_compile_workers()"), "{hint}");
+        assert!(hint.contains("TORCHINDUCTOR_COMPILE_THREADS=1"), "{hint}");
+        assert!(!hint.contains("DataLoader"), "{hint}");
     }
 
     #[test]

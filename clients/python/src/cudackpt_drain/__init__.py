@@ -58,6 +58,7 @@ __all__ = [
     "parse_signal",
     "keep_forks_dumpable",
     "drop_inherited_gpu",
+    "release_compile_workers",
 ]
 
 #: The protocol version; the marker names it.
@@ -279,6 +280,28 @@ def keep_forks_dumpable(prefix: str = DEVICE_PREFIX) -> None:
     os.register_at_fork(after_in_child=lambda: drop_inherited_gpu(prefix))
 
 
+def release_compile_workers() -> bool:
+    """Shuts down ``torch.compile``'s compile-worker pool, if this process
+    started one; returns whether it did. Inductor starts the pool again the
+    next time it compiles.
+
+    The pool is a process of the job (``torch/_inductor/compile_worker``)
+    that reads the GPUs' properties (so starts CUDA) and then forks its
+    workers, which inherit its GPU mappings and hold no CUDA state: CRIU
+    cannot dump them, and cudackpt refuses such a tree before any change.
+    :class:`Drain` calls this at every drain; a server dumped without a
+    drain calls it once warm (or runs with
+    ``TORCHINDUCTOR_COMPILE_THREADS=1``, which starts no pool). Inductor is
+    not imported here: a process that never compiled has no pool."""
+    async_compile = sys.modules.get("torch._inductor.async_compile")
+    if async_compile is None:
+        return False
+    pools = getattr(async_compile, "_pool_set", None)
+    had = bool(pools)
+    async_compile.shutdown_compile_workers()
+    return had
+
+
 class Drain:
     """Answers cudackpt's drain requests at the points the loop chooses.
 
@@ -295,7 +318,9 @@ class Drain:
     single number, and every rank must call :meth:`point` the same number
     of times. ``dumpable_forks`` (on unless False) makes children
     forked from then on drop what they inherit from the GPU
-    (:func:`keep_forks_dumpable`), so that CRIU can dump the job.
+    (:func:`keep_forks_dumpable`), so that CRIU can dump the job; every
+    drain also shuts down ``torch.compile``'s compile workers
+    (:func:`release_compile_workers`) for the same reason.
     """
 
     def __init__(
@@ -390,6 +415,7 @@ class Drain:
             group = _Group.capture()
             group.release()
         self.release_cache()
+        release_compile_workers()
         if self.on_release:
             for release in self.on_release:
                 release()
