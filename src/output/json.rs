@@ -771,7 +771,7 @@ struct GpuMoveDoc {
 #[derive(Serialize, JsonSchema)]
 struct DiskErrorDoc<'a> {
     /// `no_such_process`, `criu_unusable`, `refused`,
-    /// `images_dir`, `no_room`, `driver_mismatch`, `pid_in_use`,
+    /// `images_dir`, `no_room`, `driver_mismatch`, `pid_in_use`, `files_changed`,
     /// `no_gpu_room`, `criu_failed`.
     kind: &'static str,
     message: &'a str,

@@ -10,7 +10,9 @@ use std::process::{Command as StdCommand, Output};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::{parse_one_document, proc_state, texts, wait_until, Fixture, Member, Tree};
+use crate::support::{
+    parse_one_document, proc_state, texts, wait_until, waiters_for, Fixture, Member, Tree,
+};
 use crate::wire::{Kind, ProcessCommandDoc, State};
 
 /// cudackpt with NO arguments, as CRIU runs an action script: the action,
@@ -52,30 +54,6 @@ wait"#,
             ("g", Member::Cuda),
         ],
     )
-}
-
-/// The PIDs of running `criu-hook --resume-when-thawed` waiters that wait
-/// for any of `pids`.
-fn waiters_for(pids: &[i32]) -> Vec<i32> {
-    let wanted: Vec<String> = pids.iter().map(ToString::to_string).collect();
-    fs::read_dir("/proc")
-        .expect("/proc")
-        .filter_map(|entry| {
-            let pid: i32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
-            let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let args: Vec<String> = cmdline
-                .split(|&b| b == 0)
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            let flag = args.iter().position(|a| a == "--resume-when-thawed")?;
-            // Each is PID@START.
-            args[flag + 1..]
-                .iter()
-                .any(|a| wanted.iter().any(|w| a.split('@').next() == Some(w)))
-                .then_some(pid)
-        })
-        .filter(|&pid| proc_state(pid).is_some_and(|s| s != 'Z'))
-        .collect()
 }
 
 /// Asserts that since the log was last taken, nothing but GetState (and

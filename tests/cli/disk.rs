@@ -284,6 +284,59 @@ fn a_dump_that_fails_after_the_suspend_leaves_the_process_running() {
     assert!(hint.starts_with("the tree is running again"), "{hint}");
 }
 
+/// A job writing to a log: after its dump the log grows (the job went on
+/// with `--leave-running`, or an earlier undump of the same images ran).
+/// CRIU restores an open file only at its dumped size: the undump says
+/// which file and how to fix it before any change, and restores once the
+/// log is cut back.
+#[test]
+fn an_undump_refuses_a_file_the_job_had_open_whose_size_moved() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    // `>`: the log opened for writing, not appending (CRIU records no
+    // size for a file opened write-only with O_APPEND, and checks none).
+    let log = fx.dir().join("job.log");
+    let job = Orphan::start(
+        &fx,
+        &format!(
+            "FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA setsid sleep 600 </dev/null >'{}' 2>&1",
+            log.display()
+        ),
+    );
+    let images = fx.dir().join("images");
+    let (code, dumped) = dump(&fx, &images, &criu, job.0, &[]);
+    assert_eq!(code, 0, "{dumped:#}");
+    wait_until("the dumped job to be gone", || !alive(job.0));
+    std::fs::write(&log, "the job went on after the dump\n").expect("the log grows");
+    fx.take_calls();
+    let (code, refused) = undump(&fx, &images, &criu, &[]);
+    assert_eq!(
+        (code, refused["error"]["kind"].as_str()),
+        (8, Some("files_changed")),
+        "{refused:#}"
+    );
+    let message = refused["error"]["message"].as_str().expect("a message");
+    assert!(
+        message.contains(&format!(
+            "{} was 0 bytes at the dump and is 31 now",
+            log.display()
+        )),
+        "{message}"
+    );
+    let hint = refused["error"]["hint"].as_str().expect("a hint");
+    assert!(
+        hint.contains(&format!("truncate -s 0 {}", log.display())),
+        "{hint}"
+    );
+    fx.assert_no_calls("a refused undump");
+    assert!(!alive(job.0), "nothing restored");
+    // Cut back, it restores.
+    std::fs::write(&log, "").expect("the log as it was");
+    let (code, undumped) = undump(&fx, &images, &criu, &[]);
+    assert_eq!(code, 0, "{undumped:#}");
+    assert_eq!(fx.fake_state(job.0), "running");
+}
+
 /// Where the watcher cannot resume the tree after CRIU fails (the driver
 /// refuses the restore), the dump says which process is not running and
 /// the command that puts it back (the watcher's intent record is there for
@@ -362,8 +415,14 @@ fn what_cannot_work_is_refused_before_any_change() {
     let (code, dumped) = dump(&fx, &images, &criu, target.0, &["--leave-running"]);
     assert_eq!(code, 0, "{dumped:#}");
     assert!(alive(target.0));
-    wait_until("the waiter to resume the process", || {
-        fx.fake_state(target.0) == "running"
+    assert_eq!(
+        fx.fake_state(target.0),
+        "running",
+        "running when the dump reports"
+    );
+    // The waiter's last state check may come after that.
+    wait_until("the waiter to exit", || {
+        crate::support::waiters_for(&[target.0]).is_empty()
     });
     fx.take_calls();
     let (code, why, _) = kind(undump(&fx, &images, &criu, &[]));

@@ -301,6 +301,14 @@ fn written_to_disk(
         &options,
         written,
     )?;
+    if request.leave_running {
+        if let Err(stuck) = running_again(request, checked.root.pid) {
+            report.remarks.push(format!(
+                "{stuck} is not running {:.1} s after the dump (the action script's resume failed: `journalctl -t cudackpt`): `cudackpt recover` puts the tree back",
+                resume_wait().as_secs_f64()
+            ));
+        }
+    }
     if !request.leave_running && !gone(checked.root, GONE_WAIT) {
         report.remarks.push(format!(
             "PID {} is still taken (its parent has not reaped it): an undump on this host needs its PIDs free",
@@ -364,7 +372,7 @@ fn run_criu(
     report.criu_log = Some(ran.log.clone());
     if !ran.ok {
         report.criu_errors = criu_run::log_errors(&ran.log, 12);
-        let now = match resumed_after_a_failed_dump(request, checked.root.pid) {
+        let now = match running_again(request, checked.root.pid) {
             Ok(()) => "the tree is running again (cudackpt's action script resumed what it suspended)".to_string(),
             Err(stuck) => format!(
                 "{stuck} is not running {:.1} s after CRIU's failure (the action script's resume failed: `journalctl -t cudackpt`): `cudackpt recover` puts the tree back (`--dry-run` says what it would do)",
@@ -388,16 +396,17 @@ fn run_criu(
     Ok(ran)
 }
 
-/// How long the action script's watcher is given to resume the tree after
-/// CRIU fails: it acts the moment CRIU exits, and a resume copies the GPU
-/// memory back (22 GiB took about 10 s on an H100).
+/// How long the action script's helper is given to resume the tree after
+/// CRIU fails or thaws it: it acts the moment CRIU does, and a resume
+/// copies the GPU memory back (22 GiB took about 10 s on an H100).
 const RESUME_WAIT: Duration = Duration::from_secs(60);
 
-/// Waits until every CUDA process of the tree is running again (the
-/// action script's watcher resumes them once CRIU has gone), so the
-/// failure is reported with the tree as it is, not as it will be: the
-/// first one still not running after [`RESUME_WAIT`], named.
-fn resumed_after_a_failed_dump(request: &DumpSettings<'_>, root_pid: i32) -> Result<(), String> {
+/// Waits until every CUDA process of the tree is running again (after a
+/// failed dump the action script's watcher resumes them once CRIU has
+/// gone; after `--leave-running` its waiter, once CRIU thaws the tree), so
+/// the report says the tree as it is, not as it will be: the first one
+/// still not running after [`RESUME_WAIT`], named.
+fn running_again(request: &DumpSettings<'_>, root_pid: i32) -> Result<(), String> {
     let until = Instant::now() + resume_wait();
     loop {
         let Some(stuck) = tree_state::first_not_running(request.libcuda, root_pid) else {

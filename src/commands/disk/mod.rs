@@ -7,9 +7,11 @@
 //! `criu_tool` (which CRIU), `tree_facts` (what the tree holds, CRIU's
 //! options), `images` (the directory, its room and size), `host_driver`,
 //! `manifest`, `placement` (GPUs at restore), `criu_run` (running CRIU),
-//! `tree_state` (whether the tree's CUDA processes run),
+//! `tree_state` (whether the tree's CUDA processes run), `criu_images`
+//! (the open files CRIU's images recorded),
 //! `dump`, `undump`, `report`.
 
+pub mod criu_images;
 pub mod criu_run;
 pub mod criu_tool;
 pub mod dump;

@@ -18,7 +18,7 @@ use crate::targets::{discover, process};
 use super::manifest::{self, Manifest};
 use super::placement::{self, HostGpu};
 use super::report::{DiskFailure, DiskReport};
-use super::{criu_run, criu_tool, dump, host_driver, tree_state};
+use super::{criu_images, criu_run, criu_tool, dump, host_driver, tree_state};
 
 /// What an undump is asked to do.
 pub struct UndumpSettings<'a> {
@@ -98,6 +98,7 @@ fn checked(
             "end that process (after `dump --leave-running` it is the job itself; a zombie goes when its parent reaps it or ends), or undump on another host",
         ));
     }
+    refuse_resized_files(request.from, remarks)?;
     let pairs = choose_gpus(request, manifest, remarks).map_err(|why| {
         DiskFailure::refused(
             "no_gpu_room",
@@ -321,6 +322,62 @@ fn said_killed(pids: &[i32]) -> String {
             crate::ops::vocabulary::prose::pids(pids)
         )
     }
+}
+
+/// CRIU's images of the files the job had open are read at most this far.
+const FILES_IMAGE_CAP: u64 = 256 << 20;
+
+/// Refuses the undump when a file the job had open is at another size than
+/// at the dump (CRIU would fail on it after forking the tree); a remark
+/// when the images cannot tell.
+fn refuse_resized_files(images: &Path, remarks: &mut Vec<String>) -> Result<(), DiskFailure> {
+    let read = |name: &str| crate::files::read_capped_bytes(&images.join(name), FILES_IMAGE_CAP);
+    let files = match read("files.img")
+        .map_err(|why| why.to_string())
+        .and_then(|img| criu_images::dumped_files(&img).map_err(|why| why.to_string()))
+    {
+        Ok(files) => files,
+        Err(why) => {
+            remarks.push(format!("the job's open files were not checked against the dump's (files.img: {why}): CRIU says if one changed"));
+            return Ok(());
+        }
+    };
+    let remapped = match read("remap-fpath.img") {
+        Ok(img) => criu_images::remapped(&img).unwrap_or_default(),
+        Err(_) => Default::default(), // no file restored from a copy
+    };
+    let resized = criu_images::resized(&files, &remapped, &|path| {
+        std::fs::metadata(path)
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+    });
+    let Some(first) = resized.first() else {
+        return Ok(());
+    };
+    let each: Vec<String> = resized
+        .iter()
+        .map(|r| {
+            format!(
+                "{} was {} bytes at the dump and is {} now",
+                crate::targets::name::printable(&r.path),
+                r.at_dump,
+                r.now
+            )
+        })
+        .collect();
+    Err(DiskFailure::refused(
+        "files_changed",
+        format!(
+            "refused before any change: {}; CRIU restores a file the job had open only at its size at the dump",
+            each.join("; ")
+        ),
+        format!(
+            "a log the job (or an earlier undump of these images) wrote to since: keep a copy and cut it back (`truncate -s {} {}`), or let the job write its output where a restore finds it as it was (a new file per run, or a pipe)",
+            first.at_dump,
+            crate::targets::name::printable(&first.path)
+        ),
+    ))
 }
 
 /// What holds `pid` on this host, if anything does: a process, or a zombie

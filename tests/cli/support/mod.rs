@@ -439,6 +439,30 @@ pub fn proc_state(pid: i32) -> Option<char> {
     stat.rsplit(')').next()?.trim_start().chars().next()
 }
 
+/// The PIDs of running `criu-hook --resume-when-thawed` waiters that wait
+/// for any of `pids`.
+pub fn waiters_for(pids: &[i32]) -> Vec<i32> {
+    let wanted: Vec<String> = pids.iter().map(ToString::to_string).collect();
+    fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|entry| {
+            let pid: i32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+            let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let args: Vec<String> = cmdline
+                .split(|&b| b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            let flag = args.iter().position(|a| a == "--resume-when-thawed")?;
+            // Each is PID@START.
+            args[flag + 1..]
+                .iter()
+                .any(|a| wanted.iter().any(|w| a.split('@').next() == Some(w)))
+                .then_some(pid)
+        })
+        .filter(|&pid| proc_state(pid).is_some_and(|s| s != 'Z'))
+        .collect()
+}
+
 /// One test's world: its own fake-driver state directory, its devices, and
 /// a way to run cudackpt against the fake.
 pub struct Fixture {
