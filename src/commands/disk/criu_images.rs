@@ -5,15 +5,18 @@
 //! went on with `--leave-running`, or an earlier undump of the same images
 //! ran and wrote to it). Pure: the bytes come from the caller.
 //!
-//! The images are protobuf messages in CRIU's framing (CRIU's
-//! `images/*.proto`): two magic numbers, then each entry as its length (a
-//! little-endian u32) and the message. `files.img` holds a `file_entry`
+//! The images are protobuf messages (decoded with prost, the fields read
+//! declared below after CRIU's `images/*.proto`) in CRIU's framing: two
+//! magic numbers, then each entry as its length (a little-endian u32) and
+//! the message. `files.img` holds a `file_entry`
 //! per file (`type` = 1 for a regular file, `id`, `reg` = a
 //! `reg_file_entry` with `name` = 6 and `size` = 8); `remap-fpath.img`
 //! names the files CRIU restores from a copy of its own (a deleted or
 //! linked-away file: `orig_id` = 1), which are not opened by path.
 
 use std::collections::HashSet;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
 
 /// Every CRIU image begins with this, then its own magic.
 const IMG_COMMON_MAGIC: u32 = 0x5456_4319;
@@ -27,7 +30,7 @@ pub const REMAP_FPATH_MAGIC: u32 = 0x5913_3954;
 pub struct DumpedFile {
     pub id: u32,
     /// Its path, as CRIU opens it again.
-    pub path: String,
+    pub path: PathBuf,
     /// Its size at the dump, when CRIU recorded one.
     pub size: Option<u64>,
 }
@@ -35,7 +38,7 @@ pub struct DumpedFile {
 /// A file whose size is not the dump's any more.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resized {
-    pub path: String,
+    pub path: PathBuf,
     pub at_dump: u64,
     pub now: u64,
 }
@@ -69,93 +72,55 @@ pub fn entries(image: &[u8], magic: u32) -> Result<Vec<&[u8]>, BadImage> {
     Ok(found)
 }
 
-/// One protobuf field's value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Value<'a> {
-    Number(u64),
-    Bytes(&'a [u8]),
+/// CRIU's `file_entry` (`images/fdinfo.proto`), the fields read here:
+/// prost skips the others.
+#[derive(Clone, PartialEq, prost::Message)]
+struct FileEntry {
+    /// `fd_types`: 1 is a regular file.
+    #[prost(int32, tag = "1")]
+    kind: i32,
+    #[prost(uint32, tag = "2")]
+    id: u32,
+    #[prost(message, optional, tag = "3")]
+    reg: Option<RegFileEntry>,
 }
 
-/// A message's fields, in order: (number, value); an error where the
-/// encoding breaks off (pure).
-fn fields(mut message: &[u8]) -> Result<Vec<(u64, Value<'_>)>, BadImage> {
-    let broken = || BadImage("a message's encoding breaks off".into());
-    let mut found = Vec::new();
-    while !message.is_empty() {
-        let key = varint(&mut message).ok_or_else(broken)?;
-        let value = match key & 7 {
-            0 => Value::Number(varint(&mut message).ok_or_else(broken)?),
-            1 | 5 => {
-                let width = if key & 7 == 1 { 8 } else { 4 };
-                let (bytes, rest) = message.split_at_checked(width).ok_or_else(broken)?;
-                message = rest;
-                let mut wide = [0u8; 8];
-                wide[..width].copy_from_slice(bytes);
-                Value::Number(u64::from_le_bytes(wide))
-            }
-            2 => {
-                let length = varint(&mut message).ok_or_else(broken)?;
-                let length = usize::try_from(length).map_err(|_| broken())?;
-                let (bytes, rest) = message.split_at_checked(length).ok_or_else(broken)?;
-                message = rest;
-                Value::Bytes(bytes)
-            }
-            _ => {
-                return Err(BadImage(
-                    "a field of a wire type CRIU does not write".into(),
-                ))
-            }
-        };
-        found.push((key >> 3, value));
-    }
-    Ok(found)
+/// CRIU's `reg_file_entry` (`images/regfile.proto`), the fields read here.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RegFileEntry {
+    /// A path: bytes, as Linux's are.
+    #[prost(bytes = "vec", tag = "6")]
+    name: Vec<u8>,
+    /// Absent for a file opened write-only for appending: CRIU checks no
+    /// size there.
+    #[prost(uint64, optional, tag = "8")]
+    size: Option<u64>,
 }
 
-/// A base-128 varint from the front of `bytes`, which it consumes.
-fn varint(bytes: &mut &[u8]) -> Option<u64> {
-    let mut value = 0u64;
-    for (i, &byte) in bytes.iter().enumerate().take(10) {
-        value |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            *bytes = &bytes[i + 1..];
-            return Some(value);
-        }
-    }
-    None
+/// CRIU's `remap_file_path_entry` (`images/remap-file-path.proto`).
+#[derive(Clone, PartialEq, prost::Message)]
+struct RemapFilePathEntry {
+    #[prost(uint32, tag = "1")]
+    orig_id: u32,
+}
+
+/// `fd_types`' regular file.
+const REG: i32 = 1;
+
+fn decoded<M: prost::Message + Default>(message: &[u8]) -> Result<M, BadImage> {
+    M::decode(message).map_err(|why| BadImage(format!("an entry does not decode: {why}")))
 }
 
 /// The regular files of a `files.img` (pure).
 pub fn dumped_files(files_img: &[u8]) -> Result<Vec<DumpedFile>, BadImage> {
     let mut found = Vec::new();
-    for entry in entries(files_img, FILES_MAGIC)? {
-        let entry = fields(entry)?;
-        let number = |n| {
-            entry.iter().find_map(|(k, v)| match v {
-                Value::Number(x) if *k == n => Some(*x),
-                _ => None,
-            })
-        };
-        let reg = entry.iter().find_map(|(k, v)| match v {
-            Value::Bytes(b) if *k == 3 => Some(*b),
-            _ => None,
-        });
-        let (Some(1), Some(id), Some(reg)) = (number(1), number(2), reg) else {
-            continue;
-        };
-        let reg = fields(reg)?;
-        let path = reg.iter().find_map(|(k, v)| match v {
-            Value::Bytes(b) if *k == 6 => Some(String::from_utf8_lossy(b).into_owned()),
-            _ => None,
-        });
-        let size = reg.iter().find_map(|(k, v)| match v {
-            Value::Number(x) if *k == 8 => Some(*x),
-            _ => None,
-        });
-        if let Some(path) = path {
+    for message in entries(files_img, FILES_MAGIC)? {
+        let entry: FileEntry = decoded(message)?;
+        if let (REG, Some(reg)) = (entry.kind, entry.reg) {
             found.push(DumpedFile {
-                id: id as u32,
-                path,
-                size,
+                id: entry.id,
+                path: std::ffi::OsString::from_vec(reg.name).into(),
+                size: reg.size,
             });
         }
     }
@@ -165,16 +130,10 @@ pub fn dumped_files(files_img: &[u8]) -> Result<Vec<DumpedFile>, BadImage> {
 /// The ids of the files a `remap-fpath.img` restores from CRIU's own copy
 /// (pure).
 pub fn remapped(remap_img: &[u8]) -> Result<HashSet<u32>, BadImage> {
-    let mut ids = HashSet::new();
-    for entry in entries(remap_img, REMAP_FPATH_MAGIC)? {
-        if let Some(id) = fields(entry)?.iter().find_map(|(k, v)| match v {
-            Value::Number(x) if *k == 1 => Some(*x as u32),
-            _ => None,
-        }) {
-            ids.insert(id);
-        }
-    }
-    Ok(ids)
+    entries(remap_img, REMAP_FPATH_MAGIC)?
+        .into_iter()
+        .map(|message| decoded::<RemapFilePathEntry>(message).map(|e| e.orig_id))
+        .collect()
 }
 
 /// The files CRIU would open by path and find at another size than the
@@ -184,7 +143,7 @@ pub fn remapped(remap_img: &[u8]) -> Result<HashSet<u32>, BadImage> {
 pub fn resized(
     files: &[DumpedFile],
     remapped: &HashSet<u32>,
-    size_now: &dyn Fn(&str) -> Option<u64>,
+    size_now: &dyn Fn(&Path) -> Option<u64>,
 ) -> Vec<Resized> {
     let mut seen = HashSet::new();
     files
@@ -328,7 +287,7 @@ mod tests {
                 size: None,
             },
         ];
-        let now = |path: &str| match path {
+        let now = |path: &Path| match path.to_str().expect("UTF-8") {
             "/log" => Some(160),
             "/same" => Some(7),
             "/deleted-then-made-again" => Some(99),
@@ -361,5 +320,10 @@ mod tests {
         assert!(dumped_files(&bad).is_err());
         bad = image(FILES_MAGIC, &[vec![0x08, 0xff]]); // a varint that breaks off
         assert!(dumped_files(&bad).is_err());
+        // A path need not be UTF-8.
+        let not_utf8 = [number(1, 1), number(2, 1), bytes(3, &bytes(6, b"/l\xffg"))].concat();
+        let files = dumped_files(&image(FILES_MAGIC, &[not_utf8])).expect("read");
+        use std::os::unix::ffi::OsStrExt;
+        assert_eq!(files[0].path.as_os_str().as_bytes(), b"/l\xffg");
     }
 }

@@ -360,7 +360,7 @@ fn refuse_resized_files(images: &Path, remarks: &mut Vec<String>) -> Result<(), 
         .map(|r| {
             format!(
                 "{} was {} bytes at the dump and is {} now",
-                crate::targets::name::printable(&r.path),
+                crate::targets::name::printable(&r.path.to_string_lossy()),
                 r.at_dump,
                 r.now
             )
@@ -375,7 +375,7 @@ fn refuse_resized_files(images: &Path, remarks: &mut Vec<String>) -> Result<(), 
         format!(
             "a log the job (or an earlier undump of these images) wrote to since: keep a copy and cut it back (`truncate -s {} {}`), or let the job write its output where a restore finds it as it was (a new file per run, or a pipe)",
             first.at_dump,
-            crate::targets::name::printable(&first.path)
+            crate::targets::name::printable(&first.path.to_string_lossy())
         ),
     ))
 }
