@@ -749,6 +749,25 @@ fn a_job_whose_session_is_led_from_outside_its_pid_namespace_is_refused() {
     assert!(hint.contains("setsid"), "{hint}");
     fx.assert_no_calls("a refused dump");
     assert!(!images.exists(), "nothing was created");
+    // From this test's namespace too, where /proc/PID/stat shows the
+    // outer session's number: the job's own namespace says 0.
+    let children = format!("/proc/{0}/task/{0}/children", container.init);
+    let here: i32 = std::fs::read_to_string(children)
+        .expect("the init's children")
+        .split_whitespace()
+        .next()
+        .expect("the job")
+        .parse()
+        .expect("a PID");
+    let (code, refused) = dump(&fx, &images, Path::new(&criu), here, &[]);
+    assert_eq!(
+        (code, refused["error"]["kind"].as_str()),
+        (8, Some("refused")),
+        "{refused:#}"
+    );
+    let message = refused["error"]["message"].as_str().expect("a message");
+    assert!(message.contains("outside its PID namespace"), "{message}");
+    fx.assert_no_calls("a refused dump from outside");
 }
 
 /// A PID and mount namespace of its own with a fake CUDA job in it, started

@@ -15,9 +15,11 @@
 //!
 //! What no option can make CRIU dump is a refusal ([`refusal`]): a Unix
 //! socket connected outside the tree, and a session whose leader is outside
-//! the PID namespace (session 0 in /proc/PID/stat: a job a container's
-//! runtime started in a session it made outside; CRIU: "A session leader
-//! of ... is outside of its pid namespace", even with `--shell-job`).
+//! the job's PID namespace (session 0 there, the last `NSsid` of
+//! /proc/PID/status, whatever namespace cudackpt reads it from: a job a
+//! container's runtime started in a session made outside; CRIU: "A
+//! session leader of ... is outside of its pid namespace", even with
+//! `--shell-job`).
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -81,7 +83,7 @@ pub fn gather(pids: &[i32]) -> TreeFacts {
             if !pids.contains(&group) || !pids.contains(&session) {
                 facts.led_from_outside.insert(pid);
             }
-            if session == 0 {
+            if session == 0 || innermost_session(pid) == Some(0) {
                 facts.session_outside_namespace.insert(pid);
             }
         }
@@ -192,6 +194,25 @@ pub fn refusal(facts: &TreeFacts) -> Option<TreeRefusal> {
             fixes.join("; ")
         ),
     })
+}
+
+/// `pid`'s session as its own PID namespace sees it: the last `NSsid`
+/// of `/proc/PID/status` (0 when the leader is outside that namespace,
+/// which `/proc/PID/stat` read from an outer namespace does not show).
+fn innermost_session(pid: i32) -> Option<i32> {
+    let status = crate::targets::process::read_proc_text(&format!("/proc/{pid}/status")).ok()?;
+    parse_innermost_session(&status)
+}
+
+/// The last field of a `/proc/PID/status` text's `NSsid:` line (pure).
+pub fn parse_innermost_session(status: &str) -> Option<i32> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("NSsid:"))?
+        .split_whitespace()
+        .last()?
+        .parse()
+        .ok()
 }
 
 /// `pid`'s process group and session, from `/proc/PID/stat`.
@@ -423,6 +444,12 @@ mod tests {
         assert!(said.fix.ends_with("the tree goes on running)"), "{said:?}");
         // Forced, CRIU is still told it is a shell job.
         assert_eq!(choose(&facts)[0].option, "--shell-job");
+        // Seen from an outer namespace, the session is the outer one's
+        // number; the job's own namespace says 0.
+        let status = "Name:\tsleep\nNSpid:\t24503\t2\nNSsid:\t9895\t0\nVmRSS:\t1 kB\n";
+        assert_eq!(parse_innermost_session(status), Some(0));
+        assert_eq!(parse_innermost_session("NSsid:\t42\n"), Some(42));
+        assert_eq!(parse_innermost_session("Name:\tx\n"), None);
     }
 
     #[test]
