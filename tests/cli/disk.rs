@@ -191,6 +191,21 @@ fn undump(fx: &Fixture, images: &Path, criu: &Path, extra: &[&str]) -> (i32, ser
     run(fx, &args)
 }
 
+/// An undump that must be refused before any change, with `kind`: its
+/// error's message and hint.
+fn undump_refused(fx: &Fixture, images: &Path, criu: &Path, kind: &str) -> (String, String) {
+    fx.take_calls();
+    let (code, refused) = undump(fx, images, criu, &[]);
+    assert_eq!(
+        (code, refused["error"]["kind"].as_str()),
+        (8, Some(kind)),
+        "{refused:#}"
+    );
+    fx.assert_no_calls("a refused undump");
+    let said = |field: &str| refused["error"][field].as_str().expect("said").to_string();
+    (said("message"), said("hint"))
+}
+
 fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .is_ok_and(|stat| !stat.rsplit(')').next().is_some_and(|s| s.starts_with(" Z")))
@@ -288,7 +303,7 @@ fn a_dump_that_fails_after_the_suspend_leaves_the_process_running() {
 /// with `--leave-running`, or an earlier undump of the same images ran).
 /// CRIU restores an open file only at its dumped size: the undump says
 /// which file and how to fix it before any change, and restores once the
-/// log is cut back.
+/// log is cut back; likewise for its mode.
 #[test]
 fn an_undump_refuses_a_file_the_job_had_open_whose_size_moved() {
     let Some(criu) = criu() else { return };
@@ -308,14 +323,7 @@ fn an_undump_refuses_a_file_the_job_had_open_whose_size_moved() {
     assert_eq!(code, 0, "{dumped:#}");
     wait_until("the dumped job to be gone", || !alive(job.0));
     std::fs::write(&log, "the job went on after the dump\n").expect("the log grows");
-    fx.take_calls();
-    let (code, refused) = undump(&fx, &images, &criu, &[]);
-    assert_eq!(
-        (code, refused["error"]["kind"].as_str()),
-        (8, Some("files_changed")),
-        "{refused:#}"
-    );
-    let message = refused["error"]["message"].as_str().expect("a message");
+    let (message, hint) = undump_refused(&fx, &images, &criu, "files_changed");
     assert!(
         message.contains(&format!(
             "{} was 0 bytes at the dump and is 31 now",
@@ -323,18 +331,90 @@ fn an_undump_refuses_a_file_the_job_had_open_whose_size_moved() {
         )),
         "{message}"
     );
-    let hint = refused["error"]["hint"].as_str().expect("a hint");
     assert!(
         hint.contains(&format!("truncate -s 0 {}", log.display())),
         "{hint}"
     );
-    fx.assert_no_calls("a refused undump");
     assert!(!alive(job.0), "nothing restored");
     // Cut back, it restores.
     std::fs::write(&log, "").expect("the log as it was");
+    // Its mode, which CRIU checks too.
+    let mode = |m| std::os::unix::fs::PermissionsExt::from_mode(m);
+    let was = std::os::unix::fs::MetadataExt::mode(&std::fs::metadata(&log).expect("the log"));
+    std::fs::set_permissions(&log, mode(0o600)).expect("chmod");
+    let (message, _) = undump_refused(&fx, &images, &criu, "files_changed");
+    assert!(
+        message.contains(&format!("had mode {was:o} at the dump and has 100600 now")),
+        "{message}"
+    );
+    std::fs::set_permissions(&log, mode(was)).expect("chmod back");
     let (code, undumped) = undump(&fx, &images, &criu, &[]);
     assert_eq!(code, 0, "{undumped:#}");
     assert_eq!(fx.fake_state(job.0), "running");
+}
+
+/// The attacker's link: after the dump, the job's log is replaced by a
+/// link to a file the job's user could never open (a job's user owns its
+/// log's directory). CRIU restores as root and follows it: forced, the
+/// restored job holds the link's target open where its log was (the harm;
+/// CRIU checks no size on a file opened for appending). Without `--force`
+/// the undump refuses before any change, naming both.
+#[test]
+fn an_undump_refuses_a_link_put_in_the_place_of_a_file_the_job_had_open() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let theirs = fx.dir().join("theirs");
+    std::fs::create_dir(&theirs).expect("mkdir");
+    let log = theirs.join("job.log");
+    let secret = fx.dir().join("secret");
+    std::fs::write(&secret, "root's alone\n").expect("the secret");
+    // Readable by all, in a directory only root can enter (the fixture's):
+    // out of the job's user's reach, and of the log's mode, which CRIU
+    // checks.
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .expect("chmod");
+    let job = Orphan::start(
+        &fx,
+        &format!(
+            "FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA setsid sleep 600 </dev/null >>'{}' 2>&1",
+            log.display()
+        ),
+    );
+    let images = fx.dir().join("images");
+    let (code, dumped) = dump(&fx, &images, &criu, job.0, &[]);
+    assert_eq!(code, 0, "{dumped:#}");
+    wait_until("the dumped job to be gone", || {
+        !Path::new(&format!("/proc/{}", job.0)).exists()
+    });
+    std::fs::remove_file(&log).expect("the log goes");
+    std::os::unix::fs::symlink(&secret, &log).expect("and a link takes its place");
+    // The harm, forced: the restored job holds root's file.
+    let (code, forced) = undump(&fx, &images, &criu, &["--force"]);
+    assert_eq!(code, 0, "{forced:#}");
+    assert!(
+        forced["warnings"].to_string().contains("going on: --force"),
+        "{forced:#}"
+    );
+    let held = std::fs::read_link(format!("/proc/{}/fd/1", job.0)).expect("its stdout");
+    assert_eq!(
+        held, secret,
+        "the restored job writes to where the link led"
+    );
+    job.kill();
+    wait_until("the restored job to be gone", || {
+        !Path::new(&format!("/proc/{}", job.0)).exists()
+    });
+    // The refusal: before any change, both named.
+    let (message, _) = undump_refused(&fx, &images, &criu, "files_changed");
+    assert!(
+        message.contains(&format!(
+            "{} leads to {} now",
+            log.display(),
+            secret.display()
+        )),
+        "{message}"
+    );
+    assert!(!alive(job.0), "nothing restored");
 }
 
 /// Where the watcher cannot resume the tree after CRIU fails (the driver

@@ -33,14 +33,16 @@ pub struct DumpedFile {
     pub path: PathBuf,
     /// Its size at the dump, when CRIU recorded one.
     pub size: Option<u64>,
+    /// Its mode (type and permissions) at the dump, when CRIU recorded it.
+    pub mode: Option<u32>,
 }
 
-/// A file whose size is not the dump's any more.
+/// A file that is not as the dump saw it: what it was, what it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resized {
+pub struct Differs<T> {
     pub path: PathBuf,
-    pub at_dump: u64,
-    pub now: u64,
+    pub at_dump: T,
+    pub now: T,
 }
 
 /// Why an image could not be read.
@@ -95,6 +97,9 @@ struct RegFileEntry {
     /// size there.
     #[prost(uint64, optional, tag = "8")]
     size: Option<u64>,
+    /// CRIU checks it too ("has bad mode").
+    #[prost(uint32, optional, tag = "10")]
+    mode: Option<u32>,
 }
 
 /// CRIU's `remap_file_path_entry` (`images/remap-file-path.proto`).
@@ -121,6 +126,7 @@ pub fn dumped_files(files_img: &[u8]) -> Result<Vec<DumpedFile>, BadImage> {
                 id: entry.id,
                 path: std::ffi::OsString::from_vec(reg.name).into(),
                 size: reg.size,
+                mode: reg.mode,
             });
         }
     }
@@ -136,29 +142,62 @@ pub fn remapped(remap_img: &[u8]) -> Result<HashSet<u32>, BadImage> {
         .collect()
 }
 
-/// The files CRIU would open by path and find at another size than the
-/// dump's: `size_now` says a path's size now, None when there is nothing
-/// there to judge (gone, or not a path of this mount namespace: CRIU
-/// says so itself). Each path once (pure).
-pub fn resized(
+/// The files CRIU would open by path (those it restores from its own copy
+/// left out) where `now` says something else than `at_dump` says the dump
+/// saw; None on either side is nothing to judge. Each path once (pure).
+fn differing<T: PartialEq>(
     files: &[DumpedFile],
     remapped: &HashSet<u32>,
-    size_now: &dyn Fn(&Path) -> Option<u64>,
-) -> Vec<Resized> {
+    at_dump: &dyn Fn(&DumpedFile) -> Option<T>,
+    now: &dyn Fn(&Path) -> Option<T>,
+) -> Vec<Differs<T>> {
     let mut seen = HashSet::new();
     files
         .iter()
         .filter(|f| !remapped.contains(&f.id))
         .filter_map(|f| {
-            let at_dump = f.size?;
-            let now = size_now(&f.path)?;
-            (now != at_dump && seen.insert(f.path.clone())).then(|| Resized {
+            let (was, is) = (at_dump(f)?, now(&f.path)?);
+            (was != is && seen.insert(f.path.clone())).then(|| Differs {
                 path: f.path.clone(),
-                at_dump,
-                now,
+                at_dump: was,
+                now: is,
             })
         })
         .collect()
+}
+
+/// The files whose size is not the dump's: `size_now` says a path's size
+/// now, None when there is nothing there to judge (gone, or not a path of
+/// this mount namespace: CRIU says so itself) (pure).
+pub fn resized(
+    files: &[DumpedFile],
+    remapped: &HashSet<u32>,
+    size_now: &dyn Fn(&Path) -> Option<u64>,
+) -> Vec<Differs<u64>> {
+    differing(files, remapped, &|f| f.size, size_now)
+}
+
+/// The files whose mode (file type and permissions) is not the dump's
+/// (pure).
+pub fn remoded(
+    files: &[DumpedFile],
+    remapped: &HashSet<u32>,
+    mode_now: &dyn Fn(&Path) -> Option<u32>,
+) -> Vec<Differs<u32>> {
+    differing(files, remapped, &|f| f.mode, mode_now)
+}
+
+/// The files whose path leads elsewhere now: `resolve` says where a path
+/// leads with every link followed. A dumped path has no link in it (CRIU
+/// records the path the kernel gives an open file), so one that resolves
+/// to another path was changed since, and CRIU, as root, would open where
+/// it leads for the job (pure).
+pub fn relinked(
+    files: &[DumpedFile],
+    remapped: &HashSet<u32>,
+    resolve: &dyn Fn(&Path) -> Option<PathBuf>,
+) -> Vec<Differs<PathBuf>> {
+    differing(files, remapped, &|f| Some(f.path.clone()), resolve)
 }
 
 #[cfg(test)]
@@ -237,17 +276,20 @@ mod tests {
                 DumpedFile {
                     id: 3,
                     path: "/var/log/job.log".into(),
-                    size: Some(1234)
+                    size: Some(1234),
+                    mode: None,
                 },
                 DumpedFile {
                     id: 4,
                     path: "/usr/lib/libc.so.6".into(),
-                    size: None
+                    size: None,
+                    mode: None,
                 },
                 DumpedFile {
                     id: 300,
                     path: "/big".into(),
-                    size: Some(1 << 40)
+                    size: Some(1 << 40),
+                    mode: None,
                 },
             ]
         );
@@ -260,31 +302,37 @@ mod tests {
                 id: 1,
                 path: "/log".into(),
                 size: Some(100),
+                mode: None,
             },
             DumpedFile {
                 id: 2,
                 path: "/log".into(),
                 size: Some(100),
+                mode: None,
             },
             DumpedFile {
                 id: 3,
                 path: "/same".into(),
                 size: Some(7),
+                mode: None,
             },
             DumpedFile {
                 id: 4,
                 path: "/deleted-then-made-again".into(),
                 size: Some(5),
+                mode: None,
             },
             DumpedFile {
                 id: 5,
                 path: "/gone".into(),
                 size: Some(5),
+                mode: None,
             },
             DumpedFile {
                 id: 6,
                 path: "/unsized".into(),
                 size: None,
+                mode: None,
             },
         ];
         let now = |path: &Path| match path.to_str().expect("UTF-8") {
@@ -299,10 +347,68 @@ mod tests {
         assert_eq!(remapped, HashSet::from([4]));
         assert_eq!(
             resized(&files, &remapped, &now),
-            [Resized {
+            [Differs {
                 path: "/log".into(),
                 at_dump: 100,
                 now: 160
+            }]
+        );
+    }
+
+    #[test]
+    fn a_mode_is_read_and_a_file_whose_mode_moved_is_found() {
+        let reg = [
+            number(1, 7),
+            number(2, 0o2),
+            number(3, 0),
+            bytes(5, &number(1, 0)),
+            bytes(6, b"/home/u/job.log"),
+            number(10, 0o100644),
+        ]
+        .concat();
+        let entry = [number(1, 1), number(2, 7), bytes(3, &reg)].concat();
+        let files = dumped_files(&image(FILES_MAGIC, &[entry])).expect("read");
+        assert_eq!(files[0].mode, Some(0o100644));
+        let now = |_: &Path| Some(0o100600);
+        assert_eq!(
+            remoded(&files, &HashSet::new(), &now),
+            [Differs {
+                path: "/home/u/job.log".into(),
+                at_dump: 0o100644,
+                now: 0o100600
+            }]
+        );
+        assert_eq!(remoded(&files, &HashSet::from([7]), &now), []);
+        assert_eq!(remoded(&files, &HashSet::new(), &|_| Some(0o100644)), []);
+    }
+
+    #[test]
+    fn a_path_that_leads_elsewhere_now_is_found_once_and_a_remapped_one_is_not() {
+        let file = |id, path: &str| DumpedFile {
+            id,
+            path: path.into(),
+            size: None,
+            mode: None,
+        };
+        let files = [
+            file(1, "/home/u/job.log"),
+            file(2, "/home/u/job.log"),
+            file(3, "/usr/lib/libc.so.6"),
+            file(4, "/home/u/deleted"),
+            file(5, "/gone"),
+        ];
+        let resolve = |path: &Path| match path.to_str().expect("UTF-8") {
+            "/home/u/job.log" => Some(PathBuf::from("/etc/shadow")),
+            "/usr/lib/libc.so.6" => Some(PathBuf::from("/usr/lib/libc.so.6")),
+            "/home/u/deleted" => Some(PathBuf::from("/elsewhere")),
+            _ => None,
+        };
+        assert_eq!(
+            relinked(&files, &HashSet::from([4]), &resolve),
+            [Differs {
+                path: "/home/u/job.log".into(),
+                at_dump: "/home/u/job.log".into(),
+                now: "/etc/shadow".into()
             }]
         );
     }
