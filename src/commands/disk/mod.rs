@@ -8,7 +8,8 @@
 //! options), `images` (the directory, its room and size), `host_driver`,
 //! `manifest`, `placement` (GPUs at restore), `criu_run` (running CRIU),
 //! `tree_state` (whether the tree's CUDA processes run), `criu_images`
-//! (the open files CRIU's images recorded),
+//! (the open files CRIU's images recorded), `open_files` (those files
+//! against the host's before an undump),
 //! `dump`, `undump`, `report`.
 
 pub mod criu_images;
@@ -18,6 +19,7 @@ pub mod dump;
 pub mod host_driver;
 pub mod images;
 pub mod manifest;
+pub mod open_files;
 pub mod placement;
 pub mod report;
 pub mod tree_facts;

@@ -1,0 +1,132 @@
+//! The files the job had open, against what the dump saw, before an
+//! undump lets CRIU restore them (CRIU's images say which, through
+//! [`criu_images`]): CRIU opens each again by path, as root, and fails on
+//! one whose size or mode moved after forking the tree, or opens for the
+//! job whatever a link put in one's place leads to.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use super::criu_images;
+use super::report::DiskFailure;
+
+/// CRIU's images of the files the job had open are read at most this far.
+const FILES_IMAGE_CAP: u64 = 256 << 20;
+
+/// The regular files the job had open, and those CRIU restores from its
+/// own copy, from the images; None (with a remark) when they cannot tell.
+fn open_files(
+    images: &Path,
+    remarks: &mut Vec<String>,
+) -> Option<(Vec<criu_images::DumpedFile>, HashSet<u32>)> {
+    let read = |name: &str| crate::files::read_capped_bytes(&images.join(name), FILES_IMAGE_CAP);
+    let files = read("files.img")
+        .map_err(|why| why.to_string())
+        .and_then(|img| criu_images::dumped_files(&img).map_err(|why| why.to_string()));
+    let files = match files {
+        Ok(files) => files,
+        Err(why) => {
+            remarks.push(format!("the job's open files were not checked against the dump's (files.img: {why}): CRIU says if one changed, and follows a link put in one's place"));
+            return None;
+        }
+    };
+    let remapped = match read("remap-fpath.img") {
+        Ok(img) => criu_images::remapped(&img).unwrap_or_default(),
+        Err(_) => HashSet::new(), // no file restored from a copy
+    };
+    Some((files, remapped))
+}
+
+/// Refuses the undump when a file the job had open is not as it was: its
+/// path leads elsewhere through a link now (CRIU, as root, would open the
+/// link's target for the job: `--force` goes on), or its size or mode is
+/// not the dump's (CRIU would fail on it after forking the tree).
+pub fn refuse_changed(
+    images: &Path,
+    force: bool,
+    remarks: &mut Vec<String>,
+) -> Result<(), DiskFailure> {
+    let Some((files, remapped)) = open_files(images, remarks) else {
+        return Ok(());
+    };
+    let relinked =
+        criu_images::relinked(&files, &remapped, &|path| std::fs::canonicalize(path).ok());
+    if !relinked.is_empty() {
+        let each: Vec<String> = relinked
+            .iter()
+            .map(|r| format!("{} leads to {} now", shown(&r.path), shown(&r.now)))
+            .collect();
+        let why = format!(
+            "{}: a link was put in the place of a file the job had open, and CRIU, as root, would open where it leads for the job",
+            each.join("; ")
+        );
+        if !force {
+            return Err(DiskFailure::refused(
+                "files_changed",
+                format!("refused before any change: {why}"),
+                "put the job's file back where the link is, or remove the link; --force restores anyway, giving the job what the link leads to",
+            ));
+        }
+        remarks.push(format!("{why} (going on: --force)"));
+    }
+    refuse_files_not_as_dumped(&files, &remapped)
+}
+
+/// A path for a message, its control characters escaped.
+fn shown(path: &Path) -> String {
+    crate::targets::name::printable(&path.to_string_lossy()).into_owned()
+}
+
+/// Refuses the undump when a file the job had open has another size or
+/// mode than at the dump: CRIU checks both ("has bad size", "has bad
+/// mode") and fails after forking the tree.
+fn refuse_files_not_as_dumped(
+    files: &[criu_images::DumpedFile],
+    remapped: &HashSet<u32>,
+) -> Result<(), DiskFailure> {
+    let now = |path: &Path| std::fs::metadata(path).ok();
+    let resized = criu_images::resized(files, remapped, &|path| {
+        now(path).filter(|m| m.is_file()).map(|m| m.len())
+    });
+    let remoded = criu_images::remoded(files, remapped, &|path| {
+        now(path).map(|m| std::os::unix::fs::MetadataExt::mode(&m))
+    });
+    if resized.is_empty() && remoded.is_empty() {
+        return Ok(());
+    }
+    let each: Vec<String> = resized
+        .iter()
+        .map(|r| {
+            format!(
+                "{} was {} bytes at the dump and is {} now",
+                shown(&r.path),
+                r.at_dump,
+                r.now
+            )
+        })
+        .chain(remoded.iter().map(|r| {
+            format!(
+                "{} had mode {:o} at the dump and has {:o} now",
+                shown(&r.path),
+                r.at_dump,
+                r.now
+            )
+        }))
+        .collect();
+    let fix = match resized.first() {
+        Some(first) => format!(
+            "a log the job (or an earlier undump of these images) wrote to since: keep a copy and cut it back (`truncate -s {} {}`), or let the job write its output where a restore finds it as it was (a new file per run, or a pipe)",
+            first.at_dump,
+            shown(&first.path)
+        ),
+        None => "give each file its mode at the dump again (chmod)".to_string(),
+    };
+    Err(DiskFailure::refused(
+        "files_changed",
+        format!(
+            "refused before any change: {}; CRIU restores a file the job had open only as it was at the dump",
+            each.join("; ")
+        ),
+        fix,
+    ))
+}
