@@ -83,7 +83,9 @@ pub fn gather(pids: &[i32]) -> TreeFacts {
             if !pids.contains(&group) || !pids.contains(&session) {
                 facts.led_from_outside.insert(pid);
             }
-            if session == 0 || innermost_session(pid) == Some(0) {
+            // Where the kernel shows NSsid (4.1 on), it alone says it:
+            // a leader outside this namespace is outside the job's too.
+            if innermost_session(pid).unwrap_or(session) == 0 {
                 facts.session_outside_namespace.insert(pid);
             }
         }
