@@ -300,6 +300,28 @@ class CompileWorkers(unittest.TestCase):
     that inherit its GPU mappings: the client shuts it down at a drain and
     on request, and inductor starts it again when it next compiles."""
 
+    def test_only_a_loaded_inductor_with_the_function_is_asked(self):
+        name = "torch._inductor.async_compile"
+        saved = sys.modules.get(name)
+        calls = []
+        try:
+            sys.modules.pop(name, None)
+            self.assertFalse(cd.release_compile_workers(), "no inductor loaded: nothing to do")
+            stand_in = type(sys)(name)
+            stand_in._pool_set = {"a pool"}
+            stand_in.shutdown_compile_workers = lambda: calls.append("shutdown")
+            sys.modules[name] = stand_in
+            self.assertTrue(cd.release_compile_workers())
+            self.assertEqual(calls, ["shutdown"])
+            del stand_in.shutdown_compile_workers
+            self.assertFalse(cd.release_compile_workers(), "a torch without it keeps its pool")
+            self.assertEqual(calls, ["shutdown"])
+        finally:
+            if saved is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = saved
+
     @unittest.skipUnless(HAVE_TORCH, "torch is not importable here (CI sets CUDACKPT_TEST_PYTHON to an interpreter with it)")
     def test_the_pool_is_shut_down_on_request_and_at_a_drain_and_comes_back(self):
         src = os.path.join(os.path.dirname(HERE), "src")

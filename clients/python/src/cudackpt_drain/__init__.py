@@ -294,11 +294,13 @@ def release_compile_workers() -> bool:
     ``TORCHINDUCTOR_COMPILE_THREADS=1``, which starts no pool). Inductor is
     not imported here: a process that never compiled has no pool."""
     async_compile = sys.modules.get("torch._inductor.async_compile")
-    if async_compile is None:
+    # A torch without it (older or newer than those tested, 2.9 to 2.11)
+    # keeps its pool: the pre-dump then says so, naming the pool.
+    shutdown = getattr(async_compile, "shutdown_compile_workers", None)
+    if shutdown is None:
         return False
-    pools = getattr(async_compile, "_pool_set", None)
-    had = bool(pools)
-    async_compile.shutdown_compile_workers()
+    had = bool(getattr(async_compile, "_pool_set", None))
+    shutdown()
     return had
 
 
