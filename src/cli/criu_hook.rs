@@ -423,10 +423,14 @@ fn wait_for_exit(pid: i32) {
         rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
     });
     if let Some(fd) = pidfd {
-        use rustix::event::{poll, PollFd, PollFlags};
-        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
-        while poll(&mut fds, None).is_err() {}
-        return;
+        loop {
+            match process::pidfd_exit_within(&fd, None) {
+                Ok(true) => return,
+                Ok(false) | Err(rustix::io::Errno::INTR) => continue,
+                // Any other failure: /proc says it, below.
+                Err(_) => break,
+            }
+        }
     }
     while process::is_alive(pid) {
         std::thread::sleep(THAW_POLL);

@@ -203,14 +203,24 @@ fn open_pidfd(pid: i32) -> Option<Arc<OwnedFd>> {
 /// Whether the process a pidfd refers to has exited (its pidfd is then
 /// readable).
 fn pidfd_exited(pidfd: &OwnedFd) -> bool {
+    pidfd_exit_within(pidfd, Some(std::time::Duration::ZERO)).unwrap_or(false)
+}
+
+/// Waits up to `limit` (None: until it happens) for the process behind
+/// `pidfd` to exit, its pidfd turning readable: whether it has. A signal
+/// that interrupts the wait is `Errno::INTR`, for the caller to wait again.
+pub fn pidfd_exit_within(
+    pidfd: &OwnedFd,
+    limit: Option<std::time::Duration>,
+) -> rustix::io::Result<bool> {
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let limit = limit.map(|limit| Timespec {
+        tv_sec: limit.as_secs() as i64,
+        tv_nsec: i64::from(limit.subsec_nanos()),
+    });
     let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
-    let now = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    poll(&mut fds, Some(&now)).is_ok_and(|ready| ready > 0)
-        && fds[0].revents().contains(PollFlags::IN)
+    let ready = poll(&mut fds, limit.as_ref())?;
+    Ok(ready > 0 && fds[0].revents().contains(PollFlags::IN))
 }
 
 /// The identity of the process `status` describes, held by `pidfd`.

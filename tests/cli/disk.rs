@@ -299,6 +299,30 @@ fn a_dump_that_fails_after_the_suspend_leaves_the_process_running() {
     assert!(hint.starts_with("the tree is running again"), "{hint}");
 }
 
+/// A fake CUDA job whose output goes to `log` (`redirect`: `>` or `>>`),
+/// dumped to `images` and gone, its PID free for the undump.
+fn dumped_job_writing_to(
+    fx: &Fixture,
+    criu: &Path,
+    log: &Path,
+    redirect: &str,
+    images: &Path,
+) -> Orphan {
+    let job = Orphan::start(
+        fx,
+        &format!(
+            "FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA setsid sleep 600 </dev/null {redirect}'{}' 2>&1",
+            log.display()
+        ),
+    );
+    let (code, dumped) = dump(fx, images, criu, job.0, &[]);
+    assert_eq!(code, 0, "{dumped:#}");
+    wait_until("the dumped job to be gone", || {
+        !Path::new(&format!("/proc/{}", job.0)).exists()
+    });
+    job
+}
+
 /// A job writing to a log: after its dump the log grows (the job went on
 /// with `--leave-running`, or an earlier undump of the same images ran).
 /// CRIU restores an open file only at its dumped size: the undump says
@@ -311,17 +335,8 @@ fn an_undump_refuses_a_file_the_job_had_open_whose_size_moved() {
     // `>`: the log opened for writing, not appending (CRIU records no
     // size for a file opened write-only with O_APPEND, and checks none).
     let log = fx.dir().join("job.log");
-    let job = Orphan::start(
-        &fx,
-        &format!(
-            "FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA setsid sleep 600 </dev/null >'{}' 2>&1",
-            log.display()
-        ),
-    );
     let images = fx.dir().join("images");
-    let (code, dumped) = dump(&fx, &images, &criu, job.0, &[]);
-    assert_eq!(code, 0, "{dumped:#}");
-    wait_until("the dumped job to be gone", || !alive(job.0));
+    let job = dumped_job_writing_to(&fx, &criu, &log, ">", &images);
     std::fs::write(&log, "the job went on after the dump\n").expect("the log grows");
     let (message, hint) = undump_refused(&fx, &images, &criu, "files_changed");
     assert!(
@@ -373,19 +388,8 @@ fn an_undump_refuses_a_link_put_in_the_place_of_a_file_the_job_had_open() {
     // checks.
     std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .expect("chmod");
-    let job = Orphan::start(
-        &fx,
-        &format!(
-            "FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA setsid sleep 600 </dev/null >>'{}' 2>&1",
-            log.display()
-        ),
-    );
     let images = fx.dir().join("images");
-    let (code, dumped) = dump(&fx, &images, &criu, job.0, &[]);
-    assert_eq!(code, 0, "{dumped:#}");
-    wait_until("the dumped job to be gone", || {
-        !Path::new(&format!("/proc/{}", job.0)).exists()
-    });
+    let job = dumped_job_writing_to(&fx, &criu, &log, ">>", &images);
     std::fs::remove_file(&log).expect("the log goes");
     std::os::unix::fs::symlink(&secret, &log).expect("and a link takes its place");
     // The harm, forced: the restored job holds root's file.

@@ -78,19 +78,10 @@ pub fn run(call: &CriuCall<'_>, written: &dyn Fn(u64, Duration)) -> std::io::Res
 /// then (a plain sleep kept a restore waiting up to half a second after
 /// CRIU had finished). Without a pidfd (a kernel before 5.3), the sleep.
 fn wait_a_tick(pidfd: Option<&std::os::fd::OwnedFd>) {
-    use rustix::event::{poll, PollFd, PollFlags, Timespec};
-    let Some(pidfd) = pidfd else {
-        std::thread::sleep(TICK);
-        return;
-    };
-    let tick = Timespec {
-        tv_sec: 0,
-        tv_nsec: TICK.as_nanos() as i64,
-    };
-    if let Err(why) = poll(&mut [PollFd::new(pidfd, PollFlags::IN)], Some(&tick)) {
-        if why != rustix::io::Errno::INTR {
-            std::thread::sleep(TICK);
-        }
+    let waited = pidfd.map(|fd| crate::targets::process::pidfd_exit_within(fd, Some(TICK)));
+    match waited {
+        Some(Ok(_)) | Some(Err(rustix::io::Errno::INTR)) => {}
+        None | Some(Err(_)) => std::thread::sleep(TICK),
     }
 }
 
