@@ -21,6 +21,11 @@ the dump is refused, naming the pool).
    answer; then the restored server is killed;
 4. undump again with the images in the page cache, to its first answer.
 
+With `--prove-pool` the server keeps its pool through warm-up, and before
+step 2 the dump is tried with the pool there, plain (refused, naming it)
+and with `--force` (what the refusal spares); then the server releases
+the pool and step 2 runs.
+
 Every row's answers must equal the cold server's; the run fails otherwise.
 Prints a Markdown table and, with `--json`, writes the raw documents.
 Timings are a benchmark, never a pass/fail test.
@@ -92,14 +97,21 @@ def serve(args):
         connection, _ = listener.accept()
         with connection:
             request = json.loads(connection.makefile().readline())
-            connection.sendall((json.dumps(complete(request["ids"], request["new"])) + "\n").encode())
+            if request.get("release_compile_workers"):  # --prove-pool's last step
+                import cudackpt_drain
+
+                cudackpt_drain.release_compile_workers()
+                answer = "released"
+            else:
+                answer = complete(request["ids"], request["new"])
+            connection.sendall((json.dumps(answer) + "\n").encode())
 
 
-def ask(port, ids, new, timeout):
+def ask(port, ids, new, timeout, request=None):
     """One request; None while nothing listens yet."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as connection:
-            connection.sendall((json.dumps({"ids": ids, "new": new}) + "\n").encode())
+            connection.sendall((json.dumps(request or {"ids": ids, "new": new}) + "\n").encode())
             return json.loads(connection.makefile().readline())
     except (ConnectionRefusedError, ConnectionResetError):
         return None
@@ -117,6 +129,45 @@ def first_answer(port, new, since, timeout=900):
     wait_for(answered, "the server's first answer", timeout=timeout, every=0.005)
     took = time.monotonic() - since
     return took, [answers["first"]] + [ask(port, p, new, timeout) for p in PROMPTS[1:]]
+
+
+def attempt(binary, *args, env=None):
+    """`binary --json ARGS` that may fail: (wall seconds, exit code, document)."""
+    started = time.monotonic()
+    out = subprocess.run([binary, "--json", *map(str, args)], capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, **(env or {})))
+    return time.monotonic() - started, out.returncode, json.loads(out.stdout or "null")
+
+
+def session_tree(sid):
+    """Every process of the server's session: PID, parent and command line."""
+    out = subprocess.run(["ps", "-o", "pid,ppid,args", "-s", str(sid)], capture_output=True, text=True).stdout
+    return out.splitlines()[1:]
+
+
+def prove_pool(args, server, work, expected, criu_env):
+    """Issue 37's 0.09 s failure, replayed on the warm server that kept its
+    compile-worker pool: the dump refused before any change, naming the
+    pool; the same dump forced, to show what the refusal spares (CRIU
+    fails, the tree is resumed and answers as before); then the pool
+    released, after which run() dumps as usual. What each step did is
+    recorded, not asserted: a benchmark states what happened."""
+    proof = {"tree_with_pool": session_tree(server.pid)}
+    for label, extra in (("refused", []), ("forced", ["--force"])):
+        wall, code, doc = attempt(args.cudackpt, "dump", "--to", os.path.join(work, f"images-{label}"), "--criu", args.criu,
+                                  *extra, server.pid, env=criu_env)
+        failure = (doc or {}).get("error") or {}
+        proof[label] = {"wall_s": round(wall, 3), "exit": code, "kind": failure.get("kind"), "message": failure.get("message"),
+                        "hint": failure.get("hint"), "document": doc}
+        print(f"pool kept, dump {' '.join(extra) or '(plain)'}: exit {code} in {wall:.2f} s: {failure.get('message')}", flush=True)
+        if code == 0:  # the pool did not stop it: those images are the snapshot
+            proof["dumped_with_pool"] = label
+            return proof, os.path.join(work, f"images-{label}")
+        _, answers = first_answer(args.port, args.new, time.monotonic())
+        proof[label]["answers_equal_after"] = answers == expected
+    proof["released"] = ask(args.port, None, None, 300, request={"release_compile_workers": True})
+    proof["tree_released"] = session_tree(server.pid)
+    return proof, None
 
 
 def drop_caches():
@@ -145,9 +196,10 @@ def run(args):
         # led from outside (a shell's, a container runtime's) is a shell job
         # at best for CRIU, and refused where its leader is outside the PID
         # namespace.
+        keep_pool = args.keep_compile_workers or args.prove_pool
         server = subprocess.Popen([sys.executable, os.path.abspath(__file__), "serve", "--port", str(args.port),
                                    "--device", args.device, "--size", args.size, "--new", str(args.new),
-                                   "--seed", str(args.seed), *(["--keep-compile-workers"] if args.keep_compile_workers else [])],
+                                   "--seed", str(args.seed), *(["--keep-compile-workers"] if keep_pool else [])],
                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                   start_new_session=True, env=env)
         cold_s, expected = first_answer(args.port, args.new, started)
@@ -159,7 +211,14 @@ def run(args):
         # dump waits (3 s at most) for a dumped root's PID to be free.
         reaper = threading.Thread(target=server.wait, daemon=True)
         reaper.start()
-        dump_s, dumped = cudackpt(args.cudackpt, "dump", "--to", images, "--criu", args.criu, server.pid, env=criu_env)
+        forced_images = None
+        if args.prove_pool:
+            raw["pool"], forced_images = prove_pool(args, server, work, expected, criu_env)
+        if forced_images:
+            step = raw["pool"][raw["pool"]["dumped_with_pool"]]
+            images, dump_s, dumped = forced_images, step["wall_s"], step["document"]
+        else:
+            dump_s, dumped = cudackpt(args.cudackpt, "dump", "--to", images, "--criu", args.criu, server.pid, env=criu_env)
         raw["dump"] = dumped
         reaper.join(timeout=60)
         for label, drop in (("undump, page cache dropped", True), ("undump, images in the page cache", False)):
@@ -211,6 +270,8 @@ def main():
     run_parser.add_argument("--criu-libs", help="LD_LIBRARY_PATH for a carried CRIU")
     run_parser.add_argument("--compile-threads", type=int, help="TORCHINDUCTOR_COMPILE_THREADS (default: torch's)")
     run_parser.add_argument("--drop-caches", action="store_true", help="drop the page cache before the cold start and the first undump (root)")
+    run_parser.add_argument("--prove-pool", action="store_true",
+                            help="keep the compile-worker pool through warm-up, try the dump plain and forced, then release the pool and go on")
     run_parser.add_argument("--json")
     args = parser.parse_args()
     serve(args) if args.command == "serve" else run(args)

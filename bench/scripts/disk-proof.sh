@@ -2,7 +2,9 @@
 # Issue 37's GPU proofs in one command, for a GPU host lent for minutes:
 # the suite's disk scenarios (a 4 GiB target and a PyTorch DataLoader job
 # to disk and back; with two GPUs, the undump onto the other GPU), the
-# inference server cold against undumped (bench/inference.py), and the
+# inference server cold against undumped, the dump first tried while
+# torch.compile's compile-worker pool runs (bench/inference.py
+# --prove-pool), and the
 # restore's throughput against the disk and plain CRIU
 # (bench/restore_throughput.py). Each step's JSON goes to OUT; a step that
 # fails is said and the next runs.
@@ -23,7 +25,7 @@ only=disk_round_trip,disk_dataloader
 python3 "$here/../tests/gpu/suite.py" --bin-dir "$bin" --criu-dir "$criu_dir" \
     --json "$out/suite.json" --only "$only" >"$out/suite.log" 2>&1 || echo "suite: FAILED (suite.log)"
 python3 "$here/inference.py" run --cudackpt "$bin/cudackpt" --criu "$criu_dir/criu" \
-    --criu-libs "$criu_dir/lib" --device cuda --size 1b --drop-caches \
+    --criu-libs "$criu_dir/lib" --device cuda --size 1b --drop-caches --prove-pool \
     --json "$out/inference.json" >"$out/inference.log" 2>&1 || echo "inference: FAILED (inference.log)"
 python3 "$here/restore_throughput.py" --cudackpt "$bin/cudackpt" --target "$bin/cudackpt-gpu-target" \
     --criu "$criu_dir/criu" --criu-libs "$criu_dir/lib" --size-mib "$size" --runs 3 \
