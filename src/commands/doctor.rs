@@ -2,7 +2,6 @@
 //! found and, when something is missing, what to do. Works with or without a
 //! GPU or driver; the exit status is 0 only when checkpointing can work.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -133,15 +132,6 @@ impl DoctorReport {
             .filter(|c| c.status == Status::Fail)
             .collect()
     }
-}
-
-/// The kernel module's version line from /proc/driver/nvidia/version.
-fn kernel_module_version() -> Option<String> {
-    let text = fs::read_to_string("/proc/driver/nvidia/version").ok()?;
-    let line = text.lines().next()?;
-    line.split_whitespace()
-        .find(|word| word.chars().next().is_some_and(|c| c.is_ascii_digit()) && word.contains('.'))
-        .map(str::to_string)
 }
 
 /// Looks a program up on PATH, as a shell would.
@@ -335,7 +325,7 @@ fn privilege_checks(privileges: &Privileges) -> Vec<Check> {
 pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
     let mut checks = Vec::new();
     let mut facts = DriverInfo {
-        kernel_module_version: kernel_module_version(),
+        kernel_module_version: crate::gpu::kernel::module_version(),
         ..DriverInfo::default()
     };
     let mut gpus = Vec::new();

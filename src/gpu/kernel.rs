@@ -26,6 +26,29 @@ pub fn listing_dir() -> PathBuf {
         .map_or_else(|| PathBuf::from(KERNEL_GPUS_DIR), PathBuf::from)
 }
 
+/// Where the kernel module says its version.
+const VERSION_FILE: &str = "/proc/driver/nvidia/version";
+
+/// The kernel module's version (`580.159.04`), read from
+/// [`VERSION_FILE`]; `None` without the driver.
+pub fn module_version() -> Option<String> {
+    files::read_capped(Path::new(VERSION_FILE), 64 * 1024)
+        .ok()
+        .and_then(|text| module_version_in(&text))
+}
+
+/// The version in `/proc/driver/nvidia/version`'s first line: its first
+/// word that starts with a digit and holds a dot. The proprietary module
+/// says `NVIDIA UNIX x86_64 Kernel Module  580.159.04`, the open one
+/// `NVIDIA UNIX Open Kernel Module for x86_64  580.159.04` (pure).
+pub fn module_version_in(text: &str) -> Option<String> {
+    text.lines()
+        .next()?
+        .split_whitespace()
+        .find(|word| word.starts_with(|c: char| c.is_ascii_digit()) && word.contains('.'))
+        .map(str::to_string)
+}
+
 /// A kernel driver `information` file is a few hundred bytes.
 const INFORMATION_CAP: u64 = 64 * 1024;
 
@@ -191,5 +214,18 @@ mod tests {
         assert_eq!(by_minor.get(&1).map(String::as_str), Some("0000:00:07.0"));
         assert_eq!(by_minor.len(), 2);
         assert!(bus_ids_by_minor(&dir.path().join("missing")).is_empty());
+    }
+
+    #[test]
+    fn the_module_version_is_read_from_either_module_s_line() {
+        let proprietary = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Tue Oct 28 2025\nGCC version: gcc 12\n";
+        let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22-I3-AF03-09-1)  Thu Oct 30 2025\n";
+        assert_eq!(
+            module_version_in(proprietary).as_deref(),
+            Some("580.159.04")
+        );
+        assert_eq!(module_version_in(open).as_deref(), Some("580.159.04"));
+        assert_eq!(module_version_in("nothing\n"), None);
+        assert_eq!(module_version_in(""), None);
     }
 }

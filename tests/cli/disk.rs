@@ -515,6 +515,63 @@ fn what_cannot_work_is_refused_before_any_change() {
     assert!(!images.join("restore.log").exists(), "CRIU never ran");
 }
 
+/// A CRIU built elsewhere finds its libraries through the caller's
+/// `LD_LIBRARY_PATH`, as the dump's own run of it does: the version check
+/// asks it in the same environment (an emptied one refused such a CRIU on
+/// the GPU host), and one that cannot start says what it wrote.
+#[test]
+fn a_carried_criu_is_asked_its_version_in_the_callers_environment() {
+    let fx = Fixture::new();
+    let target = Orphan::cuda(&fx);
+    let libs = fx.dir().join("criu-libs");
+    std::fs::create_dir(&libs).expect("mkdir");
+    let criu = fx.dir().join("criu");
+    std::fs::write(
+        &criu,
+        format!(
+            "#!/bin/sh\n[ \"$LD_LIBRARY_PATH\" = '{}' ] || {{ echo 'criu: error while loading shared libraries: libnet.so.1: cannot open shared object file' >&2; exit 127; }}\n[ \"$1\" = --version ] && echo 'Version: 4.2.1' && exit 0\nexit 1\n",
+            libs.display()
+        ),
+    )
+    .expect("write the stand-in");
+    std::fs::set_permissions(&criu, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    // A directory with something in it: the refusal that comes right after
+    // CRIU's check, so reaching it proves the check passed.
+    let full = fx.dir().join("full");
+    std::fs::create_dir(&full).expect("mkdir");
+    std::fs::write(full.join("x"), "y").expect("write");
+    let args = [
+        "--json",
+        "dump",
+        "--to",
+        full.to_str().expect("UTF-8"),
+        "--criu",
+        criu.to_str().expect("UTF-8"),
+        &target.0.to_string(),
+    ];
+    let without = fx
+        .std_command(&args)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .expect("run cudackpt");
+    let refused = document(&without);
+    assert_eq!(refused["error"]["kind"], "criu_unusable", "{refused:#}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("exited 127") && message.contains("libnet.so.1"),
+        "says how CRIU ended and what it wrote: {message}"
+    );
+    let with = fx
+        .std_command(&args)
+        .env("LD_LIBRARY_PATH", &libs)
+        .output()
+        .expect("run cudackpt");
+    let past = document(&with);
+    assert_eq!(past["error"]["kind"], "images_dir", "{past:#}");
+    fx.assert_no_calls("refused dumps");
+}
+
 /// The UUIDs of the fixture's GPUs, in order.
 fn uuids(fx: &Fixture) -> Vec<String> {
     let (code, doc) = {

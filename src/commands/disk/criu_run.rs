@@ -86,7 +86,7 @@ fn wait_a_tick(pidfd: Option<&std::os::fd::OwnedFd>) {
 }
 
 /// `exited 1`, `killed by signal 9` (pure).
-fn in_words(status: std::process::ExitStatus) -> String {
+pub(super) fn in_words(status: std::process::ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exited {code}"),

@@ -119,7 +119,11 @@ pub fn judge(owner: u32, mode: u32) -> Result<(), String> {
     Ok(())
 }
 
-/// What `criu --version` says: the text after `Version:`.
+/// What `criu --version` says: the text after `Version:`. CRIU is asked
+/// in the environment the dump or undump will run it in (the caller's own):
+/// a CRIU built elsewhere finds its libraries through `LD_LIBRARY_PATH`,
+/// and a check in an emptied environment refused a CRIU the run itself
+/// could start.
 fn version_of(path: &Path) -> Result<String, CriuUnusable> {
     let no_version = |why: String| CriuUnusable::NoVersion {
         path: path.to_path_buf(),
@@ -127,11 +131,46 @@ fn version_of(path: &Path) -> Result<String, CriuUnusable> {
     };
     let out = Command::new(path)
         .arg("--version")
-        .env_clear()
+        .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| no_version(e.to_string()))?;
     let text = String::from_utf8_lossy(&out.stdout);
-    version_line(&text).ok_or_else(|| no_version(format!("it printed {:?}", text.trim())))
+    version_line(&text).ok_or_else(|| {
+        no_version(why_no_version(
+            &text,
+            &super::criu_run::in_words(out.status),
+            &String::from_utf8_lossy(&out.stderr),
+        ))
+    })
+}
+
+/// Why `criu --version` gave no version, in a line: what it printed, or
+/// how it ended and the first line it wrote to stderr (a library it could
+/// not load, say), made printable and cut (pure).
+fn why_no_version(stdout: &str, ended: &str, stderr: &str) -> String {
+    const CUT: usize = 200;
+    let first = |text: &str| -> String {
+        let line = text
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("");
+        crate::targets::name::printable(line)
+            .chars()
+            .take(CUT)
+            .collect()
+    };
+    let was = if ended.starts_with("killed") {
+        "was "
+    } else {
+        ""
+    };
+    let ended = format!("{was}{ended}");
+    match (first(stdout), first(stderr)) {
+        (out, _) if !out.is_empty() => format!("it printed {out:?}"),
+        (_, err) if !err.is_empty() => format!("it {ended}, saying {err:?}"),
+        _ => format!("it {ended} and printed nothing"),
+    }
 }
 
 /// `4.2.1` from `Version: 4.2.1\nGitID: ...` (pure).
@@ -167,6 +206,26 @@ mod tests {
         assert_eq!(parse_version("x"), None);
         assert!(parse_version("3.15").unwrap() < OLDEST);
         assert!(parse_version("4.0").unwrap() >= OLDEST);
+    }
+
+    #[test]
+    fn a_criu_without_a_version_is_said_by_what_it_wrote() {
+        let loader = "criu: error while loading shared libraries: libnet.so.1: cannot open shared object file\n";
+        assert_eq!(
+            why_no_version("", "exited 127", loader),
+            format!("it exited 127, saying {:?}", loader.trim())
+        );
+        assert_eq!(
+            why_no_version("criu 4\n", "exited 0", ""),
+            "it printed \"criu 4\""
+        );
+        assert_eq!(
+            why_no_version("", "killed by signal 9", ""),
+            "it was killed by signal 9 and printed nothing"
+        );
+        let long = "x".repeat(1000);
+        assert!(why_no_version("", "exited 1", &long).len() < 260);
+        assert!(!why_no_version("", "exited 1", "\x1b[31mred").contains('\x1b'));
     }
 
     #[test]

@@ -6,16 +6,11 @@ use std::path::Path;
 
 use crate::driver::Driver;
 
-use super::manifest::{kernel_module_version, ManifestDriver};
-
-/// Where the kernel module says its version.
-const VERSION_FILE: &str = "/proc/driver/nvidia/version";
+use super::manifest::ManifestDriver;
 
 /// The driver's facts on this host; what cannot be read is `None`.
 pub fn facts(libcuda: Option<&Path>) -> ManifestDriver {
-    let kernel_module = crate::files::read_capped(Path::new(VERSION_FILE), 64 * 1024)
-        .ok()
-        .and_then(|text| kernel_module_version(&text));
+    let kernel_module = crate::gpu::kernel::module_version();
     let cuda = Driver::load(libcuda)
         .ok()
         .and_then(|driver| driver.version().ok())

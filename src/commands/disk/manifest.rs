@@ -148,15 +148,6 @@ impl Manifest {
     }
 }
 
-/// The kernel module's version in `/proc/driver/nvidia/version`'s first
-/// line (`NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ...`)
-/// (pure).
-pub fn kernel_module_version(text: &str) -> Option<String> {
-    let line = text.lines().next()?;
-    let after = line.split("Kernel Module").nth(1)?;
-    after.split_whitespace().next().map(str::to_string)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,12 +228,5 @@ mod tests {
         let text = serde_json::to_string(&sample()).expect("json");
         let back: Manifest = serde_json::from_str(&text).expect("reads");
         assert_eq!(back, sample());
-    }
-
-    #[test]
-    fn the_kernel_module_version_is_read() {
-        let text = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Tue Oct 28 2025\nGCC version: gcc 12\n";
-        assert_eq!(kernel_module_version(text).as_deref(), Some("580.159.04"));
-        assert_eq!(kernel_module_version("nothing\n"), None);
     }
 }
