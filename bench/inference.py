@@ -88,11 +88,12 @@ def serve(args):
         import cudackpt_drain
 
         cudackpt_drain.release_compile_workers()
+    # A port the kernel picks, said on READY: a fixed port in the
+    # ephemeral range was taken by the runner's own polls on the GPU host.
     listener = socket.socket()
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", args.port))
     listener.listen()
-    print("READY", flush=True)
+    print("READY", listener.getsockname()[1], flush=True)
     while True:
         connection, _ = listener.accept()
         with connection:
@@ -108,13 +109,22 @@ def serve(args):
 
 
 def ask(port, ids, new, timeout, request=None):
-    """One request; None while nothing listens yet."""
+    """One request; None while nothing listens yet. A connection to a
+    loopback port nobody listens on can meet itself (TCP's simultaneous
+    open, when the kernel gives the polling socket that very port as its
+    own) and read back its own request: on the GPU host such echoes passed
+    for a server's answers. That connection counts as nothing listening."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as connection:
+            if connection.getsockname() == connection.getpeername():
+                return None
             connection.sendall((json.dumps(request or {"ids": ids, "new": new}) + "\n").encode())
-            return json.loads(connection.makefile().readline())
+            answer = json.loads(connection.makefile().readline())
     except (ConnectionRefusedError, ConnectionResetError):
         return None
+    if request is None and not (isinstance(answer, list) and len(answer) == new and all(isinstance(t, int) for t in answer)):
+        raise SystemExit(f"port {port} answered {answer!r}, not {new} token ids")
+    return answer
 
 
 def first_answer(port, new, since, timeout=900):
@@ -131,6 +141,19 @@ def first_answer(port, new, since, timeout=900):
     return took, [answers["first"]] + [ask(port, p, new, timeout) for p in PROMPTS[1:]]
 
 
+def ready_port(log_path, server, timeout=900):
+    """The port the server's READY line names, once it is warm; SystemExit
+    if it dies first (its log says why)."""
+    def said():
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited {server.returncode} before it was ready: see {log_path}")
+        with open(log_path) as f:
+            return next((line.split()[1] for line in f if line.startswith("READY ")), None)
+
+    wait_for(said, "the server to be ready", timeout=timeout, every=0.005)
+    return int(said())
+
+
 def attempt(binary, *args, env=None):
     """`binary --json ARGS` that may fail: (wall seconds, exit code, document)."""
     started = time.monotonic()
@@ -145,7 +168,7 @@ def session_tree(sid):
     return out.splitlines()[1:]
 
 
-def prove_pool(args, server, work, expected, criu_env):
+def prove_pool(args, server, port, work, expected, criu_env):
     """Issue 37's 0.09 s failure, replayed on the warm server that kept its
     compile-worker pool: the dump refused before any change, naming the
     pool; the same dump forced, to show what the refusal spares (CRIU
@@ -160,14 +183,38 @@ def prove_pool(args, server, work, expected, criu_env):
         proof[label] = {"wall_s": round(wall, 3), "exit": code, "kind": failure.get("kind"), "message": failure.get("message"),
                         "hint": failure.get("hint"), "document": doc}
         print(f"pool kept, dump {' '.join(extra) or '(plain)'}: exit {code} in {wall:.2f} s: {failure.get('message')}", flush=True)
+        try:
+            with open(f"/proc/{server.pid}/stat") as f:
+                proof[label]["server_after"] = f.read().rsplit(")", 1)[1].split()[0]  # its state letter
+        except OSError:
+            proof[label]["server_after"] = "gone"
         if code == 0:  # the pool did not stop it: those images are the snapshot
             proof["dumped_with_pool"] = label
             return proof, os.path.join(work, f"images-{label}")
-        _, answers = first_answer(args.port, args.new, time.monotonic())
+        _, answers = first_answer(port, args.new, time.monotonic())
         proof[label]["answers_equal_after"] = answers == expected
-    proof["released"] = ask(args.port, None, None, 300, request={"release_compile_workers": True})
+    proof["released"] = ask(port, None, None, 300, request={"release_compile_workers": True})
     proof["tree_released"] = session_tree(server.pid)
     return proof, None
+
+
+def what_cudackpt_sees(args, pid):
+    """The warm server as cudackpt and NVML see it: its session's
+    processes with their GPU mappings, `cudackpt check --tree`, and
+    nvidia-smi's compute processes (recorded; a failed dump is read
+    against it)."""
+    seen = {}
+    for line in session_tree(pid):
+        member = line.split()[0]
+        try:
+            with open(f"/proc/{member}/maps") as f:
+                seen[line] = sum("/dev/nvidia" in m for m in f)
+        except OSError as e:
+            seen[line] = str(e)
+    _, code, check = attempt(args.cudackpt, "check", "--tree", pid)
+    smi = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout if args.device == "cuda" else ""
+    return {"session_nvidia_mappings": seen, "check_exit": code, "check": check, "nvidia_smi_apps": smi.splitlines()}
 
 
 def drop_caches():
@@ -202,7 +249,9 @@ def run(args):
                                    "--seed", str(args.seed), *(["--keep-compile-workers"] if keep_pool else [])],
                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                   start_new_session=True, env=env)
-        cold_s, expected = first_answer(args.port, args.new, started)
+        port = ready_port(os.path.join(work, "server.log"), server)
+        cold_s, expected = first_answer(port, args.new, started)
+        raw["warm_server"] = what_cudackpt_sees(args, server.pid)
         rows.append(("cold start", cold_s, "compile from an empty cache" + (", page cache dropped" if args.drop_caches else "")))
         tree = subprocess.run(["ps", "-o", "pid,ppid,args", "--ppid", str(server.pid)], capture_output=True, text=True).stdout
         raw["children"] = tree.splitlines()[1:]
@@ -213,7 +262,7 @@ def run(args):
         reaper.start()
         forced_images = None
         if args.prove_pool:
-            raw["pool"], forced_images = prove_pool(args, server, work, expected, criu_env)
+            raw["pool"], forced_images = prove_pool(args, server, port, work, expected, criu_env)
         if forced_images:
             step = raw["pool"][raw["pool"]["dumped_with_pool"]]
             images, dump_s, dumped = forced_images, step["wall_s"], step["document"]
@@ -221,6 +270,7 @@ def run(args):
             dump_s, dumped = cudackpt(args.cudackpt, "dump", "--to", images, "--criu", args.criu, server.pid, env=criu_env)
         raw["dump"] = dumped
         reaper.join(timeout=60)
+        raw["server_gone_after_dump"] = not reaper.is_alive()
         for label, drop in (("undump, page cache dropped", True), ("undump, images in the page cache", False)):
             if drop and not args.drop_caches:
                 continue
@@ -228,12 +278,15 @@ def run(args):
                 drop_caches()
             since = time.monotonic()
             undump_s, undumped = cudackpt(args.cudackpt, "undump", images, "--criu", args.criu, env=criu_env)
-            took, answers = first_answer(args.port, args.new, since)
+            took, answers = first_answer(port, args.new, since)
             raw.setdefault("undumps", []).append({"label": label, "document": undumped, "first_answer_s": took})
             if answers != expected:
                 raise SystemExit(f"{label}: the answers differ from the cold server's: {answers} != {expected}")
             rows.append((label, took, f"undump {undump_s:.2f} s of it"))
-            os.kill(server.pid, signal.SIGKILL)
+            try:
+                os.kill(server.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             wait_for(lambda: not os.path.exists(f"/proc/{server.pid}"), "the restored server to be gone", timeout=60)
         manifest = dumped["manifest"]
         raw["rows"] = [{"start": r[0], "first_answer_s": round(r[1], 3), "note": r[2]} for r in rows]
@@ -242,10 +295,19 @@ def run(args):
         print("| start | first answer | note |\n| --- | --- | --- |")
         for label, seconds, note in rows:
             print(f"| {label} | {seconds:.2f} s | {note} |")
-        if args.json:
+    except SystemExit as stopped:
+        raw["failed"] = str(stopped)
+        raise
+    finally:
+        if args.json:  # what was measured, and the server's log, even when a step failed
             with open(args.json, "w") as f:
                 json.dump(raw, f, indent=1)
-    finally:
+            stem = os.path.splitext(args.json)[0]
+            shutil.copyfile(os.path.join(work, "server.log"), stem + "-server.log")
+            for images in sorted(d for d in os.listdir(work) if d.startswith("images")):
+                for log_name in ("dump.log", "restore.log"):
+                    if os.path.exists(os.path.join(work, images, log_name)):
+                        shutil.copyfile(os.path.join(work, images, log_name), f"{stem}-{images}-{log_name}")
         if server and server.poll() is None:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
@@ -257,7 +319,7 @@ def main():
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("serve", "run"):
         p = sub.add_parser(name)
-        p.add_argument("--port", type=int, default=47100)
+        p.add_argument("--port", type=int, default=0, help="the server's port (0: the kernel picks one, said on READY)")
         p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
         p.add_argument("--size", choices=sorted(SIZES), default="1b")
         p.add_argument("--new", type=int, default=16, help="tokens each answer generates")
