@@ -4,10 +4,9 @@
 # to disk and back; with two GPUs, the undump onto the other GPU), the
 # inference server cold against undumped, the dump first tried while
 # torch.compile's compile-worker pool runs (bench/inference.py
-# --prove-pool), and the
-# restore's throughput against the disk and plain CRIU
-# (bench/restore_throughput.py). Each step's JSON goes to OUT; a step that
-# fails is said and the next runs.
+# --prove-pool), and the restore's throughput against the disk and plain
+# CRIU (bench/restore_throughput.py). Each step's JSON goes to OUT; a step
+# that fails is said and the next runs.
 #
 #   bench/scripts/disk-proof.sh BIN_DIR CRIU_DIR OUT [SIZE_MIB]
 #
