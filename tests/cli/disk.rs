@@ -178,6 +178,21 @@ fn dump(
     run(fx, &args)
 }
 
+/// The arguments of `cudackpt --json dump --to IMAGES --criu CRIU PID`,
+/// for a test that sets the command's environment itself.
+fn plain_dump<'a>(images: &'a Path, criu: &'a Path, pid: &'a str) -> [&'a str; 7] {
+    let utf8 = |path: &'a Path| path.to_str().expect("a UTF-8 path");
+    [
+        "--json",
+        "dump",
+        "--to",
+        utf8(images),
+        "--criu",
+        utf8(criu),
+        pid,
+    ]
+}
+
 /// `cudackpt --json undump IMAGES --criu CRIU [EXTRA]`.
 fn undump(fx: &Fixture, images: &Path, criu: &Path, extra: &[&str]) -> (i32, serde_json::Value) {
     let mut args = vec![
@@ -431,16 +446,9 @@ fn a_failed_dump_whose_tree_was_not_resumed_says_how_to_put_it_back() {
     let fx = Fixture::new();
     let target = Orphan::cuda_that_criu_cannot_dump(&fx);
     let images = fx.dir().join("images");
+    let pid = target.0.to_string();
     let output = fx
-        .std_command(&[
-            "--json",
-            "dump",
-            "--to",
-            images.to_str().expect("a UTF-8 path"),
-            "--criu",
-            criu.to_str().expect("a UTF-8 path"),
-            &target.0.to_string(),
-        ])
+        .std_command(&plain_dump(&images, &criu, &pid))
         // The watcher, started by CRIU with this environment, cannot restore.
         .env("FAKE_CUDA_INJECT", "restore=error:2")
         .env("CUDACKPT_DEBUG_RESUME_WAIT_MS", "1500")
@@ -541,15 +549,8 @@ fn a_carried_criu_is_asked_its_version_in_the_callers_environment() {
     let full = fx.dir().join("full");
     std::fs::create_dir(&full).expect("mkdir");
     std::fs::write(full.join("x"), "y").expect("write");
-    let args = [
-        "--json",
-        "dump",
-        "--to",
-        full.to_str().expect("UTF-8"),
-        "--criu",
-        criu.to_str().expect("UTF-8"),
-        &target.0.to_string(),
-    ];
+    let pid = target.0.to_string();
+    let args = plain_dump(&full, &criu, &pid);
     let without = fx
         .std_command(&args)
         .env_remove("LD_LIBRARY_PATH")
