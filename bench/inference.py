@@ -171,9 +171,10 @@ def session_tree(sid):
 def prove_pool(args, server, port, work, expected, criu_env):
     """Issue 37's 0.09 s failure, replayed on the warm server that kept its
     compile-worker pool: the dump refused before any change, naming the
-    pool; the same dump forced, to show what the refusal spares (CRIU
-    fails, the tree is resumed and answers as before); then the pool
-    released, after which run() dumps as usual. What each step did is
+    pool; the same dump forced, to record what the refusal spares (where
+    CRIU fails, the tree must be resumed and answer as before; where it
+    dumps, those images are the snapshot); then the pool released, after
+    which run() dumps as usual. What each step did is
     recorded, not asserted: a benchmark states what happened."""
     proof = {"tree_with_pool": session_tree(server.pid)}
     for label, extra in (("refused", []), ("forced", ["--force"])):
@@ -303,7 +304,8 @@ def run(args):
             with open(args.json, "w") as f:
                 json.dump(raw, f, indent=1)
             stem = os.path.splitext(args.json)[0]
-            shutil.copyfile(os.path.join(work, "server.log"), stem + "-server.log")
+            if os.path.exists(os.path.join(work, "server.log")):
+                shutil.copyfile(os.path.join(work, "server.log"), stem + "-server.log")
             for images in sorted(d for d in os.listdir(work) if d.startswith("images")):
                 for log_name in ("dump.log", "restore.log"):
                     if os.path.exists(os.path.join(work, images, log_name)):
