@@ -147,7 +147,7 @@ fn version_of(path: &Path) -> Result<String, CriuUnusable> {
 /// Why `criu --version` gave no version, in a line: what it printed, or
 /// how it ended and the first line it wrote to stderr (a library it could
 /// not load, say), made printable and cut (pure).
-fn why_no_version(stdout: &str, ended: &str, stderr: &str) -> String {
+fn why_no_version(printed: &str, ended: &str, complaint: &str) -> String {
     const CUT: usize = 200;
     let first = |text: &str| -> String {
         let line = text
@@ -166,7 +166,7 @@ fn why_no_version(stdout: &str, ended: &str, stderr: &str) -> String {
         ""
     };
     let ended = format!("{was}{ended}");
-    match (first(stdout), first(stderr)) {
+    match (first(printed), first(complaint)) {
         (out, _) if !out.is_empty() => format!("it printed {out:?}"),
         (_, err) if !err.is_empty() => format!("it {ended}, saying {err:?}"),
         _ => format!("it {ended} and printed nothing"),
