@@ -123,7 +123,10 @@ pub fn judge(owner: u32, mode: u32) -> Result<(), String> {
 /// in the environment the dump or undump will run it in (the caller's own):
 /// a CRIU built elsewhere finds its libraries through `LD_LIBRARY_PATH`,
 /// and a check in an emptied environment refused a CRIU the run itself
-/// could start.
+/// could start. As root that environment is root's; a cudackpt holding
+/// file capabilities raises no ambient ones, so the CRIU it starts, and
+/// whatever library the caller names to it, runs with the caller's own
+/// rights.
 fn version_of(path: &Path) -> Result<String, CriuUnusable> {
     let no_version = |why: String| CriuUnusable::NoVersion {
         path: path.to_path_buf(),
