@@ -206,19 +206,29 @@ fn undump(fx: &Fixture, images: &Path, criu: &Path, extra: &[&str]) -> (i32, ser
     run(fx, &args)
 }
 
-/// An undump that must be refused before any change, with `kind`: its
-/// error's message and hint.
-fn undump_refused(fx: &Fixture, images: &Path, criu: &Path, kind: &str) -> (String, String) {
-    fx.take_calls();
-    let (code, refused) = undump(fx, images, criu, &[]);
+/// The message of a document refused before any change (exit 8) with
+/// `kind`; the assertion quotes the whole document.
+fn refusal_message(code: i32, refused: &serde_json::Value, kind: &str) -> String {
     assert_eq!(
         (code, refused["error"]["kind"].as_str()),
         (8, Some(kind)),
         "{refused:#}"
     );
+    refused["error"]["message"]
+        .as_str()
+        .expect("a message")
+        .to_string()
+}
+
+/// An undump that must be refused before any change, with `kind`: its
+/// error's message and hint.
+fn undump_refused(fx: &Fixture, images: &Path, criu: &Path, kind: &str) -> (String, String) {
+    fx.take_calls();
+    let (code, refused) = undump(fx, images, criu, &[]);
+    let message = refusal_message(code, &refused, kind);
     fx.assert_no_calls("a refused undump");
-    let said = |field: &str| refused["error"][field].as_str().expect("said").to_string();
-    (said("message"), said("hint"))
+    let hint = refused["error"]["hint"].as_str().expect("a hint");
+    (message, hint.to_string())
 }
 
 fn alive(pid: i32) -> bool {
@@ -637,18 +647,8 @@ fn a_job_whose_gpu_is_busy_at_the_undump_moves_to_one_with_room() {
     wait_until("the restored job to be gone", || !alive(job.0));
     let _ = std::fs::remove_file(images.join("restore.log"));
     let (code, refused) = undump(&fx, &images, &criu, &["--map", &format!("{a}={a}")]);
-    assert_eq!(
-        (code, refused["error"]["kind"].as_str()),
-        (8, Some("no_gpu_room")),
-        "{refused:#}"
-    );
-    assert!(
-        refused["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("2000 MiB free"),
-        "{refused:#}"
-    );
+    let message = refusal_message(code, &refused, "no_gpu_room");
+    assert!(message.contains("2000 MiB free"), "{refused:#}");
     assert!(!images.join("restore.log").exists(), "CRIU never ran");
 }
 
@@ -689,15 +689,8 @@ fn another_driver_is_refused_and_a_restore_that_fails_is_killed_whole() {
         &criu,
         &[("FAKE_CUDA_DRIVER_VERSION", "12080")],
     );
-    assert_eq!(
-        (code, refused["error"]["kind"].as_str()),
-        (8, Some("driver_mismatch")),
-        "{refused:#}"
-    );
-    assert!(refused["error"]["message"]
-        .as_str()
-        .expect("a message")
-        .contains("13.0"));
+    let message = refusal_message(code, &refused, "driver_mismatch");
+    assert!(message.contains("13.0"), "{message}");
     assert!(!images.join("restore.log").exists(), "CRIU never ran");
     fx.assert_no_calls("a refused undump");
     // The driver cannot restore its GPU state: CRIU had restored the
@@ -747,12 +740,7 @@ fn a_cgroup_is_dumped_when_it_holds_one_tree() {
     procs(&[job.0, stray.0]);
     let two = args(&images);
     let (code, refused) = run(&fx, &two.iter().map(String::as_str).collect::<Vec<_>>());
-    assert_eq!(
-        (code, refused["error"]["kind"].as_str()),
-        (8, Some("refused")),
-        "{refused:#}"
-    );
-    let message = refused["error"]["message"].as_str().expect("a message");
+    let message = refusal_message(code, &refused, "refused");
     assert!(message.contains("2 trees"), "{message}");
     fx.assert_no_calls("a refused cgroup");
     // One tree: dumped from its root.
@@ -794,12 +782,7 @@ fn a_job_started_from_a_shell_is_dumped_as_a_shell_job() {
     );
     fx.take_calls();
     let (code, refused) = undump(&fx, &images, &criu, &[]);
-    assert_eq!(
-        (code, refused["error"]["kind"].as_str()),
-        (8, Some("pid_in_use")),
-        "{refused:#}"
-    );
-    let message = refused["error"]["message"].as_str().expect("a message");
+    let message = refusal_message(code, &refused, "pid_in_use");
     assert!(
         message.contains(&format!(
             "zombie that its parent, PID {}, has not reaped",
@@ -880,12 +863,7 @@ fn a_job_whose_session_is_led_from_outside_its_pid_namespace_is_refused() {
     let images = fx.dir().join("images");
     let images_arg = images.display().to_string();
     let (code, refused) = inside(&["--json", "dump", "--to", &images_arg, "--criu", &criu, &job]);
-    assert_eq!(
-        (code, refused["error"]["kind"].as_str()),
-        (8, Some("refused")),
-        "{refused:#}"
-    );
-    let message = refused["error"]["message"].as_str().expect("a message");
+    let message = refusal_message(code, &refused, "refused");
     assert!(message.contains("outside its PID namespace"), "{message}");
     let hint = refused["error"]["hint"].as_str().expect("a hint");
     assert!(hint.contains("setsid"), "{hint}");
@@ -902,12 +880,7 @@ fn a_job_whose_session_is_led_from_outside_its_pid_namespace_is_refused() {
         .parse()
         .expect("a PID");
     let (code, refused) = dump(&fx, &images, Path::new(&criu), here, &[]);
-    assert_eq!(
-        (code, refused["error"]["kind"].as_str()),
-        (8, Some("refused")),
-        "{refused:#}"
-    );
-    let message = refused["error"]["message"].as_str().expect("a message");
+    let message = refusal_message(code, &refused, "refused");
     assert!(message.contains("outside its PID namespace"), "{message}");
     fx.assert_no_calls("a refused dump from outside");
 }
@@ -1025,12 +998,7 @@ fn a_unix_socket_connected_outside_the_tree_is_refused_before_any_change() {
     // The refusal: before any change, the socket named.
     let images = fx.dir().join("images");
     let (code, refused) = dump(&fx, &images, &criu, job.0, &[]);
-    assert_eq!(
-        (code, refused["error"]["kind"].as_str()),
-        (8, Some("refused")),
-        "{refused:#}"
-    );
-    let message = refused["error"]["message"].as_str().expect("a message");
+    let message = refusal_message(code, &refused, "refused");
     assert!(
         message.contains(&daemon_path.display().to_string()),
         "{message}"
