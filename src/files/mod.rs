@@ -8,6 +8,7 @@
 //! May use: `environment` (the floor below).
 
 pub mod capped;
+pub mod dir_chain;
 pub mod for_user;
 pub mod privilege;
 pub mod safe_dir;

@@ -14,10 +14,10 @@
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, CWD};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::capped::{read_fd_capped, ReadError};
 pub use super::unsafe_dir::UnsafeDir;
@@ -60,6 +60,25 @@ pub fn judge_dir(path: &Path, owner: u32, mode: u32, me: u32) -> Result<(), Unsa
     Ok(())
 }
 
+/// One entry of a directory, as listed through its descriptor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub name: std::ffi::OsString,
+    pub kind: FileType,
+    pub owner: u32,
+    pub mode: u32,
+    pub bytes: u64,
+}
+
+/// A directory's descriptor as a child process inherits it.
+#[derive(Debug)]
+pub struct Inherited {
+    /// Held until the child has started; close-on-exec off.
+    _held: OwnedFd,
+    /// `/proc/self/fd/N`, as the child names it.
+    pub path: String,
+}
+
 /// A checked directory, held open.
 #[derive(Debug)]
 pub struct SafeDir {
@@ -95,27 +114,24 @@ impl SafeDir {
         if let Some(dir) = SafeDir::open_existing(path)? {
             return Ok(dir);
         }
-        let io = |source: io::Error, at: &Path| UnsafeDir::Io {
-            path: at.to_path_buf(),
-            source,
-        };
-        let mut at = PathBuf::new();
-        for component in path.components() {
-            at.push(component);
-            if !matches!(component, Component::Normal(_)) {
-                continue;
-            }
-            match rustix::fs::mkdirat(CWD, &at, Mode::from_raw_mode(mode)) {
-                // The umask may have taken bits away; give exactly `mode`.
-                Ok(()) => {
-                    rustix::fs::chmod(&at, Mode::from_raw_mode(mode))
-                        .map_err(|e| io(e.into(), &at))?;
-                }
-                Err(rustix::io::Errno::EXIST) => {}
-                Err(e) => return Err(io(e.into(), &at)),
-            }
-        }
-        SafeDir::open(path)
+        // Each missing directory is made under its parent held open, and
+        // given its mode on its own descriptor: never chmod by path, which
+        // a user who owns a parent could point at a file of root's.
+        let reached = super::dir_chain::reach_creating(
+            path,
+            super::dir_chain::Links::FollowedBeforeLast,
+            mode,
+        )?;
+        let stat = rustix::fs::fstat(&reached.fd).map_err(|e| UnsafeDir::Io {
+            path: path.to_path_buf(),
+            source: e.into(),
+        })?;
+        judge_dir(path, stat.st_uid, stat.st_mode, my_uid())?;
+        Ok(SafeDir {
+            fd: reached.fd,
+            path: path.to_path_buf(),
+            trusted: my_uid(),
+        })
     }
 
     /// Opens `path` if it exists and is safe as a directory of `user`
@@ -338,17 +354,84 @@ impl SafeDir {
     /// the per-process files a directory of cudackpt's keeps. Anything
     /// else there is left out.
     pub fn pid_files(&self, suffix: &str) -> Vec<(String, i32)> {
-        let Ok(entries) = std::fs::read_dir(&self.path) else {
-            return Vec::new();
-        };
-        entries
-            .flatten()
-            .filter_map(|entry| {
-                let name = entry.file_name().to_str()?.to_string();
+        self.names()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|name| {
+                let name = name.into_string().ok()?;
                 let pid = name.strip_suffix(suffix)?.parse::<i32>().ok()?;
                 Some((name, pid))
             })
             .collect()
+    }
+
+    /// The names in this directory (not `.` and `..`), listed through its
+    /// descriptor, never its path.
+    pub fn names(&self) -> io::Result<Vec<std::ffi::OsString>> {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = rustix::fs::Dir::read_from(&self.fd)?;
+        let mut names = Vec::new();
+        for entry in dir {
+            let entry = entry?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(std::ffi::OsStr::from_bytes(name).to_os_string());
+            }
+        }
+        Ok(names)
+    }
+
+    /// Each entry with its type, owner, mode and size, not following
+    /// links (pure of the path: through the descriptor).
+    pub fn entries(&self) -> io::Result<Vec<Entry>> {
+        self.names()?
+            .into_iter()
+            .map(|name| {
+                let stat =
+                    rustix::fs::statat(&self.fd, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)?;
+                Ok(Entry {
+                    name,
+                    kind: FileType::from_raw_mode(stat.st_mode),
+                    owner: stat.st_uid,
+                    mode: stat.st_mode,
+                    bytes: stat.st_size as u64,
+                })
+            })
+            .collect()
+    }
+
+    /// The bytes an unprivileged writer may still put on this directory's
+    /// filesystem.
+    pub fn free_bytes(&self) -> Option<u64> {
+        let stat = rustix::fs::fstatvfs(&self.fd).ok()?;
+        Some(stat.f_bavail.saturating_mul(stat.f_frsize))
+    }
+
+    /// The directory's descriptor, for `*at` calls of the caller's.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd()
+    }
+
+    /// A copy of the descriptor that a child process inherits, and the
+    /// path the child reaches the directory by (`/proc/self/fd/N`): the
+    /// directory checked here, whatever is at its path by then. Dropped
+    /// once the child has started.
+    pub fn inheritable(&self) -> io::Result<Inherited> {
+        // dup() leaves close-on-exec off, as a child must find it.
+        let fd = rustix::io::dup(&self.fd)?;
+        let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+        Ok(Inherited { _held: fd, path })
+    }
+
+    /// A directory reached by [`super::dir_chain`], trusting files of root
+    /// and of `user` in it.
+    pub fn from_reached(reached: super::dir_chain::Reached, user: u32) -> SafeDir {
+        SafeDir {
+            fd: reached.fd,
+            path: reached.path,
+            trusted: user,
+        }
     }
 
     /// Removes `name` if it is there.

@@ -123,6 +123,41 @@ pub fn user(uid: u32) -> Invoker {
     }
 }
 
+/// The groups user `uid` is in: their primary group (/etc/passwd) and
+/// every /etc/group entry naming them. Empty for a user neither file knows.
+pub fn groups_of(uid: u32) -> Vec<u32> {
+    let passwd = read_passwd();
+    let Some(name) = passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.get(2)?.parse::<u32>().ok()? == uid).then(|| fields[0].to_string())
+    }) else {
+        return Vec::new();
+    };
+    let primary = passwd_entry(&passwd, |_, entry_uid| entry_uid == uid).map(|(_, gid)| gid);
+    let group = read_capped(Path::new("/etc/group"), PASSWD_CAP).unwrap_or_default();
+    let mut groups: Vec<u32> = primary.into_iter().collect();
+    groups.extend(member_of(&group, &name));
+    groups.sort_unstable();
+    groups.dedup();
+    groups
+}
+
+/// The gids of the /etc/group entries that list `name` as a member (pure).
+fn member_of(group: &str, name: &str) -> Vec<u32> {
+    group
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(':').collect();
+            let members = fields.get(3)?;
+            members
+                .split(',')
+                .any(|m| m.trim() == name)
+                .then(|| fields.get(2)?.parse().ok())
+                .flatten()
+        })
+        .collect()
+}
+
 /// Runs `work` with `user`'s credentials, on a scoped thread that takes
 /// them on (Linux keeps them per thread) and ends, so this thread's stay
 /// what they were. Root alone can take on another user's.
@@ -144,4 +179,16 @@ pub fn as_user<T: Send>(user: Invoker, work: impl FnOnce() -> T + Send) -> io::R
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_is_in_the_groups_that_list_them() {
+        let group = "root:x:0:\nsudo:x:27:alice,bob\ndocker:x:999:bob\nstaff:x:50: alice \n";
+        assert_eq!(member_of(group, "alice"), [27, 50]);
+        assert_eq!(member_of(group, "carol"), Vec::<u32>::new());
+    }
 }

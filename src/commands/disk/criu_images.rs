@@ -109,6 +109,106 @@ struct RemapFilePathEntry {
     orig_id: u32,
 }
 
+/// CRIU's `core_entry` (`images/core.proto`): its thread's core.
+#[derive(Clone, PartialEq, prost::Message)]
+struct CoreEntry {
+    #[prost(message, optional, tag = "5")]
+    thread_core: Option<ThreadCoreEntry>,
+}
+
+/// CRIU's `thread_core_entry`: the credentials CRIU restores the thread
+/// with.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ThreadCoreEntry {
+    #[prost(message, optional, tag = "10")]
+    creds: Option<Creds>,
+}
+
+/// CRIU's `creds_entry` (`images/creds.proto`), the fields that say who a
+/// restored thread is and what it may do.
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct Creds {
+    #[prost(uint32, tag = "1")]
+    pub uid: u32,
+    #[prost(uint32, tag = "2")]
+    pub gid: u32,
+    #[prost(uint32, tag = "3")]
+    pub euid: u32,
+    #[prost(uint32, tag = "4")]
+    pub egid: u32,
+    #[prost(uint32, tag = "5")]
+    pub suid: u32,
+    #[prost(uint32, tag = "6")]
+    pub sgid: u32,
+    #[prost(uint32, tag = "7")]
+    pub fsuid: u32,
+    #[prost(uint32, tag = "8")]
+    pub fsgid: u32,
+    #[prost(uint32, repeated, packed = "false", tag = "9")]
+    pub cap_inh: Vec<u32>,
+    #[prost(uint32, repeated, packed = "false", tag = "10")]
+    pub cap_prm: Vec<u32>,
+    #[prost(uint32, repeated, packed = "false", tag = "11")]
+    pub cap_eff: Vec<u32>,
+    #[prost(uint32, repeated, packed = "false", tag = "14")]
+    pub groups: Vec<u32>,
+    #[prost(uint32, repeated, packed = "false", tag = "19")]
+    pub cap_amb: Vec<u32>,
+}
+
+/// CRIU's `ghost_file_entry` (`images/ghost-file.proto`): a deleted file
+/// CRIU makes again, as root, with this owner and mode.
+#[derive(Clone, PartialEq, prost::Message)]
+struct GhostFileEntry {
+    #[prost(uint32, tag = "1")]
+    uid: u32,
+    #[prost(uint32, tag = "2")]
+    gid: u32,
+    #[prost(uint32, tag = "3")]
+    mode: u32,
+}
+
+/// `core-TID.img`.
+pub const CORE_MAGIC: u32 = 0x5505_3847;
+/// `ghost-file-N.img`.
+pub const GHOST_FILE_MAGIC: u32 = 0x5258_3605;
+
+/// The credentials a thread's `core-TID.img` restores it with; `None`
+/// where the image records none (a CRIU older than 3.x kept them apart)
+/// (pure).
+pub fn creds_of(core_img: &[u8]) -> Result<Option<Creds>, BadImage> {
+    let found = entries(core_img, CORE_MAGIC)?;
+    let Some(first) = found.first() else {
+        return Err(BadImage("the core image holds no entry".into()));
+    };
+    let core: CoreEntry = decoded(first)?;
+    Ok(core.thread_core.and_then(|t| t.creds))
+}
+
+/// The owner (uid, gid) and mode a `ghost-file-N.img` makes its file with
+/// (pure: its first entry; the file's bytes follow it).
+pub fn ghost_owner_and_mode(ghost_img: &[u8]) -> Result<(u32, u32, u32), BadImage> {
+    let first = first_entry(ghost_img, GHOST_FILE_MAGIC)?;
+    let ghost: GhostFileEntry = decoded(first)?;
+    Ok((ghost.uid, ghost.gid, ghost.mode))
+}
+
+/// The first message of an image whose entries are followed by raw bytes.
+fn first_entry(image: &[u8], magic: u32) -> Result<&[u8], BadImage> {
+    let word = |at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(image.get(at..at + 4)?.try_into().ok()?))
+    };
+    if word(0) != Some(IMG_COMMON_MAGIC) || word(4) != Some(magic) {
+        return Err(BadImage(
+            "not the CRIU image expected (its magic differs)".into(),
+        ));
+    }
+    let length = word(8).ok_or_else(|| BadImage("the entry's length is cut short".into()))?;
+    image
+        .get(12..12 + length as usize)
+        .ok_or_else(|| BadImage("the entry runs past the end".into()))
+}
+
 /// `fd_types`' regular file.
 const REG: i32 = 1;
 

@@ -1,10 +1,14 @@
-//! Runs CRIU and watches it: its log and every image inside the images
-//! directory, cudackpt (this binary) as its action script, the size of the
-//! images told while it writes.
+//! Runs CRIU and watches it: cudackpt (this binary) as its action script,
+//! the size of the images told while it writes. CRIU reaches the images
+//! directory, its work directory (where its log goes) and its plugin
+//! directory only through descriptors cudackpt checked and hands down
+//! (`/proc/self/fd/N`), never by a path someone could swap in between.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::files::SafeDir;
 
 use super::images;
 
@@ -18,8 +22,11 @@ pub struct CriuRun {
     /// Its exit, in words, when it failed.
     pub exit: String,
     pub elapsed: Duration,
-    /// CRIU's log in the images directory.
+    /// CRIU's log in its work directory, as a person finds it.
     pub log: PathBuf,
+    /// When CRIU started, in clock ticks since boot (/proc/PID/stat): what
+    /// it restores started no earlier.
+    pub started_ticks: Option<u64>,
 }
 
 /// A CRIU run to start: its arguments after `criu` and what the action
@@ -28,22 +35,33 @@ pub struct CriuCall<'a> {
     pub criu: &'a Path,
     pub args: Vec<String>,
     pub env: Vec<(&'static str, String)>,
-    pub images: &'a Path,
+    /// The images, held open.
+    pub images: &'a SafeDir,
+    /// Where CRIU writes its log (and a restore its pidfile), held open.
+    pub work: &'a SafeDir,
     pub log_name: &'static str,
 }
 
 /// Runs `call`, telling `written` the images' bytes every half second.
 pub fn run(call: &CriuCall<'_>, written: &dyn Fn(u64, Duration)) -> std::io::Result<CriuRun> {
     let started = Instant::now();
-    let log = call.images.join(call.log_name);
-    let no_plugins = images::no_plugins_dir(call.images)?;
+    let log = call.work.path().join(call.log_name);
+    let no_plugins = images::no_plugins_dir()?;
+    // Inherited by CRIU alone, and closed here once it has started.
+    let (plugins_fd, images_fd, work_fd) = (
+        no_plugins.inheritable()?,
+        call.images.inheritable()?,
+        call.work.inheritable()?,
+    );
     let mut command = Command::new(call.criu);
     command
         .args(&call.args)
         .arg("--libdir")
-        .arg(&no_plugins)
+        .arg(&plugins_fd.path)
         .arg("-D")
-        .arg(call.images)
+        .arg(&images_fd.path)
+        .arg("-W")
+        .arg(&work_fd.path)
         .arg("-o")
         .arg(call.log_name)
         .arg("-v4")
@@ -53,7 +71,11 @@ pub fn run(call: &CriuCall<'_>, written: &dyn Fn(u64, Duration)) -> std::io::Res
     for (name, value) in &call.env {
         command.env(name, value);
     }
-    let mut child = command.spawn()?;
+    let spawned = command.spawn();
+    drop((plugins_fd, images_fd, work_fd));
+    let mut child = spawned?;
+    // Read while CRIU is an unreaped child: its PID is its own.
+    let started_ticks = crate::targets::process::starttime(child.id() as i32);
     let pidfd = rustix::process::pidfd_open(
         rustix::process::Pid::from_child(&child),
         rustix::process::PidfdFlags::empty(),
@@ -71,6 +93,7 @@ pub fn run(call: &CriuCall<'_>, written: &dyn Fn(u64, Duration)) -> std::io::Res
         exit: in_words(status),
         elapsed: started.elapsed(),
         log,
+        started_ticks,
     })
 }
 
@@ -95,11 +118,12 @@ pub(super) fn in_words(status: std::process::ExitStatus) -> String {
     }
 }
 
-/// The lines of CRIU's log that say what went wrong (`Error (`), the last
-/// `limit` of them, else its last lines.
-pub fn log_errors(log: &Path, limit: usize) -> Vec<String> {
-    let Ok(text) = crate::files::read_capped(log, 64 << 20) else {
-        return Vec::new();
+/// The lines of CRIU's log `name` in `work` that say what went wrong
+/// (`Error (`), the last `limit` of them, else its last lines; and whether
+/// they are errors (CRIU's own words) rather than the log's last lines.
+pub fn log_errors(work: &SafeDir, name: &str, limit: usize) -> (Vec<String>, bool) {
+    let Ok(Some(text)) = work.read_capped(name, 64 << 20) else {
+        return (Vec::new(), false);
     };
     let lines: Vec<&str> = text.lines().collect();
     let errors: Vec<&str> = lines
@@ -107,9 +131,11 @@ pub fn log_errors(log: &Path, limit: usize) -> Vec<String> {
         .copied()
         .filter(|l| l.contains("Error ("))
         .collect();
-    let chosen = if errors.is_empty() { &lines } else { &errors };
-    chosen[chosen.len().saturating_sub(limit)..]
+    let are_errors = !errors.is_empty();
+    let chosen = if are_errors { &errors } else { &lines };
+    let quoted = chosen[chosen.len().saturating_sub(limit)..]
         .iter()
         .map(|l| crate::targets::name::printable(l).into_owned())
-        .collect()
+        .collect();
+    (quoted, are_errors)
 }

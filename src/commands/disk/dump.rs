@@ -245,14 +245,11 @@ fn weighed(
             .sum()
     });
     let expected = host_bytes + gpu_bytes;
-    let made_here = !request.to.exists();
-    let dir = images::prepare(request.to)
+    let prepared = images::prepare(request.to)
         .map_err(|why| DiskFailure::refused("images_dir", why.to_string(), why.hint()))?;
-    if let Some(free) = images::free_bytes(request.to) {
+    if let Some(free) = prepared.dir.free_bytes() {
         if !images::fits(expected, free) && !request.force {
-            if made_here {
-                let _ = std::fs::remove_dir(request.to);
-            }
+            images::remove_made(&prepared);
             return Err(DiskFailure::refused(
                 "no_room",
                 format!(
@@ -268,7 +265,7 @@ fn weighed(
             ));
         }
     }
-    Ok((WeighedImages { usage, expected }, dir))
+    Ok((WeighedImages { usage, expected }, prepared.dir))
 }
 
 /// Runs CRIU and writes the manifest: what the dump left, or why it failed
@@ -297,6 +294,7 @@ fn written_to_disk(
         request,
         report,
         checked,
+        dir,
         weighed.expected,
         &options,
         written,
@@ -337,7 +335,7 @@ fn written_to_disk(
         drained: request.drain,
         leave_running: request.leave_running,
         criu_options: options,
-        image_bytes: images::size_of(request.to),
+        image_bytes: images::size_of(dir),
         timings: DumpTimings {
             preflights_ms: ms(preflights),
             criu_ms: ms(ran.elapsed),
@@ -356,6 +354,7 @@ fn run_criu(
     request: &DumpSettings<'_>,
     report: &mut DiskReport,
     checked: &CheckedTree,
+    dir: &SafeDir,
     expected: u64,
     options: &[tree_facts::ChosenCriuOption],
     written: &dyn Fn(u64, u64, Duration),
@@ -364,36 +363,81 @@ fn run_criu(
         criu: &checked.criu.path,
         args: dump_args(request, checked.root.pid, options),
         env: action_script_env(request),
-        images: request.to,
-        log_name: "dump.log",
+        images: dir,
+        work: dir,
+        log_name: LOG_NAME,
     };
     let ran = criu_run::run(&call, &|bytes, elapsed| written(bytes, expected, elapsed))
         .map_err(|why| DiskReport::not_started(&checked.criu.path, &why))?;
     report.criu_log = Some(ran.log.clone());
     if !ran.ok {
-        report.criu_errors = criu_run::log_errors(&ran.log, 12);
-        let now = match running_again(request, checked.root.pid) {
-            Ok(()) => "the tree is running again (cudackpt's action script resumed what it suspended)".to_string(),
-            Err(stuck) => format!(
-                "{stuck} is not running {:.1} s after CRIU's failure (the action script's resume failed: `journalctl -t cudackpt`): `cudackpt recover` puts the tree back (`--dry-run` says what it would do)",
-                resume_wait().as_secs_f64(),
-            ),
-        };
-        return Err(DiskFailure {
-            kind: "criu_failed",
-            message: format!(
-                "CRIU's dump {} after {:.1} s",
-                ran.exit,
-                ran.elapsed.as_secs_f64()
-            ),
-            hint: format!(
-                "{now}; CRIU's errors are below and in {}",
-                ran.log.display()
-            ),
-            changed: true,
-        });
+        let (quoted, are_errors) = criu_run::log_errors(dir, LOG_NAME, 12);
+        report.criu_errors = quoted;
+        return Err(failed_dump(request, checked, dir, &ran, are_errors));
     }
     Ok(ran)
+}
+
+/// CRIU's log of a dump, in the images directory.
+const LOG_NAME: &str = "dump.log";
+
+/// What a failed CRIU left: nothing changed when it ended before its
+/// pre-dump (the action script's suspend) ran, else where the tree is now.
+fn failed_dump(
+    request: &DumpSettings<'_>,
+    checked: &CheckedTree,
+    dir: &SafeDir,
+    ran: &criu_run::CriuRun,
+    quoted_errors: bool,
+) -> DiskFailure {
+    let message = format!(
+        "CRIU's dump {} after {:.1} s",
+        ran.exit,
+        ran.elapsed.as_secs_f64()
+    );
+    let log = ran.log.display();
+    let where_said = match quoted_errors {
+        true => format!("CRIU's errors are below and in {log}"),
+        false => format!("CRIU wrote no error line: its last lines are below and in {log}"),
+    };
+    if !predump_ran(dir) {
+        return DiskFailure {
+            kind: "criu_failed",
+            message: format!("{message}, before its pre-dump: nothing was changed"),
+            hint: format!(
+                "the tree was never suspended and runs as it did; {}",
+                if dir.names().is_ok_and(|n| n.iter().any(|n| n == LOG_NAME)) {
+                    where_said
+                } else {
+                    "CRIU wrote no log: run it by hand (`criu --version`, `criu check`) to see why it stops".to_string()
+                }
+            ),
+            changed: false,
+        };
+    }
+    let now = match running_again(request, checked.root.pid) {
+        Ok(()) => "the tree is running again (cudackpt's action script resumed what it suspended)".to_string(),
+        Err(stuck) => format!(
+            "{stuck} is not running {:.1} s after CRIU's failure (the action script's resume failed: `journalctl -t cudackpt`): `cudackpt recover` puts the tree back (`--dry-run` says what it would do)",
+            resume_wait().as_secs_f64(),
+        ),
+    };
+    DiskFailure {
+        kind: "criu_failed",
+        message,
+        hint: format!("{now}; {where_said}"),
+        changed: true,
+    }
+}
+
+/// Whether CRIU ran its pre-dump action scripts (cudackpt's suspend), by
+/// its log: CRIU says so at `-v4` before it runs them, and freezes nothing
+/// before.
+fn predump_ran(dir: &SafeDir) -> bool {
+    dir.read_capped(LOG_NAME, 64 << 20)
+        .ok()
+        .flatten()
+        .is_some_and(|log| log.contains("Running pre-dump scripts"))
 }
 
 /// How long the action script's helper is given to resume the tree after

@@ -1,9 +1,16 @@
-//! The images directory: created 0700 (or an empty one checked, as
-//! cudackpt's own directories are: owned by root or the user, not writable
-//! by others), the room on its filesystem, and its size while CRIU writes.
+//! The images directory of a dump: reached from `/` by descriptor with no
+//! link on any step (`files::dir_chain`), made 0700 under its parent held
+//! open (or an empty one checked, as cudackpt's own directories are: owned
+//! by root or the user, not writable by others), and from then on used
+//! only through that descriptor, by cudackpt and by CRIU (which is given
+//! `/proc/self/fd/N`): a user who owns a directory above it can rename it
+//! away, but never swap another in under the dump. Also the room on its
+//! filesystem, its size while CRIU writes, and the empty plugin directory
+//! CRIU is given, cudackpt's own and never inside the images.
 
 use std::path::Path;
 
+use crate::files::dir_chain::{self, Links};
 use crate::files::{SafeDir, UnsafeDir};
 
 /// Why the images directory cannot be used.
@@ -23,6 +30,9 @@ pub enum ImagesDirProblem {
 impl ImagesDirProblem {
     pub fn hint(&self) -> String {
         match self {
+            ImagesDirProblem::Unsafe(UnsafeDir::Symlink { .. }) => {
+                "name the images directory by a path with no symbolic link on any step (`realpath` gives one)".into()
+            }
             ImagesDirProblem::Unsafe(why) => why.hint(),
             ImagesDirProblem::NotEmpty(_) => {
                 "name a new directory with --to (cudackpt creates it), or empty this one".into()
@@ -32,69 +42,104 @@ impl ImagesDirProblem {
     }
 }
 
-/// Creates `path` (0700, parents too) or checks the empty directory there.
-pub fn prepare(path: &Path) -> Result<SafeDir, ImagesDirProblem> {
-    let dir = SafeDir::create(path)?;
-    check_unused(path)?;
-    Ok(dir)
+/// An images directory made for a dump, held open.
+pub struct Prepared {
+    pub dir: SafeDir,
+    /// Made by this dump (so a refused dump takes it away again).
+    pub made_here: bool,
 }
 
-/// The empty directory CRIU is given as `--libdir` (`no-plugins` in the
-/// images directory, made here): CRIU then loads no plugin, so its CUDA
-/// plugin, where a host has one installed, does not act on a tree that
-/// cudackpt's action script already suspends.
-pub fn no_plugins_dir(images: &Path) -> std::io::Result<std::path::PathBuf> {
-    let dir = images.join("no-plugins");
-    match std::fs::create_dir(&dir) {
-        Ok(()) => Ok(dir),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let metadata = std::fs::symlink_metadata(&dir)?;
-            if metadata.is_dir() {
-                Ok(dir)
-            } else {
-                Err(std::io::Error::other(format!(
-                    "{} is not a directory",
-                    dir.display()
-                )))
-            }
-        }
-        Err(e) => Err(e),
-    }
+/// Makes `path` (0700, parents too, each under its parent held open) or
+/// checks the empty directory there.
+pub fn prepare(path: &Path) -> Result<Prepared, ImagesDirProblem> {
+    let reached = dir_chain::reach_creating(path, Links::Refused, 0o700)?;
+    let made_here = reached.created;
+    let dir = checked(reached, path)?;
+    Ok(Prepared { dir, made_here })
 }
 
-/// Whether `path` can become the images directory, without creating it:
-/// missing, or an empty directory that is safe to use.
-pub fn check_unused(path: &Path) -> Result<(), ImagesDirProblem> {
-    if SafeDir::open_existing(path)?.is_none() {
-        return Ok(());
-    }
-    let mut entries = std::fs::read_dir(path).map_err(|source| ImagesDirProblem::Io {
+/// The directory reached, if it may hold a dump: safe (root's or this
+/// user's, nobody else may write it) and empty.
+fn checked(reached: dir_chain::Reached, path: &Path) -> Result<SafeDir, ImagesDirProblem> {
+    let stat = rustix::fs::fstat(&reached.fd).map_err(|e| ImagesDirProblem::Io {
+        path: path.to_path_buf(),
+        source: e.into(),
+    })?;
+    let me = rustix::process::geteuid().as_raw();
+    crate::files::safe_dir::judge_dir(path, stat.st_uid, stat.st_mode, me)?;
+    let dir = SafeDir::from_reached(reached, me);
+    let names = dir.names().map_err(|source| ImagesDirProblem::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    match entries.next() {
-        None => Ok(()),
-        Some(_) => Err(ImagesDirProblem::NotEmpty(path.to_path_buf())),
+    if !names.is_empty() {
+        return Err(ImagesDirProblem::NotEmpty(path.to_path_buf()));
+    }
+    Ok(dir)
+}
+
+/// Takes away the empty directory a refused dump made, if what is at its
+/// name is still the one held (a user owning the parent may have put
+/// another there, which stays).
+pub fn remove_made(prepared: &Prepared) {
+    if !prepared.made_here {
+        return;
+    }
+    let path = prepared.dir.path();
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let Ok(parent) = dir_chain::reach(parent, Links::Refused) else {
+        return;
+    };
+    let held = rustix::fs::fstat(prepared.dir.fd());
+    let there = rustix::fs::statat(&parent.fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW);
+    if let (Ok(held), Ok(there)) = (held, there) {
+        if (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino) {
+            let _ = rustix::fs::unlinkat(&parent.fd, name, rustix::fs::AtFlags::REMOVEDIR);
+        }
     }
 }
 
-/// The bytes an unprivileged writer may still put on `path`'s filesystem.
-pub fn free_bytes(path: &Path) -> Option<u64> {
-    let stat = rustix::fs::statvfs(path).ok()?;
-    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
+/// The empty directory CRIU is given as `--libdir`: cudackpt's own
+/// (`no-plugins` in its run directory: root's `/run/cudackpt`), checked
+/// empty, never inside the images. CRIU then loads no plugin, so its CUDA
+/// plugin, where a host has one installed, does not act on a tree that
+/// cudackpt's action script already suspends; and nothing a user put
+/// beside the images is loaded into a root CRIU.
+pub fn no_plugins_dir() -> std::io::Result<SafeDir> {
+    let path = crate::files::run_dir().join("no-plugins");
+    let dir = SafeDir::create(&path).map_err(std::io::Error::other)?;
+    if !dir.names()?.is_empty() {
+        return Err(std::io::Error::other(format!(
+            "{} is not empty: CRIU would load what it holds",
+            path.display()
+        )));
+    }
+    Ok(dir)
 }
 
-/// The bytes of the regular files directly in `path` (CRIU writes no
-/// subdirectories).
-pub fn size_of(path: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(path) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.metadata().ok())
-        .filter(std::fs::Metadata::is_file)
-        .map(|m| m.len())
+/// Whether `path` can become the images directory, without creating it:
+/// missing, or an empty directory that is safe to use, with no link on
+/// the way to it.
+pub fn check_unused(path: &Path) -> Result<(), ImagesDirProblem> {
+    match dir_chain::reach(path, Links::Refused) {
+        Err(UnsafeDir::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Ok(())
+        }
+        Err(why) => Err(why.into()),
+        Ok(reached) => checked(reached, path).map(drop),
+    }
+}
+
+/// The bytes of the regular files directly in `dir` (CRIU writes no
+/// subdirectories), listed through its descriptor.
+pub fn size_of(dir: &SafeDir) -> u64 {
+    dir.entries()
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| e.kind == rustix::fs::FileType::RegularFile)
+        .map(|e| e.bytes)
         .sum()
 }
 
@@ -148,7 +193,8 @@ mod tests {
     fn a_directory_with_files_is_refused_and_a_new_one_made_private() {
         let dir = tempfile::tempdir().expect("tempdir");
         let fresh = dir.path().join("images");
-        prepare(&fresh).expect("made");
+        let prepared = prepare(&fresh).expect("made");
+        assert!(prepared.made_here);
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(
             std::fs::metadata(&fresh)
@@ -163,7 +209,27 @@ mod tests {
             prepare(&fresh),
             Err(ImagesDirProblem::NotEmpty(_))
         ));
-        assert_eq!(size_of(&fresh), 1);
-        assert!(free_bytes(&fresh).is_some());
+        assert_eq!(size_of(&prepared.dir), 1);
+        assert!(prepared.dir.free_bytes().is_some());
+        std::fs::remove_file(fresh.join("x")).expect("rm");
+        remove_made(&prepared);
+        assert!(!fresh.exists(), "made here, so taken away");
+    }
+
+    #[test]
+    fn a_link_anywhere_on_the_way_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join("real")).expect("dir");
+        std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("link")).expect("link");
+        let below = dir.path().join("link/images");
+        assert!(matches!(
+            check_unused(&below),
+            Err(ImagesDirProblem::Unsafe(UnsafeDir::Symlink { .. }))
+        ));
+        assert!(matches!(
+            prepare(&below),
+            Err(ImagesDirProblem::Unsafe(UnsafeDir::Symlink { .. }))
+        ));
+        assert!(!dir.path().join("real/images").exists());
     }
 }

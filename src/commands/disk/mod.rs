@@ -9,9 +9,13 @@
 //! `manifest`, `placement` (GPUs at restore), `criu_run` (running CRIU),
 //! `tree_state` (whether the tree's CUDA processes run), `criu_images`
 //! (the open files CRIU's images recorded), `open_files` (those files
-//! against the host's before an undump),
+//! against the host's before an undump), `source` (the images an undump
+//! reads, held by descriptor, staged where another user could write them),
+//! `credentials` (what they would restore as), `restored_tree` (what a
+//! restore brought back, by pidfd),
 //! `dump`, `undump`, `report`.
 
+pub mod credentials;
 pub mod criu_images;
 pub mod criu_run;
 pub mod criu_tool;
@@ -22,6 +26,8 @@ pub mod manifest;
 pub mod open_files;
 pub mod placement;
 pub mod report;
+pub mod restored_tree;
+pub mod source;
 pub mod tree_facts;
 pub mod tree_state;
 pub mod undump;

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use super::criu_images;
 use super::report::DiskFailure;
+use super::source::Source;
 
 /// CRIU's images of the files the job had open are read at most this far.
 const FILES_IMAGE_CAP: u64 = 256 << 20;
@@ -16,13 +17,15 @@ const FILES_IMAGE_CAP: u64 = 256 << 20;
 /// The regular files the job had open, and those CRIU restores from its
 /// own copy, from the images; None (with a remark) when they cannot tell.
 fn open_files(
-    images: &Path,
+    images: &Source,
     remarks: &mut Vec<String>,
 ) -> Option<(Vec<criu_images::DumpedFile>, HashSet<u32>)> {
-    let read = |name: &str| crate::files::read_capped_bytes(&images.join(name), FILES_IMAGE_CAP);
-    let files = read("files.img")
-        .map_err(|why| why.to_string())
-        .and_then(|img| criu_images::dumped_files(&img).map_err(|why| why.to_string()));
+    let read = |name: &str| images.read(name, FILES_IMAGE_CAP);
+    let files = match read("files.img") {
+        Ok(Some(img)) => criu_images::dumped_files(&img).map_err(|why| why.to_string()),
+        Ok(None) => Err("no such image".to_string()),
+        Err(why) => Err(why.to_string()),
+    };
     let files = match files {
         Ok(files) => files,
         Err(why) => {
@@ -31,8 +34,8 @@ fn open_files(
         }
     };
     let remapped = match read("remap-fpath.img") {
-        Ok(img) => criu_images::remapped(&img).unwrap_or_default(),
-        Err(_) => HashSet::new(), // no file restored from a copy
+        Ok(Some(img)) => criu_images::remapped(&img).unwrap_or_default(),
+        Ok(None) | Err(_) => HashSet::new(), // no file restored from a copy
     };
     Some((files, remapped))
 }
@@ -42,7 +45,7 @@ fn open_files(
 /// link's target for the job: `--force` goes on), or its size or mode is
 /// not the dump's (CRIU would fail on it after forking the tree).
 pub fn refuse_changed(
-    images: &Path,
+    images: &Source,
     force: bool,
     remarks: &mut Vec<String>,
 ) -> Result<(), DiskFailure> {

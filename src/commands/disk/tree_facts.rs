@@ -68,6 +68,32 @@ impl ChosenCriuOption {
     }
 }
 
+/// Every option a dump may choose, as CRIU takes it: the closed list an
+/// undump passes on from a manifest. A manifest is data that whoever could
+/// write the images could have written; an option outside this list (an
+/// action script, a plugin directory, a log elsewhere, all run or written
+/// by a root CRIU) is refused, never passed.
+pub const KNOWN_OPTIONS: [&str; 4] = [
+    "--tcp-established",
+    "--network-lock skip",
+    "--shell-job",
+    "--file-locks",
+];
+
+/// CRIU's arguments for the options a manifest names, each one of
+/// [`KNOWN_OPTIONS`] exactly, or the first that is not (pure).
+pub fn restore_args(chosen: &[ChosenCriuOption]) -> Result<Vec<&'static str>, String> {
+    let mut args = Vec::new();
+    for option in chosen {
+        let known = KNOWN_OPTIONS
+            .iter()
+            .find(|known| **known == option.option)
+            .ok_or_else(|| option.option.clone())?;
+        args.extend(known.split(' '));
+    }
+    Ok(args)
+}
+
 /// Reads what `pids` hold.
 pub fn gather(pids: &[i32]) -> TreeFacts {
     let mut facts = TreeFacts {
@@ -505,5 +531,26 @@ mod tests {
         assert!(is_terminal(rustix::fs::makedev(4, 1)));
         assert!(!is_terminal(rustix::fs::makedev(195, 0)));
         assert!(!is_terminal(rustix::fs::makedev(1, 3)));
+    }
+
+    #[test]
+    fn a_manifest_passes_on_only_the_options_a_dump_chooses() {
+        let said = |option: &str| ChosenCriuOption {
+            option: option.into(),
+            why: String::new(),
+        };
+        assert_eq!(
+            restore_args(&[said("--tcp-established"), said("--network-lock skip")]),
+            Ok(vec!["--tcp-established", "--network-lock", "skip"])
+        );
+        for planted in [
+            "--action-script /home/alice/pwn.sh",
+            "--libdir /home/alice",
+            "--shell-job --action-script x",
+            "--network-lock  skip",
+            "--network-lock iptables",
+        ] {
+            assert_eq!(restore_args(&[said(planted)]), Err(planted.to_string()));
+        }
     }
 }

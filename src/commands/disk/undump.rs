@@ -7,18 +7,28 @@
 //! cannot fit is refused instead of leaving a stuck process. After CRIU, the
 //! restored CUDA processes must be running; a restore that fails is killed
 //! whole, and the report says so.
+//!
+//! The images are reached by descriptor and read only through it
+//! (`source`); images another user could have written restore only as that
+//! user (`credentials`); the manifest is data, and CRIU's options come from
+//! the closed list of those a dump chooses (`tree_facts::restore_args`);
+//! what is killed after a failure is what that CRIU restored
+//! (`restored_tree`), never a PID read from a file.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::files::SafeDir;
 use crate::gpu::inventory::Inventory;
-use crate::targets::{discover, process};
+use crate::targets::process;
 
 use super::manifest::{self, Manifest};
 use super::placement::{self, HostGpu};
 use super::report::{DiskFailure, DiskReport};
-use super::{criu_run, criu_tool, dump, host_driver, open_files, tree_state};
+use super::source::Source;
+use super::{
+    credentials, criu_run, criu_tool, dump, host_driver, open_files, restored_tree, tree_state,
+};
 
 /// What an undump is asked to do.
 pub struct UndumpSettings<'a> {
@@ -47,19 +57,68 @@ fn undump(
     mut report: DiskReport,
     written: &dyn Fn(u64, u64, Duration),
 ) -> DiskReport {
-    let result = read_manifest(request.from)
+    let mut source = match Source::open(request.from) {
+        Ok(source) => source,
+        Err(why) => {
+            report.failure = Some(DiskFailure::refused(
+                "images_dir",
+                why.to_string(),
+                why.hint(),
+            ));
+            return report;
+        }
+    };
+    let result = read_manifest(&source, request.from)
         .map_err(|(message, hint)| DiskFailure::refused("images_dir", message, hint))
         .and_then(|manifest| {
             report.manifest = Some(manifest.clone());
-            let (criu, moved) = checked(request, &manifest, &mut report.remarks)?;
+            let criu_args = trusted_options(&manifest)?;
+            if let Some(uid) = source.writer {
+                credentials::refuse_beyond(&source, uid)?;
+                report.remarks.push(format!(
+                    "uid {uid} could have written these images: every process was checked to restore as uid {uid}, with no capability, and CRIU read a private stage of them ({})",
+                    source.criu_dir.path().display()
+                ));
+            }
+            let (criu, moved) = checked(request, &manifest, &source, &mut report.remarks)?;
             report.gpu_map = moved.clone();
-            restored(request, &mut report, &manifest, &criu, &moved, written)
+            let restore = Restore {
+                criu: &criu,
+                criu_args,
+                moved: &moved,
+            };
+            restored(request, &mut report, &manifest, &source, &restore, written)
         });
+    source.unstage();
     match result {
         Ok(root) => report.restored_root = Some(root),
         Err(failure) => report.failure = Some(failure),
     }
     report
+}
+
+/// CRIU's options from the manifest, each one a dump chooses, or the
+/// undump refused: a manifest is data whoever could write the images could
+/// have written.
+fn trusted_options(manifest: &Manifest) -> Result<Vec<&'static str>, DiskFailure> {
+    super::tree_facts::restore_args(&manifest.criu_options).map_err(|unknown| {
+        DiskFailure::refused(
+            "manifest",
+            format!(
+                "refused before any change: the manifest asks CRIU for {:?}, which is not an option cudackpt's dump chooses ({})",
+                crate::targets::name::printable(&unknown),
+                super::tree_facts::KNOWN_OPTIONS.join(", ")
+            ),
+            "undump only images `cudackpt dump` wrote, with their manifest as it wrote it",
+        )
+    })
+}
+
+/// What the restore runs: the CRIU checked, its options, the GPUs moved.
+struct Restore<'a> {
+    criu: &'a criu_tool::Criu,
+    criu_args: Vec<&'static str>,
+    moved: &'a [(String, String)],
 }
 
 /// The checks before CRIU restores anything: a usable CRIU, this host's
@@ -68,6 +127,7 @@ fn undump(
 fn checked(
     request: &UndumpSettings<'_>,
     manifest: &Manifest,
+    source: &Source,
     remarks: &mut Vec<String>,
 ) -> Result<(criu_tool::Criu, Vec<(String, String)>), DiskFailure> {
     let criu = criu_tool::find_on_path(request.criu)
@@ -98,7 +158,7 @@ fn checked(
             "end that process (after `dump --leave-running` it is the job itself; a zombie goes when its parent reaps it or ends), or undump on another host",
         ));
     }
-    open_files::refuse_changed(request.from, request.force, remarks)?;
+    open_files::refuse_changed(source, request.force, remarks)?;
     let pairs = choose_gpus(request, manifest, remarks).map_err(|why| {
         DiskFailure::refused(
             "no_gpu_room",
@@ -116,23 +176,26 @@ fn restored(
     request: &UndumpSettings<'_>,
     report: &mut DiskReport,
     manifest: &Manifest,
-    criu: &criu_tool::Criu,
-    moved: &[(String, String)],
+    source: &Source,
+    restore: &Restore<'_>,
     written: &dyn Fn(u64, u64, Duration),
 ) -> Result<i32, DiskFailure> {
-    let pidfile = request.from.join(PIDFILE);
-    let _ = std::fs::remove_file(&pidfile);
+    let work = &source.criu_dir;
+    let _ = work.remove(PIDFILE);
+    // What CRIU forks and leaves becomes this process's child.
+    let subreaper = restored_tree::become_subreaper();
     let call = criu_run::CriuCall {
-        criu: &criu.path,
-        args: restore_args(manifest, &pidfile),
-        env: restore_env(request, moved),
-        images: request.from,
-        log_name: "restore.log",
+        criu: &restore.criu.path,
+        args: restore_args(&restore.criu_args),
+        env: restore_env(request, restore.moved),
+        images: work,
+        work,
+        log_name: LOG_NAME,
     };
     let ran = criu_run::run(&call, &|_, elapsed| {
         written(0, manifest.image_bytes, elapsed)
     })
-    .map_err(|why| DiskReport::not_started(&criu.path, &why))?;
+    .map_err(|why| DiskReport::not_started(&restore.criu.path, &why))?;
     report.criu_log = Some(ran.log.clone());
     let failed = |message: String, killed: &[i32]| {
         DiskFailure {
@@ -145,10 +208,14 @@ fn restored(
         changed: !killed.is_empty(),
     }
     };
-    let root = restored_root(&pidfile);
+    let since = ran.started_ticks.unwrap_or(u64::MAX);
+    let kill_restored = || match subreaper {
+        Ok(()) => restored_tree::kill_trees(&restored_tree::children_since(since), since),
+        Err(_) => Vec::new(),
+    };
     if !ran.ok {
-        report.criu_errors = criu_run::log_errors(&ran.log, 12);
-        let killed = root.map(kill_tree).unwrap_or_default();
+        report.criu_errors = criu_run::log_errors(work, LOG_NAME, 12).0;
+        let killed = kill_restored();
         let exit = format!(
             "CRIU's restore {} after {:.1} s",
             ran.exit,
@@ -156,17 +223,19 @@ fn restored(
         );
         return Err(failed(exit, &killed));
     }
+    let root = restored_root(work).filter(|&pid| restored_tree::is_restored_child(pid, since));
     let Some(root) = root else {
+        let killed = kill_restored();
         return Err(DiskFailure {
             changed: true,
             ..failed(
-                "CRIU said it restored the tree but wrote no PID".into(),
-                &[],
+                "CRIU said it restored the tree but named no process it restored".into(),
+                &killed,
             )
         });
     };
     if let Some(stuck) = tree_state::first_not_running(request.libcuda, root) {
-        let killed = kill_tree(root);
+        let killed = restored_tree::kill_trees(&[root], since);
         return Err(failed(
             format!("the GPU state of {stuck} was not restored"),
             &killed,
@@ -175,23 +244,30 @@ fn restored(
     Ok(root)
 }
 
-/// The manifest in `dir`, or why there is none to use (message, hint).
-fn read_manifest(dir: &Path) -> Result<Manifest, (String, String)> {
+/// CRIU's log of a restore, in its work directory.
+const LOG_NAME: &str = "restore.log";
+
+/// The manifest among the images, or why there is none to use (message,
+/// hint).
+fn read_manifest(source: &Source, dir: &Path) -> Result<Manifest, (String, String)> {
     let hint =
         "name a directory `cudackpt dump --to` wrote; raw CRIU images restore with `criu restore`";
-    match SafeDir::open_existing(dir) {
-        Ok(Some(_)) => {}
-        Ok(None) => return Err((format!("{} does not exist", dir.display()), hint.into())),
-        Err(why) => return Err((why.to_string(), why.hint())),
-    }
     let path = dir.join(manifest::FILE_NAME);
-    let text = crate::files::read_capped(&path, manifest::CAP).map_err(|why| {
+    let cannot = |why: String| {
         (
-            format!("cannot read {}: {why}", path.display()),
+            format!(
+                "cannot read {}: {why}",
+                crate::targets::name::printable(&path.to_string_lossy())
+            ),
             hint.to_string(),
         )
-    })?;
-    let manifest: Manifest = serde_json::from_str(&text).map_err(|why| {
+    };
+    let bytes = match source.read(manifest::FILE_NAME, manifest::CAP) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Err(cannot("no such file".into())),
+        Err(why) => return Err(cannot(why.to_string())),
+    };
+    let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|why| {
         (
             format!(
                 "{} is not a manifest cudackpt can read: {why}",
@@ -255,22 +331,18 @@ fn choose_gpus(
     placement::place(&needs, &host, request.map.as_deref())
 }
 
-/// `criu restore`'s arguments, before `-D` and `-o` (pure).
-pub fn restore_args(manifest: &Manifest, pidfile: &Path) -> Vec<String> {
+/// `criu restore`'s arguments, before `-D` and `-o` (pure): the pidfile
+/// in CRIU's work directory, the options from the closed list.
+pub fn restore_args(options: &[&'static str]) -> Vec<String> {
     let mut args = vec![
         "restore".to_string(),
         "--restore-detached".to_string(),
         "--pidfile".to_string(),
-        pidfile.display().to_string(),
+        PIDFILE.to_string(),
         "--action-script".to_string(),
         dump::action_script(),
     ];
-    args.extend(
-        manifest
-            .criu_options
-            .iter()
-            .flat_map(super::tree_facts::ChosenCriuOption::args),
-    );
+    args.extend(options.iter().map(|o| o.to_string()));
     args
 }
 
@@ -296,21 +368,10 @@ fn restore_env(
     env
 }
 
-/// The restored root's PID from CRIU's pidfile.
-fn restored_root(pidfile: &Path) -> Option<i32> {
-    let text = crate::files::read_capped(pidfile, 64).ok()?;
+/// The PID CRIU's pidfile names, read in its work directory (root's).
+fn restored_root(work: &SafeDir) -> Option<i32> {
+    let text = work.read_capped(PIDFILE, 64).ok()??;
     text.trim().parse().ok().filter(|pid| *pid > 1)
-}
-
-/// Kills `root`'s tree; the PIDs killed.
-fn kill_tree(root: i32) -> Vec<i32> {
-    let pids = discover::trees(&[root]);
-    for &pid in pids.iter().rev() {
-        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-        }
-    }
-    pids
 }
 
 fn said_killed(pids: &[i32]) -> String {

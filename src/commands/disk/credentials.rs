@@ -1,0 +1,226 @@
+//! Images are credentials: CRIU restores each thread with the credentials
+//! its `core-TID.img` records, and, as root, makes a deleted file again
+//! with the owner and mode its ghost image records. Images another user
+//! could have written are restored only as that user: every thread runs
+//! as them, in their groups, with no capability, and no file CRIU makes
+//! is another's or setuid or setgid; nor may such images carry a user or
+//! mount namespace of their own, or a tmpfs CRIU would unpack as root
+//! (their contents could give back what the checks take away). Anything
+//! else is refused before CRIU starts.
+
+use super::criu_images::{self, Creds};
+use super::report::DiskFailure;
+use super::source::Source;
+
+/// Images no user but root may bring: namespaces and file systems CRIU
+/// makes as root, and the credentials CRIU's older images kept apart.
+const ROOTS_ONLY: [(&str, &str); 5] = [
+    ("userns-", "a user namespace"),
+    ("mountpoints-", "a mount namespace"),
+    ("tmpfs-", "a tmpfs's contents"),
+    ("netns-", "a network namespace"),
+    ("creds-", "credentials apart from the threads' cores"),
+];
+
+/// A ghost file's most an image another user wrote may ask for: no
+/// setuid, setgid or sticky bit.
+const SPECIAL_BITS: u32 = 0o7000;
+
+/// What `creds` grants beyond user `uid` in `groups` (pure): empty when
+/// nothing.
+pub fn beyond(creds: &Creds, uid: u32, groups: &[u32]) -> Vec<String> {
+    let mut found = Vec::new();
+    let uids = [
+        ("uid", creds.uid),
+        ("euid", creds.euid),
+        ("saved uid", creds.suid),
+        ("fsuid", creds.fsuid),
+    ];
+    for (what, value) in uids {
+        if value != uid {
+            found.push(format!("{what} {value}"));
+        }
+    }
+    let gids = [
+        ("gid", creds.gid),
+        ("egid", creds.egid),
+        ("saved gid", creds.sgid),
+        ("fsgid", creds.fsgid),
+    ];
+    for (what, value) in gids {
+        if !groups.contains(&value) {
+            found.push(format!("{what} {value}"));
+        }
+    }
+    for group in &creds.groups {
+        if !groups.contains(group) {
+            found.push(format!("supplementary group {group}"));
+        }
+    }
+    let capabilities = [
+        ("permitted", &creds.cap_prm),
+        ("effective", &creds.cap_eff),
+        ("inheritable", &creds.cap_inh),
+        ("ambient", &creds.cap_amb),
+    ];
+    for (set, words) in capabilities {
+        if words.iter().any(|w| *w != 0) {
+            found.push(format!("{set} capabilities"));
+        }
+    }
+    found
+}
+
+/// What a ghost file of `uid`'s images would be made as, beyond them
+/// (pure): `None` when nothing.
+pub fn ghost_beyond(owner: u32, group: u32, mode: u32, uid: u32, groups: &[u32]) -> Option<String> {
+    let mut found = Vec::new();
+    if owner != uid {
+        found.push(format!("owner {owner}"));
+    }
+    if !groups.contains(&group) {
+        found.push(format!("group {group}"));
+    }
+    if mode & SPECIAL_BITS != 0 {
+        found.push(format!("mode {:04o}", mode & 0o7777));
+    }
+    (!found.is_empty()).then(|| found.join(", "))
+}
+
+/// Refuses images another user (`uid`) could have written that would
+/// restore anything as more than that user.
+pub fn refuse_beyond(source: &Source, uid: u32) -> Result<(), DiskFailure> {
+    let groups = crate::files::users::groups_of(uid);
+    let mut found: Vec<String> = Vec::new();
+    let mut cores = 0;
+    for name in source.names() {
+        if let Some((_, what)) = ROOTS_ONLY.iter().find(|(p, _)| name.starts_with(p)) {
+            found.push(format!("{name} holds {what}, which CRIU makes as root"));
+        } else if name.starts_with("core-") {
+            cores += 1;
+            found.extend(core_beyond(source, name, uid, &groups));
+        } else if name.starts_with("ghost-file-") {
+            found.extend(ghost_file_beyond(source, name, uid, &groups));
+        }
+    }
+    if cores == 0 {
+        found.push("the images hold no thread's core (core-TID.img)".into());
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    found.truncate(8);
+    Err(DiskFailure::refused(
+        "credentials",
+        format!(
+            "refused before any change: uid {uid} could have written these images, and they would restore more than uid {uid}: {}",
+            found.join("; ")
+        ),
+        format!("restore them as uid {uid} (CRIU restores a job of one's own without root where its host allows), or from a directory only root can write, all the way up, if root made them"),
+    ))
+}
+
+const CORE_CAP: u64 = 16 << 20;
+const GHOST_HEAD_CAP: u64 = 1 << 30;
+
+fn core_beyond(source: &Source, name: &str, uid: u32, groups: &[u32]) -> Option<String> {
+    let creds = match source.read(name, CORE_CAP) {
+        Ok(Some(bytes)) => criu_images::creds_of(&bytes).map_err(|why| why.to_string()),
+        Ok(None) => Err("gone".into()),
+        Err(why) => Err(why.to_string()),
+    };
+    match creds {
+        Ok(Some(creds)) => {
+            let beyond = beyond(&creds, uid, groups);
+            (!beyond.is_empty())
+                .then(|| format!("{name} runs its thread with {}", beyond.join(", ")))
+        }
+        Ok(None) => Some(format!("{name} records no credentials")),
+        Err(why) => Some(format!("{name} cannot be read ({why})")),
+    }
+}
+
+fn ghost_file_beyond(source: &Source, name: &str, uid: u32, groups: &[u32]) -> Option<String> {
+    let made = match source.read(name, GHOST_HEAD_CAP) {
+        Ok(Some(bytes)) => criu_images::ghost_owner_and_mode(&bytes).map_err(|why| why.to_string()),
+        Ok(None) => Err("gone".into()),
+        Err(why) => Err(why.to_string()),
+    };
+    match made {
+        Ok((owner, group, mode)) => ghost_beyond(owner, group, mode, uid, groups)
+            .map(|what| format!("{name} makes a deleted file again with {what}")),
+        Err(why) => Some(format!("{name} cannot be read ({why})")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alice() -> Creds {
+        Creds {
+            uid: 1000,
+            gid: 1000,
+            euid: 1000,
+            egid: 1000,
+            suid: 1000,
+            sgid: 1000,
+            fsuid: 1000,
+            fsgid: 1000,
+            cap_inh: vec![0, 0],
+            cap_prm: vec![0, 0],
+            cap_eff: vec![0, 0],
+            groups: vec![1000, 27],
+            cap_amb: vec![],
+        }
+    }
+
+    #[test]
+    fn a_thread_of_the_user_alone_is_restored() {
+        assert!(beyond(&alice(), 1000, &[1000, 27]).is_empty());
+    }
+
+    #[test]
+    fn every_identity_beyond_the_user_is_named() {
+        let root_euid = Creds {
+            euid: 0,
+            suid: 0,
+            ..alice()
+        };
+        assert_eq!(
+            beyond(&root_euid, 1000, &[1000, 27]),
+            ["euid 0", "saved uid 0"]
+        );
+        let shadow = Creds {
+            sgid: 42,
+            groups: vec![1000, 42],
+            ..alice()
+        };
+        assert_eq!(
+            beyond(&shadow, 1000, &[1000]),
+            ["saved gid 42", "supplementary group 42"]
+        );
+        let capable = Creds {
+            cap_eff: vec![0, 1 << 5],
+            cap_amb: vec![1],
+            ..alice()
+        };
+        assert_eq!(
+            beyond(&capable, 1000, &[1000, 27]),
+            ["effective capabilities", "ambient capabilities"]
+        );
+    }
+
+    #[test]
+    fn a_ghost_file_is_made_only_as_the_user_and_never_setuid() {
+        assert_eq!(ghost_beyond(1000, 1000, 0o100644, 1000, &[1000]), None);
+        assert_eq!(
+            ghost_beyond(0, 1000, 0o104755, 1000, &[1000]).as_deref(),
+            Some("owner 0, mode 4755")
+        );
+        assert_eq!(
+            ghost_beyond(1000, 0, 0o102755, 1000, &[1000]).as_deref(),
+            Some("group 0, mode 2755")
+        );
+    }
+}
