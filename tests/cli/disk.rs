@@ -16,7 +16,7 @@ use crate::support::schema_check::validate;
 use crate::support::{fake_libcuda, running_as_root, wait_until, Fixture};
 
 /// The CRIU to test with, or why these tests cannot run here.
-fn criu() -> Option<PathBuf> {
+pub(crate) fn criu() -> Option<PathBuf> {
     let Some(path) = std::env::var_os("CUDACKPT_TEST_CRIU") else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -37,11 +37,11 @@ fn criu() -> Option<PathBuf> {
 /// PID then, if it is this one or its CRIU-restored self (its environment,
 /// restored with its memory, carries this orphan's mark), never a process
 /// that took the PID over once it was gone.
-struct Orphan(i32, String);
+pub(crate) struct Orphan(pub(crate) i32, String);
 
 impl Orphan {
     /// `sh -c SCRIPT`'s last background process; the script gets `$CUDA`.
-    fn start(fx: &Fixture, script: &str) -> Orphan {
+    pub(crate) fn start(fx: &Fixture, script: &str) -> Orphan {
         let started = Orphan::launch(fx, script);
         started.wait_for_the_fake();
         started
@@ -132,7 +132,7 @@ impl Orphan {
         )
     }
 
-    fn cuda(fx: &Fixture) -> Orphan {
+    pub(crate) fn cuda(fx: &Fixture) -> Orphan {
         // Its identity follows it through CRIU, and the fake's record with it.
         Orphan::start(
             fx,
@@ -147,20 +147,20 @@ impl Drop for Orphan {
     }
 }
 
-fn document(output: &std::process::Output) -> serde_json::Value {
+pub(crate) fn document(output: &std::process::Output) -> serde_json::Value {
     let doc: serde_json::Value =
         serde_json::from_slice(&output.stdout).expect("one JSON document on stdout");
     validate(&doc);
     doc
 }
 
-fn run(fx: &Fixture, args: &[&str]) -> (i32, serde_json::Value) {
+pub(crate) fn run(fx: &Fixture, args: &[&str]) -> (i32, serde_json::Value) {
     let output = fx.std_command(args).output().expect("run cudackpt");
     (output.status.code().unwrap_or(-1), document(&output))
 }
 
 /// `cudackpt --json dump [EXTRA] --to IMAGES --criu CRIU PID`.
-fn dump(
+pub(crate) fn dump(
     fx: &Fixture,
     images: &Path,
     criu: &Path,
@@ -194,7 +194,12 @@ fn plain_dump<'a>(images: &'a Path, criu: &'a Path, pid: &'a str) -> [&'a str; 7
 }
 
 /// `cudackpt --json undump IMAGES --criu CRIU [EXTRA]`.
-fn undump(fx: &Fixture, images: &Path, criu: &Path, extra: &[&str]) -> (i32, serde_json::Value) {
+pub(crate) fn undump(
+    fx: &Fixture,
+    images: &Path,
+    criu: &Path,
+    extra: &[&str],
+) -> (i32, serde_json::Value) {
     let mut args = vec![
         "--json",
         "undump",
@@ -208,7 +213,7 @@ fn undump(fx: &Fixture, images: &Path, criu: &Path, extra: &[&str]) -> (i32, ser
 
 /// The message of a document refused before any change (exit 8) with
 /// `kind`; the assertion quotes the whole document.
-fn refusal_message(code: i32, refused: &serde_json::Value, kind: &str) -> String {
+pub(crate) fn refusal_message(code: i32, refused: &serde_json::Value, kind: &str) -> String {
     assert_eq!(
         (code, refused["error"]["kind"].as_str()),
         (8, Some(kind)),
@@ -231,7 +236,7 @@ fn undump_refused(fx: &Fixture, images: &Path, criu: &Path, kind: &str) -> (Stri
     (message, hint.to_string())
 }
 
-fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .is_ok_and(|stat| !stat.rsplit(')').next().is_some_and(|s| s.starts_with(" Z")))
 }
@@ -653,7 +658,7 @@ fn a_job_whose_gpu_is_busy_at_the_undump_moves_to_one_with_room() {
 }
 
 /// `cudackpt --json undump IMAGES --criu CRIU` with `FAKE_*` settings.
-fn undump_with(
+pub(crate) fn undump_with(
     fx: &Fixture,
     images: &Path,
     criu: &Path,
