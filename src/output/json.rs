@@ -772,7 +772,10 @@ struct GpuMoveDoc {
 struct DiskErrorDoc<'a> {
     /// `no_such_process`, `criu_unusable`, `refused`,
     /// `images_dir`, `no_room`, `driver_mismatch`, `pid_in_use`, `files_changed`,
-    /// `no_gpu_room`, `criu_failed`.
+    /// `no_gpu_room`, `manifest` (it asks CRIU for an option no dump
+    /// chooses), `credentials` (images another user could have written
+    /// would restore more than that user), `dump_incomplete` (the dump was
+    /// cut short), `criu_failed`.
     kind: &'static str,
     message: &'a str,
     hint: &'a str,

@@ -1091,3 +1091,67 @@ fn a_planted_manifest_is_refused_for_an_undump() {
     }
     fx.assert_no_calls("refused undumps");
 }
+
+/// `cudackpt dump` killed once CRIU runs: CRIU finishes and the job is
+/// gone, and the manifest written before CRIU started (marked incomplete)
+/// lets `undump` bring it back, saying so; images whose CRIU log does not
+/// say the dump finished are refused.
+#[test]
+fn a_dump_whose_cudackpt_is_killed_while_criu_runs_is_undumped() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let job = Orphan::cuda(&fx);
+    let images = fx.dir().join("images");
+    let pid = job.0.to_string();
+    let mut dumping = fx
+        .std_command(&plain_dump(&images, &criu, &pid))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cudackpt dump starts");
+    wait_until("CRIU to start", || images.join("dump.log").exists());
+    dumping.kill().expect("SIGKILL");
+    let _ = dumping.wait();
+    wait_until("CRIU to finish the dump", || !alive(job.0));
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(images.join("cudackpt-manifest.json")).expect("a manifest"),
+    )
+    .expect("JSON");
+    validate_manifest(&manifest);
+    assert_eq!(manifest["complete"], false);
+    wait_until("CRIU's log to say it finished", || {
+        std::fs::read_to_string(images.join("dump.log"))
+            .is_ok_and(|log| log.contains("Dumping finished successfully"))
+    });
+    let (code, undumped) = undump(&fx, &images, &criu, &[]);
+    assert_eq!(code, 0, "{undumped:#}");
+    let remarks = undumped["warnings"].to_string();
+    assert!(remarks.contains("ended before it completed"), "{remarks}");
+    assert!(alive(job.0));
+    assert_eq!(fx.fake_state(job.0), "running", "{undumped:#}");
+    // Images whose CRIU never said it finished are not whole.
+    let log = std::fs::read_to_string(images.join("dump.log")).expect("the log");
+    let cut: String = log
+        .lines()
+        .filter(|l| !l.contains("Dumping finished successfully"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(images.join("dump.log"), cut).expect("cut the log");
+    let (code, refused) = undump(&fx, &images, &criu, &[]);
+    let message = refusal_message(code, &refused, "dump_incomplete");
+    assert!(message.contains("cut short"), "{message}");
+}
+
+/// The manifest validates against its committed schema.
+fn validate_manifest(manifest: &serde_json::Value) {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/schema/dump-manifest.schema.json"
+        ))
+        .expect("the schema"),
+    )
+    .expect("JSON");
+    let validator = jsonschema::validator_for(&schema).expect("a schema");
+    assert!(validator.is_valid(manifest), "{manifest:#}");
+}

@@ -281,24 +281,59 @@ fn written_to_disk(
 ) -> Result<Manifest, DiskFailure> {
     let options = tree_facts::choose(&checked.facts);
     // Read now: after a plain dump the processes are gone.
-    let mut members = processes(&checked.tree, weighed.usage.as_ref());
+    let members = processes(&checked.tree, weighed.usage.as_ref());
     let identities: Vec<Identity> = checked.tree.iter().map(|&pid| Identity::of(pid)).collect();
-    let driver = host_driver::facts(request.libcuda);
-    let preflights = started.elapsed();
     report.remarks.extend(
         options
             .iter()
             .map(|o| format!("CRIU {}: {}", o.option, o.why)),
     );
+    // Written before CRIU starts, marked incomplete: a cudackpt killed
+    // while CRIU writes leaves images an undump can still bring back.
+    let mut manifest = Manifest {
+        schema_version: manifest::SCHEMA_VERSION,
+        created_unix_s: now_unix_s(),
+        cudackpt_version: env!("CARGO_PKG_VERSION").to_string(),
+        criu: ManifestCriu {
+            path: checked.criu.path.display().to_string(),
+            version: checked.criu.version.clone(),
+        },
+        driver: host_driver::facts(request.libcuda),
+        root_pid: checked.root.pid,
+        drain_released_bytes: None,
+        processes: members,
+        gpus: gpus_held(request.libcuda, weighed.usage.as_ref(), &checked.cuda),
+        drained: request.drain,
+        leave_running: request.leave_running,
+        criu_options: options,
+        image_bytes: 0,
+        timings: DumpTimings {
+            preflights_ms: ms(started.elapsed()),
+            criu_ms: 0.0,
+            total_ms: 0.0,
+        },
+        complete: false,
+    };
+    write_manifest(dir, &manifest).map_err(|why| {
+        DiskFailure::refused(
+            "images_dir",
+            format!("the manifest could not be written before CRIU started: {why}"),
+            "name a directory cudackpt can write with --to",
+        )
+    })?;
     let ran = run_criu(
         request,
         report,
         checked,
         dir,
         weighed.expected,
-        &options,
+        &manifest.criu_options,
         written,
-    )?;
+    )
+    .inspect_err(|_| {
+        // No images to undump: nothing may say there are.
+        let _ = dir.remove(manifest::FILE_NAME);
+    })?;
     if request.leave_running {
         if let Err(stuck) = running_again(request, checked.root.pid) {
             report.remarks.push(format!(
@@ -313,39 +348,26 @@ fn written_to_disk(
             checked.root.pid
         ));
     }
-    moved_by_checkpoints(&mut members, &identities);
-    let manifest = Manifest {
-        schema_version: manifest::SCHEMA_VERSION,
-        created_unix_s: SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
-        cudackpt_version: env!("CARGO_PKG_VERSION").to_string(),
-        criu: ManifestCriu {
-            path: checked.criu.path.display().to_string(),
-            version: checked.criu.version.clone(),
-        },
-        driver,
-        root_pid: checked.root.pid,
-        drain_released_bytes: request
-            .drain
-            .then(|| Manifest::released_by_drain(&members))
-            .flatten(),
-        processes: members,
-        gpus: gpus_held(request.libcuda, weighed.usage.as_ref(), &checked.cuda),
-        drained: request.drain,
-        leave_running: request.leave_running,
-        criu_options: options,
-        image_bytes: images::size_of(dir),
-        timings: DumpTimings {
-            preflights_ms: ms(preflights),
-            criu_ms: ms(ran.elapsed),
-            total_ms: ms(started.elapsed()),
-        },
-    };
+    moved_by_checkpoints(&mut manifest.processes, &identities);
+    manifest.drain_released_bytes = request
+        .drain
+        .then(|| Manifest::released_by_drain(&manifest.processes))
+        .flatten();
+    manifest.created_unix_s = now_unix_s();
+    manifest.image_bytes = images::size_of(dir);
+    manifest.timings.criu_ms = ms(ran.elapsed);
+    manifest.timings.total_ms = ms(started.elapsed());
+    manifest.complete = true;
     if let Err(why) = write_manifest(dir, &manifest) {
-        report.remarks.push(format!("the manifest could not be written ({why}): an undump of these images cannot check the host or choose GPUs"));
+        report.remarks.push(format!("the manifest could not be completed ({why}): an undump of these images asks CRIU's log whether the dump finished"));
     }
     Ok(manifest)
+}
+
+fn now_unix_s() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Runs `criu dump` with the options chosen: what it did, or its failure
@@ -379,7 +401,7 @@ fn run_criu(
 }
 
 /// CRIU's log of a dump, in the images directory.
-const LOG_NAME: &str = "dump.log";
+pub const LOG_NAME: &str = "dump.log";
 
 /// What a failed CRIU left: nothing changed when it ended before its
 /// pre-dump (the action script's suspend) ran, else where the tree is now.

@@ -45,7 +45,21 @@ pub struct Manifest {
     /// Bytes of the images directory once the dump ended.
     pub image_bytes: u64,
     pub timings: DumpTimings,
+    /// False while CRIU writes the images: the manifest is written before
+    /// CRIU starts and completed once it has finished, so a dump whose
+    /// cudackpt was killed in between still leaves one; an undump then
+    /// asks CRIU's log whether the dump finished. (Absent: a manifest of a
+    /// cudackpt that wrote it only at the end, complete.)
+    #[serde(default = "complete_when_unsaid")]
+    pub complete: bool,
 }
+
+fn complete_when_unsaid() -> bool {
+    true
+}
+
+/// What CRIU's dump log says last when the dump finished.
+pub const DUMP_FINISHED: &str = "Dumping finished successfully";
 
 /// The CRIU that wrote the images.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -202,6 +216,7 @@ mod tests {
                 criu_ms: 2.0,
                 total_ms: 3.0,
             },
+            complete: true,
         }
     }
 
@@ -221,6 +236,14 @@ mod tests {
             sample().needs_by_gpu(),
             [("GPU-a".to_string(), 7), ("GPU-b".to_string(), 3)]
         );
+    }
+
+    #[test]
+    fn a_manifest_without_its_state_was_written_complete() {
+        let mut text = serde_json::to_value(sample()).expect("json");
+        text.as_object_mut().expect("an object").remove("complete");
+        let back: Manifest = serde_json::from_value(text).expect("reads");
+        assert!(back.complete);
     }
 
     #[test]

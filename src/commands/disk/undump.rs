@@ -72,6 +72,9 @@ fn undump(
         .map_err(|(message, hint)| DiskFailure::refused("images_dir", message, hint))
         .and_then(|manifest| {
             report.manifest = Some(manifest.clone());
+            if !manifest.complete {
+                report.remarks.push(finished_by_criu(&source, request.from)?);
+            }
             let criu_args = trusted_options(&manifest)?;
             if let Some(uid) = source.writer {
                 credentials::refuse_beyond(&source, uid)?;
@@ -95,6 +98,34 @@ fn undump(
         Err(failure) => report.failure = Some(failure),
     }
     report
+}
+
+/// Whether a dump whose cudackpt ended before it completed the manifest
+/// was finished by CRIU all the same (its log says so last): the remark
+/// that says the undump goes on, or the refusal.
+fn finished_by_criu(source: &Source, dir: &Path) -> Result<String, DiskFailure> {
+    let log = source
+        .read(dump::LOG_NAME, 256 << 20)
+        .ok()
+        .flatten()
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default();
+    let finished = log
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .is_some_and(|last| last.contains(manifest::DUMP_FINISHED));
+    if finished {
+        return Ok("the cudackpt that dumped these images ended before it completed their manifest, and CRIU's log says the dump finished: restored from them as they are".into());
+    }
+    Err(DiskFailure::refused(
+        "dump_incomplete",
+        format!(
+            "refused before any change: the dump into {} was cut short (its cudackpt ended, and CRIU's log does not say the dump finished)",
+            crate::targets::name::printable(&dir.to_string_lossy())
+        ),
+        "if CRIU still runs, wait for it and undump again; else the images are not whole: if the job is still there, `cudackpt recover` puts its GPU state back, then dump it again",
+    ))
 }
 
 /// CRIU's options from the manifest, each one a dump chooses, or the
@@ -250,8 +281,7 @@ const LOG_NAME: &str = "restore.log";
 /// The manifest among the images, or why there is none to use (message,
 /// hint).
 fn read_manifest(source: &Source, dir: &Path) -> Result<Manifest, (String, String)> {
-    let hint =
-        "name a directory `cudackpt dump --to` wrote; raw CRIU images restore with `criu restore`";
+    let hint = "name a directory `cudackpt dump --to` wrote; images CRIU wrote without cudackpt restore with `criu restore -D DIR -d --action-script \"$(command -v cudackpt)\" --libdir EMPTY_DIR` (cudackpt as the action script puts the GPU state back; an empty plugin directory keeps CRIU's CUDA plugin from acting twice)";
     let path = dir.join(manifest::FILE_NAME);
     let cannot = |why: String| {
         (

@@ -1,6 +1,7 @@
 /* The attacker of tests/cli/disk_trust.rs: an unprivileged user who owns
- * PARENT watches it with inotify and, at the first event EVENT (create,
- * close) on NAME, swaps NAME for something of theirs:
+ * PARENT watches it with inotify and, at event EVENT on NAME (create, the
+ * first close, close2 the second: a check that opens twice is past its
+ * second look then), swaps NAME for something of theirs:
  *
  *   swapper PARENT NAME EVENT READY exchange OTHER   renameat2(RENAME_EXCHANGE)
  *   swapper PARENT NAME EVENT READY link TARGET      NAME moved away, then a
@@ -27,6 +28,7 @@ int main(int argc, char **argv) {
     const char *parent = argv[1], *name = argv[2], *event = argv[3];
     const char *ready = argv[4], *action = argv[5], *arg = argv[6];
     uint32_t mask = strcmp(event, "create") == 0 ? IN_CREATE : IN_CLOSE_NOWRITE;
+    int wanted = strcmp(event, "close2") == 0 ? 2 : 1, seen_so_far = 0;
     int watch = inotify_init1(IN_CLOEXEC);
     int dir = open(parent, O_DIRECTORY | O_RDONLY);
     if (watch < 0 || dir < 0 || inotify_add_watch(watch, parent, mask) < 0) {
@@ -42,6 +44,8 @@ int main(int argc, char **argv) {
             struct inotify_event *seen = (struct inotify_event *)at;
             at += sizeof *seen + seen->len;
             if (!(seen->mask & mask) || seen->len == 0 || strcmp(seen->name, name) != 0)
+                continue;
+            if (++seen_so_far < wanted)
                 continue;
             int done;
             if (strcmp(action, "exchange") == 0) {
