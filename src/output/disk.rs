@@ -29,7 +29,7 @@ pub fn human(report: &DiskReport, _look: Look) -> (String, String) {
             manifest.root_pid,
             manifest.processes.len(),
             if manifest.processes.len() == 1 { "" } else { "es" },
-            report.images_dir.display(),
+            crate::targets::name::printable_path(&report.images_dir),
             manifest.image_bytes >> 20,
             if manifest.leave_running { "; it goes on running" } else { "" },
         ),
@@ -38,7 +38,7 @@ pub fn human(report: &DiskReport, _look: Look) -> (String, String) {
             format!(
                 "restored the tree of PID {} from {} in {seconds:.1} s{}\n",
                 report.restored_root.unwrap_or_default(),
-                report.images_dir.display(),
+                crate::targets::name::printable_path(&report.images_dir),
                 if moved.is_empty() { String::new() } else { format!(", onto other GPUs: {}", moved.join(", ")) }
             )
         }

@@ -6,6 +6,7 @@
 //! descriptor): any user can make a directory holding a file named
 //! `cgroup.procs` and list a root daemon's PID in it.
 
+use super::name::printable_path;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, OwnedFd};
@@ -57,23 +58,27 @@ pub fn debug_tree() -> Option<PathBuf> {
 /// Why a directory is not taken for a cgroup (each names the path).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CgroupError {
-    #[error("{} is a symbolic link: name the cgroup directory itself", .0.display())]
+    #[error("{} is a symbolic link: name the cgroup directory itself", printable_path(.0))]
     Link(PathBuf),
-    #[error("{} is not a directory", .0.display())]
+    #[error("{} is not a directory", printable_path(.0))]
     NotADirectory(PathBuf),
-    #[error("{}: {why}", path.display())]
+    #[error("{}: {why}", printable_path(path))]
     Unreadable { path: PathBuf, why: String },
-    #[error("{} is not a cgroup: it is not on a cgroup filesystem (a directory holding a file named cgroup.procs is not enough)", .0.display())]
+    #[error("{} is not a cgroup: it is not on a cgroup filesystem (a directory holding a file named cgroup.procs is not enough)", printable_path(.0))]
     NotACgroup(PathBuf),
     #[error("{ROOT_VAR}: {}", .0)]
     Root(Box<CgroupError>),
-    #[error("{ROOT_VAR}: {} is not a cgroup v2 mount (its filesystem is not cgroup2)", .0.display())]
+    #[error("{ROOT_VAR}: {} is not a cgroup v2 mount (its filesystem is not cgroup2)", printable_path(.0))]
     RootNotCgroup2(PathBuf),
-    #[error("{} is not a cgroup directory, and no cgroup v2 mount was found to resolve it against", .0.display())]
+    #[error("{} is not a cgroup directory, and no cgroup v2 mount was found to resolve it against", printable_path(.0))]
     NoMount(PathBuf),
-    #[error("no cgroup at {} (nor {})", named.display(), tried.display())]
+    #[error(
+        "no cgroup at {} (nor {})",
+        printable_path(named),
+        printable_path(tried)
+    )]
     Missing { named: PathBuf, tried: PathBuf },
-    #[error("{} is under neither the cgroup v2 mount nor the v1 memory hierarchy", .0.display())]
+    #[error("{} is under neither the cgroup v2 mount nor the v1 memory hierarchy", printable_path(.0))]
     NoMemoryHierarchy(PathBuf),
 }
 

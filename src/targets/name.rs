@@ -33,6 +33,13 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A path as [`printable`] shows text: a name anyone may choose (a
+/// directory under their home, a cgroup) with its control characters
+/// escaped, so a terminal never acts on them.
+pub fn printable_path(path: &std::path::Path) -> String {
+    printable(&path.to_string_lossy()).into_owned()
+}
+
 /// [`printable`] for a message that may hold several lines of its own:
 /// newlines stay, every other control character is escaped. Names that go
 /// into messages are made [`printable`] first, so a newline in a name
