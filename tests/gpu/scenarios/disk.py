@@ -113,3 +113,29 @@ def disk_moved_gpu(tools):
         return f"GPU 0 busy: restored onto GPU {roomy[moved[0]['to']]} in {undump_s:.1f} s, data intact"
     finally:
         kill_and_reap(p)
+
+
+@scenario("dump into a directory under another user's home, undump refused there (the images could be that user's, the job is root's: credentials read from CRIU's images) with the job untouched on disk, then moved where only root writes and undumped: data intact")
+def disk_user_home(tools):
+    work = tempfile.mkdtemp(prefix="cudackpt-disk-home-")
+    os.chmod(work, 0o711)
+    home = os.path.join(work, "home")
+    os.mkdir(home)
+    os.chown(home, 65534, 65534)
+    images = os.path.join(home, "job1")
+    p, log_path, hash_ = held(tools, work, 1024)
+    try:
+        dumped, dump_s = disk(tools, "dump", "--to", images, p.pid)
+        p.wait(timeout=30)
+        refused, _ = disk(tools, "undump", images, expect_code=8)
+        RAW["disk_user_home"] = {"dump": dumped, "refused": refused}
+        error = refused.get("error", {})
+        expect(error.get("kind") == "credentials" and "euid 0" in error.get("message", ""), f"refused for its credentials: {error}")
+        roots = os.path.join(work, "roots")
+        os.rename(images, roots)
+        undumped, undump_s = disk(tools, "undump", roots)
+        RAW["disk_user_home"]["undump"] = undumped
+        data_back(log_path, hash_)
+        return f"dump {dump_s:.1f} s; undump from the user's home refused ({error.get('kind')}); from root's place {undump_s:.1f} s, data intact"
+    finally:
+        kill_and_reap(p)
