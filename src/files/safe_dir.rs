@@ -62,7 +62,7 @@ pub fn judge_dir(path: &Path, owner: u32, mode: u32, me: u32) -> Result<(), Unsa
 
 /// One entry of a directory, as listed through its descriptor.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub struct ListedEntry {
     pub name: std::ffi::OsString,
     pub kind: FileType,
     pub owner: u32,
@@ -383,13 +383,13 @@ impl SafeDir {
 
     /// Each entry with its type, owner, mode and size, not following
     /// links (pure of the path: through the descriptor).
-    pub fn entries(&self) -> io::Result<Vec<Entry>> {
+    pub fn entries(&self) -> io::Result<Vec<ListedEntry>> {
         self.names()?
             .into_iter()
             .map(|name| {
                 let stat =
                     rustix::fs::statat(&self.fd, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)?;
-                Ok(Entry {
+                Ok(ListedEntry {
                     name,
                     kind: FileType::from_raw_mode(stat.st_mode),
                     owner: stat.st_uid,

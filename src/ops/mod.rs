@@ -342,7 +342,7 @@ fn executor_for<'a>(
         api: &ready.driver,
         caller_privileged: Privileges::current().is_privileged(),
         is_alive: process::is_alive,
-        interrupt: interrupt_for(&request.operation),
+        interrupt: interrupt_for(request),
         deadline: request.deadline.as_duration().map(|limit| started + limit),
         progress: request.progress,
         locks_lost: Some(locks_lost),
@@ -352,8 +352,14 @@ fn executor_for<'a>(
 }
 
 /// Only commands that change state (or wait) need to outlive a signal;
-/// queries keep the default and die at once.
-fn interrupt_for(operation: &Operation) -> Interrupt {
+/// queries, and dry runs that change nothing (a dump's pre-dump checks,
+/// whose caller catches signals of its own while CRIU runs), keep the
+/// default and die at once.
+fn interrupt_for(request: &Request<'_>) -> Interrupt {
+    let operation = &request.operation;
+    if request.dry_run {
+        return Interrupt::never();
+    }
     if operation.changes_state() || matches!(operation, Operation::Wait { .. }) {
         Interrupt::install()
     } else {

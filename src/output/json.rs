@@ -775,7 +775,10 @@ struct DiskErrorDoc<'a> {
     /// `no_gpu_room`, `manifest` (it asks CRIU for an option no dump
     /// chooses), `credentials` (images another user could have written
     /// would restore more than that user), `dump_incomplete` (the dump was
-    /// cut short), `criu_failed`.
+    /// cut short), `criu_failed`, `interrupted` (a signal came while CRIU
+    /// ran, and cudackpt let it finish: the message says where the tree
+    /// is), `abandoned` (a second signal: cudackpt stopped waiting for
+    /// CRIU).
     kind: &'static str,
     message: &'a str,
     hint: &'a str,

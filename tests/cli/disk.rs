@@ -1155,3 +1155,79 @@ fn validate_manifest(manifest: &serde_json::Value) {
     let validator = jsonschema::validator_for(&schema).expect("a schema");
     assert!(validator.is_valid(manifest), "{manifest:#}");
 }
+
+/// `cudackpt dump` with `signals` sent to it alone (50 ms apart) once CRIU
+/// runs its pre-dump (the fake's checkpoint takes 3 s): its exit and
+/// document.
+fn dump_signalled(
+    fx: &Fixture,
+    criu: &Path,
+    job: &Orphan,
+    images: &Path,
+    signals: usize,
+) -> (i32, serde_json::Value) {
+    let pid = job.0.to_string();
+    let mut command = fx.std_command(&plain_dump(images, criu, &pid));
+    command
+        .env("FAKE_CUDA_INJECT", "checkpoint=delay:3000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let dumping = command.spawn().expect("cudackpt dump starts");
+    wait_until("CRIU to start", || images.join("dump.log").exists());
+    for _ in 0..signals {
+        let sent = Command::new("kill")
+            .args(["-TERM", &dumping.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let output = dumping.wait_with_output().expect("cudackpt ends");
+    (output.status.code().unwrap_or(-1), document(&output))
+}
+
+/// SIGTERM while CRIU dumps: cudackpt lets CRIU finish and says where the
+/// tree is (exit 143), and the images undump; a second SIGTERM ends the
+/// wait (exit 11), CRIU finishing alone, and its images undump as well.
+#[test]
+fn a_signal_during_a_dump_is_reported_with_where_the_tree_is() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let job = Orphan::cuda(&fx);
+    let images = fx.dir().join("images");
+    let (code, doc) = dump_signalled(&fx, &criu, &job, &images, 1);
+    assert_eq!(
+        (code, doc["error"]["kind"].as_str()),
+        (143, Some("interrupted")),
+        "{doc:#}"
+    );
+    let message = doc["error"]["message"].as_str().expect("a message");
+    assert!(
+        message.starts_with("SIGTERM came while CRIU ran")
+            && message.contains("the dump completed"),
+        "{message}"
+    );
+    assert_eq!(doc["manifest"]["complete"], true, "{doc:#}");
+    wait_until("the dumped job to be gone", || !alive(job.0));
+    let (code, undumped) = undump(&fx, &images, &criu, &[]);
+    assert_eq!(code, 0, "{undumped:#}");
+    assert!(alive(job.0));
+    // Twice: cudackpt stops waiting; CRIU finishes alone.
+    let again = fx.dir().join("again");
+    let (code, doc) = dump_signalled(&fx, &criu, &job, &again, 2);
+    assert_eq!(
+        (code, doc["error"]["kind"].as_str()),
+        (11, Some("abandoned")),
+        "{doc:#}"
+    );
+    let hint = doc["error"]["hint"].as_str().expect("a hint");
+    assert!(hint.contains("cudackpt undump"), "{hint}");
+    wait_until("CRIU to finish alone", || {
+        std::fs::read_to_string(again.join("dump.log"))
+            .is_ok_and(|log| log.contains("Dumping finished successfully"))
+    });
+    wait_until("the dumped job to be gone", || !alive(job.0));
+    let (code, undumped) = undump(&fx, &again, &criu, &[]);
+    assert_eq!(code, 0, "{undumped:#}");
+    assert!(alive(job.0));
+}

@@ -10,7 +10,7 @@
 
 use super::criu_images::{self, Creds};
 use super::report::DiskFailure;
-use super::source::Source;
+use super::source::HeldImages;
 
 /// Images no user but root may bring: namespaces and file systems CRIU
 /// makes as root, and the credentials CRIU's older images kept apart.
@@ -89,7 +89,7 @@ pub fn ghost_beyond(owner: u32, group: u32, mode: u32, uid: u32, groups: &[u32])
 
 /// Refuses images another user (`uid`) could have written that would
 /// restore anything as more than that user.
-pub fn refuse_beyond(source: &Source, uid: u32) -> Result<(), DiskFailure> {
+pub fn refuse_beyond(source: &HeldImages, uid: u32) -> Result<(), DiskFailure> {
     let groups = crate::files::users::groups_of(uid);
     let mut found: Vec<String> = Vec::new();
     let mut cores = 0;
@@ -123,7 +123,7 @@ pub fn refuse_beyond(source: &Source, uid: u32) -> Result<(), DiskFailure> {
 const CORE_CAP: u64 = 16 << 20;
 const GHOST_HEAD_CAP: u64 = 1 << 30;
 
-fn core_beyond(source: &Source, name: &str, uid: u32, groups: &[u32]) -> Option<String> {
+fn core_beyond(source: &HeldImages, name: &str, uid: u32, groups: &[u32]) -> Option<String> {
     let creds = match source.read(name, CORE_CAP) {
         Ok(Some(bytes)) => criu_images::creds_of(&bytes).map_err(|why| why.to_string()),
         Ok(None) => Err("gone".into()),
@@ -140,7 +140,7 @@ fn core_beyond(source: &Source, name: &str, uid: u32, groups: &[u32]) -> Option<
     }
 }
 
-fn ghost_file_beyond(source: &Source, name: &str, uid: u32, groups: &[u32]) -> Option<String> {
+fn ghost_file_beyond(source: &HeldImages, name: &str, uid: u32, groups: &[u32]) -> Option<String> {
     let made = match source.read(name, GHOST_HEAD_CAP) {
         Ok(Some(bytes)) => criu_images::ghost_owner_and_mode(&bytes).map_err(|why| why.to_string()),
         Ok(None) => Err("gone".into()),

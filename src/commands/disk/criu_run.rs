@@ -27,6 +27,12 @@ pub struct CriuRun {
     /// When CRIU started, in clock ticks since boot (/proc/PID/stat): what
     /// it restores started no earlier.
     pub started_ticks: Option<u64>,
+    /// The first signal that asked cudackpt to stop while CRIU ran (CRIU
+    /// was let finish: stopped mid-dump, it could leave its parasite code
+    /// in the job), and whether a second one came, which ended the wait
+    /// (`ok` is then false, `exit` says CRIU still runs).
+    pub signal: Option<i32>,
+    pub abandoned: bool,
 }
 
 /// A CRIU run to start: its arguments after `criu` and what the action
@@ -71,6 +77,9 @@ pub fn run(call: &CriuCall<'_>, written: &dyn Fn(u64, Duration)) -> std::io::Res
     for (name, value) in &call.env {
         command.env(name, value);
     }
+    // Caught from before CRIU starts: nothing between could end cudackpt
+    // without its report.
+    pending_signals();
     let spawned = command.spawn();
     drop((plugins_fd, images_fd, work_fd));
     let mut child = spawned?;
@@ -81,9 +90,24 @@ pub fn run(call: &CriuCall<'_>, written: &dyn Fn(u64, Duration)) -> std::io::Res
         rustix::process::PidfdFlags::empty(),
     )
     .ok();
+    let mut signal = None;
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
+        }
+        for arrived in pending_signals() {
+            if signal.is_some() {
+                return Ok(CriuRun {
+                    ok: false,
+                    exit: format!("still runs (PID {})", child.id()),
+                    elapsed: started.elapsed(),
+                    log,
+                    started_ticks,
+                    signal,
+                    abandoned: true,
+                });
+            }
+            signal = Some(arrived);
         }
         written(images::size_of(call.images), started.elapsed());
         wait_a_tick(pidfd.as_ref());
@@ -94,7 +118,45 @@ pub fn run(call: &CriuCall<'_>, written: &dyn Fn(u64, Duration)) -> std::io::Res
         elapsed: started.elapsed(),
         log,
         started_ticks,
+        signal,
+        abandoned: false,
     })
+}
+
+/// The signals that ask cudackpt to stop, caught from CRIU's start to the
+/// command's end (a signal handler signal-hook installs stays installed:
+/// caught once, a signal never ends cudackpt before its report again);
+/// `None` where they cannot be caught (they then end cudackpt as their
+/// default does, and CRIU goes on alone).
+static CAUGHT: std::sync::Mutex<Option<signal_hook::iterator::Signals>> =
+    std::sync::Mutex::new(None);
+
+/// The signals that came since the last look, catching them from now on.
+fn pending_signals() -> Vec<i32> {
+    let mut caught = CAUGHT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if caught.is_none() {
+        let signals = crate::ops::execute::interrupt::CAUGHT.map(|(signal, _)| signal.as_raw());
+        *caught = signal_hook::iterator::Signals::new(signals).ok();
+    }
+    caught
+        .as_mut()
+        .map(|s| s.pending().collect())
+        .unwrap_or_default()
+}
+
+/// A signal that came after CRIU ended, before the command's report: the
+/// first, if any.
+pub fn late_signal() -> Option<i32> {
+    let caught = CAUGHT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if caught.is_none() {
+        return None; // CRIU never ran: nothing was caught
+    }
+    drop(caught);
+    pending_signals().first().copied()
 }
 
 /// Waits a tick, or less when CRIU exits first: its pidfd turns readable

@@ -121,6 +121,19 @@ pub fn run(request: &DumpSettings<'_>, written: &dyn Fn(u64, u64, Duration)) -> 
     let started = Instant::now();
     let report = DiskReport::new("dump", request.to.to_path_buf());
     let mut report = dump(request, report, started, written);
+    let dir = crate::targets::name::printable_path(request.to);
+    if report.signal.is_none() {
+        report.signal = criu_run::late_signal();
+    }
+    report.note_signal(
+        if request.leave_running {
+            "the dump completed, and the tree goes on running"
+        } else {
+            "the dump completed"
+        },
+        &format!("the tree is on disk: `cudackpt undump {dir}` brings it back"),
+        &format!("when CRIU ends, either the tree is on disk (`cudackpt undump {dir}` brings it back: the manifest says the dump was cut short, and CRIU's log whether it finished) or CRIU failed and cudackpt's action script resumed the tree; `cudackpt recover` puts back a tree left suspended"),
+    );
     report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     report
 }
@@ -330,9 +343,12 @@ fn written_to_disk(
         &manifest.criu_options,
         written,
     )
-    .inspect_err(|_| {
-        // No images to undump: nothing may say there are.
-        let _ = dir.remove(manifest::FILE_NAME);
+    .inspect_err(|failure| {
+        // No images to undump: nothing may say there are (unless CRIU
+        // still writes them, cudackpt having stopped waiting).
+        if failure.kind != "abandoned" {
+            let _ = dir.remove(manifest::FILE_NAME);
+        }
     })?;
     if request.leave_running {
         if let Err(stuck) = running_again(request, checked.root.pid) {
@@ -391,7 +407,7 @@ fn run_criu(
     };
     let ran = criu_run::run(&call, &|bytes, elapsed| written(bytes, expected, elapsed))
         .map_err(|why| DiskReport::not_started(&checked.criu.path, &why))?;
-    report.criu_log = Some(ran.log.clone());
+    let ran = report.noted(ran)?;
     if !ran.ok {
         let (quoted, are_errors) = criu_run::log_errors(dir, LOG_NAME, 12);
         report.criu_errors = quoted;

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::criu_images;
 use super::report::DiskFailure;
-use super::source::Source;
+use super::source::HeldImages;
 
 /// CRIU's images of the files the job had open are read at most this far.
 const FILES_IMAGE_CAP: u64 = 256 << 20;
@@ -17,7 +17,7 @@ const FILES_IMAGE_CAP: u64 = 256 << 20;
 /// The regular files the job had open, and those CRIU restores from its
 /// own copy, from the images; None (with a remark) when they cannot tell.
 fn open_files(
-    images: &Source,
+    images: &HeldImages,
     remarks: &mut Vec<String>,
 ) -> Option<(Vec<criu_images::DumpedFile>, HashSet<u32>)> {
     let read = |name: &str| images.read(name, FILES_IMAGE_CAP);
@@ -45,7 +45,7 @@ fn open_files(
 /// link's target for the job: `--force` goes on), or its size or mode is
 /// not the dump's (CRIU would fail on it after forking the tree).
 pub fn refuse_changed(
-    images: &Source,
+    images: &HeldImages,
     force: bool,
     remarks: &mut Vec<String>,
 ) -> Result<(), DiskFailure> {

@@ -53,6 +53,10 @@ pub struct DiskReport {
     pub criu_log: Option<PathBuf>,
     pub criu_errors: Vec<String>,
     pub elapsed_ms: f64,
+    /// A signal that asked cudackpt to stop while CRIU ran, and whether a
+    /// second one ended its wait for CRIU.
+    pub signal: Option<i32>,
+    pub abandoned: bool,
 }
 
 impl DiskReport {
@@ -68,7 +72,63 @@ impl DiskReport {
             criu_log: None,
             criu_errors: Vec::new(),
             elapsed_ms: 0.0,
+            signal: None,
+            abandoned: false,
         }
+    }
+
+    /// Notes what a CRIU run left for the report (its log, a signal that
+    /// came while it ran); a run cudackpt stopped waiting for (a second
+    /// signal) ends the command here.
+    pub fn noted(
+        &mut self,
+        ran: super::criu_run::CriuRun,
+    ) -> Result<super::criu_run::CriuRun, DiskFailure> {
+        self.criu_log = Some(ran.log.clone());
+        self.signal = ran.signal;
+        self.abandoned = ran.abandoned;
+        if ran.abandoned {
+            return Err(DiskFailure {
+                kind: "abandoned",
+                message: ran.exit,
+                hint: String::new(),
+                changed: true,
+            });
+        }
+        Ok(ran)
+    }
+
+    /// Says, once the command has ended, what a signal that came while CRIU
+    /// ran left: cudackpt let CRIU finish (stopped mid-dump, CRIU could
+    /// leave its parasite code in the job) and says where the tree is; after
+    /// a second signal it stopped waiting, CRIU going on alone.
+    pub fn note_signal(&mut self, done: &str, next: &str, if_abandoned: &str) {
+        let Some(signal) = self.signal else { return };
+        let name = crate::ops::execute::interrupt::signal_name(signal);
+        if self.abandoned {
+            let still = self.failure.take().map(|f| f.message).unwrap_or_default();
+            self.failure = Some(DiskFailure {
+                kind: "abandoned",
+                message: format!(
+                    "{name} came twice while CRIU ran: cudackpt stopped waiting, and CRIU {still}"
+                ),
+                hint: if_abandoned.to_string(),
+                changed: true,
+            });
+            return;
+        }
+        self.failure = Some(match self.failure.take() {
+            Some(failed) => DiskFailure {
+                message: format!("{name} came while CRIU ran, and cudackpt let it finish: {}", failed.message),
+                ..failed
+            },
+            None => DiskFailure {
+                kind: "interrupted",
+                message: format!("{name} came while CRIU ran, and cudackpt let it finish (stopped midway, CRIU could leave its code in the job): {done}"),
+                hint: next.to_string(),
+                changed: true,
+            },
+        });
     }
 
     /// The failure of a CRIU at `path` that could not be started.
@@ -82,9 +142,16 @@ impl DiskReport {
     }
 
     /// The exit status: 0; 5 for a process that is not there; 8 for a
-    /// refusal before any change; 1 for CRIU failing. (Exit 2 is the
+    /// refusal before any change; 1 for CRIU failing; 128 + a signal's
+    /// number when one came while CRIU ran (11 when two did). (Exit 2 is the
     /// usage-error document's alone: the command line, before any of this.)
     pub fn exit_status(&self) -> ExitStatus {
+        if self.abandoned {
+            return ExitStatus::Abandoned;
+        }
+        if let Some(signal) = self.signal {
+            return ExitStatus::of_signal(signal);
+        }
         match self.failure.as_ref().map(|f| f.kind) {
             None => ExitStatus::Success,
             Some("no_such_process") => ExitStatus::NoProcess,

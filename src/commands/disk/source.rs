@@ -26,7 +26,7 @@ use crate::files::dir_chain::{self, FileStep, Links, Writers};
 use crate::files::{SafeDir, UnsafeDir};
 
 /// Images held for an undump.
-pub struct Source {
+pub struct HeldImages {
     /// Who could have written them: root alone, or one user.
     pub writer: Option<u32>,
     /// The directory CRIU is given as its images and work directory.
@@ -68,9 +68,9 @@ impl SourceProblem {
 /// past it the undump is refused rather than run out of descriptors.
 const MOST_IMAGES: usize = 60_000;
 
-impl Source {
+impl HeldImages {
     /// Reaches the images at `path` and holds them for CRIU.
-    pub fn open(path: &Path) -> Result<Source, SourceProblem> {
+    pub fn open(path: &Path) -> Result<HeldImages, SourceProblem> {
         let reached = dir_chain::reach(path, Links::Refused)?;
         let steps = reached.steps.clone();
         let shown = reached.path.clone();
@@ -113,7 +113,7 @@ impl Source {
             );
         }
         match writer {
-            None => Ok(Source {
+            None => Ok(HeldImages {
                 writer,
                 criu_dir: images,
                 held,
@@ -151,7 +151,7 @@ impl Source {
     }
 }
 
-impl Drop for Source {
+impl Drop for HeldImages {
     fn drop(&mut self) {
         self.unstage();
     }
@@ -217,7 +217,7 @@ fn stage_dir() -> io::Result<SafeDir> {
 /// Names each held image in a private stage: a link to the held file where
 /// only root can change it, else a private copy, which is then the file
 /// held.
-fn stage(mut held: BTreeMap<OsString, OwnedFd>, uid: u32) -> io::Result<Source> {
+fn stage(mut held: BTreeMap<OsString, OwnedFd>, uid: u32) -> io::Result<HeldImages> {
     let dir = stage_dir()?;
     let me = std::process::id();
     for (name, fd) in held.iter_mut() {
@@ -230,7 +230,7 @@ fn stage(mut held: BTreeMap<OsString, OwnedFd>, uid: u32) -> io::Result<Source> 
             *fd = copied(fd, &dir, name)?;
         }
     }
-    Ok(Source {
+    Ok(HeldImages {
         writer: Some(uid),
         criu_dir: dir,
         held,

@@ -25,7 +25,7 @@ use crate::targets::process;
 use super::manifest::{self, Manifest};
 use super::placement::{self, HostGpu};
 use super::report::{DiskFailure, DiskReport};
-use super::source::Source;
+use super::source::HeldImages;
 use super::{
     credentials, criu_run, criu_tool, dump, host_driver, open_files, restored_tree, tree_state,
 };
@@ -48,6 +48,18 @@ pub fn run(request: &UndumpSettings<'_>, written: &dyn Fn(u64, u64, Duration)) -
     let started = Instant::now();
     let report = DiskReport::new("undump", request.from.to_path_buf());
     let mut report = undump(request, report, written);
+    let done = match report.restored_root {
+        Some(root) => format!("the tree runs again, rooted at PID {root}"),
+        None => String::new(),
+    };
+    if report.signal.is_none() {
+        report.signal = criu_run::late_signal();
+    }
+    report.note_signal(
+        &done,
+        "it was restored whole; end it as any process if it was not wanted",
+        "when CRIU ends, the tree is restored or not: `cudackpt ps` lists its CUDA processes, and a half-restored tree is CRIU's to take away",
+    );
     report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     report
 }
@@ -57,7 +69,7 @@ fn undump(
     mut report: DiskReport,
     written: &dyn Fn(u64, u64, Duration),
 ) -> DiskReport {
-    let mut source = match Source::open(request.from) {
+    let mut source = match HeldImages::open(request.from) {
         Ok(source) => source,
         Err(why) => {
             report.failure = Some(DiskFailure::refused(
@@ -103,7 +115,7 @@ fn undump(
 /// Whether a dump whose cudackpt ended before it completed the manifest
 /// was finished by CRIU all the same (its log says so last): the remark
 /// that says the undump goes on, or the refusal.
-fn finished_by_criu(source: &Source, dir: &Path) -> Result<String, DiskFailure> {
+fn finished_by_criu(source: &HeldImages, dir: &Path) -> Result<String, DiskFailure> {
     let log = source
         .read(dump::LOG_NAME, 256 << 20)
         .ok()
@@ -158,7 +170,7 @@ struct Restore<'a> {
 fn checked(
     request: &UndumpSettings<'_>,
     manifest: &Manifest,
-    source: &Source,
+    source: &HeldImages,
     remarks: &mut Vec<String>,
 ) -> Result<(criu_tool::Criu, Vec<(String, String)>), DiskFailure> {
     let criu = criu_tool::find_on_path(request.criu)
@@ -207,7 +219,7 @@ fn restored(
     request: &UndumpSettings<'_>,
     report: &mut DiskReport,
     manifest: &Manifest,
-    source: &Source,
+    source: &HeldImages,
     restore: &Restore<'_>,
     written: &dyn Fn(u64, u64, Duration),
 ) -> Result<i32, DiskFailure> {
@@ -227,7 +239,7 @@ fn restored(
         written(0, manifest.image_bytes, elapsed)
     })
     .map_err(|why| DiskReport::not_started(&restore.criu.path, &why))?;
-    report.criu_log = Some(ran.log.clone());
+    let ran = report.noted(ran)?;
     let failed = |message: String, killed: &[i32]| {
         DiskFailure {
         kind: "criu_failed",
@@ -280,7 +292,7 @@ const LOG_NAME: &str = "restore.log";
 
 /// The manifest among the images, or why there is none to use (message,
 /// hint).
-fn read_manifest(source: &Source, dir: &Path) -> Result<Manifest, (String, String)> {
+fn read_manifest(source: &HeldImages, dir: &Path) -> Result<Manifest, (String, String)> {
     let hint = "name a directory `cudackpt dump --to` wrote; images CRIU wrote without cudackpt restore with `criu restore -D DIR -d --action-script \"$(command -v cudackpt)\" --libdir EMPTY_DIR` (cudackpt as the action script puts the GPU state back; an empty plugin directory keeps CRIU's CUDA plugin from acting twice)";
     let path = dir.join(manifest::FILE_NAME);
     let cannot = |why: String| {
