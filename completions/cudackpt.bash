@@ -1037,7 +1037,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__recover)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --dry-run --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --dry-run --drain-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1056,6 +1056,10 @@ _cudackpt() {
                     return 0
                     ;;
                 --progress-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --drain-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -319,6 +319,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l color -d '
 always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l drain-timeout -d 'The longest recover waits for a drained process to rebuild, or to show whether a signal reached it, whatever a record asks (records run side by side; a signal stops the waits and recover reports what it did)' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand recover" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'

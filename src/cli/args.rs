@@ -502,6 +502,12 @@ pub enum Command {
         /// Say what would be done, and do nothing.
         #[arg(long)]
         dry_run: bool,
+        /// The longest recover waits for a drained process to rebuild, or
+        /// to show whether a signal reached it, whatever a record asks
+        /// (records run side by side; a signal stops the waits and recover
+        /// reports what it did)
+        #[arg(long, value_name = "T", value_parser = parse_drain_timeout, default_value = "30s", allow_hyphen_values = true)]
+        drain_timeout: Duration,
     },
     /// List the GPUs of this host.
     ///

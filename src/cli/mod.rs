@@ -170,7 +170,10 @@ pub fn run(cli: Cli) -> ExitStatus {
     let libcuda = global.libcuda.as_deref();
     match command {
         Command::Ps { filter } => sink.finish(&ps::run(libcuda, filter.selectors())),
-        Command::Recover { dry_run } => sink.finish(&recover::run(libcuda, dry_run)),
+        Command::Recover {
+            dry_run,
+            drain_timeout,
+        } => sink.finish(&recover::run(libcuda, dry_run, drain_timeout)),
         Command::Check { targets, drain } => sink.finish(&check::run(
             libcuda,
             targets.pids(),

@@ -7,10 +7,13 @@
 //! instead: its processes stay where the calls put them, and those owed a
 //! rebuild are asked. `--dry-run` says what it would do.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::api::group::Group;
-use crate::ops::drain::{rebuild, recovery};
+use crate::ops::drain::rebuild;
+use crate::ops::drain::recovery::{self, Bounds};
 use crate::ops::journal::intent::{self, Claimed, DrainNote, Intent, Member, NotClaimed, Start};
 use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Operation;
@@ -39,8 +42,14 @@ fn way_back(start: Start) -> Option<Operation> {
 
 /// Sends the members of a drained group what undoes their drain, and
 /// records each answer; one still drained at the end fails.
-fn rebuild_drained(report: &mut CommandReport, pids: &[i32], note: &DrainNote, claimed: &Claimed) {
-    let recovered = recovery::recover(pids, note, claimed);
+fn rebuild_drained(
+    report: &mut CommandReport,
+    pids: &[i32],
+    note: &DrainNote,
+    claimed: &Claimed,
+    bounds: &Bounds<'_>,
+) {
+    let recovered = recovery::recover(pids, note, claimed, bounds);
     report.warnings.extend(recovered.warnings);
     for (pid, drain) in recovered.reports {
         let at = match report.processes.iter().position(|p| p.pid == pid) {
@@ -72,9 +81,41 @@ fn rebuild_drained(report: &mut CommandReport, pids: &[i32], note: &DrainNote, c
     }
 }
 
-pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> CommandReport {
-    let mut report = recover_where(libcuda, dry_run, &|_| true);
-    if !dry_run {
+/// The signal that asked a recover to stop, if one came (0: none): set by
+/// signal-hook's handler, which stays installed once registered, so a
+/// recover always ends with its report.
+static STOPPED_BY: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
+
+fn stopped_by() -> &'static Arc<AtomicUsize> {
+    STOPPED_BY.get_or_init(|| Arc::new(AtomicUsize::new(0)))
+}
+
+/// Catches the signals that ask cudackpt to stop, for the whole recover:
+/// each only records itself (the last one to come).
+fn catch_signals() {
+    for (signal, _) in crate::ops::execute::interrupt::CAUGHT {
+        let number = signal.as_raw();
+        let _ =
+            signal_hook::flag::register_usize(number, Arc::clone(stopped_by()), number as usize);
+    }
+}
+
+fn stop_asked() -> bool {
+    stopped_by().load(Ordering::SeqCst) != 0
+}
+
+pub fn run(
+    libcuda: Option<&std::path::Path>,
+    dry_run: bool,
+    longest: std::time::Duration,
+) -> CommandReport {
+    catch_signals();
+    let bounds = Bounds {
+        longest,
+        stop: &stop_asked,
+    };
+    let mut report = recover_where(libcuda, dry_run, &|_| true, &bounds);
+    if !dry_run && !stop_asked() {
         // Housekeeping: the lock files of processes gone since (a live
         // process keeps its file between commands; see pidlock).
         let pruned = crate::ops::journal::pidlock::prune();
@@ -86,6 +127,14 @@ pub fn run(libcuda: Option<&std::path::Path>, dry_run: bool) -> CommandReport {
             pruned,
             "removed what pre-dumps left for CRIU processes gone since"
         );
+    }
+    if let Ok(signal @ 1..) = i32::try_from(stopped_by().load(Ordering::SeqCst)) {
+        let name = crate::ops::execute::interrupt::signal_name(signal);
+        report.failure = Some(Fault::interrupted(
+            signal,
+            format!("{name} came: recover stopped waiting once the driver calls in flight had returned; the processes above are where it left them, and the records it did not finish stay"),
+            "run `cudackpt recover` again to finish them (`--dry-run` says what is left)",
+        ));
     }
     report.command = "recover";
     report
@@ -99,21 +148,32 @@ pub fn run_handed_to(
     criu: crate::targets::identity::Identity,
 ) -> (bool, CommandReport) {
     let found = std::sync::atomic::AtomicBool::new(false);
-    let report = recover_where(libcuda, false, &|intent: &Intent| {
-        let handed = intent.handed_to(criu);
-        if handed {
-            found.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-        handed
-    });
+    let bounds = Bounds {
+        longest: crate::ops::vocabulary::request::DEFAULT_DRAIN_TIMEOUT,
+        stop: &|| false,
+    };
+    let report = recover_where(
+        libcuda,
+        false,
+        &|intent: &Intent| {
+            let handed = intent.handed_to(criu);
+            if handed {
+                found.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            handed
+        },
+        &bounds,
+    );
     (found.into_inner(), report)
 }
 
-/// Recovers every abandoned record that `wanted`.
+/// Recovers every abandoned record that `wanted`, side by side: one record
+/// (a planted one among them) never holds up another.
 fn recover_where(
     libcuda: Option<&std::path::Path>,
     dry_run: bool,
-    wanted: &dyn Fn(&Intent) -> bool,
+    wanted: &(dyn Fn(&Intent) -> bool + Sync),
+    bounds: &Bounds<'_>,
 ) -> CommandReport {
     let started = Instant::now();
     let mut report = CommandReport::new("recover", started.elapsed());
@@ -131,12 +191,36 @@ fn recover_where(
             return report;
         }
     };
-    for (path, _) in abandoned.iter().filter(|(_, intent)| wanted(intent)) {
-        // One recover at a time per record: a second one sends nothing.
-        match intent::claim(path) {
-            Ok(claimed) => recover_record(libcuda, dry_run, path, claimed, &mut report),
-            Err(NotClaimed::Gone) => {}
-            Err(NotClaimed::Busy(holder)) => held_elsewhere(path, holder, &mut report),
+    let each: Vec<CommandReport> = std::thread::scope(|scope| {
+        let workers: Vec<_> = abandoned
+            .iter()
+            .filter(|(_, intent)| wanted(intent))
+            .map(|(path, _)| {
+                scope.spawn(move || {
+                    let mut one = CommandReport::new("recover", started.elapsed());
+                    // One recover at a time per record: a second one sends
+                    // nothing.
+                    match intent::claim(path) {
+                        Ok(claimed) => {
+                            recover_record(libcuda, dry_run, path, claimed, &mut one, bounds)
+                        }
+                        Err(NotClaimed::Gone) => {}
+                        Err(NotClaimed::Busy(holder)) => held_elsewhere(path, holder, &mut one),
+                    }
+                    one
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .filter_map(|worker| worker.join().ok())
+            .collect()
+    });
+    for one in each {
+        report.processes.extend(one.processes);
+        report.warnings.extend(one.warnings);
+        if report.failure.is_none() {
+            report.failure = one.failure;
         }
     }
     report.duration = started.elapsed();
@@ -169,10 +253,11 @@ fn recover_record(
     path: &std::path::Path,
     claimed: Claimed,
     report: &mut CommandReport,
+    bounds: &Bounds<'_>,
 ) {
     let intent = claimed.intent();
     if intent.calls_done {
-        return finish_forward(libcuda, dry_run, path, claimed, report);
+        return finish_forward(libcuda, dry_run, path, claimed, report, bounds);
     }
     let alive: Vec<&Member> = intent.members.iter().filter(|m| m.still_there()).collect();
     report
@@ -202,9 +287,9 @@ fn recover_record(
     // resume` asks it again (it shows the marker).
     if let (Some(note), false) = (&intent.drain, dry_run) {
         let pids: Vec<i32> = alive.iter().map(|m| m.pid).collect();
-        rebuild_drained(report, &pids, note, &claimed);
+        rebuild_drained(report, &pids, note, &claimed, bounds);
     }
-    if all_back && !dry_run {
+    if all_back && !dry_run && !(bounds.stop)() {
         claimed.finish();
     }
 }
@@ -281,6 +366,7 @@ fn finish_forward(
     path: &std::path::Path,
     claimed: Claimed,
     report: &mut CommandReport,
+    bounds: &Bounds<'_>,
 ) {
     use crate::driver::ProcessState;
     let intent = claimed.intent();
@@ -325,7 +411,7 @@ fn finish_forward(
                 ));
                 return;
             }
-            rebuild_drained(report, &running, note, &claimed);
+            rebuild_drained(report, &running, note, &claimed, bounds);
             for pid in held {
                 if crate::ops::drain::protocol::shows_marker(pid) {
                     crate::ops::journal::drained::note(pid, note.signal);
@@ -333,7 +419,7 @@ fn finish_forward(
             }
         }
     }
-    if !dry_run {
+    if !dry_run && !(bounds.stop)() {
         claimed.finish();
     }
 }

@@ -357,7 +357,9 @@ fn executor_for<'a>(
 /// default and die at once.
 fn interrupt_for(request: &Request<'_>) -> Interrupt {
     let operation = &request.operation;
-    if request.dry_run {
+    // A recover catches signals for the whole command itself: its groups
+    // finish their calls and it stops after them, saying what it did.
+    if request.dry_run || request.recovering {
         return Interrupt::never();
     }
     if operation.changes_state() || matches!(operation, Operation::Wait { .. }) {

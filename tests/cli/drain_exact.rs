@@ -505,3 +505,92 @@ fn a_resume_killed_before_its_rebuild_signal_is_finished_forward() {
     let doc: ProcessCommandDoc = fx.json(&["state", &rank.arg()], 0);
     assert!(doc.ok, "{doc:?}");
 }
+
+/// A record left by a `resume` of `rank` killed after its rebuild signal,
+/// rewritten as a planted one would be: its drain waits 2^64 - 1 ms.
+fn record_waiting_for_ever(fx: &Fixture, rank: &Target) -> PathBuf {
+    let before: Vec<PathBuf> = fx.intents();
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--drain", &rank.arg()], 0);
+    assert!(doc.ok, "{doc:?}");
+    killed_at(
+        fx,
+        "after-signal:1",
+        &["resume", "--drain-timeout", "2s", &rank.arg()],
+    );
+    let record = fx
+        .intents()
+        .into_iter()
+        .find(|p| !before.contains(p))
+        .expect("the resume's record");
+    let mut intent: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&record).expect("the record")).expect("JSON");
+    intent["drain"]["timeout_ms"] = serde_json::json!(u64::MAX);
+    fs::write(&record, intent.to_string()).expect("rewrite the record");
+    record
+}
+
+/// A record whose drain would wait for ever (its rank never rebuilds) is
+/// waited on no longer than `recover --drain-timeout` allows, and another
+/// record beside it is finished all the same (records run side by side).
+#[test]
+fn a_record_that_would_wait_for_ever_holds_up_nothing() {
+    let fx = Fixture::new();
+    let (stuck, _) = rank(&fx, "stuck-rebuild");
+    let planted = record_waiting_for_ever(&fx, &stuck);
+    let (other, other_events) = rank(&fx, "ack");
+    let doc: ProcessCommandDoc = fx.json(&["suspend", "--drain", &other.arg()], 0);
+    assert!(doc.ok, "{doc:?}");
+    killed_at(
+        &fx,
+        "after-signal:1",
+        &["resume", "--drain-timeout", "2s", &other.arg()],
+    );
+    assert_eq!(fx.intents().len(), 2);
+    let started = Instant::now();
+    let output = fx
+        .std_command(&["recover", "--json", "--drain-timeout", "1s"])
+        .output()
+        .expect("recover");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(20), "recover took {took:?}");
+    let (stdout, _) = texts(&output);
+    let doc: ProcessCommandDoc = serde_json::from_str(&stdout).expect("recover's document");
+    // The stuck rank never rebuilt: said, exit 12.
+    assert_eq!(output.status.code(), Some(12), "{stdout}");
+    assert!(shows_marker(stuck.pid));
+    assert!(doc.processes.iter().any(|p| p.pid == stuck.pid), "{stdout}");
+    // The other record was finished: its rank rebuilt. Both records go
+    // (one finished forward goes whatever the answers).
+    wait_until("the other rank to rebuild", || !shows_marker(other.pid));
+    assert_eq!(signals(&other_events), 2);
+    assert!(!planted.exists());
+    assert!(fx.intents().is_empty());
+}
+
+/// SIGTERM during `recover` ends it with its report (exit 143), saying it
+/// stopped; the record it did not finish stays for the next one.
+#[test]
+fn a_signal_during_recover_ends_it_with_its_report() {
+    let fx = Fixture::new();
+    let (stuck, _) = rank(&fx, "stuck-rebuild");
+    let planted = record_waiting_for_ever(&fx, &stuck);
+    let recovering = fx
+        .std_command(&["recover", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("recover");
+    // Once it waits for the rank's rebuild (it sent nothing new: the
+    // record says the signal went).
+    std::thread::sleep(Duration::from_millis(1500));
+    send_signal(recovering.id() as i32, "TERM");
+    let output = recovering.wait_with_output().expect("recover ends");
+    let (stdout, _) = texts(&output);
+    assert_eq!(output.status.code(), Some(143), "{stdout}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("one document");
+    let message = doc["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("SIGTERM came: recover stopped"),
+        "{doc:#}"
+    );
+    assert_eq!(fx.intents(), [planted], "the record stays");
+}

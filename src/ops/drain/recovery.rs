@@ -29,15 +29,17 @@ pub struct Recovered {
 /// or calls off a request it has not acted on), none to one asked twice.
 /// The one process a signal was going to when cudackpt died is judged by
 /// what it does (see `delivered`).
-pub fn recover(pids: &[i32], note: &DrainNote, ledger: &dyn SignalLedger) -> Recovered {
+pub fn recover(
+    pids: &[i32],
+    note: &DrainNote,
+    ledger: &dyn SignalLedger,
+    bounds: &Bounds<'_>,
+) -> Recovered {
     let mut recovered = Recovered::default();
     let Ok(signal) = DrainSignal::from_number(note.signal) else {
         return recovered;
     };
-    let timeout = note.timeout_ms.map_or(
-        crate::ops::vocabulary::request::DEFAULT_DRAIN_TIMEOUT,
-        Duration::from_millis,
-    );
+    let timeout = bounds.timeout_of(note);
     let privileges = crate::targets::process::Privileges::current();
     let targets: Vec<Target> = pids
         .iter()
@@ -61,7 +63,7 @@ pub fn recover(pids: &[i32], note: &DrainNote, ledger: &dyn SignalLedger) -> Rec
                 drained_before: false,
             });
         if note.sending == Some(pid) {
-            let went = delivered(target, signal, known.owes_one(), timeout);
+            let went = delivered(target, signal, known.owes_one(), timeout, bounds.stop);
             ledger.end(pid, went.delivered);
             if let Some(doubt) = went.doubt {
                 recovered.warnings.push(doubt);
@@ -78,8 +80,30 @@ pub fn recover(pids: &[i32], note: &DrainNote, ledger: &dyn SignalLedger) -> Rec
         }
     }
     ledger.flush();
-    recovered.reports = rebuild(&owed, signal, Instant::now() + timeout, ledger, &|| false);
+    recovered.reports = rebuild(&owed, signal, Instant::now() + timeout, ledger, bounds.stop);
     recovered
+}
+
+/// What bounds a recover's waits, whatever a record says: the longest wait
+/// the command line allows (a record is a file its owner may have
+/// written: a planted `timeout_ms` of 2^64 - 1 kept root's recover waiting
+/// for ever), and a stop asked for (a signal).
+pub struct Bounds<'a> {
+    pub longest: Duration,
+    pub stop: &'a (dyn Fn() -> bool + Sync),
+}
+
+impl Bounds<'_> {
+    /// The record's own drain timeout, capped by [`Bounds::longest`]
+    /// (pure).
+    pub fn timeout_of(&self, note: &DrainNote) -> Duration {
+        note.timeout_ms
+            .map_or(
+                crate::ops::vocabulary::request::DEFAULT_DRAIN_TIMEOUT,
+                Duration::from_millis,
+            )
+            .min(self.longest)
+    }
 }
 
 /// Whether the signal that was going to `target` when cudackpt died went.
@@ -100,6 +124,7 @@ fn delivered(
     signal: DrainSignal,
     owed_before: bool,
     timeout: Duration,
+    stop: &dyn Fn() -> bool,
 ) -> SignalVerdict {
     let pid = target.pid;
     if drain::pending(target, signal) {
@@ -127,7 +152,7 @@ fn delivered(
             };
         }
         seen_marker |= marker;
-        if Instant::now() >= until || target.still_the_same().is_err() {
+        if Instant::now() >= until || target.still_the_same().is_err() || stop() {
             break;
         }
         std::thread::sleep(drain::POLL);
