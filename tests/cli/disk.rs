@@ -1231,3 +1231,77 @@ fn a_signal_during_a_dump_is_reported_with_where_the_tree_is() {
     assert_eq!(code, 0, "{undumped:#}");
     assert!(alive(job.0));
 }
+
+/// A "CRIU" that answers its version and then fails before its pre-dump:
+/// exiting at once, or after writing a log without an error line.
+fn failing_criu(fx: &Fixture, name: &str, log_line: Option<&str>) -> PathBuf {
+    let path = fx.dir().join(name);
+    let writes = log_line.map_or(String::new(), |line| {
+        format!(
+            "while [ $# -gt 0 ]; do case $1 in -W) w=$2;; -o) o=$2;; esac; shift; done\necho '{line}' > \"$w/$o\"\n"
+        )
+    });
+    std::fs::write(
+        &path,
+        format!("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'Version: 4.2.1'; exit 0; fi\n{writes}exit 1\n"),
+    )
+    .expect("write");
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    path
+}
+
+/// A CRIU that fails before its pre-dump changed nothing, and the report
+/// says so (changed: false, no driver call), quoting its log's last lines
+/// as such rather than as errors, or saying it wrote no log.
+#[test]
+fn a_criu_that_fails_before_its_pre_dump_changed_nothing() {
+    if !running_as_root() {
+        return;
+    }
+    let fx = Fixture::new();
+    let job = Orphan::cuda(&fx);
+    for (criu, said) in [
+        (failing_criu(&fx, "criu-silent", None), "CRIU wrote no log"),
+        (
+            failing_criu(&fx, "criu-chatty", Some("(00.000001) Version: 4.2.1")),
+            "CRIU wrote no error line",
+        ),
+    ] {
+        let images = fx.dir().join(format!(
+            "images-{}",
+            criu.file_name().expect("a name").to_string_lossy()
+        ));
+        fx.take_calls();
+        let (code, failed) = dump(&fx, &images, &criu, job.0, &[]);
+        assert_eq!(
+            (code, failed["error"]["kind"].as_str()),
+            (1, Some("criu_failed")),
+            "{failed:#}"
+        );
+        assert_eq!(failed["error"]["changed"], false, "{failed:#}");
+        let message = failed["error"]["message"].as_str().expect("a message");
+        assert!(
+            message.contains("before its pre-dump: nothing was changed"),
+            "{message}"
+        );
+        let hint = failed["error"]["hint"].as_str().expect("a hint");
+        assert!(
+            hint.contains("never suspended") && hint.contains(said),
+            "{hint}"
+        );
+        assert!(!hint.contains("errors are below"), "{hint}");
+        assert!(
+            !images.join("cudackpt-manifest.json").exists(),
+            "no images, no manifest"
+        );
+        let calls = crate::support::shorts(&fx.take_calls());
+        assert!(
+            !calls
+                .iter()
+                .any(|c| c.starts_with("lock") || c.starts_with("checkpoint")),
+            "{calls:?}"
+        );
+        assert_eq!(fx.fake_state(job.0), "running");
+    }
+}

@@ -33,8 +33,10 @@ pub struct HeldImages {
     pub criu_dir: SafeDir,
     /// Every image, held open (for the stage: the files its names lead to).
     held: BTreeMap<OsString, OwnedFd>,
-    /// The stage's names, taken away once CRIU has run.
-    staged: bool,
+    /// The stage (its parent held, and its name there), whose names are
+    /// taken away once CRIU has run: the stage goes with them unless
+    /// CRIU's log is in it.
+    staged: Option<(SafeDir, OsString)>,
 }
 
 /// Why the images cannot be restored from.
@@ -117,7 +119,7 @@ impl HeldImages {
                 writer,
                 criu_dir: images,
                 held,
-                staged: false,
+                staged: None,
             }),
             Some(uid) => stage(held, uid).map_err(io),
         }
@@ -140,14 +142,15 @@ impl HeldImages {
     /// Takes the stage's names away (the log stays): what CRIU read is
     /// no longer needed there.
     pub fn unstage(&mut self) {
-        if !self.staged {
+        let Some((base, name)) = self.staged.take() else {
             return;
-        }
-        for name in self.held.keys() {
-            let _ = rustix::fs::unlinkat(self.criu_dir.fd(), name.as_os_str(), AtFlags::empty());
+        };
+        for image in self.held.keys() {
+            let _ = rustix::fs::unlinkat(self.criu_dir.fd(), image.as_os_str(), AtFlags::empty());
         }
         let _ = rustix::fs::unlinkat(self.criu_dir.fd(), "stats-restore", AtFlags::empty());
-        self.staged = false;
+        // Gone when empty; kept, with CRIU's log, when CRIU ran.
+        let _ = rustix::fs::unlinkat(base.fd(), name.as_os_str(), AtFlags::REMOVEDIR);
     }
 }
 
@@ -191,34 +194,45 @@ fn read_held(fd: &OwnedFd, cap: u64) -> io::Result<Vec<u8>> {
 }
 
 /// Where an undump of another user's images stages them: a directory of
-/// its own under cudackpt's run directory, where CRIU's log stays.
-fn stage_dir() -> io::Result<SafeDir> {
-    let base = crate::files::run_dir().join("undumps");
-    let name = format!(
+/// its own under cudackpt's run directory (`undumps/`), where CRIU's log
+/// stays; with that parent, held, and its name there.
+fn stage_dir() -> io::Result<(SafeDir, SafeDir, OsString)> {
+    let base =
+        SafeDir::create(&crate::files::run_dir().join("undumps")).map_err(io::Error::other)?;
+    let name = OsString::from(format!(
         "{}-{}",
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
         std::process::id()
-    );
-    let reached = dir_chain::reach_creating(&base.join(name), Links::FollowedBeforeLast, 0o700)
-        .map_err(io::Error::other)?;
+    ));
+    rustix::fs::mkdirat(base.fd(), name.as_os_str(), Mode::from_raw_mode(0o700))?;
+    let fd = rustix::fs::openat(
+        base.fd(),
+        name.as_os_str(),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
     let me = rustix::process::geteuid().as_raw();
-    let dir = SafeDir::from_reached(reached, me);
-    if !dir.names()?.is_empty() {
-        return Err(io::Error::other(format!(
-            "{} is not empty",
-            dir.path().display()
-        )));
+    let stat = rustix::fs::fstat(&fd)?;
+    if stat.st_uid != me || stat.st_mode & 0o077 != 0 {
+        return Err(io::Error::other("the stage is not the directory made"));
     }
-    Ok(dir)
+    let reached = dir_chain::Reached {
+        fd,
+        path: base.path().join(&name),
+        steps: Vec::new(),
+        created: true,
+    };
+    let dir = SafeDir::from_reached(reached, me);
+    Ok((dir, base, name))
 }
 
 /// Names each held image in a private stage: a link to the held file where
 /// only root can change it, else a private copy, which is then the file
 /// held.
 fn stage(mut held: BTreeMap<OsString, OwnedFd>, uid: u32) -> io::Result<HeldImages> {
-    let dir = stage_dir()?;
+    let (dir, base, name) = stage_dir()?;
     let me = std::process::id();
     for (name, fd) in held.iter_mut() {
         let stat = rustix::fs::fstat(&*fd)?;
@@ -234,7 +248,7 @@ fn stage(mut held: BTreeMap<OsString, OwnedFd>, uid: u32) -> io::Result<HeldImag
         writer: Some(uid),
         criu_dir: dir,
         held,
-        staged: true,
+        staged: Some((base, name)),
     })
 }
 
@@ -274,5 +288,67 @@ fn kind_in_words(kind: FileType) -> &'static str {
         FileType::Socket => "socket",
         FileType::CharacterDevice | FileType::BlockDevice => "device",
         _ => "file of another kind",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    /// Images under a directory another user owns: staged in root's place,
+    /// root's files by a link to the file held, theirs copied; what is read
+    /// is what was held, whatever they swap in afterwards; the stage goes
+    /// once unstaged. (Root only: chown.)
+    #[test]
+    fn another_users_images_are_staged_and_read_as_held() {
+        if !rustix::process::geteuid().is_root() {
+            assert!(std::env::var_os("CI").is_none(), "CI runs as root");
+            return;
+        }
+        let root = tempfile::tempdir().expect("tempdir");
+        let home = root.path().join("home");
+        std::fs::create_dir(&home).expect("mkdir");
+        std::os::unix::fs::chown(&home, Some(65534), Some(65534)).expect("chown");
+        let images = home.join("job1");
+        std::fs::create_dir(&images).expect("mkdir");
+        std::fs::set_permissions(&images, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .expect("chmod");
+        std::fs::write(images.join("core-1.img"), b"root's core").expect("write");
+        std::fs::write(images.join("planted.img"), b"theirs").expect("write");
+        std::os::unix::fs::chown(images.join("planted.img"), Some(65534), None).expect("chown");
+        let mut held = HeldImages::open(&images).expect("held");
+        assert_eq!(held.writer, Some(65534));
+        let stage = held.criu_dir.path().to_path_buf();
+        assert!(stage.starts_with(crate::files::run_dir().join("undumps")));
+        let link = std::fs::symlink_metadata(stage.join("core-1.img")).expect("staged");
+        assert!(
+            link.file_type().is_symlink(),
+            "root's file: a link to the one held"
+        );
+        let copy = std::fs::symlink_metadata(stage.join("planted.img")).expect("staged");
+        assert!(
+            copy.file_type().is_file() && copy.uid() == 0,
+            "theirs: root's copy"
+        );
+        // Swapped after the look: what is read (and what CRIU reads
+        // through the stage) is what was held.
+        std::fs::write(images.join("planted.img"), b"changed").expect("write");
+        std::fs::remove_file(images.join("core-1.img")).expect("rm");
+        std::fs::write(images.join("core-1.img"), b"forged").expect("write");
+        assert_eq!(
+            held.read("planted.img", 100).expect("read").as_deref(),
+            Some(&b"theirs"[..])
+        );
+        assert_eq!(
+            held.read("core-1.img", 100).expect("read").as_deref(),
+            Some(&b"root's core"[..])
+        );
+        assert_eq!(
+            std::fs::read(stage.join("core-1.img")).expect("through the link"),
+            b"root's core"
+        );
+        held.unstage();
+        assert!(!stage.exists(), "an empty stage goes");
     }
 }
