@@ -374,3 +374,32 @@ fn a_failed_restore_never_kills_a_tree_a_pidfile_names() {
     let _ = victim.kill();
     let _ = victim.wait();
 }
+
+/// A CRIU of root's in a directory the user owns is never run by a root
+/// dump: they could put another binary at its path (its `--version` would
+/// already run as root).
+#[test]
+fn a_criu_in_a_directory_a_user_owns_is_never_run() {
+    if !running_as_root() {
+        return;
+    }
+    let fx = Fixture::new();
+    let job = Orphan::cuda(&fx);
+    let home = attackers_home(&fx);
+    let bin = attackers_dir(&home, "bin");
+    let marker = fx.dir().join("owned");
+    let criu = bin.join("criu");
+    std::fs::write(
+        &criu,
+        format!(
+            "#!/bin/sh\nid -u > {}\necho 'Version: 4.2.1'\n",
+            marker.display()
+        ),
+    )
+    .expect("write");
+    std::fs::set_permissions(&criu, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (code, refused) = dump(&fx, &fx.dir().join("images"), &criu, job.0, &[]);
+    let message = crate::disk::refusal_message(code, &refused, "criu_unusable");
+    assert!(message.contains("uid 65534"), "{message}");
+    assert!(!marker.exists(), "the user's binary ran as root");
+}

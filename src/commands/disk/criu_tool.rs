@@ -40,7 +40,7 @@ impl CriuUnusable {
                 "install CRIU (apt install criu, dnf install criu) or name it with --criu PATH"
             }
             CriuUnusable::Untrusted { .. } => {
-                "use a CRIU owned by root and writable by nobody else (chown root; chmod go-w)"
+                "use a CRIU that only root can replace: owned by root and writable by nobody else, in directories that are too (chown root; chmod go-w)"
             }
             CriuUnusable::NoVersion { .. } => {
                 "name a working CRIU binary with --criu PATH (`criu --version` must answer)"
@@ -89,8 +89,8 @@ fn on_path(search_path: &str) -> Option<PathBuf> {
         })
 }
 
-/// As root, the binary and its directory must be root's and writable by
-/// nobody else.
+/// As root, the binary and every directory on the way to it must be root's
+/// and writable by nobody else.
 fn trusted(path: &Path) -> Result<(), CriuUnusable> {
     let untrusted = |why: String| CriuUnusable::Untrusted {
         path: path.to_path_buf(),
@@ -104,7 +104,26 @@ fn trusted(path: &Path) -> Result<(), CriuUnusable> {
     if me != 0 {
         return Ok(()); // without extra power, what the user names is theirs
     }
-    judge(metadata.uid(), metadata.mode()).map_err(untrusted)
+    judge(metadata.uid(), metadata.mode()).map_err(untrusted)?;
+    // Root runs it by its path: nobody but root may be able to put another
+    // binary there, through any directory on the way.
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    let reached =
+        crate::files::dir_chain::reach(parent, crate::files::dir_chain::Links::FollowedBeforeLast)
+            .map_err(|why| untrusted(why.to_string()))?;
+    let file = crate::files::dir_chain::FileStep {
+        owner: metadata.uid(),
+        mode: metadata.mode(),
+    };
+    match crate::files::dir_chain::writers(&reached.steps, &[file]) {
+        crate::files::dir_chain::Writers::Root => Ok(()),
+        crate::files::dir_chain::Writers::User(uid) => Err(untrusted(format!(
+            "uid {uid} owns a directory on the way to it, and could put another binary there"
+        ))),
+        crate::files::dir_chain::Writers::Many(why) => Err(untrusted(format!(
+            "{why}: others could put another binary there"
+        ))),
+    }
 }
 
 /// The verdict on a CRIU binary's owner and mode when cudackpt is root
