@@ -3,6 +3,7 @@ with DataLoader workers to disk and back through the carried CRIU, and a
 job restored onto the other GPU while its own is taken."""
 
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -27,11 +28,18 @@ def disk(tools, *args, expect_code=0):
     return doc, took
 
 
-def held(tools, work, size_mib, device=0, seed=7):
-    """A held target (its log says READY, then OK HASH every second)."""
+def held(tools, work, size_mib, device=0, seed=7, as_uid=None):
+    """A held target (its log says READY, then OK HASH every second); run
+    as user `as_uid` (a copy of the binary they can run) where given."""
     log_path = os.path.join(work, f"target-{seed}.log")
+    command = [tools.target_bin, "--size-mib", str(size_mib), "--device", str(device), "--seed", str(seed), "--hold"]
+    if as_uid is not None:
+        binary = os.path.join(work, "gpu-target")
+        shutil.copy(tools.target_bin, binary)
+        os.chmod(binary, 0o755)
+        command = ["setpriv", "--reuid", str(as_uid), "--regid", str(as_uid), "--clear-groups", binary] + command[1:]
     with open(log_path, "w") as log:
-        p = subprocess.Popen([tools.target_bin, "--size-mib", str(size_mib), "--device", str(device), "--seed", str(seed), "--hold"],
+        p = subprocess.Popen(command,
                              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     ready, seen = wait_for_line(log_path, "READY", 0, 120)
     line, seen = wait_for_line(log_path, "OK", seen, 60)
@@ -139,3 +147,30 @@ def disk_user_home(tools):
         return f"dump {dump_s:.1f} s; undump from the user's home refused ({error.get('kind')}); from root's place {undump_s:.1f} s, data intact"
     finally:
         kill_and_reap(p)
+
+
+@scenario("a job of another user (nobody) dumped by root into that user's own directory and undumped by root from there: its images checked to restore only as that user, CRIU fed a private stage of them, the job back as nobody with its data intact")
+def disk_users_own_job(tools):
+    work = tempfile.mkdtemp(prefix="cudackpt-disk-own-")
+    os.chmod(work, 0o711)
+    home = os.path.join(work, "home")
+    os.mkdir(home)
+    os.chown(home, 65534, 65534)
+    images = os.path.join(home, "job1")
+    p, log_path, hash_ = held(tools, work, 1024, seed=11, as_uid=65534)
+    try:
+        # setpriv execs the target: the PID is the job's.
+        dumped, dump_s = disk(tools, "dump", "--to", images, p.pid)
+        p.wait(timeout=30)
+        undumped, undump_s = disk(tools, "undump", images)
+        RAW["disk_users_own_job"] = {"dump": dumped, "undump": undumped}
+        remarks = " ".join(undumped.get("warnings", []))
+        expect("private stage" in remarks, f"the undump says it staged the images: {undumped}")
+        root = undumped["restored_root_pid"]
+        uid = [line.split()[1] for line in open(f"/proc/{root}/status") if line.startswith("Uid:")][0]
+        expect(uid == "65534", f"the restored job runs as uid {uid}")
+        data_back(log_path, hash_)
+        return f"dump {dump_s:.1f} s; undump from nobody's directory {undump_s:.1f} s, restored as uid {uid} through a private stage, data intact"
+    finally:
+        kill_and_reap(p)
+        subprocess.run(["pkill", "-9", "-u", "65534", "-f", "gpu-target"], capture_output=True)
