@@ -71,7 +71,7 @@ impl Orphan {
 
     /// Runs `sh -c "SCRIPT & echo $!"` with this orphan's mark: the PID it
     /// printed.
-    fn launch(fx: &Fixture, script: &str) -> Orphan {
+    pub(crate) fn launch(fx: &Fixture, script: &str) -> Orphan {
         static ORPHANS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let mark = format!(
             "{}-{}",

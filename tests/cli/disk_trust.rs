@@ -403,3 +403,72 @@ fn a_criu_in_a_directory_a_user_owns_is_never_run() {
     assert!(message.contains("uid 65534"), "{message}");
     assert!(!marker.exists(), "the user's binary ran as root");
 }
+
+/// Another user's job, dumped by a root cudackpt without CAP_SYS_RESOURCE
+/// (root in a container whose bounding set drops it, as on this project's
+/// machines; here dropped by setpriv, so the test means the same
+/// everywhere): CRIU cannot read the job's resource limits, which is known
+/// before any change. Forced, CRIU fails ("Can't get rlimit"); not forced,
+/// refused with no driver call.
+#[test]
+fn another_users_job_without_cap_sys_resource_is_refused_before_any_change() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let job = Orphan::launch(
+        &fx,
+        "setpriv --reuid 65534 --regid 65534 --clear-groups setsid sleep 600 </dev/null >/dev/null 2>&1",
+    );
+    wait_until("the job to run as nobody", || {
+        std::fs::read_to_string(format!("/proc/{}/status", job.0)).is_ok_and(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.contains("65534"))
+        })
+    });
+    let without_the_capability = |images: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "--bounding-set".to_string(),
+            "-sys_resource".to_string(),
+            crate::support::cudackpt_bin().display().to_string(),
+            "--json".to_string(),
+            "dump".to_string(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args.extend([
+            "--to".to_string(),
+            images.display().to_string(),
+            "--criu".to_string(),
+            criu.display().to_string(),
+            job.0.to_string(),
+        ]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = fx
+            .command_for(Path::new("/usr/bin/setpriv"), &args)
+            .output()
+            .expect("setpriv runs");
+        (
+            output.status.code().unwrap_or(-1),
+            crate::disk::document(&output),
+        )
+    };
+    // The harm: forced, CRIU fails after the pre-dump.
+    let (code, failed) = without_the_capability(&fx.dir().join("forced"), &["--force"]);
+    assert_eq!(
+        (code, failed["error"]["kind"].as_str()),
+        (1, Some("criu_failed")),
+        "{failed:#}"
+    );
+    assert!(
+        failed["criu_errors"].to_string().contains("rlimit"),
+        "{failed:#}"
+    );
+    // Not forced: refused before any change.
+    fx.take_calls();
+    let (code, refused) = without_the_capability(&fx.dir().join("refused"), &[]);
+    let message = crate::disk::refusal_message(code, &refused, "refused");
+    assert!(
+        message.contains("CAP_SYS_RESOURCE") && message.contains("uid 65534"),
+        "{message}"
+    );
+    fx.assert_no_calls("a refused dump");
+    assert!(alive(job.0));
+}

@@ -51,6 +51,10 @@ pub struct TreeFacts {
     /// Unix sockets connected to a process outside the tree, by the PID
     /// holding them: what the other end is bound to, when it says.
     pub external_unix: std::collections::BTreeMap<i32, Vec<String>>,
+    /// Processes of another user whose resource limits CRIU, run by this
+    /// cudackpt, may not read (prlimit needs CAP_SYS_RESOURCE there), with
+    /// their uid.
+    pub limits_unreadable: std::collections::BTreeMap<i32, u32>,
 }
 
 /// One CRIU option cudackpt chose, and why.
@@ -131,6 +135,11 @@ pub fn gather(pids: &[i32]) -> TreeFacts {
         }
         if locks.contains(&pid) {
             facts.file_locks.insert(pid);
+        }
+        if let Some((uids, gids)) = ids_of(pid) {
+            if !prlimit_allowed(ids_of_self(), (uids, gids), may_read_any_limits()) {
+                facts.limits_unreadable.insert(pid, uids[0]);
+            }
         }
         held.push((pid, sockets));
     }
@@ -215,6 +224,18 @@ pub fn refusal(facts: &TreeFacts) -> Option<TreeRefusal> {
         ));
         fixes.push("start the job in a session of its own (setsid COMMAND), or dump it from the namespace its session leader is in");
     }
+    if !facts.limits_unreadable.is_empty() {
+        let each: Vec<String> = facts
+            .limits_unreadable
+            .iter()
+            .map(|(pid, uid)| format!("PID {pid} (uid {uid})"))
+            .collect();
+        whys.push(format!(
+            "CRIU reads each process's resource limits (prlimit), and for {} that needs CAP_SYS_RESOURCE, which this cudackpt lacks (root in a container whose bounding set drops it): CRIU would fail after the suspend (\"Can't get rlimit\")",
+            each.join(", ")
+        ));
+        fixes.push("run cudackpt with CAP_SYS_RESOURCE (root on the host has it), or as the job's own user");
+    }
     (!whys.is_empty()).then(|| TreeRefusal {
         why: whys.join("; "),
         fix: format!(
@@ -241,6 +262,52 @@ pub fn parse_innermost_session(status: &str) -> Option<i32> {
         .last()?
         .parse()
         .ok()
+}
+
+/// `pid`'s real, effective, saved and filesystem uids and gids, from
+/// `/proc/PID/status`.
+fn ids_of(pid: i32) -> Option<([u32; 4], [u32; 4])> {
+    let status = crate::targets::process::read_proc_text(&format!("/proc/{pid}/status")).ok()?;
+    parse_ids(&status)
+}
+
+/// The `Uid:` and `Gid:` lines of a status text (pure).
+pub fn parse_ids(status: &str) -> Option<([u32; 4], [u32; 4])> {
+    let four = |key: &str| -> Option<[u32; 4]> {
+        let line = status.lines().find_map(|l| l.strip_prefix(key))?;
+        let values: Vec<u32> = line
+            .split_whitespace()
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        values.try_into().ok()
+    };
+    Some((four("Uid:")?, four("Gid:")?))
+}
+
+/// This process's real uid and gid.
+fn ids_of_self() -> (u32, u32) {
+    (
+        rustix::process::getuid().as_raw(),
+        rustix::process::getgid().as_raw(),
+    )
+}
+
+/// Whether this process holds CAP_SYS_RESOURCE (root on a host does; root
+/// in a container whose bounding set drops it does not).
+fn may_read_any_limits() -> bool {
+    rustix::thread::capabilities(None).is_ok_and(|sets| {
+        sets.effective
+            .contains(rustix::thread::CapabilitySet::SYS_RESOURCE)
+    })
+}
+
+/// Whether a process of real ids `me` may read the resource limits of one
+/// with `target`'s ids, as the kernel's prlimit decides: every uid of the
+/// target (real, effective, saved) its real uid and every gid its real
+/// gid, or CAP_SYS_RESOURCE (pure).
+pub fn prlimit_allowed(me: (u32, u32), target: ([u32; 4], [u32; 4]), capable: bool) -> bool {
+    let (uids, gids) = target;
+    capable || (uids[..3].iter().all(|&u| u == me.0) && gids[..3].iter().all(|&g| g == me.1))
 }
 
 /// `pid`'s process group and session, from `/proc/PID/stat`.
@@ -424,6 +491,7 @@ mod tests {
             session_outside_namespace: BTreeSet::new(),
             file_locks: BTreeSet::new(),
             external_unix: Default::default(),
+            limits_unreadable: Default::default(),
         };
         let options: Vec<String> = choose(&facts).into_iter().map(|o| o.option).collect();
         assert_eq!(
@@ -552,5 +620,29 @@ mod tests {
         ] {
             assert_eq!(restore_args(&[said(planted)]), Err(planted.to_string()));
         }
+    }
+
+    #[test]
+    fn another_users_limits_are_read_only_with_cap_sys_resource() {
+        let status =
+            "Name:\tsleep\nUid:\t65534\t65534\t65534\t65534\nGid:\t65534\t65534\t65534\t65534\n";
+        let nobody = parse_ids(status).expect("ids");
+        assert_eq!(nobody, ([65534; 4], [65534; 4]));
+        assert!(
+            !prlimit_allowed((0, 0), nobody, false),
+            "root, without the capability"
+        );
+        assert!(prlimit_allowed((0, 0), nobody, true));
+        assert!(prlimit_allowed((65534, 65534), nobody, false), "their own");
+        let setuid = ([1000, 0, 0, 1000], [1000; 4]);
+        assert!(!prlimit_allowed((1000, 1000), setuid, false));
+        let facts = TreeFacts {
+            limits_unreadable: [(7, 65534)].into(),
+            ..TreeFacts::default()
+        };
+        let refused = refusal(&facts).expect("refused");
+        assert!(
+            refused.why.contains("PID 7 (uid 65534)") && refused.why.contains("CAP_SYS_RESOURCE")
+        );
     }
 }

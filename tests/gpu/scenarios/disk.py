@@ -149,7 +149,7 @@ def disk_user_home(tools):
         kill_and_reap(p)
 
 
-@scenario("a job of another user (nobody) dumped by root into that user's own directory and undumped by root from there: its images checked to restore only as that user, CRIU fed a private stage of them, the job back as nobody with its data intact")
+@scenario("a job of another user (nobody) dumped by root into that user's own directory and undumped by root from there (its images checked to restore only as that user, through a private stage), or, where root lacks CAP_SYS_RESOURCE (a container's root), the dump refused before any change with the job's data intact")
 def disk_users_own_job(tools):
     work = tempfile.mkdtemp(prefix="cudackpt-disk-own-")
     os.chmod(work, 0o711)
@@ -159,7 +159,15 @@ def disk_users_own_job(tools):
     images = os.path.join(home, "job1")
     p, log_path, hash_ = held(tools, work, 1024, seed=11, as_uid=65534)
     try:
-        # setpriv execs the target: the PID is the job's.
+        capable = int([line.split()[1] for line in open("/proc/self/status") if line.startswith("CapEff:")][0], 16) & (1 << 24)
+        if not capable:
+            # setpriv execs the target: the PID is the job's.
+            refused, _ = disk(tools, "dump", "--to", images, p.pid, expect_code=8)
+            RAW["disk_users_own_job"] = {"refused": refused}
+            message = refused.get("error", {}).get("message", "")
+            expect("CAP_SYS_RESOURCE" in message, f"refused for the missing capability: {refused}")
+            data_back(log_path, hash_)
+            return "root here lacks CAP_SYS_RESOURCE: the dump of nobody's job refused before any change (CRIU could not read its rlimits), the job untouched, data intact"
         dumped, dump_s = disk(tools, "dump", "--to", images, p.pid)
         p.wait(timeout=30)
         undumped, undump_s = disk(tools, "undump", images)
