@@ -59,13 +59,14 @@ pub const DEBUG_DEVICE_PREFIX: &str = "CUDACKPT_DEBUG_DEVICE_PREFIX";
 pub const DEBUG_USER_RUNTIME_BASE: &str = "CUDACKPT_DEBUG_USER_RUNTIME_BASE";
 pub const DEBUG_KILL_AT: &str = "CUDACKPT_DEBUG_KILL_AT";
 pub const DEBUG_RESUME_WAIT_MS: &str = "CUDACKPT_DEBUG_RESUME_WAIT_MS";
+pub const DEBUG_STAGE_ALWAYS: &str = "CUDACKPT_DEBUG_STAGE_ALWAYS";
 
 /// How the stand-ins' names begin.
 const DEBUG_PREFIX: &str = "CUDACKPT_DEBUG_";
 
 /// What the man page's ENVIRONMENT section says of each variable a user
 /// may set or meet, in its order.
-pub const DOCUMENTED: [(&str, &str); 34] = [
+pub const DOCUMENTED: [(&str, &str); 35] = [
     (
         MAP,
         "a GPU map (as --map takes it: OLD=NEW,... or auto) for the CRIU hook's post-resume: the restored tree is resumed onto these GPUs. `cudackpt undump` sets it for the GPUs it chose.",
@@ -181,6 +182,10 @@ pub const DOCUMENTED: [(&str, &str); 34] = [
     (
         DEBUG_RESUME_WAIT_MS,
         "Debug builds only (tests): how long a failed dump waits for the action script's watcher to resume the tree, in milliseconds (else 60 s). Release builds ignore it.",
+    ),
+    (
+        DEBUG_STAGE_ALWAYS,
+        "Debug builds only (tests): 1 makes undump give CRIU a private stage of root's own images too, as it does for images another user could have written (whose jobs root cannot dump without CAP_SYS_RESOURCE, which the test machines lack). Release builds ignore it.",
     ),
     (
         RUST_LOG,

@@ -114,14 +114,17 @@ impl HeldImages {
                 open_image(&images, &entry.name).map_err(io)?,
             );
         }
+        let stage_anyway = crate::environment::debug(crate::environment::DEBUG_STAGE_ALWAYS)
+            .is_some_and(|v| v == "1");
         match writer {
+            None if stage_anyway => stage(held, None).map_err(io),
             None => Ok(HeldImages {
                 writer,
                 criu_dir: images,
                 held,
                 staged: None,
             }),
-            Some(uid) => stage(held, uid).map_err(io),
+            Some(uid) => stage(held, Some(uid)).map_err(io),
         }
     }
 
@@ -148,7 +151,10 @@ impl HeldImages {
         for image in self.held.keys() {
             let _ = rustix::fs::unlinkat(self.criu_dir.fd(), image.as_os_str(), AtFlags::empty());
         }
-        let _ = rustix::fs::unlinkat(self.criu_dir.fd(), "stats-restore", AtFlags::empty());
+        // What CRIU wrote beside them, read by now: its stats and pidfile.
+        for left in ["stats-restore", "restore.pid"] {
+            let _ = rustix::fs::unlinkat(self.criu_dir.fd(), left, AtFlags::empty());
+        }
         // Gone when empty; kept, with CRIU's log, when CRIU ran.
         let _ = rustix::fs::unlinkat(base.fd(), name.as_os_str(), AtFlags::REMOVEDIR);
     }
@@ -231,7 +237,7 @@ fn stage_dir() -> io::Result<(SafeDir, SafeDir, OsString)> {
 /// Names each held image in a private stage: a link to the held file where
 /// only root can change it, else a private copy, which is then the file
 /// held.
-fn stage(mut held: BTreeMap<OsString, OwnedFd>, uid: u32) -> io::Result<HeldImages> {
+fn stage(mut held: BTreeMap<OsString, OwnedFd>, writer: Option<u32>) -> io::Result<HeldImages> {
     let (dir, base, name) = stage_dir()?;
     let me = std::process::id();
     for (name, fd) in held.iter_mut() {
@@ -245,7 +251,7 @@ fn stage(mut held: BTreeMap<OsString, OwnedFd>, uid: u32) -> io::Result<HeldImag
         }
     }
     Ok(HeldImages {
-        writer: Some(uid),
+        writer,
         criu_dir: dir,
         held,
         staged: Some((base, name)),
