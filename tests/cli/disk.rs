@@ -1305,3 +1305,27 @@ fn a_criu_that_fails_before_its_pre_dump_changed_nothing() {
         assert_eq!(fx.fake_state(job.0), "running");
     }
 }
+
+/// A dump's success line names the images directory with its control
+/// characters escaped: a `--to` holding escape sequences never reaches a
+/// terminal raw.
+#[test]
+fn a_dump_prints_its_images_directory_escaped() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let job = Orphan::cuda(&fx);
+    let images = fx.dir().join("job\x1b]0;OWNED\x07\x1b[2J");
+    let pid = job.0.to_string();
+    let args = plain_dump(&images, &criu, &pid);
+    let output = fx.std_command(&args[1..]).output().expect("run cudackpt");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("job\\x1b]0;OWNED\\x07\\x1b[2J"),
+        "{stdout:?}"
+    );
+    assert!(
+        !stdout.contains('\x1b') && !stdout.contains('\x07'),
+        "{stdout:?}"
+    );
+}

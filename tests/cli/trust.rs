@@ -804,3 +804,22 @@ fn a_squatted_lock_name_stops_nobody() {
         assert!(doc.ok, "{step}: {doc:?}");
     }
 }
+
+/// A cgroup path anyone may type, with a newline and escape sequences in
+/// it, is printed escaped in the error, never raw.
+#[test]
+fn a_cgroup_path_is_printed_escaped() {
+    let fx = Fixture::new();
+    let output = fx
+        .std_command(&["ps", "--cgroup", "\n\x1b]0;OWNED\x07"])
+        .output()
+        .expect("run cudackpt");
+    let (_, stderr) = crate::support::texts(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let first = stderr.lines().next().unwrap_or_default();
+    assert!(first.contains("\\x0a\\x1b]0;OWNED\\x07"), "{stderr:?}");
+    assert!(
+        !stderr.contains('\x1b') && !stderr.contains('\x07'),
+        "{stderr:?}"
+    );
+}
