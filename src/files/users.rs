@@ -162,13 +162,24 @@ fn member_of(group: &str, name: &str) -> Vec<u32> {
 /// them on (Linux keeps them per thread) and ends, so this thread's stay
 /// what they were. Root alone can take on another user's.
 pub fn as_user<T: Send>(user: Invoker, work: impl FnOnce() -> T + Send) -> io::Result<T> {
+    as_user_in_groups(user, &[], work)
+}
+
+/// [`as_user`] with these supplementary groups (the user's own, where the
+/// kernel should judge as it would for them at a login).
+pub fn as_user_in_groups<T: Send>(
+    user: Invoker,
+    groups: &[u32],
+    work: impl FnOnce() -> T + Send,
+) -> io::Result<T> {
     use rustix::process::{Gid, Uid};
+    let groups: Vec<Gid> = groups.iter().map(|&g| Gid::from_raw(g)).collect();
     std::thread::scope(|scope| {
         let worker = std::thread::Builder::new()
             .name("cudackpt-as-user".into())
             .spawn_scoped(scope, || -> io::Result<T> {
                 // Groups first: after the uid changes, this thread may not.
-                rustix::thread::set_thread_groups(&[]).map_err(io::Error::from)?;
+                rustix::thread::set_thread_groups(&groups).map_err(io::Error::from)?;
                 rustix::thread::set_thread_res_gid(None, Gid::from_raw(user.gid), None)
                     .map_err(io::Error::from)?;
                 rustix::thread::set_thread_res_uid(None, Uid::from_raw(user.uid), None)

@@ -198,11 +198,17 @@ fn a_link_swapped_in_as_the_directory_is_made_is_never_chmodded_through() {
 /// root's, the home above it theirs.
 fn root_job_dumped_into_a_users_home(fx: &Fixture, criu: &Path) -> (Orphan, PathBuf) {
     let job = Orphan::cuda(fx);
+    let home = dumped_into_a_users_home(fx, criu, &job);
+    (job, home)
+}
+
+/// `job` dumped into `home/job1`, the user's home: the job gone.
+fn dumped_into_a_users_home(fx: &Fixture, criu: &Path, job: &Orphan) -> PathBuf {
     let home = attackers_home(fx);
     let (code, dumped) = dump(fx, &home.join("job1"), criu, job.0, &[]);
     assert_eq!(code, 0, "{dumped:#}");
     wait_until("the dumped job to be gone", || !alive(job.0));
-    (job, home)
+    home
 }
 
 /// The manifest with CRIU's options replaced by `options`.
@@ -279,12 +285,31 @@ fn a_forged_directory_swapped_under_an_undump_runs_nothing_of_the_users() {
 fn images_another_user_could_have_written_restore_only_as_that_user() {
     let Some(criu) = criu() else { return };
     let fx = Fixture::new();
-    let (job, home) = root_job_dumped_into_a_users_home(&fx, &criu);
+    // The job holds a file only root may read: CRIU would open it again,
+    // as root, for the restored job.
+    let secret = fx.dir().join("secret");
+    std::fs::write(&secret, "root's").expect("write");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let job = Orphan::start(
+        &fx,
+        &format!(
+            "exec 3<{}; FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA setsid sleep 600 </dev/null >/dev/null 2>&1",
+            secret.display()
+        ),
+    );
+    let home = dumped_into_a_users_home(&fx, &criu, &job);
     fx.take_calls();
     let (code, refused) = undump(&fx, &home.join("job1"), &criu, &[]);
     let message = crate::disk::refusal_message(code, &refused, "credentials");
     assert!(message.contains("uid 65534"), "{message}");
     assert!(message.contains("euid 0"), "{message}");
+    assert!(
+        message.contains(&format!(
+            "{} is opened for the job (to read) and uid 65534 may not open it so",
+            secret.display()
+        )),
+        "{message}"
+    );
     fx.assert_no_calls("a refused undump");
     assert!(!alive(job.0));
     // Moved where only root writes, all the way up, the same images are

@@ -5,8 +5,13 @@
 //! as them, in their groups, with no capability, and no file CRIU makes
 //! is another's or setuid or setgid; nor may such images carry a user or
 //! mount namespace of their own, or a tmpfs CRIU would unpack as root
-//! (their contents could give back what the checks take away). Anything
-//! else is refused before CRIU starts.
+//! (their contents could give back what the checks take away); and every
+//! file CRIU would open by path, as root, for the job (open or mapped) must
+//! be one that user could open so themselves, judged by the kernel on a
+//! thread holding their credentials. Anything else is refused before CRIU
+//! starts.
+
+use rustix::fs::Access;
 
 use super::criu_images::{self, Creds};
 use super::report::DiskFailure;
@@ -106,10 +111,11 @@ pub fn refuse_beyond(source: &HeldImages, uid: u32) -> Result<(), DiskFailure> {
     if cores == 0 {
         found.push("the images hold no thread's core (core-TID.img)".into());
     }
+    found.extend(files_beyond(source, uid, &groups));
     if found.is_empty() {
         return Ok(());
     }
-    found.truncate(8);
+    found.truncate(12);
     Err(DiskFailure::refused(
         "credentials",
         format!(
@@ -120,6 +126,81 @@ pub fn refuse_beyond(source: &HeldImages, uid: u32) -> Result<(), DiskFailure> {
     ))
 }
 
+/// The files CRIU would open by path, as root, and hand to the job (open
+/// files and mapped ones, from `files.img`; not those it makes again from
+/// its own copy) that uid `uid` could not open so themselves: an fd of a
+/// file of root's is more than that user.
+fn files_beyond(source: &HeldImages, uid: u32, groups: &[u32]) -> Vec<String> {
+    let files = match source.read("files.img", FILES_CAP) {
+        Ok(Some(img)) => match criu_images::dumped_files(&img) {
+            Ok(files) => files,
+            Err(why) => return vec![format!("files.img cannot be read ({why})")],
+        },
+        Ok(None) => return Vec::new(), // no file open
+        Err(why) => return vec![format!("files.img cannot be read ({why})")],
+    };
+    let remapped = match source.read("remap-fpath.img", FILES_CAP) {
+        Ok(Some(img)) => criu_images::remapped(&img).unwrap_or_default(),
+        _ => Default::default(),
+    };
+    let opened: Vec<(std::path::PathBuf, Access)> = files
+        .into_iter()
+        .filter(|f| !remapped.contains(&f.id))
+        .map(|f| (f.path, access_for(f.flags.unwrap_or(0))))
+        .collect();
+    let user = crate::files::users::user(uid);
+    let denied = crate::files::users::as_user_in_groups(user, groups, || {
+        opened
+            .iter()
+            .filter(|(path, access)| {
+                rustix::fs::accessat(rustix::fs::CWD, path, *access, rustix::fs::AtFlags::EACCESS)
+                    .is_err()
+            })
+            .map(|(path, access)| {
+                format!(
+                    "{} is opened for the job ({}) and uid {uid} may not open it so",
+                    crate::targets::name::printable_path(path),
+                    in_words(*access)
+                )
+            })
+            .collect::<Vec<String>>()
+    });
+    match denied {
+        Ok(denied) => denied,
+        Err(why) => vec![format!(
+            "the files the job had open could not be checked as uid {uid} ({why})"
+        )],
+    }
+}
+
+/// The access CRIU's open with `flags` needs (pure): reading, writing or
+/// both by `O_ACCMODE`; an `O_PATH` descriptor, only that the path is
+/// reachable.
+pub fn access_for(flags: u32) -> Access {
+    const O_PATH: u32 = 0o10000000;
+    if flags & O_PATH != 0 {
+        return Access::EXISTS;
+    }
+    match flags & 0o3 {
+        0 => Access::READ_OK,
+        1 => Access::WRITE_OK,
+        _ => Access::READ_OK | Access::WRITE_OK,
+    }
+}
+
+fn in_words(access: Access) -> &'static str {
+    if access == Access::READ_OK | Access::WRITE_OK {
+        "to read and write"
+    } else if access == Access::WRITE_OK {
+        "to write"
+    } else if access == Access::READ_OK {
+        "to read"
+    } else {
+        "as a path"
+    }
+}
+
+const FILES_CAP: u64 = 256 << 20;
 const CORE_CAP: u64 = 16 << 20;
 const GHOST_HEAD_CAP: u64 = 1 << 30;
 
@@ -209,6 +290,14 @@ mod tests {
             beyond(&capable, 1000, &[1000, 27]),
             ["effective capabilities", "ambient capabilities"]
         );
+    }
+
+    #[test]
+    fn the_access_an_open_needs_follows_its_flags() {
+        assert_eq!(access_for(0), Access::READ_OK);
+        assert_eq!(access_for(0o2001), Access::WRITE_OK, "O_WRONLY|O_APPEND");
+        assert_eq!(access_for(0o2), Access::READ_OK | Access::WRITE_OK);
+        assert_eq!(access_for(0o10000000), Access::EXISTS);
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub struct DumpedFile {
     pub size: Option<u64>,
     /// Its mode (type and permissions) at the dump, when CRIU recorded it.
     pub mode: Option<u32>,
+    /// The flags CRIU opens it again with (`O_RDONLY`, `O_WRONLY|O_APPEND`,
+    /// ...), when recorded.
+    pub flags: Option<u32>,
 }
 
 /// A file that is not as the dump saw it: what it was, what it is.
@@ -100,6 +103,9 @@ struct RegFileEntry {
     /// CRIU checks it too ("has bad mode").
     #[prost(uint32, optional, tag = "10")]
     mode: Option<u32>,
+    /// How CRIU opens it again, as root, for the job.
+    #[prost(uint32, optional, tag = "2")]
+    flags: Option<u32>,
 }
 
 /// CRIU's `remap_file_path_entry` (`images/remap-file-path.proto`).
@@ -227,6 +233,7 @@ pub fn dumped_files(files_img: &[u8]) -> Result<Vec<DumpedFile>, BadImage> {
                 path: std::ffi::OsString::from_vec(reg.name).into(),
                 size: reg.size,
                 mode: reg.mode,
+                flags: reg.flags,
             });
         }
     }
@@ -378,18 +385,21 @@ mod tests {
                     path: "/var/log/job.log".into(),
                     size: Some(1234),
                     mode: None,
+                    flags: None,
                 },
                 DumpedFile {
                     id: 4,
                     path: "/usr/lib/libc.so.6".into(),
                     size: None,
                     mode: None,
+                    flags: None,
                 },
                 DumpedFile {
                     id: 300,
                     path: "/big".into(),
                     size: Some(1 << 40),
                     mode: None,
+                    flags: None,
                 },
             ]
         );
@@ -403,36 +413,42 @@ mod tests {
                 path: "/log".into(),
                 size: Some(100),
                 mode: None,
+                flags: None,
             },
             DumpedFile {
                 id: 2,
                 path: "/log".into(),
                 size: Some(100),
                 mode: None,
+                flags: None,
             },
             DumpedFile {
                 id: 3,
                 path: "/same".into(),
                 size: Some(7),
                 mode: None,
+                flags: None,
             },
             DumpedFile {
                 id: 4,
                 path: "/deleted-then-made-again".into(),
                 size: Some(5),
                 mode: None,
+                flags: None,
             },
             DumpedFile {
                 id: 5,
                 path: "/gone".into(),
                 size: Some(5),
                 mode: None,
+                flags: None,
             },
             DumpedFile {
                 id: 6,
                 path: "/unsized".into(),
                 size: None,
                 mode: None,
+                flags: None,
             },
         ];
         let now = |path: &Path| match path.to_str().expect("UTF-8") {
@@ -489,6 +505,7 @@ mod tests {
             path: path.into(),
             size: None,
             mode: None,
+            flags: None,
         };
         let files = [
             file(1, "/home/u/job.log"),
