@@ -365,7 +365,7 @@ mod tests {
     }
 
     #[test]
-    fn regular_files_are_read_with_their_sizes_and_others_skipped() {
+    fn regular_files_are_read_with_their_sizes_flags_and_others_skipped() {
         let pipe = [number(1, 2), number(2, 9), bytes(18, &number(1, 9))].concat();
         let img = image(
             FILES_MAGIC,
@@ -385,21 +385,21 @@ mod tests {
                     path: "/var/log/job.log".into(),
                     size: Some(1234),
                     mode: None,
-                    flags: None,
+                    flags: Some(0o2),
                 },
                 DumpedFile {
                     id: 4,
                     path: "/usr/lib/libc.so.6".into(),
                     size: None,
                     mode: None,
-                    flags: None,
+                    flags: Some(0o2),
                 },
                 DumpedFile {
                     id: 300,
                     path: "/big".into(),
                     size: Some(1 << 40),
                     mode: None,
-                    flags: None,
+                    flags: Some(0o2),
                 },
             ]
         );
