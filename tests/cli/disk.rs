@@ -118,9 +118,9 @@ impl Orphan {
         }
     }
 
-    /// A fake CUDA process holding a deleted file of 4 MiB open: CRIU
-    /// stops at it ("ghost file" over its 1 MiB limit) after the
-    /// pre-dump has suspended the process.
+    /// A fake CUDA process holding a deleted file of 4 MiB open: a CRIU
+    /// held to a ghost limit under it ([`criu_with_a_tight_ghost_limit`])
+    /// stops at it after the pre-dump has suspended the process.
     fn cuda_that_criu_cannot_dump(fx: &Fixture) -> Orphan {
         let ghost = fx.dir().join("ghost");
         Orphan::start(
@@ -145,6 +145,31 @@ impl Drop for Orphan {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// `criu` with a ghost limit of one byte after whatever it is given (CRIU
+/// takes the last): it fails on any deleted file, after the pre-dump,
+/// where cudackpt chose a limit that fits.
+fn criu_with_a_tight_ghost_limit(fx: &Fixture, criu: &Path) -> PathBuf {
+    let wrapper = fx.dir().join("criu-tight");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh
+if [ \"$1\" = dump ]; then exec '{}' \"$@\" --ghost-limit 1; fi
+exec '{}' \"$@\"
+",
+            criu.display(),
+            criu.display()
+        ),
+    )
+    .expect("write");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    wrapper
 }
 
 pub(crate) fn document(output: &std::process::Output) -> serde_json::Value {
@@ -315,6 +340,7 @@ fn a_dump_that_fails_after_the_suspend_leaves_the_process_running() {
     let Some(criu) = criu() else { return };
     let fx = Fixture::new();
     let target = Orphan::cuda_that_criu_cannot_dump(&fx);
+    let criu = criu_with_a_tight_ghost_limit(&fx, &criu);
     let (code, failed) = dump(&fx, &fx.dir().join("images"), &criu, target.0, &[]);
     assert_eq!(code, 1, "{failed:#}");
     assert_eq!(failed["error"]["kind"], "criu_failed");
@@ -460,6 +486,7 @@ fn a_failed_dump_whose_tree_was_not_resumed_says_how_to_put_it_back() {
     let Some(criu) = criu() else { return };
     let fx = Fixture::new();
     let target = Orphan::cuda_that_criu_cannot_dump(&fx);
+    let criu = criu_with_a_tight_ghost_limit(&fx, &criu);
     let images = fx.dir().join("images");
     let pid = target.0.to_string();
     let output = fx
@@ -1328,4 +1355,214 @@ fn a_dump_prints_its_images_directory_escaped() {
         !stdout.contains('\x1b') && !stdout.contains('\x07'),
         "{stdout:?}"
     );
+}
+
+/// A job holding a deleted 4 MiB file (a DataLoader worker's batch in
+/// /dev/shm is one): CRIU's own ghost limit (1 MiB) would stop the dump
+/// after the suspend, shown with that limit forced; cudackpt gives CRIU the
+/// largest instead, and the job goes to disk and back with the file.
+#[test]
+fn a_deleted_file_above_criu_s_ghost_limit_is_dumped_and_restored() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    // The harm: held to CRIU's own limit, the dump fails after the suspend.
+    let tight = criu_with_a_tight_ghost_limit(&fx, &criu);
+    let job = Orphan::cuda_that_criu_cannot_dump(&fx);
+    let (code, failed) = dump(&fx, &fx.dir().join("tight"), &tight, job.0, &[]);
+    assert_eq!(
+        (code, failed["error"]["kind"].as_str()),
+        (1, Some("criu_failed")),
+        "{failed:#}"
+    );
+    assert!(
+        failed["criu_errors"].to_string().contains("ghost"),
+        "{failed:#}"
+    );
+    assert_eq!(fx.fake_state(job.0), "running");
+    // cudackpt's own choice.
+    let images = fx.dir().join("images");
+    let (code, dumped) = dump(&fx, &images, &criu, job.0, &[]);
+    assert_eq!(code, 0, "{dumped:#}");
+    let options: Vec<&str> = dumped["manifest"]["criu_options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .filter_map(|o| o["option"].as_str())
+        .collect();
+    assert!(options.contains(&"--ghost-limit 4194304"), "{options:?}");
+    wait_until("the dumped job to be gone", || !alive(job.0));
+    let (code, undumped) = undump(&fx, &images, &criu, &[]);
+    assert_eq!(code, 0, "{undumped:#}");
+    let held = std::fs::read_link(format!("/proc/{}/fd/3", job.0)).expect("its fd 3");
+    assert!(
+        held.to_string_lossy().ends_with("ghost (deleted)"),
+        "{}",
+        held.display()
+    );
+    let size = std::fs::metadata(format!("/proc/{}/fd/3", job.0))
+        .expect("the file")
+        .len();
+    assert_eq!(size, 4 << 20);
+}
+
+/// A job of two processes connected over TCP on this host's own address
+/// (the address the default route leaves by, else loopback), each end a
+/// socket of the tree; `$READY` names a file written once connected.
+const CONNECTED_PAIR: &str = r#"
+import os, socket, sys, time
+probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    probe.connect(("192.0.2.254", 9))
+    host = probe.getsockname()[0]
+except OSError:
+    host = "127.0.0.1"
+server = socket.socket()
+server.bind((host, 0))
+server.listen(1)
+port = server.getsockname()[1]
+if os.fork() == 0:
+    client = socket.create_connection((host, port))
+    while True:
+        time.sleep(1)
+peer, _ = server.accept()
+outside = sys.argv[1] if len(sys.argv) > 1 else ""
+if outside:
+    held = socket.create_connection(("127.0.0.1", int(outside)))
+open(os.environ["READY"], "w").write(host)
+while True:
+    time.sleep(1)
+"#;
+
+/// Starts [`CONNECTED_PAIR`] (connected also to `outside`, a port of this
+/// test's, where given): the tree's root and the address it used.
+fn connected_pair(fx: &Fixture, outside: Option<u16>) -> (Orphan, String) {
+    let script = fx.dir().join("pair.py");
+    std::fs::write(&script, CONNECTED_PAIR).expect("write");
+    let ready = fx.dir().join("pair.ready");
+    let job = Orphan::launch(
+        fx,
+        &format!(
+            "READY={} setsid python3 {} {} </dev/null >/dev/null 2>&1",
+            ready.display(),
+            script.display(),
+            outside.map_or(String::new(), |p| p.to_string())
+        ),
+    );
+    wait_until("the pair to connect", || ready.exists());
+    let host = std::fs::read_to_string(&ready).expect("the address");
+    (job, host)
+}
+
+fn options_of(doc: &serde_json::Value) -> Vec<String> {
+    doc["manifest"]["criu_options"]
+        .as_array()
+        .map(|options| {
+            options
+                .iter()
+                .filter_map(|o| o["option"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Connections whose two ends are both the tree's need no network lock on
+/// any address of the host (CRIU freezes the tree whole): the dump takes
+/// `--network-lock skip` and the pair goes to disk and back, with no
+/// iptables on PATH.
+#[test]
+fn connections_inside_the_tree_need_no_network_lock() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let (job, host) = connected_pair(&fx, None);
+    let images = fx.dir().join("images");
+    let pid = job.0.to_string();
+    let output = fx
+        .std_command(&plain_dump(&images, &criu, &pid))
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .expect("run cudackpt");
+    let dumped = document(&output);
+    assert_eq!(output.status.code(), Some(0), "{host}: {dumped:#}");
+    let options = options_of(&dumped);
+    assert!(
+        options.contains(&"--tcp-established".to_string())
+            && options.contains(&"--network-lock skip".to_string()),
+        "{host}: {options:?}"
+    );
+    wait_until("the dumped pair to be gone", || !alive(job.0));
+    let (code, undumped) = undump(&fx, &images, &criu, &[]);
+    assert_eq!(code, 0, "{undumped:#}");
+    assert!(alive(job.0));
+}
+
+/// A "CRIU" that has no nftables lock (its `check` fails), the real one
+/// otherwise.
+fn criu_without_nftables(fx: &Fixture, criu: &Path) -> PathBuf {
+    let wrapper = fx.dir().join("criu-no-nft");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = check ]; then exit 1; fi\nexec '{}' \"$@\"\n",
+            criu.display()
+        ),
+    )
+    .expect("write");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    wrapper
+}
+
+/// A connection that leaves the tree must be locked while CRIU dumps; on a
+/// host with neither CRIU's nftables lock nor iptables, CRIU fails after
+/// the suspend (shown forced), so the dump is refused before any change,
+/// naming the connection.
+#[test]
+fn a_connection_leaving_the_tree_without_a_lock_tool_is_refused() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = listener.local_addr().expect("its address").port();
+    let (job, _) = connected_pair(&fx, Some(port));
+    let _accepted = listener.accept().expect("the job connects");
+    let criu = criu_without_nftables(&fx, &criu);
+    let no_tools = fx.dir().join("bin");
+    std::fs::create_dir(&no_tools).expect("mkdir");
+    let dump_with = |images: &Path, extra: &[&str]| {
+        let pid = job.0.to_string();
+        let mut args = vec!["--json", "dump"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[
+            "--to",
+            images.to_str().expect("UTF-8"),
+            "--criu",
+            criu.to_str().expect("UTF-8"),
+            &pid,
+        ]);
+        let output = fx
+            .std_command(&args)
+            .env("PATH", &no_tools)
+            .output()
+            .expect("run cudackpt");
+        (output.status.code().unwrap_or(-1), document(&output))
+    };
+    // The harm: forced, CRIU cannot lock the connection.
+    let (code, failed) = dump_with(&fx.dir().join("forced"), &["--force"]);
+    assert_eq!(
+        (code, failed["error"]["kind"].as_str()),
+        (1, Some("criu_failed")),
+        "{failed:#}"
+    );
+    assert!(alive(job.0), "{failed:#}");
+    // Not forced: refused before any change, the connection named.
+    fx.take_calls();
+    let (code, refused) = dump_with(&fx.dir().join("refused"), &[]);
+    let message = refusal_message(code, &refused, "refused");
+    assert!(
+        message.contains(&format!("127.0.0.1:{port}")) && message.contains("neither"),
+        "{message}"
+    );
+    fx.assert_no_calls("a refused dump");
 }

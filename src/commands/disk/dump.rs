@@ -206,7 +206,7 @@ fn checked(
     images::check_unused(request.to)
         .map_err(|why| DiskFailure::refused("images_dir", why.to_string(), why.hint()))?;
     let tree = discover::trees(&[root_pid]);
-    let facts = tree_facts::gather(&tree);
+    let facts = tree_facts::gather(&tree, &criu.path);
     if let Some(undumpable) = tree_facts::refusal(&facts) {
         if !request.force {
             return Err(DiskFailure::refused(
@@ -257,7 +257,9 @@ fn weighed(
             .map(|pid| totals.get(pid).copied().unwrap_or(0))
             .sum()
     });
-    let expected = host_bytes + gpu_bytes;
+    // CRIU copies the deleted files into the images too.
+    let ghost_bytes = checked.facts.ghosts.total();
+    let expected = host_bytes + gpu_bytes + ghost_bytes;
     let prepared = images::prepare(request.to)
         .map_err(|why| DiskFailure::refused("images_dir", why.to_string(), why.hint()))?;
     if let Some(free) = prepared.dir.free_bytes() {
@@ -266,12 +268,13 @@ fn weighed(
             return Err(DiskFailure::refused(
                 "no_room",
                 format!(
-                    "the images need about {} MiB ({} MiB of host memory, {} MiB of GPU memory{}), and {} has {} MiB free",
+                    "the images need about {} MiB ({} MiB of host memory, {} MiB of GPU memory{}{}), and {} has {} MiB free",
                     expected >> 20,
                     host_bytes >> 20,
                     gpu_bytes >> 20,
                     if request.drain { ", before the drain shrinks it" } else { "" },
-                    request.to.display(),
+                    if ghost_bytes > 0 { format!(", {} MiB of deleted files", ghost_bytes >> 20) } else { String::new() },
+                    crate::targets::name::printable_path(request.to),
                     free >> 20
                 ),
                 "free space there, or dump to another filesystem with --to; --force dumps anyway",

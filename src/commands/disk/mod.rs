@@ -5,7 +5,8 @@
 //! refuses what cannot work before anything changes.
 //!
 //! `criu_tool` (which CRIU), `tree_facts` (what the tree holds, CRIU's
-//! options), `images` (the directory, its room and size), `host_driver`,
+//! options; `connections` whether its TCP connections leave it, `ghosts`
+//! its deleted files), `images` (the directory, its room and size), `host_driver`,
 //! `manifest`, `placement` (GPUs at restore), `criu_run` (running CRIU),
 //! `tree_state` (whether the tree's CUDA processes run), `criu_images`
 //! (the open files CRIU's images recorded), `open_files` (those files
@@ -15,11 +16,13 @@
 //! restore brought back, by pidfd),
 //! `dump`, `undump`, `report`.
 
+pub mod connections;
 pub mod credentials;
 pub mod criu_images;
 pub mod criu_run;
 pub mod criu_tool;
 pub mod dump;
+pub mod ghosts;
 pub mod host_driver;
 pub mod images;
 pub mod manifest;

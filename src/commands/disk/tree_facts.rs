@@ -36,10 +36,16 @@ const LOCKS_CAP: u64 = 4 << 20;
 /// What the tree holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TreeFacts {
-    /// PIDs holding an established TCP connection, and whether every such
-    /// connection is over loopback.
+    /// PIDs holding an established TCP connection, and those connections
+    /// whose other end is not a socket of the tree (said), which CRIU must
+    /// lock.
     pub tcp_established: BTreeSet<i32>,
-    pub tcp_all_loopback: bool,
+    pub tcp_leaving: Vec<String>,
+    /// What can lock the network here, asked only where a connection
+    /// leaves the tree.
+    pub lock_tools: LockTools,
+    /// The deleted files CRIU must copy into the images.
+    pub ghosts: super::ghosts::Ghosts,
     /// PIDs with a terminal open.
     pub terminal: BTreeSet<i32>,
     /// PIDs whose session or process group leader is outside the tree.
@@ -55,6 +61,15 @@ pub struct TreeFacts {
     /// cudackpt, may not read (prlimit needs CAP_SYS_RESOURCE there), with
     /// their uid.
     pub limits_unreadable: std::collections::BTreeMap<i32, u32>,
+}
+
+/// What CRIU could lock the network with on this host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LockTools {
+    /// `criu check --feature network_lock_nftables` passed.
+    pub nftables: bool,
+    /// `iptables` and `iptables-restore` are on PATH.
+    pub iptables: bool,
 }
 
 /// One CRIU option cudackpt chose, and why.
@@ -77,20 +92,30 @@ impl ChosenCriuOption {
 /// write the images could have written; an option outside this list (an
 /// action script, a plugin directory, a log elsewhere, all run or written
 /// by a root CRIU) is refused, never passed.
-pub const KNOWN_OPTIONS: [&str; 4] = [
+pub const KNOWN_OPTIONS: [&str; 6] = [
     "--tcp-established",
     "--network-lock skip",
+    "--network-lock nftables",
     "--shell-job",
     "--file-locks",
+    "--ghost-limit N",
 ];
 
-/// CRIU's arguments for the options a manifest names, each one of
-/// [`KNOWN_OPTIONS`] exactly, or the first that is not (pure).
+/// CRIU's arguments at restore for the options a manifest names, each one
+/// of [`KNOWN_OPTIONS`] exactly (`--ghost-limit` with a number of bytes, a
+/// dump's alone, not passed on), or the first that is not (pure).
 pub fn restore_args(chosen: &[ChosenCriuOption]) -> Result<Vec<&'static str>, String> {
     let mut args = Vec::new();
     for option in chosen {
+        if let Some(bytes) = option.option.strip_prefix("--ghost-limit ") {
+            if bytes.len() <= 20 && bytes.parse::<u64>().is_ok() && !bytes.starts_with('+') {
+                continue;
+            }
+            return Err(option.option.clone());
+        }
         let known = KNOWN_OPTIONS
             .iter()
+            .filter(|known| !known.ends_with(" N"))
             .find(|known| **known == option.option)
             .ok_or_else(|| option.option.clone())?;
         args.extend(known.split(' '));
@@ -98,12 +123,10 @@ pub fn restore_args(chosen: &[ChosenCriuOption]) -> Result<Vec<&'static str>, St
     Ok(args)
 }
 
-/// Reads what `pids` hold.
-pub fn gather(pids: &[i32]) -> TreeFacts {
-    let mut facts = TreeFacts {
-        tcp_all_loopback: true,
-        ..TreeFacts::default()
-    };
+/// Reads what `pids` hold; `criu` is asked what it could lock the
+/// network with where a connection leaves the tree.
+pub fn gather(pids: &[i32], criu: &std::path::Path) -> TreeFacts {
+    let mut facts = TreeFacts::default();
     let locks = files::read_capped(std::path::Path::new("/proc/locks"), LOCKS_CAP)
         .map(|text| lock_holders(&text))
         .unwrap_or_default();
@@ -120,19 +143,7 @@ pub fn gather(pids: &[i32]) -> TreeFacts {
             }
         }
         let sockets = socket_inodes_and_terminal(pid, &mut facts);
-        if !sockets.is_empty() {
-            for table in ["tcp", "tcp6"] {
-                let path = format!("/proc/{pid}/net/{table}");
-                let Ok(text) = files::read_capped(std::path::Path::new(&path), TCP_TABLE_CAP)
-                else {
-                    continue;
-                };
-                for connection in established(&text).filter(|c| sockets.contains(&c.inode)) {
-                    facts.tcp_established.insert(pid);
-                    facts.tcp_all_loopback &= connection.loopback;
-                }
-            }
-        }
+        facts.ghosts.gather(pid);
         if locks.contains(&pid) {
             facts.file_locks.insert(pid);
         }
@@ -144,7 +155,69 @@ pub fn gather(pids: &[i32]) -> TreeFacts {
         held.push((pid, sockets));
     }
     facts.external_unix = external_unix(&held);
+    tcp_facts(&held, &mut facts);
+    if !facts.tcp_leaving.is_empty() {
+        facts.lock_tools = lock_tools(criu);
+    }
     facts
+}
+
+/// The tree's established connections, from each network namespace's
+/// tables read once, and which of them leave the tree.
+fn tcp_facts(held: &[(i32, BTreeSet<u64>)], facts: &mut TreeFacts) {
+    let owner: std::collections::BTreeMap<u64, i32> = held
+        .iter()
+        .flat_map(|(pid, sockets)| sockets.iter().map(move |inode| (*inode, *pid)))
+        .collect();
+    if owner.is_empty() {
+        return;
+    }
+    let inodes: BTreeSet<u64> = owner.keys().copied().collect();
+    let mut seen_namespaces = BTreeSet::new();
+    let mut rows = Vec::new();
+    for (pid, sockets) in held {
+        let namespace = std::fs::metadata(format!("/proc/{pid}/ns/net")).map(|m| m.ino());
+        if sockets.is_empty() || !seen_namespaces.insert(namespace.ok()) {
+            continue;
+        }
+        for table in ["tcp", "tcp6"] {
+            let path = format!("/proc/{pid}/net/{table}");
+            if let Ok(text) = files::read_capped(std::path::Path::new(&path), TCP_TABLE_CAP) {
+                rows.extend(super::connections::established(&text));
+            }
+        }
+    }
+    for connection in super::connections::held(&rows, &inodes) {
+        if let Some(pid) = owner.get(&connection.inode) {
+            facts.tcp_established.insert(*pid);
+        }
+    }
+    facts.tcp_leaving = super::connections::leaving(&rows, &inodes);
+}
+
+/// What CRIU could lock the network with here: its nftables lock (it says
+/// whether it has one), else the iptables tools it runs from PATH.
+fn lock_tools(criu: &std::path::Path) -> LockTools {
+    let nftables = std::process::Command::new(criu)
+        .args(["check", "--feature", "network_lock_nftables"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let path = crate::environment::text(crate::environment::PATH)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let on_path = |tool: &str| {
+        path.split(':')
+            .filter(|dir| dir.starts_with('/'))
+            .any(|dir| std::path::Path::new(dir).join(tool).is_file())
+    };
+    LockTools {
+        nftables,
+        iptables: on_path("iptables") && on_path("iptables-restore"),
+    }
 }
 
 /// The Unix sockets of `held` (PID, socket inodes) connected outside it.
@@ -223,6 +296,13 @@ pub fn refusal(facts: &TreeFacts) -> Option<TreeRefusal> {
             crate::ops::vocabulary::prose::pids(&pids)
         ));
         fixes.push("start the job in a session of its own (setsid COMMAND), or dump it from the namespace its session leader is in");
+    }
+    if !facts.tcp_leaving.is_empty() && !facts.lock_tools.nftables && !facts.lock_tools.iptables {
+        whys.push(format!(
+            "the tree holds TCP connections that leave it ({}), CRIU must lock them while it dumps, and this host has neither its nftables lock nor iptables",
+            facts.tcp_leaving.join(", ")
+        ));
+        fixes.push("install nftables (with a CRIU built with it: `criu check --feature network_lock_nftables`) or iptables, or end those connections before the dump");
     }
     if !facts.limits_unreadable.is_empty() {
         let each: Vec<String> = facts
@@ -350,47 +430,6 @@ pub fn is_terminal(rdev: u64) -> bool {
     major == 4 || (136..=143).contains(&major)
 }
 
-/// One row of /proc/net/tcp.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Connection {
-    pub inode: u64,
-    pub loopback: bool,
-}
-
-/// The established connections of a /proc/net/tcp or tcp6 table (pure).
-pub fn established(table: &str) -> impl Iterator<Item = Connection> + '_ {
-    table.lines().skip(1).filter_map(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
-        let (local, remote, state, inode) = (
-            fields.get(1)?,
-            fields.get(2)?,
-            fields.get(3)?,
-            fields.get(9)?,
-        );
-        (*state == "01").then(|| Connection {
-            inode: inode.parse().unwrap_or(0),
-            loopback: is_loopback(local) && is_loopback(remote),
-        })
-    })
-}
-
-/// Whether a /proc/net/tcp address (`0100007F:1F90`, or 32 hex digits for
-/// IPv6) is a loopback address (pure).
-pub fn is_loopback(address: &str) -> bool {
-    let host = address.split(':').next().unwrap_or_default();
-    match host.len() {
-        // 127.0.0.0/8, little-endian: the last byte is the first octet.
-        8 => host.ends_with("7F"),
-        // ::1, and ::ffff:127.x.y.z (IPv4-mapped).
-        32 => {
-            host == "00000000000000000000000001000000"
-                || (host.starts_with("0000000000000000FFFF0000") && host.ends_with("7F"))
-        }
-        _ => false,
-    }
-}
-
 /// The PIDs /proc/locks names as holding a lock (pure).
 pub fn lock_holders(text: &str) -> BTreeSet<i32> {
     text.lines()
@@ -414,12 +453,33 @@ pub fn choose(facts: &TreeFacts) -> Vec<ChosenCriuOption> {
                 pids(&facts.tcp_established)
             ),
         });
-        if facts.tcp_all_loopback {
+        if facts.tcp_leaving.is_empty() {
             chosen.push(ChosenCriuOption {
                 option: "--network-lock skip".into(),
-                why: "every established connection is over loopback: nothing outside the host sends on them while the tree is frozen".into(),
+                why: "every established connection's other end is a socket of the tree (on whatever address of this host), and CRIU freezes the tree whole: nothing else sends on them".into(),
+            });
+        } else if facts.lock_tools.nftables {
+            chosen.push(ChosenCriuOption {
+                option: "--network-lock nftables".into(),
+                why: format!(
+                    "a connection leaves the tree ({}): CRIU locks it with nftables while it dumps",
+                    facts.tcp_leaving.join(", ")
+                ),
             });
         }
+        // Else iptables, CRIU's own default (refused before any change
+        // where neither is here: `refusal`).
+    }
+    if let Some(limit) = facts.ghosts.limit() {
+        chosen.push(ChosenCriuOption {
+            option: format!("--ghost-limit {limit}"),
+            why: format!(
+                "the tree holds {} deleted file{} CRIU copies into the images, the largest {} MiB (CRIU's own limit is 1 MiB)",
+                facts.ghosts.files.len(),
+                if facts.ghosts.files.len() == 1 { "" } else { "s" },
+                facts.ghosts.largest().div_ceil(1 << 20)
+            ),
+        });
     }
     let mut shell_job = Vec::new();
     if !facts.terminal.is_empty() {
@@ -450,30 +510,6 @@ pub fn choose(facts: &TreeFacts) -> Vec<ChosenCriuOption> {
 mod tests {
     use super::*;
 
-    const TCP: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1F90 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 1111 1 0 20 4 30 10 -1\n   1: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2222 1 0 100 0 0 10 0\n   2: 0A00020F:D1C2 5DB8D822:01BB 01 00000000:00000000 00:00000000 00000000  1000        0 3333 1 0 20 4 30 10 -1\n";
-
-    #[test]
-    fn established_connections_are_read_with_their_ends() {
-        let rows: Vec<Connection> = established(TCP).collect();
-        assert_eq!(
-            rows,
-            [
-                Connection {
-                    inode: 1111,
-                    loopback: true
-                },
-                Connection {
-                    inode: 3333,
-                    loopback: false
-                }
-            ]
-        );
-        assert!(is_loopback("0100007F:1F90"));
-        assert!(!is_loopback("0A00020F:D1C2"));
-        assert!(is_loopback("00000000000000000000000001000000:1F90"));
-        assert!(!is_loopback("zz"));
-    }
-
     #[test]
     fn lock_holders_are_read_and_waiters_left_out() {
         let locks = "1: POSIX  ADVISORY  WRITE 4242 08:01:1234 0 EOF\n1: -> POSIX  ADVISORY  WRITE 77 08:01:1234 0 EOF\n2: FLOCK  ADVISORY  WRITE 99 00:1a:5 0 EOF\n";
@@ -485,27 +521,68 @@ mod tests {
         assert!(choose(&TreeFacts::default()).is_empty());
         let facts = TreeFacts {
             tcp_established: BTreeSet::from([7, 9]),
-            tcp_all_loopback: true,
             terminal: BTreeSet::from([7]),
-            led_from_outside: BTreeSet::new(),
-            session_outside_namespace: BTreeSet::new(),
-            file_locks: BTreeSet::new(),
-            external_unix: Default::default(),
-            limits_unreadable: Default::default(),
+            ..TreeFacts::default()
         };
         let options: Vec<String> = choose(&facts).into_iter().map(|o| o.option).collect();
         assert_eq!(
             options,
             ["--tcp-established", "--network-lock skip", "--shell-job"]
         );
-        let remote = TreeFacts {
-            tcp_all_loopback: false,
-            ..facts
+        // A connection leaving the tree: nftables where CRIU has its lock,
+        // else iptables (CRIU's default, no option), else refused.
+        let leaving = TreeFacts {
+            tcp_leaving: vec!["127.0.0.1:40000 -> 127.0.0.1:3306".into()],
+            lock_tools: LockTools {
+                nftables: true,
+                iptables: false,
+            },
+            ..facts.clone()
         };
-        let chosen = choose(&remote);
-        assert!(chosen.iter().all(|o| o.option != "--network-lock skip"));
+        let chosen = choose(&leaving);
+        assert_eq!(chosen[1].option, "--network-lock nftables");
+        assert!(
+            chosen[1].why.contains("127.0.0.1:3306"),
+            "{}",
+            chosen[1].why
+        );
         assert!(chosen[0].why.contains("PIDs 7 and 9"), "{}", chosen[0].why);
-        assert_eq!(chosen[1].args(), ["--shell-job"]);
+        assert_eq!(refusal(&leaving), None);
+        let iptables = TreeFacts {
+            lock_tools: LockTools {
+                nftables: false,
+                iptables: true,
+            },
+            ..leaving.clone()
+        };
+        assert!(choose(&iptables)
+            .iter()
+            .all(|o| !o.option.starts_with("--network-lock")));
+        assert_eq!(refusal(&iptables), None);
+        let neither = TreeFacts {
+            lock_tools: LockTools::default(),
+            ..leaving
+        };
+        let refused = refusal(&neither).expect("refused");
+        assert!(
+            refused.why.contains("127.0.0.1:3306") && refused.fix.contains("nftables"),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn deleted_files_above_criu_s_limit_set_it() {
+        let mut facts = TreeFacts::default();
+        facts
+            .ghosts
+            .files
+            .insert((1, 2), ("/dev/shm/torch_1 (deleted)".into(), 8 << 20));
+        let chosen = choose(&facts);
+        assert_eq!(chosen.len(), 1);
+        assert_eq!(chosen[0].args(), ["--ghost-limit", "8388608"]);
+        assert!(chosen[0].why.contains("largest 8 MiB"), "{}", chosen[0].why);
+        // Not passed to the restore, but accepted from a manifest.
+        assert_eq!(restore_args(&chosen), Ok(vec![]));
     }
 
     #[test]
@@ -617,6 +694,10 @@ mod tests {
             "--shell-job --action-script x",
             "--network-lock  skip",
             "--network-lock iptables",
+            "--ghost-limit N",
+            "--ghost-limit 1 --action-script x",
+            "--ghost-limit -1",
+            "--ghost-limit +5",
         ] {
             assert_eq!(restore_args(&[said(planted)]), Err(planted.to_string()));
         }
