@@ -54,6 +54,7 @@ mod trust;
 mod compat;
 mod criu_hook;
 mod disk;
+mod disk_jobs;
 mod disk_trust;
 mod dumpable;
 

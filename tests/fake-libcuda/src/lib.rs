@@ -9,6 +9,7 @@
 //! - `state`: the state machine and its on-disk store, and `calls.log`.
 //! - `inject`: failure-injection rules.
 //! - `procfs`: facts about processes from `/proc`.
+//! - `forks`: children forked from a fake CUDA process, without CUDA state.
 //! - `devices`: the fake GPUs, `cuInit`, GPU-map checks.
 //! - `memory`: contexts and "device" memory (host memory) for `demo`.
 //! - `oom`: the `oom_kill` effect (the kernel killing a target, counted in a cgroup tree).
@@ -21,6 +22,7 @@
 mod codes;
 mod devices;
 mod exports;
+mod forks;
 mod inject;
 mod memory;
 mod nvml;

@@ -31,7 +31,9 @@ pub fn resolve(pid: i32) -> Result<Target, i32> {
     // count as "not a CUDA process", as for PID 1 under the real driver.
     let maps = read_lossy(format!("/proc/{tgid}/maps")).unwrap_or_default();
     match own_library() {
-        Some(me) if maps_library(&maps, me) => Ok(Target { tgid, starttime }),
+        Some(me) if maps_library(&maps, me) && !crate::forks::is_forked_child(tgid) => {
+            Ok(Target { tgid, starttime })
+        }
         _ => Err(CUDA_ERROR_NOT_INITIALIZED),
     }
 }

@@ -171,6 +171,11 @@ impl Store {
         Store { dir }
     }
 
+    /// The state directory.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     fn ensure_dir(&self) -> io::Result<()> {
         DirBuilder::new()
             .recursive(true)

@@ -1,0 +1,195 @@
+//! A distributed training job to disk and back on CPU (issue 46): a
+//! torchrun job of two gloo ranks with DDP, its groups started through the
+//! drain client, DataLoader workers forked from each rank handing 8 MiB
+//! batches over in unlinked /dev/shm files, run under the client's
+//! `no_io_uring` with the fake driver preloaded; `dump --drain` of
+//! torchrun's agent with no iptables on PATH, the job gone, `undump`, and
+//! the job's losses bit-exact against a run never dumped.
+//!
+//! Needs CRIU (`CUDACKPT_TEST_CRIU`) and a Python with torch
+//! (`CUDACKPT_TEST_PYTHON`, as the client's tests): CI has both.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::disk::{alive, criu, document, undump};
+use crate::support::{fake_libcuda, prerequisite, workspace, Fixture};
+
+/// The first interpreter of `CUDACKPT_TEST_PYTHON` (else `python3`) that
+/// has torch.
+fn python_with_torch() -> Option<PathBuf> {
+    let listed = std::env::var_os("CUDACKPT_TEST_PYTHON").unwrap_or_else(|| "python3".into());
+    std::env::split_paths(&listed).find(|python| {
+        Command::new(python)
+            .args(["-c", "import torch"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+/// A torchrun job in a session of its own, killed whole when dropped (its
+/// restored self too: CRIU restores the session).
+struct Job {
+    agent: i32,
+    child: std::process::Child,
+}
+
+impl Job {
+    fn start(
+        fx: &Fixture,
+        python: &Path,
+        work: &Path,
+        steps: u32,
+        pause: &str,
+        preload: bool,
+    ) -> Job {
+        let script = workspace().join("tests/disk-job/ddp_loader.py");
+        let mut command = Command::new("setsid");
+        command
+            .arg(python)
+            .args(["-m", "cudackpt_drain.no_io_uring"])
+            .arg(python)
+            .args(["-m", "torch.distributed.run", "--nproc-per-node", "2"]);
+        command
+            .arg(&script)
+            .arg(work)
+            .arg(steps.to_string())
+            .arg(pause)
+            .current_dir(work)
+            .env("PYTHONPATH", workspace().join("clients/python/src"))
+            .env("FAKE_CUDA_STATE_DIR", fx.dir())
+            .env("OMP_NUM_THREADS", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if preload {
+            command.env("LD_PRELOAD", fake_libcuda());
+        }
+        let child = command.spawn().expect("torchrun starts");
+        Job {
+            agent: child.id() as i32,
+            child,
+        }
+    }
+
+    /// Reaps the agent once a dump has ended it, freeing its PID for the
+    /// undump.
+    fn reap(&mut self) {
+        let _ = self.child.wait();
+    }
+
+    /// Kills every process of its session, and waits (a few seconds at
+    /// most) until none is left.
+    fn kill(&self) {
+        let session = self.agent.to_string();
+        let _ = Command::new("pkill").args(["-9", "-s", &session]).status();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline
+            && Command::new("pgrep")
+                .args(["-s", &session])
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Waits up to two minutes for `condition` (a torch job starts in seconds,
+/// more on a loaded machine).
+fn wait_long(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !condition() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn losses(work: &Path, rank: u32) -> String {
+    std::fs::read_to_string(work.join(format!("losses-{rank}.txt"))).unwrap_or_default()
+}
+
+fn done(work: &Path) -> bool {
+    work.join("done-0").exists() && work.join("done-1").exists()
+}
+
+#[test]
+fn a_torchrun_job_with_dataloader_workers_goes_to_disk_and_back_bit_exact() {
+    let Some(criu) = criu() else { return };
+    let python = python_with_torch();
+    if !prerequisite(
+        "a Python with torch (CUDACKPT_TEST_PYTHON)",
+        python.is_some(),
+    ) {
+        return;
+    }
+    let python = python.expect("checked");
+    let fx = Fixture::new();
+    let steps = 40;
+    // The reference: the same job, never dumped.
+    let reference = fx.dir().join("reference");
+    std::fs::create_dir(&reference).expect("mkdir");
+    let mut run = Job::start(&fx, &python, &reference, steps, "0", false);
+    wait_long("the reference run to finish", || done(&reference));
+    run.reap();
+    // The job, dumped with its drain after a few steps.
+    let work = fx.dir().join("job");
+    std::fs::create_dir(&work).expect("mkdir");
+    let mut job = Job::start(&fx, &python, &work, steps, "0.2", true);
+    wait_long("the job's fifth step", || {
+        losses(&work, 0).lines().count() >= 5
+    });
+    let images = fx.dir().join("images");
+    let output = fx
+        .std_command(&[
+            "--json",
+            "dump",
+            "--drain",
+            "--to",
+            images.to_str().expect("UTF-8"),
+            "--criu",
+            criu.to_str().expect("UTF-8"),
+            &job.agent.to_string(),
+        ])
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .expect("run cudackpt");
+    let dumped = document(&output);
+    assert_eq!(output.status.code(), Some(0), "{dumped:#}");
+    let options: Vec<&str> = dumped["manifest"]["criu_options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .filter_map(|o| o["option"].as_str())
+        .collect();
+    assert!(options.contains(&"--network-lock skip"), "{options:?}");
+    assert!(
+        options.iter().any(|o| o.starts_with("--ghost-limit ")),
+        "8 MiB batches in /dev/shm: {options:?}"
+    );
+    job.reap();
+    wait_long("the dumped job to be gone", || !alive(job.agent));
+    let at_dump = losses(&work, 0).lines().count();
+    assert!(at_dump < steps as usize, "dumped mid-run");
+    let (code, undumped) = undump(&fx, &images, &criu, &[]);
+    assert_eq!(code, 0, "{undumped:#}");
+    wait_long("the restored job to finish", || done(&work));
+    for rank in 0..2 {
+        assert_eq!(
+            losses(&work, rank),
+            losses(&reference, rank),
+            "rank {rank}: the losses after the undump"
+        );
+    }
+}
