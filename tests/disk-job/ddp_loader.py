@@ -1,4 +1,5 @@
-"""A torchrun training job for `dump`/`undump` tests on CPU: DDP over gloo,
+"""A torchrun training job for `dump`/`undump` tests: DDP over gloo on CPU
+(or, with DDP_BACKEND=nccl, over NCCL with each rank on GPU LOCAL_RANK),
 groups started with cudackpt_drain.init_process_group, a Drain point after
 every step, and a DataLoader with two forked workers yielding 16 x 128 x
 1024 float32 batches (8 MiB, handed over in unlinked /dev/shm files).
@@ -31,10 +32,16 @@ class Batches(Dataset):
 def main():
     work, steps = sys.argv[1], int(sys.argv[2])
     pause = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
-    cudackpt_drain.init_process_group("gloo")
+    backend = os.environ.get("DDP_BACKEND", "gloo")
+    device = torch.device("cpu")
+    if backend == "nccl":
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+        torch.backends.cudnn.deterministic = True
+    cudackpt_drain.init_process_group(backend)
     rank = dist.get_rank()
     torch.manual_seed(0)
-    model = DistributedDataParallel(torch.nn.Linear(1024, 1))
+    model = DistributedDataParallel(torch.nn.Linear(1024, 1).to(device))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     drain = cudackpt_drain.Drain()
     loader = DataLoader(Batches(), batch_size=16, num_workers=2, sampler=range(rank, 1 << 20, 2))
@@ -42,7 +49,7 @@ def main():
         for step, batch in enumerate(loader):
             if step == steps:
                 break
-            loss = model(batch).pow(2).mean()
+            loss = model(batch.to(device)).pow(2).mean()
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()

@@ -5,6 +5,7 @@ job restored onto the other GPU while its own is taken."""
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -182,3 +183,68 @@ def disk_users_own_job(tools):
     finally:
         kill_and_reap(p)
         subprocess.run(["pkill", "-9", "-u", "65534", "-f", "gpu-target"], capture_output=True)
+
+
+DDP_LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "disk-job", "ddp_loader.py")
+
+
+def ddp_loader(work, steps, pause, env=None):
+    """tests/disk-job/ddp_loader.py on two GPUs over NCCL, under torchrun
+    and the client's no_io_uring, in a session of its own: its agent."""
+    from harness.jobs import CLIENT_SRC
+    os.makedirs(work, exist_ok=True)
+    command = [sys.executable, "-m", "cudackpt_drain.no_io_uring", sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc-per-node", "2", DDP_LOADER, work, str(steps), str(pause)]
+    log = open(os.path.join(work, "job.log"), "w")
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env=dict(os.environ, PYTHONPATH=CLIENT_SRC, DDP_BACKEND="nccl", NCCL_NVLS_ENABLE="0", **(env or {})))
+
+
+def ddp_losses(work):
+    return [open(os.path.join(work, f"losses-{r}.txt")).read() if os.path.exists(os.path.join(work, f"losses-{r}.txt")) else "" for r in range(2)]
+
+
+def ddp_done(work, timeout):
+    until = time.monotonic() + timeout
+    while time.monotonic() < until:
+        if all(os.path.exists(os.path.join(work, f"done-{r}")) for r in range(2)):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@scenario("a torchrun job to disk and back: two NCCL ranks with DDP and two fork DataLoader workers each (8 MiB batches in /dev/shm), under no_io_uring; dump --drain of torchrun's agent with no iptables on the host, undump with every rank moved to the other GPU, losses bit-exact", gpus=2)
+def disk_torchrun(tools):
+    base = tempfile.mkdtemp(prefix="cudackpt-disk-ddp-")
+    steps = 40
+    reference = os.path.join(base, "reference")
+    p = ddp_loader(reference, steps, 0)
+    try:
+        expect(ddp_done(reference, 180), f"the reference run finished: {open(os.path.join(reference, 'job.log')).read()[-1500:]}")
+    finally:
+        kill_and_reap(p)
+    expected = ddp_losses(reference)
+    work = os.path.join(base, "job")
+    p = ddp_loader(work, steps, 0.3)
+    try:
+        until = time.monotonic() + 180
+        while time.monotonic() < until and len(ddp_losses(work)[0].splitlines()) < 8:
+            time.sleep(0.2)
+        images = os.path.join(base, "images")
+        dumped, dump_s = disk(tools, "dump", "--drain", "--to", images, p.pid)
+        RAW["disk_torchrun"] = {"dump": dumped}
+        p.wait(timeout=60)
+        at_dump = len(ddp_losses(work)[0].splitlines())
+        gpus = tools.json("devices")["gpus"]
+        swap = f"{gpus[0]['uuid']}={gpus[1]['uuid']},{gpus[1]['uuid']}={gpus[0]['uuid']}"
+        undumped, undump_s = disk(tools, "undump", images, "--map", swap)
+        RAW["disk_torchrun"]["undump"] = undumped
+        expect(ddp_done(work, 180), f"the restored job finished: {open(os.path.join(work, 'job.log')).read()[-1500:]}")
+        got = ddp_losses(work)
+        expect(got == expected, f"losses after the undump differ from the reference's (rank 0: {len(got[0].splitlines())} lines against {len(expected[0].splitlines())})")
+        options = [o["option"] for o in dumped["manifest"]["criu_options"]]
+        return (f"dump --drain at step {at_dump} {dump_s:.1f} s ({dumped['manifest']['image_bytes'] / 1e9:.2f} GB; CRIU {', '.join(options)}), "
+                f"undump onto the swapped GPUs {undump_s:.1f} s, {steps} losses a rank bit-exact")
+    finally:
+        subprocess.run(["pkill", "-9", "-s", str(p.pid)], capture_output=True)
+        kill_and_reap(p)
