@@ -12,3 +12,5 @@ timeout $(left 560) python3 tests/gpu/suite.py --bin-dir $B --criu-dir $B/criu -
   --only disk_torchrun,disk_dataloader,disk_round_trip > $O/suite3/suite.log 2>&1
 echo "suite rc=$? at $(( $(date +%s) - start )) s"
 grep -E "PASS|FAIL|SKIP|passed" $O/suite3/suite.log | tail -20
+for log in /tmp/cudackpt-disk-ddp-*/images/*.log; do [ -f "$log" ] && { echo "== $log"; grep -E "Error|Warn" "$log" | tail -40; } ; done > $O/suite3/criu-errors.txt 2>&1
+tail -c 3000 /tmp/cudackpt-disk-ddp-*/job/job.log > $O/suite3/job-tail.txt 2>&1
