@@ -1431,9 +1431,22 @@ while True:
     time.sleep(1)
 "#;
 
+/// A session whose every process is killed when this is dropped (CRIU
+/// restores a session with its processes).
+struct KilledSession(i32);
+
+impl Drop for KilledSession {
+    fn drop(&mut self) {
+        let _ = Command::new("pkill")
+            .args(["-9", "-s", &self.0.to_string()])
+            .status();
+    }
+}
+
 /// Starts [`CONNECTED_PAIR`] (connected also to `outside`, a port of this
-/// test's, where given): the tree's root and the address it used.
-fn connected_pair(fx: &Fixture, outside: Option<u16>) -> (Orphan, String) {
+/// test's, where given): the tree's root, leading a session of its own
+/// that goes with the returned guard, and the address it used.
+fn connected_pair(fx: &Fixture, outside: Option<u16>) -> (Orphan, KilledSession, String) {
     let script = fx.dir().join("pair.py");
     std::fs::write(&script, CONNECTED_PAIR).expect("write");
     let ready = fx.dir().join("pair.ready");
@@ -1448,7 +1461,8 @@ fn connected_pair(fx: &Fixture, outside: Option<u16>) -> (Orphan, String) {
     );
     wait_until("the pair to connect", || ready.exists());
     let host = std::fs::read_to_string(&ready).expect("the address");
-    (job, host)
+    let session = KilledSession(job.0);
+    (job, session, host)
 }
 
 pub(crate) fn options_of(doc: &serde_json::Value) -> Vec<String> {
@@ -1471,7 +1485,7 @@ pub(crate) fn options_of(doc: &serde_json::Value) -> Vec<String> {
 fn connections_inside_the_tree_need_no_network_lock() {
     let Some(criu) = criu() else { return };
     let fx = Fixture::new();
-    let (job, host) = connected_pair(&fx, None);
+    let (job, _session, host) = connected_pair(&fx, None);
     let images = fx.dir().join("images");
     let pid = job.0.to_string();
     let output = fx
@@ -1523,7 +1537,7 @@ fn a_connection_leaving_the_tree_without_a_lock_tool_is_refused() {
     let fx = Fixture::new();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
     let port = listener.local_addr().expect("its address").port();
-    let (job, _) = connected_pair(&fx, Some(port));
+    let (job, _session, _) = connected_pair(&fx, Some(port));
     let _accepted = listener.accept().expect("the job connects");
     let criu = criu_without_nftables(&fx, &criu);
     let no_tools = fx.dir().join("bin");

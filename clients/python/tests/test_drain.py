@@ -266,6 +266,36 @@ class Forks(unittest.TestCase):
         _, status = os.waitpid(pid, 0)
         self.assertEqual(os.waitstatus_to_exitcode(status), 0)
 
+    def test_a_forked_child_drops_its_network_sockets_and_keeps_its_unix_ones(self):
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        ours, theirs = socket.socketpair()
+        try:
+            cd.keep_forks_dumpable(self.device.prefix)
+            pid = os.fork()
+            if pid == 0:  # the hook has run: the child says what it holds
+                def held(fd):
+                    try:
+                        os.fstat(fd)
+                        return True
+                    except OSError:
+                        return False
+
+                kept = (held(listener.fileno()), held(udp.fileno()), held(theirs.fileno()))
+                os._exit(0 if kept == (False, False, True) else 1)
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0, "the child kept no TCP or UDP socket, and its Unix one")
+            # The parent's are its own still.
+            client = socket.create_connection(listener.getsockname())
+            client.close()
+            ours.send(b"x")
+            self.assertEqual(theirs.recv(1), b"x")
+        finally:
+            for s in (listener, udp, ours, theirs):
+                s.close()
+
     def test_a_drain_keeps_forks_dumpable_for_the_gpu_device_nodes(self):
         with cd.Drain():
             self.assertIn(cd.DEVICE_PREFIX, cd._fork_hooks)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import socket
 import warnings
 import signal as signals
 import sys
@@ -249,6 +250,38 @@ def drop_inherited_gpu(prefix: str = DEVICE_PREFIX):
     return unmapped, closed
 
 
+def drop_inherited_sockets() -> int:
+    """Closes every TCP or UDP socket (IPv4 or IPv6) this process holds;
+    returns how many. For a forked child, as :func:`drop_inherited_gpu`
+    is: the copies it inherits of its parent's network sockets (the process
+    group's and the store's connections, NCCL's bootstrap and RAS
+    listeners) are never its own to use, and the parent keeps its own
+    descriptors. CRIU could not restore them shared: on two GPUs, a
+    DataLoader worker failed to bind its copy of a rank's socket ("inet:
+    Can't bind inet socket: Address already in use") and the whole restore
+    with it. Unix sockets and pipes, through which a worker talks to its
+    parent, are left alone."""
+    closed = 0
+    try:
+        descriptors = os.listdir("/proc/self/fd")
+    except OSError:
+        descriptors = []
+    for name in descriptors:
+        try:
+            if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                continue
+            fd = int(name)
+            held = socket.socket(fileno=fd)
+            family = held.family
+            held.detach()
+            if family in (socket.AF_INET, socket.AF_INET6):
+                os.close(fd)
+                closed += 1
+        except (OSError, ValueError):
+            pass  # gone, or the listing's own descriptor
+    return closed
+
+
 def _mappings_of(prefix: str):
     """The (start, end) of each mapping of a ``prefix*`` file in
     ``/proc/self/maps``, read whole before any is unmapped."""
@@ -270,12 +303,16 @@ def _mappings_of(prefix: str):
 def keep_forks_dumpable(prefix: str = DEVICE_PREFIX) -> None:
     """Makes every child this process forks from now on drop the GPU
     mappings and descriptors it inherits (:func:`drop_inherited_gpu`, in an
-    ``os.register_at_fork`` hook), so that CRIU can dump a job whose
-    ``DataLoader`` forks workers. :class:`Drain` calls it; call it yourself
+    ``os.register_at_fork`` hook), and its copies of the parent's network
+    sockets (:func:`drop_inherited_sockets`), so that CRIU can dump and
+    restore a job whose ``DataLoader`` forks workers. :class:`Drain` calls it; call it yourself
     in a program that is checkpointed through CRIU without a drain. Once per
     prefix; a child that execs loses the mappings anyway."""
     if prefix in _fork_hooks:
         return
+    if not _fork_hooks:
+        # Once, whatever the prefix: the network sockets too.
+        os.register_at_fork(after_in_child=drop_inherited_sockets)
     _fork_hooks.add(prefix)
     os.register_at_fork(after_in_child=lambda: drop_inherited_gpu(prefix))
 
