@@ -180,14 +180,16 @@ pub(super) fn in_words(status: std::process::ExitStatus) -> String {
     }
 }
 
-/// The lines of CRIU's log `name` in `work` that say what went wrong
-/// (`Error (`), the last `limit` of them, else its last lines; and whether
-/// they are errors (CRIU's own words) rather than the log's last lines.
-pub fn log_errors(work: &SafeDir, name: &str, limit: usize) -> (Vec<String>, bool) {
-    let Ok(Some(text)) = work.read_capped(name, 64 << 20) else {
-        return (Vec::new(), false);
-    };
-    let lines: Vec<&str> = text.lines().collect();
+/// CRIU's log `name` in `work`, where it wrote one (read at most 64 MiB).
+pub fn read_log(work: &SafeDir, name: &str) -> Option<String> {
+    work.read_capped(name, 64 << 20).ok().flatten()
+}
+
+/// The lines of a CRIU log that say what went wrong (`Error (`), the last
+/// `limit` of them, else its last lines; and whether they are errors
+/// (CRIU's own words) rather than the log's last lines (pure).
+pub fn log_errors(log: &str, limit: usize) -> (Vec<String>, bool) {
+    let lines: Vec<&str> = log.lines().collect();
     let errors: Vec<&str> = lines
         .iter()
         .copied()

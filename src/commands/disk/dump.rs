@@ -412,9 +412,19 @@ fn run_criu(
         .map_err(|why| DiskReport::not_started(&checked.criu.path, &why))?;
     let ran = report.noted(ran)?;
     if !ran.ok {
-        let (quoted, are_errors) = criu_run::log_errors(dir, LOG_NAME, 12);
+        // Read once: what to quote, and whether the pre-dump ran.
+        let log = criu_run::read_log(dir, LOG_NAME);
+        let (quoted, are_errors) = log
+            .as_deref()
+            .map_or((Vec::new(), false), |log| criu_run::log_errors(log, 12));
         report.criu_errors = quoted;
-        return Err(failed_dump(request, checked, dir, &ran, are_errors));
+        return Err(failed_dump(
+            request,
+            checked,
+            log.as_deref(),
+            &ran,
+            are_errors,
+        ));
     }
     Ok(ran)
 }
@@ -427,7 +437,7 @@ pub const LOG_NAME: &str = "dump.log";
 fn failed_dump(
     request: &DumpSettings<'_>,
     checked: &CheckedTree,
-    dir: &SafeDir,
+    log: Option<&str>,
     ran: &criu_run::CriuRun,
     quoted_errors: bool,
 ) -> DiskFailure {
@@ -436,18 +446,18 @@ fn failed_dump(
         ran.exit,
         ran.elapsed.as_secs_f64()
     );
-    let log = ran.log.display();
+    let log_path = ran.log.display();
     let where_said = match quoted_errors {
-        true => format!("CRIU's errors are below and in {log}"),
-        false => format!("CRIU wrote no error line: its last lines are below and in {log}"),
+        true => format!("CRIU's errors are below and in {log_path}"),
+        false => format!("CRIU wrote no error line: its last lines are below and in {log_path}"),
     };
-    if !predump_ran(dir) {
+    if !log.is_some_and(predump_ran) {
         return DiskFailure {
             kind: "criu_failed",
             message: format!("{message}, before its pre-dump: nothing was changed"),
             hint: format!(
                 "the tree was never suspended and runs as it did; {}",
-                if dir.names().is_ok_and(|n| n.iter().any(|n| n == LOG_NAME)) {
+                if log.is_some() {
                     where_said
                 } else {
                     "CRIU wrote no log: run it by hand (`criu --version`, `criu check`) to see why it stops".to_string()
@@ -472,13 +482,10 @@ fn failed_dump(
 }
 
 /// Whether CRIU ran its pre-dump action scripts (cudackpt's suspend), by
-/// its log: CRIU says so at `-v4` before it runs them, and freezes nothing
+/// its log (pure): CRIU says so at `-v4` before it runs them, and freezes nothing
 /// before.
-fn predump_ran(dir: &SafeDir) -> bool {
-    dir.read_capped(LOG_NAME, 64 << 20)
-        .ok()
-        .flatten()
-        .is_some_and(|log| log.contains("Running pre-dump scripts"))
+fn predump_ran(log: &str) -> bool {
+    log.contains("Running pre-dump scripts")
 }
 
 /// How long the action script's helper is given to resume the tree after

@@ -131,6 +131,8 @@ pub fn gather(pids: &[i32], criu: &std::path::Path) -> TreeFacts {
         .map(|text| lock_holders(&text))
         .unwrap_or_default();
     let mut held: Vec<(i32, BTreeSet<u64>)> = Vec::new();
+    // Who this cudackpt is: asked once, not once a process.
+    let (me, capable) = (ids_of_self(), may_read_any_limits());
     for &pid in pids {
         if let Some((group, session)) = group_and_session(pid) {
             if !pids.contains(&group) || !pids.contains(&session) {
@@ -148,7 +150,7 @@ pub fn gather(pids: &[i32], criu: &std::path::Path) -> TreeFacts {
             facts.file_locks.insert(pid);
         }
         if let Some((uids, gids)) = ids_of(pid) {
-            if !prlimit_allowed(ids_of_self(), (uids, gids), may_read_any_limits()) {
+            if !prlimit_allowed(me, (uids, gids), capable) {
                 facts.limits_unreadable.insert(pid, uids[0]);
             }
         }

@@ -257,7 +257,9 @@ fn restored(
         Err(_) => Vec::new(),
     };
     if !ran.ok {
-        report.criu_errors = criu_run::log_errors(work, LOG_NAME, 12).0;
+        report.criu_errors = criu_run::read_log(work, LOG_NAME)
+            .map(|log| criu_run::log_errors(&log, 12).0)
+            .unwrap_or_default();
         let killed = kill_restored();
         let exit = format!(
             "CRIU's restore {} after {:.1} s",
