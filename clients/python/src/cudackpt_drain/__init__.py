@@ -236,18 +236,31 @@ def drop_inherited_gpu(prefix: str = DEVICE_PREFIX):
         if libc.munmap(start, end - start) == 0:
             unmapped += 1
     closed = 0
-    try:
-        descriptors = os.listdir("/proc/self/fd")
-    except OSError:
-        descriptors = []
-    for name in descriptors:
-        try:
-            if os.readlink(f"/proc/self/fd/{name}").startswith(prefix):
-                os.close(int(name))
+    for fd, target in _descriptors():
+        if target.startswith(prefix):
+            try:
+                os.close(fd)
                 closed += 1
-        except (OSError, ValueError):
-            pass  # the descriptor the listing itself used, gone already
+            except OSError:
+                pass  # gone already
     return unmapped, closed
+
+
+def _descriptors():
+    """Each descriptor of this process with what it leads to
+    (``/proc/self/fd``), listed whole before any is closed; one gone
+    meanwhile (the listing's own) is left out."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        try:
+            found.append((int(name), os.readlink(f"/proc/self/fd/{name}")))
+        except (OSError, ValueError):
+            pass
+    return found
 
 
 def drop_inherited_sockets() -> int:
@@ -262,23 +275,18 @@ def drop_inherited_sockets() -> int:
     with it. Unix sockets and pipes, through which a worker talks to its
     parent, are left alone."""
     closed = 0
-    try:
-        descriptors = os.listdir("/proc/self/fd")
-    except OSError:
-        descriptors = []
-    for name in descriptors:
+    for fd, target in _descriptors():
+        if not target.startswith("socket:"):
+            continue
         try:
-            if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
-                continue
-            fd = int(name)
             held = socket.socket(fileno=fd)
             family = held.family
             held.detach()
             if family in (socket.AF_INET, socket.AF_INET6):
                 os.close(fd)
                 closed += 1
-        except (OSError, ValueError):
-            pass  # gone, or the listing's own descriptor
+        except OSError:
+            pass  # gone already
     return closed
 
 
