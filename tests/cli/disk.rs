@@ -218,6 +218,20 @@ fn plain_dump<'a>(images: &'a Path, criu: &'a Path, pid: &'a str) -> [&'a str; 7
     ]
 }
 
+/// `job` dumped to `images` (the dump must succeed), and gone: its
+/// document.
+pub(crate) fn dumped_and_gone(
+    fx: &Fixture,
+    images: &Path,
+    criu: &Path,
+    job: &Orphan,
+) -> serde_json::Value {
+    let (code, dumped) = dump(fx, images, criu, job.0, &[]);
+    assert_eq!(code, 0, "{dumped:#}");
+    wait_until("the dumped job to be gone", || !alive(job.0));
+    dumped
+}
+
 /// `cudackpt --json undump IMAGES --criu CRIU [EXTRA]`.
 pub(crate) fn undump(
     fx: &Fixture,
@@ -709,10 +723,8 @@ fn another_driver_is_refused_and_a_restore_that_fails_is_killed_whole() {
     let fx = Fixture::new();
     let job = Orphan::cuda(&fx);
     let images = fx.dir().join("images");
-    let (code, dumped) = dump(&fx, &images, &criu, job.0, &[]);
-    assert_eq!(code, 0, "{dumped:#}");
+    let dumped = dumped_and_gone(&fx, &images, &criu, &job);
     assert_eq!(dumped["manifest"]["driver"]["cuda"], "13.0");
-    wait_until("the dumped job to be gone", || !alive(job.0));
     fx.take_calls();
     // A host whose driver answers 12.8: refused before CRIU.
     let (code, refused) = undump_with(

@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::disk::{alive, criu, dump, undump, undump_with, Orphan};
+use crate::disk::{alive, criu, dump, dumped_and_gone, undump, undump_with, Orphan};
 use crate::support::{running_as_root, wait_until, Fixture};
 
 /// The attacker's uid.
@@ -205,9 +205,7 @@ fn root_job_dumped_into_a_users_home(fx: &Fixture, criu: &Path) -> (Orphan, Path
 /// `job` dumped into `home/job1`, the user's home: the job gone.
 fn dumped_into_a_users_home(fx: &Fixture, criu: &Path, job: &Orphan) -> PathBuf {
     let home = attackers_home(fx);
-    let (code, dumped) = dump(fx, &home.join("job1"), criu, job.0, &[]);
-    assert_eq!(code, 0, "{dumped:#}");
-    wait_until("the dumped job to be gone", || !alive(job.0));
+    dumped_and_gone(fx, &home.join("job1"), criu, job);
     home
 }
 
@@ -330,9 +328,7 @@ fn a_manifest_asking_criu_for_more_than_a_dump_chooses_is_refused() {
     let fx = Fixture::new();
     let job = Orphan::cuda(&fx);
     let images = fx.dir().join("images");
-    let (code, dumped) = dump(&fx, &images, &criu, job.0, &[]);
-    assert_eq!(code, 0, "{dumped:#}");
-    wait_until("the dumped job to be gone", || !alive(job.0));
+    dumped_and_gone(&fx, &images, &criu, &job);
     let marker = fx.dir().join("owned");
     let script = pwn_script(fx.dir(), &marker);
     for planted in [
@@ -367,9 +363,7 @@ fn a_failed_restore_never_kills_a_tree_a_pidfile_names() {
     let fx = Fixture::new();
     let job = Orphan::cuda(&fx);
     let images = fx.dir().join("images");
-    let (code, dumped) = dump(&fx, &images, &criu, job.0, &[]);
-    assert_eq!(code, 0, "{dumped:#}");
-    wait_until("the dumped job to be gone", || !alive(job.0));
+    dumped_and_gone(&fx, &images, &criu, &job);
     let mut victim = Command::new("sleep").arg("600").spawn().expect("sleep");
     let planted = format!("restore.pid={}", victim.id());
     let watcher = swapper(
@@ -509,9 +503,7 @@ fn criu_restores_through_a_private_stage_of_the_images() {
     let fx = Fixture::new();
     let job = Orphan::cuda(&fx);
     let images = fx.dir().join("images");
-    let (code, dumped) = dump(&fx, &images, &criu, job.0, &[]);
-    assert_eq!(code, 0, "{dumped:#}");
-    wait_until("the dumped job to be gone", || !alive(job.0));
+    dumped_and_gone(&fx, &images, &criu, &job);
     let before = names(&images);
     let (code, undumped) =
         crate::disk::undump_with(&fx, &images, &criu, &[("CUDACKPT_DEBUG_STAGE_ALWAYS", "1")]);

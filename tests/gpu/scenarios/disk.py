@@ -124,14 +124,20 @@ def disk_moved_gpu(tools):
         kill_and_reap(p)
 
 
-@scenario("dump into a directory under another user's home, undump refused there (the images could be that user's, the job is root's: credentials read from CRIU's images) with the job untouched on disk, then moved where only root writes and undumped: data intact")
-def disk_user_home(tools):
-    work = tempfile.mkdtemp(prefix="cudackpt-disk-home-")
+def nobodys_home(prefix):
+    """A work directory others may pass through, holding nobody's home:
+    (work, the images directory to be in that home)."""
+    work = tempfile.mkdtemp(prefix=prefix)
     os.chmod(work, 0o711)
     home = os.path.join(work, "home")
     os.mkdir(home)
     os.chown(home, 65534, 65534)
-    images = os.path.join(home, "job1")
+    return work, os.path.join(home, "job1")
+
+
+@scenario("dump into a directory under another user's home, undump refused there (the images could be that user's, the job is root's: credentials read from CRIU's images) with the job untouched on disk, then moved where only root writes and undumped: data intact")
+def disk_user_home(tools):
+    work, images = nobodys_home("cudackpt-disk-home-")
     p, log_path, hash_ = held(tools, work, 1024)
     try:
         dumped, dump_s = disk(tools, "dump", "--to", images, p.pid)
@@ -152,12 +158,7 @@ def disk_user_home(tools):
 
 @scenario("a job of another user (nobody) dumped by root into that user's own directory and undumped by root from there (its images checked to restore only as that user, through a private stage), or, where root lacks CAP_SYS_RESOURCE (a container's root), the dump refused before any change with the job's data intact")
 def disk_users_own_job(tools):
-    work = tempfile.mkdtemp(prefix="cudackpt-disk-own-")
-    os.chmod(work, 0o711)
-    home = os.path.join(work, "home")
-    os.mkdir(home)
-    os.chown(home, 65534, 65534)
-    images = os.path.join(home, "job1")
+    work, images = nobodys_home("cudackpt-disk-own-")
     p, log_path, hash_ = held(tools, work, 1024, seed=11, as_uid=65534)
     try:
         capable = int([line.split()[1] for line in open("/proc/self/status") if line.startswith("CapEff:")][0], 16) & (1 << 24)
