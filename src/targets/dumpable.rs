@@ -45,12 +45,14 @@ pub struct Undumpable {
     pub name: Option<String>,
     pub parent: Option<(i32, Option<String>)>,
     pub obstacle: Obstacle,
-    /// It, or its parent, is `torch.compile`'s compile-worker pool (its
-    /// command line runs `torch/_inductor/compile_worker`): the pool reads
-    /// the GPUs' properties (so starts CUDA) and forks its workers, and the
-    /// fix is the pool's, not a DataLoader's. Read from a command line any
-    /// process may write: it chooses a hint, nothing else.
-    pub compile_pool: bool,
+    /// The PID of `torch.compile`'s compile-worker pool when this process
+    /// is that pool or one of its workers (the pool's command line runs
+    /// `torch/_inductor/compile_worker`): the pool reads the GPUs'
+    /// properties (so starts CUDA) and forks its workers, and the fix is
+    /// the pool's, not a DataLoader's. Read from a command line any
+    /// process may write: it chooses the words and the grouping, nothing
+    /// else.
+    pub compile_pool: Option<i32>,
 }
 
 /// What a compile-worker pool's command line holds (its `__main__.py`).
@@ -116,7 +118,12 @@ pub fn find(pids: &[i32], holds_cuda: &dyn Fn(i32) -> bool) -> Vec<Undumpable> {
         }
         let (name, ppid) = name_and_parent(pid);
         let parent = ppid.map(|ppid| (ppid, name_and_parent(ppid).0));
-        let compile_pool = runs_compile_pool(pid) || ppid.is_some_and(runs_compile_pool);
+        // A worker is forked from the pool, so runs its command line too:
+        // the pool is the highest of the two that runs it.
+        let compile_pool = match ppid.filter(|&ppid| runs_compile_pool(ppid)) {
+            Some(pool) => Some(pool),
+            None => runs_compile_pool(pid).then_some(pid),
+        };
         found.extend(obstacles.into_iter().map(|obstacle| Undumpable {
             pid,
             name: name.clone(),

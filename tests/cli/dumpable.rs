@@ -16,7 +16,8 @@ use crate::wire::{Document, Kind, ProcessCommandDoc, State};
 /// Holds what it is told to, then says so in `<path>.ready` (or why not in
 /// `<path>.failed`) and sleeps: `device PATH` maps PATH shared and keeps a
 /// descriptor of it, as a forked child keeps its parent's `/dev/nvidia0`;
-/// `io_uring PATH` sets up an io_uring and maps its ring; `io_uring_fd
+/// `device_forks PATH` does that and forks 5 children that keep it too (a
+/// compile-worker pool's workers); `io_uring PATH` sets up an io_uring and maps its ring; `io_uring_fd
 /// PATH` sets one up and only keeps its descriptor (as a ring set up with
 /// IORING_SETUP_NO_MMAP, or unmapped); `wide PATH` maps one file with a
 /// 3,800-character path 1,500 times, so its maps run past cudackpt's
@@ -24,10 +25,15 @@ use crate::wire::{Document, Kind, ProcessCommandDoc, State};
 const HOLDER: &str = r#"
 import ctypes, mmap, os, sys, time
 what, path = sys.argv[1], sys.argv[2]
-if what == "device":
+if what in ("device", "device_forks"):
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     os.ftruncate(fd, mmap.PAGESIZE)
     held = mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED)
+    forks = 5 if what == "device_forks" else 0
+    for _ in range(forks):
+        if os.fork() == 0:
+            time.sleep(600)
+            os._exit(0)
 elif what == "wide":
     deep = path + ".wide"
     while len(deep) < 3800:
@@ -204,6 +210,38 @@ fn a_compile_worker_that_maps_the_gpu_is_refused_with_the_pool_s_fix() {
         "{hint}"
     );
     assert!(!hint.contains("DataLoader"), "{hint}");
+    assert_eq!(fx.state_changes(), Vec::<String>::new());
+}
+
+/// A pool with five workers that inherited its device mapping is told in
+/// one sentence with the count (a pool of 32 was 11 KB of the same words).
+#[test]
+fn a_compile_pool_and_its_workers_are_refused_in_one_sentence() {
+    let fx = Fixture::new();
+    let holder = fx
+        .dir()
+        .join("site-packages/torch/_inductor/compile_worker/__main__.py");
+    let (tree, pool, prefix) =
+        tree_with_holder_at(&fx, "device_forks", &holder).expect("a file can be mapped");
+    let output = pre_dump(&fx, tree.root(), &prefix, false);
+    assert_eq!(output.status.code(), Some(8), "{output:?}");
+    let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+    let error = doc.error.as_ref().expect("the tree is refused");
+    assert_eq!(
+        error.message.matches("compile-worker pool").count(),
+        1,
+        "{}",
+        error.message
+    );
+    assert!(
+        error.message.contains(&format!(
+            "torch.compile's compile-worker pool, PID {pool} (python3)"
+        )) && error
+            .message
+            .contains("and its workers, 6 processes (PIDs "),
+        "{}",
+        error.message
+    );
     assert_eq!(fx.state_changes(), Vec::<String>::new());
 }
 

@@ -47,14 +47,14 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<String>, Stop> 
         .chain(ready.blocked.iter().map(|p| p.pid))
         .collect();
     let found = dumpable::find(&pids, &|pid| cuda.contains(&pid));
-    let failures = by_process(&found);
+    let failures = failures(&found);
     if failures.is_empty() {
         return Ok(Vec::new());
     }
     if request.criu_dump.is_none() {
         return Ok(failures
-            .values()
-            .map(|(_, f)| {
+            .iter()
+            .map(|f| {
                 let fix = f.hint.as_deref().unwrap_or_default();
                 format!(
                     "a CRIU dump of this tree would fail: {} (fix: {fix})",
@@ -65,15 +65,13 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<String>, Stop> 
     }
     if request.force {
         return Ok(failures
-            .values()
-            .map(|(_, f)| format!("{} (going on anyway: CUDACKPT_FORCE=1)", f.message))
+            .iter()
+            .map(|f| format!("{} (going on anyway: CUDACKPT_FORCE=1)", f.message))
             .collect());
     }
     // The processes at fault are no targets: the group is refused as a
     // whole, and each target is not attempted.
-    Err(Stop::not_run(together(
-        failures.into_values().map(|(_, f)| f),
-    )))
+    Err(Stop::not_run(together(failures.into_iter())))
 }
 
 /// One refusal of the tree from each process's (pure).
@@ -98,9 +96,138 @@ fn together(failures: impl Iterator<Item = Fault>) -> Fault {
     )
 }
 
+/// The refusals of a tree's processes (pure): the device mappings of one
+/// family (a compile-worker pool and its workers, or the children one
+/// parent forked) in one sentence with their count, since a pool has one
+/// worker a CPU core and the same words for each of 32 say nothing more;
+/// every other process's obstacles together in one failure of its own.
+/// In the order of their first PID.
+fn failures(found: &[Undumpable]) -> Vec<Fault> {
+    let mut families: BTreeMap<Family, Vec<&Undumpable>> = BTreeMap::new();
+    let mut alone: Vec<&Undumpable> = Vec::new();
+    for f in found {
+        match family(f) {
+            Some(key) => families.entry(key).or_default().push(f),
+            None => alone.push(f),
+        }
+    }
+    // A family of one is told as a process of its own.
+    alone.extend(families.values().filter(|m| m.len() == 1).map(|m| m[0]));
+    let mut told: Vec<(i32, Fault)> = by_process(alone)
+        .into_iter()
+        .map(|(pid, (_, fault))| (pid, fault))
+        .collect();
+    told.extend(
+        families
+            .values()
+            .filter(|members| members.len() > 1)
+            .map(|members| (members[0].pid, family_fault(members))),
+    );
+    told.sort_by_key(|(pid, _)| *pid);
+    told.into_iter().map(|(_, fault)| fault).collect()
+}
+
+/// Whose device mappings are told together: a pool's, or one parent's
+/// forked children's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Family {
+    CompilePool(i32),
+    ChildrenOf(i32),
+}
+
+fn family(found: &Undumpable) -> Option<Family> {
+    if !matches!(found.obstacle, Obstacle::Device(_)) {
+        return None;
+    }
+    match (found.compile_pool, &found.parent) {
+        (Some(pool), _) => Some(Family::CompilePool(pool)),
+        (None, Some((ppid, _))) => Some(Family::ChildrenOf(*ppid)),
+        (None, None) => None,
+    }
+}
+
+/// One sentence for a family's device mappings (pure; `members` share a
+/// [`Family`], sorted by PID, two or more).
+fn family_fault(members: &[&Undumpable]) -> Fault {
+    let first = members[0];
+    let path = match &first.obstacle {
+        Obstacle::Device(path) => crate::targets::name::printable(path),
+        _ => "a GPU device".into(),
+    };
+    let pids = pid_list(members.iter().map(|m| m.pid));
+    let count = members.len();
+    let (message, hint) = match family(first) {
+        Some(Family::CompilePool(pool)) => {
+            let who = match members.iter().find(|m| m.pid == pool) {
+                Some(itself) => format!(
+                    "torch.compile's compile-worker pool, {}{} and its workers",
+                    describe_process(pool, itself.name.as_deref()),
+                    parent_clause(itself)
+                ),
+                None => format!(
+                    "workers of torch.compile's compile-worker pool {}",
+                    parent_of(first)
+                ),
+            };
+            (
+                format!(
+                    "{who}, {count} processes ({pids}), map {path} but hold no CUDA state: the pool starts CUDA to read the GPUs' properties, then forks its workers; no checkpoint releases that mapping, and CRIU cannot dump it (\"Can't handle non-regular mapping\")"
+                ),
+                COMPILE_POOL_FIX,
+            )
+        }
+        _ => (
+            format!(
+                "{count} children of {} ({pids}) map {path} but hold no CUDA state: they were forked after their parent started CUDA (DataLoader workers), no checkpoint releases that mapping, and CRIU cannot dump it (\"Can't handle non-regular mapping\")",
+                parent_of(first)
+            ),
+            FORKED_CHILD_FIX,
+        ),
+    };
+    Fault::new(FaultKind::Undumpable, message, hint)
+}
+
+/// `PID 7 (python3)`, the parent a process was found with.
+fn parent_of(found: &Undumpable) -> String {
+    found
+        .parent
+        .as_ref()
+        .map(|(ppid, name)| describe_process(*ppid, name.as_deref()))
+        .unwrap_or_else(|| "its parent".to_string())
+}
+
+/// `, a child of PID 7 (python3),` or nothing.
+fn parent_clause(found: &Undumpable) -> String {
+    found
+        .parent
+        .as_ref()
+        .map(|(ppid, name)| format!(", a child of {},", describe_process(*ppid, name.as_deref())))
+        .unwrap_or_default()
+}
+
+/// How many PIDs a family's sentence lists before it counts the rest.
+const PIDS_LISTED: usize = 8;
+
+/// `PIDs 4, 5 and 6`, or `PIDs 4, 5, …, 11 and 24 more` (pure).
+fn pid_list(pids: impl Iterator<Item = i32>) -> String {
+    let pids: Vec<String> = pids.map(|p| p.to_string()).collect();
+    match pids.len() {
+        0 => String::new(),
+        1 => format!("PID {}", pids[0]),
+        n if n <= PIDS_LISTED => format!("PIDs {} and {}", pids[..n - 1].join(", "), pids[n - 1]),
+        n => format!(
+            "PIDs {} and {} more",
+            pids[..PIDS_LISTED].join(", "),
+            n - PIDS_LISTED
+        ),
+    }
+}
+
 /// One failure per process, its obstacles together, by PID, with its name
 /// (pure).
-fn by_process(found: &[Undumpable]) -> BTreeMap<i32, (Option<String>, Fault)> {
+fn by_process<'a>(
+    found: impl IntoIterator<Item = &'a Undumpable>,
+) -> BTreeMap<i32, (Option<String>, Fault)> {
     let mut failures: BTreeMap<i32, (Option<String>, Fault)> = BTreeMap::new();
     for f in found {
         let (message, hint) = words(f);
@@ -113,18 +240,11 @@ fn by_process(found: &[Undumpable]) -> BTreeMap<i32, (Option<String>, Fault)> {
             })
             .or_insert_with(|| {
                 let who = describe_process(f.pid, f.name.as_deref());
-                let parent = f
-                    .parent
-                    .as_ref()
-                    .map(|(ppid, name)| {
-                        format!(", a child of {},", describe_process(*ppid, name.as_deref()))
-                    })
-                    .unwrap_or_default();
                 (
                     f.name.clone(),
                     Fault::new(
                         FaultKind::Undumpable,
-                        format!("{who}{parent} {message}"),
+                        format!("{who}{} {message}", parent_clause(f)),
                         hint,
                     ),
                 )
@@ -136,7 +256,7 @@ fn by_process(found: &[Undumpable]) -> BTreeMap<i32, (Option<String>, Fault)> {
 /// What is wrong with one obstacle, and its fix (pure).
 fn words(found: &Undumpable) -> (String, &'static str) {
     match &found.obstacle {
-        Obstacle::Device(path) if found.compile_pool => (
+        Obstacle::Device(path) if found.compile_pool.is_some() => (
             format!(
                 "maps {} but holds no CUDA state: it is torch.compile's compile-worker pool, or one of its workers (the pool starts CUDA to read the GPUs' properties, then forks them), no checkpoint releases that mapping, and CRIU cannot dump it (\"Can't handle non-regular mapping\")",
                 crate::targets::name::printable(path)
@@ -176,14 +296,14 @@ mod tests {
             name: Some("pt_data_worker".to_string()),
             parent: Some((100, Some("python3".to_string()))),
             obstacle,
-            compile_pool: false,
+            compile_pool: None,
         }
     }
 
     #[test]
     fn a_compile_worker_gets_the_pool_s_fix_not_the_dataloader_s() {
         let pool_worker = Undumpable {
-            compile_pool: true,
+            compile_pool: Some(100),
             ..worker(101, Obstacle::Device("/dev/nvidiactl".into()))
         };
         let failures = by_process(&[pool_worker]);
@@ -249,6 +369,71 @@ mod tests {
         let hint = failure.hint.unwrap_or_default();
         assert_eq!(hint.matches("forkserver").count(), 1, "{hint}");
         assert_eq!(hint.matches("torchrun").count(), 1, "{hint}");
+    }
+
+    #[test]
+    fn a_compile_pool_and_its_workers_are_one_sentence_with_their_count() {
+        let pool = Undumpable {
+            name: Some("python3".to_string()),
+            compile_pool: Some(100),
+            ..worker(100, Obstacle::Device("/dev/nvidiactl".into()))
+        };
+        let mut found = vec![pool];
+        found[0].parent = Some((50, Some("torchrun".to_string())));
+        found.extend((101..=132).map(|pid| Undumpable {
+            compile_pool: Some(100),
+            parent: Some((100, Some("python3".to_string()))),
+            ..worker(pid, Obstacle::Device("/dev/nvidiactl".into()))
+        }));
+        let told = failures(&found);
+        assert_eq!(told.len(), 1, "{told:?}");
+        let message = &told[0].message;
+        assert!(
+            message.starts_with("torch.compile's compile-worker pool, PID 100 (python3), a child of PID 50 (torchrun), and its workers, 33 processes (PIDs 100, 101, 102, 103, 104, 105, 106, 107 and 25 more), map /dev/nvidiactl but hold no CUDA state"),
+            "{message}"
+        );
+        assert!(message.len() < 500, "{} bytes: {message}", message.len());
+        let refusal = together(told.into_iter());
+        assert_eq!(refusal.hint.as_deref(), Some(COMPILE_POOL_FIX));
+    }
+
+    #[test]
+    fn one_parent_s_forked_children_are_one_sentence_and_other_obstacles_their_own() {
+        let mut found: Vec<Undumpable> = (101..=104)
+            .map(|pid| worker(pid, Obstacle::Device("/dev/nvidia0".into())))
+            .collect();
+        found.push(worker(104, Obstacle::IoUring));
+        found.push(Undumpable {
+            parent: Some((200, Some("python3".to_string()))),
+            ..worker(201, Obstacle::Device("/dev/nvidia1".into()))
+        });
+        let told = failures(&found);
+        let messages: Vec<&str> = told.iter().map(|f| f.message.as_str()).collect();
+        assert_eq!(
+            messages[0].split(':').next(),
+            Some("4 children of PID 100 (python3) (PIDs 101, 102, 103 and 104) map /dev/nvidia0 but hold no CUDA state"),
+            "{messages:?}"
+        );
+        assert_eq!(
+            messages[1],
+            "PID 104 (pt_data_worker), a child of PID 100 (python3), holds an io_uring ring (anon_inode:[io_uring]), which CRIU 4.2 cannot dump"
+        );
+        // A family of one keeps the words for one process.
+        assert!(
+            messages[2].starts_with(
+                "PID 201 (pt_data_worker), a child of PID 200 (python3), maps /dev/nvidia1"
+            ),
+            "{messages:?}"
+        );
+        assert_eq!(told.len(), 3);
+    }
+
+    #[test]
+    fn a_pid_list_counts_what_it_does_not_show() {
+        assert_eq!(pid_list([7].into_iter()), "PID 7");
+        assert_eq!(pid_list([7, 8].into_iter()), "PIDs 7 and 8");
+        assert_eq!(pid_list(1..=8), "PIDs 1, 2, 3, 4, 5, 6, 7 and 8");
+        assert_eq!(pid_list(1..=9), "PIDs 1, 2, 3, 4, 5, 6, 7, 8 and 1 more");
     }
 
     #[test]
