@@ -21,7 +21,13 @@
  * and the thread keeps the name "cudackpt-fail1" instead of its old one:
  * cudackpt then reports the process rebuild_failed (exit 13), never
  * rebuilt, and quotes `why` (its first 200 characters): the reason is the
- * name of a memfd, "cudackpt-error:WHY", kept open until the next rebuild. */
+ * name of a memfd, "cudackpt-error:WHY", kept open until the next rebuild.
+ *
+ * When the drain serves a dump (CRIU's pre-dump), cudackpt first sends the
+ * dump notice, the signal above the drain's (41), to a process that
+ * catches it: cudackpt_drain_for_dump() is then true in release(), which
+ * may free what only a dump needs gone (what CRIU cannot dump and a
+ * suspend keeps). The notice is forgotten at the rebuild. */
 #ifndef CUDACKPT_DRAIN_H
 #define CUDACKPT_DRAIN_H
 #include <linux/memfd.h>
@@ -32,6 +38,7 @@
 #include <unistd.h>
 
 #define CUDACKPT_DRAIN_SIGNAL 40
+#define CUDACKPT_DRAIN_DUMP_NOTICE (CUDACKPT_DRAIN_SIGNAL + 1)
 #define CUDACKPT_DRAIN_MARKER "cudackpt-drain1"
 #define CUDACKPT_DRAIN_FAIL_MARKER "cudackpt-fail1"
 #define CUDACKPT_DRAIN_ERROR_MEMFD "cudackpt-error:"
@@ -42,7 +49,13 @@ static sig_atomic_t cudackpt_baseline;          /* the count at the last rebuild
 static int cudackpt_rebuild_failed;              /* set by rebuild() on failure */
 static int cudackpt_error_fd = -1;               /* the memfd that says why */
 
+static volatile sig_atomic_t cudackpt_dump_noticed; /* set by the dump notice */
+
 static void cudackpt_on_request(int sig) { (void)sig; cudackpt_requests++; }
+static void cudackpt_on_dump_notice(int sig) { (void)sig; cudackpt_dump_noticed = 1; }
+
+/* Whether the drain under way serves a dump (for release()). */
+static int cudackpt_drain_for_dump(void) { return cudackpt_dump_noticed; }
 
 /* Called by rebuild() when what it built does not work; `why` (or NULL)
  * is what cudackpt quotes. A memfd's name holds 249 bytes. */
@@ -59,6 +72,8 @@ static void cudackpt_drain_init(void) {
     action.sa_handler = cudackpt_on_request;
     action.sa_flags = SA_RESTART;
     sigaction(CUDACKPT_DRAIN_SIGNAL, &action, 0);
+    action.sa_handler = cudackpt_on_dump_notice;
+    sigaction(CUDACKPT_DRAIN_DUMP_NOTICE, &action, 0);
 }
 
 static void cudackpt_drain_point(void (*release)(void), void (*rebuild)(void)) {
@@ -74,6 +89,7 @@ static void cudackpt_drain_point(void (*release)(void), void (*rebuild)(void)) {
     cudackpt_rebuild_failed = 0;
     if (cudackpt_error_fd >= 0) { close(cudackpt_error_fd); cudackpt_error_fd = -1; }
     rebuild();
+    cudackpt_dump_noticed = 0;
     cudackpt_baseline = cudackpt_requests;
     prctl(PR_SET_NAME, cudackpt_rebuild_failed ? CUDACKPT_DRAIN_FAIL_MARKER : name);
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::commands::devices;
+use crate::commands::disk::criu_tool;
 use crate::commands::headroom;
 use crate::driver::{format_version, Driver, CHECKPOINT_FUNCTIONS};
 use crate::exit::ExitStatus;
@@ -255,6 +256,22 @@ fn criu_check() -> Check {
         .and_then(|out| String::from_utf8(out.stdout).ok())
         .unwrap_or_default();
     let detail = |version: &str| format!("{} (version {version})", path.display());
+    // `--version` answers even where CRIU cannot start (Debian 12's 3.17
+    // on kernels from 6.13 on): `criu check` tells.
+    if let Err(why) = criu_tool::starts(&path) {
+        let version = parse_criu_version(&said)
+            .map(|(major, minor)| format!("{major}.{minor}"))
+            .unwrap_or_else(|| "unknown".into());
+        return Check::new(
+            "criu",
+            Status::Warn,
+            format!(
+                "{}: cannot start on this kernel (`criu check` says {why})",
+                detail(&version)
+            ),
+        )
+        .hint(criu_tool::BUILD_HINT);
+    }
     match parse_criu_version(&said) {
         Some((major, minor)) if major >= CRIU_MIN_MAJOR => {
             Check::new("criu", Status::Ok, detail(&format!("{major}.{minor}")))

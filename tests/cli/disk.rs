@@ -1345,6 +1345,94 @@ fn a_criu_that_fails_before_its_pre_dump_changed_nothing() {
     }
 }
 
+/// What Debian 12's CRIU 3.17.1 says on a kernel from 6.13 on, for
+/// anything but `--version`: it cannot detect the kernel's features.
+const CRIU_3_17_ERRORS: &str = "Error (criu/vdso.c:381): vdso: Unexpected rt vDSO area bounds\nError (criu/vdso.c:613): vdso: Failed to fill self vdso symtable\nError (criu/kerndat.c:1615): kerndat_vdso_fill_symtable failed when initializing kerndat.\nError (criu/crtools.c:260): Could not initialize kernel features detection.";
+
+/// A stand-in for that CRIU, noting each way it is run in `ran`; with
+/// `honest_check` false its `criu check` says "Looks good." (as a CRIU
+/// that is never asked).
+fn criu_that_cannot_start(fx: &Fixture, honest_check: bool) -> (PathBuf, PathBuf) {
+    let path = fx.dir().join(format!("criu-3.17-{honest_check}"));
+    let ran = fx.dir().join(format!("ran-{honest_check}"));
+    let check = if honest_check {
+        format!("echo '{CRIU_3_17_ERRORS}' >&2; exit 1")
+    } else {
+        "echo 'Looks good.'; exit 0".to_string()
+    };
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh
+echo \"$1\" >> '{}'
+case \"$1\" in --version) echo 'Version: 3.17.1'; exit 0;; check) {check};; esac
+echo '{CRIU_3_17_ERRORS}' >&2
+exit 1
+",
+            ran.display()
+        ),
+    )
+    .expect("write");
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    (path, ran)
+}
+
+/// Debian 12's CRIU answers its version and cannot start here. Unasked,
+/// it is run, and fails (nothing changed, but the job was not dumped and
+/// the user learns why only from CRIU's words); asked with `criu check`,
+/// it is refused before it runs a dump, the hint says how to build one
+/// that starts, and no driver call is made.
+#[test]
+fn a_criu_that_cannot_start_here_is_refused_before_it_runs() {
+    if !running_as_root() {
+        return;
+    }
+    let fx = Fixture::new();
+    let job = Orphan::cuda(&fx);
+    // The harm, with its check lying: a dump that fails in CRIU.
+    let (lying, ran) = criu_that_cannot_start(&fx, false);
+    let (code, failed) = dump(&fx, &fx.dir().join("images-lying"), &lying, job.0, &[]);
+    assert_eq!(
+        (code, failed["error"]["kind"].as_str()),
+        (1, Some("criu_failed")),
+        "{failed:#}"
+    );
+    assert!(
+        std::fs::read_to_string(&ran)
+            .unwrap_or_default()
+            .contains("dump"),
+        "CRIU's dump ran"
+    );
+    fx.take_calls();
+    // Asked: refused before CRIU's dump, with what to do.
+    let (honest, ran) = criu_that_cannot_start(&fx, true);
+    let (code, refused) = dump(&fx, &fx.dir().join("images-honest"), &honest, job.0, &[]);
+    assert_eq!(
+        (code, refused["error"]["kind"].as_str()),
+        (8, Some("criu_unusable")),
+        "{refused:#}"
+    );
+    let message = refused["error"]["message"].as_str().expect("a message");
+    assert!(
+        message.contains("(CRIU 3.17.1) cannot start on this kernel")
+            && message.contains("vdso: Unexpected rt vDSO area bounds"),
+        "{message}"
+    );
+    let hint = refused["error"]["hint"].as_str().expect("a hint");
+    assert!(
+        hint.contains("scripts/build-criu") && hint.contains("--criu PATH"),
+        "{hint}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&ran).expect("it was asked"),
+        "--version\ncheck\n",
+        "asked, never run"
+    );
+    assert!(fx.take_calls().is_empty(), "no driver call");
+    assert_eq!(fx.fake_state(job.0), "running");
+}
+
 /// A dump's success line names the images directory with its control
 /// characters escaped: a `--to` holding escape sequences never reaches a
 /// terminal raw.

@@ -215,6 +215,45 @@ fn doctor_checks_nvml_and_what_depends_on_it() {
     );
 }
 
+/// Debian 12's CRIU answers `--version` on a kernel from 6.13 on, and
+/// cannot start there: doctor runs `criu check` and says so, with how to
+/// build one that starts.
+#[test]
+fn doctor_says_when_criu_cannot_start_here() {
+    let fx = Fixture::new();
+    let dir = fx.dir().join("criu-3.17");
+    fs::create_dir_all(&dir).expect("dir");
+    let criu = dir.join("criu");
+    fs::write(
+        &criu,
+        "#!/bin/sh
+[ \"$1\" = --version ] && echo 'Version: 3.17.1' && exit 0
+echo 'Error (criu/vdso.c:381): vdso: Unexpected rt vDSO area bounds' >&2
+echo 'Error (criu/crtools.c:260): Could not initialize kernel features detection.' >&2
+exit 1
+",
+    )
+    .expect("criu");
+    fs::set_permissions(&criu, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = format!("{}:/usr/bin:/bin", dir.display());
+    let doc: DoctorDoc =
+        crate::support::check_document(fx.cudackpt(&["--json", "doctor"]).env("PATH", path), 0);
+    let check = doc.check_named("criu");
+    assert_eq!(check.status, CheckStatus::Warn, "{check:?}");
+    assert!(
+        check.detail.contains("cannot start on this kernel")
+            && check.detail.contains("Unexpected rt vDSO area bounds"),
+        "{check:?}"
+    );
+    assert!(
+        check
+            .hint
+            .as_deref()
+            .is_some_and(|h| h.contains("scripts/build-criu")),
+        "{check:?}"
+    );
+}
+
 /// A `criu` on PATH is checked against what the CUDA plugin needs (4.x).
 #[test]
 fn doctor_checks_the_criu_version() {

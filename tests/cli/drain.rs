@@ -25,6 +25,13 @@ pub(crate) fn events(path: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
+/// How many drain signals a rank has taken.
+pub(crate) fn signals(events: &std::path::Path) -> usize {
+    let mut path = events.as_os_str().to_owned();
+    path.push(".signals");
+    fs::read_to_string(path).unwrap_or_default().lines().count()
+}
+
 pub(crate) fn shows(pid: i32, name: &str) -> bool {
     thread_names(pid).iter().any(|n| n == name)
 }
@@ -272,7 +279,7 @@ fn a_resume_with_a_signal_the_drained_process_does_not_catch_sends_nothing() {
     let fx = Fixture::new();
     let (r, r_events) = rank(&fx, "ack");
     fx.json::<ProcessCommandDoc>(&["suspend", "--drain", &r.arg()], 0);
-    let doc: ProcessCommandDoc = fx.json(&["resume", "--drain-signal", "41", &r.arg()], 8);
+    let doc: ProcessCommandDoc = fx.json(&["resume", "--drain-signal", "42", &r.arg()], 8);
     let p = doc.process(r.pid);
     assert_eq!(p.state, State::Running, "resumed: {p:?}");
     assert_eq!(p.kind(), Kind::CannotDrain);
@@ -281,7 +288,7 @@ fn a_resume_with_a_signal_the_drained_process_does_not_catch_sends_nothing() {
             .as_ref()
             .expect("error")
             .message
-            .contains("does not catch signal 41 (SIGRTMIN+7)"),
+            .contains("does not catch signal 42 (SIGRTMIN+8)"),
         "{p:?}"
     );
     assert!(shows(r.pid, "cudackpt-drain1"), "still waiting to rebuild");
@@ -497,17 +504,33 @@ fn criu_s_action_script_drains_at_pre_dump_and_rebuilds_at_post_resume() {
     assert_eq!(refused.status.code(), Some(8), "{refused:?}");
     assert_eq!(fx.state_of(&r), "running");
 
+    // The drain serves a dump: the process is told so first (the dump
+    // notice, which it catches), and releases what only a dump needs gone.
     let drained = criu_hook(&fx, "pre-dump", r.pid, true);
     assert_eq!(drained.status.code(), Some(0), "{drained:?}");
     assert_eq!(fx.state_of(&r), "checkpointed");
-    assert_eq!(events(&r_events), ["ready", "released"]);
+    assert_eq!(events(&r_events), ["ready", "dump-notice", "released"]);
 
     // post-resume asks for the rebuild with or without the variable: the
     // marker says the process waits for it.
     let resumed = criu_hook(&fx, "post-resume", r.pid, false);
     assert_eq!(resumed.status.code(), Some(0), "{resumed:?}");
     assert_eq!(fx.state_of(&r), "running");
-    assert_eq!(events(&r_events), ["ready", "released", "rebuilt"]);
+    assert_eq!(
+        events(&r_events),
+        ["ready", "dump-notice", "released", "rebuilt"]
+    );
+
+    // A suspend's drain is no dump: no notice, and the rebuild forgot the
+    // last one.
+    fx.json::<ProcessCommandDoc>(&["suspend", "--drain", &r.arg()], 0);
+    fx.json::<ProcessCommandDoc>(&["resume", &r.arg()], 0);
+    assert_eq!(
+        events(&r_events)[4..],
+        ["released".to_string(), "rebuilt".to_string()]
+    );
+    // Only the drain signal itself counted: the notice changed no count.
+    assert_eq!(signals(&r_events), 4);
 }
 
 /// NVIDIA's grammar, as CRIU's CUDA plugin runs it, with CUDACKPT_DRAIN=1.
@@ -534,13 +557,13 @@ fn the_compatible_grammar_honours_cudackpt_drain() {
     let output = compat(
         &fx,
         &["--toggle", "--pid", &pid],
-        &[("CUDACKPT_DRAIN_SIGNAL", "41")],
+        &[("CUDACKPT_DRAIN_SIGNAL", "42")],
     );
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let (_, stderr) = texts(&output);
     assert!(
         stderr.starts_with("cuda-checkpoint: ")
-            && stderr.contains("does not catch the drain signal, 41 (SIGRTMIN+7)"),
+            && stderr.contains("does not catch the drain signal, 42 (SIGRTMIN+8)"),
         "{stderr}"
     );
     let output = compat(

@@ -12,9 +12,10 @@
 
 use std::fs;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::drain::signals;
 use crate::support::{send_signal, texts, thread_names, wait_until, Fixture, SpawnGuarded, Target};
 use crate::wire::{Kind, ProcessCommandDoc};
 
@@ -36,13 +37,6 @@ fn rank(fx: &Fixture, mode: &str) -> (Target, PathBuf) {
             .any(|n| n == "pt_nccl_watchdg")
     });
     (target, events)
-}
-
-/// How many drain signals a rank has taken.
-fn signals(events: &Path) -> usize {
-    let mut path = events.as_os_str().to_owned();
-    path.push(".signals");
-    fs::read_to_string(path).unwrap_or_default().lines().count()
 }
 
 /// Runs `args` with a SIGKILL of cudackpt at `point` (see

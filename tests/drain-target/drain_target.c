@@ -11,6 +11,7 @@
  *   late           acknowledges a second after the request
  *   pretend        like plant, without the watchdog thread: a rank whose
  *                  only sign is its launcher environment, and a fake marker
+ * Releasing for a dump (the dump notice came first) notes "dump-notice".
  * With DRAIN_TARGET_SHRINK_TO_MIB set, releasing shrinks it: it appends
  * "PID:MIB" to the fake NVML's nvml-processes file in FAKE_CUDA_STATE_DIR
  * (the fake takes a process's last entry), as a job that empties its
@@ -48,6 +49,7 @@ static void shrink(void) {
 }
 static void release(void) {
     if (!strcmp(mode, "late")) sleep(1);
+    if (cudackpt_drain_for_dump()) note("dump-notice");
     note("released");
     if (!strcmp(mode, "die")) _exit(3);
     shrink();

@@ -1,6 +1,6 @@
 """A process with torch.compile's compile-worker pool, for test_drain.py:
 it starts the pool, and reports (one JSON line on stdout) what
-`release_compile_workers` and a drain did to it. Run with
+`release_compile_workers`, a suspend's drain and a dump's did to it. Run with
 TORCHINDUCTOR_COMPILE_THREADS=2 (a pool on any host)."""
 
 import json
@@ -50,26 +50,31 @@ def main():
     report["pool_again"] = bool(pool_started())
     # (A job through it: a compile on CPU would take most of a minute.)
     report["served_again"] = AsyncCompile.process_pool().submit(sum, [1, 2, 3]).result(timeout=60)
-    # A drain shuts it down before the acknowledgement.
+    # A suspend's drain keeps it; a dump's (the notice first) shuts it
+    # down before the acknowledgement.
     report["pool_before_drain"] = bool(compile_workers())
     seen = {}
 
-    def cudackpt():
+    def cudackpt(for_dump):
+        if for_dump:
+            os.kill(os.getpid(), cd.dump_notice_signal(cd.DEFAULT_SIGNAL))
         os.kill(os.getpid(), cd.DEFAULT_SIGNAL)
         deadline = time.monotonic() + 60
         while not shows_marker(os.getpid()) and time.monotonic() < deadline:
             time.sleep(0.01)
-        seen["at_the_marker"] = compile_workers()
+        seen[for_dump] = compile_workers()
         os.kill(os.getpid(), cd.DEFAULT_SIGNAL)
 
     with cd.Drain() as drain:
-        helper = threading.Thread(target=cudackpt)
-        helper.start()
-        while not drain.requested():
-            time.sleep(0.01)
-        report["drained"] = drain.point()
-        helper.join()
-    report["at_the_marker"] = seen.get("at_the_marker")
+        for for_dump in (False, True):
+            helper = threading.Thread(target=cudackpt, args=(for_dump,))
+            helper.start()
+            while not drain.requested():
+                time.sleep(0.01)
+            report["drained"] = drain.point()
+            helper.join()
+    report["at_a_suspend_s_marker"] = seen.get(False)
+    report["at_the_marker"] = seen.get(True)
     print(json.dumps(report))
 
 

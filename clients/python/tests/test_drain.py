@@ -80,12 +80,15 @@ class Protocol(unittest.TestCase):
         self.assertEqual(self.events, [])
         self.assertFalse(shows_marker(os.getpid()))
 
-    def drain_once(self):
-        """Plays cudackpt for one drain: asks, waits for the marker, notes
-        the events so far, asks for the rebuild. Returns what it noted."""
+    def drain_once(self, for_dump=False):
+        """Plays cudackpt for one drain: asks (after the dump notice when
+        `for_dump`), waits for the marker, notes the events so far, asks
+        for the rebuild. Returns what it noted."""
         seen = []
 
         def cudackpt():
+            if for_dump:
+                os.kill(os.getpid(), cd.dump_notice_signal(self.drain.signal))
             self.ask()
             wait_until("the acknowledgement", lambda: shows_marker(os.getpid()))
             seen.append(list(self.events))
@@ -146,6 +149,48 @@ class Protocol(unittest.TestCase):
             rank.kill()
             rank.wait()
             rank.stdout.close()
+
+    def test_the_dump_notice_is_caught_next_to_the_request_and_forgotten_at_the_rebuild(self):
+        notice = cd.dump_notice_signal(cd.DEFAULT_SIGNAL)
+        self.assertEqual((notice, cd.dump_notice_signal(64), cd.dump_notice_signal(34)), (41, 63, 35))
+        self.assertTrue(caught(os.getpid(), notice), "shown in SigCgt, where cudackpt looks")
+        noted = []
+        self.drain.on_release.append(lambda: noted.append(self.drain.for_dump))
+        self.drain_once()
+        self.drain_once(for_dump=True)
+        self.drain_once()
+        self.assertEqual(noted, [False, True, False], "a suspend's drain, a dump's, a suspend's again")
+        self.assertEqual(self.drain.drains, 3, "the notice changed no count")
+        self.drain.close()
+        self.assertFalse(caught(os.getpid(), notice), "close puts the default back")
+        self.drain = cd.Drain()
+
+    def test_the_compile_pool_goes_only_for_a_dump_unless_the_job_owns_the_notice(self):
+        released = []
+        saved = cd.release_compile_workers
+        cd.release_compile_workers = lambda: released.append(self.drain.drains) or True
+        try:
+            self.drain_once()
+            self.drain_once(for_dump=True)
+            self.assertEqual(released, [1], "kept for a suspend, shut down for a dump")
+            # A job with its own handler of that signal keeps it, and its
+            # pool goes at every drain (as before the notice).
+            self.drain.close()
+            notice = cd.dump_notice_signal(cd.DEFAULT_SIGNAL)
+            own = lambda signum, frame: None  # noqa: E731
+            signal.signal(notice, own)
+            try:
+                self.drain = cd.Drain()
+                self.assertIs(signal.getsignal(notice), own)
+                self.drain_once()
+                self.assertEqual(released, [1, 0], "the new Drain's first drain, a suspend's")
+                self.drain.close()
+                self.assertIs(signal.getsignal(notice), own, "and keeps it after close")
+            finally:
+                signal.signal(notice, signal.SIG_DFL)
+            self.drain = cd.Drain()
+        finally:
+            cd.release_compile_workers = saved
 
     def test_the_cache_is_emptied_before_the_hooks_and_again_after_them_then_the_marker(self):
         self.drain.release_cache = lambda: self.events.append("cache")
@@ -371,7 +416,8 @@ class CompileWorkers(unittest.TestCase):
         self.assertEqual(report["served_again"], 6, "and it works")
         self.assertTrue(report["pool_before_drain"])
         self.assertTrue(report["drained"])
-        self.assertEqual(report["at_the_marker"], [], "gone by the acknowledgement")
+        self.assertTrue(report["at_a_suspend_s_marker"], "a suspend keeps the pool")
+        self.assertEqual(report["at_the_marker"], [], "a dump's drain: gone by the acknowledgement")
 
 
 def free_port():

@@ -1,7 +1,8 @@
 //! Which CRIU runs a dump or an undump: `--criu PATH`, else the first
-//! `criu` on `PATH`; its version read from `criu --version`. As root the
-//! binary must be owned by root and writable by nobody else: a CRIU anyone
-//! could replace would run as root with the job's memory in hand.
+//! `criu` on `PATH`; its version read from `criu --version`, and `criu
+//! check` run to see that it can start on this kernel. As root the binary
+//! must be owned by root and writable by nobody else: a CRIU anyone could
+//! replace would run as root with the job's memory in hand.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -30,15 +31,22 @@ pub enum CriuUnusable {
     NoVersion { path: PathBuf, why: String },
     #[error("{path} is CRIU {version}; cudackpt needs {}.{} or newer", OLDEST.0, OLDEST.1)]
     TooOld { path: PathBuf, version: String },
+    #[error("{path} (CRIU {version}) cannot start on this kernel: `criu check` says {why}")]
+    CannotStart {
+        path: PathBuf,
+        version: String,
+        why: String,
+    },
 }
+
+/// How to get a CRIU that starts here.
+pub const BUILD_HINT: &str = "build CRIU 4.2.1 or newer from source (`scripts/build-criu` in cudackpt's source does it; README, \"A job to disk and back\": Debian 12's criu 3.17 cannot start on kernels from 6.13 on), then name it with --criu PATH or put it first on PATH";
 
 impl CriuUnusable {
     /// What to do about it.
     pub fn hint(&self) -> &'static str {
         match self {
-            CriuUnusable::NotFound => {
-                "install CRIU (apt install criu, dnf install criu) or name it with --criu PATH"
-            }
+            CriuUnusable::NotFound | CriuUnusable::CannotStart { .. } => BUILD_HINT,
             CriuUnusable::Untrusted { .. } => {
                 "use a CRIU that only root can replace: owned by root and writable by nobody else, in directories that are too (chown root; chmod go-w)"
             }
@@ -69,9 +77,68 @@ pub fn find(named: Option<&Path>, search_path: Option<&str>) -> Result<Criu, Cri
     trusted(&path)?;
     let version = version_of(&path)?;
     match parse_version(&version) {
-        Some(found) if found >= OLDEST => Ok(Criu { path, version }),
-        _ => Err(CriuUnusable::TooOld { path, version }),
+        Some(found) if found >= OLDEST => {}
+        _ => return Err(CriuUnusable::TooOld { path, version }),
     }
+    match starts(&path) {
+        Ok(()) => Ok(Criu { path, version }),
+        Err(why) => Err(CriuUnusable::CannotStart { path, version, why }),
+    }
+}
+
+/// What says that CRIU could not even start: its detection of the
+/// kernel's features failed (a CRIU older than the kernel: 3.17 on 6.13
+/// and later reads the vDSO wrongly), so every dump and restore would stop
+/// there too.
+const KERNDAT_FAILED: &str = "Could not initialize kernel features detection";
+
+/// Runs `criu check` (about 70 ms), in the caller's environment as
+/// [`version_of`] does: `Err` with CRIU's words when it cannot start here.
+/// A check that fails for another reason (a feature this kernel lacks)
+/// is no refusal: dumps that do not need that feature still work.
+pub fn starts(path: &Path) -> Result<(), String> {
+    let out = Command::new(path)
+        .arg("check")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("it could not be run ({e})"))?;
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    match cannot_start(out.status.success(), &said) {
+        Some(why) => Err(why),
+        None => Ok(()),
+    }
+}
+
+/// Why `criu check` shows that CRIU cannot start, from what it printed
+/// (pure): its error lines up to the failed feature detection, without
+/// their source positions, made printable and cut.
+pub fn cannot_start(succeeded: bool, said: &str) -> Option<String> {
+    if succeeded || !said.contains(KERNDAT_FAILED) {
+        return None;
+    }
+    let errors: Vec<String> = said
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("Error ("))
+        .filter_map(|rest| rest.split_once("): ").map(|(_, text)| text.trim()))
+        // A helper's exit says nothing of why.
+        .filter(|text| !text.starts_with("exited, status="))
+        .take(3)
+        .map(|text| {
+            crate::targets::name::printable(text)
+                .chars()
+                .take(200)
+                .collect()
+        })
+        .collect();
+    Some(if errors.is_empty() {
+        format!("{KERNDAT_FAILED:?}")
+    } else {
+        format!("\"{}\"", errors.join("; "))
+    })
 }
 
 /// The first executable `criu` among the directories of `search_path`
@@ -228,6 +295,29 @@ mod tests {
         assert_eq!(parse_version("x"), None);
         assert!(parse_version("3.15").unwrap() < OLDEST);
         assert!(parse_version("4.0").unwrap() >= OLDEST);
+    }
+
+    /// What Debian 12's CRIU 3.17.1 printed for `criu check` on kernel 6.18
+    /// (exit 1).
+    const CRIU_3_17_ON_6_18: &str = "Error (criu/util.c:642): exited, status=1\nError (criu/util.c:642): exited, status=1\nError (criu/vdso.c:381): vdso: Unexpected rt vDSO area bounds\nError (criu/vdso.c:613): vdso: Failed to fill self vdso symtable\nError (criu/kerndat.c:1615): kerndat_vdso_fill_symtable failed when initializing kerndat.\nError (criu/crtools.c:260): Could not initialize kernel features detection.\n";
+
+    #[test]
+    fn a_criu_that_cannot_detect_the_kernel_s_features_cannot_start() {
+        assert_eq!(
+            cannot_start(false, CRIU_3_17_ON_6_18).as_deref(),
+            Some("\"vdso: Unexpected rt vDSO area bounds; vdso: Failed to fill self vdso symtable; kerndat_vdso_fill_symtable failed when initializing kerndat.\"")
+        );
+        assert_eq!(cannot_start(true, "Looks good.\n"), None);
+        // A check that fails for a feature is no refusal.
+        assert_eq!(
+            cannot_start(
+                false,
+                "Error (criu/cr-check.c:100): Kernel doesn't support PTRACE_O_SUSPEND_SECCOMP\n"
+            ),
+            None
+        );
+        let hostile = "Error (x.c:1): \x1b[2J\nCould not initialize kernel features detection";
+        assert!(!cannot_start(false, hostile).unwrap().contains('\x1b'));
     }
 
     #[test]

@@ -74,6 +74,27 @@ pub fn ask(target: &Target, signal: DrainSignal) -> std::io::Result<()> {
     target.send_signal(signal.number())
 }
 
+/// How long the dump notice may stay pending before the request goes
+/// anyway.
+const NOTICE_TAKEN: Duration = Duration::from_millis(100);
+
+/// Sends the dump notice (cudackpt(1), DRAIN PROTOCOL) if `target`
+/// catches it, and waits (briefly) until it is taken, so that the
+/// process's handler has seen it before the request that follows: two
+/// pending signals are delivered lowest first, which would put the
+/// request (the lower) before the notice. Returns whether it was sent.
+pub fn notify_dump(target: &Target, notice: DrainSignal) -> std::io::Result<bool> {
+    if may_ask(target, notice).is_err() {
+        return Ok(false);
+    }
+    target.send_signal(notice.number())?;
+    let until = Instant::now() + NOTICE_TAKEN;
+    while pending(target, notice) && Instant::now() < until {
+        thread::sleep(Duration::from_millis(1));
+    }
+    Ok(true)
+}
+
 /// How a wait ended for one process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answer {

@@ -100,7 +100,8 @@ pub(super) fn drain(
     // From the first request on, a signal to cudackpt calls the drain off
     // rather than ending it with processes half drained.
     interrupt.arm();
-    if let Err(why) = drained.ask_and_wait(interrupt, journal, request.progress) {
+    let for_dump = request.criu_dump.is_some();
+    if let Err(why) = drained.ask_and_wait(for_dump, interrupt, journal, request.progress) {
         return Err(drained.call_off(&why, journal, interrupt));
     }
     journal.drain_phase(DrainPhase::Drained);
@@ -176,10 +177,12 @@ impl Drained {
         wait_until(self.timeout, self.deadline)
     }
 
-    /// Sends every request, then waits for every marker (the drain
-    /// timeout, or the command's --deadline if sooner).
+    /// Sends every request (after the dump notice to those that catch it,
+    /// when the drain serves a dump), then waits for every marker (the
+    /// drain timeout, or the command's --deadline if sooner).
     fn ask_and_wait(
         &mut self,
+        for_dump: bool,
         interrupt: &Interrupt,
         ledger: &dyn SignalLedger,
         progress: Option<ProgressSink<'_>>,
@@ -188,6 +191,12 @@ impl Drained {
         let until = self.until();
         let by_deadline = self.deadline.is_some_and(|d| d <= started + self.timeout);
         for member in self.members.iter().filter(|m| m.asked) {
+            if for_dump {
+                // Not in the ledger: the notice changes no count, so no
+                // recovery has anything of it to undo. Not sent, it costs
+                // the process nothing but what it keeps for a suspend.
+                let _ = drain::notify_dump(&member.target, self.signal.dump_notice());
+            }
             if let Err(error) = send(&member.target, self.signal, ledger) {
                 ledger.flush();
                 return Err(CallOffReason::Gone(

@@ -22,6 +22,13 @@
 //!
 //! A signal that arrives before the safe point calls the request off (the
 //! count is even again): cudackpt sends one when it gives up on a group.
+//!
+//! Optional: a process that also catches the [`DrainSignal::dump_notice`]
+//! signal is sent it just before the request when the drain serves a
+//! dump (CRIU's pre-dump): it may release then what only a dump needs
+//! gone (the Python client: torch.compile's compile-worker pool, which
+//! CRIU cannot dump and a suspend keeps), and forget the notice at its
+//! next rebuild. It changes no count.
 //! Thread names and signals cross PID and mount namespaces unchanged, and
 //! a root cudackpt trusts no file or path of the target's to read them.
 
@@ -109,6 +116,18 @@ impl DrainSignal {
 
     pub fn number(self) -> i32 {
         self.0
+    }
+
+    /// The dump notice that goes with this drain signal: the real-time
+    /// signal above it (below it for SIGRTMAX), sent only to a process
+    /// whose `SigCgt` shows it caught, so that one that does not know it
+    /// is never sent it.
+    pub fn dump_notice(self) -> DrainSignal {
+        if self.0 < GLIBC_RTMAX {
+            DrainSignal(self.0 + 1)
+        } else {
+            DrainSignal(self.0 - 1)
+        }
     }
 
     /// Whether a process whose `SigCgt` mask is `caught` catches it.
@@ -271,6 +290,17 @@ mod tests {
         assert!(!DrainSignal(41).caught_by(caught));
         assert!(!DEFAULT_SIGNAL.caught_by(0));
         assert!(DrainSignal(64).caught_by(1u64 << 63));
+    }
+
+    #[test]
+    fn the_dump_notice_is_the_real_time_signal_next_to_the_drain_s() {
+        assert_eq!(DEFAULT_SIGNAL.dump_notice(), DrainSignal(41));
+        assert_eq!(DrainSignal(34).dump_notice(), DrainSignal(35));
+        assert_eq!(DrainSignal(64).dump_notice(), DrainSignal(63));
+        for n in GLIBC_RTMIN..=GLIBC_RTMAX {
+            let notice = DrainSignal(n).dump_notice().number();
+            assert!((GLIBC_RTMIN..=GLIBC_RTMAX).contains(&notice) && notice != n);
+        }
     }
 
     #[test]

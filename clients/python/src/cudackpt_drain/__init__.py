@@ -57,6 +57,7 @@ __all__ = [
     "VERSION",
     "DEVICE_PREFIX",
     "parse_signal",
+    "dump_notice_signal",
     "keep_forks_dumpable",
     "drop_inherited_gpu",
     "release_compile_workers",
@@ -113,6 +114,13 @@ def parse_signal(text: str) -> int:
             f"SIGRTMIN..SIGRTMAX ({_GLIBC_RTMIN}..{_RTMAX}, e.g. 40 or RTMIN+6)"
         )
     return number
+
+
+def dump_notice_signal(drain_signal: int) -> int:
+    """The dump notice that goes with a drain signal: the real-time signal
+    above it (below it for SIGRTMAX), as cudackpt sends it before a drain
+    that serves a dump, to a process that catches it."""
+    return drain_signal + 1 if drain_signal < _RTMAX else drain_signal - 1
 
 
 def _signal_from_env() -> int:
@@ -366,8 +374,13 @@ class Drain:
     of times. ``dumpable_forks`` (on unless False) makes children
     forked from then on drop what they inherit from the GPU
     (:func:`keep_forks_dumpable`), so that CRIU can dump the job; every
-    drain also shuts down ``torch.compile``'s compile workers
-    (:func:`release_compile_workers`) for the same reason.
+    drain that serves a dump also shuts down ``torch.compile``'s compile
+    workers (:func:`release_compile_workers`) for the same reason: cudackpt
+    says so with the dump notice (:func:`dump_notice_signal`) before its
+    request, and :attr:`for_dump` is then true for the ``on_release``
+    hooks. A suspend keeps the pool (shutting it down and starting it
+    again costs seconds). A job that already handles the notice's signal
+    keeps its handler, and the pool is then shut down at every drain.
     """
 
     def __init__(
@@ -392,18 +405,31 @@ class Drain:
         self._baseline = 0
         self._points = 0
         self._previous = signals.signal(self.signal, self._on_request)
+        #: Whether the drain under way serves a dump (the notice came).
+        self.for_dump = False
+        self._notice = dump_notice_signal(self.signal)
+        # Another handler of that signal is the job's own: it stays.
+        self._notice_caught = signals.getsignal(self._notice) == signals.SIG_DFL
+        if self._notice_caught:
+            signals.signal(self._notice, self._on_notice)
 
-    # The handler only counts: everything else happens at a point.
+    # The handlers only count and note: everything else happens at a point.
     def _on_request(self, signum, frame) -> None:  # noqa: ARG002
         self._requests += 1
+
+    def _on_notice(self, signum, frame) -> None:  # noqa: ARG002
+        self.for_dump = True
 
     def requested(self) -> bool:
         """Whether a drain is asked for and not called off since the last."""
         return (self._requests - self._baseline) % 2 == 1
 
     def close(self) -> None:
-        """Puts back the handler the signal had before."""
+        """Puts back the handlers the signals had before."""
         signals.signal(self.signal, self._previous)
+        if self._notice_caught:
+            signals.signal(self._notice, signals.SIG_DFL)
+            self._notice_caught = False
 
     def __enter__(self) -> "Drain":
         return self
@@ -462,7 +488,8 @@ class Drain:
             group = _Group.capture()
             group.release()
         self.release_cache()
-        release_compile_workers()
+        if self.for_dump or not self._notice_caught:
+            release_compile_workers()
         if self.on_release:
             for release in self.on_release:
                 release()
@@ -488,6 +515,7 @@ class Drain:
                 rebuild()
         except BaseException as error:
             self._baseline = self._requests
+            self.for_dump = False
             _Marker.state_error(error)
             if marker is not None:
                 marker.fail()
@@ -495,6 +523,7 @@ class Drain:
                 _Marker.failed_now()
             raise
         self._baseline = self._requests
+        self.for_dump = False
         if marker is not None:
             marker.hide()
 
