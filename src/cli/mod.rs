@@ -268,6 +268,7 @@ fn run_disk(
             criu,
             map,
             force,
+            no_read_ahead,
         } => {
             let map =
                 match undump_map(&map) {
@@ -285,6 +286,7 @@ fn run_disk(
                 map,
                 force,
                 libcuda,
+                read_ahead: !no_read_ahead,
             };
             let ticker = match disk_ticker(sink, global, "undump", "read") {
                 Ok(ticker) => ticker,

@@ -758,6 +758,32 @@ pub struct DiskDoc<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<DiskErrorDoc<'a>>,
     elapsed_ms: f64,
+    /// The undump: where its time went, once CRIU ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    phases: Option<UndumpPhasesDoc>,
+}
+
+/// Where an undump's time went, in order (milliseconds): they add up to
+/// `elapsed_ms`, less the report itself.
+#[derive(Serialize, JsonSchema)]
+struct UndumpPhasesDoc {
+    /// cudackpt's checks before CRIU started.
+    checks_ms: f64,
+    /// CRIU, to its post-restore scripts: the tree and its memory, the
+    /// page images read (the host copies of GPU memory among them).
+    criu_memory_ms: f64,
+    /// CRIU, from there to its post-resume scripts.
+    criu_resume_ms: f64,
+    /// The post-resume action script to CRIU's exit: the driver's restore
+    /// of the GPU memory.
+    gpu_restore_ms: f64,
+    /// After CRIU: the restored processes checked.
+    after_criu_ms: f64,
+    /// The page images' bytes asked of the kernel ahead of CRIU (0: not
+    /// read ahead, `--no-read-ahead`).
+    read_ahead_bytes: u64,
+    /// How long asking took (the reads go on in the kernel).
+    read_ahead_ms: f64,
 }
 
 /// One GPU of the job that moved at the undump.
@@ -815,5 +841,14 @@ pub fn disk(report: &crate::commands::disk::report::DiskReport) -> String {
             changed: f.changed,
         }),
         elapsed_ms: (report.elapsed_ms * 1e3).round() / 1e3,
+        phases: report.phases.map(|p| UndumpPhasesDoc {
+            checks_ms: millis(p.checks),
+            criu_memory_ms: millis(p.criu_memory),
+            criu_resume_ms: millis(p.criu_resume),
+            gpu_restore_ms: millis(p.gpu_restore),
+            after_criu_ms: millis(p.after),
+            read_ahead_bytes: p.read_ahead_bytes,
+            read_ahead_ms: millis(p.read_ahead),
+        }),
     })
 }

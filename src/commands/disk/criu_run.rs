@@ -185,6 +185,17 @@ pub fn read_log(work: &SafeDir, name: &str) -> Option<String> {
     work.read_capped(name, 64 << 20).ok().flatten()
 }
 
+/// When CRIU's log first says `text`, by the time it stamps its lines with
+/// (`(12.345678) text`: seconds since CRIU started) (pure).
+pub fn log_mark(log: &str, text: &str) -> Option<Duration> {
+    log.lines()
+        .find(|line| line.contains(text))
+        .and_then(|line| {
+            let stamp = line.trim_start().strip_prefix('(')?.split_once(')')?.0;
+            Duration::try_from_secs_f64(stamp.trim().parse().ok()?).ok()
+        })
+}
+
 /// The lines of a CRIU log that say what went wrong (`Error (`), the last
 /// `limit` of them, else its last lines; and whether they are errors
 /// (CRIU's own words) rather than the log's last lines (pure).
@@ -202,4 +213,24 @@ pub fn log_errors(log: &str, limit: usize) -> (Vec<String>, bool) {
         .map(|l| crate::targets::name::printable(l).into_owned())
         .collect();
     (quoted, are_errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_mark_is_the_stamp_of_the_first_line_that_says_it() {
+        let log = "(00.035109) Running pre-restore scripts\n(02.500000) Running post-restore scripts\n(09.0) Running post-restore scripts\n";
+        assert_eq!(
+            log_mark(log, "post-restore"),
+            Some(Duration::from_micros(2_500_000))
+        );
+        assert_eq!(log_mark(log, "post-resume"), None);
+        assert_eq!(
+            log_mark("Running post-resume scripts\n", "post-resume"),
+            None
+        );
+        assert_eq!(log_mark("(-1.0) post-resume\n", "post-resume"), None);
+    }
 }

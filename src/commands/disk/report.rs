@@ -1,6 +1,7 @@
 //! What `dump` and `undump` report: one value, rendered by `output`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::exit::ExitStatus;
 
@@ -57,6 +58,30 @@ pub struct DiskReport {
     /// second one ended its wait for CRIU.
     pub signal: Option<i32>,
     pub abandoned: bool,
+    /// The undump: where its time went, once CRIU ran.
+    pub phases: Option<UndumpPhases>,
+}
+
+/// Where an undump's time went, in order, from CRIU's log and cudackpt's
+/// own clock.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct UndumpPhases {
+    /// cudackpt's checks before CRIU started.
+    pub checks: Duration,
+    /// CRIU, to its post-restore scripts: the tree and its memory (the
+    /// page images, the host copies of the GPU memory among them).
+    pub criu_memory: Duration,
+    /// CRIU, from there to its post-resume scripts.
+    pub criu_resume: Duration,
+    /// The post-resume action script to CRIU's exit: the driver's restore
+    /// of the GPU memory, and the resume.
+    pub gpu_restore: Duration,
+    /// After CRIU: the restored processes checked.
+    pub after: Duration,
+    /// The page images' bytes asked of the kernel ahead of CRIU (0: not
+    /// read ahead), and how long asking took.
+    pub read_ahead_bytes: u64,
+    pub read_ahead: Duration,
 }
 
 impl DiskReport {
@@ -72,6 +97,7 @@ impl DiskReport {
             criu_log: None,
             criu_errors: Vec::new(),
             elapsed_ms: 0.0,
+            phases: None,
             signal: None,
             abandoned: false,
         }

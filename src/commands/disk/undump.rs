@@ -24,10 +24,11 @@ use crate::targets::process;
 
 use super::manifest::{self, Manifest};
 use super::placement::{self, HostGpu};
-use super::report::{DiskFailure, DiskReport};
+use super::report::{DiskFailure, DiskReport, UndumpPhases};
 use super::source::HeldImages;
 use super::{
-    credentials, criu_run, criu_tool, dump, host_driver, open_files, restored_tree, tree_state,
+    credentials, criu_run, criu_tool, dump, host_driver, open_files, read_ahead, restored_tree,
+    tree_state,
 };
 
 /// What an undump is asked to do.
@@ -38,6 +39,8 @@ pub struct UndumpSettings<'a> {
     pub map: Option<Vec<(String, String)>>,
     pub force: bool,
     pub libcuda: Option<&'a Path>,
+    /// Whether the page images are read ahead while CRIU restores.
+    pub read_ahead: bool,
 }
 
 /// The pidfile CRIU writes the restored root's PID to.
@@ -47,7 +50,7 @@ const PIDFILE: &str = "restore.pid";
 pub fn run(request: &UndumpSettings<'_>, written: &dyn Fn(u64, u64, Duration)) -> DiskReport {
     let started = Instant::now();
     let report = DiskReport::new("undump", request.from.to_path_buf());
-    let mut report = undump(request, report, written);
+    let mut report = undump(request, report, written, started);
     let done = match report.restored_root {
         Some(root) => format!("the tree runs again, rooted at PID {root}"),
         None => String::new(),
@@ -68,6 +71,7 @@ fn undump(
     request: &UndumpSettings<'_>,
     mut report: DiskReport,
     written: &dyn Fn(u64, u64, Duration),
+    started: Instant,
 ) -> DiskReport {
     let mut source = match HeldImages::open(request.from) {
         Ok(source) => source,
@@ -102,7 +106,7 @@ fn undump(
                 criu_args,
                 moved: &moved,
             };
-            restored(request, &mut report, &manifest, &source, &restore, written)
+            restored(request, &mut report, &manifest, &source, &restore, written, started)
         });
     source.unstage();
     match result {
@@ -222,6 +226,7 @@ fn restored(
     source: &HeldImages,
     restore: &Restore<'_>,
     written: &dyn Fn(u64, u64, Duration),
+    started: Instant,
 ) -> Result<i32, DiskFailure> {
     let work = &source.criu_dir;
     let _ = work.remove(PIDFILE);
@@ -235,10 +240,19 @@ fn restored(
         work,
         log_name: LOG_NAME,
     };
-    let ran = criu_run::run(&call, &|_, elapsed| {
-        written(0, manifest.image_bytes, elapsed)
-    })
-    .map_err(|why| DiskReport::not_started(&restore.criu.path, &why))?;
+    let pages: Vec<_> = source
+        .page_images()
+        .into_iter()
+        .map(|(_, fd, size)| (fd, size))
+        .collect();
+    let criu_started = Instant::now();
+    let (ran, read) = read_ahead::alongside(&pages, request.read_ahead, || {
+        criu_run::run(&call, &|_, elapsed| {
+            written(0, manifest.image_bytes, elapsed)
+        })
+    });
+    let criu_ended = Instant::now();
+    let ran = ran.map_err(|why| DiskReport::not_started(&restore.criu.path, &why))?;
     let ran = report.noted(ran)?;
     let failed = |message: String, killed: &[i32]| {
         DiskFailure {
@@ -286,7 +300,43 @@ fn restored(
             &killed,
         ));
     }
+    let log = criu_run::read_log(work, LOG_NAME).unwrap_or_default();
+    report.phases = Some(phases(
+        &log,
+        criu_started - started,
+        criu_ended - criu_started,
+        criu_ended.elapsed(),
+        read,
+    ));
     Ok(root)
+}
+
+/// Where an undump's time went (pure): `checks` before CRIU, CRIU's
+/// `criu` split at its post-restore and post-resume scripts by its log,
+/// `after` it. A mark missing from the log puts its time in the phase
+/// before.
+fn phases(
+    log: &str,
+    checks: Duration,
+    criu: Duration,
+    after: Duration,
+    read: read_ahead::ReadAhead,
+) -> UndumpPhases {
+    let memory_done = criu_run::log_mark(log, "Running post-restore scripts")
+        .unwrap_or(criu)
+        .min(criu);
+    let resumed = criu_run::log_mark(log, "Running post-resume scripts")
+        .unwrap_or(criu)
+        .clamp(memory_done, criu);
+    UndumpPhases {
+        checks,
+        criu_memory: memory_done,
+        criu_resume: resumed - memory_done,
+        gpu_restore: criu - resumed,
+        after,
+        read_ahead_bytes: read.bytes,
+        read_ahead: read.took,
+    }
 }
 
 /// CRIU's log of a restore, in its work directory.
@@ -451,5 +501,56 @@ fn pid_holder(pid: i32) -> Option<String> {
         }
         // Unreadable is no proof it is free.
         Ok(Some(_)) | Err(_) => Some("in use on this host".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The marks of a CRIU 4.2.1 restore log, as it writes them at -v4.
+    const LOG: &str = "(00.000047) Running on vm Linux 6.18\n(00.035109) Running pre-restore scripts\n(02.500000) Running post-restore scripts\n(02.503301) Running pre-resume scripts\n(02.505436) Restore finished successfully. Tasks resumed.\n(02.510000) Running post-resume scripts\n";
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn an_undump_s_time_is_split_at_criu_s_scripts() {
+        let read = read_ahead::ReadAhead {
+            bytes: 7,
+            took: ms(3),
+        };
+        let split = phases(LOG, ms(40), ms(3_200), ms(20), read);
+        assert_eq!(split.checks, ms(40));
+        assert_eq!(split.criu_memory, ms(2_500));
+        assert_eq!(split.criu_resume, ms(10));
+        assert_eq!(split.gpu_restore, ms(690));
+        assert_eq!(split.after, ms(20));
+        assert_eq!((split.read_ahead_bytes, split.read_ahead), (7, ms(3)));
+        let total = split.criu_memory + split.criu_resume + split.gpu_restore;
+        assert_eq!(total, ms(3_200), "CRIU's time, whole");
+    }
+
+    /// A log without the marks (cut, or another CRIU's words), or with
+    /// stamps past CRIU's own end, never makes a phase negative.
+    #[test]
+    fn missing_or_late_marks_put_the_time_in_the_phase_before() {
+        let none = phases("", ms(1), ms(900), ms(1), read_ahead::ReadAhead::default());
+        assert_eq!(
+            (none.criu_memory, none.criu_resume, none.gpu_restore),
+            (ms(900), ms(0), ms(0))
+        );
+        let late = phases(
+            LOG,
+            ms(1),
+            ms(2_000),
+            ms(1),
+            read_ahead::ReadAhead::default(),
+        );
+        assert_eq!(
+            (late.criu_memory, late.criu_resume, late.gpu_restore),
+            (ms(2_000), ms(0), ms(0))
+        );
     }
 }
