@@ -17,9 +17,16 @@ the dump is refused, naming the pool).
 1. cold start: the server from nothing (an empty inductor and Triton cache,
    the page cache dropped with `--drop-caches`) to its first answer;
 2. `cudackpt dump` of the warm server (the server is gone after it);
-3. undump with the page cache dropped (`--drop-caches`), to its first
-   answer; then the restored server is killed;
-4. undump again with the images in the page cache, to its first answer.
+3. the disk's own time for the images: every file read once from a
+   dropped page cache, one after another and four at a time
+   (`--drop-caches`);
+4. undump with the page cache dropped (`--drop-caches`), to its first
+   answer; then the restored server is killed; the same with
+   `--no-read-ahead` (CRIU reading the page images alone);
+5. undump again with the images in the page cache, to its first answer.
+
+Each undump row gives the undump's own split (its `phases`: cudackpt's
+checks, CRIU's memory restore, the GPU restore) beside the first answer.
 
 With `--prove-pool` the server keeps its pool through warm-up, and before
 step 2 the dump is tried with the pool there, plain (refused, naming it)
@@ -218,6 +225,23 @@ def what_cudackpt_sees(args, pid):
     return {"session_nvidia_mappings": seen, "check_exit": code, "check": check, "nvidia_smi_apps": smi.splitlines()}
 
 
+def read_all(directory, readers):
+    """Seconds to read every file of `directory` once, `readers` at a time
+    (8 MiB reads): the disk's time for them from a dropped cache."""
+    from concurrent.futures import ThreadPoolExecutor
+    files = sorted((os.path.join(directory, f) for f in os.listdir(directory)), key=os.path.getsize, reverse=True)
+
+    def read(path):
+        with open(path, "rb", buffering=0) as f:
+            while f.read(8 << 20):
+                pass
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(readers) as pool:
+        list(pool.map(read, files))
+    return time.monotonic() - started
+
+
 def drop_caches():
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
@@ -272,18 +296,34 @@ def run(args):
         raw["dump"] = dumped
         reaper.join(timeout=60)
         raw["server_gone_after_dump"] = not reaper.is_alive()
-        for label, drop in (("undump, page cache dropped", True), ("undump, images in the page cache", False)):
+        if args.drop_caches:
+            raw["disk_read_s"] = {}
+            for readers in (1, 4):
+                drop_caches()
+                raw["disk_read_s"][readers] = read_all(images, readers)
+            image_bytes = dumped["manifest"]["image_bytes"]
+            for readers, seconds in raw["disk_read_s"].items():
+                rows.append((f"the images read from disk, {readers} at a time", seconds,
+                             f"{image_bytes / seconds / 1e9:.2f} GB/s; no server"))
+        undumps = (("undump, page cache dropped", True, []),
+                   ("undump, page cache dropped, --no-read-ahead", True, ["--no-read-ahead"]),
+                   ("undump, images in the page cache", False, []))
+        for label, drop, extra in undumps:
             if drop and not args.drop_caches:
                 continue
             if drop:
                 drop_caches()
             since = time.monotonic()
-            undump_s, undumped = cudackpt(args.cudackpt, "undump", images, "--criu", args.criu, env=criu_env)
+            undump_s, undumped = cudackpt(args.cudackpt, "undump", images, "--criu", args.criu, *extra, env=criu_env)
             took, answers = first_answer(port, args.new, since)
             raw.setdefault("undumps", []).append({"label": label, "document": undumped, "first_answer_s": took})
             if answers != expected:
                 raise SystemExit(f"{label}: the answers differ from the cold server's: {answers} != {expected}")
-            rows.append((label, took, f"undump {undump_s:.2f} s of it"))
+            phases = undumped.get("phases") or {}
+            split = ", ".join(f"{name[:-3].replace('_', ' ')} {phases[name] / 1e3:.2f} s"
+                              for name in ("checks_ms", "criu_memory_ms", "criu_resume_ms", "gpu_restore_ms", "after_criu_ms")
+                              if name in phases)
+            rows.append((label, took, f"undump {undump_s:.2f} s of it ({split})"))
             try:
                 os.kill(server.pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -91,7 +91,15 @@ fn after_checks(
     checked: &mut check::Checked,
     started: Instant,
 ) -> Result<Finished, Stop> {
-    let ready = check::ready(request, checked)?;
+    let mut ready = check::ready(request, checked)?;
+    // A compile-worker pool that the drain shuts down for this dump is
+    // gone before the first lock: no target (the dumpable pre-flight says
+    // so, and looks again once the drain is done).
+    let left = preflight::dumpable::pools_left_to_drain(request, &ready.pids());
+    let (left, targets): (Vec<_>, Vec<_>) = std::mem::take(&mut ready.targets)
+        .into_iter()
+        .partition(|t| left.contains(&t.pid));
+    ready.targets = targets;
     let passed = match pass_preflights(request, drain, &ready) {
         Ok(passed) => passed,
         Err(stop) => {
@@ -118,7 +126,12 @@ fn after_checks(
             map: passed.chosen.pairs,
         });
     }
-    execute_and_finish(request, drain, &ready, passed, started)
+    let mut finished = execute_and_finish(request, drain, &ready, passed, started)?;
+    finished.reports.extend(left.iter().map(|pool| TargetReport {
+        note: Some("left out: torch.compile's compile-worker pool, shut down by the drain for this dump".to_string()),
+        ..TargetReport::new(pool.pid, Some(pool.name.clone()))
+    }));
+    Ok(finished)
 }
 
 /// What the pre-flights and the per-PID locks leave for the driver calls.

@@ -156,6 +156,18 @@ fn io_uring_descriptor(pid: i32) -> Descriptors {
 }
 
 /// A process's name and parent, from /proc/PID/stat.
+/// Whether `pid` is a compile-worker pool itself, not one of its workers
+/// (which run its command line too, as its children).
+pub fn is_pool_process(pid: i32) -> bool {
+    runs_compile_pool(pid) && !pool_owner(pid).is_some_and(runs_compile_pool)
+}
+
+/// The process that started a compile-worker pool (its parent): the one
+/// whose drain can shut the pool down.
+pub fn pool_owner(pool: i32) -> Option<i32> {
+    name_and_parent(pool).1
+}
+
 fn name_and_parent(pid: i32) -> (Option<String>, Option<i32>) {
     let Ok(stat) = read_proc_text(&format!("/proc/{pid}/stat")) else {
         return (None, None);

@@ -32,6 +32,7 @@ if what in ("device", "device_forks"):
     forks = 5 if what == "device_forks" else 0
     for _ in range(forks):
         if os.fork() == 0:
+            ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL: gone with the pool
             time.sleep(600)
             os._exit(0)
 elif what == "wide":
@@ -243,6 +244,140 @@ fn a_compile_pool_and_its_workers_are_refused_in_one_sentence() {
         error.message
     );
     assert_eq!(fx.state_changes(), Vec::<String>::new());
+}
+
+/// A rank of a compiled job (tests/drain-target in `mode`, fake CUDA)
+/// that started torch.compile's compile-worker pool: a process of its
+/// own with CUDA (the fake, as the real pool starts CUDA to read the GPUs'
+/// properties) and five forked workers that map the "device" without it.
+/// Returns the rank, its events file, the pool's PID and the device prefix.
+fn rank_with_pool(fx: &Fixture, mode: &str) -> (crate::support::Target, PathBuf, i32, String) {
+    let holder = fx
+        .dir()
+        .join("site-packages/torch/_inductor/compile_worker/__main__.py");
+    fs::create_dir_all(holder.parent().expect("a directory")).expect("mkdir");
+    fs::write(&holder, HOLDER).expect("write the holder");
+    let device = fx.dir().join(format!("nvidia-{mode}"));
+    let (holder_text, device_text) = (holder.display().to_string(), device.display().to_string());
+    let (rank, events) = fx.drain_target(
+        mode,
+        &[
+            ("WORLD_SIZE", "2"),
+            ("DRAIN_TARGET_POOL", &holder_text),
+            ("DRAIN_TARGET_POOL_DEVICE", &device_text),
+        ],
+    );
+    wait_until("the pool and its workers", || {
+        with_suffix(&device, ".ready").exists()
+    });
+    let pool = fs::read_to_string(format!("/proc/{}/task/{}/children", rank.pid, rank.pid))
+        .expect("the rank's children")
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the pool");
+    (
+        rank,
+        events,
+        pool,
+        fx.dir().join("nvidia").display().to_string(),
+    )
+}
+
+/// The pre-dump hook with CUDACKPT_DRAIN=1, as `dump --drain` runs it.
+fn pre_dump_drained(fx: &Fixture, root: i32, prefix: &str) -> Output {
+    let mut command: StdCommand = fx.std_command(&["--json", "criu-hook"]);
+    command
+        .env("CRTOOLS_SCRIPT_ACTION", "pre-dump")
+        .env("CRTOOLS_INIT_PID", root.to_string())
+        .env("CUDACKPT_DEBUG_DEVICE_PREFIX", prefix)
+        .env("CUDACKPT_DRAIN", "1");
+    command.output().expect("run cudackpt")
+}
+
+/// A compiled job's pool cannot be dumped, and a drain that serves a
+/// dump shuts it down: the harm without the dump notice (refused before
+/// any change, though the job drains), the dump drained with it (the pool
+/// gone before the first lock, the rank checkpointed), and a rank that
+/// keeps its pool anyway (the drain called off, nothing locked).
+#[test]
+fn a_drain_for_a_dump_lets_the_rank_shut_its_compile_pool_down() {
+    let fx = Fixture::new();
+    // The harm: a rank that does not catch the notice keeps its pool, and
+    // the dump is refused before any change.
+    let (rank, events, pool, prefix) = rank_with_pool(&fx, "pool-no-notice");
+    let refused = pre_dump_drained(&fx, rank.pid, &prefix);
+    assert_eq!(refused.status.code(), Some(8), "{refused:?}");
+    let doc: ProcessCommandDoc = parse_one_document(&refused.stdout);
+    let error = doc.error.as_ref().expect("refused");
+    assert!(
+        error.message.contains(&format!(
+            "compile-worker pool PID {pool} (python3), 5 processes"
+        )),
+        "{}",
+        error.message
+    );
+    assert_eq!(crate::drain::events(&events), ["ready"], "never asked");
+    assert_eq!(fx.state_changes(), Vec::<String>::new());
+    drop(rank);
+
+    // With the notice: the pool goes at the drain, the rank is checkpointed.
+    let (rank, events, pool, prefix) = rank_with_pool(&fx, "pool");
+    let dumped = pre_dump_drained(&fx, rank.pid, &prefix);
+    assert_eq!(dumped.status.code(), Some(0), "{dumped:?}");
+    assert_eq!(
+        crate::drain::events(&events),
+        ["ready", "dump-notice", "pool-released", "released"]
+    );
+    assert_eq!(fx.state_of(&rank), "checkpointed");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pool}")).exists(),
+        "the pool is gone"
+    );
+    let doc: ProcessCommandDoc = parse_one_document(&dumped.stdout);
+    assert!(
+        doc.warnings
+            .iter()
+            .any(|w| w.contains("the drain shuts it down first")),
+        "{:?}",
+        doc.warnings
+    );
+    let left = doc.process(pool);
+    assert!(left.steps.is_empty(), "the pool is no target: {left:?}");
+    assert!(
+        left.note
+            .as_deref()
+            .is_some_and(|n| n.starts_with("left out: torch.compile's compile-worker pool")),
+        "{left:?}"
+    );
+    let changes = fx.state_changes();
+    assert_eq!(
+        changes.len(),
+        2,
+        "one lock, one checkpoint: the rank's: {changes:?}"
+    );
+    drop(rank);
+
+    // A rank that keeps its pool all the same: looked at again after the
+    // drain, the tree is refused and the drain called off (rebuilt).
+    let (rank, events, pool, prefix) = rank_with_pool(&fx, "pool-kept");
+    let called_off = pre_dump_drained(&fx, rank.pid, &prefix);
+    assert_eq!(called_off.status.code(), Some(8), "{called_off:?}");
+    let doc: ProcessCommandDoc = parse_one_document(&called_off.stdout);
+    let failure = doc.process(rank.pid).error.as_ref().expect("called off");
+    assert!(
+        failure
+            .message
+            .contains(&format!("compile-worker pool, PID {pool} (python3)"))
+            && failure.message.contains("6 processes")
+            && failure.message.contains("nothing was locked"),
+        "{failure:?}"
+    );
+    assert_eq!(
+        crate::drain::events(&events),
+        ["ready", "dump-notice", "released", "rebuilt"]
+    );
+    assert_eq!(fx.state_of(&rank), "running");
 }
 
 #[test]

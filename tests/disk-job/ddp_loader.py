@@ -5,7 +5,10 @@ every step, and a DataLoader with two forked workers yielding 16 x 128 x
 1024 float32 batches (8 MiB, handed over in unlinked /dev/shm files).
 Arguments: WORK STEPS [PAUSE]. Each rank appends `STEP LOSS` (LOSS as
 float.hex(), for bit-exact comparisons) to WORK/losses-RANK.txt, and
-writes WORK/done-RANK once it finished every step."""
+writes WORK/done-RANK once it finished every step. With DDP_COMPILE=1 the
+DDP module is torch.compile'd (inductor's compile-worker pool runs beside
+the ranks, as in a compiled job), and each drain's `for_dump` is appended
+to WORK/drains-RANK.txt."""
 
 import os
 import sys
@@ -42,9 +45,13 @@ def main():
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Linear(1024, 1).to(device))
+    if os.environ.get("DDP_COMPILE") == "1":
+        model = torch.compile(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    drain = cudackpt_drain.Drain()
-    loader = DataLoader(Batches(), batch_size=16, num_workers=2, sampler=range(rank, 1 << 20, 2))
+    drains = open(os.path.join(work, f"drains-{rank}.txt"), "a", buffering=1)
+    drain = cudackpt_drain.Drain(on_release=[lambda: drains.write(f"{drain.for_dump}\n")])
+    world = dist.get_world_size()
+    loader = DataLoader(Batches(), batch_size=16, num_workers=2, sampler=range(rank, 1 << 20, world))
     with open(os.path.join(work, f"losses-{rank}.txt"), "a", buffering=1) as losses:
         for step, batch in enumerate(loader):
             if step == steps:

@@ -11,6 +11,12 @@
  *   late           acknowledges a second after the request
  *   pretend        like plant, without the watchdog thread: a rank whose
  *                  only sign is its launcher environment, and a fake marker
+ *   pool           acks, and starts a "compile-worker pool" at start: the
+ *                  program DRAIN_TARGET_POOL run with the arguments
+ *                  "device_forks DRAIN_TARGET_POOL_DEVICE" in a process
+ *                  group of its own; a drain for a dump kills that group
+ *   pool-kept      the same, but keeps the pool through every drain
+ *   pool-no-notice the same as pool, but does not catch the dump notice
  * Releasing for a dump (the dump notice came first) notes "dump-notice".
  * With DRAIN_TARGET_SHRINK_TO_MIB set, releasing shrinks it: it appends
  * "PID:MIB" to the fake NVML's nvml-processes file in FAKE_CUDA_STATE_DIR
@@ -25,6 +31,7 @@
 #include <stdlib.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/wait.h>
 #include "cudackpt_drain.h"
 static const char *mode;
 static FILE *events;
@@ -32,6 +39,18 @@ static pthread_t watchdog;
 static void *watch(void *arg) { (void)arg; prctl(PR_SET_NAME, "pt_nccl_watchdg"); for (;;) pause(); return 0; }
 static void *liar(void *arg) { (void)arg; prctl(PR_SET_NAME, CUDACKPT_DRAIN_MARKER); for (;;) pause(); return 0; }
 static int signals_fd = -1;
+static pid_t pool = -1;
+static void start_pool(void) {
+    const char *program = getenv("DRAIN_TARGET_POOL"), *device = getenv("DRAIN_TARGET_POOL_DEVICE");
+    if (!program || !device) return;
+    pool = fork();
+    if (pool == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execlp("python3", "python3", program, "device_forks", device, (char *)0);
+        _exit(127);
+    }
+}
 /* The client's handler, counted first (write(2) is async-signal-safe). */
 static void counted(int sig) { if (write(signals_fd, "signal\n", 7) < 0) {} cudackpt_on_request(sig); }
 static void note(const char *what) { fprintf(events, "%s\n", what); fflush(events); }
@@ -50,6 +69,12 @@ static void shrink(void) {
 static void release(void) {
     if (!strcmp(mode, "late")) sleep(1);
     if (cudackpt_drain_for_dump()) note("dump-notice");
+    if (pool > 0 && cudackpt_drain_for_dump() && strcmp(mode, "pool-kept")) {
+        kill(-pool, SIGKILL);
+        waitpid(pool, 0, 0);
+        pool = -1;
+        note("pool-released");
+    }
     note("released");
     if (!strcmp(mode, "die")) _exit(3);
     shrink();
@@ -71,6 +96,8 @@ int main(int argc, char **argv) {
     snprintf(signals_path, sizeof signals_path, "%s.signals", argv[2]);
     signals_fd = open(signals_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     cudackpt_drain_init();
+    if (!strcmp(mode, "pool-no-notice")) signal(CUDACKPT_DRAIN_DUMP_NOTICE, SIG_DFL);
+    if (!strncmp(mode, "pool", 4)) start_pool();
     struct sigaction action = {0};
     action.sa_handler = counted;
     action.sa_flags = SA_RESTART;

@@ -107,6 +107,10 @@ pub(super) fn drain(
     journal.drain_phase(DrainPhase::Drained);
     drained.prove(request, ready, journal, interrupt)?;
     drained.weigh(request, ready, before.as_ref().ok(), journal, interrupt)?;
+    // What the drain was to shut down for CRIU must be gone by now.
+    if let Some(fault) = crate::ops::preflight::dumpable::after_drain(request, ready) {
+        return Err(drained.call_off(&CallOffReason::Undumpable(fault), journal, interrupt));
+    }
     // The wait can be long: a target stopped meanwhile (SIGSTOP, a
     // debugger, a freeze) would make its lock wait until it runs.
     if let Some(pid) = stopped_meanwhile(ready) {
@@ -161,6 +165,9 @@ pub(super) enum CallOffReason {
     /// Even drained, the group's host copies would not fit (the failure of
     /// the host-memory pre-flight, on what the members kept).
     HostMemory(Fault),
+    /// Drained for a CRIU dump, the tree still holds what CRIU cannot
+    /// dump (a compile-worker pool its owner kept).
+    Undumpable(Fault),
 }
 
 impl Drained {
@@ -423,7 +430,7 @@ impl Drained {
                 format!("interrupted by {} during the drain; {rebuilt}", signal_name(*signal)),
                 "run the command again when it may finish",
             ),
-            CallOffReason::HostMemory(failure) => Fault::new(
+            CallOffReason::HostMemory(failure) | CallOffReason::Undumpable(failure) => Fault::new(
                 failure.kind,
                 format!("{}; {rebuilt}", failure.message),
                 failure.hint.clone().unwrap_or_default(),

@@ -20,7 +20,7 @@ use crate::targets::dumpable::{self, Obstacle, Undumpable};
 const FORKED_CHILD_FIX: &str = "have its parent use the PyTorch drain client (`cudackpt_drain.Drain()` or `keep_forks_dumpable()`: children it forks drop what they inherit from the GPU), or give the DataLoader multiprocessing_context=\"forkserver\" or \"spawn\"";
 
 /// What the hint says of `torch.compile`'s compile-worker pool.
-const COMPILE_POOL_FIX: &str = "shut torch.compile's compile workers down once the model is warm (`cudackpt_drain.release_compile_workers()`, which a drain calls; inductor starts them again when it next compiles), or run the job with TORCHINDUCTOR_COMPILE_THREADS=1 (no pool)";
+const COMPILE_POOL_FIX: &str = "shut torch.compile's compile workers down once the model is warm (`cudackpt_drain.release_compile_workers()`, which the client's drain calls when it serves a dump: `dump --drain`; inductor starts them again when it next compiles), or run the job with TORCHINDUCTOR_COMPILE_THREADS=1 (no pool)";
 
 /// What the hint says of an io_uring ring.
 const PAST_CAP_FIX: &str =
@@ -28,11 +28,60 @@ const PAST_CAP_FIX: &str =
 const IO_URING_FIX: &str = "for torchrun's launcher see the README, \"Checkpointing a PyTorch job\"; otherwise stop the program from using io_uring, or checkpoint without CRIU (`cudackpt suspend --drain`)";
 
 /// The pre-flight: `Ok` with warnings for the report (a dry run, or
-/// `--force`), or the refusal of the pre-dump.
+/// `--force`), or the refusal of the pre-dump. A compile-worker pool that
+/// a drain serving this dump will shut down is left to it (said in a
+/// remark), and [`after_drain`] looks again once the drain is done.
 pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<String>, Stop> {
     if !request.operation.checkpoints() || !(request.criu_dump.is_some() || request.dry_run) {
         return Ok(Vec::new());
     }
+    let (found, left_to_drain) = excuse_released(request, found_in(request, ready));
+    let mut remarks: Vec<String> = left_to_drain
+        .iter()
+        .map(|(pool, owner)| format!(
+            "torch.compile's compile-worker pool, PID {pool}, maps the GPU without CUDA state, which CRIU cannot dump: the drain shuts it down first (PID {owner}, which started it, catches the drain protocol's dump notice)"
+        ))
+        .collect();
+    let failures = failures(&found);
+    if failures.is_empty() {
+        return Ok(remarks);
+    }
+    if request.criu_dump.is_none() {
+        remarks.extend(failures.iter().map(|f| {
+            let fix = f.hint.as_deref().unwrap_or_default();
+            format!(
+                "a CRIU dump of this tree would fail: {} (fix: {fix})",
+                f.message
+            )
+        }));
+        return Ok(remarks);
+    }
+    if request.force {
+        remarks.extend(
+            failures
+                .iter()
+                .map(|f| format!("{} (going on anyway: CUDACKPT_FORCE=1)", f.message)),
+        );
+        return Ok(remarks);
+    }
+    // The processes at fault are no targets: the group is refused as a
+    // whole, and each target is not attempted.
+    Err(Stop::not_run(together(failures.into_iter())))
+}
+
+/// Once a drain that serves a dump is done: what CRIU still could not
+/// dump (a pool its owner kept after all), refused as the pre-dump would
+/// have; `None` when nothing is left, or when forced.
+pub fn after_drain(request: &Request<'_>, ready: &Ready) -> Option<Fault> {
+    if request.criu_dump.is_none() || request.force {
+        return None;
+    }
+    let failures = failures(&found_in(request, ready));
+    (!failures.is_empty()).then(|| together(failures.into_iter()))
+}
+
+/// What CRIU could not dump in the trees of the request.
+fn found_in(request: &Request<'_>, ready: &Ready) -> Vec<Undumpable> {
     // CRIU dumps the trees it was given; a dry run also looks below each
     // process it names.
     let mut roots = request.selectors.trees.clone();
@@ -46,32 +95,72 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<String>, Stop> 
         .map(|t| t.pid)
         .chain(ready.blocked.iter().map(|p| p.pid))
         .collect();
-    let found = dumpable::find(&pids, &|pid| cuda.contains(&pid));
-    let failures = failures(&found);
-    if failures.is_empty() {
-        return Ok(Vec::new());
+    dumpable::find(&pids, &|pid| cuda.contains(&pid))
+}
+
+/// The compile-worker pools among `targets` (a pool starts CUDA, so holds
+/// CUDA state of its own) that a drain serving this dump shuts down: left
+/// out of the group, since they are gone before the first lock. Empty
+/// unless the request drains for a CRIU dump.
+pub fn pools_left_to_drain(request: &Request<'_>, targets: &[i32]) -> Vec<i32> {
+    if !request.drain.before_lock || request.criu_dump.is_none() {
+        return Vec::new();
     }
-    if request.criu_dump.is_none() {
-        return Ok(failures
-            .iter()
-            .map(|f| {
-                let fix = f.hint.as_deref().unwrap_or_default();
-                format!(
-                    "a CRIU dump of this tree would fail: {} (fix: {fix})",
-                    f.message
-                )
+    targets
+        .iter()
+        .copied()
+        .filter(|&pid| dumpable::is_pool_process(pid))
+        .filter(|&pool| releasing_owner(request, pool).is_some())
+        .collect()
+}
+
+/// The process that started `pool`, when it catches both the drain
+/// signal and the dump notice: its drain shuts the pool down.
+fn releasing_owner(request: &Request<'_>, pool: i32) -> Option<i32> {
+    let signal = request.drain.signal;
+    dumpable::pool_owner(pool).filter(|&owner| {
+        crate::targets::process::read_status(owner)
+            .ok()
+            .flatten()
+            .and_then(|status| status.caught)
+            .is_some_and(|caught| {
+                signal.caught_by(caught) && signal.dump_notice().caught_by(caught)
             })
-            .collect());
+    })
+}
+
+/// Splits off the pools a drain that serves this dump will shut down:
+/// those whose owner catches both the drain signal and the dump notice
+/// (the Python client does). Returns what is left, and each pool let
+/// through with its owner.
+fn excuse_released(
+    request: &Request<'_>,
+    found: Vec<Undumpable>,
+) -> (Vec<Undumpable>, Vec<(i32, i32)>) {
+    if !request.drain.before_lock || request.criu_dump.is_none() {
+        return (found, Vec::new());
     }
-    if request.force {
-        return Ok(failures
-            .iter()
-            .map(|f| format!("{} (going on anyway: CUDACKPT_FORCE=1)", f.message))
-            .collect());
+    let mut owners: BTreeMap<i32, Option<i32>> = BTreeMap::new();
+    let mut owner_of = |pool: i32| {
+        *owners
+            .entry(pool)
+            .or_insert_with(|| releasing_owner(request, pool))
+    };
+    let (mut kept, mut excused) = (Vec::new(), Vec::new());
+    for f in found {
+        match (f.compile_pool, &f.obstacle) {
+            (Some(pool), Obstacle::Device(_)) => match owner_of(pool) {
+                Some(owner) => {
+                    if !excused.contains(&(pool, owner)) {
+                        excused.push((pool, owner));
+                    }
+                }
+                None => kept.push(f),
+            },
+            _ => kept.push(f),
+        }
     }
-    // The processes at fault are no targets: the group is refused as a
-    // whole, and each target is not attempted.
-    Err(Stop::not_run(together(failures.into_iter())))
+    (kept, excused)
 }
 
 /// One refusal of the tree from each process's (pure).

@@ -189,63 +189,197 @@ def disk_users_own_job(tools):
 DDP_LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "disk-job", "ddp_loader.py")
 
 
-def ddp_loader(work, steps, pause, env=None):
-    """tests/disk-job/ddp_loader.py on two GPUs over NCCL, under torchrun
+def ddp_loader(work, steps, pause, ranks=2, env=None):
+    """tests/disk-job/ddp_loader.py on `ranks` GPUs over NCCL, under torchrun
     and the client's no_io_uring, in a session of its own: its agent."""
     from harness.jobs import CLIENT_SRC
     os.makedirs(work, exist_ok=True)
     command = [sys.executable, "-m", "cudackpt_drain.no_io_uring", sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc-per-node", "2", DDP_LOADER, work, str(steps), str(pause)]
+               "--nproc-per-node", str(ranks), DDP_LOADER, work, str(steps), str(pause)]
     log = open(os.path.join(work, "job.log"), "w")
     return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                             env=dict(os.environ, PYTHONPATH=CLIENT_SRC, DDP_BACKEND="nccl", NCCL_NVLS_ENABLE="0", **(env or {})))
 
 
-def ddp_losses(work):
-    return [open(os.path.join(work, f"losses-{r}.txt")).read() if os.path.exists(os.path.join(work, f"losses-{r}.txt")) else "" for r in range(2)]
+def ddp_losses(work, ranks=2):
+    return [open(os.path.join(work, f"losses-{r}.txt")).read() if os.path.exists(os.path.join(work, f"losses-{r}.txt")) else "" for r in range(ranks)]
 
 
-def ddp_done(work, timeout):
+def ddp_done(work, timeout, ranks=2):
     until = time.monotonic() + timeout
     while time.monotonic() < until:
-        if all(os.path.exists(os.path.join(work, f"done-{r}")) for r in range(2)):
+        if all(os.path.exists(os.path.join(work, f"done-{r}")) for r in range(ranks)):
             return True
         time.sleep(0.2)
     return False
 
 
-@scenario("a torchrun job to disk and back: two NCCL ranks with DDP and two fork DataLoader workers each (8 MiB batches in /dev/shm), under no_io_uring; dump --drain of torchrun's agent with no iptables on the host, undump with every rank moved to the other GPU, losses bit-exact", gpus=2)
-def disk_torchrun(tools):
+def ddp_at_step(work, step, timeout, ranks=2):
+    until = time.monotonic() + timeout
+    while time.monotonic() < until and len(ddp_losses(work, ranks)[0].splitlines()) < step:
+        time.sleep(0.2)
+    expect(len(ddp_losses(work, ranks)[0].splitlines()) >= step, f"the job reached step {step}: {open(os.path.join(work, 'job.log')).read()[-1500:]}")
+
+
+def torchrun_round_trip(tools, ranks):
+    """The torchrun job of `ranks` NCCL ranks, dumped with --drain at step 8
+    and undumped with every rank moved to the next GPU; its losses against
+    an untouched run's."""
     base = tempfile.mkdtemp(prefix="cudackpt-disk-ddp-")
     steps = 40
     reference = os.path.join(base, "reference")
-    p = ddp_loader(reference, steps, 0)
+    p = ddp_loader(reference, steps, 0, ranks)
     try:
-        expect(ddp_done(reference, 180), f"the reference run finished: {open(os.path.join(reference, 'job.log')).read()[-1500:]}")
+        expect(ddp_done(reference, 240, ranks), f"the reference run finished: {open(os.path.join(reference, 'job.log')).read()[-1500:]}")
     finally:
         kill_and_reap(p)
-    expected = ddp_losses(reference)
+    expected = ddp_losses(reference, ranks)
     work = os.path.join(base, "job")
-    p = ddp_loader(work, steps, 0.3)
+    p = ddp_loader(work, steps, 0.3, ranks)
+    name = f"disk_torchrun{'' if ranks == 2 else ranks}"
     try:
-        until = time.monotonic() + 180
-        while time.monotonic() < until and len(ddp_losses(work)[0].splitlines()) < 8:
-            time.sleep(0.2)
+        ddp_at_step(work, 8, 240, ranks)
         images = os.path.join(base, "images")
         dumped, dump_s = disk(tools, "dump", "--drain", "--to", images, p.pid)
-        RAW["disk_torchrun"] = {"dump": dumped}
+        RAW[name] = {"dump": dumped}
         p.wait(timeout=60)
-        at_dump = len(ddp_losses(work)[0].splitlines())
-        gpus = tools.json("devices")["gpus"]
-        swap = f"{gpus[0]['uuid']}={gpus[1]['uuid']},{gpus[1]['uuid']}={gpus[0]['uuid']}"
-        undumped, undump_s = disk(tools, "undump", images, "--map", swap)
-        RAW["disk_torchrun"]["undump"] = undumped
-        expect(ddp_done(work, 180), f"the restored job finished: {open(os.path.join(work, 'job.log')).read()[-1500:]}")
-        got = ddp_losses(work)
+        at_dump = len(ddp_losses(work, ranks)[0].splitlines())
+        gpus = tools.json("devices")["gpus"][:ranks]
+        moved = ",".join(f"{gpus[i]['uuid']}={gpus[(i + 1) % ranks]['uuid']}" for i in range(ranks))
+        undumped, undump_s = disk(tools, "undump", images, "--map", moved)
+        RAW[name]["undump"] = undumped
+        expect(ddp_done(work, 240, ranks), f"the restored job finished: {open(os.path.join(work, 'job.log')).read()[-1500:]}")
+        got = ddp_losses(work, ranks)
         expect(got == expected, f"losses after the undump differ from the reference's (rank 0: {len(got[0].splitlines())} lines against {len(expected[0].splitlines())})")
         options = [o["option"] for o in dumped["manifest"]["criu_options"]]
         return (f"dump --drain at step {at_dump} {dump_s:.1f} s ({dumped['manifest']['image_bytes'] / 1e9:.2f} GB; CRIU {', '.join(options)}), "
-                f"undump onto the swapped GPUs {undump_s:.1f} s, {steps} losses a rank bit-exact")
+                f"undump with every rank moved to the next GPU {undump_s:.1f} s, {steps} losses a rank bit-exact")
     finally:
         subprocess.run(["pkill", "-9", "-s", str(p.pid)], capture_output=True)
         kill_and_reap(p)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@scenario("a torchrun job to disk and back: two NCCL ranks with DDP and two fork DataLoader workers each (8 MiB batches in /dev/shm), under no_io_uring; dump --drain of torchrun's agent with no iptables on the host, undump with every rank moved to the other GPU, losses bit-exact", gpus=2)
+def disk_torchrun(tools):
+    return torchrun_round_trip(tools, 2)
+
+
+@scenario("the same torchrun job with four NCCL ranks on four GPUs: dump --drain, undump with every rank moved to the next GPU, losses bit-exact", gpus=4)
+def disk_torchrun4(tools):
+    return torchrun_round_trip(tools, 4)
+
+
+def tcp_of(pid):
+    """The TCP sockets `pid` holds: (state, local, remote), from its
+    descriptors' inodes and /proc/PID/net/tcp and tcp6 (its namespace)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    states = {"01": "ESTABLISHED", "0A": "LISTEN", "06": "TIME_WAIT", "08": "CLOSE_WAIT"}
+    held = []
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{table}") as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[9] in inodes:
+                    held.append((states.get(fields[3], fields[3]), addr(fields[1]), addr(fields[2])))
+    return sorted(held)
+
+
+def addr(text):
+    host, port = text.split(":")
+    if len(host) == 8:
+        return ".".join(str(int(host[i:i + 2], 16)) for i in (6, 4, 2, 0)) + f":{int(port, 16)}"
+    return f"[{host}]:{int(port, 16)}"
+
+
+def tree_of(root):
+    """`root` and its descendants, with their names and thread names."""
+    found, queue = [], [root]
+    while queue:
+        pid = queue.pop(0)
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                name = f.read().strip()
+            threads = sorted({open(f"/proc/{pid}/task/{t}/comm").read().strip() for t in os.listdir(f"/proc/{pid}/task")})
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                queue.extend(int(c) for c in f.read().split())
+        except OSError:
+            continue
+        found.append({"pid": pid, "name": name, "threads": threads, "tcp": tcp_of(pid)})
+    return found
+
+
+@scenario("what a drained NCCL job still holds: each process's TCP sockets and threads while drained (suspend --drain of the torchrun tree), with NCCL's RAS on and off", gpus=2)
+def drained_sockets(tools):
+    base = tempfile.mkdtemp(prefix="cudackpt-drained-")
+    seen = {}
+    try:
+        for label, env in (("ras_on", {}), ("ras_off", {"NCCL_RAS_ENABLE": "0"})):
+            work = os.path.join(base, label)
+            p = ddp_loader(work, 400, 0.05, 2, env)
+            try:
+                ddp_at_step(work, 5, 240)
+                seen[label] = {"running": tree_of(p.pid)}
+                suspended = tools.json("suspend", "--drain", "--tree", str(p.pid))
+                seen[label]["drained"] = tree_of(p.pid)
+                seen[label]["suspend"] = suspended
+                tools.json("resume", "--tree", str(p.pid))
+                ddp_at_step(work, len(ddp_losses(work)[0].splitlines()) + 3, 120)
+            finally:
+                subprocess.run(["pkill", "-9", "-s", str(p.pid)], capture_output=True)
+                kill_and_reap(p)
+        RAW["drained_sockets"] = seen
+
+        def summary(label):
+            drained = seen[label]["drained"]
+            ranks = [m for m in drained if any(t.startswith("pt_") or "NCCL" in t or t == "cudackpt-drain1" for t in m["threads"])]
+            sockets = sum(len(m["tcp"]) for m in drained)
+            ras = sorted({t for m in drained for t in m["threads"] if "RAS" in t.upper()})
+            return f"{label}: {sockets} TCP sockets in the tree while drained, {len(ranks)} ranks, RAS threads {ras or 'none'}"
+
+        return "; ".join(summary(label) for label in seen)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@scenario("a torch.compile'd two-rank DDP job (inductor's compile-worker pool beside each rank): suspend --drain acknowledges with the pool kept, dump --drain releases it (the dump notice) and the job comes back with undump and finishes", gpus=2)
+def compiled_drain(tools):
+    base = tempfile.mkdtemp(prefix="cudackpt-compiled-")
+    work = os.path.join(base, "job")
+    env = {"DDP_COMPILE": "1", "TORCHINDUCTOR_CACHE_DIR": os.path.join(base, "inductor"), "TRITON_CACHE_DIR": os.path.join(base, "triton")}
+    p = ddp_loader(work, 60, 0.2, 2, env)
+    try:
+        ddp_at_step(work, 6, 420)
+        pools = lambda: [m for m in tree_of(p.pid) if any("compile_worker" in a for a in open(f"/proc/{m['pid']}/cmdline").read().split("\0"))]  # noqa: E731
+        before = len(pools())
+        suspended = tools.json("suspend", "--drain", "--tree", str(p.pid))
+        acks = [q["drain"]["acknowledged_ms"] for q in suspended["processes"] if (q.get("drain") or {}).get("acknowledged_ms") is not None]
+        kept = len(pools())
+        tools.json("resume", "--tree", str(p.pid))
+        ddp_at_step(work, len(ddp_losses(work)[0].splitlines()) + 3, 120)
+        images = os.path.join(base, "images")
+        dumped, dump_s = disk(tools, "dump", "--drain", "--to", images, p.pid)
+        p.wait(timeout=60)
+        at_dump = len(ddp_losses(work)[0].splitlines())
+        undumped, undump_s = disk(tools, "undump", images)
+        RAW["compiled_drain"] = {"suspend": suspended, "dump": dumped, "undump": undumped, "pool_processes": [before, kept],
+                                 "drains": [open(os.path.join(work, f"drains-{r}.txt")).read().split() for r in range(2)]}
+        expect(ddp_done(work, 300), f"the restored job finished: {open(os.path.join(work, 'job.log')).read()[-1500:]}")
+        expect(before > 0, "the job had a compile-worker pool (the scenario's premise)")
+        expect(kept == before, f"a suspend's drain kept the pool ({kept} of {before} processes)")
+        expect(max(acks) < 1000, f"a suspend's drain acknowledged in {max(acks):.0f} ms (goal under 1 s)")
+        drains = RAW["compiled_drain"]["drains"]
+        expect(all(d[:2] == ["False", "True"] for d in drains), f"for_dump per drain: {drains}")
+        return (f"pool of {before} processes kept through suspend --drain (acknowledged in {max(acks):.0f} ms), released by dump --drain "
+                f"at step {at_dump} ({dump_s:.1f} s, {dumped['manifest']['image_bytes'] / 1e9:.2f} GB); undump {undump_s:.1f} s, the job finished")
+    finally:
+        subprocess.run(["pkill", "-9", "-s", str(p.pid)], capture_output=True)
+        kill_and_reap(p)
+        shutil.rmtree(base, ignore_errors=True)
