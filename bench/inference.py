@@ -95,9 +95,14 @@ def serve(args):
         import cudackpt_drain
 
         cudackpt_drain.release_compile_workers()
-    # A port the kernel picks, said on READY: a fixed port in the
-    # ephemeral range was taken by the runner's own polls on the GPU host.
+    # A fixed port below the ephemeral range (32768-60999), as a service
+    # has: a port the kernel picked is free again once the server is
+    # dumped, and the GPU host's own connections took one (40893) before
+    # the undump could bind it again ("Address already in use"); one in
+    # the ephemeral range was taken by the runner's polls. SO_REUSEADDR
+    # as servers set it.
     listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", args.port))
     listener.listen()
     print("READY", listener.getsockname()[1], flush=True)
@@ -361,7 +366,8 @@ def main():
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("serve", "run"):
         p = sub.add_parser(name)
-        p.add_argument("--port", type=int, default=0, help="the server's port (0: the kernel picks one, said on READY)")
+        p.add_argument("--port", type=int, default=24817,
+                       help="the server's port, below the ephemeral range (0: the kernel picks one, said on READY)")
         p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
         p.add_argument("--size", choices=sorted(SIZES), default="1b")
         p.add_argument("--new", type=int, default=16, help="tokens each answer generates")

@@ -299,20 +299,38 @@ def addr(text):
     return f"[{host}]:{int(port, 16)}"
 
 
+def children_by_parent():
+    """Every process's children, from one scan of /proc (a child started
+    by any thread: /proc/PID/task/PID/children lists the main thread's)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
 def tree_of(root):
-    """`root` and its descendants, with their names and thread names."""
+    """`root` and its descendants, with their names, thread names, TCP
+    sockets and command lines."""
+    children = children_by_parent()
     found, queue = [], [root]
     while queue:
         pid = queue.pop(0)
+        queue.extend(children.get(pid, []))
         try:
             with open(f"/proc/{pid}/comm") as f:
                 name = f.read().strip()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace").split("\0")
             threads = sorted({open(f"/proc/{pid}/task/{t}/comm").read().strip() for t in os.listdir(f"/proc/{pid}/task")})
-            with open(f"/proc/{pid}/task/{pid}/children") as f:
-                queue.extend(int(c) for c in f.read().split())
+            found.append({"pid": pid, "name": name, "threads": threads, "tcp": tcp_of(pid), "cmdline": cmdline})
         except OSError:
             continue
-        found.append({"pid": pid, "name": name, "threads": threads, "tcp": tcp_of(pid)})
     return found
 
 
@@ -339,10 +357,11 @@ def drained_sockets(tools):
 
         def summary(label):
             drained = seen[label]["drained"]
-            ranks = [m for m in drained if any(t.startswith("pt_") or "NCCL" in t or t == "cudackpt-drain1" for t in m["threads"])]
-            sockets = sum(len(m["tcp"]) for m in drained)
-            ras = sorted({t for m in drained for t in m["threads"] if "RAS" in t.upper()})
-            return f"{label}: {sockets} TCP sockets in the tree while drained, {len(ranks)} ranks, RAS threads {ras or 'none'}"
+            ranks = [m for m in drained if "cudackpt-drain1" in m["threads"]]
+            workers = [m for m in drained if m["name"] == "pt_data_worker"]
+            held = ["/".join(f"{sum(s[0] == state for s in m['tcp'])} {state.lower()}" for state in ("LISTEN", "ESTABLISHED")) for m in ranks]
+            return (f"{label}: drained, each of {len(ranks)} ranks held {', '.join(held)} TCP sockets; "
+                    f"{sum(len(m['tcp']) for m in workers)} in its {len(workers)} DataLoader workers")
 
         return "; ".join(summary(label) for label in seen)
     finally:
@@ -357,7 +376,8 @@ def compiled_drain(tools):
     p = ddp_loader(work, 60, 0.2, 2, env)
     try:
         ddp_at_step(work, 6, 420)
-        pools = lambda: [m for m in tree_of(p.pid) if any("compile_worker" in a for a in open(f"/proc/{m['pid']}/cmdline").read().split("\0"))]  # noqa: E731
+        pools = lambda: [m for m in tree_of(p.pid) if any("compile_worker" in a for a in m["cmdline"])]  # noqa: E731
+        tree_at_start = tree_of(p.pid)
         before = len(pools())
         suspended = tools.json("suspend", "--drain", "--tree", str(p.pid))
         acks = [q["drain"]["acknowledged_ms"] for q in suspended["processes"] if (q.get("drain") or {}).get("acknowledged_ms") is not None]
@@ -369,7 +389,7 @@ def compiled_drain(tools):
         p.wait(timeout=60)
         at_dump = len(ddp_losses(work)[0].splitlines())
         undumped, undump_s = disk(tools, "undump", images)
-        RAW["compiled_drain"] = {"suspend": suspended, "dump": dumped, "undump": undumped, "pool_processes": [before, kept],
+        RAW["compiled_drain"] = {"suspend": suspended, "dump": dumped, "undump": undumped, "pool_processes": [before, kept], "tree": tree_at_start,
                                  "drains": [open(os.path.join(work, f"drains-{r}.txt")).read().split() for r in range(2)]}
         expect(ddp_done(work, 300), f"the restored job finished: {open(os.path.join(work, 'job.log')).read()[-1500:]}")
         expect(before > 0, "the job had a compile-worker pool (the scenario's premise)")
