@@ -636,8 +636,8 @@ pub enum Command {
         /// Restore despite a different driver or too little GPU memory.
         #[arg(long)]
         force: bool,
-        /// Do not ask the kernel to read the page images ahead while CRIU
-        /// restores (for a comparison, or a host short of memory).
+        /// Do not read the page images ahead while CRIU restores (for a
+        /// comparison, or a host short of memory).
         #[arg(long)]
         no_read_ahead: bool,
     },

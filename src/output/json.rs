@@ -779,10 +779,10 @@ struct UndumpPhasesDoc {
     gpu_restore_ms: f64,
     /// After CRIU: the restored processes checked.
     after_criu_ms: f64,
-    /// The page images' bytes asked of the kernel ahead of CRIU (0: not
-    /// read ahead, `--no-read-ahead`).
+    /// The page images' bytes read ahead of CRIU (0: not read ahead,
+    /// `--no-read-ahead`).
     read_ahead_bytes: u64,
-    /// How long asking took (the reads go on in the kernel).
+    /// How long that reading took.
     read_ahead_ms: f64,
 }
 

@@ -47,6 +47,11 @@ def main():
     model = DistributedDataParallel(torch.nn.Linear(1024, 1).to(device))
     if os.environ.get("DDP_COMPILE") == "1":
         model = torch.compile(model)
+        # The pool a larger compiled model starts (this one may compile
+        # without it).
+        from torch._inductor.async_compile import AsyncCompile
+
+        AsyncCompile.warm_pool()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     drains = open(os.path.join(work, f"drains-{rank}.txt"), "a", buffering=1)
     drain = cudackpt_drain.Drain(on_release=[lambda: drains.write(f"{drain.for_dump}\n")])

@@ -13,7 +13,7 @@
 //! against the host's before an undump), `source` (the images an undump
 //! reads, held by descriptor, staged where another user could write them),
 //! `credentials` (what they would restore as), `read_ahead` (the page
-//! images asked of the kernel while CRIU restores), `restored_tree` (what a
+//! images read ahead while CRIU restores), `restored_tree` (what a
 //! restore brought back, by pidfd),
 //! `dump`, `undump`, `report`.
 

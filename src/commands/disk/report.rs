@@ -78,8 +78,8 @@ pub struct UndumpPhases {
     pub gpu_restore: Duration,
     /// After CRIU: the restored processes checked.
     pub after: Duration,
-    /// The page images' bytes asked of the kernel ahead of CRIU (0: not
-    /// read ahead), and how long asking took.
+    /// The page images' bytes read ahead of CRIU (0: not read ahead), and
+    /// how long that reading took.
     pub read_ahead_bytes: u64,
     pub read_ahead: Duration,
 }
