@@ -21,8 +21,7 @@ the dump is refused, naming the pool).
    dropped page cache, one after another and four at a time
    (`--drop-caches`);
 4. undump with the page cache dropped (`--drop-caches`), to its first
-   answer; then the restored server is killed; the same with
-   `--no-read-ahead` (CRIU reading the page images alone);
+   answer; then the restored server is killed (`--repeat N`: N times);
 5. undump again with the images in the page cache, to its first answer.
 
 Each undump row gives the undump's own split (its `phases`: cudackpt's
@@ -310,10 +309,8 @@ def run(args):
             for readers, seconds in raw["disk_read_s"].items():
                 rows.append((f"the images read from disk, {readers} at a time", seconds,
                              f"{image_bytes / seconds / 1e9:.2f} GB/s; no server"))
-        # Alternated, so that neither has the host's first restore.
-        undumps = [(f"undump, page cache dropped{', --no-read-ahead' if off else ''}{f' ({n + 1})' if args.repeat > 1 else ''}",
-                    True, ["--no-read-ahead"] if off else [])
-                   for n in range(args.repeat) for off in ((False, True) if n % 2 == 0 else (True, False))]
+        undumps = [(f"undump, page cache dropped{f' ({n + 1})' if args.repeat > 1 else ''}", True, [])
+                   for n in range(args.repeat)]
         undumps.append(("undump, images in the page cache", False, []))
         for label, drop, extra in undumps:
             if drop and not args.drop_caches:
@@ -385,7 +382,7 @@ def main():
     run_parser.add_argument("--prove-pool", action="store_true",
                             help="keep the compile-worker pool through warm-up, try the dump plain and forced, then release the pool and go on")
     run_parser.add_argument("--repeat", type=int, default=1,
-                            help="undumps from a dropped cache with and without --no-read-ahead, alternated, this many times each")
+                            help="undumps from a dropped page cache, this many")
     run_parser.add_argument("--json")
     args = parser.parse_args()
     serve(args) if args.command == "serve" else run(args)

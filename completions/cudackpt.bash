@@ -1489,7 +1489,7 @@ _cudackpt() {
             return 0
             ;;
         cudackpt__subcmd__undump)
-            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --criu --map --force --no-read-ahead --help --version"
+            opts="-v -q -y -h -V --json --verbose --quiet --libcuda --yes --record-dir --no-lock --color --progress-fd --criu --map --force --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -636,10 +636,6 @@ pub enum Command {
         /// Restore despite a different driver or too little GPU memory.
         #[arg(long)]
         force: bool,
-        /// Do not read the page images ahead while CRIU restores (for a
-        /// comparison, or a host short of memory).
-        #[arg(long)]
-        no_read_ahead: bool,
     },
     /// Print a shell completion script.
     Completions {

@@ -268,7 +268,6 @@ fn run_disk(
             criu,
             map,
             force,
-            no_read_ahead,
         } => {
             let map =
                 match undump_map(&map) {
@@ -286,7 +285,6 @@ fn run_disk(
                 map,
                 force,
                 libcuda,
-                read_ahead: !no_read_ahead,
             };
             let ticker = match disk_ticker(sink, global, "undump", "read") {
                 Ok(ticker) => ticker,

@@ -779,11 +779,6 @@ struct UndumpPhasesDoc {
     gpu_restore_ms: f64,
     /// After CRIU: the restored processes checked.
     after_criu_ms: f64,
-    /// The page images' bytes read ahead of CRIU (0: not read ahead,
-    /// `--no-read-ahead`).
-    read_ahead_bytes: u64,
-    /// How long that reading took.
-    read_ahead_ms: f64,
 }
 
 /// One GPU of the job that moved at the undump.
@@ -847,8 +842,6 @@ pub fn disk(report: &crate::commands::disk::report::DiskReport) -> String {
             criu_resume_ms: millis(p.criu_resume),
             gpu_restore_ms: millis(p.gpu_restore),
             after_criu_ms: millis(p.after),
-            read_ahead_bytes: p.read_ahead_bytes,
-            read_ahead_ms: millis(p.read_ahead),
         }),
     })
 }

@@ -348,7 +348,7 @@ fn a_cuda_process_goes_to_disk_and_back_through_criu() {
         "{calls:?} {record:?} {undumped:#}"
     );
     // Where the undump's time went: the phases follow one another and
-    // add up to (nearly) the whole; the page images were read ahead.
+    // add up to (nearly) the whole.
     let phases = &undumped["phases"];
     let ms = |name: &str| phases[name].as_f64().unwrap_or(-1.0);
     let parts = [
@@ -369,37 +369,6 @@ fn a_cuda_process_goes_to_disk_and_back_through_criu() {
         ms("criu_memory_ms") > 0.0,
         "CRIU's log was read: {phases:#}"
     );
-    let pages: u64 = std::fs::read_dir(&images)
-        .expect("the images")
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().starts_with("pages-"))
-        .map(|e| e.metadata().expect("stat").len())
-        .sum();
-    assert!(pages > 0);
-    assert_eq!(
-        phases["read_ahead_bytes"].as_u64(),
-        Some(pages),
-        "{phases:#}"
-    );
-}
-
-/// `--no-read-ahead` leaves the page images to CRIU alone (for a
-/// comparison): the job comes back the same, and nothing was read ahead.
-#[test]
-fn an_undump_without_read_ahead_asks_nothing_of_the_kernel() {
-    let Some(criu) = criu() else { return };
-    let fx = Fixture::new();
-    let target = Orphan::cuda(&fx);
-    let images = fx.dir().join("images");
-    let pid = target.0.to_string();
-    let (code, dumped) = dump(&fx, &images, &criu, target.0, &[]);
-    assert_eq!(code, 0, "{dumped:#}");
-    wait_until("the dumped process to be gone", || !alive(target.0));
-    let (code, undumped) = undump(&fx, &images, &criu, &["--no-read-ahead"]);
-    assert_eq!(code, 0, "{undumped:#}");
-    assert_eq!(undumped["restored_root_pid"].to_string(), pid);
-    assert_eq!(undumped["phases"]["read_ahead_bytes"], 0, "{undumped:#}");
-    assert_eq!(fx.fake_state(target.0), "running");
 }
 
 #[test]

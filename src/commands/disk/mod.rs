@@ -12,8 +12,7 @@
 //! (the open files CRIU's images recorded), `open_files` (those files
 //! against the host's before an undump), `source` (the images an undump
 //! reads, held by descriptor, staged where another user could write them),
-//! `credentials` (what they would restore as), `read_ahead` (the page
-//! images read ahead while CRIU restores), `restored_tree` (what a
+//! `credentials` (what they would restore as), `restored_tree` (what a
 //! restore brought back, by pidfd),
 //! `dump`, `undump`, `report`.
 
@@ -29,7 +28,6 @@ pub mod images;
 pub mod manifest;
 pub mod open_files;
 pub mod placement;
-pub mod read_ahead;
 pub mod report;
 pub mod restored_tree;
 pub mod source;

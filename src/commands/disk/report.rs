@@ -78,10 +78,6 @@ pub struct UndumpPhases {
     pub gpu_restore: Duration,
     /// After CRIU: the restored processes checked.
     pub after: Duration,
-    /// The page images' bytes read ahead of CRIU (0: not read ahead), and
-    /// how long that reading took.
-    pub read_ahead_bytes: u64,
-    pub read_ahead: Duration,
 }
 
 impl DiskReport {

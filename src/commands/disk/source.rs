@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -137,22 +137,6 @@ impl HeldImages {
         read_held(fd, cap).map(Some)
     }
 
-    /// CRIU's page images (`pages-*.img`: the memory of the job, the host
-    /// copies of its GPU memory among it), held open, largest first.
-    pub fn page_images(&self) -> Vec<(&OsStr, std::os::fd::BorrowedFd<'_>, u64)> {
-        let mut pages: Vec<_> = self
-            .held
-            .iter()
-            .filter(|(name, _)| is_page_image(name))
-            .filter_map(|(name, fd)| {
-                let size = rustix::fs::fstat(fd).ok()?.st_size as u64;
-                Some((name.as_os_str(), fd.as_fd(), size))
-            })
-            .collect();
-        pages.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(b.0)));
-        pages
-    }
-
     /// The names of the images held, as text where they are.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.held.keys().filter_map(|n| n.to_str())
@@ -184,12 +168,6 @@ impl Drop for HeldImages {
 
 /// Opens image `name` for reading: regular, never through a link, never
 /// blocking.
-/// Whether an image's name is one of CRIU's page images (pure).
-fn is_page_image(name: &OsStr) -> bool {
-    let name = name.as_encoded_bytes();
-    name.starts_with(b"pages-") && name.ends_with(b".img")
-}
-
 fn open_image(images: &SafeDir, name: &OsStr) -> io::Result<OwnedFd> {
     let fd = rustix::fs::openat(
         images.fd(),

@@ -27,8 +27,7 @@ use super::placement::{self, HostGpu};
 use super::report::{DiskFailure, DiskReport, UndumpPhases};
 use super::source::HeldImages;
 use super::{
-    credentials, criu_run, criu_tool, dump, host_driver, open_files, read_ahead, restored_tree,
-    tree_state,
+    credentials, criu_run, criu_tool, dump, host_driver, open_files, restored_tree, tree_state,
 };
 
 /// What an undump is asked to do.
@@ -39,8 +38,6 @@ pub struct UndumpSettings<'a> {
     pub map: Option<Vec<(String, String)>>,
     pub force: bool,
     pub libcuda: Option<&'a Path>,
-    /// Whether the page images are read ahead while CRIU restores.
-    pub read_ahead: bool,
 }
 
 /// The pidfile CRIU writes the restored root's PID to.
@@ -240,16 +237,9 @@ fn restored(
         work,
         log_name: LOG_NAME,
     };
-    let pages: Vec<_> = source
-        .page_images()
-        .into_iter()
-        .map(|(_, fd, size)| (fd, size))
-        .collect();
     let criu_started = Instant::now();
-    let (ran, read) = read_ahead::alongside(&pages, request.read_ahead, || {
-        criu_run::run(&call, &|_, elapsed| {
-            written(0, manifest.image_bytes, elapsed)
-        })
+    let ran = criu_run::run(&call, &|_, elapsed| {
+        written(0, manifest.image_bytes, elapsed)
     });
     let criu_ended = Instant::now();
     let ran = ran.map_err(|why| DiskReport::not_started(&restore.criu.path, &why))?;
@@ -306,7 +296,6 @@ fn restored(
         criu_started - started,
         criu_ended - criu_started,
         criu_ended.elapsed(),
-        read,
     ));
     Ok(root)
 }
@@ -315,13 +304,7 @@ fn restored(
 /// `criu` split at its post-restore and post-resume scripts by its log,
 /// `after` it. A mark missing from the log puts its time in the phase
 /// before.
-fn phases(
-    log: &str,
-    checks: Duration,
-    criu: Duration,
-    after: Duration,
-    read: read_ahead::ReadAhead,
-) -> UndumpPhases {
+fn phases(log: &str, checks: Duration, criu: Duration, after: Duration) -> UndumpPhases {
     let memory_done = criu_run::log_mark(log, "Running post-restore scripts")
         .unwrap_or(criu)
         .min(criu);
@@ -334,8 +317,6 @@ fn phases(
         criu_resume: resumed - memory_done,
         gpu_restore: criu - resumed,
         after,
-        read_ahead_bytes: read.bytes,
-        read_ahead: read.took,
     }
 }
 
@@ -517,17 +498,12 @@ mod tests {
 
     #[test]
     fn an_undump_s_time_is_split_at_criu_s_scripts() {
-        let read = read_ahead::ReadAhead {
-            bytes: 7,
-            took: ms(3),
-        };
-        let split = phases(LOG, ms(40), ms(3_200), ms(20), read);
+        let split = phases(LOG, ms(40), ms(3_200), ms(20));
         assert_eq!(split.checks, ms(40));
         assert_eq!(split.criu_memory, ms(2_500));
         assert_eq!(split.criu_resume, ms(10));
         assert_eq!(split.gpu_restore, ms(690));
         assert_eq!(split.after, ms(20));
-        assert_eq!((split.read_ahead_bytes, split.read_ahead), (7, ms(3)));
         let total = split.criu_memory + split.criu_resume + split.gpu_restore;
         assert_eq!(total, ms(3_200), "CRIU's time, whole");
     }
@@ -536,18 +512,12 @@ mod tests {
     /// stamps past CRIU's own end, never makes a phase negative.
     #[test]
     fn missing_or_late_marks_put_the_time_in_the_phase_before() {
-        let none = phases("", ms(1), ms(900), ms(1), read_ahead::ReadAhead::default());
+        let none = phases("", ms(1), ms(900), ms(1));
         assert_eq!(
             (none.criu_memory, none.criu_resume, none.gpu_restore),
             (ms(900), ms(0), ms(0))
         );
-        let late = phases(
-            LOG,
-            ms(1),
-            ms(2_000),
-            ms(1),
-            read_ahead::ReadAhead::default(),
-        );
+        let late = phases(LOG, ms(1), ms(2_000), ms(1));
         assert_eq!(
             (late.criu_memory, late.criu_resume, late.gpu_restore),
             (ms(2_000), ms(0), ms(0))
