@@ -1525,6 +1525,65 @@ fn a_deleted_file_above_criu_s_ghost_limit_is_dumped_and_restored() {
     assert_eq!(size, 4 << 20);
 }
 
+/// A small filesystem of its own (tmpfs), unmounted when dropped.
+struct SmallFilesystem(PathBuf);
+
+impl SmallFilesystem {
+    fn mount(at: PathBuf, size: &str) -> Option<SmallFilesystem> {
+        std::fs::create_dir_all(&at).expect("mkdir");
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&at)
+            .status()
+            .is_ok_and(|s| s.success());
+        crate::support::prerequisite("mount a tmpfs", mounted).then_some(SmallFilesystem(at))
+    }
+}
+
+impl Drop for SmallFilesystem {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// CRIU copies a deleted file the tree holds into the images (a ghost
+/// file), so the room check counts it: forced past the check, a 4 MiB
+/// filesystem runs out during the dump, after the suspend; unforced, the
+/// dump is refused before any change, the deleted file counted.
+#[test]
+fn deleted_files_count_in_the_images_room() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let Some(small) = SmallFilesystem::mount(fx.dir().join("small"), "4m") else {
+        return;
+    };
+    let job = Orphan::cuda_that_criu_cannot_dump(&fx);
+    // The harm: forced, CRIU fills the filesystem after the suspend.
+    let (code, failed) = dump(&fx, &small.0.join("forced"), &criu, job.0, &["--force"]);
+    assert_eq!(
+        (code, failed["error"]["kind"].as_str()),
+        (1, Some("criu_failed")),
+        "{failed:#}"
+    );
+    assert_eq!(failed["error"]["changed"], true, "{failed:#}");
+    assert_eq!(fx.fake_state(job.0), "running", "resumed after the failure");
+    let _ = std::fs::remove_dir_all(small.0.join("forced"));
+    // Unforced: refused before any change, the deleted file counted.
+    fx.take_calls();
+    let (code, refused) = dump(&fx, &small.0.join("refused"), &criu, job.0, &[]);
+    let message = refusal_message(code, &refused, "no_room");
+    assert!(message.contains("4 MiB of deleted files"), "{message}");
+    let calls = crate::support::shorts(&fx.take_calls());
+    assert!(
+        calls.iter().all(|c| c.starts_with("get_state")),
+        "only reads: {calls:?}"
+    );
+    assert!(alive(job.0));
+}
+
 /// A job of two processes connected over TCP on this host's own address
 /// (the address the default route leaves by, else loopback), each end a
 /// socket of the tree; `$READY` names a file written once connected.
