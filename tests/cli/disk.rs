@@ -1708,6 +1708,77 @@ fn criu_without_nftables(fx: &Fixture, criu: &Path) -> PathBuf {
     wrapper
 }
 
+/// The pair's listener had a port the kernel picked; once the pair is
+/// dumped, another socket of the host may take it. Forced, CRIU fails on
+/// it ("Address already in use"); unforced, the undump is refused before
+/// any change, naming the port; once it is free, the pair comes back.
+#[test]
+fn a_port_the_job_listened_on_taken_since_is_refused_before_the_undump() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let (job, _session, host) = connected_pair(&fx, None);
+    let listening = listening_port(job.0).expect("the pair listens");
+    let images = fx.dir().join("images");
+    let pid = job.0.to_string();
+    let output = fx
+        .std_command(&plain_dump(&images, &criu, &pid))
+        .output()
+        .expect("run cudackpt");
+    assert_eq!(output.status.code(), Some(0), "{:#}", document(&output));
+    wait_until("the dumped pair to be gone", || !alive(job.0));
+    let squatter = std::net::TcpListener::bind((host.as_str(), listening)).expect("take the port");
+    // The harm: forced, CRIU forks the tree and fails on the port.
+    let (code, failed) = undump(&fx, &images, &criu, &["--force"]);
+    assert_eq!(
+        (code, failed["error"]["kind"].as_str()),
+        (1, Some("criu_failed")),
+        "{failed:#}"
+    );
+    assert!(
+        failed["criu_errors"]
+            .to_string()
+            .contains("Address already in use"),
+        "{failed:#}"
+    );
+    assert!(!alive(job.0));
+    // Unforced: refused before CRIU runs, the port named.
+    let (code, refused) = undump(&fx, &images, &criu, &[]);
+    let message = refusal_message(code, &refused, "port_in_use");
+    assert!(
+        message.contains(&format!(
+            "{host}:{listening} (a listener of this host holds"
+        )),
+        "{message}"
+    );
+    assert!(refused["criu_log"].is_null(), "CRIU never ran: {refused:#}");
+    // Free again: the pair comes back.
+    drop(squatter);
+    let (code, undumped) = undump(&fx, &images, &criu, &[]);
+    assert_eq!(code, 0, "{undumped:#}");
+    assert!(alive(job.0));
+}
+
+/// The port `pid` listens on over TCP (IPv4), from its descriptors and
+/// /proc/PID/net/tcp.
+fn listening_port(pid: i32) -> Option<u16> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()?
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            l.to_string_lossy()
+                .strip_prefix("socket:[")
+                .map(|i| i.trim_end_matches(']').to_string())
+        })
+        .collect();
+    let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).ok()?;
+    table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        (fields.get(3) == Some(&"0A") && inodes.iter().any(|i| Some(&i.as_str()) == fields.get(9)))
+            .then(|| u16::from_str_radix(fields[1].split(':').nth(1)?, 16).ok())
+            .flatten()
+    })
+}
+
 /// A connection that leaves the tree must be locked while CRIU dumps; on a
 /// host with neither CRIU's nftables lock nor iptables, CRIU fails after
 /// the suspend (shown forced), so the dump is refused before any change,

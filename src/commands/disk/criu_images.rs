@@ -88,6 +88,71 @@ struct FileEntry {
     id: u32,
     #[prost(message, optional, tag = "3")]
     reg: Option<RegFileEntry>,
+    #[prost(message, optional, tag = "4")]
+    isk: Option<InetSkEntry>,
+}
+
+/// CRIU's `inet_sk_entry` (`images/sk-inet.proto`), the fields read here.
+#[derive(Clone, PartialEq, prost::Message)]
+struct InetSkEntry {
+    #[prost(uint32, tag = "5")]
+    proto: u32,
+    /// The kernel's TCP state: 10 is LISTEN.
+    #[prost(uint32, tag = "6")]
+    state: u32,
+    #[prost(uint32, tag = "7")]
+    src_port: u32,
+    /// The address as the kernel keeps it: one 32-bit word for IPv4, four
+    /// for IPv6, each as /proc/net/tcp prints them.
+    #[prost(uint32, repeated, tag = "11")]
+    src_addr: Vec<u32>,
+    #[prost(message, optional, tag = "14")]
+    opts: Option<SkOptsEntry>,
+}
+
+/// CRIU's `sk_opts_entry` (`images/sk-opts.proto`), the field read here.
+#[derive(Clone, PartialEq, prost::Message)]
+struct SkOptsEntry {
+    #[prost(bool, optional, tag = "17")]
+    so_reuseport: Option<bool>,
+}
+
+/// A TCP socket the job listened on, as the dump saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listened {
+    /// Its address in /proc/net/tcp's hexadecimal (8 digits for IPv4, 32
+    /// for IPv6).
+    pub addr: String,
+    pub port: u16,
+    /// `SO_REUSEPORT`: it may share its port with another such socket.
+    pub reuseport: bool,
+}
+
+/// `fd_types` INETSK.
+const INETSK: i32 = 4;
+/// IPPROTO_TCP.
+const TCP: u32 = 6;
+/// The kernel's TCP_LISTEN.
+const TCP_LISTEN: u32 = 10;
+
+/// The TCP sockets a `files.img` says the job listened on (pure).
+pub fn listened(files_img: &[u8]) -> Result<Vec<Listened>, BadImage> {
+    let mut found = Vec::new();
+    for message in entries(files_img, FILES_MAGIC)? {
+        let entry: FileEntry = decoded(message)?;
+        let Some(isk) = entry.isk.filter(|_| entry.kind == INETSK) else {
+            continue;
+        };
+        if isk.proto != TCP || isk.state != TCP_LISTEN {
+            continue;
+        }
+        found.push(Listened {
+            addr: isk.src_addr.iter().map(|w| format!("{w:08X}")).collect(),
+            port: u16::try_from(isk.src_port).unwrap_or(0),
+            reuseport: isk.opts.and_then(|o| o.so_reuseport).unwrap_or(false),
+        });
+    }
+    Ok(found)
 }
 
 /// CRIU's `reg_file_entry` (`images/regfile.proto`), the fields read here.

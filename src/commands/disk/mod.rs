@@ -10,7 +10,8 @@
 //! `manifest`, `placement` (GPUs at restore), `criu_run` (running CRIU),
 //! `tree_state` (whether the tree's CUDA processes run), `criu_images`
 //! (the open files CRIU's images recorded), `open_files` (those files
-//! against the host's before an undump), `source` (the images an undump
+//! against the host's before an undump), `ports` (the ports it listened
+//! on, against the host's sockets), `source` (the images an undump
 //! reads, held by descriptor, staged where another user could write them),
 //! `credentials` (what they would restore as), `restored_tree` (what a
 //! restore brought back, by pidfd),
@@ -28,6 +29,7 @@ pub mod images;
 pub mod manifest;
 pub mod open_files;
 pub mod placement;
+pub mod ports;
 pub mod report;
 pub mod restored_tree;
 pub mod source;

@@ -27,7 +27,8 @@ use super::placement::{self, HostGpu};
 use super::report::{DiskFailure, DiskReport, UndumpPhases};
 use super::source::HeldImages;
 use super::{
-    credentials, criu_run, criu_tool, dump, host_driver, open_files, restored_tree, tree_state,
+    credentials, criu_run, criu_tool, dump, host_driver, open_files, ports, restored_tree,
+    tree_state,
 };
 
 /// What an undump is asked to do.
@@ -203,6 +204,7 @@ fn checked(
         ));
     }
     open_files::refuse_changed(source, request.force, remarks)?;
+    ports::refuse_taken(source, request.force, remarks)?;
     let pairs = choose_gpus(request, manifest, remarks).map_err(|why| {
         DiskFailure::refused(
             "no_gpu_room",
