@@ -103,7 +103,10 @@ pub const KNOWN_OPTIONS: [&str; 6] = [
 
 /// CRIU's arguments at restore for the options a manifest names, each one
 /// of [`KNOWN_OPTIONS`] exactly (`--ghost-limit` with a number of bytes, a
-/// dump's alone, not passed on), or the first that is not (pure).
+/// dump's alone, not passed on), or the first that is not (pure). The
+/// network lock is a dump's too: CRIU's restore reads the method from its
+/// images and says of the option "--network-lock will be ignored in
+/// restore command" (CRIU 4.2, config.c).
 pub fn restore_args(chosen: &[ChosenCriuOption]) -> Result<Vec<&'static str>, String> {
     let mut args = Vec::new();
     for option in chosen {
@@ -118,6 +121,9 @@ pub fn restore_args(chosen: &[ChosenCriuOption]) -> Result<Vec<&'static str>, St
             .filter(|known| !known.ends_with(" N"))
             .find(|known| **known == option.option)
             .ok_or_else(|| option.option.clone())?;
+        if known.starts_with("--network-lock ") {
+            continue;
+        }
         args.extend(known.split(' '));
     }
     Ok(args)
@@ -688,7 +694,12 @@ mod tests {
         };
         assert_eq!(
             restore_args(&[said("--tcp-established"), said("--network-lock skip")]),
-            Ok(vec!["--tcp-established", "--network-lock", "skip"])
+            Ok(vec!["--tcp-established"]),
+            "the lock is the dump's: a restore ignores it"
+        );
+        assert_eq!(
+            restore_args(&[said("--network-lock nftables"), said("--shell-job")]),
+            Ok(vec!["--shell-job"])
         );
         for planted in [
             "--action-script /home/alice/pwn.sh",
