@@ -92,14 +92,7 @@ fn after_checks(
     started: Instant,
 ) -> Result<Finished, Stop> {
     let mut ready = check::ready(request, checked)?;
-    // A compile-worker pool that the drain shuts down for this dump is
-    // gone before the first lock: no target (the dumpable pre-flight says
-    // so, and looks again once the drain is done).
-    let left = preflight::dumpable::pools_left_to_drain(request, &ready.pids());
-    let (left, targets): (Vec<_>, Vec<_>) = std::mem::take(&mut ready.targets)
-        .into_iter()
-        .partition(|t| left.contains(&t.pid));
-    ready.targets = targets;
+    let left = leave_out_pools_the_drain_shuts(request, &mut ready);
     let passed = match pass_preflights(request, drain, &ready) {
         Ok(passed) => passed,
         Err(stop) => {
@@ -115,23 +108,40 @@ fn after_checks(
             progress(&Progress::Remark(remark));
         }
     }
-    if request.dry_run {
+    let mut finished = if request.dry_run {
         let mut reports = dry_run::reports(request, &ready, passed.map());
         drain.predict(&ready, &mut reports);
         let mut remarks = passed.chosen.remarks;
         remarks.extend(passed.remarks);
-        return Ok(Finished {
+        Finished {
             reports,
             remarks,
             map: passed.chosen.pairs,
-        });
-    }
-    let mut finished = execute_and_finish(request, drain, &ready, passed, started)?;
+        }
+    } else {
+        execute_and_finish(request, drain, &ready, passed, started)?
+    };
     finished.reports.extend(left.iter().map(|pool| TargetReport {
-        note: Some("left out: torch.compile's compile-worker pool, shut down by the drain for this dump".to_string()),
+        note: Some("left out: torch.compile's compile-worker pool, which the drain for this dump shuts down".to_string()),
         ..TargetReport::new(pool.pid, Some(pool.name.clone()))
     }));
     Ok(finished)
+}
+
+/// Takes out of the group each compile-worker pool that the drain shuts
+/// down for this dump (it is gone before the first lock; the dumpable
+/// pre-flight says so, and looks again once the drain is done), and
+/// returns them.
+fn leave_out_pools_the_drain_shuts(
+    request: &Request<'_>,
+    ready: &mut vocabulary::ready::Ready,
+) -> Vec<process::Target> {
+    let left = preflight::dumpable::pools_left_to_drain(request, &ready.pids());
+    let (left, targets) = std::mem::take(&mut ready.targets)
+        .into_iter()
+        .partition(|t| left.contains(&t.pid));
+    ready.targets = targets;
+    left
 }
 
 /// What the pre-flights and the per-PID locks leave for the driver calls.

@@ -338,7 +338,7 @@ fn a_drain_for_a_dump_lets_the_rank_shut_its_compile_pool_down() {
     assert!(
         doc.warnings
             .iter()
-            .any(|w| w.contains("the drain shuts it down first")),
+            .any(|w| w.contains("the drain shuts the pool down first")),
         "{:?}",
         doc.warnings
     );

@@ -39,7 +39,7 @@ pub fn check(request: &Request<'_>, ready: &Ready) -> Result<Vec<String>, Stop> 
     let mut remarks: Vec<String> = left_to_drain
         .iter()
         .map(|(pool, owner)| format!(
-            "torch.compile's compile-worker pool, PID {pool}, maps the GPU without CUDA state, which CRIU cannot dump: the drain shuts it down first (PID {owner}, which started it, catches the drain protocol's dump notice)"
+            "torch.compile's compile-worker pool, PID {pool}, and its workers map the GPU, which CRIU cannot dump: the drain shuts the pool down first (PID {owner}, which started it, catches the drain protocol's dump notice)"
         ))
         .collect();
     let failures = failures(&found);
