@@ -303,6 +303,99 @@ mod tests {
         }
     }
 
+    /// The protocol is written four times: here, in the Python client,
+    /// in the C header and in the man page. Each must say what this
+    /// module says; a constant moved in one place fails here.
+    #[test]
+    fn the_clients_and_the_man_page_say_what_this_module_says() {
+        let python = include_str!("../../../clients/python/src/cudackpt_drain/__init__.py");
+        let header = include_str!("../../../clients/c/cudackpt_drain.h");
+        let man = include_str!("../../../man/cudackpt.1").replace("\\-", "-");
+        let notice = DEFAULT_SIGNAL.dump_notice().number();
+        for (what, text, said) in [
+            ("python", python, format!("MARKER = \"{MARKER}\"")),
+            ("python", python, format!("FAIL_MARKER = \"{FAIL_MARKER}\"")),
+            ("python", python, format!("ERROR_MEMFD = \"{ERROR_MEMFD}\"")),
+            (
+                "python",
+                python,
+                format!("DEFAULT_SIGNAL = {}", DEFAULT_SIGNAL.number()),
+            ),
+            ("python", python, format!("_GLIBC_RTMIN = {GLIBC_RTMIN}")),
+            ("python", python, format!("_RTMAX = {GLIBC_RTMAX}")),
+            // The dump notice: the signal above, below for SIGRTMAX.
+            (
+                "python",
+                python,
+                "return drain_signal + 1 if drain_signal < _RTMAX else drain_signal - 1"
+                    .to_string(),
+            ),
+            (
+                "C",
+                header,
+                format!("#define CUDACKPT_DRAIN_SIGNAL {}", DEFAULT_SIGNAL.number()),
+            ),
+            (
+                "C",
+                header,
+                "#define CUDACKPT_DRAIN_DUMP_NOTICE (CUDACKPT_DRAIN_SIGNAL + 1)".to_string(),
+            ),
+            (
+                "C",
+                header,
+                format!("#define CUDACKPT_DRAIN_MARKER \"{MARKER}\""),
+            ),
+            (
+                "C",
+                header,
+                format!("#define CUDACKPT_DRAIN_FAIL_MARKER \"{FAIL_MARKER}\""),
+            ),
+            (
+                "C",
+                header,
+                format!("#define CUDACKPT_DRAIN_ERROR_MEMFD \"{ERROR_MEMFD}\""),
+            ),
+            (
+                "man",
+                &man,
+                format!(
+                    "Catch the drain signal: {} under glibc",
+                    DEFAULT_SIGNAL.to_string().replace(")", "")
+                ),
+            ),
+            ("man", &man, format!("name one thread {MARKER}")),
+            (
+                "man",
+                &man,
+                format!("names the thread {FAIL_MARKER} instead"),
+            ),
+            ("man", &man, format!("named {ERROR_MEMFD}WHY")),
+            (
+                "man",
+                &man,
+                format!("the first {ERROR_CHARS} characters of WHY"),
+            ),
+            (
+                "man",
+                &man,
+                format!(
+                    "({notice} by default; {} when the drain signal is {GLIBC_RTMAX})",
+                    DrainSignal(GLIBC_RTMAX).dump_notice().number()
+                ),
+            ),
+            (
+                "man",
+                &man,
+                format!("The drain signal is a real-time one ({GLIBC_RTMIN}..{GLIBC_RTMAX})"),
+            ),
+        ] {
+            assert!(
+                text.contains(&said),
+                "the {what} client or page does not say {said:?}"
+            );
+        }
+    }
+
     #[test]
     fn signals_say_their_number_and_name() {
         assert_eq!(DEFAULT_SIGNAL.to_string(), "40 (SIGRTMIN+6)");
