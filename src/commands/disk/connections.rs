@@ -10,16 +10,23 @@
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// One established connection, as a table row shows it.
+/// One TCP socket, as a table row shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Connection {
+pub struct Socket {
     pub inode: u64,
     pub local: (IpAddr, u16),
     pub remote: (IpAddr, u16),
+    /// The kernel's TCP state ([`ESTABLISHED`], [`TIME_WAIT`], ...).
+    pub state: u8,
 }
 
-/// The established connections of a /proc/net/tcp or tcp6 table (pure).
-pub fn established(table: &str) -> Vec<Connection> {
+/// The kernel's TCP_ESTABLISHED.
+pub const ESTABLISHED: u8 = 0x01;
+/// The kernel's TCP_TIME_WAIT.
+pub const TIME_WAIT: u8 = 0x06;
+
+/// Every socket of a /proc/net/tcp or tcp6 table (pure).
+pub fn sockets(table: &str) -> Vec<Socket> {
     table
         .lines()
         .skip(1)
@@ -32,42 +39,62 @@ pub fn established(table: &str) -> Vec<Connection> {
                 fields.get(3)?,
                 fields.get(9)?,
             );
-            (*state == "01").then_some(())?;
-            Some(Connection {
+            Some(Socket {
                 inode: inode.parse().ok()?,
                 local: endpoint(local)?,
                 remote: endpoint(remote)?,
+                state: u8::from_str_radix(state, 16).ok()?,
             })
         })
         .collect()
 }
 
-/// A table's `ADDR:PORT` in hex (pure): IPv4 as one little-endian word,
-/// IPv6 as four; an IPv4-mapped IPv6 address as the IPv4 it maps, so the
-/// two ends of one connection compare equal whichever table shows them.
+/// The established connections of a /proc/net/tcp or tcp6 table (pure).
+pub fn established(table: &str) -> Vec<Socket> {
+    sockets(table)
+        .into_iter()
+        .filter(|s| s.state == ESTABLISHED)
+        .collect()
+}
+
+/// A table's `ADDR:PORT` in hex (pure): see [`address`].
 pub fn endpoint(text: &str) -> Option<(IpAddr, u16)> {
     let (host, port) = text.split_once(':')?;
     let port = u16::from_str_radix(port, 16).ok()?;
-    let word = |hex: &str| u32::from_str_radix(hex, 16).ok().map(u32::swap_bytes);
-    let address = match host.len() {
-        8 => IpAddr::V4(Ipv4Addr::from(word(host)?)),
-        32 => {
+    if host.len() % 8 != 0 {
+        return None;
+    }
+    let words = (0..host.len() / 8)
+        .map(|i| u32::from_str_radix(host.get(i * 8..i * 8 + 8)?, 16).ok())
+        .collect::<Option<Vec<u32>>>()?;
+    Some((address(&words)?, port))
+}
+
+/// An address as the kernel keeps it in 32-bit words (pure): one for
+/// IPv4, four for IPv6, each holding its bytes in network order (tables
+/// print each word in hex, CRIU's images keep the words); an IPv4-mapped
+/// IPv6 address as the IPv4 it maps, so the two ends of one connection
+/// compare equal whichever table shows them.
+pub fn address(words: &[u32]) -> Option<IpAddr> {
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    match bytes.len() {
+        4 => Some(IpAddr::V4(Ipv4Addr::new(
+            bytes[0], bytes[1], bytes[2], bytes[3],
+        ))),
+        16 => {
             let mut octets = [0u8; 16];
-            for (i, chunk) in (0..4).map(|i| &host[i * 8..i * 8 + 8]).enumerate() {
-                octets[i * 4..i * 4 + 4].copy_from_slice(&word(chunk)?.to_be_bytes());
-            }
+            octets.copy_from_slice(&bytes);
             let v6 = Ipv6Addr::from(octets);
-            v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4)
+            Some(v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4))
         }
-        _ => return None,
-    };
-    Some((address, port))
+        _ => None,
+    }
 }
 
 /// The connections among `rows` held by the tree (`inodes`) whose other
 /// end is not a socket of the tree, each said (pure).
-pub fn leaving(rows: &[Connection], inodes: &BTreeSet<u64>) -> Vec<String> {
-    let ours: Vec<&Connection> = rows.iter().filter(|c| inodes.contains(&c.inode)).collect();
+pub fn leaving(rows: &[Socket], inodes: &BTreeSet<u64>) -> Vec<String> {
+    let ours: Vec<&Socket> = rows.iter().filter(|c| inodes.contains(&c.inode)).collect();
     ours.iter()
         .filter(|c| {
             !ours
@@ -79,11 +106,12 @@ pub fn leaving(rows: &[Connection], inodes: &BTreeSet<u64>) -> Vec<String> {
 }
 
 /// The tree's own connections among `rows` (pure).
-pub fn held<'a>(rows: &'a [Connection], inodes: &BTreeSet<u64>) -> Vec<&'a Connection> {
+pub fn held<'a>(rows: &'a [Socket], inodes: &BTreeSet<u64>) -> Vec<&'a Socket> {
     rows.iter().filter(|c| inodes.contains(&c.inode)).collect()
 }
 
-fn shown((address, port): (IpAddr, u16)) -> String {
+/// `127.0.0.1:40893`, `[::1]:22` (pure).
+pub fn shown((address, port): (IpAddr, u16)) -> String {
     match address {
         IpAddr::V4(v4) => format!("{v4}:{port}"),
         IpAddr::V6(v6) => format!("[{v6}]:{port}"),
@@ -115,6 +143,13 @@ mod tests {
             Some((IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2)), 0xEE3B))
         );
         assert_eq!(endpoint("zz:1"), None);
+        assert_eq!(endpoint("0100007:1"), None, "not whole words");
+        // CRIU's images keep the same words.
+        assert_eq!(
+            address(&[0x0100_007F]),
+            Some(IpAddr::V4(Ipv4Addr::LOCALHOST))
+        );
+        assert_eq!(address(&[]), None);
     }
 
     fn row(inode: u64, local: &str, remote: &str) -> String {

@@ -103,7 +103,7 @@ struct InetSkEntry {
     #[prost(uint32, tag = "7")]
     src_port: u32,
     /// The address as the kernel keeps it: one 32-bit word for IPv4, four
-    /// for IPv6, each as /proc/net/tcp prints them.
+    /// for IPv6 (`connections::address`).
     #[prost(uint32, repeated, tag = "11")]
     src_addr: Vec<u32>,
     #[prost(message, optional, tag = "14")]
@@ -120,9 +120,7 @@ struct SkOptsEntry {
 /// A TCP socket the job listened on, as the dump saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listened {
-    /// Its address in /proc/net/tcp's hexadecimal (8 digits for IPv4, 32
-    /// for IPv6).
-    pub addr: String,
+    pub addr: std::net::IpAddr,
     pub port: u16,
     /// `SO_REUSEPORT`: it may share its port with another such socket.
     pub reuseport: bool,
@@ -146,8 +144,12 @@ pub fn listened(files_img: &[u8]) -> Result<Vec<Listened>, BadImage> {
         if isk.proto != TCP || isk.state != TCP_LISTEN {
             continue;
         }
+        // An address of neither family binds nothing CRIU could fail on.
+        let Some(addr) = super::connections::address(&isk.src_addr) else {
+            continue;
+        };
         found.push(Listened {
-            addr: isk.src_addr.iter().map(|w| format!("{w:08X}")).collect(),
+            addr,
             port: u16::try_from(isk.src_port).unwrap_or(0),
             reuseport: isk.opts.and_then(|o| o.so_reuseport).unwrap_or(false),
         });
