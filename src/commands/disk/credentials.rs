@@ -14,6 +14,7 @@
 use rustix::fs::Access;
 
 use super::criu_images::{self, Creds};
+use super::open_files::JobFiles;
 use super::report::DiskFailure;
 use super::source::HeldImages;
 
@@ -94,7 +95,7 @@ pub fn ghost_beyond(owner: u32, group: u32, mode: u32, uid: u32, groups: &[u32])
 
 /// Refuses images another user (`uid`) could have written that would
 /// restore anything as more than that user.
-pub fn refuse_beyond(source: &HeldImages, uid: u32) -> Result<(), DiskFailure> {
+pub fn refuse_beyond(source: &HeldImages, job: &JobFiles, uid: u32) -> Result<(), DiskFailure> {
     let groups = crate::files::users::groups_of(uid);
     let mut found: Vec<String> = Vec::new();
     let mut cores = 0;
@@ -111,7 +112,7 @@ pub fn refuse_beyond(source: &HeldImages, uid: u32) -> Result<(), DiskFailure> {
     if cores == 0 {
         found.push("the images hold no thread's core (core-TID.img)".into());
     }
-    found.extend(files_beyond(source, uid, &groups));
+    found.extend(files_beyond(job, uid, &groups));
     if found.is_empty() {
         return Ok(());
     }
@@ -130,23 +131,16 @@ pub fn refuse_beyond(source: &HeldImages, uid: u32) -> Result<(), DiskFailure> {
 /// files and mapped ones, from `files.img`; not those it makes again from
 /// its own copy) that uid `uid` could not open so themselves: an fd of a
 /// file of root's is more than that user.
-fn files_beyond(source: &HeldImages, uid: u32, groups: &[u32]) -> Vec<String> {
-    let files = match source.read("files.img", FILES_CAP) {
-        Ok(Some(img)) => match criu_images::dumped_files(&img) {
-            Ok(files) => files,
-            Err(why) => return vec![format!("files.img cannot be read ({why})")],
-        },
+fn files_beyond(job: &JobFiles, uid: u32, groups: &[u32]) -> Vec<String> {
+    let files = match &job.files {
+        Ok(Some(files)) => files,
         Ok(None) => return Vec::new(), // no file open
         Err(why) => return vec![format!("files.img cannot be read ({why})")],
     };
-    let remapped = match source.read("remap-fpath.img", FILES_CAP) {
-        Ok(Some(img)) => criu_images::remapped(&img).unwrap_or_default(),
-        _ => Default::default(),
-    };
     let opened: Vec<(std::path::PathBuf, Access)> = files
-        .into_iter()
-        .filter(|f| !remapped.contains(&f.id))
-        .map(|f| (f.path, access_for(f.flags.unwrap_or(0))))
+        .iter()
+        .filter(|f| !job.remapped.contains(&f.id))
+        .map(|f| (f.path.clone(), access_for(f.flags.unwrap_or(0))))
         .collect();
     let user = crate::files::users::user(uid);
     let denied = crate::files::users::as_user_in_groups(user, groups, || {
@@ -200,7 +194,6 @@ fn in_words(access: Access) -> &'static str {
     }
 }
 
-const FILES_CAP: u64 = 256 << 20;
 const CORE_CAP: u64 = 16 << 20;
 const GHOST_HEAD_CAP: u64 = 1 << 30;
 

@@ -2,7 +2,10 @@
 //! undump lets CRIU restore them (CRIU's images say which, through
 //! [`criu_images`]): CRIU opens each again by path, as root, and fails on
 //! one whose size or mode moved after forking the tree, or opens for the
-//! job whatever a link put in one's place leads to.
+//! job whatever a link put in one's place leads to. [`read`] reads what
+//! the images say of the job's files once, for this check, the
+//! credentials of another user's images and the ports the job listened
+//! on.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -14,30 +17,58 @@ use super::source::HeldImages;
 /// CRIU's images of the files the job had open are read at most this far.
 const FILES_IMAGE_CAP: u64 = 256 << 20;
 
-/// The regular files the job had open, and those CRIU restores from its
-/// own copy, from the images; None (with a remark) when they cannot tell.
-fn open_files(
-    images: &HeldImages,
-    remarks: &mut Vec<String>,
-) -> Option<(Vec<criu_images::DumpedFile>, HashSet<u32>)> {
+/// What CRIU's images say of the job's files, read once for every check
+/// an undump makes of them (these files, the credentials of another
+/// user's images, the ports the job listened on).
+pub struct JobFiles {
+    /// `files.img`'s regular files: `Ok(None)` where the images hold no
+    /// such image, `Err` why it could not be read.
+    pub files: Result<Option<Vec<criu_images::DumpedFile>>, String>,
+    /// The ids of those CRIU restores from its own copy
+    /// (`remap-fpath.img`), not opened by path.
+    pub remapped: HashSet<u32>,
+    /// The TCP sockets it listened on (none where `files` is not `Ok`).
+    pub listened: Vec<criu_images::Listened>,
+}
+
+/// Reads `files.img` and `remap-fpath.img` from the images held, once.
+pub fn read(images: &HeldImages) -> JobFiles {
     let read = |name: &str| images.read(name, FILES_IMAGE_CAP);
-    let files = match read("files.img") {
-        Ok(Some(img)) => criu_images::dumped_files(&img).map_err(|why| why.to_string()),
-        Ok(None) => Err("no such image".to_string()),
-        Err(why) => Err(why.to_string()),
-    };
-    let files = match files {
-        Ok(files) => files,
-        Err(why) => {
-            remarks.push(format!("the job's open files were not checked against the dump's (files.img: {why}): CRIU says if one changed, and follows a link put in one's place"));
-            return None;
-        }
+    let (files, listened) = match read("files.img") {
+        Ok(Some(img)) => match criu_images::dumped_files(&img) {
+            Ok(files) => (
+                Ok(Some(files)),
+                criu_images::listened(&img).unwrap_or_default(),
+            ),
+            Err(why) => (Err(why.to_string()), Vec::new()),
+        },
+        Ok(None) => (Ok(None), Vec::new()),
+        Err(why) => (Err(why.to_string()), Vec::new()),
     };
     let remapped = match read("remap-fpath.img") {
         Ok(Some(img)) => criu_images::remapped(&img).unwrap_or_default(),
         Ok(None) | Err(_) => HashSet::new(), // no file restored from a copy
     };
-    Some((files, remapped))
+    JobFiles {
+        files,
+        remapped,
+        listened,
+    }
+}
+
+/// The regular files the job had open; None (with a remark) when the
+/// images cannot tell.
+fn open_files<'a>(
+    job: &'a JobFiles,
+    remarks: &mut Vec<String>,
+) -> Option<&'a [criu_images::DumpedFile]> {
+    let why = match &job.files {
+        Ok(Some(files)) => return Some(files),
+        Ok(None) => "no such image",
+        Err(why) => why.as_str(),
+    };
+    remarks.push(format!("the job's open files were not checked against the dump's (files.img: {why}): CRIU says if one changed, and follows a link put in one's place"));
+    None
 }
 
 /// Refuses the undump when a file the job had open is not as it was: its
@@ -45,15 +76,15 @@ fn open_files(
 /// link's target for the job: `--force` goes on), or its size or mode is
 /// not the dump's (CRIU would fail on it after forking the tree).
 pub fn refuse_changed(
-    images: &HeldImages,
+    job: &JobFiles,
     force: bool,
     remarks: &mut Vec<String>,
 ) -> Result<(), DiskFailure> {
-    let Some((files, remapped)) = open_files(images, remarks) else {
+    let Some(files) = open_files(job, remarks) else {
         return Ok(());
     };
-    let relinked =
-        criu_images::relinked(&files, &remapped, &|path| std::fs::canonicalize(path).ok());
+    let remapped = &job.remapped;
+    let relinked = criu_images::relinked(files, remapped, &|path| std::fs::canonicalize(path).ok());
     if !relinked.is_empty() {
         let each: Vec<String> = relinked
             .iter()
@@ -72,7 +103,7 @@ pub fn refuse_changed(
         }
         remarks.push(format!("{why} (going on: --force)"));
     }
-    refuse_files_not_as_dumped(&files, &remapped)
+    refuse_files_not_as_dumped(files, remapped)
 }
 
 /// A path for a message, its control characters escaped.

@@ -13,9 +13,9 @@
 use std::net::IpAddr;
 
 use super::connections::{self, Socket};
-use super::criu_images::{self, Listened};
+use super::criu_images::Listened;
+use super::open_files::JobFiles;
 use super::report::DiskFailure;
-use super::source::HeldImages;
 
 /// /proc/net/tcp is read this far at most (a host with a million sockets
 /// prints about 150 MB; beyond this the check says it did not finish).
@@ -72,17 +72,12 @@ fn state_name(state: u8) -> &'static str {
 /// host now (`--force` goes on, with a remark); says so in a remark when
 /// the images or the host's tables cannot tell.
 pub fn refuse_taken(
-    images: &HeldImages,
+    job: &JobFiles,
     force: bool,
     remarks: &mut Vec<String>,
 ) -> Result<(), DiskFailure> {
-    let listened = match images.read("files.img", 256 << 20) {
-        Ok(Some(img)) => criu_images::listened(&img),
-        _ => return Ok(()), // said by the open files' check
-    };
-    let Ok(listened) = listened else {
-        return Ok(());
-    };
+    // Unreadable images are said by the open files' check.
+    let listened = &job.listened;
     if listened.is_empty() {
         return Ok(());
     }
@@ -96,7 +91,7 @@ pub fn refuse_taken(
             }
         }
     }
-    let taken = taken(&listened, &host);
+    let taken = taken(listened, &host);
     if taken.is_empty() {
         return Ok(());
     }

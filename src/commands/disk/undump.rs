@@ -90,14 +90,15 @@ fn undump(
                 report.remarks.push(finished_by_criu(&source, request.from)?);
             }
             let criu_args = trusted_options(&manifest)?;
+            let job_files = open_files::read(&source);
             if let Some(uid) = source.writer {
-                credentials::refuse_beyond(&source, uid)?;
+                credentials::refuse_beyond(&source, &job_files, uid)?;
                 report.remarks.push(format!(
                     "uid {uid} could have written these images: every process was checked to restore as uid {uid}, with no capability, and CRIU read a private stage of them ({})",
                     source.criu_dir.path().display()
                 ));
             }
-            let (criu, moved) = checked(request, &manifest, &source, &mut report.remarks)?;
+            let (criu, moved) = checked(request, &manifest, &job_files, &mut report.remarks)?;
             report.gpu_map = moved.clone();
             let restore = Restore {
                 criu: &criu,
@@ -172,7 +173,7 @@ struct Restore<'a> {
 fn checked(
     request: &UndumpSettings<'_>,
     manifest: &Manifest,
-    source: &HeldImages,
+    job_files: &open_files::JobFiles,
     remarks: &mut Vec<String>,
 ) -> Result<(criu_tool::Criu, Vec<(String, String)>), DiskFailure> {
     let criu = criu_tool::find_on_path(request.criu)
@@ -203,8 +204,8 @@ fn checked(
             "end that process (after `dump --leave-running` it is the job itself; a zombie goes when its parent reaps it or ends), or undump on another host",
         ));
     }
-    open_files::refuse_changed(source, request.force, remarks)?;
-    ports::refuse_taken(source, request.force, remarks)?;
+    open_files::refuse_changed(job_files, request.force, remarks)?;
+    ports::refuse_taken(job_files, request.force, remarks)?;
     let pairs = choose_gpus(request, manifest, remarks).map_err(|why| {
         DiskFailure::refused(
             "no_gpu_room",
