@@ -11,7 +11,7 @@ import time
 
 from harness.criu import criu_command
 from harness.jobs import TrainJob
-from harness.procs import kill_and_reap, wait_for_line
+from harness.procs import kill_and_reap, process_tree, wait_for_line
 from harness.registry import RAW, Skipped, expect, scenario
 from harness.tools import Target
 
@@ -299,29 +299,12 @@ def addr(text):
     return f"[{host}]:{int(port, 16)}"
 
 
-def children_by_parent():
-    """Every process's children, from one scan of /proc (a child started
-    by any thread: /proc/PID/task/PID/children lists the main thread's)."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    return children
-
-
 def tree_of(root):
-    """`root` and its descendants, with their names, thread names, TCP
-    sockets and command lines."""
-    children = children_by_parent()
-    found, queue = [], [root]
-    while queue:
-        pid = queue.pop(0)
-        queue.extend(children.get(pid, []))
+    """`root` and its descendants (by parent PID: a child started by any
+    thread), with their names, thread names, TCP sockets and command
+    lines."""
+    found = []
+    for pid in process_tree(root):
         try:
             with open(f"/proc/{pid}/comm") as f:
                 name = f.read().strip()
