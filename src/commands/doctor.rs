@@ -255,44 +255,38 @@ fn criu_check() -> Check {
         .ok()
         .and_then(|out| String::from_utf8(out.stdout).ok())
         .unwrap_or_default();
-    let detail = |version: &str| format!("{} (version {version})", path.display());
+    let version = parse_criu_version(&said);
+    let detail = format!(
+        "{} (version {})",
+        path.display(),
+        version.map_or_else(
+            || "unknown".to_string(),
+            |(major, minor)| format!("{major}.{minor}")
+        )
+    );
     // `--version` answers even where CRIU cannot start (Debian 12's 3.17
     // on kernels from 6.13 on): `criu check` tells.
     if let Err(why) = criu_tool::starts(&path) {
-        let version = parse_criu_version(&said)
-            .map(|(major, minor)| format!("{major}.{minor}"))
-            .unwrap_or_else(|| "unknown".into());
         return Check::new(
             "criu",
             Status::Warn,
-            format!(
-                "{}: cannot start on this kernel (`criu check` says {why})",
-                detail(&version)
-            ),
+            format!("{detail}: cannot start on this kernel (`criu check` says {why})"),
         )
         .hint(criu_tool::BUILD_HINT);
     }
-    match parse_criu_version(&said) {
-        Some((major, minor)) if major >= CRIU_MIN_MAJOR => {
-            Check::new("criu", Status::Ok, detail(&format!("{major}.{minor}")))
-        }
-        Some((major, minor)) => Check::new("criu", Status::Warn, detail(&format!("{major}.{minor}")))
+    match version {
+        Some((major, _)) if major >= CRIU_MIN_MAJOR => Check::new("criu", Status::Ok, detail),
+        Some(_) => Check::new("criu", Status::Warn, detail)
             .hint("CRIU's CUDA plugin (which runs cuda-checkpoint, or cudackpt in its place) needs CRIU 4.0 or newer; upgrade CRIU, or use cudackpt as CRIU's action script"),
-        None => Check::new("criu", Status::Warn, detail("unknown"))
+        None => Check::new("criu", Status::Warn, detail)
             .hint("`criu --version` did not say `Version: X.Y`; CRIU's CUDA plugin needs CRIU 4.0 or newer"),
     }
 }
 
-/// `Version: 4.2` (first line of `criu --version`) as (4, 2) (pure).
+/// `Version: 4.2` (first line of `criu --version`) as (4, 2) (pure), as
+/// `dump` reads it.
 fn parse_criu_version(text: &str) -> Option<(u32, u32)> {
-    let version = text
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("Version:"))?
-        .trim();
-    let mut parts = version.split(['.', '-']);
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
-    Some((major, minor))
+    criu_tool::parse_version(&criu_tool::version_line(text)?)
 }
 
 /// NVML: what the host-memory pre-flight, `--verify`, `ps`'s memory column
