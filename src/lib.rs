@@ -64,17 +64,22 @@
 //! 5. `ops`: the process pipeline, as stages: select → check → pre-flights
 //!    → choose the map → lock → drain → execute → finish, on floors of its
 //!    own, which the layout test holds too.
-//! 6. `gpu`: the one GPU inventory, restore maps, NVML, checkpoint records.
-//! 7. `targets` (/proc facts and discovery) and `driver` (libcuda: the only
+//! 6. `drain`: the drain protocol whole (its words and constants, the
+//!    handshake with a process, the signals' ledger, the processes left
+//!    drained, its report and settings), but for the pipeline's stage in
+//!    `ops`; it uses nothing of `ops`.
+//! 7. `gpu`: the one GPU inventory, restore maps, NVML, checkpoint records.
+//! 8. `targets` (/proc facts and discovery) and `driver` (libcuda: the only
 //!    unsafe code, the checkpoint API, GPU UUIDs).
-//! 8. `exit` (exit statuses) and `files` (reading files that may be planted).
-//! 9. `environment`: every environment variable cudackpt reads, read there.
+//! 9. `exit` (exit statuses) and `files` (reading files that may be planted).
+//! 10. `environment`: every environment variable cudackpt reads, read there.
 
 #![warn(missing_docs, unnameable_types)]
 
 pub(crate) mod api;
 pub(crate) mod cli;
 pub(crate) mod commands;
+pub(crate) mod drain;
 pub(crate) mod driver;
 pub(crate) mod environment;
 pub(crate) mod exit;

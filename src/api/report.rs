@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use crate::drain::report as drain;
 use crate::driver::{CudaError, GpuPair, ProcessState};
 use crate::exit::ExitStatus;
 use crate::ops::vocabulary::{failure as pipeline_failure, plan, report as pipeline};
@@ -373,7 +374,7 @@ impl StepKind {
 
 impl DrainReport {
     /// The pipeline's, as the library says it.
-    pub(crate) fn from_pipeline(d: pipeline::DrainRecord) -> DrainReport {
+    pub(crate) fn from_pipeline(d: drain::DrainRecord) -> DrainReport {
         DrainReport {
             signal: d.signal,
             outcome: DrainOutcome::from_pipeline(d.outcome),
@@ -389,17 +390,17 @@ impl DrainReport {
 
 impl DrainOutcome {
     /// The pipeline's, as the library says it.
-    pub(crate) fn from_pipeline(outcome: pipeline::DrainVerdict) -> DrainOutcome {
+    pub(crate) fn from_pipeline(outcome: drain::DrainVerdict) -> DrainOutcome {
         match outcome {
-            pipeline::DrainVerdict::WouldDrain => DrainOutcome::WouldDrain,
-            pipeline::DrainVerdict::CannotDrain => DrainOutcome::CannotDrain,
-            pipeline::DrainVerdict::NotAcknowledged => DrainOutcome::NotAcknowledged,
-            pipeline::DrainVerdict::Drained => DrainOutcome::Drained,
-            pipeline::DrainVerdict::Rebuilt => DrainOutcome::Rebuilt,
-            pipeline::DrainVerdict::NotRebuilt => DrainOutcome::NotRebuilt,
-            pipeline::DrainVerdict::RebuildFailed => DrainOutcome::RebuildFailed,
-            pipeline::DrainVerdict::RebuildAsked => DrainOutcome::RebuildAsked,
-            pipeline::DrainVerdict::NotNeeded => DrainOutcome::NotNeeded,
+            drain::DrainVerdict::WouldDrain => DrainOutcome::WouldDrain,
+            drain::DrainVerdict::CannotDrain => DrainOutcome::CannotDrain,
+            drain::DrainVerdict::NotAcknowledged => DrainOutcome::NotAcknowledged,
+            drain::DrainVerdict::Drained => DrainOutcome::Drained,
+            drain::DrainVerdict::Rebuilt => DrainOutcome::Rebuilt,
+            drain::DrainVerdict::NotRebuilt => DrainOutcome::NotRebuilt,
+            drain::DrainVerdict::RebuildFailed => DrainOutcome::RebuildFailed,
+            drain::DrainVerdict::RebuildAsked => DrainOutcome::RebuildAsked,
+            drain::DrainVerdict::NotNeeded => DrainOutcome::NotNeeded,
         }
     }
 }
@@ -496,7 +497,7 @@ mod tests {
 
     #[test]
     fn every_drain_outcome_keeps_its_name() {
-        for outcome in pipeline::DrainVerdict::ALL {
+        for outcome in drain::DrainVerdict::ALL {
             let ours = DrainOutcome::from_pipeline(outcome);
             assert_eq!(format!("{ours:?}"), format!("{outcome:?}"));
         }

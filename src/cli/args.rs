@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::drain::protocol::{DrainSignal, InvalidSignal};
 use crate::driver::ProcessState;
-use crate::ops::vocabulary::drain_protocol::{DrainSignal, InvalidSignal};
 use crate::ops::vocabulary::timeout::{
     parse_duration_with_unit, parse_timeout, InvalidDuration, Timeout,
 };
@@ -244,8 +244,8 @@ pub struct HandshakeArg {
 
 impl DrainArg {
     /// The drain settings these flags say.
-    pub fn settings(self) -> crate::ops::DrainSettings {
-        crate::ops::DrainSettings {
+    pub fn settings(self) -> crate::drain::settings::DrainSettings {
+        crate::drain::settings::DrainSettings {
             before_lock: self.drain,
             ..self.handshake.settings()
         }
@@ -255,11 +255,11 @@ impl DrainArg {
 impl HandshakeArg {
     /// The handshake's signal and wait, with no drain before the lock (the
     /// rebuild after a resume still uses them).
-    pub fn settings(self) -> crate::ops::DrainSettings {
-        crate::ops::DrainSettings {
+    pub fn settings(self) -> crate::drain::settings::DrainSettings {
+        crate::drain::settings::DrainSettings {
             signal: self.drain_signal,
             timeout: self.drain_timeout,
-            ..crate::ops::DrainSettings::default()
+            ..crate::drain::settings::DrainSettings::default()
         }
     }
 }

@@ -348,7 +348,7 @@ fn compat_group(
     libcuda: Option<&Path>,
     pid: i32,
     map: MapSpec,
-    drain: crate::ops::DrainSettings,
+    drain: crate::drain::settings::DrainSettings,
 ) -> Group<'_> {
     Group::new()
         .libcuda_option(libcuda)

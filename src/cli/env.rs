@@ -24,13 +24,13 @@ pub fn force_from_env() -> bool {
 /// `CUDACKPT_DRAIN_SIGNAL`, `CUDACKPT_DRAIN_TIMEOUT` are read as the
 /// modern flags read them; a value that does not parse is refused, never
 /// replaced by the default in silence.
-pub fn drain_from_env() -> Result<crate::ops::DrainSettings, EnvError> {
-    let mut drain = crate::ops::DrainSettings {
+pub fn drain_from_env() -> Result<crate::drain::settings::DrainSettings, EnvError> {
+    let mut drain = crate::drain::settings::DrainSettings {
         before_lock: flag(environment::DRAIN),
-        ..crate::ops::DrainSettings::default()
+        ..crate::drain::settings::DrainSettings::default()
     };
     if let Some(text) = environment::text(environment::DRAIN_SIGNAL)? {
-        drain.signal = crate::ops::vocabulary::drain_protocol::DrainSignal::parse(&text)
+        drain.signal = crate::drain::protocol::DrainSignal::parse(&text)
             .map_err(EnvError::invalid(environment::DRAIN_SIGNAL))?;
     }
     if let Some(text) = environment::text(environment::DRAIN_TIMEOUT)? {

@@ -11,11 +11,12 @@ use crate::cli::args::{
     Command, DeadlineArg, DrainArg, DryRunArg, ForceArg, GlobalArgs, HandshakeArg, MapArg, Targets,
     VerifyArg,
 };
+use crate::drain::settings::DrainSettings;
 use crate::files;
 use crate::gpu::map::{self, MapError, MapSpec};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::timeout::Timeout;
-use crate::ops::{DrainSettings, ProgressSink};
+use crate::ops::ProgressSink;
 
 /// A process command as the modern grammar gives it, not yet validated.
 pub struct RawProcessCommand {

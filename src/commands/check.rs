@@ -8,10 +8,11 @@ use std::path::Path;
 use std::time::Instant;
 
 use crate::api::group::Group;
+use crate::drain::settings::DrainSettings;
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::report::{CommandReport, TargetReport};
 use crate::ops::vocabulary::timeout::Timeout;
-use crate::ops::{DrainSettings, Selectors};
+use crate::ops::Selectors;
 
 /// One dry run's word on a process.
 fn verdict(report: Option<&TargetReport>) -> String {

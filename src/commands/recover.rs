@@ -12,15 +12,17 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::api::group::Group;
-use crate::ops::drain::rebuild;
+use crate::drain::ledger::DrainNote;
+use crate::drain::report::DrainVerdict;
+use crate::drain::settings::DrainSettings;
 use crate::ops::drain::recovery::{self, Bounds};
-use crate::ops::journal::intent::{self, Claimed, DrainNote, Intent, Member, NotClaimed, Start};
+use crate::ops::drain::resumed;
+use crate::ops::journal::intent::{self, Claimed, Intent, NotClaimed, RecordedProcess, Start};
 use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::report::CommandReport;
-use crate::ops::vocabulary::report::{DrainVerdict, TargetReport};
+use crate::ops::vocabulary::report::TargetReport;
 use crate::ops::vocabulary::timeout::Timeout;
-use crate::ops::DrainSettings;
 
 /// The command that brings a member back to where it started: one for
 /// every state a record can hold.
@@ -61,7 +63,7 @@ fn rebuild_drained(
         };
         let process = &mut report.processes[at];
         if drain.outcome == DrainVerdict::RebuildFailed && process.failure.is_none() {
-            process.failure = Some(rebuild::rebuild_failed(
+            process.failure = Some(resumed::rebuild_failed(
                 pid,
                 drain.signal,
                 drain.rebuild_error.as_deref(),
@@ -120,7 +122,7 @@ pub fn run(
         // process keeps its file between commands; see pidlock).
         let pruned = crate::ops::journal::pidlock::prune();
         tracing::debug!(pruned, "removed stale lock files");
-        let pruned = crate::ops::journal::drained::prune();
+        let pruned = crate::drain::left_drained::prune();
         tracing::debug!(pruned, "forgot drained processes gone since");
         let pruned = crate::ops::journal::handoff::prune();
         tracing::debug!(
@@ -149,7 +151,7 @@ pub fn run_handed_to(
 ) -> (bool, CommandReport) {
     let found = std::sync::atomic::AtomicBool::new(false);
     let bounds = Bounds {
-        longest: crate::ops::vocabulary::request::DEFAULT_DRAIN_TIMEOUT,
+        longest: crate::drain::settings::DEFAULT_DRAIN_TIMEOUT,
         stop: &|| false,
     };
     let report = recover_where(
@@ -259,7 +261,7 @@ fn recover_record(
     if intent.calls_done {
         return finish_forward(libcuda, dry_run, path, claimed, report, bounds);
     }
-    let alive: Vec<&Member> = intent.members.iter().filter(|m| m.still_there()).collect();
+    let alive: Vec<&RecordedProcess> = intent.members.iter().filter(|m| m.still_there()).collect();
     report
         .warnings
         .push(describe_record(path, &intent, alive.len()));
@@ -324,7 +326,7 @@ fn describe_record(path: &std::path::Path, intent: &Intent, alive: usize) -> Str
 fn put_back(
     libcuda: Option<&std::path::Path>,
     dry_run: bool,
-    alive: &[&Member],
+    alive: &[&RecordedProcess],
     report: &mut CommandReport,
 ) -> bool {
     let mut all_back = true;
@@ -413,8 +415,8 @@ fn finish_forward(
             }
             rebuild_drained(report, &running, note, &claimed, bounds);
             for pid in held {
-                if crate::ops::drain::protocol::shows_marker(pid) {
-                    crate::ops::journal::drained::note(pid, note.signal);
+                if crate::drain::handshake::shows_marker(pid) {
+                    crate::drain::left_drained::note(pid, note.signal);
                 }
             }
         }

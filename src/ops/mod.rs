@@ -31,9 +31,7 @@ pub mod preflight;
 pub mod stages;
 pub mod vocabulary;
 
-pub use vocabulary::request::{
-    DrainSettings, Progress, ProgressSink, Request, Selectors, StepDone, ThreadIds,
-};
+pub use vocabulary::request::{Progress, ProgressSink, Request, Selectors, StepDone, ThreadIds};
 pub use vocabulary::stop::Stop;
 
 use std::time::Instant;

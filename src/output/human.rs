@@ -2,10 +2,9 @@
 //! failure a message and a hint on stderr.
 
 use super::look::{format_duration, Look};
+use crate::drain::report::{DrainRecord, DrainVerdict};
 use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::report::{
-    CommandReport, DrainRecord, DrainVerdict, Layout, TargetReport,
-};
+use crate::ops::vocabulary::report::{CommandReport, Layout, TargetReport};
 use crate::targets::name::printable;
 
 /// Renders a process command's report: (stdout, stderr).

@@ -30,7 +30,7 @@ fn kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 
 /// Where the drain handshake left a process.
 fn drain_outcome_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let outcomes: Vec<&str> = crate::ops::vocabulary::report::DrainVerdict::ALL
+    let outcomes: Vec<&str> = crate::drain::report::DrainVerdict::ALL
         .iter()
         .map(|o| o.as_str())
         .collect();

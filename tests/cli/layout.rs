@@ -15,13 +15,14 @@ use std::path::{Path, PathBuf};
 use crate::layout_graph::{self, rust_files, ModPath};
 
 /// The rooms, top floor first. A room may use any room below it.
-const FLOORS: [&[&str]; 10] = [
+const FLOORS: [&[&str]; 11] = [
     &["main"],
     &["cli"],
     &["output"],
     &["commands"],
     &["api"],
     &["ops"],
+    &["drain"],
     &["gpu"],
     &["targets", "driver"],
     &["exit", "files"],
@@ -147,6 +148,37 @@ fn an_upward_import_is_seen_however_it_is_spelled() {
         wrong.iter().any(|w| w.starts_with("files: files uses cli")),
         "{wrong:?}"
     );
+}
+
+/// The drain's floor, between `ops` and `gpu`: the drain may use no room
+/// of ops (the pipeline's stage uses the drain, not the reverse), and no
+/// room below it may use the drain.
+#[test]
+fn the_drain_s_floor_is_held_both_ways() {
+    let from_drain = planted(
+        &["drain", "ledger"],
+        "\nfn planted() { let _ = crate::ops::vocabulary::report::TargetReport::new; }\n",
+    );
+    let wrong = against_the_floors(&from_drain);
+    assert!(
+        wrong
+            .iter()
+            .any(|w| w.starts_with("drain::ledger: drain uses ops::vocabulary::report")),
+        "{wrong:?}"
+    );
+    let into_drain = planted(
+        &["gpu", "record"],
+        "\nuse crate::drain::protocol::MARKER;\n",
+    );
+    let wrong = against_the_floors(&into_drain);
+    assert!(
+        wrong
+            .iter()
+            .any(|w| w.starts_with("gpu::record: gpu uses drain::protocol")),
+        "{wrong:?}"
+    );
+    // Today's drain and its stage keep the floors.
+    assert!(against_the_floors(&source()).is_empty());
 }
 
 #[test]

@@ -1,17 +1,15 @@
-//! The drain of a command (cudackpt(1), DRAIN PROTOCOL), as the pipeline
-//! sees it: [`Drain`], its one way in. The handshake with each process is
-//! [`protocol`] (no pipeline types); who takes part is [`parties`]; the
-//! stage that runs the handshake before the driver calls (and predicts it
-//! for a dry run) is [`stage`]; the rebuilds after the calls are
-//! [`rebuild`]; `recover`'s part is [`recovery`]; the signal sent with
-//! its ledger entry is [`sending`]. The protocol as data
-//! (the signal, the marker) is [`crate::ops::vocabulary::drain_protocol`].
+//! The drain's stage of the pipeline (cudackpt(1), DRAIN PROTOCOL):
+//! [`Drain`], its one way in. Everything the drain is, its words, the
+//! handshake with a process, the ledger and the records, lives in
+//! [`crate::drain`]; here is what a command does with it: who takes part
+//! ([`parties`]), the handshake before the driver calls and the settling
+//! after them, or a dry run's prediction ([`stage`]), the rebuilds of
+//! processes a command resumed ([`resumed`]), and `recover`'s part
+//! ([`recovery`]).
 
 mod parties;
-pub mod protocol;
-pub mod rebuild;
 pub mod recovery;
-mod sending;
+pub mod resumed;
 mod stage;
 
 use std::time::Instant;
@@ -35,7 +33,7 @@ pub struct Drain<'r> {
 }
 
 /// What the handshake left for after the driver calls.
-pub struct DrainInProgress(Option<stage::Drained>);
+pub struct DrainInProgress(Option<stage::DrainedGroup>);
 
 impl DrainInProgress {
     /// The host-memory pre-flight the drain asked, on what its processes
@@ -66,7 +64,7 @@ impl<'r> Drain<'r> {
         restorable::check(
             self.request,
             ready,
-            &crate::ops::journal::drained::vouches_for,
+            &crate::drain::left_drained::vouches_for,
         )
     }
 
@@ -131,6 +129,6 @@ impl<'r> Drain<'r> {
         // A toggle --drain may also resume processes drained before: they
         // rebuild as after any resume (the settled members have their
         // report already).
-        rebuild::rebuild_resumed(self.request, ready, reports, journal, deadline);
+        resumed::rebuild_resumed(self.request, ready, reports, journal, deadline);
     }
 }

@@ -1,44 +1,22 @@
-//! Who takes part in a drain: each process the command will lock either
-//! catches the drain signal (a member, asked unless it shows the marker
-//! already), holds nothing the driver cannot restore (a bystander, left
-//! out), or cannot drain, which refuses the whole group before anything is
-//! sent.
+//! Who takes part in a command's drain (the words: `crate::drain::members`),
+//! decided from its checked targets and the restorability pre-flight's
+//! evidence, and the report of each process unable to drain, which
+//! refuses the whole group before anything is sent.
 
-use std::time::Duration;
-
-use super::protocol::{self as drain, Unable};
+use crate::drain::handshake;
+use crate::drain::members::{DrainMember, Parties, Unable};
+use crate::drain::protocol::DrainSignal;
+use crate::drain::report::{DrainRecord, DrainVerdict};
 use crate::driver::{CheckpointApi, ProcessState};
 use crate::ops::diagnose::describe_process;
 use crate::ops::execute::concurrently;
 use crate::ops::preflight::restorable;
-use crate::ops::vocabulary::drain_protocol::DrainSignal;
 use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::place::Place;
 use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::{DrainRecord, DrainVerdict, TargetReport};
+use crate::ops::vocabulary::report::TargetReport;
 use crate::ops::vocabulary::stop::Stop;
 use crate::targets::process::Target;
-
-/// One process of a drained group.
-pub(super) struct DrainMember {
-    pub(super) target: Target,
-    pub(super) state: ProcessState,
-    /// Sent the request by this command (not: it showed the marker already).
-    pub(super) asked: bool,
-    pub(super) acknowledged: Option<Duration>,
-    pub(super) exempted: Option<String>,
-    /// What it held before the request and once drained (NVML), in bytes.
-    pub(super) footprint: Option<(u64, u64)>,
-}
-
-/// Who takes part in a drain, and who is left out of it.
-pub(super) struct Parties {
-    pub(super) members: Vec<DrainMember>,
-    /// Processes that do not catch the signal and hold nothing the driver
-    /// cannot restore (a launcher such as torchrun's agent): never sent
-    /// anything, checkpointed as they are.
-    pub(super) bystanders: Vec<i32>,
-}
 
 /// The processes to drain: those the command will lock (running), and
 /// locked ones that drained before their lock. A process that does not
@@ -49,27 +27,27 @@ pub(super) fn parties(ready: &Ready, signal: DrainSignal) -> Result<Parties, Sto
     let marked: Vec<bool> = ready
         .targets
         .iter()
-        .map(|t| drain::shows_marker(t.pid))
+        .map(|t| handshake::shows_marker(t.pid))
         .collect();
     let mut held_against: Option<Vec<(i32, String)>> = None;
     let mut bystanders = Vec::new();
     let mut unable = Vec::new();
     for (t, _) in ready.targets.iter().zip(&marked).filter(|(_, &m)| !m) {
-        let why = match drain::may_ask(t, signal) {
-            Err(Unable::NotCaught) => {
+        let why = match handshake::catches(t, signal) {
+            Ok(false) => {
                 // Read once, and only when a process does not catch it.
                 let findings = held_against.get_or_insert_with(|| restorable::pending(ready));
                 match findings.iter().find(|(pid, _)| *pid == t.pid) {
-                    Some((_, evidence)) => Cannot::NotCaught(evidence.clone()),
+                    Some((_, evidence)) => Unable::NotCaught(evidence.clone()),
                     None => {
                         bystanders.push(t.pid);
                         continue;
                     }
                 }
             }
-            Err(Unable::Unreadable(reason)) => Cannot::Unreadable(reason),
-            Ok(()) if t.stopped => Cannot::Stopped,
-            Ok(()) => continue,
+            Err(reason) => Unable::Unreadable(reason),
+            Ok(true) if t.stopped => Unable::Stopped,
+            Ok(true) => continue,
         };
         unable.push(cannot_drain(t, None, &why, signal));
     }
@@ -84,7 +62,7 @@ pub(super) fn parties(ready: &Ready, signal: DrainSignal) -> Result<Parties, Sto
         }
         match state {
             Some(ProcessState::Locked) if !marked => {
-                unable.push(cannot_drain(target, state, &Cannot::Locked, signal));
+                unable.push(cannot_drain(target, state, &Unable::Locked, signal));
             }
             Some(state @ (ProcessState::Running | ProcessState::Locked)) => {
                 members.push(DrainMember {
@@ -120,42 +98,28 @@ pub(super) fn stop_unable(unable: Vec<TargetReport>) -> Stop {
     }
 }
 
-/// Why a process cannot take part in a drain.
-pub(super) enum Cannot {
-    /// It does not catch the signal, and this evidence holds it to the
-    /// drain (a rank, a CUDA IPC party).
-    NotCaught(String),
-    /// Its status could not be read (why).
-    Unreadable(String),
-    /// Locked without having drained: it cannot run the CUDA calls that
-    /// release its resources.
-    Locked,
-    /// Stopped (SIGSTOP, a debugger, CRIU's freeze): it cannot answer.
-    Stopped,
-}
-
 /// The report of a process that cannot take part.
 pub(super) fn cannot_drain(
     target: &Target,
     state: Option<ProcessState>,
-    why: &Cannot,
+    why: &Unable,
     signal: DrainSignal,
 ) -> TargetReport {
     let who = describe_process(target.pid, Some(&target.name));
     let (message, hint) = match why {
-        Cannot::NotCaught(evidence) => (
+        Unable::NotCaught(evidence) => (
             format!("refused before any change: {who} does not catch the drain signal, {signal}, according to SigCgt in /proc/{}/status: it does not speak the drain protocol and the signal could kill it, yet it holds what the driver cannot restore ({evidence}); nothing was sent to any process", target.pid),
             "start it with a drain client (the PyTorch one: `import cudackpt_drain`; see cudackpt(1), DRAIN PROTOCOL), pass the signal it catches with --drain-signal, or leave out --drain".to_string(),
         ),
-        Cannot::Unreadable(reason) => (
+        Unable::Unreadable(reason) => (
             format!("refused before any change: whether {who} catches the drain signal, {signal}, could not be read ({reason}); nothing was sent to any process"),
             "check /proc/PID/status, then try again".to_string(),
         ),
-        Cannot::Stopped => (
+        Unable::Stopped => (
             format!("refused before any change: {who} is stopped (SIGSTOP, a debugger, or CRIU's freeze), so it cannot reach a safe point to drain; nothing was sent to any process"),
             "drain before the freeze: CRIU's action-script mode drains at pre-dump (CUDACKPT_DRAIN=1), before CRIU freezes the tree, or run `cudackpt suspend --drain` before `criu dump`".to_string(),
         ),
-        Cannot::Locked => (
+        Unable::Locked => (
             format!("refused before any change: {who} is locked and has not drained: a locked process cannot run the CUDA calls that release its resources"),
             format!("unlock it (`cudackpt unlock {}`), then drain with `suspend --drain`", target.pid),
         ),

@@ -4,11 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use super::protocol::{self as drain};
-use super::rebuild::rebuild;
-use crate::ops::journal::intent::{DrainNote, DrainPhase, SignalLedger};
-use crate::ops::vocabulary::drain_protocol::{self, DrainSignal};
-use crate::ops::vocabulary::report::DrainRecord;
+use crate::drain::handshake;
+use crate::drain::ledger::{DrainNote, DrainPhase, SignalLedger, Signalled};
+use crate::drain::protocol::{self, DrainSignal};
+use crate::drain::rebuild::rebuild;
+use crate::drain::report::DrainRecord;
+use crate::drain::settings::DEFAULT_DRAIN_TIMEOUT;
 use crate::ops::vocabulary::timeout::format_duration;
 use crate::targets::process::Target;
 
@@ -50,25 +51,23 @@ pub fn recover(
         let pid = target.pid;
         if note.signals.is_none() {
             // A record from before signals were counted: by its phase.
-            if note.phase == DrainPhase::Requested || drain::shows_marker(pid) {
+            if note.phase == DrainPhase::Requested || handshake::shows_marker(pid) {
                 owed.push(target);
             }
             continue;
         }
-        let known = note
-            .of(pid)
-            .unwrap_or(crate::ops::journal::intent::Signalled {
-                pid,
-                sent: 0,
-                drained_before: false,
-            });
+        let known = note.of(pid).unwrap_or(Signalled {
+            pid,
+            sent: 0,
+            drained_before: false,
+        });
         if note.sending == Some(pid) {
             let went = delivered(target, signal, known.owes_one(), timeout, bounds.stop);
             ledger.end(pid, went.delivered);
             if let Some(doubt) = went.doubt {
                 recovered.warnings.push(doubt);
             }
-            let now = crate::ops::journal::intent::Signalled {
+            let now = Signalled {
                 sent: known.sent + u32::from(went.delivered),
                 ..known
             };
@@ -98,10 +97,7 @@ impl Bounds<'_> {
     /// (pure).
     pub fn timeout_of(&self, note: &DrainNote) -> Duration {
         note.timeout_ms
-            .map_or(
-                crate::ops::vocabulary::request::DEFAULT_DRAIN_TIMEOUT,
-                Duration::from_millis,
-            )
+            .map_or(DEFAULT_DRAIN_TIMEOUT, Duration::from_millis)
             .min(self.longest)
     }
 }
@@ -127,7 +123,7 @@ fn delivered(
     stop: &dyn Fn() -> bool,
 ) -> SignalVerdict {
     let pid = target.pid;
-    if drain::pending(target, signal) {
+    if handshake::pending(target, signal) {
         return SignalVerdict {
             delivered: true,
             doubt: None,
@@ -136,7 +132,7 @@ fn delivered(
     let until = Instant::now() + timeout;
     let mut seen_marker = false;
     loop {
-        let marker = drain::shows_marker(pid);
+        let marker = handshake::shows_marker(pid);
         if !owed_before && marker {
             // It drained: it had the request.
             return SignalVerdict {
@@ -155,16 +151,16 @@ fn delivered(
         if Instant::now() >= until || target.still_the_same().is_err() || stop() {
             break;
         }
-        std::thread::sleep(drain::POLL);
+        std::thread::sleep(handshake::POLL);
     }
     let waited = format_duration(timeout);
     if owed_before {
-        let marker = drain::shows_marker(pid);
+        let marker = handshake::shows_marker(pid);
         SignalVerdict {
             delivered: !marker,
             doubt: (!marker && !seen_marker).then(|| format!(
                 "PID {pid}: cudackpt died as it sent it a rebuild or a call-off; it showed no drain marker within {waited}, so that signal is taken as delivered and nothing more was sent. If it shows the marker {} later, `cudackpt resume {pid}` asks it to rebuild",
-                drain_protocol::MARKER
+                protocol::MARKER
             )),
         }
     } else {
@@ -172,7 +168,7 @@ fn delivered(
             delivered: false,
             doubt: Some(format!(
                 "PID {pid}: cudackpt died as it sent it the drain request; it did not drain within {waited}, so it is taken as never asked and nothing was sent. If it shows the drain marker {} later, `cudackpt resume {pid}` asks it to rebuild",
-                drain_protocol::MARKER
+                protocol::MARKER
             )),
         }
     }

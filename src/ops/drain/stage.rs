@@ -7,34 +7,38 @@
 //! who did not drain. Before anything is sent, a process that does not
 //! catch the signal refuses the group: nothing is sent to any
 //! ([`super::parties`]). After the driver calls, the group settles: its
-//! members running again rebuild ([`super::rebuild`]).
+//! members running again rebuild ([`super::resumed`]).
 
 use std::time::{Duration, Instant};
 
-use super::parties::{parties, places, DrainMember, Parties};
-use super::protocol::{self as drain, Answer};
-use super::rebuild::{note_rebuild, rebuild, state_in};
-use super::sending::{send, wait_until};
+use super::parties::{parties, places};
+use super::resumed::{note_rebuild, state_in};
+use crate::drain::handshake::{self, Answer};
+use crate::drain::ledger::{DrainNote, DrainPhase, SignalLedger};
+use crate::drain::left_drained;
+use crate::drain::members::{DrainMember, Parties};
+use crate::drain::protocol::{self, DrainSignal};
+use crate::drain::rebuild::rebuild;
+use crate::drain::report::{DrainRecord, DrainVerdict};
+use crate::drain::sending::{send, wait_until};
 use crate::driver::ProcessState;
 use crate::gpu::nvml;
 use crate::ops::diagnose::describe_process;
 use crate::ops::execute::interrupt::{signal_name, Interrupt};
-use crate::ops::journal::drained;
-use crate::ops::journal::intent::{DrainNote, DrainPhase, Journal, SignalLedger};
+use crate::ops::journal::intent::Journal;
 use crate::ops::preflight::host_memory::{self, Weighed};
 use crate::ops::preflight::restorable;
-use crate::ops::vocabulary::drain_protocol::{self, DrainSignal};
 use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::{DrainRecord, DrainVerdict, TargetReport};
+use crate::ops::vocabulary::report::TargetReport;
 use crate::ops::vocabulary::request::{Progress, ProgressSink, Request};
 use crate::ops::vocabulary::stop::Stop;
 use crate::ops::vocabulary::timeout::format_duration;
 use crate::targets::process::Target;
 
 /// A group that drained: asked to rebuild once it runs again.
-pub struct Drained {
+pub struct DrainedGroup {
     signal: DrainSignal,
     timeout: Duration,
     /// The command's `--deadline`: no wait outlasts it.
@@ -63,7 +67,7 @@ pub(super) fn drain(
     journal: &Journal,
     interrupt: &Interrupt,
     deadline: Option<Instant>,
-) -> Result<Option<Drained>, Stop> {
+) -> Result<Option<DrainedGroup>, Stop> {
     if !request.drain.before_lock || !drains(&request.operation) {
         return Ok(None);
     }
@@ -72,7 +76,7 @@ pub(super) fn drain(
         members,
         bystanders,
     } = parties(ready, signal)?;
-    let mut drained = Drained {
+    let mut drained = DrainedGroup {
         signal,
         timeout: request.drain.timeout,
         deadline,
@@ -170,7 +174,7 @@ pub(super) enum CallOffReason {
     Undumpable(Fault),
 }
 
-impl Drained {
+impl DrainedGroup {
     fn asked(&self) -> Vec<&Target> {
         self.members
             .iter()
@@ -202,7 +206,7 @@ impl Drained {
                 // Not in the ledger: the notice changes no count, so no
                 // recovery has anything of it to undo. Not sent, it costs
                 // the process nothing but what it keeps for a suspend.
-                let _ = drain::notify_dump(&member.target, self.signal.dump_notice());
+                let _ = handshake::notify_dump(&member.target, self.signal.dump_notice());
             }
             if let Err(error) = send(&member.target, self.signal, ledger) {
                 ledger.flush();
@@ -218,7 +222,7 @@ impl Drained {
             progress(&Progress::DrainAsked { targets: &asked });
         }
         let stop = || interrupt.signal().is_some();
-        let answers = drain::wait_for(&asked, drain::shows_marker, until, &stop);
+        let answers = handshake::wait_for(&asked, handshake::shows_marker, until, &stop);
         if let Some(progress) = progress {
             for (target, answer) in asked.iter().zip(&answers) {
                 let acknowledged = match answer {
@@ -280,7 +284,7 @@ impl Drained {
             .filter(|m| m.asked && m.acknowledged.is_some())
             .map(|m| m.target.pid)
             .collect();
-        let vouched = |pid: i32| answered.contains(&pid) || drained::vouches_for(pid);
+        let vouched = |pid: i32| answered.contains(&pid) || left_drained::vouches_for(pid);
         match restorable::check(request, ready, &vouched) {
             Ok(passed) => {
                 for (pid, words) in passed.exempted {
@@ -397,7 +401,7 @@ impl Drained {
                     "{who} did not acknowledge the drain (signal {}) within {}: no thread named {} in /proc/{pid}/task; {rebuilt}",
                     self.signal,
                     format_duration(*waited),
-                    drain_protocol::MARKER
+                    protocol::MARKER
                 ),
                 "give it longer (--drain-timeout; a rank answers at its next step boundary), check that every rank of the job was named (all ranks must agree), or run `cudackpt check --drain`",
             ),
@@ -497,8 +501,8 @@ impl Drained {
                 Some(ProcessState::Locked | ProcessState::Checkpointed)
             );
             let answered = member.asked && member.acknowledged.is_some();
-            if left_drained && (answered || drained::vouches_for(member.target.pid)) {
-                drained::note(member.target.pid, self.signal.number());
+            if left_drained && (answered || left_drained::vouches_for(member.target.pid)) {
+                left_drained::note(member.target.pid, self.signal.number());
             }
             let drain = self.report_of(member, &mut rebuilt);
             note_rebuild(report, &drain);

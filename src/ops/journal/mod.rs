@@ -5,7 +5,6 @@
 //! pre-dump hands its post-dump (`handoff`), and the checkpoint records a
 //! restore reads (`records`).
 
-pub mod drained;
 pub mod handoff;
 pub mod intent;
 pub mod pidlock;

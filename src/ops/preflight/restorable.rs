@@ -16,12 +16,12 @@
 //! `pt_nccl_*` thread or a CUDA IPC mapping refuses it all the same. The
 //! marker is a thread name any process can take, so it counts only for a
 //! process the caller vouches for: one this command asked and saw answer,
-//! or one a cudackpt drained and left drained (`journal::drained`).
+//! or one a cudackpt drained and left drained (`crate::drain::left_drained`).
 
+use crate::drain::protocol;
 use crate::driver::{CheckpointApi, Driver, ProcessState};
 use crate::ops::diagnose::describe_process;
 use crate::ops::execute::concurrently;
-use crate::ops::vocabulary::drain_protocol;
 use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::ready::Ready;
@@ -112,7 +112,7 @@ pub fn check(
         if found.past_cap {
             passed.warnings.push((target.pid, past_cap(target.pid)));
         }
-        let drained = drain_protocol::shows_marker(&found.threads) && vouched(target.pid);
+        let drained = protocol::shows_marker(&found.threads) && vouched(target.pid);
         let (finding, exempted) = judge(target, found, &facts, drained);
         findings.extend(finding);
         passed

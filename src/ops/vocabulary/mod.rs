@@ -3,11 +3,10 @@
 //! (`report`), failures (`failure`), why a pipeline stopped (`stop`), the
 //! checked targets (`ready`), where a process of a group is (`place`),
 //! limits in time (`timeout`), the host before a checkpoint (`snapshot`),
-//! the drain protocol as data (`drain_protocol`), and lists of processes
+//! and lists of processes
 //! as sentences say them (`prose`). It imports no other
 //! room of ops.
 
-pub mod drain_protocol;
 pub mod failure;
 pub mod place;
 pub mod plan;

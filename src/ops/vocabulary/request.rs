@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::drain::settings::DrainSettings;
 use crate::gpu::map::MapSpec;
-use crate::ops::vocabulary::drain_protocol::{self, DrainSignal};
 use crate::ops::vocabulary::plan::{DriverCall, Operation};
 use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::process::Target;
@@ -63,34 +63,6 @@ pub struct Request<'a> {
     /// `recover` and the hook's watcher put the group back.
     pub criu_dump: Option<crate::targets::identity::Identity>,
 }
-
-/// The drain handshake of a request (cudackpt(1), DRAIN PROTOCOL).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DrainSettings {
-    /// `--drain`: ask every process the command will lock to drain first.
-    pub before_lock: bool,
-    /// Ask drained processes that run again to rebuild (`recover` does it
-    /// itself, from its record).
-    pub rebuild: bool,
-    pub signal: DrainSignal,
-    /// How long to wait for every acknowledgement, and every rebuild.
-    pub timeout: Duration,
-}
-
-impl Default for DrainSettings {
-    fn default() -> DrainSettings {
-        DrainSettings {
-            before_lock: false,
-            rebuild: true,
-            signal: drain_protocol::DEFAULT_SIGNAL,
-            timeout: DEFAULT_DRAIN_TIMEOUT,
-        }
-    }
-}
-
-/// How long a drain waits by default: a few training steps and the tear
-/// down of NCCL communicators.
-pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl<'a> Request<'a> {
     /// `operation` on no target yet, with every option at its default:

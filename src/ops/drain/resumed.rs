@@ -5,16 +5,17 @@
 
 use std::time::Instant;
 
-use super::protocol::{self as drain, Answer};
-use super::sending::{send, wait_until};
+use crate::drain::handshake;
+use crate::drain::ledger::SignalLedger;
+use crate::drain::protocol;
+use crate::drain::rebuild::rebuild;
+use crate::drain::report::{DrainRecord, DrainVerdict};
+use crate::drain::sending::wait_until;
 use crate::driver::ProcessState;
-use crate::ops::journal::drained;
-use crate::ops::journal::intent::SignalLedger;
-use crate::ops::vocabulary::drain_protocol::{self, DrainSignal};
 use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::plan::Operation;
 use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::{DrainRecord, DrainVerdict, TargetReport};
+use crate::ops::vocabulary::report::TargetReport;
 use crate::ops::vocabulary::request::Request;
 use crate::targets::process::Target;
 
@@ -68,7 +69,7 @@ pub fn rebuild_failed(pid: i32, signal: i32, stated: Option<&str>) -> Fault {
         });
         format!(
             "said that its rebuild failed{why} (it names a thread {}): it runs with process groups that do not work",
-            drain_protocol::FAIL_MARKER
+            protocol::FAIL_MARKER
         )
     } else {
         "exited during its rebuild".to_string()
@@ -78,77 +79,6 @@ pub fn rebuild_failed(pid: i32, signal: i32, stated: Option<&str>) -> Fault {
         format!("PID {pid}, asked to rebuild (signal {signal}), {how}; nothing was rolled back"),
         "read the process's own log for the whole error (the drain client raises it in the training loop); its checkpoint was restored, so only the job's communicators are at fault",
     )
-}
-
-/// Asks each target that catches `signal` to rebuild, once, each send
-/// written down in `ledger`, and waits until `until` (or `stop`) for each
-/// marker to go.
-pub fn rebuild(
-    targets: &[&Target],
-    signal: DrainSignal,
-    until: Instant,
-    ledger: &dyn SignalLedger,
-    stop: &dyn Fn() -> bool,
-) -> Vec<(i32, DrainRecord)> {
-    let mut sent = Vec::new();
-    let mut reports = Vec::new();
-    for &target in targets {
-        let sendable = drain::may_ask(target, signal).is_ok();
-        // Forgotten before the send: once a rebuild may have gone, no file
-        // may vouch for the marker (a kill between the two would let a
-        // checkpoint through while the rank rebuilds its communicators).
-        if sendable {
-            drained::forget(target.pid);
-        }
-        if sendable && send(target, signal, ledger).is_ok() {
-            sent.push(target);
-        } else {
-            reports.push((
-                target.pid,
-                DrainRecord::new(signal.number(), DrainVerdict::NotRebuilt),
-            ));
-        }
-    }
-    ledger.flush();
-    // A stopped process takes the signal once it runs again: not waited for.
-    let (stopped, sent): (Vec<&Target>, Vec<&Target>) = sent
-        .into_iter()
-        .partition(|t| crate::targets::process::is_stopped(t.pid));
-    reports.extend(stopped.iter().map(|t| {
-        (
-            t.pid,
-            DrainRecord::new(signal.number(), DrainVerdict::NotRebuilt),
-        )
-    }));
-    // The marker went: rebuilt, unless it went because the rebuild failed
-    // (renamed) or the process exited, judged when it went (a rank may
-    // finish its job and exit while the others still rebuild).
-    let failed = std::sync::Mutex::new(Vec::new());
-    let answered = |pid: i32| {
-        if drain::shows_marker(pid) {
-            return false;
-        }
-        if drain::shows_failure(pid) || !crate::targets::process::is_alive(pid) {
-            crate::ops::vocabulary::locked(&failed).push(pid);
-        }
-        true
-    };
-    let answers = drain::wait_for(&sent, answered, until, stop);
-    let failed = crate::ops::vocabulary::locked(&failed).clone();
-    for (target, answer) in sent.iter().zip(answers) {
-        let mut report = DrainRecord::new(signal.number(), DrainVerdict::Rebuilt);
-        match answer {
-            Answer::After(_) if failed.contains(&target.pid) => {
-                report.outcome = DrainVerdict::RebuildFailed;
-                report.rebuild_error = drain::stated_error(target.pid);
-            }
-            Answer::After(took) => report.rebuilt = Some(took),
-            Answer::Gone => report.outcome = DrainVerdict::RebuildFailed,
-            Answer::None => report.outcome = DrainVerdict::NotRebuilt,
-        }
-        reports.push((target.pid, report));
-    }
-    reports
 }
 
 /// After a command that resumes: every process running again that shows
@@ -168,7 +98,7 @@ pub(super) fn rebuild_resumed(
         .iter()
         .filter(|t| state_in(reports, t.pid) == Some(ProcessState::Running))
         .filter(|t| reports.iter().any(|r| r.pid == t.pid && r.drain.is_none()))
-        .filter(|t| drain::shows_marker(t.pid))
+        .filter(|t| handshake::shows_marker(t.pid))
         .collect();
     if waiting.is_empty() {
         return;
@@ -176,7 +106,7 @@ pub(super) fn rebuild_resumed(
     let signal = request.drain.signal;
     let (askable, deaf): (Vec<&Target>, Vec<&Target>) = waiting
         .into_iter()
-        .partition(|t| drain::may_ask(t, signal).is_ok());
+        .partition(|t| handshake::catches(t, signal) == Ok(true));
     for target in deaf {
         if let Some(report) = reports.iter_mut().find(|r| r.pid == target.pid) {
             report.drain = Some(DrainRecord::new(signal.number(), DrainVerdict::NotRebuilt));

@@ -4,61 +4,50 @@
 //! answers. The request is a signal sent through the target's pidfd, so it
 //! reaches that process and no other; the answer is a thread name read in
 //! /proc/PID/task/*/comm, which crosses PID and mount namespaces and plants
-//! no file. No pipeline type is used here.
+//! no file.
 
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::ops::vocabulary::drain_protocol::{self, DrainSignal};
-
+use super::protocol::{self, DrainSignal};
 use crate::targets::evidence;
 use crate::targets::process::{self, Target};
 
 /// How often answers are read while waiting: far below a training step,
 /// and a few small reads per process.
-pub(super) const POLL: Duration = Duration::from_millis(10);
+pub const POLL: Duration = Duration::from_millis(10);
 
-/// Why a process cannot be asked to drain (nothing is sent to it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unable {
-    /// Its `SigCgt` does not show the signal caught: the signal would kill
-    /// it (or do whatever its default is), so it is never sent.
-    NotCaught,
-    /// Its status could not be read.
-    Unreadable(String),
-}
-
-/// Whether `target` catches `signal`, from its `SigCgt` in /proc.
-pub fn may_ask(target: &Target, signal: DrainSignal) -> Result<(), Unable> {
+/// Whether `target` catches `signal`, from its `SigCgt` in /proc; why it
+/// could not be told (its status unreadable, or gone) otherwise. A signal
+/// it does not catch would kill it (or do whatever its default is), so
+/// it is never sent.
+pub fn catches(target: &Target, signal: DrainSignal) -> Result<bool, String> {
     let status = process::read_status(target.pid)
-        .map_err(|e| Unable::Unreadable(e.to_string()))?
-        .ok_or_else(|| Unable::Unreadable("it exited".to_string()))?;
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| "it exited".to_string())?;
     match status.caught {
-        Some(caught) if signal.caught_by(caught) => Ok(()),
-        Some(_) => Err(Unable::NotCaught),
-        None => Err(Unable::Unreadable(
-            "its status shows no SigCgt line".to_string(),
-        )),
+        Some(caught) => Ok(signal.caught_by(caught)),
+        None => Err("its status shows no SigCgt line".to_string()),
     }
 }
 
 /// Whether `pid` says its rebuild failed (the renamed marker thread).
 pub fn shows_failure(pid: i32) -> bool {
-    drain_protocol::shows_failure(&evidence::thread_names(pid))
+    protocol::shows_failure(&evidence::thread_names(pid))
 }
 
 /// What `pid` said of its failed rebuild in its error memfd, if anything
 /// (cudackpt(1), DRAIN PROTOCOL).
 pub fn stated_error(pid: i32) -> Option<String> {
-    match crate::targets::procfs::find_fd_link(pid, drain_protocol::is_error_memfd) {
-        crate::targets::procfs::FdLink::Found(link) => drain_protocol::stated_error(&link),
+    match crate::targets::procfs::find_fd_link(pid, protocol::is_error_memfd) {
+        crate::targets::procfs::FdLink::Found(link) => protocol::stated_error(&link),
         _ => None,
     }
 }
 
 /// Whether `pid` shows the marker: it has drained and waits.
 pub fn shows_marker(pid: i32) -> bool {
-    drain_protocol::shows_marker(&evidence::thread_names(pid))
+    protocol::shows_marker(&evidence::thread_names(pid))
 }
 
 /// Whether `signal` was sent to `target` and not yet taken by it.
@@ -84,7 +73,7 @@ const NOTICE_TAKEN: Duration = Duration::from_millis(100);
 /// pending signals are delivered lowest first, which would put the
 /// request (the lower) before the notice. Returns whether it was sent.
 pub fn notify_dump(target: &Target, notice: DrainSignal) -> std::io::Result<bool> {
-    if may_ask(target, notice).is_err() {
+    if catches(target, notice) != Ok(true) {
         return Ok(false);
     }
     target.send_signal(notice.number())?;

@@ -308,9 +308,9 @@ mod tests {
     /// module says; a constant moved in one place fails here.
     #[test]
     fn the_clients_and_the_man_page_say_what_this_module_says() {
-        let python = include_str!("../../../clients/python/src/cudackpt_drain/__init__.py");
-        let header = include_str!("../../../clients/c/cudackpt_drain.h");
-        let man = include_str!("../../../man/cudackpt.1").replace("\\-", "-");
+        let python = include_str!("../../clients/python/src/cudackpt_drain/__init__.py");
+        let header = include_str!("../../clients/c/cudackpt_drain.h");
+        let man = include_str!("../../man/cudackpt.1").replace("\\-", "-");
         let notice = DEFAULT_SIGNAL.dump_notice().number();
         for (what, text, said) in [
             ("python", python, format!("MARKER = \"{MARKER}\"")),
