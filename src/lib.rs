@@ -58,8 +58,9 @@
 //!    the CRIU hook), validates it into a [`Group`], runs it, renders.
 //! 2. `output`: every renderer (human text, the JSON contract).
 //! 3. `commands`: the commands that are not one pass of the pipeline:
-//!    check, demo, devices, doctor, ps, recover, install-compat, and the
-//!    GPU test `pattern`; each returns a report value and never prints.
+//!    check, demo, devices, doctor, ps, recover, install-compat, the CRIU
+//!    hook, dump and undump, and the GPU test `pattern`; each returns a
+//!    report value and never prints.
 //! 4. `api`: this face ([`Process`], [`Group`], [`GpuMap`]).
 //! 5. `ops`: the process pipeline, as stages: select → check → pre-flights
 //!    → choose the map → lock → drain → execute → finish, on floors of its
@@ -115,6 +116,7 @@ pub use targets::process::{IdentityLost, TargetError};
 pub mod internal {
     pub use crate::cli::main as cli_main;
     pub use crate::commands::pattern;
+    pub use crate::drain::protocol as drain_protocol;
     pub use crate::exit::ALL as EXIT_STATUSES;
     pub use crate::output::json::schemas;
     pub use crate::targets::discover::{mounts, Mount};

@@ -155,19 +155,52 @@ cuda-checkpoint --get-state --pid PID; cuda-checkpoint --get-restore-tid --pid P
 
 Flags come in any order, as --flag value or --flag=value. --timeout is milliseconds. Output and exit statuses are NVIDIA's: the state or thread id on stdout, every failure exit 1 with two lines on stderr (the message, then an indented hint). A thread id acts on its process, as CRIU's plugin needs. The pre-flights run there too; CUDACKPT_FORCE=1 overrides them.";
 
-/// The drain handshake (cudackpt(1), DRAIN PROTOCOL), as a target implements it.
+/// `text` with the drain protocol's constants filled in from their one
+/// source, `crate::drain::protocol` (pure): `{SIGNAL}`, `{MARKER}` and the
+/// others, so that the man page cannot say another value than the code.
+fn with_protocol(text: &str) -> String {
+    use crate::drain::protocol::{self, DEFAULT_SIGNAL};
+    let at_rtmax = protocol::DrainSignal::from_number(protocol::RTMAX)
+        .map_or(0, |signal| signal.dump_notice().number());
+    [
+        ("{SIGNAL}", DEFAULT_SIGNAL.number().to_string()),
+        (
+            "{SIGNAL_OFFSET}",
+            (DEFAULT_SIGNAL.number() - protocol::RTMIN).to_string(),
+        ),
+        (
+            "{NOTICE}",
+            DEFAULT_SIGNAL.dump_notice().number().to_string(),
+        ),
+        ("{NOTICE_AT_RTMAX}", at_rtmax.to_string()),
+        ("{RTMIN}", protocol::RTMIN.to_string()),
+        ("{RTMAX}", protocol::RTMAX.to_string()),
+        ("{MARKER}", protocol::MARKER.to_string()),
+        ("{FAIL_MARKER}", protocol::FAIL_MARKER.to_string()),
+        ("{ERROR_MEMFD}", protocol::ERROR_MEMFD.to_string()),
+        ("{ERROR_CHARS}", protocol::ERROR_CHARS.to_string()),
+    ]
+    .iter()
+    .fold(text.to_string(), |text, (name, value)| {
+        text.replace(name, value)
+    })
+}
+
+/// The drain handshake (cudackpt(1), DRAIN PROTOCOL), as a target implements it;
+/// the protocol's constants are filled in from their one source
+/// ([`with_protocol`]).
 const DRAIN_PROTOCOL: &str = "\
 What the driver cannot restore (NCCL communicators over P2P or shared memory, CUDA IPC), a process can release on request and build again after: --drain on lock, checkpoint, suspend and toggle asks it to. Version 1 of the handshake, for a process to implement:
 
-1. Catch the drain signal: 40 (SIGRTMIN+6 under glibc) unless --drain-signal says otherwise. Count the signals in the handler. cudackpt reads SigCgt in /proc/PID/status first: a process that does not catch the signal is never sent it. If it holds nothing the driver cannot restore (a launcher such as torchrun's agent) it is left out of the handshake and checkpointed as it is (not_needed); if it does (a rank, a CUDA IPC party), the group is refused before any change (exit 8, cannot_drain).
+1. Catch the drain signal: {SIGNAL} (SIGRTMIN+{SIGNAL_OFFSET} under glibc) unless --drain-signal says otherwise. Count the signals in the handler. cudackpt reads SigCgt in /proc/PID/status first: a process that does not catch the signal is never sent it. If it holds nothing the driver cannot restore (a launcher such as torchrun's agent) it is left out of the handshake and checkpointed as it is (not_needed); if it does (a rank, a CUDA IPC party), the group is refused before any change (exit 8, cannot_drain).
 
-2. At a safe point (between two steps), when the count since the last rebuild is odd: release (destroy every NCCL communicator or call ncclCommSuspend, drop every CUDA IPC mapping) and shrink (free what can be built again, such as a KV cache, and give an allocator's cached free blocks back to the driver: the checkpoint copies every byte the process has allocated), then name one thread cudackpt-drain1 (prctl PR_SET_NAME). That name is the acknowledgement; ranks of one job should agree first (an all-reduce of the request) so they release at the same step.
+2. At a safe point (between two steps), when the count since the last rebuild is odd: release (destroy every NCCL communicator or call ncclCommSuspend, drop every CUDA IPC mapping) and shrink (free what can be built again, such as a KV cache, and give an allocator's cached free blocks back to the driver: the checkpoint copies every byte the process has allocated), then name one thread {MARKER} (prctl PR_SET_NAME). That name is the acknowledgement; ranks of one job should agree first (an all-reduce of the request) so they release at the same step.
 
-3. Wait until the count changes. The next signal asks for the rebuild: cudackpt sends it after the resume (resume, toggle, unlock), or at once when it calls the drain off. Rebuild, prove each rebuilt communicator with a collective, take the count as the new baseline, and give the thread its name back: the name going is the end of the rebuild. A rebuild that fails names the thread cudackpt-fail1 instead, and keeps that name: cudackpt reports the process rebuild_failed (exit 13, kind rebuild_failed), never rebuilt, and rolls nothing back. It may say why: a memfd it keeps open named cudackpt-error:WHY (memfd_create(2); a name holds 249 bytes) is read from its link in /proc/PID/fd, never opened, and the first 200 characters of WHY are quoted in the message and as drain.rebuild_error. A signal that arrives before the safe point calls the request off (the count is even again).
+3. Wait until the count changes. The next signal asks for the rebuild: cudackpt sends it after the resume (resume, toggle, unlock), or at once when it calls the drain off. Rebuild, prove each rebuilt communicator with a collective, take the count as the new baseline, and give the thread its name back: the name going is the end of the rebuild. A rebuild that fails names the thread {FAIL_MARKER} instead, and keeps that name: cudackpt reports the process rebuild_failed (exit 13, kind rebuild_failed), never rebuilt, and rolls nothing back. It may say why: a memfd it keeps open named {ERROR_MEMFD}WHY (memfd_create(2); a name holds 249 bytes) is read from its link in /proc/PID/fd, never opened, and the first {ERROR_CHARS} characters of WHY are quoted in the message and as drain.rebuild_error. A signal that arrives before the safe point calls the request off (the count is even again).
 
-4 (optional). When the drain serves a dump (the pre-dump of dump --drain, or of CRIU with CUDACKPT_DRAIN=1), cudackpt first sends the dump notice, the real-time signal above the drain signal (41 by default; 63 when the drain signal is 64), to each process whose SigCgt shows it caught, and never to another. It changes no count: release then also what only a dump needs gone (the Python client shuts down torch.compile's compile-worker pool, which CRIU cannot dump and a suspend keeps), and forget the notice at the rebuild.
+4 (optional). When the drain serves a dump (the pre-dump of dump --drain, or of CRIU with CUDACKPT_DRAIN=1), cudackpt first sends the dump notice, the real-time signal above the drain signal ({NOTICE} by default; {NOTICE_AT_RTMAX} when the drain signal is {RTMAX}), to each process whose SigCgt shows it caught, and never to another. It changes no count: release then also what only a dump needs gone (the Python client shuts down torch.compile's compile-worker pool, which CRIU cannot dump and a suspend keeps), and forget the notice at the rebuild.
 
-cudackpt sends signals through each process's pidfd and reads names in /proc/PID/task/*/comm, so the handshake crosses PID and mount namespaces and trusts no file the target could plant. It waits --drain-timeout (30s), or until --deadline if sooner, for every acknowledgement; then it checks the evidence again (no pt_nccl_* thread, no /dev/shm/cuda.shm.* mapping: a rank that acknowledged this command's request, or one a cudackpt drained and left drained, is no longer held to its launcher's WORLD_SIZE; a thread named cudackpt-drain1 that nobody asked for counts for nothing) and weighs host memory on the GPU memory each process kept (NVML, read before the request and after the acknowledgement; the report gives what each released), before the first lock: a group that fits its memory limits only once shrunk is checkpointed, and one that does not fit even then is refused (exit 8, insufficient_host_memory) with the drain called off. If any process does not acknowledge in time, every process asked is asked again, nothing is locked, and cudackpt exits 12 naming who did not (1, deadline_exceeded, when --deadline cut the wait). The waits for rebuilds are bounded by --deadline too, and a signal to cudackpt ends them at once (the signals are sent by then).
+cudackpt sends signals through each process's pidfd and reads names in /proc/PID/task/*/comm, so the handshake crosses PID and mount namespaces and trusts no file the target could plant. It waits --drain-timeout (30s), or until --deadline if sooner, for every acknowledgement; then it checks the evidence again (no pt_nccl_* thread, no /dev/shm/cuda.shm.* mapping: a rank that acknowledged this command's request, or one a cudackpt drained and left drained, is no longer held to its launcher's WORLD_SIZE; a thread named {MARKER} that nobody asked for counts for nothing) and weighs host memory on the GPU memory each process kept (NVML, read before the request and after the acknowledgement; the report gives what each released), before the first lock: a group that fits its memory limits only once shrunk is checkpointed, and one that does not fit even then is refused (exit 8, insufficient_host_memory) with the drain called off. If any process does not acknowledge in time, every process asked is asked again, nothing is locked, and cudackpt exits 12 naming who did not (1, deadline_exceeded, when --deadline cut the wait). The waits for rebuilds are bounded by --deadline too, and a signal to cudackpt ends them at once (the signals are sent by then).
 
 A cudackpt killed during a drain leaves an intent record written before each signal it sent: cudackpt recover sends each process exactly what undoes its drain: nothing to one never asked, one signal to one asked once, none to one asked twice. The one process a signal was going to at the kill is judged by what it does within the drain timeout (it drains: it had the request; its marker goes: it had the rebuild); one that took a request and never reaches a safe point cannot be told from one never asked, and recover says so by PID. One recover at a time acts on a record; another exits 10 (in_use) and sends nothing.
 
@@ -211,7 +244,7 @@ fn full_sections(roff: &mut Roff) {
         roff.text([roman(paragraph)]);
     }
     section(roff, "DRAIN PROTOCOL");
-    for paragraph in DRAIN_PROTOCOL.split("\n\n") {
+    for paragraph in with_protocol(DRAIN_PROTOCOL).split("\n\n") {
         roff.control("PP", []);
         roff.text([roman(paragraph)]);
     }
@@ -228,7 +261,7 @@ fn full_sections(roff: &mut Roff) {
         crate::ops::preflight::restorable::facts_for(None).source
     ))]);
     section(roff, "SECURITY");
-    for paragraph in TRUST_MODEL.split("\n\n") {
+    for paragraph in with_protocol(TRUST_MODEL).split("\n\n") {
         roff.control("PP", []);
         roff.text([roman(paragraph)]);
     }
@@ -263,7 +296,7 @@ A sudo rule for cudackpt lets its users lock, checkpoint, restore and unlock the
 
 Records and locks live in a directory owned by root (or by the user running cudackpt) and writable by nobody else unless sticky: /run/cudackpt, --record-dir, CUDACKPT_RECORD_DIR, CUDACKPT_LOCK_DIR. Another directory is refused before any driver call (exit 6). Files are created 0600, exclusively and never through a link; links, FIFOs, devices and other users' files there are never read or written. The per-process lock fails closed (exit 1) unless --no-lock.
 
-As root, or with any capability or in secure execution (a setcap copy), --libcuda loads only a library owned by root and writable by nobody else, checked and loaded through the same descriptor, however root was reached (a login, sudo, doas, pkexec, a scheduler that passes a user's environment): nothing can tell whose choice a library was. --libcuda-unsafe (CUDACKPT_LIBCUDA_UNSAFE) no longer allows anything to anyone: it is accepted with a warning so that old scripts still run; a cudackpt without extra power loads whatever its user names, with or without it, since the library runs with that user's power alone. Under sudo, --map-file is opened with the credentials of the user who ran sudo, and no error shows its text. The drain signal is a real-time one (34..64). Process and thread names are printed with control characters escaped.
+As root, or with any capability or in secure execution (a setcap copy), --libcuda loads only a library owned by root and writable by nobody else, checked and loaded through the same descriptor, however root was reached (a login, sudo, doas, pkexec, a scheduler that passes a user's environment): nothing can tell whose choice a library was. --libcuda-unsafe (CUDACKPT_LIBCUDA_UNSAFE) no longer allows anything to anyone: it is accepted with a warning so that old scripts still run; a cudackpt without extra power loads whatever its user names, with or without it, since the library runs with that user's power alone. Under sudo, --map-file is opened with the credentials of the user who ran sudo, and no error shows its text. The drain signal is a real-time one ({RTMIN}..{RTMAX}). Process and thread names are printed with control characters escaped.
 
 A root dump or undump reaches the images directory once, from /, by descriptor, with no symbolic link on any step, and CRIU works only through that descriptor (-D, -W and an empty --libdir of cudackpt's own as /proc/self/fd/N). Images that a user other than root could have written (a directory of theirs anywhere above them) restore only processes running as that user, with no capability and no file opened for them that they could not open, from a private stage in /run/cudackpt/undumps; several users' or anyone's are refused. CRIU's options at restore come only from the closed list a dump chooses, never from the manifest's text. After a failed restore only what that CRIU restored is killed.
 

@@ -16,7 +16,8 @@ pub mod validate;
 use std::ffi::OsString;
 
 use crate::cli::args::{Cli, Command, GlobalArgs};
-use crate::cli::validate::ProcessCommand;
+use crate::cli::validate::{DiskCommand, ProcessCommand};
+use crate::commands::criu_hook as hook;
 use crate::commands::{check, demo, devices, disk, doctor, install_compat, ps, recover};
 use crate::exit::ExitStatus;
 use crate::gpu::inventory::Inventory;
@@ -37,7 +38,10 @@ pub fn main() -> ExitStatus {
             warn_libcuda_unsafe_has_no_effect();
         }
         let libcuda = libcuda_from_env();
-        let report = criu_hook::run(libcuda.as_deref(), criu_hook::action_from_env());
+        let report = match criu_hook::plan(criu_hook::action_from_env()) {
+            Ok(plan) => hook::run(libcuda.as_deref(), plan),
+            Err(unusable) => unusable.report(),
+        };
         // CRIU logs what the script prints: plain text, no colour.
         return Sink::plain().finish(&report);
     }
@@ -185,13 +189,23 @@ pub fn run(cli: Cli) -> ExitStatus {
             after_criu,
         } => {
             let report = match (&resume_when_thawed[..], &after_criu[..]) {
-                ([], [criu, pids @ ..]) => criu_hook::after_criu(libcuda, *criu, pids),
-                ([], []) => criu_hook::run(libcuda, criu_hook::action_from_env()),
-                (pids, _) => criu_hook::resume_when_thawed(libcuda, pids),
+                ([], []) => match criu_hook::plan(criu_hook::action_from_env()) {
+                    Ok(plan) => hook::run(libcuda, plan),
+                    Err(unusable) => unusable.report(),
+                },
+                (helped, watched) => match criu_hook::settings() {
+                    Ok(settings) => match (helped, watched) {
+                        ([], [criu, pids @ ..]) => {
+                            hook::after_criu(libcuda, &settings, *criu, pids)
+                        }
+                        (pids, _) => hook::resume_when_thawed(libcuda, &settings, pids),
+                    },
+                    Err(unusable) => unusable.report(),
+                },
             };
             // The detached helpers have no terminal: log what they did.
             if !resume_when_thawed.is_empty() || !after_criu.is_empty() {
-                criu_hook::log_outcome(&report);
+                hook::log_outcome(&report);
             }
             sink.finish(&report)
         }
@@ -219,81 +233,33 @@ pub fn run(cli: Cli) -> ExitStatus {
             },
         )),
         command @ (Command::Dump { .. } | Command::Undump { .. }) => {
-            run_disk(command, &global, &sink, libcuda)
+            run_disk(command, &global, &sink)
         }
         process_command => validate_and_run(process_command, &global, &sink),
     }
 }
 
 /// `dump` and `undump`: a job to disk and back through CRIU.
-fn run_disk(
-    command: Command,
-    global: &GlobalArgs,
-    sink: &Sink,
-    libcuda: Option<&std::path::Path>,
-) -> ExitStatus {
-    match command {
-        Command::Dump {
-            to,
-            pid,
-            tree,
-            cgroup,
-            criu,
-            drain,
-            leave_running,
-            force,
-        } => {
-            let request = disk::dump::DumpSettings {
-                target: match (pid.or(tree), cgroup) {
-                    (Some(pid), _) => disk::dump::DumpTarget::Tree(pid),
-                    (None, Some(cgroup)) => disk::dump::DumpTarget::Cgroup(cgroup),
-                    // clap requires one of them.
-                    (None, None) => disk::dump::DumpTarget::Tree(0),
-                },
-                to: &to,
-                criu: criu.as_deref(),
-                drain,
-                leave_running,
-                force,
-                libcuda,
-            };
-            let ticker = match disk_ticker(sink, global, "dump", "written") {
-                Ok(ticker) => ticker,
-                Err(status) => return status,
-            };
-            sink.finish(&disk::dump::run(&request, &ticker))
+fn run_disk(command: Command, global: &GlobalArgs, sink: &Sink) -> ExitStatus {
+    let (name, verb) = match command {
+        Command::Dump { .. } => ("dump", "written"),
+        _ => ("undump", "read"),
+    };
+    let disk_command = match validate::disk_command(command, global) {
+        None => return ExitStatus::Usage,
+        Some(Ok(disk_command)) => disk_command,
+        Some(Err(invalid)) => {
+            return usage_failure(sink, Some(name), &invalid.to_string(), invalid.hint())
         }
-        Command::Undump {
-            dir,
-            criu,
-            map,
-            force,
-        } => {
-            let map =
-                match undump_map(&map) {
-                    Ok(map) => map,
-                    Err(why) => return usage_failure(
-                        sink,
-                        Some("undump"),
-                        &why,
-                        "give --map OLD=NEW with the GPUs' UUIDs (`cudackpt devices` lists them)",
-                    ),
-                };
-            let request = disk::undump::UndumpSettings {
-                from: &dir,
-                criu: criu.as_deref(),
-                map,
-                force,
-                libcuda,
-            };
-            let ticker = match disk_ticker(sink, global, "undump", "read") {
-                Ok(ticker) => ticker,
-                Err(status) => return status,
-            };
-            sink.finish(&disk::undump::run(&request, &ticker))
-        }
-        _ => ExitStatus::Usage,
-    }
+    };
+    let ticker = match disk_ticker(sink, global, name, verb) {
+        Ok(ticker) => ticker,
+        Err(status) => return status,
+    };
+    sink.finish(&match disk_command {
+        DiskCommand::Dump(settings) => disk::dump::run(&settings, &ticker),
+        DiskCommand::Undump(settings) => disk::undump::run(&settings, &ticker),
+    })
 }
 
 /// What a dump or an undump tells while CRIU runs: a person on a terminal
@@ -324,30 +290,6 @@ fn disk_ticker(
             ));
         },
     )
-}
-
-/// `--map OLD=NEW` of an undump: UUID pairs (pure).
-fn undump_map(values: &[String]) -> Result<Option<Vec<(String, String)>>, String> {
-    if values.is_empty() {
-        return Ok(None);
-    }
-    values
-        .iter()
-        .filter(|v| !v.trim().is_empty())
-        .map(|value| {
-            let (old, new) = value
-                .split_once('=')
-                .ok_or_else(|| format!("--map {value}: not OLD=NEW"))?;
-            let uuid = |text: &str| {
-                text.trim()
-                    .parse::<crate::driver::GpuUuid>()
-                    .map(|u| u.to_string())
-                    .map_err(|why| format!("--map {value}: {why}"))
-            };
-            Ok((uuid(old)?, uuid(new)?))
-        })
-        .collect::<Result<Vec<_>, String>>()
-        .map(Some)
 }
 
 fn write_man_pages(dir: &std::path::Path) -> ExitStatus {

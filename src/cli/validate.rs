@@ -1,8 +1,11 @@
-//! From clap's values to what the pipeline takes, in one conversion
-//! ([`process_command`], as ripgrep's lowargs → hiargs): a process
-//! command's targets, operation and options are gathered from its variant,
+//! From clap's values to what a command takes, in one conversion per
+//! kind of command (as ripgrep's lowargs → hiargs): a process command's
+//! targets, operation and options are gathered from its variant,
 //! `--map-file` is read and the map parsed once, here at the edge, and the
-//! library's [`Group`] is built with the global options.
+//! library's [`Group`] is built with the global options
+//! ([`process_command`]); `dump` and `undump` become their settings
+//! ([`disk_command`]). The CRIU hook's grammar, its environment, converts
+//! in `cli::criu_hook`.
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +14,8 @@ use crate::cli::args::{
     Command, DeadlineArg, DrainArg, DryRunArg, ForceArg, GlobalArgs, HandshakeArg, MapArg, Targets,
     VerifyArg,
 };
+use crate::commands::disk::dump::{DumpSettings, DumpTarget};
+use crate::commands::disk::undump::UndumpSettings;
 use crate::drain::settings::DrainSettings;
 use crate::files;
 use crate::gpu::map::{self, MapError, MapSpec};
@@ -234,6 +239,13 @@ pub enum Invalid {
     /// The map is malformed (or names a GPU twice on the left).
     #[error("invalid --map: {error}")]
     Map { error: MapError },
+    /// A dump names no tree (clap requires one: a parser that let one
+    /// through is refused here rather than given a made-up PID).
+    #[error("dump needs the root of the tree to dump: PID, --tree PID or --cgroup PATH")]
+    NoDumpTarget,
+    /// An undump's `--map` is not pairs of GPU UUIDs.
+    #[error("{0}")]
+    UndumpMap(String),
 }
 
 impl Invalid {
@@ -242,6 +254,8 @@ impl Invalid {
         match self {
             Invalid::MapFileUnreadable { .. } => "check the path, and that you may read the file (under sudo it is opened with your own credentials)",
             Invalid::MapFile { .. } | Invalid::Map { .. } => "write the map as OLD=NEW pairs, each side a GPU UUID (`nvidia-smi -L` lists them) or a GPU index of this host, or `auto`",
+            Invalid::NoDumpTarget => "`cudackpt dump --to DIR PID`",
+            Invalid::UndumpMap(_) => "give --map OLD=NEW with the GPUs' UUIDs (`cudackpt devices` lists them)",
         }
     }
 }
@@ -333,6 +347,88 @@ impl RawProcessCommand {
             operation: self.operation,
         })
     }
+}
+
+/// A dump or an undump, ready to run.
+pub enum DiskCommand<'a> {
+    Dump(DumpSettings<'a>),
+    Undump(UndumpSettings<'a>),
+}
+
+/// `dump` and `undump`'s one conversion: clap's `command` into the
+/// command's settings, with `--libcuda` from the global options; or why it
+/// cannot start. `None`: neither command.
+pub fn disk_command(
+    command: Command,
+    global: &GlobalArgs,
+) -> Option<Result<DiskCommand<'_>, Invalid>> {
+    let libcuda = global.libcuda.as_deref();
+    Some(match command {
+        Command::Dump {
+            to,
+            pid,
+            tree,
+            cgroup,
+            criu,
+            drain,
+            leave_running,
+            force,
+        } => match (pid.or(tree), cgroup) {
+            (Some(pid), _) => Ok(DumpTarget::Tree(pid)),
+            (None, Some(cgroup)) => Ok(DumpTarget::Cgroup(cgroup)),
+            (None, None) => Err(Invalid::NoDumpTarget),
+        }
+        .map(|target| {
+            DiskCommand::Dump(DumpSettings {
+                target,
+                to,
+                criu,
+                drain,
+                leave_running,
+                force,
+                libcuda,
+            })
+        }),
+        Command::Undump {
+            dir,
+            criu,
+            map,
+            force,
+        } => undump_map(&map).map_err(Invalid::UndumpMap).map(|map| {
+            DiskCommand::Undump(UndumpSettings {
+                from: dir,
+                criu,
+                map,
+                force,
+                libcuda,
+            })
+        }),
+        _ => return None,
+    })
+}
+
+/// `--map OLD=NEW` of an undump: UUID pairs (pure).
+fn undump_map(values: &[String]) -> Result<Option<Vec<(String, String)>>, String> {
+    if values.is_empty() {
+        return Ok(None);
+    }
+    values
+        .iter()
+        .filter(|v| !v.trim().is_empty())
+        .map(|value| {
+            let (old, new) = value
+                .split_once('=')
+                .ok_or_else(|| format!("--map {value}: not OLD=NEW"))?;
+            let uuid = |text: &str| {
+                text.trim()
+                    .parse::<crate::driver::GpuUuid>()
+                    .map(|u| u.to_string())
+                    .map_err(|why| format!("--map {value}: {why}"))
+            };
+            Ok((uuid(old)?, uuid(new)?))
+        })
+        .collect::<Result<Vec<_>, String>>()
+        .map(Some)
 }
 
 #[cfg(test)]

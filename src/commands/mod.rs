@@ -9,6 +9,7 @@
 //! May use: `api`, `ops`, `gpu`, `targets`, `driver`, `exit`, `files`, `environment`.
 
 pub mod check;
+pub mod criu_hook;
 pub mod demo;
 pub mod devices;
 pub mod disk;

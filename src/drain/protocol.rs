@@ -31,12 +31,16 @@
 //! next rebuild. It changes no count.
 //! Thread names and signals cross PID and mount namespaces unchanged, and
 //! a root cudackpt trusts no file or path of the target's to read them.
+//!
+//! This module is the protocol's one source: the man page's DRAIN
+//! PROTOCOL is filled in from it, and a test (`tests/cli/protocol_copies.rs`)
+//! fails when the Python client's or the C header's copies say otherwise,
+//! or when the Python client reads a signal otherwise.
 
 use std::fmt;
 
 /// The protocol's version; the marker names it.
-#[cfg(test)]
-const VERSION: u32 = 1;
+pub const VERSION: u32 = 1;
 
 /// The name a drained process gives one of its threads (15 bytes, the most
 /// a Linux thread name holds).
@@ -48,27 +52,33 @@ pub const MARKER: &str = "cudackpt-drain1";
 pub const DEFAULT_SIGNAL: DrainSignal = DrainSignal(40);
 
 /// The first real-time signal under glibc, for names like `RTMIN+6`.
-const GLIBC_RTMIN: i32 = 34;
+pub const RTMIN: i32 = 34;
 
 /// The last real-time signal, SIGRTMAX: the highest signal number on
 /// Linux.
-const GLIBC_RTMAX: i32 = 64;
+pub const RTMAX: i32 = 64;
 
 /// Why a text or a number is no drain signal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidSignal {
-    #[error("{0:?} is not a real-time signal: the drain signal must be one of SIGRTMIN..SIGRTMAX ({min}..{max}, e.g. 40 or RTMIN+6), which no program reads as stop or interrupt", min = GLIBC_RTMIN, max = GLIBC_RTMAX)]
+    /// Neither a number nor a real-time signal's name.
+    #[error("{0:?} is not a real-time signal: the drain signal must be one of SIGRTMIN..SIGRTMAX ({min}..{max}, e.g. 40 or RTMIN+6), which no program reads as stop or interrupt", min = RTMIN, max = RTMAX)]
     NotRealTime(String),
+    /// `RTMIN` or `RTMAX` with an offset that is not a number.
     #[error("{0:?}: write the offset as RTMIN+N or RTMAX-N")]
     Offset(String),
-    #[error("signals 32 and 33 are glibc's own; the drain signal must be one of SIGRTMIN..SIGRTMAX ({min}..{max})", min = GLIBC_RTMIN, max = GLIBC_RTMAX)]
+    /// 32 or 33, which glibc keeps for its threads.
+    #[error("signals 32 and 33 are glibc's own; the drain signal must be one of SIGRTMIN..SIGRTMAX ({min}..{max})", min = RTMIN, max = RTMAX)]
     GlibcOwn,
-    #[error("signal {0} is not a real-time signal: the drain signal must be one of SIGRTMIN..SIGRTMAX ({min}..{max}), which no program reads as stop or interrupt", min = GLIBC_RTMIN, max = GLIBC_RTMAX)]
+    /// Any other number outside SIGRTMIN..SIGRTMAX.
+    #[error("signal {0} is not a real-time signal: the drain signal must be one of SIGRTMIN..SIGRTMAX ({min}..{max}), which no program reads as stop or interrupt", min = RTMIN, max = RTMAX)]
     OutOfRange(i32),
     /// A number out of range, as written.
     #[error("{text:?}: {why}")]
     Written {
+        /// The text given.
         text: String,
+        /// Why its number is no drain signal.
         why: Box<InvalidSignal>,
     },
 }
@@ -93,9 +103,9 @@ impl DrainSignal {
         let number = if let Ok(n) = name.parse::<i32>() {
             n
         } else if let Some(offset) = name.strip_prefix("RTMIN") {
-            GLIBC_RTMIN + parse_offset(offset, text)?
+            RTMIN + parse_offset(offset, text)?
         } else if let Some(offset) = name.strip_prefix("RTMAX") {
-            GLIBC_RTMAX + parse_offset(offset, text)?
+            RTMAX + parse_offset(offset, text)?
         } else {
             return Err(InvalidSignal::NotRealTime(text.to_string()));
         };
@@ -108,12 +118,13 @@ impl DrainSignal {
     /// A real-time signal by number (34 to 64).
     pub fn from_number(number: i32) -> Result<DrainSignal, InvalidSignal> {
         match number {
-            GLIBC_RTMIN..=GLIBC_RTMAX => Ok(DrainSignal(number)),
+            RTMIN..=RTMAX => Ok(DrainSignal(number)),
             32 | 33 => Err(InvalidSignal::GlibcOwn),
             _ => Err(InvalidSignal::OutOfRange(number)),
         }
     }
 
+    /// The signal's number.
     pub fn number(self) -> i32 {
         self.0
     }
@@ -123,7 +134,7 @@ impl DrainSignal {
     /// whose `SigCgt` shows it caught, so that one that does not know it
     /// is never sent it.
     pub fn dump_notice(self) -> DrainSignal {
-        if self.0 < GLIBC_RTMAX {
+        if self.0 < RTMAX {
             DrainSignal(self.0 + 1)
         } else {
             DrainSignal(self.0 - 1)
@@ -145,7 +156,7 @@ impl DrainSignal {
 /// `40 (SIGRTMIN+6)`.
 impl fmt::Display for DrainSignal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (SIGRTMIN+{})", self.0, self.0 - GLIBC_RTMIN)
+        write!(f, "{} (SIGRTMIN+{})", self.0, self.0 - RTMIN)
     }
 }
 
@@ -297,102 +308,9 @@ mod tests {
         assert_eq!(DEFAULT_SIGNAL.dump_notice(), DrainSignal(41));
         assert_eq!(DrainSignal(34).dump_notice(), DrainSignal(35));
         assert_eq!(DrainSignal(64).dump_notice(), DrainSignal(63));
-        for n in GLIBC_RTMIN..=GLIBC_RTMAX {
+        for n in RTMIN..=RTMAX {
             let notice = DrainSignal(n).dump_notice().number();
-            assert!((GLIBC_RTMIN..=GLIBC_RTMAX).contains(&notice) && notice != n);
-        }
-    }
-
-    /// The protocol is written four times: here, in the Python client,
-    /// in the C header and in the man page. Each must say what this
-    /// module says; a constant moved in one place fails here.
-    #[test]
-    fn the_clients_and_the_man_page_say_what_this_module_says() {
-        let python = include_str!("../../clients/python/src/cudackpt_drain/__init__.py");
-        let header = include_str!("../../clients/c/cudackpt_drain.h");
-        let man = include_str!("../../man/cudackpt.1").replace("\\-", "-");
-        let notice = DEFAULT_SIGNAL.dump_notice().number();
-        for (what, text, said) in [
-            ("python", python, format!("MARKER = \"{MARKER}\"")),
-            ("python", python, format!("FAIL_MARKER = \"{FAIL_MARKER}\"")),
-            ("python", python, format!("ERROR_MEMFD = \"{ERROR_MEMFD}\"")),
-            (
-                "python",
-                python,
-                format!("DEFAULT_SIGNAL = {}", DEFAULT_SIGNAL.number()),
-            ),
-            ("python", python, format!("_GLIBC_RTMIN = {GLIBC_RTMIN}")),
-            ("python", python, format!("_RTMAX = {GLIBC_RTMAX}")),
-            // The dump notice: the signal above, below for SIGRTMAX.
-            (
-                "python",
-                python,
-                "return drain_signal + 1 if drain_signal < _RTMAX else drain_signal - 1"
-                    .to_string(),
-            ),
-            (
-                "C",
-                header,
-                format!("#define CUDACKPT_DRAIN_SIGNAL {}", DEFAULT_SIGNAL.number()),
-            ),
-            (
-                "C",
-                header,
-                "#define CUDACKPT_DRAIN_DUMP_NOTICE (CUDACKPT_DRAIN_SIGNAL + 1)".to_string(),
-            ),
-            (
-                "C",
-                header,
-                format!("#define CUDACKPT_DRAIN_MARKER \"{MARKER}\""),
-            ),
-            (
-                "C",
-                header,
-                format!("#define CUDACKPT_DRAIN_FAIL_MARKER \"{FAIL_MARKER}\""),
-            ),
-            (
-                "C",
-                header,
-                format!("#define CUDACKPT_DRAIN_ERROR_MEMFD \"{ERROR_MEMFD}\""),
-            ),
-            (
-                "man",
-                &man,
-                format!(
-                    "Catch the drain signal: {} under glibc",
-                    DEFAULT_SIGNAL.to_string().replace(")", "")
-                ),
-            ),
-            ("man", &man, format!("name one thread {MARKER}")),
-            (
-                "man",
-                &man,
-                format!("names the thread {FAIL_MARKER} instead"),
-            ),
-            ("man", &man, format!("named {ERROR_MEMFD}WHY")),
-            (
-                "man",
-                &man,
-                format!("the first {ERROR_CHARS} characters of WHY"),
-            ),
-            (
-                "man",
-                &man,
-                format!(
-                    "({notice} by default; {} when the drain signal is {GLIBC_RTMAX})",
-                    DrainSignal(GLIBC_RTMAX).dump_notice().number()
-                ),
-            ),
-            (
-                "man",
-                &man,
-                format!("The drain signal is a real-time one ({GLIBC_RTMIN}..{GLIBC_RTMAX})"),
-            ),
-        ] {
-            assert!(
-                text.contains(&said),
-                "the {what} client or page does not say {said:?}"
-            );
+            assert!((RTMIN..=RTMAX).contains(&notice) && notice != n);
         }
     }
 

@@ -69,6 +69,7 @@ mod doctor;
 mod driver;
 mod environment;
 mod gpu_suite;
+mod protocol_copies;
 mod python_client;
 
 // What the user sees: output, progress, errors, the JSON contract and its
@@ -84,6 +85,7 @@ mod progress;
 mod schema;
 
 // The house itself: its floors.
+mod function_length;
 mod layout;
 mod layout_graph;
 mod names;

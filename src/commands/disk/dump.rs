@@ -8,7 +8,7 @@
 //! script's watcher resumes what its pre-dump suspended (README, "The
 //! action script"), and the report says so with CRIU's own errors.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::api::group::Group;
@@ -30,8 +30,8 @@ use super::{criu_run, criu_tool, host_driver, images, tree_facts, tree_state};
 /// What a dump is asked to do.
 pub struct DumpSettings<'a> {
     pub target: DumpTarget,
-    pub to: &'a Path,
-    pub criu: Option<&'a Path>,
+    pub to: PathBuf,
+    pub criu: Option<PathBuf>,
     pub drain: bool,
     pub leave_running: bool,
     /// Go on past the pre-flights (CUDACKPT_FORCE for the action script).
@@ -44,7 +44,7 @@ pub struct DumpSettings<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DumpTarget {
     Tree(i32),
-    Cgroup(std::path::PathBuf),
+    Cgroup(PathBuf),
 }
 
 /// The root of the one process tree `pids` (a cgroup's) holds, or the
@@ -119,9 +119,9 @@ const GONE_WAIT: Duration = Duration::from_secs(10);
 /// expected size while CRIU writes.
 pub fn run(request: &DumpSettings<'_>, written: &dyn Fn(u64, u64, Duration)) -> DiskReport {
     let started = Instant::now();
-    let report = DiskReport::new("dump", request.to.to_path_buf());
+    let report = DiskReport::new("dump", request.to.clone());
     let mut report = dump(request, report, started, written);
-    let dir = crate::targets::name::printable_path(request.to);
+    let dir = crate::targets::name::printable_path(&request.to);
     if report.signal.is_none() {
         report.signal = criu_run::late_signal();
     }
@@ -199,11 +199,11 @@ fn checked(
             "check the PID (cudackpt ps lists CUDA processes)",
         ));
     }
-    let criu = criu_tool::find_on_path(request.criu)
+    let criu = criu_tool::find_on_path(request.criu.as_deref())
         .map_err(|why| DiskFailure::refused("criu_unusable", why.to_string(), why.hint()))?;
     // The directory, before any driver is asked: refused as it is, created
     // only once every pre-flight passed.
-    images::check_unused(request.to)
+    images::check_unused(&request.to)
         .map_err(|why| DiskFailure::refused("images_dir", why.to_string(), why.hint()))?;
     let tree = discover::trees(&[root_pid]);
     let facts = tree_facts::gather(&tree, &criu.path);
@@ -260,7 +260,7 @@ fn weighed(
     // CRIU copies the deleted files into the images too.
     let ghost_bytes = checked.facts.ghosts.total();
     let expected = host_bytes + gpu_bytes + ghost_bytes;
-    let prepared = images::prepare(request.to)
+    let prepared = images::prepare(&request.to)
         .map_err(|why| DiskFailure::refused("images_dir", why.to_string(), why.hint()))?;
     if let Some(free) = prepared.dir.free_bytes() {
         if !images::fits(expected, free) && !request.force {
@@ -274,7 +274,7 @@ fn weighed(
                     gpu_bytes >> 20,
                     if request.drain { ", before the drain shrinks it" } else { "" },
                     if ghost_bytes > 0 { format!(", {} MiB of deleted files", ghost_bytes >> 20) } else { String::new() },
-                    crate::targets::name::printable_path(request.to),
+                    crate::targets::name::printable_path(&request.to),
                     free >> 20
                 ),
                 "free space there, or dump to another filesystem with --to; --force dumps anyway",
@@ -296,8 +296,6 @@ fn written_to_disk(
     written: &dyn Fn(u64, u64, Duration),
 ) -> Result<Manifest, DiskFailure> {
     let options = tree_facts::choose(&checked.facts);
-    // Read now: after a plain dump the processes are gone.
-    let members = processes(&checked.tree, weighed.usage.as_ref());
     let identities: Vec<Identity> = checked.tree.iter().map(|&pid| Identity::of(pid)).collect();
     report.remarks.extend(
         options
@@ -306,30 +304,7 @@ fn written_to_disk(
     );
     // Written before CRIU starts, marked incomplete: a cudackpt killed
     // while CRIU writes leaves images an undump can still bring back.
-    let mut manifest = Manifest {
-        schema_version: manifest::SCHEMA_VERSION,
-        created_unix_s: now_unix_s(),
-        cudackpt_version: env!("CARGO_PKG_VERSION").to_string(),
-        criu: ManifestCriu {
-            path: checked.criu.path.display().to_string(),
-            version: checked.criu.version.clone(),
-        },
-        driver: host_driver::facts(request.libcuda),
-        root_pid: checked.root.pid,
-        drain_released_bytes: None,
-        processes: members,
-        gpus: gpus_held(request.libcuda, weighed.usage.as_ref(), &checked.cuda),
-        drained: request.drain,
-        leave_running: request.leave_running,
-        criu_options: options,
-        image_bytes: 0,
-        timings: DumpTimings {
-            preflights_ms: ms(started.elapsed()),
-            criu_ms: 0.0,
-            total_ms: 0.0,
-        },
-        complete: false,
-    };
+    let mut manifest = before_criu(request, checked, weighed, options, started);
     write_manifest(dir, &manifest).map_err(|why| {
         DiskFailure::refused(
             "images_dir",
@@ -353,20 +328,7 @@ fn written_to_disk(
             let _ = dir.remove(manifest::FILE_NAME);
         }
     })?;
-    if request.leave_running {
-        if let Err(stuck) = running_again(request, checked.root.pid) {
-            report.remarks.push(format!(
-                "{stuck} is not running {:.1} s after the dump (the action script's resume failed: `journalctl -t cudackpt`): `cudackpt recover` puts the tree back",
-                resume_wait().as_secs_f64()
-            ));
-        }
-    }
-    if !request.leave_running && !gone(checked.root, GONE_WAIT) {
-        report.remarks.push(format!(
-            "PID {} is still taken (its parent has not reaped it): an undump on this host needs its PIDs free",
-            checked.root.pid
-        ));
-    }
+    note_the_tree_after(request, report, checked);
     moved_by_checkpoints(&mut manifest.processes, &identities);
     manifest.drain_released_bytes = request
         .drain
@@ -381,6 +343,61 @@ fn written_to_disk(
         report.remarks.push(format!("the manifest could not be completed ({why}): an undump of these images asks CRIU's log whether the dump finished"));
     }
     Ok(manifest)
+}
+
+/// The manifest as it is before CRIU runs: the tree's processes and GPUs
+/// (read now: after a plain dump the processes are gone), the host's
+/// driver and CRIU, the options chosen; marked incomplete.
+fn before_criu(
+    request: &DumpSettings<'_>,
+    checked: &CheckedTree,
+    weighed: &WeighedImages,
+    criu_options: Vec<tree_facts::ChosenCriuOption>,
+    started: Instant,
+) -> Manifest {
+    Manifest {
+        schema_version: manifest::SCHEMA_VERSION,
+        created_unix_s: now_unix_s(),
+        cudackpt_version: env!("CARGO_PKG_VERSION").to_string(),
+        criu: ManifestCriu {
+            path: checked.criu.path.display().to_string(),
+            version: checked.criu.version.clone(),
+        },
+        driver: host_driver::facts(request.libcuda),
+        root_pid: checked.root.pid,
+        drain_released_bytes: None,
+        processes: processes(&checked.tree, weighed.usage.as_ref()),
+        gpus: gpus_held(request.libcuda, weighed.usage.as_ref(), &checked.cuda),
+        drained: request.drain,
+        leave_running: request.leave_running,
+        criu_options,
+        image_bytes: 0,
+        timings: DumpTimings {
+            preflights_ms: ms(started.elapsed()),
+            criu_ms: 0.0,
+            total_ms: 0.0,
+        },
+        complete: false,
+    }
+}
+
+/// What the report says of the tree once CRIU is done: a tree left
+/// running that is not running again, or a root not yet reaped.
+fn note_the_tree_after(request: &DumpSettings<'_>, report: &mut DiskReport, checked: &CheckedTree) {
+    if request.leave_running {
+        if let Err(stuck) = running_again(request, checked.root.pid) {
+            report.remarks.push(format!(
+                "{stuck} is not running {:.1} s after the dump (the action script's resume failed: `journalctl -t cudackpt`): `cudackpt recover` puts the tree back",
+                resume_wait().as_secs_f64()
+            ));
+        }
+    }
+    if !request.leave_running && !gone(checked.root, GONE_WAIT) {
+        report.remarks.push(format!(
+            "PID {} is still taken (its parent has not reaped it): an undump on this host needs its PIDs free",
+            checked.root.pid
+        ));
+    }
 }
 
 fn now_unix_s() -> u64 {

@@ -15,7 +15,7 @@
 //! what is killed after a failure is what that CRIU restored
 //! (`restored_tree`), never a PID read from a file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::files::SafeDir;
@@ -33,8 +33,8 @@ use super::{
 
 /// What an undump is asked to do.
 pub struct UndumpSettings<'a> {
-    pub from: &'a Path,
-    pub criu: Option<&'a Path>,
+    pub from: PathBuf,
+    pub criu: Option<PathBuf>,
     /// The user's map (old UUID, new UUID), if any.
     pub map: Option<Vec<(String, String)>>,
     pub force: bool,
@@ -47,7 +47,7 @@ const PIDFILE: &str = "restore.pid";
 /// Restores the images in `request.from`.
 pub fn run(request: &UndumpSettings<'_>, written: &dyn Fn(u64, u64, Duration)) -> DiskReport {
     let started = Instant::now();
-    let report = DiskReport::new("undump", request.from.to_path_buf());
+    let report = DiskReport::new("undump", request.from.clone());
     let mut report = undump(request, report, written, started);
     let done = match report.restored_root {
         Some(root) => format!("the tree runs again, rooted at PID {root}"),
@@ -71,7 +71,7 @@ fn undump(
     written: &dyn Fn(u64, u64, Duration),
     started: Instant,
 ) -> DiskReport {
-    let mut source = match HeldImages::open(request.from) {
+    let mut source = match HeldImages::open(&request.from) {
         Ok(source) => source,
         Err(why) => {
             report.failure = Some(DiskFailure::refused(
@@ -82,12 +82,12 @@ fn undump(
             return report;
         }
     };
-    let result = read_manifest(&source, request.from)
+    let result = read_manifest(&source, &request.from)
         .map_err(|(message, hint)| DiskFailure::refused("images_dir", message, hint))
         .and_then(|manifest| {
             report.manifest = Some(manifest.clone());
             if !manifest.complete {
-                report.remarks.push(finished_by_criu(&source, request.from)?);
+                report.remarks.push(finished_by_criu(&source, &request.from)?);
             }
             let criu_args = trusted_options(&manifest)?;
             let job_files = open_files::read(&source);
@@ -176,7 +176,7 @@ fn checked(
     job_files: &open_files::JobFiles,
     remarks: &mut Vec<String>,
 ) -> Result<(criu_tool::Criu, Vec<(String, String)>), DiskFailure> {
-    let criu = criu_tool::find_on_path(request.criu)
+    let criu = criu_tool::find_on_path(request.criu.as_deref())
         .map_err(|why| DiskFailure::refused("criu_unusable", why.to_string(), why.hint()))?;
     let here = host_driver::facts(request.libcuda);
     if let Some(why) = host_driver::mismatch(&manifest.driver, &here) {
@@ -247,6 +247,27 @@ fn restored(
     let criu_ended = Instant::now();
     let ran = ran.map_err(|why| DiskReport::not_started(&restore.criu.path, &why))?;
     let ran = report.noted(ran)?;
+    let root = restored_root_running(request, report, &ran, work, subreaper.is_ok())?;
+    let log = criu_run::read_log(work, LOG_NAME).unwrap_or_default();
+    report.phases = Some(phases(
+        &log,
+        criu_started - started,
+        criu_ended - criu_started,
+        criu_ended.elapsed(),
+    ));
+    Ok(root)
+}
+
+/// The root CRIU restored, once its CUDA processes run; or why not, with
+/// what CRIU had restored killed (only children of this process since
+/// CRIU started, when it could make itself their subreaper).
+fn restored_root_running(
+    request: &UndumpSettings<'_>,
+    report: &mut DiskReport,
+    ran: &criu_run::CriuRun,
+    work: &SafeDir,
+    subreaper: bool,
+) -> Result<i32, DiskFailure> {
     let failed = |message: String, killed: &[i32]| {
         DiskFailure {
         kind: "criu_failed",
@@ -259,9 +280,12 @@ fn restored(
     }
     };
     let since = ran.started_ticks.unwrap_or(u64::MAX);
-    let kill_restored = || match subreaper {
-        Ok(()) => restored_tree::kill_trees(&restored_tree::children_since(since), since),
-        Err(_) => Vec::new(),
+    let kill_restored = || {
+        if subreaper {
+            restored_tree::kill_trees(&restored_tree::children_since(since), since)
+        } else {
+            Vec::new()
+        }
     };
     if !ran.ok {
         report.criu_errors = criu_run::read_log(work, LOG_NAME)
@@ -293,13 +317,6 @@ fn restored(
             &killed,
         ));
     }
-    let log = criu_run::read_log(work, LOG_NAME).unwrap_or_default();
-    report.phases = Some(phases(
-        &log,
-        criu_started - started,
-        criu_ended - criu_started,
-        criu_ended.elapsed(),
-    ));
     Ok(root)
 }
 

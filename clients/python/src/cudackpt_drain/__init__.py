@@ -93,27 +93,64 @@ def parse_signal(text: str) -> int:
     """A drain signal as cudackpt's ``--drain-signal`` reads it: a real-time
     signal, ``40``, ``RTMIN+6``, ``RTMAX-2``. cudackpt refuses any other
     (SIGTERM, SIGINT, SIGUSR1... mean "stop" or a batch system's warning),
-    and so does the client."""
-    name = text.strip().upper()
+    and so does the client, in cudackpt's own words (a test runs both on
+    the same texts)."""
+    # ASCII letters only, as cudackpt: "ß".upper() is "SS".
+    name = "".join(c.upper() if "a" <= c <= "z" else c for c in text.strip())
     name = name[3:] if name.startswith("SIG") else name
-    number = None
-    if name.lstrip("-").isdigit():
-        number = int(name)
-    for base, prefix in ((_GLIBC_RTMIN, "RTMIN"), (_RTMAX, "RTMAX")):
-        if number is None and name.startswith(prefix):
-            rest = name[len(prefix):]
-            if rest and rest[0] not in "+-":
+    number = _parse_i32(name)
+    if number is None:
+        for base, prefix in ((_GLIBC_RTMIN, "RTMIN"), (_RTMAX, "RTMAX")):
+            if name.startswith(prefix):
+                offset = name[len(prefix):]
+                step = _parse_i32(offset) if offset else 0
+                if step is None:
+                    raise ValueError(f"{_quoted(text)}: write the offset as RTMIN+N or RTMAX-N")
+                number = base + step
                 break
-            try:
-                number = base + (int(rest) if rest else 0)
-            except ValueError:
-                raise ValueError(f"{text!r}: write the offset as RTMIN+N or RTMAX-N") from None
-    if number is None or not _GLIBC_RTMIN <= number <= _RTMAX:
-        raise ValueError(
-            f"{text!r} is not a real-time signal: the drain signal must be one of "
-            f"SIGRTMIN..SIGRTMAX ({_GLIBC_RTMIN}..{_RTMAX}, e.g. 40 or RTMIN+6)"
+        else:
+            raise ValueError(
+                f"{_quoted(text)} is not a real-time signal: the drain signal must be one of "
+                f"SIGRTMIN..SIGRTMAX ({_GLIBC_RTMIN}..{_RTMAX}, e.g. 40 or RTMIN+6), "
+                "which no program reads as stop or interrupt"
+            )
+    if _GLIBC_RTMIN <= number <= _RTMAX:
+        return number
+    if number in (32, 33):
+        why = (
+            "signals 32 and 33 are glibc's own; the drain signal must be one of "
+            f"SIGRTMIN..SIGRTMAX ({_GLIBC_RTMIN}..{_RTMAX})"
         )
-    return number
+    else:
+        why = (
+            f"signal {number} is not a real-time signal: the drain signal must be one of "
+            f"SIGRTMIN..SIGRTMAX ({_GLIBC_RTMIN}..{_RTMAX}), which no program reads as stop or interrupt"
+        )
+    raise ValueError(f"{_quoted(text)}: {why}")
+
+
+def _parse_i32(text: str) -> Optional[int]:
+    """A 32-bit integer written as cudackpt reads one: an optional sign,
+    then ASCII digits only."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not all("0" <= c <= "9" for c in digits):
+        return None
+    number = int(text)
+    return number if -(2**31) <= number < 2**31 else None
+
+
+def _quoted(text: str) -> str:
+    """``text`` quoted as cudackpt quotes what it was given."""
+    escapes = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\0": "\\0"}
+    out = []
+    for c in text:
+        if c in escapes:
+            out.append(escapes[c])
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\u{{{ord(c):x}}}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
 
 
 def dump_notice_signal(drain_signal: int) -> int:
