@@ -32,19 +32,19 @@ const YES_VAR: &str = crate::environment::YES;
 
 /// What each CRIU action asks of cudackpt, by name (pure).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Action {
+enum CriuAction {
     PreDump,
     PostDump,
     PostResume,
     Other,
 }
 
-fn action_named(action: &str) -> Action {
+fn action_named(action: &str) -> CriuAction {
     match action {
-        "pre-dump" => Action::PreDump,
-        "post-dump" => Action::PostDump,
-        "post-resume" => Action::PostResume,
-        _ => Action::Other,
+        "pre-dump" => CriuAction::PreDump,
+        "post-dump" => CriuAction::PostDump,
+        "post-resume" => CriuAction::PostResume,
+        _ => CriuAction::Other,
     }
 }
 
@@ -107,20 +107,20 @@ pub fn plan(action: Result<String, ActionNotText>) -> Result<HookPlan, Unusable>
         )));
     }
     let step = match action_named(&action) {
-        Action::Other => {
+        CriuAction::Other => {
             return Ok(HookPlan {
                 step: HookStep::Nothing,
                 settings: HookSettings::default(),
             })
         }
-        Action::PreDump => HookStep::SuspendTree {
+        CriuAction::PreDump => HookStep::SuspendTree {
             root: init_pid().map_err(Unusable::criu)?,
             lock_timeout: lock_timeout().map_err(Unusable::criu)?,
         },
-        Action::PostDump => HookStep::ResumeWhenThawed {
+        CriuAction::PostDump => HookStep::ResumeWhenThawed {
             root: init_pid().map_err(Unusable::criu)?,
         },
-        Action::PostResume => HookStep::ResumeTree {
+        CriuAction::PostResume => HookStep::ResumeTree {
             root: init_pid().map_err(Unusable::criu)?,
             map: map_from_env().map_err(Unusable::criu)?,
         },
@@ -180,9 +180,9 @@ mod tests {
 
     #[test]
     fn each_action_has_its_step() {
-        assert_eq!(action_named("pre-dump"), Action::PreDump);
-        assert_eq!(action_named("post-dump"), Action::PostDump);
-        assert_eq!(action_named("post-resume"), Action::PostResume);
+        assert_eq!(action_named("pre-dump"), CriuAction::PreDump);
+        assert_eq!(action_named("post-dump"), CriuAction::PostDump);
+        assert_eq!(action_named("post-resume"), CriuAction::PostResume);
         for other in [
             "pre-restore",
             "post-restore",
@@ -191,7 +191,7 @@ mod tests {
             "setup-namespaces",
             "",
         ] {
-            assert_eq!(action_named(other), Action::Other, "{other}");
+            assert_eq!(action_named(other), CriuAction::Other, "{other}");
         }
     }
 }
