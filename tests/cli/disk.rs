@@ -22,11 +22,13 @@ pub(crate) fn criu() -> Option<PathBuf> {
             std::env::var_os("CI").is_none(),
             "CI must set CUDACKPT_TEST_CRIU (.ci/run builds CRIU)"
         );
-        eprintln!("CUDACKPT_TEST_CRIU is not set: the CRIU tests do nothing here");
+        crate::support::skipped(
+            "CUDACKPT_TEST_CRIU is not set: a CRIU test (scripts/build-criu builds CRIU 4.2.1)",
+        );
         return None;
     };
     if !running_as_root() {
-        eprintln!("not root: CRIU cannot dump; the CRIU tests do nothing here");
+        crate::support::skipped("not root: CRIU cannot dump; a CRIU test");
         return None;
     }
     Some(PathBuf::from(path))

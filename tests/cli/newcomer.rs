@@ -69,3 +69,46 @@ fn try_it_without_a_gpu_works_as_written() {
     assert!(stdout.contains("checkpointed → running"), "{stdout}");
     assert!(stdout.contains("PASS: "), "{stdout}");
 }
+
+/// `cargo test` runs every test binary through `tests/run-telling-skips`
+/// (`.cargo/config.toml`): a test whose prerequisite is missing here
+/// passes, and once its binary ends the runner says which and why, once
+/// per reason, with the binary's own exit status kept.
+#[test]
+fn the_test_runner_says_at_a_binary_s_end_which_tests_did_not_do_their_work() {
+    let runner = workspace().join("tests/run-telling-skips");
+    let config = std::fs::read_to_string(workspace().join(".cargo/config.toml"))
+        .expect(".cargo/config.toml");
+    assert!(
+        config.contains("runner = \"tests/run-telling-skips\""),
+        "{config}"
+    );
+    // A stand-in test binary: two tests skip for one reason, one for
+    // another, then it fails.
+    let program = "for why in 'no CRIU here' 'no CRIU here' 'not root'; do \
+                   echo \"$why\" >> \"$CUDACKPT_TEST_SKIPS\"; done; echo ran; exit 3";
+    let out = Command::new(&runner)
+        .args(["sh", "-c", program])
+        .output()
+        .expect("the runner runs");
+    assert_eq!(out.status.code(), Some(3), "the program's status is kept");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("skipped: tests of sh that passed here without doing their work"),
+        "{said}"
+    );
+    assert!(said.contains("  no CRIU here (2 tests)\n"), "{said}");
+    assert!(said.contains("  not root (1 test)\n"), "{said}");
+    // Nothing skipped: nothing said, and no file left behind.
+    let out = Command::new(&runner)
+        .args(["sh", "-c", "echo \"$CUDACKPT_TEST_SKIPS\""])
+        .output()
+        .expect("the runner runs");
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    let file = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        !file.is_empty() && !std::path::Path::new(&file).exists(),
+        "{file}"
+    );
+}

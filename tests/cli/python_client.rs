@@ -95,6 +95,10 @@ fn suite_under(python: &OsString) -> Option<String> {
         skipped.len(),
         skipped.join("\n")
     );
+    crate::support::skipped(&format!(
+        "{} of the Python client's tests under {under} (they need torch, Lightning, transformers: CUDACKPT_TEST_PYTHON names a Python that has them)",
+        skipped.len()
+    ));
     None
 }
 

@@ -50,8 +50,8 @@ impl PidsCgroup {
             std::env::var_os("CI").is_none(),
             "CI must be able to write a pids cgroup (needs root and the pids controller)"
         );
-        eprintln!(
-            "skipped: no writable pids cgroup on this machine (needs root and the pids controller)"
+        crate::support::skipped(
+            "no writable pids cgroup on this machine (needs root and the pids controller)",
         );
         None
     }
