@@ -36,6 +36,7 @@ pub fn list(host: &Inventory<'_>) -> DevicesReport {
             source: Some(listing.source),
             warnings: match listing.source {
                 Source::Nvml => Vec::new(),
+                _ if host.driver_is_stand_in() => Vec::new(),
                 _ => host
                     .nvml_problem()
                     .map(|why| vec![format!(

@@ -290,9 +290,15 @@ fn parse_criu_version(text: &str) -> Option<(u32, u32)> {
 }
 
 /// NVML: what the host-memory pre-flight, `--verify`, `ps`'s memory column
-/// and `devices`' free memory stand on.
-fn nvml_check() -> Check {
+/// and `devices`' free memory stand on. Its absence is no warning beside a
+/// stand-in driver, whose GPUs NVML could not describe.
+fn nvml_check(stand_in: bool) -> Check {
     match crate::gpu::nvml::open() {
+        Err(why) if stand_in => Check::new(
+            "NVML",
+            Status::Info,
+            format!("{why}; not needed: the driver library is a stand-in (cudackptStandIn), whose GPUs NVML could not describe"),
+        ),
         Ok(nvml) => Check::new(
             "NVML",
             Status::Ok,
@@ -342,6 +348,7 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
     let mut gpus = Vec::new();
     // The driver's CUDA version as it reports it (13000 = 13.0).
     let mut cuda_version = None;
+    let mut stand_in = false;
     match Driver::load(libcuda) {
         Err(error) => checks.push(
             Check::new("driver library", Status::Fail, error.to_string())
@@ -349,6 +356,7 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
                 .exit(ExitStatus::DriverUnavailable),
         ),
         Ok(driver) => {
+            stand_in = driver.is_stand_in();
             cuda_version = driver_checks(&driver, &mut facts, &mut checks);
             let listing = devices::list(&Inventory::with_driver(&driver));
             checks.push(gpus_check(&listing));
@@ -356,7 +364,7 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
             gpus = listing.gpus;
         }
     }
-    checks.push(nvml_check());
+    checks.push(nvml_check(stand_in));
     checks.extend(privilege_checks(&Privileges::current_with_ptrace_scope()));
     checks.extend(thp_check());
     checks.push(restorability_check(cuda_version));

@@ -75,6 +75,10 @@ type CheckpointFn = unsafe extern "C" fn(c_int, *mut ReservedArgs) -> CuResult;
 type RestoreFn = unsafe extern "C" fn(c_int, *mut RestoreArgs) -> CuResult;
 type UnlockFn = unsafe extern "C" fn(c_int, *mut ReservedArgs) -> CuResult;
 type DriverGetVersionFn = unsafe extern "C" fn(*mut c_int) -> CuResult;
+/// `cudackptStandIn`: exported only by a stand-in for the driver (the
+/// tests' fake), which answers whether it stands in now (no NVIDIA
+/// libcuda has it).
+type StandInFn = unsafe extern "C" fn() -> c_int;
 type GetErrorTextFn = unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult;
 type InitFn = unsafe extern "C" fn(c_uint) -> CuResult;
 type DeviceGetCountFn = unsafe extern "C" fn(*mut c_int) -> CuResult;
@@ -136,6 +140,8 @@ pub struct Symbols {
     pub restore: Sym<RestoreFn>,
     pub unlock: Sym<UnlockFn>,
     pub driver_get_version: Sym<DriverGetVersionFn>,
+    /// Present only in a stand-in for the driver (the tests' fake).
+    pub stand_in: Sym<StandInFn>,
     pub get_error_name: Sym<GetErrorTextFn>,
     pub get_error_string: Sym<GetErrorTextFn>,
     pub init: Sym<InitFn>,
@@ -199,6 +205,7 @@ impl Symbols {
                 restore: resolve(&library, "cuCheckpointProcessRestore"),
                 unlock: resolve(&library, "cuCheckpointProcessUnlock"),
                 driver_get_version: resolve(&library, "cuDriverGetVersion"),
+                stand_in: resolve(&library, "cudackptStandIn"),
                 get_error_name: resolve(&library, "cuGetErrorName"),
                 get_error_string: resolve(&library, "cuGetErrorString"),
                 init: resolve(&library, "cuInit"),
@@ -332,6 +339,16 @@ pub fn unlock(s: &Symbols, pid: c_int) -> Call<()> {
         let code = unsafe { f(pid, &mut args) };
         (code, ())
     })
+}
+
+/// Whether the library says it stands in for NVIDIA's driver: `false`
+/// for every library without `cudackptStandIn` (NVIDIA's).
+pub fn stands_in(s: &Symbols) -> bool {
+    match s.stand_in.f {
+        // SAFETY: `cudackptStandIn` takes nothing and returns an int.
+        Some(f) => (unsafe { f() }) != 0,
+        None => false,
+    }
 }
 
 pub fn driver_get_version(s: &Symbols) -> Call<c_int> {

@@ -170,6 +170,14 @@ impl Driver {
             .collect()
     }
 
+    /// Whether this library is a stand-in for NVIDIA's driver, such as the
+    /// tests' fake: it exports `cudackptStandIn`, which no libcuda of
+    /// NVIDIA's does, and says yes. Its "GPUs" are none that NVML could
+    /// describe, so a missing NVML is nothing to warn of.
+    pub fn is_stand_in(&self) -> bool {
+        ffi::stands_in(&self.symbols)
+    }
+
     /// The file the library was loaded from, found through /proc/self/maps;
     /// what was asked for when that cannot be told.
     pub fn path(&self) -> PathBuf {

@@ -121,6 +121,19 @@ impl<'a> Inventory<'a> {
         }
     }
 
+    /// Whether the CUDA driver of this command is a stand-in
+    /// ([`Driver::is_stand_in`]): then NVML's absence is not worth a
+    /// warning. Only a driver named by path can be one.
+    pub fn driver_is_stand_in(&self) -> bool {
+        match self.cuda {
+            CudaAccess::Loaded(driver) => driver.is_stand_in(),
+            CudaAccess::Load(None) => false,
+            CudaAccess::Load(Some(path)) => {
+                Driver::load(Some(path)).is_ok_and(|driver| driver.is_stand_in())
+            }
+        }
+    }
+
     fn kernel(&self) -> Option<Listing<'_>> {
         self.kernel
             .get_or_init(|| kernel::read_listing(&self.kernel_dir))

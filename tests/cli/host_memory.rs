@@ -287,3 +287,38 @@ fn a_cgroup_v1_memory_limit_is_weighed_too() {
     let doc: ProcessCommandDoc = fx.json(&["suspend", &target.arg()], 0);
     assert_eq!(doc.process(target.pid).state, State::Checkpointed);
 }
+
+/// A stand-in driver (the fake, as the README's "Try it without a GPU"
+/// uses it) has no GPU NVML could describe: no command warns that NVML
+/// is missing. The same commands against the fake passing for NVIDIA's
+/// driver say it once each (above).
+#[test]
+fn a_stand_in_driver_is_not_warned_about_nvml() {
+    let fx = Fixture::new();
+    let target = fx.cuda_target();
+    for args in [
+        vec!["suspend", &*target.arg()],
+        vec!["resume", &*target.arg()],
+        vec!["devices"],
+    ] {
+        let output = fx
+            .cudackpt(&args)
+            .env_remove("FAKE_CUDA_AS_DRIVER")
+            .output()
+            .expect("run");
+        let (stdout, stderr) = texts(&output);
+        assert!(output.status.success(), "{args:?}: {stdout}{stderr}");
+        assert!(!stderr.contains("NVML"), "{args:?}: {stderr}");
+    }
+    // Passing for NVIDIA's, the same suspend says it, once.
+    let output = fx
+        .cudackpt(&["suspend", &target.arg()])
+        .output()
+        .expect("run");
+    let (_, stderr) = texts(&output);
+    assert_eq!(
+        stderr.matches("NVML is not available").count(),
+        1,
+        "{stderr}"
+    );
+}

@@ -404,7 +404,10 @@ fn choose_gpus(
             })
             .collect(),
         Err(why) => {
-            remarks.push(format!("GPU memory not weighed before the restore: {why}"));
+            // None for a stand-in driver, whose GPUs NVML cannot know.
+            if !inventory.driver_is_stand_in() {
+                remarks.push(format!("GPU memory not weighed before the restore: {why}"));
+            }
             inventory
                 .without_cuda()
                 .map(|listing| {

@@ -914,6 +914,10 @@ impl Fixture {
     fn configure(&self, command: &mut StdCommand) {
         command
             .env("CUDACKPT_LIBCUDA", fake_libcuda())
+            // The fake passes for NVIDIA's driver, so the tests see what a
+            // real host sees (a missing NVML warned of); the newcomer's
+            // path, without it, is tested apart (`host_memory.rs`).
+            .env("FAKE_CUDA_AS_DRIVER", "1")
             .env("FAKE_CUDA_STATE_DIR", self.dir())
             .env("CUDACKPT_RECORD_DIR", self.dir().join("records"))
             .env("CUDACKPT_LOCK_DIR", self.dir().join("locks"))

@@ -120,6 +120,14 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
     guard(|| devices::init(flags))
 }
 
+/// Says this library stands in for NVIDIA's driver, so cudackpt warns of
+/// no missing NVML for its "GPUs"; with `FAKE_CUDA_AS_DRIVER=1` it passes
+/// for NVIDIA's (the tests of what a real host without NVML is told).
+#[no_mangle]
+pub extern "C" fn cudackptStandIn() -> c_int {
+    c_int::from(std::env::var_os("FAKE_CUDA_AS_DRIVER").is_none_or(|v| v != "1"))
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn cuDriverGetVersion(version: *mut c_int) -> CUresult {
     guard(|| {

@@ -11,8 +11,8 @@
 //!
 //! By concern: the record's format ([`record`]), where records live
 //! ([`places`]), writing one for a command ([`writer`]), what a panic says
-//! of it ([`panic`]), and the records left behind with `recover`'s claim on
-//! one ([`abandoned`]). The drain's ledger a record keeps is the drain's
+//! of it ([`mod@panic`]), and the records left behind with `recover`'s claim on
+//! one ([`mod@abandoned`]). The drain's ledger a record keeps is the drain's
 //! (`crate::drain::ledger`).
 
 mod abandoned;
