@@ -321,3 +321,33 @@ fn completions_hide_internal_arguments_and_know_the_states() {
         );
     }
 }
+
+/// `cudackpt man` on a terminal shows the page as `man` formats it (no
+/// roff), and into a pipe or a file writes the roff source.
+#[test]
+fn the_man_page_is_formatted_on_a_terminal_and_raw_into_a_pipe() {
+    let fx = Fixture::new();
+    let raw = fx.cudackpt(&["man"]).output().expect("man");
+    assert!(raw.status.success());
+    assert!(String::from_utf8_lossy(&raw.stdout).starts_with(".ie "));
+    let script = Path::new("/usr/bin/script");
+    let man = Path::new("/usr/bin/man");
+    if !crate::support::prerequisite(
+        "run a command on a terminal (script(1)) with man(1)",
+        script.is_file() && man.is_file(),
+    ) {
+        return;
+    }
+    // script(1) gives cudackpt a pseudo-terminal; cat is the pager.
+    let line = format!("'{}' man", crate::support::cudackpt_bin().display());
+    let shown = fx
+        .command_for(script, &["-qec", &line, "/dev/null"])
+        .env("MANPAGER", "cat")
+        .env("PAGER", "cat")
+        .output()
+        .expect("script runs");
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.status.success(), "{text}");
+    assert!(text.contains("General Commands Manual"), "{text}");
+    assert!(!text.contains(".TH cudackpt"), "{text}");
+}
