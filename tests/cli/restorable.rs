@@ -144,6 +144,29 @@ fn a_nccl_rank_is_refused_by_its_watchdog_thread_or_its_launcher() {
     fx.json::<ProcessCommandDoc>(&["unlock", &by_env.arg()], 0);
 }
 
+/// A rank known only by its launcher's world size (a gloo job has one
+/// too) is refused for what was found, not for an NCCL transport nobody
+/// saw; the hint names the ways on, gloo's included.
+#[test]
+fn a_rank_known_by_its_launcher_alone_is_refused_for_what_was_found() {
+    let fx = Fixture::new();
+    let rank = fx.nccl_cuda_target_with(&[("WORLD_SIZE", "2")]);
+    let doc: ProcessCommandDoc = fx.json(&["suspend", &rank.arg()], 8);
+    let error = doc.process(rank.pid).error();
+    assert_eq!(error.kind, Kind::Unrestorable);
+    assert!(
+        error
+            .message
+            .contains("is a rank of a multi-process job (WORLD_SIZE=2")
+            && error.message.contains("shows no NCCL thread")
+            && !error.message.contains("transport is in use"),
+        "{error:?}"
+    );
+    let hint = error.hint.as_deref().unwrap_or_default();
+    assert!(hint.contains("gloo") && hint.contains("--drain"), "{hint}");
+    fx.assert_no_calls("a refused rank");
+}
+
 #[test]
 fn a_toggle_refuses_only_the_way_down() {
     let fx = Fixture::new();
