@@ -17,7 +17,7 @@ use crate::support::{fake_libcuda, prerequisite, workspace, Fixture};
 
 /// The first interpreter of `CUDACKPT_TEST_PYTHON` (else `python3`) that
 /// has torch.
-fn python_with_torch() -> Option<PathBuf> {
+pub(crate) fn python_with_torch() -> Option<PathBuf> {
     let listed = std::env::var_os("CUDACKPT_TEST_PYTHON").unwrap_or_else(|| "python3".into());
     std::env::split_paths(&listed).find(|python| {
         Command::new(python)
@@ -30,8 +30,8 @@ fn python_with_torch() -> Option<PathBuf> {
 
 /// A torchrun job in a session of its own, killed whole when dropped (its
 /// restored self too: CRIU restores the session).
-struct Job {
-    agent: i32,
+pub(crate) struct Job {
+    pub(crate) agent: i32,
     child: std::process::Child,
 }
 
@@ -45,6 +45,25 @@ impl Job {
         preload: bool,
     ) -> Job {
         let script = workspace().join("tests/disk-job/ddp_loader.py");
+        let args = [
+            work.display().to_string(),
+            steps.to_string(),
+            pause.to_string(),
+        ];
+        Job::start_script(fx, python, work, &script, &args, preload)
+    }
+
+    /// torchrun of two ranks running `script ARGS`, in `work`, under the
+    /// client's `no_io_uring`, with the client from this checkout and
+    /// (`preload`) the fake driver loaded in every process.
+    pub(crate) fn start_script(
+        fx: &Fixture,
+        python: &Path,
+        work: &Path,
+        script: &Path,
+        args: &[String],
+        preload: bool,
+    ) -> Job {
         let mut command = Command::new("setsid");
         command
             .arg(python)
@@ -52,10 +71,8 @@ impl Job {
             .arg(python)
             .args(["-m", "torch.distributed.run", "--nproc-per-node", "2"]);
         command
-            .arg(&script)
-            .arg(work)
-            .arg(steps.to_string())
-            .arg(pause)
+            .arg(script)
+            .args(args)
             .current_dir(work)
             .env("PYTHONPATH", workspace().join("clients/python/src"))
             .env("FAKE_CUDA_STATE_DIR", fx.dir())
@@ -75,7 +92,7 @@ impl Job {
 
     /// Reaps the agent once a dump has ended it, freeing its PID for the
     /// undump.
-    fn reap(&mut self) {
+    pub(crate) fn reap(&mut self) {
         let _ = self.child.wait();
     }
 
@@ -105,7 +122,7 @@ impl Drop for Job {
 
 /// Waits up to two minutes for `condition` (a torch job starts in seconds,
 /// more on a loaded machine).
-fn wait_long(what: &str, mut condition: impl FnMut() -> bool) {
+pub(crate) fn wait_long(what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while !condition() {
         assert!(

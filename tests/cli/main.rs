@@ -63,6 +63,7 @@ mod library;
 
 // The commands beside the pipeline: doctor, demo, devices, the driver
 // library, the Python drain client.
+mod client_example;
 mod demo;
 mod devices;
 mod doctor;
