@@ -7,8 +7,8 @@
 //!
 //! Needs a Python with torch (`CUDACKPT_TEST_PYTHON`): CI has it.
 
-use crate::disk_jobs::{python_with_torch, wait_long, Job};
-use crate::support::{prerequisite, workspace, Fixture};
+use crate::disk_jobs::{needed_python_with_torch, Job};
+use crate::support::{workspace, Fixture};
 use crate::wire::{DrainOutcome, ProcessCommandDoc, State};
 
 fn losses(dir: &std::path::Path, rank: u32) -> String {
@@ -25,14 +25,9 @@ fn outcomes(doc: &ProcessCommandDoc) -> Vec<Option<DrainOutcome>> {
 
 #[test]
 fn the_client_s_cpu_example_drains_resumes_and_finishes_bit_exact() {
-    let python = python_with_torch();
-    if !prerequisite(
-        "a Python with torch (CUDACKPT_TEST_PYTHON)",
-        python.is_some(),
-    ) {
+    let Some(python) = needed_python_with_torch() else {
         return;
-    }
-    let python = python.expect("checked");
+    };
     let fx = Fixture::new();
     let example = workspace().join("clients/python/examples/train_cpu.py");
     let steps = "30";
@@ -52,7 +47,7 @@ fn the_client_s_cpu_example_drains_resumes_and_finishes_bit_exact() {
     let (mut reference, reference_dir) = run_in("reference", "0");
     reference.reap();
     let (mut job, dir) = run_in("drained", "0.2");
-    wait_long("the job's fifth step", || {
+    crate::disk_jobs::wait_long("the job's fifth step", || {
         losses(&dir, 0).lines().count() >= 5 && losses(&dir, 1).lines().count() >= 5
     });
     let agent = job.agent.to_string();

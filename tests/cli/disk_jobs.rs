@@ -28,6 +28,18 @@ pub(crate) fn python_with_torch() -> Option<PathBuf> {
     })
 }
 
+/// [`python_with_torch`], a prerequisite: where there is none the test
+/// says so and passes, except in CI.
+pub(crate) fn needed_python_with_torch() -> Option<PathBuf> {
+    let python = python_with_torch();
+    prerequisite(
+        "a Python with torch (CUDACKPT_TEST_PYTHON)",
+        python.is_some(),
+    )
+    .then_some(python)
+    .flatten()
+}
+
 /// A torchrun job in a session of its own, killed whole when dropped (its
 /// restored self too: CRIU restores the session).
 pub(crate) struct Job {
@@ -144,14 +156,9 @@ fn done(work: &Path) -> bool {
 #[test]
 fn a_torchrun_job_with_dataloader_workers_goes_to_disk_and_back_bit_exact() {
     let Some(criu) = criu() else { return };
-    let python = python_with_torch();
-    if !prerequisite(
-        "a Python with torch (CUDACKPT_TEST_PYTHON)",
-        python.is_some(),
-    ) {
+    let Some(python) = needed_python_with_torch() else {
         return;
-    }
-    let python = python.expect("checked");
+    };
     let fx = Fixture::new();
     let steps = 40;
     // The reference: the same job, never dumped.
