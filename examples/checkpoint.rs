@@ -5,7 +5,9 @@
 //! cargo run --example checkpoint -- PID [LIBCUDA]
 //! ```
 //!
-//! LIBCUDA names the driver library (default: the host's libcuda.so.1).
+//! LIBCUDA names the driver library; without it, `CUDACKPT_LIBCUDA` does,
+//! as for the `cudackpt` command (the fake driver of "Try it without a
+//! GPU"), else the host's libcuda.so.1.
 //! Needs the rights `cudackpt` needs: the process's owner, or root.
 
 use std::error::Error;
@@ -34,7 +36,10 @@ fn run() -> Result<(), Box<dyn Error>> {
         .ok_or(USAGE)?
         .parse()
         .map_err(|_| format!("the PID is not a number; {USAGE}"))?;
-    let libcuda = args.next().map(PathBuf::from);
+    let libcuda = args
+        .next()
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("CUDACKPT_LIBCUDA").map(PathBuf::from));
     if args.next().is_some() {
         return Err(USAGE.into());
     }

@@ -30,41 +30,47 @@ fn changes(calls: Vec<String>) -> Vec<String> {
         .collect()
 }
 
+/// With the driver named on its command line, or by `CUDACKPT_LIBCUDA`
+/// (the fixture sets it, as "Try it without a GPU" does) as the
+/// `cudackpt` command reads it.
 #[test]
 fn the_example_checkpoints_a_process_through_the_library_and_brings_it_back() {
     let Some(example) = example() else { return };
     let fx = Fixture::new();
     let target = fx.cuda_target();
     let library = fake_libcuda().to_str().expect("a UTF-8 path");
-    let output = fx
-        .command_for(&example, &[&target.arg(), library])
-        .output()
-        .expect("the example runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 3, "{stdout}");
-    assert!(
-        lines[0].starts_with(&format!("PID {}: running, restore thread ", target.pid)),
-        "{stdout}"
-    );
-    assert!(
-        lines[1].starts_with("suspended in ") && lines[1].ends_with(": checkpointed"),
-        "{stdout}"
-    );
-    assert!(
-        lines[2].starts_with("resumed in ") && lines[2].ends_with(": running"),
-        "{stdout}"
-    );
-    assert_eq!(
-        changes(shorts(&fx.take_calls())),
-        ["lock 0", "checkpoint 0", "restore 0", "unlock 0"]
-    );
-    assert_eq!(fx.state_of(&target), "running");
+    for args in [vec![target.arg(), library.to_string()], vec![target.arg()]] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = fx
+            .command_for(&example, &args)
+            .output()
+            .expect("the example runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}\n{stdout}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(lines.len(), 3, "{stdout}");
+        assert!(
+            lines[0].starts_with(&format!("PID {}: running, restore thread ", target.pid)),
+            "{stdout}"
+        );
+        assert!(
+            lines[1].starts_with("suspended in ") && lines[1].ends_with(": checkpointed"),
+            "{stdout}"
+        );
+        assert!(
+            lines[2].starts_with("resumed in ") && lines[2].ends_with(": running"),
+            "{stdout}"
+        );
+        assert_eq!(
+            changes(shorts(&fx.take_calls())),
+            ["lock 0", "checkpoint 0", "restore 0", "unlock 0"]
+        );
+        assert_eq!(fx.state_of(&target), "running");
+    }
 }
 
 #[test]
