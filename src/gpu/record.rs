@@ -164,6 +164,11 @@ pub fn remove(dir: &SafeDir, pid: i32) {
 /// Why `--map auto` cannot map the recorded GPUs onto this host's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AutoMapError {
+    /// The record lists no GPU: neither NVML nor the kernel driver could
+    /// say which the host had when it was written (a container without
+    /// NVML, a stand-in driver).
+    #[error("--map auto needs the GPUs the host had at checkpoint time, and the record lists none: neither NVML nor the kernel driver could list them when it was written")]
+    NotRecorded,
     #[error("--map auto needs as many GPUs here as at checkpoint time: the record has {recorded}, this host {local}")]
     CountDiffers { recorded: usize, local: usize },
     #[error(
@@ -183,6 +188,9 @@ pub fn auto_map(
     recorded: &[RecordedGpu],
     local: &[Gpu],
 ) -> Result<Option<Vec<GpuPair>>, AutoMapError> {
+    if recorded.is_empty() {
+        return Err(AutoMapError::NotRecorded);
+    }
     if recorded.len() != local.len() {
         return Err(AutoMapError::CountDiffers {
             recorded: recorded.len(),
@@ -320,6 +328,11 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("record has 1, this host 2")
+        );
+        // A record written where no GPU could be listed says so, not "0".
+        assert_eq!(
+            auto_map(&[], &host([0x1, 0x2], ["H100", "H100"])),
+            Err(AutoMapError::NotRecorded)
         );
     }
 }
