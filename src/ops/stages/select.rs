@@ -69,10 +69,21 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Fault> {
         ));
     }
     if !unreadable.is_empty() {
-        selection.warnings.push(uninspected(
-            &unreadable,
-            rustix::process::geteuid().as_raw(),
-        ));
+        let uid = rustix::process::geteuid().as_raw();
+        let remark = uninspected(&unreadable, uid);
+        // Root's sweep of the whole host meets processes no one may inspect
+        // (a sandbox's init, in a container): nothing to do about them,
+        // and said at every `ps`, so said in the log (-v). Another user's
+        // sweep, or a tree or cgroup named, says it.
+        if uid == 0
+            && request.selectors.all
+            && request.selectors.trees.is_empty()
+            && request.selectors.cgroups.is_empty()
+        {
+            tracing::info!("{remark}");
+        } else {
+            selection.warnings.push(remark);
+        }
     }
     if !past_cap.is_empty() {
         let named: Vec<(i32, Option<String>)> = past_cap
