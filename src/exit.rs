@@ -1,4 +1,4 @@
-//! Exit statuses: the table documented in the man page and README, and the
+//! Exit statuses: the table documented in the man page and the guide (docs/guide/json.md), and the
 //! one place that decides which number a run exits with; and where the
 //! last words of a cudackpt that must stop at once go.
 

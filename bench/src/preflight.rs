@@ -1,4 +1,4 @@
-//! `preflight`: what the pre-flights of a checkpoint (README, "Before a checkpoint":
+//! `preflight`: what the pre-flights of a checkpoint (docs/guide/safety.md, "Before a checkpoint":
 //! restorability from /proc, host memory from NVML, /proc/meminfo and the
 //! cgroup chain) add to a suspend. `--force` skips them, so each pair below
 //! differs by the pre-flights alone:

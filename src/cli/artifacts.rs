@@ -50,7 +50,8 @@ fn without_hidden_arguments(command: clap::Command) -> clap::Command {
     })
 }
 
-/// The JSON contract, for the man page (the README carries the same).
+/// The JSON contract, for the man page (the guide, docs/guide/json.md,
+/// carries the same).
 pub const JSON_SCHEMA: &str = "\
 With --json, every invocation prints exactly one JSON document on stdout (schema_version 1; fields are only ever added). Each kind of document has a JSON Schema (draft 2020-12): schema/*.schema.json in the source, /usr/share/cudackpt/schema in the package.
 
@@ -289,7 +290,7 @@ fn checkpointable() -> Vec<(String, String)> {
     ]
 }
 
-/// What a sudo rule for cudackpt grants, for the man page (the README has
+/// What a sudo rule for cudackpt grants, for the man page (the guide has
 /// it at length).
 const TRUST_MODEL: &str = "\
 A sudo rule for cudackpt lets its users lock, checkpoint, restore and unlock the CUDA state of any process on the host, and nothing else.

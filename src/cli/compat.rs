@@ -4,7 +4,7 @@
 //! plugin and existing scripts drive it unchanged; it shares the modern
 //! mode's validation and driver calls (`request::run_process_command`).
 //!
-//! Contract (README, "NVIDIA-compatible mode and CRIU"): `--get-state` prints exactly the state word,
+//! Contract (docs/guide/criu.md, "NVIDIA-compatible mode and CRIU"): `--get-state` prints exactly the state word,
 //! `--get-restore-tid` exactly the number, actions print nothing; exit 0 on
 //! success and 1 on any failure, with the message on stderr. Nothing is
 //! printed before the answer: no logging in this mode.

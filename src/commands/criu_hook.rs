@@ -1,5 +1,5 @@
 //! The CRIU hook's command (`--action-script` mode): gives CUDA
-//! checkpointing to CRIU versions without the CUDA plugin (README,
+//! checkpointing to CRIU versions without the CUDA plugin (docs/guide/criu.md,
 //! "NVIDIA-compatible mode and CRIU"). Its grammar, the environment CRIU
 //! sets (`CRTOOLS_SCRIPT_ACTION`, `CRTOOLS_INIT_PID`) and cudackpt's own
 //! variables, is read once in `cli::criu_hook` into a [`HookPlan`]; here

@@ -1,6 +1,6 @@
 //! Whether cudackpt runs with more power than the user who started it, and
 //! so must treat every library it loads and every file it reads as root
-//! does (README, "Running as root: the trust model"). Root is not the only such case: a copy of cudackpt
+//! does (docs/guide/safety.md, "Running as root: the trust model"). Root is not the only such case: a copy of cudackpt
 //! given `cap_sys_ptrace+ep` (as the README offers) runs with the uid of
 //! whoever starts it, yet may attach to any process, root's daemons
 //! included; a library it loaded from that user would run with that power.

@@ -1,5 +1,5 @@
 //! What in a process tree CRIU cannot dump, read from /proc before any
-//! change (README, "Checkpointing a PyTorch job"):
+//! change (docs/guide/pytorch.md, "Checkpointing a PyTorch job"):
 //!
 //! - a mapping of a GPU device node (`/dev/nvidia0`, `/dev/nvidiactl`,
 //!   `/dev/nvidia-uvm`...) in a process that holds no CUDA state: a child

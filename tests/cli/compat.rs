@@ -1,4 +1,4 @@
-//! NVIDIA-compatible mode (README, "NVIDIA-compatible mode and CRIU"), driven the way CRIU's CUDA plugin
+//! NVIDIA-compatible mode (docs/guide/criu.md, "NVIDIA-compatible mode and CRIU"), driven the way CRIU's CUDA plugin
 //! (criu/plugins/cuda/cuda_plugin.c) drives `cuda-checkpoint`: found by
 //! name on PATH (here a symlink to cudackpt), stdout and stderr dup'ed onto
 //! one pipe, the answer read from the first bytes of that pipe, the exit

@@ -1,4 +1,4 @@
-//! Groups run concurrently (README, "Several processes"): one worker per process, so a
+//! Groups run concurrently (docs/guide/commands.md, "Several processes"): one worker per process, so a
 //! group of slow checkpoints takes about as long as one, and a failure on
 //! one process of a larger group still rolls every other one back.
 

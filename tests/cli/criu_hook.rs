@@ -1,4 +1,4 @@
-//! CRIU's action-script mode (README, "NVIDIA-compatible mode and CRIU"): run with no arguments and
+//! CRIU's action-script mode (docs/guide/criu.md, "NVIDIA-compatible mode and CRIU"): run with no arguments and
 //! `CRTOOLS_SCRIPT_ACTION` set (or as `cudackpt criu-hook`), cudackpt
 //! suspends the CUDA processes of the tree of `CRTOOLS_INIT_PID` at
 //! `pre-dump`, resumes them once CRIU thaws the tree after `post-dump` (a

@@ -1,4 +1,4 @@
-//! Finding CUDA processes rather than naming them (README, "Commands"): `ps`,
+//! Finding CUDA processes rather than naming them (docs/guide/commands.md, "Commands"): `ps`,
 //! `--tree`, `--cgroup` and `--all`. Discovery is read-only: only GetState
 //! (and the restore thread id `ps` shows) reach the driver.
 //!

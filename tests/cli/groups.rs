@@ -270,7 +270,7 @@ fn suspend_in_flight(
     child
 }
 
-/// README, "Several processes": SIGINT/SIGTERM during a group operation lets the driver
+/// docs/guide/commands.md, "Several processes": SIGINT/SIGTERM during a group operation lets the driver
 /// call in flight finish, then rolls back; a process is never left locked
 /// by an interrupted cudackpt, which exits 128 + the signal's number as a
 /// shell would report it (the JSON says the same).

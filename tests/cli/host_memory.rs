@@ -1,4 +1,4 @@
-//! The host-memory pre-flight and the OOM post-mortem (README, "Before a checkpoint: what the driver cannot restore"), with the
+//! The host-memory pre-flight and the OOM post-mortem (docs/guide/safety.md, "Before a checkpoint: what the driver cannot restore"), with the
 //! fake NVML telling each target's GPU footprint and a cgroup tree of the
 //! fixture's own standing in for /sys/fs/cgroup. A checkpoint copies a
 //! target's GPU memory into its host memory, charged to its cgroup: one that
@@ -164,7 +164,7 @@ fn every_checkpoint_says_when_host_memory_could_not_be_weighed() {
         );
     }
     // So does the real thing: what was not checked is never assumed safe
-    // in silence (README, "Before a checkpoint: what the driver cannot restore").
+    // in silence (docs/guide/safety.md, "Before a checkpoint: what the driver cannot restore").
     let doc: ProcessCommandDoc = without.json(&["suspend", &target.arg()], 0);
     assert!(
         doc.warnings.iter().any(|w| w.contains("not weighed")),

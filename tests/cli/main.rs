@@ -76,6 +76,7 @@ mod python_client;
 // What the user sees: output, progress, errors, the JSON contract and its
 // schemas, help, man pages, completions, the Debian package.
 mod artifacts;
+mod doc_links;
 mod errors;
 mod help;
 mod json_contract;

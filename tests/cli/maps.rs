@@ -280,7 +280,7 @@ fn impossible_maps_are_refused_before_any_driver_call() {
     assert_eq!(fx.fake_record(target.pid), ("checkpointed".to_string(), 0));
 }
 
-/// README, "Restoring onto other GPUs": pre-flight checks that every NEW GPU exists on this host.
+/// docs/guide/commands.md, "Restoring onto other GPUs": pre-flight checks that every NEW GPU exists on this host.
 #[test]
 fn a_new_gpu_that_is_not_on_this_host_is_refused_before_the_driver() {
     let (fx, target) = two_gpus_with_checkpointed_process();

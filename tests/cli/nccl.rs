@@ -1,4 +1,4 @@
-//! NCCL (README, "Several processes" and "Before a checkpoint"): a process with `libnccl` mapped is flagged
+//! NCCL (docs/guide/commands.md, "Several processes" and "Before a checkpoint"): a process with `libnccl` mapped is flagged
 //! by `ps`; only a real rank of a multi-process job (a launcher's world
 //! size, PyTorch's watchdog thread) is warned about, and only by commands
 //! that checkpoint it, when its transports restore (sockets only; the

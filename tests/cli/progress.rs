@@ -1,4 +1,4 @@
-//! Progress (README, "Commands"): a line on stderr per finished step when stderr
+//! Progress (docs/guide/commands.md, "Commands"): a line on stderr per finished step when stderr
 //! is a terminal and neither --json nor -q was asked for; nothing
 //! otherwise. The terminal is a pseudo-terminal from util-linux `script`.
 

@@ -1,4 +1,4 @@
-//! Never start what cannot be undone (README, "Before a checkpoint: what the driver cannot restore"): a checkpoint of a process
+//! Never start what cannot be undone (docs/guide/safety.md, "Before a checkpoint: what the driver cannot restore"): a checkpoint of a process
 //! the driver is known not to restore is refused before any driver call
 //! (exit 8, `unrestorable`), naming the evidence in /proc and the fix;
 //! `--force` (`CUDACKPT_FORCE=1` for NVIDIA's grammar) checkpoints anyway.

@@ -1,4 +1,4 @@
-//! Who may aim cudackpt (README, "Running as root: the trust model"): each test plays a less
+//! Who may aim cudackpt (docs/guide/safety.md, "Running as root: the trust model"): each test plays a less
 //! privileged user who tries to steer a root (or capable) cudackpt through
 //! what that user controls (a flag a sudo rule lets through, an
 //! environment variable, a directory, a file, a process's name) and shows

@@ -40,7 +40,7 @@ pub enum CriuUnusable {
 }
 
 /// How to get a CRIU that starts here.
-pub const BUILD_HINT: &str = "build CRIU 4.2.1 or newer from source (`scripts/build-criu` in cudackpt's source does it; README, \"A job to disk and back\": Debian 12's criu 3.17 cannot start on kernels from 6.13 on), then name it with --criu PATH or put it first on PATH";
+pub const BUILD_HINT: &str = "build CRIU 4.2.1 or newer from source (`scripts/build-criu` in cudackpt's source does it; the guide's docs/guide/disk.md: Debian 12's criu 3.17 cannot start on kernels from 6.13 on), then name it with --criu PATH or put it first on PATH";
 
 impl CriuUnusable {
     /// What to do about it.

@@ -5,7 +5,7 @@
 //! not dump), CRIU's options are chosen from what the tree holds, and the
 //! images fit on their filesystem. Then CRIU runs; the manifest is written
 //! beside its images. A dump that fails leaves the tree running: the action
-//! script's watcher resumes what its pre-dump suspended (README, "The
+//! script's watcher resumes what its pre-dump suspended (docs/guide/criu.md, "The
 //! action script"), and the report says so with CRIU's own errors.
 
 use std::path::{Path, PathBuf};

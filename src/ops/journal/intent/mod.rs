@@ -1,4 +1,4 @@
-//! Crash-safe groups (README, "Memory, crashes and dry runs"): before its first state change a command
+//! Crash-safe groups (docs/guide/safety.md, "Memory, crashes and dry runs"): before its first state change a command
 //! writes an intent record (which processes, where each started, who runs
 //! it) in `intents/` of the run directory, and removes it when it ends,
 //! whatever the outcome. A record whose owner died (SIGKILL, the OOM

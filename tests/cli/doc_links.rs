@@ -1,0 +1,158 @@
+//! Links between the docs hold: every relative Markdown link in the
+//! README, the guide and the other documents names a file of the
+//! repository, and a `#anchor` names a heading of its page (as GitHub
+//! makes anchors). A moved chapter or a renamed heading fails here.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::support::workspace;
+
+/// The documents whose links are checked.
+fn documents() -> Vec<PathBuf> {
+    let root = workspace();
+    let mut docs: Vec<PathBuf> = [
+        "README.md",
+        "CHANGELOG.md",
+        "bench/README.md",
+        "clients/python/README.md",
+        "tests/fake-libcuda/README.md",
+    ]
+    .iter()
+    .map(|p| root.join(p))
+    .collect();
+    for dir in ["docs", "docs/guide"] {
+        let mut found: Vec<PathBuf> = fs::read_dir(root.join(dir))
+            .expect("a docs directory")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "md"))
+            .collect();
+        found.sort();
+        docs.extend(found);
+    }
+    docs
+}
+
+/// The Markdown of `text` outside fenced code blocks and inline code.
+fn prose(text: &str) -> String {
+    let mut out = String::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if !fenced {
+            // Inline code spans hold no links.
+            let mut inside = false;
+            for part in line.split('`') {
+                if !inside {
+                    out.push_str(part);
+                }
+                inside = !inside;
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Every `[text](target)` target of `text` (pure).
+fn link_targets(text: &str) -> Vec<String> {
+    let prose = prose(text);
+    let mut targets = Vec::new();
+    let mut rest = prose.as_str();
+    while let Some(at) = rest.find("](") {
+        rest = &rest[at + 2..];
+        if let Some(end) = rest.find(')') {
+            targets.push(rest[..end].trim().to_string());
+            rest = &rest[end..];
+        }
+    }
+    targets
+}
+
+/// The anchors GitHub makes of a page's headings (pure): lowercased,
+/// punctuation but `-` and `_` dropped, spaces made `-`.
+fn anchors(text: &str) -> BTreeSet<String> {
+    prose(text)
+        .lines()
+        .filter(|line| line.starts_with('#'))
+        .map(|line| {
+            line.trim_start_matches('#')
+                .trim()
+                .to_lowercase()
+                .chars()
+                .filter_map(|c| match c {
+                    ' ' => Some('-'),
+                    c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// What is wrong with the links of `doc`.
+fn broken_links(doc: &Path) -> Vec<String> {
+    let text = fs::read_to_string(doc).expect("a document");
+    let mut broken = Vec::new();
+    for target in link_targets(&text) {
+        if target.contains("://") || target.starts_with("mailto:") {
+            continue;
+        }
+        let (path, anchor) = match target.split_once('#') {
+            Some((path, anchor)) => (path, Some(anchor)),
+            None => (target.as_str(), None),
+        };
+        let file = if path.is_empty() {
+            doc.to_path_buf()
+        } else {
+            doc.parent().expect("a directory").join(path)
+        };
+        if !file.exists() {
+            broken.push(format!("{}: {target} (no such file)", doc.display()));
+            continue;
+        }
+        if let Some(anchor) = anchor.filter(|_| file.extension().is_some_and(|e| e == "md")) {
+            let page = fs::read_to_string(&file).expect("a linked page");
+            if !anchors(&page).contains(anchor) {
+                broken.push(format!("{}: {target} (no such heading)", doc.display()));
+            }
+        }
+    }
+    broken
+}
+
+#[test]
+fn every_relative_link_in_the_docs_names_a_file_and_a_heading_that_exist() {
+    let broken: Vec<String> = documents().iter().flat_map(|d| broken_links(d)).collect();
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// A planted link to a moved chapter, and one to a heading that is not
+/// there, are named; a link in a code block is not a link.
+#[test]
+fn a_planted_broken_link_is_named() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    fs::write(
+        dir.path().join("b.md"),
+        "# The chapter\n\n## A section: here\n",
+    )
+    .expect("b.md");
+    let a = dir.path().join("a.md");
+    fs::write(
+        &a,
+        "See [b](b.md#a-section-here), [gone](c.md), [nowhere](b.md#nope).\n\n```\n[x](y.md)\n```\n",
+    )
+    .expect("a.md");
+    let broken = broken_links(&a);
+    assert_eq!(broken.len(), 2, "{broken:?}");
+    assert!(broken[0].ends_with("c.md (no such file)"), "{broken:?}");
+    assert!(
+        broken[1].ends_with("b.md#nope (no such heading)"),
+        "{broken:?}"
+    );
+}
