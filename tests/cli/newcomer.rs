@@ -112,3 +112,197 @@ fn the_test_runner_says_at_a_binary_s_end_which_tests_did_not_do_their_work() {
         "{file}"
     );
 }
+
+/// The `$ COMMAND` lines of the `console` blocks in `markdown` under
+/// `heading` (up to the next heading of its level), each with the output
+/// shown after it (pure).
+fn console_cases(markdown: &str, heading: &str) -> Vec<(String, Vec<String>)> {
+    let level = heading.split(' ').next().unwrap_or("##");
+    let section: Vec<&str> = markdown
+        .lines()
+        .skip_while(|l| *l != heading)
+        .skip(1)
+        .take_while(|l| !(l.starts_with(level) && l[level.len()..].starts_with(' ')))
+        .collect();
+    let mut cases: Vec<(String, Vec<String>)> = Vec::new();
+    let mut in_console = false;
+    for line in section {
+        if line.starts_with("```") {
+            in_console = line == "```console";
+            continue;
+        }
+        if !in_console {
+            continue;
+        }
+        match line.strip_prefix("$ ") {
+            Some(command) => cases.push((command.to_string(), Vec::new())),
+            None => {
+                if let Some((_, shown)) = cases.last_mut() {
+                    shown.push(line.to_string());
+                }
+            }
+        }
+    }
+    cases
+}
+
+/// A line as it is compared: the target's PID, times and durations made
+/// words, runs of spaces one (column widths follow the PID's digits).
+fn comparable(line: &str, pid: &str) -> String {
+    let mut words: Vec<String> = Vec::new();
+    for word in line.split_whitespace() {
+        let bare = word.trim_end_matches(',');
+        words.push(if bare.parse::<f64>().is_ok() && bare.contains('.') {
+            "TIME".to_string()
+        } else {
+            word.to_string()
+        });
+    }
+    let mut text = words.join(" ");
+    text = text.replace(pid, "PID");
+    // JSON: a number after a duration's key, and PIDs in fields.
+    let mut out = String::new();
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("_ms\":") {
+        out.push_str(&rest[..at + 5]);
+        rest = &rest[at + 5..];
+        let end = rest.find([',', '}']).unwrap_or(rest.len());
+        out.push_str("TIME");
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The tutorial's part 1 as it is written: each command it shows runs, in
+/// order, against the fake driver and one `sleep` that loaded it, and
+/// prints what the page shows, PIDs, times and column widths aside (a
+/// `ps` may list other CUDA processes of the host too, as the page says).
+#[test]
+fn the_tutorial_s_commands_print_what_it_shows() {
+    let page =
+        std::fs::read_to_string(workspace().join("docs/guide/tutorial.md")).expect("the tutorial");
+    let cases = console_cases(&page, "## 1. One process");
+    assert!(cases.len() >= 5, "{cases:?}");
+    let states = tempfile::tempdir().expect("tempdir");
+    let mut sleep = Command::new("sleep")
+        .arg("600")
+        .env("LD_PRELOAD", fake_libcuda())
+        .env("FAKE_CUDA_STATE_DIR", states.path())
+        .spawn()
+        .expect("sleep starts");
+    let pid = sleep.id().to_string();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut wrong = Vec::new();
+    for (command, shown) in &cases {
+        let line = command
+            .replace(
+                "./target/release/cudackpt",
+                &cudackpt_bin().display().to_string(),
+            )
+            .replace("$!", &pid);
+        let output = Command::new("sh")
+            .args(["-c", &line])
+            .env("CUDACKPT_LIBCUDA", fake_libcuda())
+            .env("FAKE_CUDA_STATE_DIR", states.path())
+            .env_remove("FAKE_CUDA_AS_DRIVER")
+            .env("COLUMNS", "200")
+            .output()
+            .expect("sh runs");
+        let printed: Vec<String> = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(|l| comparable(l, &pid))
+            .collect();
+        let shown: Vec<String> = shown.iter().map(|l| comparable(l, "24680")).collect();
+        let fits = if command.ends_with("cudackpt ps") {
+            // The header, then the target's line among the host's.
+            printed.first() == shown.first() && shown[1..].iter().all(|l| printed.contains(l))
+        } else {
+            printed == shown
+        };
+        if !output.status.success() || !fits {
+            wrong.push(format!(
+                "$ {command}\n  shown:   {shown:?}\n  printed: {printed:?}\n  stderr: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+    }
+    let _ = sleep.kill();
+    let _ = sleep.wait();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Every command line of the README's `sh` blocks (comments and blank
+/// lines left out).
+fn readme_commands() -> Vec<String> {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README.md");
+    let mut commands = Vec::new();
+    let mut in_sh = false;
+    for line in readme.lines() {
+        if line.starts_with("```") {
+            in_sh = line == "```sh";
+            continue;
+        }
+        if in_sh {
+            let command = line.split("  #").next().unwrap_or("").trim();
+            if !command.is_empty() && !command.starts_with('#') {
+                commands.push(command.to_string());
+            }
+        }
+    }
+    commands
+}
+
+/// Every command the README shows is run by a test: the block "Try it
+/// without a GPU" line for line (above), the quick start's test command
+/// by CI (`.ci/run` runs exactly it), and the rest here: the quick start's
+/// `doctor` and the install's copy of the binary. A command added to the
+/// README and run by no test fails here until one runs it.
+#[test]
+fn every_command_the_readme_shows_is_run_by_a_test() {
+    let ci = std::fs::read_to_string(workspace().join(".ci/run")).expect(".ci/run");
+    let try_it = block_under("### Try it without a GPU");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut unrun = Vec::new();
+    for command in readme_commands() {
+        let ran = if try_it.lines().any(|l| l.contains(&command)) {
+            true // try_it_without_a_gpu_works_as_written
+        } else if command == "cargo test --workspace --locked" {
+            ci.contains("cargo test --workspace --locked)")
+        } else if command == "cargo build --release && ./target/release/cudackpt doctor" {
+            // The build is cargo's; its doctor runs here, on the fake,
+            // and says what is missing rather than fail to run.
+            let output = Command::new(cudackpt_bin())
+                .arg("doctor")
+                .env("CUDACKPT_LIBCUDA", fake_libcuda())
+                .output()
+                .expect("doctor runs");
+            output.status.code().is_some_and(|c| c == 0 || c == 7)
+        } else if command == "cargo build --release --locked" {
+            // The quick start's build, with the lock file CI holds it to.
+            ci.contains("--locked")
+        } else if command == "sudo install -m 755 target/release/cudackpt /usr/local/bin/" {
+            let installed = Command::new("install")
+                .args(["-m", "755"])
+                .arg(cudackpt_bin())
+                .arg(dir.path())
+                .status()
+                .is_ok_and(|s| s.success());
+            installed
+                && Command::new(dir.path().join("cudackpt"))
+                    .arg("--version")
+                    .status()
+                    .is_ok_and(|s| s.success())
+        } else if command == "sudo /usr/local/bin/cudackpt install-compat /usr/local/bin" {
+            // Linking into a root-only directory is shown, refusals and
+            // all, by attacks::install_compat_links_only_what_only_root_can_change.
+            true
+        } else {
+            false
+        };
+        if !ran {
+            unrun.push(command);
+        }
+    }
+    assert!(unrun.is_empty(), "README commands no test runs: {unrun:?}");
+}
