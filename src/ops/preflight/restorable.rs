@@ -300,64 +300,84 @@ fn judge_evidence(
         });
     }
     if !signs.is_empty() {
-        // What was seen, said as seen: a launcher's world size alone does
-        // not show NCCL (a gloo job has one too).
-        let nccl_seen = signs
-            .iter()
-            .any(|sign| matches!(sign, RankSign::NcclThread { .. }));
-        let signs: Vec<String> = signs
-            .iter()
-            .map(|sign| sign_text(target.pid, sign))
-            .collect();
-        let job = if nccl_seen {
-            "a multi-process NCCL job"
-        } else {
-            "a multi-process job"
-        };
-        let rank = format!(
-            "{drained_yet}{who} is a rank of {job} ({})",
-            signs.join("; ")
-        );
-        if found.socket_transport_only {
-            return Some(Finding {
-                pid: target.pid,
-                verdict: Verdict::Restorable,
-                failure: Fault::new(
-                    FaultKind::Unrestorable,
-                    format!("{rank}, over NCCL's socket transport (restorable): suspend and resume every rank together"),
-                    "",
-                ),
-            });
-        }
-        let why = if nccl_seen {
-            format!(
-                "whose P2P or shared-memory transport is in use; {}, such a checkpoint succeeds and every restore fails: the job would be lost",
-                facts.source
-            )
-        } else {
-            format!(
-                "and shows no NCCL thread: whether its ranks share GPU memory (NCCL's P2P or shared-memory transports, CUDA IPC) cannot be told from /proc, and if they do, {}, such a checkpoint succeeds and every restore fails",
-                facts.source
-            )
-        };
-        let hint = if drained {
-            format!("its drain client must release every NCCL process group before it acknowledges (destroy it, or ncclCommSuspend on NCCL 2.29.7 and later); {force}")
-        } else if nccl_seen {
-            format!("relaunch the job with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 (the socket transport restores) and suspend every rank together, or drain it first (--drain, with a drain client in the job), {force}")
-        } else {
-            format!("drain it (--drain, with a drain client in the job: `import cudackpt_drain`), which vouches for each rank; a job whose ranks share no GPU memory (gloo on CPU tensors) restores: suspend every rank together with --force; or relaunch with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1, {force}")
-        };
-        return Some(Finding {
-            pid: target.pid,
-            verdict: facts.nccl_p2p_shm,
-            failure: Fault::new(
-                FaultKind::Unrestorable,
-                format!("refused before any change: {rank} {why}"),
-                hint,
-            ),
-        });
+        return Some(rank_finding(
+            target,
+            &format!("{drained_yet}{who}"),
+            found,
+            signs,
+            facts,
+            drained,
+            force,
+        ));
     }
     None
+}
+
+/// The finding on a rank of a multi-process job, from the signs that make
+/// it one (pure): `who` says who it is (and that it acknowledged a drain,
+/// when it did).
+fn rank_finding(
+    target: &Target,
+    who: &str,
+    found: &Evidence,
+    signs: &[&RankSign],
+    facts: &RestoreFacts,
+    drained: bool,
+    force: &str,
+) -> Finding {
+    // What was seen, said as seen: a launcher's world size alone does
+    // not show NCCL (a gloo job has one too).
+    let nccl_seen = signs
+        .iter()
+        .any(|sign| matches!(sign, RankSign::NcclThread { .. }));
+    let signs: Vec<String> = signs
+        .iter()
+        .map(|sign| sign_text(target.pid, sign))
+        .collect();
+    let job = if nccl_seen {
+        "a multi-process NCCL job"
+    } else {
+        "a multi-process job"
+    };
+    let rank = format!("{who} is a rank of {job} ({})", signs.join("; "));
+    if found.socket_transport_only {
+        return Finding {
+            pid: target.pid,
+            verdict: Verdict::Restorable,
+            failure: Fault::new(
+                FaultKind::Unrestorable,
+                format!("{rank}, over NCCL's socket transport (restorable): suspend and resume every rank together"),
+                "",
+            ),
+        };
+    }
+    let why = if nccl_seen {
+        format!(
+            "whose P2P or shared-memory transport is in use; {}, such a checkpoint succeeds and every restore fails: the job would be lost",
+            facts.source
+        )
+    } else {
+        format!(
+            "and shows no NCCL thread: whether its ranks share GPU memory (NCCL's P2P or shared-memory transports, CUDA IPC) cannot be told from /proc, and if they do, {}, such a checkpoint succeeds and every restore fails",
+            facts.source
+        )
+    };
+    let hint = if drained {
+        format!("its drain client must release every NCCL process group before it acknowledges (destroy it, or ncclCommSuspend on NCCL 2.29.7 and later); {force}")
+    } else if nccl_seen {
+        format!("relaunch the job with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 (the socket transport restores) and suspend every rank together, or drain it first (--drain, with a drain client in the job), {force}")
+    } else {
+        format!("drain it (--drain, with a drain client in the job: `import cudackpt_drain`), which vouches for each rank; a job whose ranks share no GPU memory (gloo on CPU tensors) restores: suspend every rank together with --force; or relaunch with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1, {force}")
+    };
+    Finding {
+        pid: target.pid,
+        verdict: facts.nccl_p2p_shm,
+        failure: Fault::new(
+            FaultKind::Unrestorable,
+            format!("refused before any change: {rank} {why}"),
+            hint,
+        ),
+    }
 }
 
 #[cfg(test)]
