@@ -1,7 +1,5 @@
 #!/bin/bash
-# Issue 47's GPU proof after the move (the drain's room, the CRIU hook's
-# command, one conversion per command): the whole suite, in parts that fit
-# a call. `call.sh PART SCENARIOS`: runs the suite with --only SCENARIOS
+# The whole GPU suite, in parts that fit one call of at most 10 minutes. `call.sh PART SCENARIOS`: runs the suite with --only SCENARIOS
 # (every scenario of the part, and on a one-GPU host every multi-GPU one
 # too, which must skip saying why). Carry .carry: the release binaries,
 # NVIDIA's cuda-checkpoint, CRIU 4.2.1 with its CUDA plugin and libraries,
