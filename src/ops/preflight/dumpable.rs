@@ -25,7 +25,7 @@ const COMPILE_POOL_FIX: &str = "shut torch.compile's compile workers down once t
 /// What the hint says of an io_uring ring.
 const PAST_CAP_FIX: &str =
     "look at what that process maps or holds open; CUDACKPT_FORCE=1 lets CRIU try anyway";
-const IO_URING_FIX: &str = "for torchrun's launcher see the guide's PyTorch chapter (docs/guide/pytorch.md: `python3 -m cudackpt_drain.no_io_uring torchrun ...`); otherwise stop the program from using io_uring, or checkpoint without CRIU (`cudackpt suspend --drain`)";
+const IO_URING_FIX: &str = "for torchrun's launcher see the guide's PyTorch chapter (docs/guide/pytorch.md: start it under `python3 -m cudackpt_drain.no_io_uring`); otherwise stop the program from using io_uring, or checkpoint without CRIU (`cudackpt suspend --drain`)";
 
 /// The pre-flight: `Ok` with warnings for the report (a dry run, or
 /// `--force`), or the refusal of the pre-dump. A compile-worker pool that
