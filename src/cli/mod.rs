@@ -215,7 +215,11 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Completions { shell } => emit_artifact(output::write_stdout(
             &String::from_utf8_lossy(&artifacts::completions(shell)),
         )),
-        Command::Man { dir: None } => show_man_page(&artifacts::root_man_page()),
+        Command::Man { dir: None } => match output::show_man_page(&artifacts::root_man_page()) {
+            Ok(true) => ExitStatus::Success,
+            Ok(false) => ExitStatus::Failed,
+            Err(error) => output::write_failed(&error, ExitStatus::Success),
+        },
         Command::Man { dir: Some(dir) } => write_man_pages(&dir),
         Command::InstallCompat {
             dir,
@@ -381,41 +385,6 @@ fn usage_failure(sink: &Sink, command: Option<&str>, message: &str, hint: &str) 
     }
     output::stderr::error(message, hint);
     ExitStatus::Usage
-}
-
-/// Where `man` is looked for: the system's own, never a `man` that `PATH`
-/// names (cudackpt may run as root with a user's `PATH`).
-const MAN_PROGRAMS: [&str; 2] = ["/usr/bin/man", "/bin/man"];
-
-/// `cudackpt man`: the page as `man` shows it when stdout is a terminal
-/// (`man -l -` reads it from its stdin, through the user's pager), else
-/// the roff source, for a file or a pipe (`| man -l -`, packagers).
-fn show_man_page(page: &[u8]) -> ExitStatus {
-    use std::io::{IsTerminal, Write};
-    let man = MAN_PROGRAMS
-        .iter()
-        .find(|program| std::path::Path::new(program).is_file());
-    if let (true, Some(man)) = (std::io::stdout().is_terminal(), man) {
-        let shown = std::process::Command::new(man)
-            .args(["-l", "-"])
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .and_then(|mut child| {
-                if let Some(mut stdin) = child.stdin.take() {
-                    // A reader that quits early (q in the pager) closes it.
-                    let _ = stdin.write_all(page);
-                }
-                child.wait()
-            });
-        if let Ok(status) = shown {
-            return if status.success() {
-                ExitStatus::Success
-            } else {
-                ExitStatus::Failed
-            };
-        }
-    }
-    emit_artifact(output::write_stdout(&String::from_utf8_lossy(page)))
 }
 
 fn emit_artifact(result: std::io::Result<()>) -> ExitStatus {
