@@ -156,3 +156,40 @@ fn a_planted_broken_link_is_named() {
         "{broken:?}"
     );
 }
+
+/// The rows of the first table headed `| command | does |` in `text`,
+/// with links made relative to the guide.
+fn command_table(text: &str) -> Vec<String> {
+    text.lines()
+        .skip_while(|line| *line != "| command | does |")
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| line.replace("](docs/guide/", "]("))
+        .collect()
+}
+
+/// The README's commands at a glance are the guide's table, row for row:
+/// shown twice, held to one text.
+#[test]
+fn the_readme_s_command_table_is_the_guide_s() {
+    let root = workspace();
+    let readme = fs::read_to_string(root.join("README.md")).expect("README.md");
+    let guide = fs::read_to_string(root.join("docs/guide/commands.md")).expect("commands.md");
+    let table = command_table(&readme);
+    assert!(table.len() > 20, "{table:?}");
+    assert!(
+        table.iter().any(|row| row.starts_with("| `dump "))
+            && table.iter().any(|row| row.starts_with("| `undump ")),
+        "every command, dump and undump included: {table:?}"
+    );
+    assert_eq!(table, command_table(&guide));
+    // Every command the binary has is in it.
+    let missing: Vec<String> = cudackpt::internal::cli_command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .filter(|name| !table.iter().any(|row| row.contains(&format!("`{name}"))))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "commands the table leaves out: {missing:?}"
+    );
+}
