@@ -4,7 +4,7 @@
 //! with a failed rank's own words. Used after a command that resumes and
 //! by `recover`.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::cell::RefCell;
 use std::time::Instant;
 
 use super::handshake::{self, Answer};
@@ -58,18 +58,19 @@ pub fn rebuild(
     // The marker went: rebuilt, unless it went because the rebuild failed
     // (renamed) or the process exited, judged when it went (a rank may
     // finish its job and exit while the others still rebuild).
-    let failed = Mutex::new(Vec::new());
+    // The wait asks one process at a time, on this thread.
+    let failed = RefCell::new(Vec::new());
     let answered = |pid: i32| {
         if handshake::shows_marker(pid) {
             return false;
         }
         if handshake::shows_failure(pid) || !crate::targets::process::is_alive(pid) {
-            lock(&failed).push(pid);
+            failed.borrow_mut().push(pid);
         }
         true
     };
     let answers = handshake::wait_for(&sent, answered, until, stop);
-    let failed = lock(&failed).clone();
+    let failed = failed.into_inner();
     for (target, answer) in sent.iter().zip(answers) {
         let mut report = DrainRecord::new(signal.number(), DrainVerdict::Rebuilt);
         match answer {
@@ -84,9 +85,4 @@ pub fn rebuild(
         reports.push((target.pid, report));
     }
     reports
-}
-
-/// The failures seen so far, also after a panic in a wait.
-fn lock(failed: &Mutex<Vec<i32>>) -> MutexGuard<'_, Vec<i32>> {
-    failed.lock().unwrap_or_else(PoisonError::into_inner)
 }

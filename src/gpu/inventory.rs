@@ -81,6 +81,8 @@ pub struct Inventory<'a> {
     kernel: OnceCell<Option<Vec<Gpu>>>,
     nvml: OnceCell<Result<Vec<Gpu>, nvml::NvmlError>>,
     cuda_listing: OnceCell<Result<Vec<Gpu>, String>>,
+    /// The driver this inventory loaded itself (`CudaAccess::Load`).
+    loaded: OnceCell<Result<Driver, String>>,
 }
 
 impl<'a> Inventory<'a> {
@@ -118,6 +120,19 @@ impl<'a> Inventory<'a> {
             kernel: OnceCell::new(),
             nvml: OnceCell::new(),
             cuda_listing: OnceCell::new(),
+            loaded: OnceCell::new(),
+        }
+    }
+
+    /// The command's driver, or the one named, loaded once on first need.
+    fn driver(&self) -> Result<&Driver, &str> {
+        match self.cuda {
+            CudaAccess::Loaded(driver) => Ok(driver),
+            CudaAccess::Load(libcuda) => self
+                .loaded
+                .get_or_init(|| Driver::load(libcuda).map_err(|e| e.to_string()))
+                .as_ref()
+                .map_err(String::as_str),
         }
     }
 
@@ -125,13 +140,7 @@ impl<'a> Inventory<'a> {
     /// ([`Driver::is_stand_in`]): then NVML's absence is not worth a
     /// warning. Only a driver named by path can be one.
     pub fn driver_is_stand_in(&self) -> bool {
-        match self.cuda {
-            CudaAccess::Loaded(driver) => driver.is_stand_in(),
-            CudaAccess::Load(None) => false,
-            CudaAccess::Load(Some(path)) => {
-                Driver::load(Some(path)).is_ok_and(|driver| driver.is_stand_in())
-            }
-        }
+        !matches!(self.cuda, CudaAccess::Load(None)) && self.driver().is_ok_and(Driver::is_stand_in)
     }
 
     fn kernel(&self) -> Option<Listing<'_>> {
@@ -158,14 +167,8 @@ impl<'a> Inventory<'a> {
     fn cuda(&self) -> Result<Listing<'_>, &str> {
         self.cuda_listing
             .get_or_init(|| {
-                let devices = match self.cuda {
-                    CudaAccess::Loaded(driver) => driver.devices(),
-                    CudaAccess::Load(libcuda) => match Driver::load(libcuda) {
-                        Ok(driver) => driver.devices(),
-                        Err(error) => return Err(error.to_string()),
-                    },
-                };
-                devices
+                self.driver()?
+                    .devices()
                     .map(|devices| devices.iter().map(Gpu::from).collect())
                     .map_err(|e| e.to_string())
             })

@@ -266,6 +266,10 @@ fn ipc_sharing(found: &Evidence) -> String {
     with
 }
 
+/// How every refusal of a checkpoint the driver could not restore ends its
+/// hint.
+const FORCE: &str = "or checkpoint anyway with --force (CUDACKPT_FORCE=1 for NVIDIA's grammar and CRIU's hook), knowing the restore will fail";
+
 /// The finding from the evidence still held against a target (pure).
 fn judge_evidence(
     target: &Target,
@@ -280,7 +284,6 @@ fn judge_evidence(
     } else {
         ""
     };
-    let force = "or checkpoint anyway with --force (CUDACKPT_FORCE=1 for NVIDIA's grammar and CRIU's hook), knowing the restore will fail";
     if found.is_ipc_party() {
         let with = ipc_sharing(found);
         let files: Vec<&str> = found.ipc_files.iter().map(|f| f.path.as_str()).collect();
@@ -295,7 +298,7 @@ fn judge_evidence(
                     target.pid,
                     facts.source
                 ),
-                format!("stop sharing CUDA memory between processes before checkpointing (no CUDA IPC, e.g. torch.multiprocessing with CUDA tensors; a drain client must drop every shared tensor before it acknowledges), {force}"),
+                format!("stop sharing CUDA memory between processes before checkpointing (no CUDA IPC, e.g. torch.multiprocessing with CUDA tensors; a drain client must drop every shared tensor before it acknowledges), {FORCE}"),
             ),
         });
     }
@@ -307,7 +310,6 @@ fn judge_evidence(
             signs,
             facts,
             drained,
-            force,
         ));
     }
     None
@@ -323,7 +325,6 @@ fn rank_finding(
     signs: &[&RankSign],
     facts: &RestoreFacts,
     drained: bool,
-    force: &str,
 ) -> Finding {
     // What was seen, said as seen: a launcher's world size alone does
     // not show NCCL (a gloo job has one too).
@@ -363,11 +364,11 @@ fn rank_finding(
         )
     };
     let hint = if drained {
-        format!("its drain client must release every NCCL process group before it acknowledges (destroy it, or ncclCommSuspend on NCCL 2.29.7 and later); {force}")
+        format!("its drain client must release every NCCL process group before it acknowledges (destroy it, or ncclCommSuspend on NCCL 2.29.7 and later); {FORCE}")
     } else if nccl_seen {
-        format!("relaunch the job with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 (the socket transport restores) and suspend every rank together, or drain it first (--drain, with a drain client in the job), {force}")
+        format!("relaunch the job with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 (the socket transport restores) and suspend every rank together, or drain it first (--drain, with a drain client in the job), {FORCE}")
     } else {
-        format!("drain it (--drain, with a drain client in the job: `import cudackpt_drain`), which vouches for each rank; a job whose ranks share no GPU memory (gloo on CPU tensors) restores: suspend every rank together with --force; or relaunch with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1, {force}")
+        format!("drain it (--drain, with a drain client in the job: `import cudackpt_drain`), which vouches for each rank; a job whose ranks share no GPU memory (gloo on CPU tensors) restores: suspend every rank together with --force; or relaunch with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1, {FORCE}")
     };
     Finding {
         pid: target.pid,
