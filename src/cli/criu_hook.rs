@@ -5,14 +5,16 @@
 //! read here once, into the command's [`HookPlan`]; what each action does
 //! is `commands::criu_hook`.
 
+use std::path::Path;
 use std::time::Duration;
 
 use super::env::EnvError;
-use crate::commands::criu_hook::{hook_failure, HookPlan, HookSettings, HookStep};
+use crate::commands::criu_hook::{self as hook, hook_failure, HookPlan, HookSettings, HookStep};
 use crate::gpu::map::MapSpec;
 use crate::ops::vocabulary::failure::{Fault, FaultKind};
 use crate::ops::vocabulary::report::CommandReport;
 use crate::ops::vocabulary::timeout::Timeout;
+use crate::targets::identity::Identity;
 use crate::targets::process::parse_pid;
 
 /// The environment CRIU sets for action scripts.
@@ -129,6 +131,31 @@ pub fn plan(action: Result<String, ActionNotText>) -> Result<HookPlan, Unusable>
         step,
         settings: settings()?,
     })
+}
+
+/// Runs the action CRIU's environment names, or says why it cannot.
+pub fn run_action(libcuda: Option<&Path>) -> CommandReport {
+    match plan(action_from_env()) {
+        Ok(plan) => hook::run(libcuda, plan),
+        Err(unusable) => unusable.report(),
+    }
+}
+
+/// Runs a detached helper the hook started (`--after-criu CRIU PIDS`, or
+/// `--resume-when-thawed PIDS`) with the settings it inherited.
+pub fn run_helper(
+    libcuda: Option<&Path>,
+    resume_when_thawed: &[Identity],
+    after_criu: &[Identity],
+) -> CommandReport {
+    let settings = match settings() {
+        Ok(settings) => settings,
+        Err(unusable) => return unusable.report(),
+    };
+    match (resume_when_thawed, after_criu) {
+        ([], [criu, pids @ ..]) => hook::after_criu(libcuda, &settings, *criu, pids),
+        (pids, _) => hook::resume_when_thawed(libcuda, &settings, pids),
+    }
 }
 
 /// What the environment sets for every group the hook (or a detached

@@ -38,10 +38,7 @@ pub fn main() -> ExitStatus {
             warn_libcuda_unsafe_has_no_effect();
         }
         let libcuda = libcuda_from_env();
-        let report = match criu_hook::plan(criu_hook::action_from_env()) {
-            Ok(plan) => hook::run(libcuda.as_deref(), plan),
-            Err(unusable) => unusable.report(),
-        };
+        let report = criu_hook::run_action(libcuda.as_deref());
         // CRIU logs what the script prints: plain text, no colour.
         return Sink::plain().finish(&report);
     }
@@ -188,20 +185,10 @@ pub fn run(cli: Cli) -> ExitStatus {
             resume_when_thawed,
             after_criu,
         } => {
-            let report = match (&resume_when_thawed[..], &after_criu[..]) {
-                ([], []) => match criu_hook::plan(criu_hook::action_from_env()) {
-                    Ok(plan) => hook::run(libcuda, plan),
-                    Err(unusable) => unusable.report(),
-                },
-                (helped, watched) => match criu_hook::settings() {
-                    Ok(settings) => match (helped, watched) {
-                        ([], [criu, pids @ ..]) => {
-                            hook::after_criu(libcuda, &settings, *criu, pids)
-                        }
-                        (pids, _) => hook::resume_when_thawed(libcuda, &settings, pids),
-                    },
-                    Err(unusable) => unusable.report(),
-                },
+            let report = if resume_when_thawed.is_empty() && after_criu.is_empty() {
+                criu_hook::run_action(libcuda)
+            } else {
+                criu_hook::run_helper(libcuda, &resume_when_thawed, &after_criu)
             };
             // The detached helpers have no terminal: log what they did.
             if !resume_when_thawed.is_empty() || !after_criu.is_empty() {
