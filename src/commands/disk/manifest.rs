@@ -186,7 +186,7 @@ mod tests {
         Manifest {
             schema_version: SCHEMA_VERSION,
             created_unix_s: 1,
-            cudackpt_version: "0.2.0".into(),
+            cudackpt_version: "0.3.0".into(),
             criu: ManifestCriu {
                 path: "/usr/sbin/criu".into(),
                 version: "4.2.1".into(),
