@@ -109,6 +109,10 @@ struct Results<'a> {
     sizes_mib: &'a [u64],
     counts: &'a [usize],
     runs: usize,
+    /// False while rounds are still to come: the file is written after
+    /// every process count, so a run stopped by its host's time limit keeps
+    /// what it measured.
+    complete: bool,
     medians: &'a [Median],
     samples: &'a [Sample],
 }
@@ -144,23 +148,29 @@ pub fn group(options: &Options<'_>) -> Result<(), String> {
         for &count in options.counts {
             measure(options, &modes, size_mib, count, &mut samples)
                 .map_err(|e| format!("{e}\naborted: no figures reported"))?;
+            write_results(options, &samples, false)?;
         }
     }
-    let medians = medians(&samples);
-    print_table(&medians, options.nvidia.is_some());
-    if let Some(path) = options.json {
-        let results = Results {
-            benchmark: "group",
-            sizes_mib: options.sizes_mib,
-            counts: options.counts,
-            runs: options.runs,
-            medians: &medians,
-            samples: &samples,
-        };
-        let text = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
-        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    Ok(())
+    print_table(&medians(&samples), options.nvidia.is_some());
+    write_results(options, &samples, true)
+}
+
+/// Writes every sample so far and their medians to `--json`, if asked.
+fn write_results(options: &Options<'_>, samples: &[Sample], complete: bool) -> Result<(), String> {
+    let Some(path) = options.json else {
+        return Ok(());
+    };
+    let results = Results {
+        benchmark: "group",
+        sizes_mib: options.sizes_mib,
+        counts: options.counts,
+        runs: options.runs,
+        complete,
+        medians: &medians(samples),
+        samples,
+    };
+    let text = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// All rounds for N targets of one size; the targets are killed on return.
