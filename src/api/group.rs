@@ -313,4 +313,11 @@ impl<'a> Group<'a> {
         self.request.criu_dump = Some(criu);
         self
     }
+
+    /// Inside another program (CRIU's plugin): its signal handlers stay as
+    /// they are.
+    pub(crate) fn embedded(mut self) -> Group<'a> {
+        self.request.embedded = true;
+        self
+    }
 }

@@ -190,6 +190,21 @@ fn map_from_env() -> Result<MapSpec, String> {
     MapSpec::parse(&[text]).map_err(|why| format!("{MAP_VAR}: {why}"))
 }
 
+/// What cudackpt's CRIU plugin reads from CRIU's environment: what the
+/// action script reads, the driver library, the lock timeout and the map.
+pub fn plugin_settings() -> Result<crate::commands::criu_plugin::PluginSettings, String> {
+    let hook = settings().map_err(|unusable| match unusable.hint {
+        Some(hint) => format!("{} ({hint})", unusable.message),
+        None => unusable.message,
+    })?;
+    Ok(crate::commands::criu_plugin::PluginSettings {
+        libcuda: super::env::libcuda_from_env(),
+        hook,
+        lock_timeout: lock_timeout().map_err(|e| e.to_string())?,
+        map: map_from_env()?,
+    })
+}
+
 /// The lock timeout for pre-dump: `CUDACKPT_LOCK_TIMEOUT`, else 10 s.
 fn lock_timeout() -> Result<Timeout, EnvError> {
     match crate::environment::text(LOCK_TIMEOUT_VAR)? {

@@ -10,6 +10,7 @@
 
 pub mod check;
 pub mod criu_hook;
+pub mod criu_plugin;
 pub mod demo;
 pub mod devices;
 pub mod disk;

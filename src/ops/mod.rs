@@ -375,12 +375,12 @@ fn executor_for<'a>(
 /// Only commands that change state (or wait) need to outlive a signal;
 /// queries, and dry runs that change nothing (a dump's pre-dump checks,
 /// whose caller catches signals of its own while CRIU runs), keep the
-/// default and die at once.
+/// default and die at once. Inside CRIU (the plugin) CRIU's handlers stay.
 fn interrupt_for(request: &Request<'_>) -> Interrupt {
     let operation = &request.operation;
     // A recover catches signals for the whole command itself: its groups
     // finish their calls and it stops after them, saying what it did.
-    if request.dry_run || request.recovering {
+    if request.dry_run || request.recovering || request.embedded {
         return Interrupt::never();
     }
     if operation.changes_state() || matches!(operation, Operation::Wait { .. }) {

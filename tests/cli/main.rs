@@ -53,6 +53,7 @@ mod trust;
 // The other grammars: NVIDIA's, CRIU's action script.
 mod compat;
 mod criu_hook;
+mod criu_plugin;
 mod disk;
 mod disk_jobs;
 mod disk_trust;

@@ -62,6 +62,10 @@ pub struct Request<'a> {
     /// without a post-dump taking it (a failed dump, a killed hook),
     /// `recover` and the hook's watcher put the group back.
     pub criu_dump: Option<crate::targets::identity::Identity>,
+    /// Run inside another program that owns its signals (CRIU, with
+    /// cudackpt's plugin): no handler is installed; a signal does what
+    /// that program says, and the intent record covers a death.
+    pub embedded: bool,
 }
 
 impl<'a> Request<'a> {
@@ -87,6 +91,7 @@ impl<'a> Request<'a> {
             drain: DrainSettings::default(),
             nvidia_errors: false,
             criu_dump: None,
+            embedded: false,
         }
     }
 }

@@ -34,32 +34,49 @@ pub fn cudackpt_bin() -> PathBuf {
 /// the cargo that runs these tests).
 pub fn fake_libcuda() -> &'static Path {
     static FAKE: OnceLock<PathBuf> = OnceLock::new();
-    FAKE.get_or_init(|| {
-        if let Some(path) = std::env::var_os("FAKE_LIBCUDA") {
-            let path = PathBuf::from(path);
-            return path.canonicalize().unwrap_or_else(|e| {
-                panic!("FAKE_LIBCUDA={}: {e}", path.display());
-            });
-        }
-        let target_dir = workspace().join("target").join("fake-libcuda");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let output = StdCommand::new(&cargo)
-            .args(["build", "--quiet", "-p", "fake-libcuda", "--target-dir"])
-            .arg(&target_dir)
-            .current_dir(workspace())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("could not run {cargo:?} to build the fake libcuda: {e}"));
-        assert!(
-            output.status.success(),
-            "building the fake libcuda failed ({}):\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let path = target_dir.join("debug").join("libfake_libcuda.so");
-        path.canonicalize()
-            .unwrap_or_else(|e| panic!("the fake libcuda is not at {}: {e}", path.display()))
+    FAKE.get_or_init(|| built_library("FAKE_LIBCUDA", "fake-libcuda", "libfake_libcuda.so"))
+}
+
+/// cudackpt's CRIU plugin, built as [`fake_libcuda`] is
+/// (`$CUDACKPT_CRIU_PLUGIN` when set).
+pub fn criu_plugin() -> &'static Path {
+    static PLUGIN: OnceLock<PathBuf> = OnceLock::new();
+    PLUGIN.get_or_init(|| {
+        built_library(
+            "CUDACKPT_CRIU_PLUGIN",
+            "cudackpt-criu-plugin",
+            "libcudackpt_criu_plugin.so",
+        )
     })
+}
+
+/// The library `file` of workspace package `package`: `$VAR` when set,
+/// else built into a target directory of its own.
+fn built_library(var: &str, package: &str, file: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os(var) {
+        let path = PathBuf::from(path);
+        return path.canonicalize().unwrap_or_else(|e| {
+            panic!("{var}={}: {e}", path.display());
+        });
+    }
+    let target_dir = workspace().join("target").join(package);
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = StdCommand::new(&cargo)
+        .args(["build", "--quiet", "-p", package, "--target-dir"])
+        .arg(&target_dir)
+        .current_dir(workspace())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("could not run {cargo:?} to build {package}: {e}"));
+    assert!(
+        output.status.success(),
+        "building {package} failed ({}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let path = target_dir.join("debug").join(file);
+    path.canonicalize()
+        .unwrap_or_else(|e| panic!("{package} is not at {}: {e}", path.display()))
 }
 
 /// The user others' files are given to, and attackers' commands run as.

@@ -1,0 +1,306 @@
+//! The fence: CRIU's plugin ABI (`criu/include/criu-plugin.h`, version
+//! 0.2.0 of CRIU 4.x), the functions CRIU exports to its plugins, and
+//! ptrace. Nothing else in this crate is `unsafe`.
+#![allow(unsafe_code)]
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::ptr;
+
+use cudackpt::internal::criu_plugin::{criu_version, HookAnswer, Host, Level, NAME};
+
+/// `CRIU_PLUGIN_GEN_VERSION(0, 2, 0)`.
+const ABI_VERSION: c_uint = 2 << 8;
+/// `CR_PLUGIN_HOOK__MAX` of that ABI.
+const HOOKS: usize = 13;
+const HOOK_RESUME_DEVICES_LATE: usize = 9;
+const HOOK_PAUSE_DEVICES: usize = 10;
+const HOOK_CHECKPOINT_DEVICES: usize = 11;
+/// compel's `TASK_ALIVE`: `opts.final_state` of a `--leave-running` dump.
+const TASK_ALIVE: c_int = 1;
+
+/// `cr_plugin_desc_t`.
+#[repr(C)]
+pub struct PluginDescriptor {
+    name: *const c_char,
+    init: Option<unsafe extern "C" fn(c_int) -> c_int>,
+    exit: Option<unsafe extern "C" fn(c_int, c_int)>,
+    version: c_uint,
+    max_hooks: c_uint,
+    hooks: [*const c_void; HOOKS],
+}
+
+// SAFETY: the descriptor is immutable after load: pointers to a static
+// string and to functions, read by CRIU's one thread.
+unsafe impl Sync for PluginDescriptor {}
+
+const NAME_C: &CStr = c"cudackpt";
+
+/// The descriptor CRIU looks up by name after `dlopen`.
+#[no_mangle]
+pub static CR_PLUGIN_DESC: PluginDescriptor = PluginDescriptor {
+    name: NAME_C.as_ptr(),
+    init: Some(plugin_init),
+    exit: Some(plugin_exit),
+    version: ABI_VERSION,
+    max_hooks: HOOKS as c_uint,
+    hooks: hooks(),
+};
+
+const fn hooks() -> [*const c_void; HOOKS] {
+    let mut hooks = [ptr::null(); HOOKS];
+    hooks[HOOK_RESUME_DEVICES_LATE] = resume_devices_late as *const c_void;
+    hooks[HOOK_PAUSE_DEVICES] = pause_devices as *const c_void;
+    hooks[HOOK_CHECKPOINT_DEVICES] = checkpoint_devices as *const c_void;
+    hooks
+}
+
+/// A hook's answer in CRIU's terms.
+fn code(answer: HookAnswer) -> c_int {
+    match answer {
+        HookAnswer::Done => 0,
+        HookAnswer::NotMine => -libc::ENOTSUP,
+        HookAnswer::Failed => -1,
+    }
+}
+
+unsafe extern "C" fn plugin_init(stage: c_int) -> c_int {
+    let host = Criu::find();
+    let version = host.version();
+    super::init(&host, stage, version.as_deref())
+}
+
+unsafe extern "C" fn plugin_exit(_stage: c_int, ret: c_int) {
+    super::fini(&Criu::find(), ret);
+}
+
+unsafe extern "C" fn pause_devices(pid: c_int) -> c_int {
+    let host = Criu::find();
+    code(super::with_plugin(&host, "PAUSE_DEVICES", |p| {
+        p.pause_devices(&host, pid)
+    }))
+}
+
+unsafe extern "C" fn checkpoint_devices(pid: c_int) -> c_int {
+    let host = Criu::find();
+    code(super::with_plugin(&host, "CHECKPOINT_DEVICES", |p| {
+        p.checkpoint_devices(pid)
+    }))
+}
+
+unsafe extern "C" fn resume_devices_late(pid: c_int) -> c_int {
+    let host = Criu::find();
+    code(super::with_plugin(&host, "RESUME_DEVICES_LATE", |p| {
+        p.resume_devices_late(&host, pid)
+    }))
+}
+
+type PrintOnLevel = unsafe extern "C" fn(c_uint, *const c_char, ...);
+type AddInventoryPlugin = unsafe extern "C" fn(*const c_char) -> c_int;
+type CheckAndRemoveInventoryPlugin = unsafe extern "C" fn(*const c_char, usize) -> bool;
+
+/// The CRIU this library was loaded into: the functions it exports to its
+/// plugins, looked up in the program (none when it is not CRIU).
+struct Criu {
+    print_on_level: Option<PrintOnLevel>,
+    add_inventory_plugin: Option<AddInventoryPlugin>,
+    check_and_remove_inventory_plugin: Option<CheckAndRemoveInventoryPlugin>,
+    opts: *const c_int,
+}
+
+/// `dlsym(RTLD_DEFAULT, name)`.
+fn symbol(name: &CStr) -> *mut c_void {
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only looks
+    // the name up in the loaded objects.
+    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }
+}
+
+impl Criu {
+    fn find() -> Criu {
+        let print = symbol(c"print_on_level");
+        let add = symbol(c"add_inventory_plugin");
+        let check = symbol(c"check_and_remove_inventory_plugin");
+        Criu {
+            // SAFETY: CRIU 4.x exports these with these C signatures
+            // (criu/include/log.h, criu/include/image.h); a non-null
+            // pointer is the function.
+            print_on_level: (!print.is_null())
+                .then(|| unsafe { std::mem::transmute::<*mut c_void, PrintOnLevel>(print) }),
+            // SAFETY: as above.
+            add_inventory_plugin: (!add.is_null())
+                .then(|| unsafe { std::mem::transmute::<*mut c_void, AddInventoryPlugin>(add) }),
+            // SAFETY: as above.
+            check_and_remove_inventory_plugin: (!check.is_null()).then(|| unsafe {
+                std::mem::transmute::<*mut c_void, CheckAndRemoveInventoryPlugin>(check)
+            }),
+            opts: symbol(c"opts").cast::<c_int>().cast_const(),
+        }
+    }
+
+    /// CRIU's version, as `/proc/self/exe --version` says it: CRIU does not
+    /// tell a plugin its ABI, so the plugin asks which CRIU it is in.
+    fn version(&self) -> Option<String> {
+        // Not CRIU (no log function of CRIU's): nothing to ask.
+        self.print_on_level?;
+        let output = std::process::Command::new("/proc/self/exe")
+            .arg("--version")
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&output.stdout);
+        criu_version(&text).map(str::to_string)
+    }
+}
+
+impl Host for Criu {
+    fn log(&self, level: Level, line: &str) {
+        let (criu_level, prefix) = match level {
+            Level::Error => (1, "Error (cudackpt plugin): "),
+            Level::Warn => (2, "Warn  (cudackpt plugin): "),
+            Level::Info => (3, ""),
+            Level::Debug => (4, ""),
+        };
+        let text = format!("{prefix}{NAME}: {line}\n").replace('\0', "\\0");
+        let Some(print) = self.print_on_level else {
+            // Not CRIU: the program's stderr is all there is.
+            eprint!("{text}");
+            return;
+        };
+        let Ok(text) = CString::new(text) else { return };
+        // SAFETY: print_on_level(level, format, ...) with the format "%s"
+        // and one NUL-terminated string.
+        unsafe { print(criu_level, c"%s".as_ptr(), text.as_ptr()) };
+    }
+
+    fn add_to_inventory(&self) -> bool {
+        let Some(add) = self.add_inventory_plugin else {
+            return false;
+        };
+        // SAFETY: the plugin's name is a static NUL-terminated string,
+        // which CRIU copies.
+        unsafe { add(NAME_C.as_ptr()) == 0 }
+    }
+
+    fn take_from_inventory(&self) -> bool {
+        let Some(check) = self.check_and_remove_inventory_plugin else {
+            return false;
+        };
+        // SAFETY: the name and its length, which CRIU compares.
+        unsafe { check(NAME_C.as_ptr(), NAME.len()) }
+    }
+
+    fn leave_running(&self) -> bool {
+        if self.opts.is_null() {
+            return false;
+        }
+        // SAFETY: `opts` is CRIU's `struct cr_options`, whose first member
+        // is `int final_state` in every CRIU 4.x.
+        unsafe { *self.opts == TASK_ALIVE }
+    }
+
+    fn with_restore_threads_running(
+        &self,
+        tids: &[i32],
+        work: &mut dyn FnMut(),
+    ) -> Result<(), String> {
+        let mut running = Vec::new();
+        let mut failed = None;
+        for &tid in tids {
+            match let_run(tid) {
+                Ok(mask) => running.push((tid, mask)),
+                Err(why) => {
+                    failed = Some(why);
+                    break;
+                }
+            }
+        }
+        if failed.is_none() {
+            work();
+        }
+        for (tid, mask) in running {
+            if let Err(why) = stop_again(tid, mask) {
+                failed.get_or_insert(why);
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+/// A thread's signal mask, as ptrace reads and writes it.
+type SigMask = u64;
+
+fn ptrace(request: c_uint, tid: i32, addr: usize, data: usize) -> Result<(), String> {
+    // SAFETY: the requests used here take an integer or a pointer to a
+    // live local as `data`; the kernel checks that this thread traces `tid`.
+    let result = unsafe { libc::ptrace(request, tid, addr, data) };
+    if result == -1 {
+        Err(std::io::Error::last_os_error().to_string())
+    } else {
+        Ok(())
+    }
+}
+
+/// Lets CRIU's stopped restore thread `tid` run, every signal but SIGTRAP
+/// blocked (as CRIU's own plugin does): its mask before, to put back.
+fn let_run(tid: i32) -> Result<SigMask, String> {
+    let fail =
+        |what: &str, why: String| format!("could not let restore thread {tid} run ({what}: {why})");
+    let mut saved: SigMask = 0;
+    let size = std::mem::size_of::<SigMask>();
+    ptrace(libc::PTRACE_GETSIGMASK, tid, size, &raw mut saved as usize)
+        .map_err(|e| fail("its signal mask", e))?;
+    let block: SigMask = !(1 << (libc::SIGTRAP - 1));
+    ptrace(
+        libc::PTRACE_SETSIGMASK,
+        tid,
+        size,
+        &raw const block as usize,
+    )
+    .map_err(|e| fail("blocking its signals", e))?;
+    ptrace(libc::PTRACE_SETOPTIONS, tid, 0, 0).map_err(|e| fail("clearing its options", e))?;
+    ptrace(libc::PTRACE_CONT, tid, 0, 0).map_err(|e| fail("continuing it", e))?;
+    Ok(saved)
+}
+
+/// Stops restore thread `tid` again for CRIU, with its options and mask as
+/// CRIU left them.
+fn stop_again(tid: i32, saved: SigMask) -> Result<(), String> {
+    let fail = |what: &str, why: String| {
+        format!("could not stop restore thread {tid} again ({what}: {why}); the process may be in a strange state")
+    };
+    ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0).map_err(|e| fail("interrupting it", e))?;
+    wait_for_stop(tid).map_err(|e| fail("waiting for it", e))?;
+    let options = (libc::PTRACE_O_SUSPEND_SECCOMP | libc::PTRACE_O_TRACESYSGOOD) as usize;
+    ptrace(libc::PTRACE_SETOPTIONS, tid, 0, options).map_err(|e| fail("its options", e))?;
+    let size = std::mem::size_of::<SigMask>();
+    ptrace(
+        libc::PTRACE_SETSIGMASK,
+        tid,
+        size,
+        &raw const saved as usize,
+    )
+    .map_err(|e| fail("its signal mask", e))
+}
+
+/// Waits for `tid`'s interrupt stop, passing on any signal it stops for
+/// first.
+fn wait_for_stop(tid: i32) -> Result<(), String> {
+    loop {
+        let mut status: c_int = 0;
+        // SAFETY: wait4 writes the status into a live local.
+        let waited = unsafe { libc::wait4(tid, &raw mut status, libc::__WALL, ptr::null_mut()) };
+        if waited == -1 {
+            return Err(std::io::Error::last_os_error().to_string());
+        }
+        if !libc::WIFSTOPPED(status) {
+            return Err(format!("it ended (status {status:#x})"));
+        }
+        // SAFETY: siginfo_t is plain data; zeroed is a valid value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        ptrace(libc::PTRACE_GETSIGINFO, tid, 0, &raw mut info as usize)?;
+        if info.si_code >> 8 == libc::PTRACE_EVENT_STOP {
+            return Ok(());
+        }
+        ptrace(libc::PTRACE_CONT, tid, 0, info.si_signo as usize)?;
+    }
+}

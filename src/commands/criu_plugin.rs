@@ -1,0 +1,454 @@
+//! CRIU's CUDA plugin as cudackpt runs it inside CRIU: what each hook does,
+//! with cudackpt's pipeline (pre-flights before any change, the group
+//! suspended or resumed as a whole and rolled back on failure, the drain
+//! when asked, an intent record that `recover` finds if CRIU dies). The
+//! plugin's ABI (the descriptor CRIU reads, the hooks' C signatures, the
+//! calls into CRIU and ptrace) is the `cudackpt-criu-plugin` crate's
+//! fenced module; it gives this one a [`Host`].
+//!
+//! The dump suspends the whole tree at the first `PAUSE_DEVICES` hook,
+//! before CRIU freezes anything, as cudackpt's action script does at
+//! `pre-dump`: every process's driver thread still runs, so the group's
+//! calls run side by side with no ptrace, and a refusal comes before any
+//! change. CRIU's own plugin locks there and checkpoints each process at
+//! `CHECKPOINT_DEVICES`, after the freeze, which makes it wake each
+//! process's restore thread under ptrace first; here that hook only
+//! confirms. At the end of a dump that failed, or left the tree running,
+//! and at restore (`RESUME_DEVICES_LATE`), the tree is stopped under
+//! CRIU's ptrace: the host lets the restore threads run while the group
+//! resumes, and stops them again.
+
+use std::path::PathBuf;
+
+use crate::api::group::Group;
+use crate::commands::criu_hook::HookSettings;
+use crate::driver::Driver;
+use crate::gpu::map::MapSpec;
+use crate::ops::vocabulary::plan::{DriverCall, Operation};
+use crate::ops::vocabulary::report::CommandReport;
+use crate::ops::vocabulary::timeout::Timeout;
+use crate::targets::identity::Identity;
+
+/// The plugin's name in CRIU's log and in the images' inventory: a restore
+/// of images it dumped needs it (CRIU refuses without it).
+pub const NAME: &str = "cudackpt";
+
+/// The CRIU releases whose plugin ABI this plugin was built for and tested
+/// with (`criu-plugin.h` version 0.2.0, 13 hooks, stages dump, pre-dump and
+/// restore). CRIU does not tell a plugin its ABI, so the plugin asks its
+/// version and refuses another rather than guess.
+pub const KNOWN_CRIU: [&str; 5] = ["4.0", "4.1", "4.1.1", "4.2", "4.2.1"];
+
+/// A stage of CRIU, as `init` is told it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// `criu dump`.
+    Dump,
+    /// `criu pre-dump` (memory only: the plugin stays out of it).
+    PreDump,
+    /// `criu restore`.
+    Restore,
+}
+
+impl Stage {
+    /// CRIU's number for it (`CR_PLUGIN_STAGE__*`), if it is one of these.
+    pub fn from_criu(stage: i32) -> Option<Stage> {
+        match stage {
+            0 => Some(Stage::Dump),
+            1 => Some(Stage::PreDump),
+            2 => Some(Stage::Restore),
+            _ => None,
+        }
+    }
+}
+
+/// A line's level in CRIU's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Shown by default: what failed.
+    Error,
+    /// Shown by default: what the user should know.
+    Warn,
+    /// `-v3`: what was done to which process.
+    Info,
+    /// `-v4`: the details.
+    Debug,
+}
+
+/// What a hook answers CRIU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookAnswer {
+    /// Done (0).
+    Done,
+    /// Not this plugin's (`-ENOTSUP`: CRIU asks the next plugin).
+    NotMine,
+    /// Failed (-1): CRIU stops the dump or the restore.
+    Failed,
+}
+
+/// What CRIU gives the plugin, behind the ABI's fence.
+pub trait Host {
+    /// Writes a line to CRIU's log.
+    fn log(&self, level: Level, line: &str);
+    /// Marks the images as needing this plugin to restore.
+    fn add_to_inventory(&self) -> bool;
+    /// Whether the images were dumped with this plugin (and takes the mark).
+    fn take_from_inventory(&self) -> bool;
+    /// Whether the dump leaves the tree running (`--leave-running`).
+    fn leave_running(&self) -> bool;
+    /// Lets the driver's restore threads `tids` run (CRIU has every thread
+    /// of the tree stopped), runs `work`, and stops them again.
+    fn with_restore_threads_running(
+        &self,
+        tids: &[i32],
+        work: &mut dyn FnMut(),
+    ) -> Result<(), String>;
+}
+
+/// What the plugin is told by its environment (`CUDACKPT_*`, as the action
+/// script is): read by `internal::criu_plugin_settings`.
+#[derive(Debug, Clone)]
+pub struct PluginSettings {
+    /// The driver library (`CUDACKPT_LIBCUDA`), else the host's.
+    pub(crate) libcuda: Option<PathBuf>,
+    /// Force, drain, confirmation: as the action script reads them.
+    pub(crate) hook: HookSettings,
+    /// How long a lock may wait (`CUDACKPT_LOCK_TIMEOUT`, else 10 s).
+    pub(crate) lock_timeout: Timeout,
+    /// The GPUs a restore goes onto (`CUDACKPT_MAP`).
+    pub(crate) map: MapSpec,
+}
+
+/// One CRIU run's plugin: created at `init`, dropped at `fini`.
+pub struct Plugin {
+    stage: Stage,
+    settings: PluginSettings,
+    /// Set when the plugin stays out of this run (pre-dump; a restore of
+    /// images it did not dump).
+    idle: bool,
+    /// The tree's root, once the first hook named it.
+    root: Option<i32>,
+    /// What this plugin moved: suspended at dump, resumed at restore.
+    moved: Vec<i32>,
+}
+
+impl Plugin {
+    /// CRIU's `init(stage)`: refuses a CRIU it does not know (its version
+    /// as `criu --version` says it, `None` when it could not be read).
+    pub fn init(
+        host: &dyn Host,
+        stage: i32,
+        criu_version: Option<&str>,
+        settings: Result<PluginSettings, String>,
+    ) -> Option<Plugin> {
+        if let Err(why) = known_criu(criu_version) {
+            host.log(Level::Error, &why);
+            return None;
+        }
+        let Some(stage) = Stage::from_criu(stage) else {
+            host.log(Level::Error, &format!("CRIU started stage {stage}, which this plugin does not know (it knows dump 0, pre-dump 1 and restore 2); refusing rather than guessing"));
+            return None;
+        };
+        let settings = match settings {
+            Ok(settings) => settings,
+            Err(why) => {
+                host.log(Level::Error, &why);
+                return None;
+            }
+        };
+        let idle = match stage {
+            Stage::PreDump => true,
+            Stage::Restore => !host.take_from_inventory(),
+            Stage::Dump => false,
+        };
+        host.log(
+            Level::Info,
+            &format!(
+                "{NAME} {} loaded for {stage:?}{}",
+                env!("CARGO_PKG_VERSION"),
+                if idle { ", with nothing to do" } else { "" }
+            ),
+        );
+        Some(Plugin {
+            stage,
+            settings,
+            idle,
+            root: None,
+            moved: Vec::new(),
+        })
+    }
+
+    /// `PAUSE_DEVICES`: the first call, for the tree's root, suspends every
+    /// CUDA process of the tree as a group; later calls answer for the
+    /// processes found then.
+    pub fn pause_devices(&mut self, host: &dyn Host, pid: i32) -> HookAnswer {
+        if self.idle || self.stage != Stage::Dump {
+            return HookAnswer::NotMine;
+        }
+        if self.root.is_some() {
+            return self.answer_for(pid);
+        }
+        self.root = Some(pid);
+        let report = self
+            .group()
+            .selectors(crate::ops::Selectors {
+                trees: vec![pid],
+                ..crate::ops::Selectors::default()
+            })
+            .criu_dump(Identity::of(std::process::id() as i32))
+            .run(Operation::Suspend {
+                timeout: self.settings.lock_timeout,
+            });
+        log_report(host, "suspend", &report);
+        if !report.ok() {
+            return HookAnswer::Failed;
+        }
+        self.moved = moved_by(&report, DriverCall::Checkpoint);
+        if !self.moved.is_empty() && !host.add_to_inventory() {
+            host.log(Level::Error, "could not mark the images as needing this plugin to restore; the dump stops and the group is resumed");
+            return HookAnswer::Failed;
+        }
+        self.answer_for(pid)
+    }
+
+    /// `CHECKPOINT_DEVICES`: the group was checkpointed at the first pause.
+    pub fn checkpoint_devices(&mut self, pid: i32) -> HookAnswer {
+        if self.idle || self.stage != Stage::Dump {
+            return HookAnswer::NotMine;
+        }
+        self.answer_for(pid)
+    }
+
+    /// `RESUME_DEVICES_LATE`: the first call, for the restored tree's root,
+    /// resumes every CUDA process of the tree as a group.
+    pub fn resume_devices_late(&mut self, host: &dyn Host, pid: i32) -> HookAnswer {
+        if self.idle || self.stage != Stage::Restore {
+            return HookAnswer::NotMine;
+        }
+        if self.root.is_some() {
+            return self.answer_for(pid);
+        }
+        self.root = Some(pid);
+        let tree = crate::targets::discover::trees(&[pid]);
+        let report = self.resume(host, tree, self.settings.map.clone());
+        self.moved = moved_by(&report, DriverCall::Restore);
+        if report.ok() {
+            self.answer_for(pid)
+        } else {
+            HookAnswer::Failed
+        }
+    }
+
+    /// CRIU's `fini(stage, ret)`: after a dump that failed or leaves the
+    /// tree running, resumes the group in place; the intent record handed
+    /// to this CRIU goes either way (a dump that finished killed the tree).
+    pub fn fini(self, host: &dyn Host, ret: i32) {
+        if self.idle || self.stage != Stage::Dump || self.moved.is_empty() {
+            return;
+        }
+        if ret != 0 || host.leave_running() {
+            let why = if ret != 0 {
+                "the dump failed"
+            } else {
+                "the dump leaves the tree running"
+            };
+            host.log(
+                Level::Info,
+                &format!("{why}: resuming {}", pids_text(&self.moved)),
+            );
+            let report = self.resume(host, self.moved.clone(), MapSpec::None);
+            if !report.ok() {
+                host.log(Level::Error, &format!("{} stay where the failure above left them; `cudackpt recover` puts them back once CRIU has ended", pids_text(&self.moved)));
+                return;
+            }
+        }
+        crate::ops::journal::intent::release_handed_to(Identity::of(std::process::id() as i32));
+    }
+
+    /// Resumes the CUDA processes among `candidates`, their restore threads
+    /// let run for it.
+    fn resume(&self, host: &dyn Host, candidates: Vec<i32>, map: MapSpec) -> CommandReport {
+        let tids = restore_threads(self.settings.libcuda.as_deref(), &candidates);
+        let mut report = None;
+        let mut work = || {
+            report = Some(
+                self.group()
+                    .pids(candidates.clone())
+                    .map_spec(map.clone())
+                    .run(Operation::Resume),
+            );
+        };
+        if let Err(why) = host.with_restore_threads_running(&tids, &mut work) {
+            host.log(Level::Error, &why);
+        }
+        let report = report.unwrap_or_else(|| {
+            crate::commands::criu_hook::hook_failure(
+                "the restore threads could not be let run, so nothing was resumed",
+            )
+        });
+        log_report(host, "resume", &report);
+        report
+    }
+
+    /// The group this plugin runs: the settings, and no signal handling of
+    /// its own (CRIU's process: CRIU owns its signals).
+    fn group(&self) -> Group<'_> {
+        Group::new()
+            .libcuda_option(self.settings.libcuda.as_deref())
+            .confirmed(self.settings.hook.confirmed)
+            .options(self.settings.hook.force, false, false)
+            .drain_options(self.settings.hook.drain)
+            .embedded()
+    }
+
+    /// A hook's answer for one process: done if this plugin moved it.
+    fn answer_for(&self, pid: i32) -> HookAnswer {
+        if self.moved.contains(&pid) {
+            HookAnswer::Done
+        } else {
+            HookAnswer::NotMine
+        }
+    }
+}
+
+/// Whether this plugin knows CRIU's plugin ABI, from its version (pure).
+pub fn known_criu(version: Option<&str>) -> Result<(), String> {
+    match version {
+        Some(v) if KNOWN_CRIU.contains(&v) => Ok(()),
+        Some(v) => Err(format!(
+            "this CRIU is {v}; {NAME}'s plugin knows the plugin ABI of CRIU {} only, and CRIU does not tell a plugin its ABI: refusing rather than guessing (use CRIU's own CUDA plugin with cudackpt as its cuda-checkpoint, or a {NAME} built for this CRIU)",
+            KNOWN_CRIU.join(", ")
+        )),
+        None => Err(format!(
+            "could not tell which CRIU loaded {NAME}'s plugin (its `--version` did not say): refusing rather than guessing its plugin ABI"
+        )),
+    }
+}
+
+/// CRIU's version in what `criu --version` printed (pure).
+pub fn criu_version(output: &str) -> Option<&str> {
+    output
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("Version:"))
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+}
+
+/// Each CUDA process's restore thread among `pids` (none for a process
+/// without CUDA).
+fn restore_threads(libcuda: Option<&std::path::Path>, pids: &[i32]) -> Vec<i32> {
+    let Ok(driver) = Driver::load(libcuda) else {
+        return Vec::new();
+    };
+    pids.iter()
+        .filter_map(|&pid| {
+            crate::api::process::Process::open(&driver, pid)
+                .and_then(|p| p.restore_thread_id())
+                .ok()
+        })
+        .collect()
+}
+
+/// The processes `report` ran `call` on, successfully (pure).
+fn moved_by(report: &CommandReport, call: DriverCall) -> Vec<i32> {
+    report
+        .processes
+        .iter()
+        .filter(|p| p.ok() && p.did(call))
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// "PID 7" or "PIDs 7, 8" (pure).
+fn pids_text(pids: &[i32]) -> String {
+    crate::ops::vocabulary::prose::pids(pids)
+}
+
+/// What a group command did, a line a process, in CRIU's log.
+fn log_report(host: &dyn Host, what: &str, report: &CommandReport) {
+    for (level, line) in report_lines(what, report) {
+        host.log(level, &line);
+    }
+}
+
+/// The lines [`log_report`] writes (pure).
+pub(crate) fn report_lines(what: &str, report: &CommandReport) -> Vec<(Level, String)> {
+    let mut lines = Vec::new();
+    if let Some(fault) = &report.failure {
+        lines.push((Level::Error, format!("{what} refused: {}", fault.message)));
+        lines.extend(
+            fault
+                .hint
+                .iter()
+                .map(|h| (Level::Error, format!("hint: {h}"))),
+        );
+    }
+    for p in &report.processes {
+        let name = p.name.as_deref().unwrap_or("?");
+        match &p.failure {
+            None => {
+                let state = p.state.map_or("unknown".to_string(), |s| s.to_string());
+                lines.push((
+                    Level::Info,
+                    format!("{what}: PID {} ({name}) {state}", p.pid),
+                ));
+            }
+            Some(fault) => {
+                lines.push((
+                    Level::Error,
+                    format!("{what}: PID {} ({name}): {}", p.pid, fault.message),
+                ));
+                lines.extend(
+                    fault
+                        .hint
+                        .iter()
+                        .map(|h| (Level::Error, format!("hint: {h}"))),
+                );
+            }
+        }
+        if let Some(fault) = &p.rollback_failure {
+            lines.push((
+                Level::Error,
+                format!("{what}: PID {} not rolled back: {}", p.pid, fault.message),
+            ));
+        }
+    }
+    lines.extend(
+        report
+            .warnings
+            .iter()
+            .map(|w| (Level::Warn, format!("{what}: {w}"))),
+    );
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_version_is_read_from_what_criu_printed() {
+        assert_eq!(criu_version("Version: 4.2.1\n"), Some("4.2.1"));
+        assert_eq!(criu_version("Version: 4.2\nGitID: v4.2\n"), Some("4.2"));
+        assert_eq!(criu_version("criu: unknown option\n"), None);
+        assert_eq!(criu_version("Version:   \n"), None);
+    }
+
+    #[test]
+    fn a_criu_of_another_abi_is_refused_naming_both() {
+        assert!(known_criu(Some("4.2.1")).is_ok());
+        let refused = known_criu(Some("9.0")).expect_err("unknown");
+        assert!(refused.contains("this CRIU is 9.0"), "{refused}");
+        assert!(refused.contains("4.2.1"), "{refused}");
+        let refused = known_criu(None).expect_err("unknown");
+        assert!(refused.contains("could not tell"), "{refused}");
+    }
+
+    #[test]
+    fn stages_are_criu_s_numbers() {
+        assert_eq!(Stage::from_criu(0), Some(Stage::Dump));
+        assert_eq!(Stage::from_criu(1), Some(Stage::PreDump));
+        assert_eq!(Stage::from_criu(2), Some(Stage::Restore));
+        assert_eq!(Stage::from_criu(3), None);
+    }
+}

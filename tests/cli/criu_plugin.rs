@@ -1,0 +1,333 @@
+//! cudackpt's CRIU plugin loaded into CRIU 4.2.1, with the fake driver:
+//! CRIU calls its hooks in CRIU's own process, and the driver calls are
+//! the fake's (its calls.log and state files).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use crate::disk::{alive, criu, Orphan};
+use crate::support::{criu_plugin, wait_until, Fixture};
+
+/// A directory holding only the plugin: CRIU loads every `*.so` of its
+/// `--libdir`.
+fn plugin_dir(fx: &Fixture) -> PathBuf {
+    let dir = fx.dir().join("criu-lib");
+    if !dir.exists() {
+        fs::create_dir(&dir).expect("the plugin directory");
+        fs::copy(criu_plugin(), dir.join("cudackpt_plugin.so")).expect("copy the plugin");
+    }
+    dir
+}
+
+/// `criu ARGS -D IMAGES --libdir PLUGIN -v4 -o LOG`, with the fixture's
+/// environment (the fake as the driver, its state directory, `extra`).
+fn criu_command(fx: &Fixture, criu: &Path, args: &[&str], images: &Path, log: &str) -> Command {
+    fs::create_dir_all(images).expect("the images directory");
+    let mut command = Command::new(criu);
+    command.args(args).arg("-D").arg(images).arg("--libdir");
+    command.arg(plugin_dir(fx)).args(["-v4", "-o", log]);
+    fx.configure_for(&mut command);
+    command.stdout(Stdio::null()).stderr(Stdio::piped());
+    command
+}
+
+fn run_criu(
+    fx: &Fixture,
+    criu: &Path,
+    args: &[&str],
+    images: &Path,
+    log: &str,
+) -> (Output, String) {
+    let output = criu_command(fx, criu, args, images, log)
+        .output()
+        .expect("run criu");
+    let log = fs::read_to_string(images.join(log)).unwrap_or_default();
+    (output, log)
+}
+
+/// The plugin's lines in a CRIU log.
+fn plugin_lines(log: &str) -> Vec<&str> {
+    log.lines().filter(|l| l.contains("cudackpt:")).collect()
+}
+
+fn dump(fx: &Fixture, criu: &Path, pid: i32, images: &Path) -> (Output, String) {
+    let pid = pid.to_string();
+    run_criu(fx, criu, &["dump", "-t", &pid], images, "dump.log")
+}
+
+#[test]
+fn a_cuda_process_goes_to_disk_and_back_through_the_plugin() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let job = Orphan::cuda(&fx);
+    let images = fx.dir().join("images");
+    fx.take_calls();
+
+    let (dumped, log) = dump(&fx, &criu, job.0, &images);
+    assert!(
+        dumped.status.success(),
+        "criu dump: {}\n{log}",
+        String::from_utf8_lossy(&dumped.stderr)
+    );
+    let lines = plugin_lines(&log);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(&format!("suspend: PID {} (sleep) checkpointed", job.0))),
+        "the plugin says what it did: {lines:#?}"
+    );
+    assert!(
+        log.contains("Plugin \"cudackpt\" (version 512 hooks 13)"),
+        "{log}"
+    );
+    // Gone, and reaped: CRIU restores it at its PID.
+    wait_until("the dumped process to be reaped", || {
+        !Path::new(&format!("/proc/{}", job.0)).exists()
+    });
+    assert_eq!(fx.fake_record(job.0).0, "checkpointed");
+    let calls = op_pids(&fx);
+    assert!(calls.contains(&format!("lock {}", job.0)), "{calls:?}");
+    assert!(
+        calls.contains(&format!("checkpoint {}", job.0)),
+        "{calls:?}"
+    );
+
+    let (restored, log) = run_criu(&fx, &criu, &["restore", "-d"], &images, "restore.log");
+    assert!(
+        restored.status.success(),
+        "criu restore: {}\n{log}",
+        String::from_utf8_lossy(&restored.stderr)
+    );
+    let lines = plugin_lines(&log);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(&format!("resume: PID {} (sleep) running", job.0))),
+        "{lines:#?}"
+    );
+    assert!(alive(job.0), "restored at its PID");
+    assert_eq!(fx.fake_record(job.0).0, "running");
+    assert!(
+        fx.intents().is_empty(),
+        "no intent record left: {:?}",
+        fx.intents()
+    );
+}
+
+#[test]
+fn a_tree_the_driver_could_not_restore_is_refused_at_the_first_hook_with_no_driver_call() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let program = fx.compile_program(
+        "rank",
+        "#define _GNU_SOURCE\n#include <pthread.h>\n#include <sys/prctl.h>\n#include <unistd.h>\n\
+         static void *watch(void *arg) { (void)arg; prctl(PR_SET_NAME, \"pt_nccl_watchdg\"); for (;;) pause(); return 0; }\n\
+         int main(void) { pthread_t t; pthread_create(&t, 0, watch, 0); for (;;) pause(); }\n",
+    );
+    let rank = Orphan::start(
+        &fx,
+        &format!(
+            "LD_PRELOAD=$CUDA setsid {} </dev/null >/dev/null 2>&1",
+            program.display()
+        ),
+    );
+    wait_until("the watchdog thread", || {
+        fs::read_dir(format!("/proc/{}/task", rank.0)).is_ok_and(|tasks| {
+            tasks.flatten().any(|t| {
+                fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.trim_end() == "pt_nccl_watchdg")
+            })
+        })
+    });
+    fx.take_calls();
+    let (refused, log) = dump(&fx, &criu, rank.0, &fx.dir().join("images"));
+    assert!(!refused.status.success(), "the dump stops: {log}");
+    assert!(
+        log.contains("Error (cudackpt plugin): cudackpt: suspend: PID"),
+        "{log}"
+    );
+    assert!(
+        log.contains("--force") || log.contains("CUDACKPT_FORCE"),
+        "the way on is named: {log}"
+    );
+    // Nothing changed: the one query a tree's processes get is the one
+    // that tells which of them have CUDA (as for the action script).
+    let calls = fx.take_calls();
+    assert!(
+        calls.iter().all(|c| c.op == "get_state"),
+        "a rank refused at the first hook: {calls:?}"
+    );
+    assert!(alive(rank.0), "the rank runs on");
+    assert_eq!(fx.fake_record(rank.0).0, "running");
+}
+
+#[test]
+fn a_group_whose_checkpoint_fails_is_rolled_back_and_the_dump_stops() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let root = Orphan::start(
+        &fx,
+        "LD_PRELOAD=$CUDA setsid sh -c 'LD_PRELOAD=$CUDA sleep 600 & exec sleep 600' </dev/null >/dev/null 2>&1",
+    );
+    let child = wait_for_child(root.0);
+    let fake = crate::support::fake_libcuda()
+        .to_string_lossy()
+        .into_owned();
+    wait_until("the child to map the fake", || {
+        fs::read_to_string(format!("/proc/{child}/maps")).is_ok_and(|m| m.contains(&fake))
+    });
+    fs::write(
+        fx.dir().join("inject"),
+        format!("checkpoint@{child}=error:2\n"),
+    )
+    .expect("inject");
+    fx.take_calls();
+    let (failed, log) = dump(&fx, &criu, root.0, &fx.dir().join("images"));
+    assert!(!failed.status.success(), "{log}");
+    let calls = op_pids(&fx);
+    assert!(
+        calls.contains(&format!("checkpoint {}", root.0)),
+        "{calls:?}"
+    );
+    assert!(
+        calls.contains(&format!("restore {}", root.0)),
+        "rolled back: {calls:?}"
+    );
+    for pid in [root.0, child] {
+        assert!(alive(pid));
+        assert_eq!(fx.fake_record(pid).0, "running", "PID {pid}: {log}");
+    }
+    assert!(fx.intents().is_empty(), "{:?}", fx.intents());
+}
+
+#[test]
+fn a_criu_killed_mid_dump_leaves_a_record_that_recover_puts_back() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let job = Orphan::cuda(&fx);
+    fs::write(
+        fx.dir().join("inject"),
+        format!("checkpoint@{}=delay:3000\n", job.0),
+    )
+    .expect("inject");
+    let images = fx.dir().join("images");
+    let pid = job.0.to_string();
+    let mut dumping = criu_command(&fx, &criu, &["dump", "-t", &pid], &images, "dump.log")
+        .spawn()
+        .expect("start criu");
+    wait_until("the group to be locked", || {
+        fx.fake_record(job.0).0 == "locked" || fx.fake_record(job.0).0 == "checkpointed"
+    });
+    dumping.kill().expect("kill -9 criu");
+    let _ = dumping.wait();
+    // The checkpoint in flight died with CRIU: the group stays locked,
+    // and its intent record names it.
+    assert!(!fx.intents().is_empty(), "CRIU's intent record stays");
+
+    let recovered = fx.cudackpt(&["recover"]).output().expect("recover");
+    assert!(
+        recovered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&recovered.stderr)
+    );
+    assert_eq!(fx.fake_record(job.0).0, "running");
+    assert!(fx.intents().is_empty(), "{:?}", fx.intents());
+}
+
+/// The driver calls since the last look, as `OP PID`.
+fn op_pids(fx: &Fixture) -> Vec<String> {
+    fx.take_calls()
+        .iter()
+        .map(|c| format!("{} {}", c.op, c.pid))
+        .collect()
+}
+
+/// The one child of `pid`, once it has one.
+fn wait_for_child(pid: i32) -> i32 {
+    let children = format!("/proc/{pid}/task/{pid}/children");
+    wait_until("the child", || {
+        fs::read_to_string(&children).is_ok_and(|c| !c.trim().is_empty())
+    });
+    fs::read_to_string(&children)
+        .expect("children")
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("a child PID")
+}
+
+/// A program that loads a CRIU plugin as CRIU 4.x does (dlopen, the
+/// descriptor, `init`), exports the log function plugins call, and says
+/// `VERSION` when run with `--version`, as `criu --version` does.
+fn plugin_host(fx: &Fixture, version: &str) -> PathBuf {
+    let source = format!(
+        r#"
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+typedef struct {{ const char *name; int (*init)(int); void (*exit)(int, int);
+  unsigned int version; unsigned int max_hooks; void *hooks[13]; }} desc_t;
+void print_on_level(unsigned int level, const char *fmt, ...) {{
+  va_list ap; va_start(ap, fmt); printf("log %u: ", level); vprintf(fmt, ap); va_end(ap);
+}}
+int main(int argc, char **argv) {{
+  if (argc > 1 && strcmp(argv[1], "--version") == 0) {{ printf("Version: {version}\n"); return 0; }}
+  void *h = dlopen(argv[1], RTLD_LAZY);
+  if (!h) {{ printf("dlopen: %s\n", dlerror()); return 2; }}
+  desc_t *d = dlsym(h, "CR_PLUGIN_DESC");
+  if (!d) {{ printf("no descriptor\n"); return 2; }}
+  printf("descriptor %s version %u hooks %u\n", d->name, d->version, d->max_hooks);
+  int ret = d->init(0);
+  printf("init %d\n", ret);
+  fflush(stdout);
+  return ret == 0 ? 0 : 1;
+}}
+"#
+    );
+    let name = format!("criu-{}", version.replace('.', "-"));
+    let program = fx.dir().join(&name);
+    let c = fx.dir().join(format!("{name}.c"));
+    fs::write(&c, source).expect("write the host");
+    let built = Command::new("cc")
+        .args(["-rdynamic", "-o"])
+        .arg(&program)
+        .arg(&c)
+        .arg("-ldl")
+        .status()
+        .expect("run cc");
+    assert!(built.success(), "cc");
+    program
+}
+
+#[test]
+fn a_criu_whose_plugin_abi_it_does_not_know_is_refused_at_init() {
+    let fx = Fixture::new();
+    let run = |version: &str| {
+        let mut command = Command::new(plugin_host(&fx, version));
+        command.arg(criu_plugin());
+        fx.configure_for(&mut command);
+        let output = command.output().expect("run the host");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )
+    };
+    let (code, said) = run("4.2.1");
+    assert_eq!(code, Some(0), "the ABI it knows: {said}");
+    assert!(
+        said.contains("descriptor cudackpt version 512 hooks 13"),
+        "{said}"
+    );
+    let loaded = format!("cudackpt {} loaded for Dump", env!("CARGO_PKG_VERSION"));
+    assert!(said.contains(&loaded), "{said}");
+
+    let (code, said) = run("5.0");
+    assert_eq!(code, Some(1), "refused: {said}");
+    assert!(
+        said.contains("log 1: Error (cudackpt plugin): cudackpt: this CRIU is 5.0"),
+        "{said}"
+    );
+    assert!(said.contains("init -1"), "{said}");
+}
