@@ -83,7 +83,7 @@ unsafe extern "C" fn pause_devices(pid: c_int) -> c_int {
 unsafe extern "C" fn checkpoint_devices(pid: c_int) -> c_int {
     let host = Criu::find();
     code(super::with_plugin(&host, "CHECKPOINT_DEVICES", |p| {
-        p.checkpoint_devices(pid)
+        p.checkpoint_devices(&host, pid)
     }))
 }
 

@@ -6,17 +6,23 @@
 //! calls into CRIU and ptrace) is the `cudackpt-criu-plugin` crate's
 //! fenced module; it gives this one a [`Host`].
 //!
-//! The dump suspends the whole tree at the first `PAUSE_DEVICES` hook,
-//! before CRIU freezes anything, as cudackpt's action script does at
-//! `pre-dump`: every process's driver thread still runs, so the group's
-//! calls run side by side with no ptrace, and a refusal comes before any
-//! change. CRIU's own plugin locks there and checkpoints each process at
-//! `CHECKPOINT_DEVICES`, after the freeze, which makes it wake each
-//! process's restore thread under ptrace first; here that hook only
-//! confirms. At the end of a dump that failed, or left the tree running,
-//! and at restore (`RESUME_DEVICES_LATE`), the tree is stopped under
-//! CRIU's ptrace: the host lets the restore threads run while the group
-//! resumes, and stops them again.
+//! A dump weighs the whole tree and locks its CUDA processes as a group at
+//! the first `PAUSE_DEVICES` hook (for the tree's root, before CRIU
+//! freezes anything: a refusal comes before any change, and a drain's
+//! ranks still run to answer), and checkpoints the group at the first
+//! `CHECKPOINT_DEVICES` hook, once CRIU has frozen the tree: the copy of
+//! GPU memory, which takes seconds for a large job, runs outside the seize
+//! timeout CRIU keeps with `alarm()` (`--timeout`, 10 s by default; CRIU
+//! gives up and crashes five seconds past it). From then on the tree is
+//! stopped under CRIU's ptrace, at the checkpoint, at the end of a dump
+//! that failed or leaves the tree running, and at restore
+//! (`RESUME_DEVICES_LATE`): the host lets each process's restore thread run
+//! while the group's calls run side by side, and stops it again, as CRIU's
+//! own plugin does one process at a time.
+//!
+//! Every group command here is handed to this CRIU (its intent record
+//! outlives the command): a CRIU that dies mid-dump leaves the record, and
+//! `cudackpt recover` puts the group back to running; `fini` removes it.
 
 use std::path::PathBuf;
 
@@ -128,8 +134,10 @@ pub struct Plugin {
     idle: bool,
     /// The tree's root, once the first hook named it.
     root: Option<i32>,
-    /// What this plugin moved: suspended at dump, resumed at restore.
+    /// What this plugin moved: locked at dump, resumed at restore.
     moved: Vec<i32>,
+    /// Whether the dump's group has been checkpointed.
+    checkpointed: bool,
 }
 
 impl Plugin {
@@ -175,12 +183,14 @@ impl Plugin {
             idle,
             root: None,
             moved: Vec::new(),
+            checkpointed: false,
         })
     }
 
-    /// `PAUSE_DEVICES`: the first call, for the tree's root, suspends every
-    /// CUDA process of the tree as a group; later calls answer for the
-    /// processes found then.
+    /// `PAUSE_DEVICES`: the first call, for the tree's root, weighs the
+    /// whole tree as a suspend would (the pre-flights, before any change),
+    /// then locks every CUDA process of it as a group (drained first when
+    /// asked); later calls answer for the processes found then.
     pub fn pause_devices(&mut self, host: &dyn Host, pid: i32) -> HookAnswer {
         if self.idle || self.stage != Stage::Dump {
             return HookAnswer::NotMine;
@@ -189,21 +199,21 @@ impl Plugin {
             return self.answer_for(pid);
         }
         self.root = Some(pid);
-        let report = self
-            .group()
-            .selectors(crate::ops::Selectors {
-                trees: vec![pid],
-                ..crate::ops::Selectors::default()
-            })
-            .criu_dump(Identity::of(std::process::id() as i32))
-            .run(Operation::Suspend {
-                timeout: self.settings.lock_timeout,
-            });
-        log_report(host, "suspend", &report);
-        if !report.ok() {
+        let timeout = self.settings.lock_timeout;
+        let weighed = self
+            .dump_group(pid)
+            .options(self.settings.hook.force, false, true)
+            .run(Operation::Suspend { timeout });
+        if !weighed.ok() {
+            log_report(host, "suspend", &weighed);
             return HookAnswer::Failed;
         }
-        self.moved = moved_by(&report, DriverCall::Checkpoint);
+        let locked = self.dump_group(pid).run(Operation::Lock { timeout });
+        log_report(host, "lock", &locked);
+        if !locked.ok() {
+            return HookAnswer::Failed;
+        }
+        self.moved = moved_by(&locked, DriverCall::Lock);
         if !self.moved.is_empty() && !host.add_to_inventory() {
             host.log(Level::Error, "could not mark the images as needing this plugin to restore; the dump stops and the group is resumed");
             return HookAnswer::Failed;
@@ -211,10 +221,28 @@ impl Plugin {
         self.answer_for(pid)
     }
 
-    /// `CHECKPOINT_DEVICES`: the group was checkpointed at the first pause.
-    pub fn checkpoint_devices(&mut self, pid: i32) -> HookAnswer {
+    /// `CHECKPOINT_DEVICES`: the first call, once CRIU has frozen the
+    /// tree, checkpoints the locked group as a whole (its restore threads
+    /// let run for it), rolled back to locked if any checkpoint fails.
+    pub fn checkpoint_devices(&mut self, host: &dyn Host, pid: i32) -> HookAnswer {
         if self.idle || self.stage != Stage::Dump {
             return HookAnswer::NotMine;
+        }
+        if !self.checkpointed && !self.moved.is_empty() {
+            self.checkpointed = true;
+            // The pre-flights weighed the tree at the first hook; the
+            // frozen tree is the same one.
+            let group = self
+                .group()
+                .pids(self.moved.clone())
+                .criu_dump(this_criu())
+                .options(true, false, false);
+            let report =
+                self.with_restore_threads(host, &self.moved, || group.run(Operation::Checkpoint));
+            log_report(host, "checkpoint", &report);
+            if !report.ok() {
+                return HookAnswer::Failed;
+            }
         }
         self.answer_for(pid)
     }
@@ -262,32 +290,48 @@ impl Plugin {
                 return;
             }
         }
-        crate::ops::journal::intent::release_handed_to(Identity::of(std::process::id() as i32));
+        crate::ops::journal::intent::release_handed_to(this_criu());
     }
 
     /// Resumes the CUDA processes among `candidates`, their restore threads
     /// let run for it.
     fn resume(&self, host: &dyn Host, candidates: Vec<i32>, map: MapSpec) -> CommandReport {
-        let tids = restore_threads(self.settings.libcuda.as_deref(), &candidates);
+        let group = self.group().pids(candidates.clone()).map_spec(map);
+        let report = self.with_restore_threads(host, &candidates, || group.run(Operation::Resume));
+        log_report(host, "resume", &report);
+        report
+    }
+
+    /// Runs `command` with the restore threads of the CUDA processes among
+    /// `pids` let run (CRIU has the tree stopped under ptrace).
+    fn with_restore_threads(
+        &self,
+        host: &dyn Host,
+        pids: &[i32],
+        command: impl FnOnce() -> CommandReport,
+    ) -> CommandReport {
+        let tids = restore_threads(self.settings.libcuda.as_deref(), pids);
+        let mut command = Some(command);
         let mut report = None;
-        let mut work = || {
-            report = Some(
-                self.group()
-                    .pids(candidates.clone())
-                    .map_spec(map.clone())
-                    .run(Operation::Resume),
-            );
-        };
+        let mut work = || report = command.take().map(|command| command());
         if let Err(why) = host.with_restore_threads_running(&tids, &mut work) {
             host.log(Level::Error, &why);
         }
-        let report = report.unwrap_or_else(|| {
+        report.unwrap_or_else(|| {
             crate::commands::criu_hook::hook_failure(
-                "the restore threads could not be let run, so nothing was resumed",
+                "the restore threads could not be let run, so the driver was not called",
             )
-        });
-        log_report(host, "resume", &report);
-        report
+        })
+    }
+
+    /// The group of a dump's first hook: the tree of `root`, for this CRIU.
+    fn dump_group(&self, root: i32) -> Group<'_> {
+        self.group()
+            .selectors(crate::ops::Selectors {
+                trees: vec![root],
+                ..crate::ops::Selectors::default()
+            })
+            .criu_dump(this_criu())
     }
 
     /// The group this plugin runs: the settings, and no signal handling of
@@ -309,6 +353,11 @@ impl Plugin {
             HookAnswer::NotMine
         }
     }
+}
+
+/// The CRIU this plugin runs in: this process.
+fn this_criu() -> Identity {
+    Identity::of(std::process::id() as i32)
 }
 
 /// Whether this plugin knows CRIU's plugin ABI, from its version (pure).

@@ -330,9 +330,9 @@ fn snapshot_to_record(
         .then(|| finish::snapshot(&ready.driver, host, usage, &ready.pids()))
 }
 
-/// A CRIU pre-dump's group, suspended: handed over to the watcher that
-/// resumes it if the dump fails (the intent record says so). Remarks on
-/// what could not be written.
+/// A CRIU dump's group, suspended or locked: handed over to the CRIU (the
+/// watcher or the plugin resumes it if the dump fails, `recover` if CRIU
+/// dies; the intent record says so). Remarks on what could not be written.
 fn hand_over_to_criu(
     request: &Request<'_>,
     journal: &intent::Journal,
@@ -341,12 +341,19 @@ fn hand_over_to_criu(
     let (Some(criu), false) = (request.criu_dump, request.dry_run) else {
         return Vec::new();
     };
-    let suspended: Vec<i32> = reports
+    // What CRIU's dump now holds: checkpointed (the action script's
+    // pre-dump, the plugin's checkpoint hook) or locked (the plugin's
+    // first hook, which checkpoints once CRIU has frozen the tree).
+    let moved: Vec<i32> = reports
         .iter()
-        .filter(|r| r.ok() && r.did(vocabulary::plan::DriverCall::Checkpoint))
+        .filter(|r| {
+            r.ok()
+                && (r.did(vocabulary::plan::DriverCall::Checkpoint)
+                    || r.did(vocabulary::plan::DriverCall::Lock))
+        })
         .map(|r| r.pid)
         .collect();
-    journal.hand_over(criu, &suspended);
+    journal.hand_over(criu, &moved);
     journal.unwritten().into_iter().collect()
 }
 
@@ -369,6 +376,7 @@ fn executor_for<'a>(
         locks_lost: Some(locks_lost),
         before_change: Some(before_change),
         already_there_ok: !request.nvidia_errors,
+        journal_every_change: request.criu_dump.is_some() && !request.dry_run,
     }
 }
 

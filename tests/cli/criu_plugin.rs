@@ -71,12 +71,15 @@ fn a_cuda_process_goes_to_disk_and_back_through_the_plugin() {
         String::from_utf8_lossy(&dumped.stderr)
     );
     let lines = plugin_lines(&log);
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.contains(&format!("suspend: PID {} (sleep) checkpointed", job.0))),
-        "the plugin says what it did: {lines:#?}"
-    );
+    for said in [
+        format!("lock: PID {} (sleep) locked", job.0),
+        format!("checkpoint: PID {} (sleep) checkpointed", job.0),
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(&said)),
+            "the plugin says what it did ({said}): {lines:#?}"
+        );
+    }
     assert!(
         log.contains("Plugin \"cudackpt\" (version 512 hooks 13)"),
         "{log}"
@@ -113,6 +116,34 @@ fn a_cuda_process_goes_to_disk_and_back_through_the_plugin() {
         "no intent record left: {:?}",
         fx.intents()
     );
+}
+
+#[test]
+fn a_dump_that_leaves_the_tree_running_resumes_the_group() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let job = Orphan::cuda(&fx);
+    let pid = job.0.to_string();
+    fx.take_calls();
+    let images = fx.dir().join("images");
+    let (dumped, log) = run_criu(&fx, &criu, &["dump", "-R", "-t", &pid], &images, "dump.log");
+    assert!(dumped.status.success(), "{log}");
+    assert!(
+        plugin_lines(&log)
+            .iter()
+            .any(|l| l.contains("the dump leaves the tree running: resuming PID")),
+        "{log}"
+    );
+    let calls = op_pids(&fx);
+    for op in ["lock", "checkpoint", "restore", "unlock"] {
+        assert!(
+            calls.contains(&format!("{op} {}", job.0)),
+            "{op}: {calls:?}"
+        );
+    }
+    assert!(alive(job.0));
+    assert_eq!(fx.fake_record(job.0).0, "running");
+    assert!(fx.intents().is_empty(), "{:?}", fx.intents());
 }
 
 #[test]

@@ -48,6 +48,9 @@ pub struct Executor<'a> {
     /// there", as `suspend` and `resume` say; NVIDIA's grammar keeps its
     /// error.
     pub already_there_ok: bool,
+    /// Journal even one call on one process: its record must outlive the
+    /// command (a CRIU dump's group, handed to CRIU).
+    pub journal_every_change: bool,
 }
 
 /// Told where every process starts, before the first state change.

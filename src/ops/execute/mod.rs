@@ -178,7 +178,8 @@ impl Executor<'_> {
                 .collect(),
         );
         // One driver call on one process cannot be left half-done: it needs
-        // no intent record (and saves a single step the record's cost).
+        // no intent record (and saves a single step the record's cost),
+        // unless the record must outlive the command (handed to CRIU).
         let calls: usize = plans
             .iter()
             .map(|plan| match plan {
@@ -186,7 +187,8 @@ impl Executor<'_> {
                 Plan::AlreadyThere | Plan::Refused(_) => 0,
             })
             .sum();
-        if let (Some(before_change), true) = (self.before_change, calls > 1) {
+        let journaled = calls > 1 || (calls == 1 && self.journal_every_change);
+        if let (Some(before_change), true) = (self.before_change, journaled) {
             before_change(&self.interrupt.places());
             self.interrupt.journaled();
         }

@@ -54,6 +54,7 @@ fn run_full(
         locks_lost: None,
         before_change: None,
         already_there_ok: true,
+        journal_every_change: false,
     };
     executor.run(&operation, &targets(pids), &[])
 }
@@ -529,6 +530,7 @@ fn one_driver_call_on_one_process_writes_no_intent_and_more_calls_do() {
             locks_lost: None,
             before_change: Some(&record),
             already_there_ok: true,
+            journal_every_change: false,
         };
         let reports = executor.run(&operation, &targets(pids), &[]);
         assert!(reports.iter().all(|r| r.ok()), "{reports:?}");
