@@ -267,13 +267,35 @@ impl Plugin {
         }
     }
 
-    /// CRIU's `fini(stage, ret)`: after a dump that failed or leaves the
-    /// tree running, resumes the group in place; the intent record handed
-    /// to this CRIU goes either way (a dump that finished killed the tree).
+    /// CRIU's `fini(stage, ret)`. After a restore, CRIU has let the tree
+    /// run: the drained processes the hook resumed are asked to rebuild
+    /// now (stopped, they could not answer). After a dump that failed or
+    /// leaves the tree running, the group is resumed in place; the intent
+    /// record handed to this CRIU goes either way (a dump that finished
+    /// killed the tree).
     pub fn fini(self, host: &dyn Host, ret: i32) {
-        if self.idle || self.stage != Stage::Dump || self.moved.is_empty() {
+        host.log(
+            Level::Debug,
+            &format!(
+                "fini of {:?} (CRIU's result {ret}), {} moved",
+                self.stage,
+                pids_text(&self.moved)
+            ),
+        );
+        if self.idle || self.moved.is_empty() {
             return;
         }
+        match self.stage {
+            Stage::Restore if ret == 0 => {
+                let rebuilt = self.group().pids(self.moved.clone()).run(Operation::Resume);
+                log_report(host, "rebuild", &rebuilt);
+            }
+            Stage::Dump => self.finish_dump(host, ret),
+            _ => {}
+        }
+    }
+
+    fn finish_dump(&self, host: &dyn Host, ret: i32) {
         if ret != 0 || host.leave_running() {
             let why = if ret != 0 {
                 "the dump failed"
@@ -289,14 +311,24 @@ impl Plugin {
                 host.log(Level::Error, &format!("{} stay where the failure above left them; `cudackpt recover` puts them back once CRIU has ended", pids_text(&self.moved)));
                 return;
             }
+            if self.settings.hook.drain.before_lock {
+                host.log(Level::Warn, &format!("the drained processes rebuild only once CRIU lets them run, after this hook: run `cudackpt resume {}` once CRIU has ended, which asks them to", self.moved.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")));
+            }
         }
         crate::ops::journal::intent::release_handed_to(this_criu());
     }
 
     /// Resumes the CUDA processes among `candidates`, their restore threads
-    /// let run for it.
+    /// let run for it. CRIU has the tree stopped, so a drained process
+    /// could not answer a rebuild: that is asked at `fini`.
     fn resume(&self, host: &dyn Host, candidates: Vec<i32>, map: MapSpec) -> CommandReport {
-        let group = self.group().pids(candidates.clone()).map_spec(map);
+        let mut drain = self.settings.hook.drain;
+        drain.rebuild = false;
+        let group = self
+            .group()
+            .drain_options(drain)
+            .pids(candidates.clone())
+            .map_spec(map);
         let report = self.with_restore_threads(host, &candidates, || group.run(Operation::Resume));
         log_report(host, "resume", &report);
         report

@@ -248,7 +248,11 @@ fn execute_and_finish(
     let mut reports = executor.run(&request.operation, &ready.targets, map);
     // From here on a kill leaves the processes where the calls put them:
     // `recover` finishes the record forward (the rebuild), never back.
-    journal.calls_done();
+    // Not for a CRIU dump's group: the dump, not this command, is what
+    // a kill interrupts, so `recover` puts the group back.
+    if request.criu_dump.is_none() {
+        journal.calls_done();
+    }
     remarks.extend(executor.interrupt.unguarded());
     drain.after_calls(
         underway,

@@ -190,7 +190,7 @@ fn a_tree_the_driver_could_not_restore_is_refused_at_the_first_hook_with_no_driv
         "a rank refused at the first hook: {calls:?}"
     );
     assert!(alive(rank.0), "the rank runs on");
-    assert_eq!(fx.fake_record(rank.0).0, "running");
+    assert_eq!(fx.fake_record(rank.0).0, "running", "{log}");
 }
 
 #[test]
@@ -361,4 +361,78 @@ fn a_criu_whose_plugin_abi_it_does_not_know_is_refused_at_init() {
         "{said}"
     );
     assert!(said.contains("init -1"), "{said}");
+}
+
+#[test]
+fn a_restore_moves_the_group_to_the_gpus_cudackpt_map_names() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::with_devices("GPU A:1000,GPU B:1000");
+    let job = Orphan::cuda(&fx);
+    let images = fx.dir().join("images");
+    let (dumped, log) = dump(&fx, &criu, job.0, &images);
+    assert!(dumped.status.success(), "{log}");
+    assert_eq!(fx.fake_record(job.0), ("checkpointed".to_string(), 0));
+    wait_until("the dumped process to be reaped", || {
+        !Path::new(&format!("/proc/{}", job.0)).exists()
+    });
+    fx.take_calls();
+    let restored = criu_command(&fx, &criu, &["restore", "-d"], &images, "restore.log")
+        .env("CUDACKPT_MAP", "0=1")
+        .output()
+        .expect("criu restore");
+    let log = fs::read_to_string(images.join("restore.log")).unwrap_or_default();
+    assert!(restored.status.success(), "{log}");
+    let restore = fx
+        .take_calls()
+        .into_iter()
+        .find(|c| c.op == "restore" && c.pid == job.0)
+        .expect("a restore call");
+    assert!(restore.map.is_some(), "the driver got a map: {restore:?}");
+    assert_eq!(fx.fake_record(job.0), ("running".to_string(), 1));
+}
+
+#[test]
+fn a_drained_rank_goes_to_disk_and_rebuilds_after_the_restore() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    // Builds the drain target (tests/drain-target) in the fixture.
+    drop(fx.drain_target("ack", &[]));
+    let events = fx.dir().join("orphan.events");
+    let rank = Orphan::start(
+        &fx,
+        &format!(
+            // Its identity follows it through CRIU, and the fake's record with it.
+            "FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA setsid {} ack {} </dev/null >/dev/null 2>&1",
+            fx.dir().join("drain_target").display(),
+            events.display()
+        ),
+    );
+    wait_until("the rank to be ready", || {
+        fs::read_to_string(&events).is_ok_and(|e| e.contains("ready"))
+    });
+    let images = fx.dir().join("images");
+    let pid = rank.0.to_string();
+    let dumped = criu_command(&fx, &criu, &["dump", "-t", &pid], &images, "dump.log")
+        .env("CUDACKPT_DRAIN", "1")
+        .output()
+        .expect("criu dump");
+    let log = fs::read_to_string(images.join("dump.log")).unwrap_or_default();
+    assert!(dumped.status.success(), "{log}");
+    let said = fs::read_to_string(&events).expect("events");
+    assert!(
+        said.contains("dump-notice") && said.contains("released"),
+        "{said}"
+    );
+    assert!(!said.contains("rebuilt"), "{said}");
+    wait_until("the dumped rank to be reaped", || {
+        !Path::new(&format!("/proc/{}", rank.0)).exists()
+    });
+    let (restored, log) = run_criu(&fx, &criu, &["restore", "-d"], &images, "restore.log");
+    assert!(restored.status.success(), "{log}");
+    let said = fs::read_to_string(&events).expect("events");
+    assert!(
+        said.contains("rebuilt"),
+        "rebuilt before CRIU ended: {said}\n{log}"
+    );
+    assert_eq!(fx.fake_record(rank.0).0, "running", "{log}");
 }
