@@ -201,7 +201,8 @@ fn a_group_whose_checkpoint_fails_is_rolled_back_and_the_dump_stops() {
         &fx,
         "LD_PRELOAD=$CUDA setsid sh -c 'LD_PRELOAD=$CUDA sleep 600 & exec sleep 600' </dev/null >/dev/null 2>&1",
     );
-    let child = wait_for_child(root.0);
+    let kin = root.kin(wait_for_child(root.0));
+    let child = kin.0;
     let fake = crate::support::fake_libcuda()
         .to_string_lossy()
         .into_owned();

@@ -96,6 +96,12 @@ impl Orphan {
         Orphan(pid, mark)
     }
 
+    /// Another process this orphan's script started (it carries the same
+    /// mark), killed when dropped as this one is.
+    pub(crate) fn kin(&self, pid: i32) -> Orphan {
+        Orphan(pid, self.1.clone())
+    }
+
     fn wait_for_the_fake(&self) {
         let fake = fake_libcuda().to_string_lossy().into_owned();
         wait_until("the orphan to map the fake", || {
