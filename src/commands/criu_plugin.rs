@@ -199,6 +199,13 @@ impl Plugin {
             return self.answer_for(pid);
         }
         self.root = Some(pid);
+        if !self.tree_maps_the_driver(pid) {
+            host.log(
+                Level::Info,
+                &format!("no process of the tree of PID {pid} maps the CUDA driver: nothing to do"),
+            );
+            return HookAnswer::NotMine;
+        }
         let timeout = self.settings.lock_timeout;
         let weighed = self
             .dump_group(pid)
@@ -354,6 +361,23 @@ impl Plugin {
                 "the restore threads could not be let run, so the driver was not called",
             )
         })
+    }
+
+    /// Whether a process of `root`'s tree maps the CUDA driver, or could not
+    /// be looked at: a tree without CUDA (most dumps, on a host where the
+    /// plugin is installed for all) needs no driver, loaded or not.
+    fn tree_maps_the_driver(&self, root: i32) -> bool {
+        let driver_file = self
+            .settings
+            .libcuda
+            .as_deref()
+            .and_then(|path| path.file_name())
+            .and_then(|name| name.to_str());
+        let scan = crate::targets::discover::cuda_candidates(
+            &crate::targets::discover::trees(&[root]),
+            driver_file,
+        );
+        !scan.found.is_empty() || !scan.unreadable.is_empty() || !scan.past_cap.is_empty()
     }
 
     /// The group of a dump's first hook: the tree of `root`, for this CRIU.

@@ -437,3 +437,31 @@ fn a_drained_rank_goes_to_disk_and_rebuilds_after_the_restore() {
     );
     assert_eq!(fx.fake_record(rank.0).0, "running", "{log}");
 }
+
+#[test]
+fn a_tree_without_cuda_is_dumped_with_no_driver_on_the_host() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let plain = Orphan::launch(&fx, "setsid sleep 600 </dev/null >/dev/null 2>&1");
+    wait_until("the orphan to run sleep", || {
+        fs::read_to_string(format!("/proc/{}/comm", plain.0)).is_ok_and(|c| c.trim_end() == "sleep")
+    });
+    let pid = plain.0.to_string();
+    let images = fx.dir().join("images");
+    let dumped = criu_command(&fx, &criu, &["dump", "-t", &pid], &images, "dump.log")
+        .env("CUDACKPT_LIBCUDA", fx.dir().join("no-such-libcuda.so"))
+        .output()
+        .expect("criu dump");
+    let log = fs::read_to_string(images.join("dump.log")).unwrap_or_default();
+    assert!(dumped.status.success(), "{log}");
+    assert!(
+        log.contains(&format!(
+            "no process of the tree of PID {pid} maps the CUDA driver"
+        )),
+        "{log}"
+    );
+    assert!(
+        !log.contains("Warn  (cudackpt plugin)") && !log.contains("Error (cudackpt plugin)"),
+        "{log}"
+    );
+}
