@@ -319,10 +319,47 @@ impl Plugin {
                 return;
             }
             if self.settings.hook.drain.before_lock {
-                host.log(Level::Warn, &format!("the drained processes rebuild only once CRIU lets them run, after this hook: run `cudackpt resume {}` once CRIU has ended, which asks them to", self.moved.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")));
+                self.ask_to_rebuild(host);
             }
         }
         crate::ops::journal::intent::release_handed_to(this_criu());
+    }
+
+    /// Asks the drained processes of a dump that leaves them running to
+    /// rebuild, without waiting: CRIU has them stopped until this hook
+    /// returns, and the signal waits for them (the drain's own rebuild
+    /// does not wait for a stopped process).
+    fn ask_to_rebuild(&self, host: &dyn Host) {
+        use crate::drain::handshake;
+        let caller = crate::targets::process::Privileges::current();
+        let signal = self.settings.hook.drain.signal;
+        let targets: Vec<_> = self
+            .moved
+            .iter()
+            .filter(|&&pid| handshake::shows_marker(pid))
+            .filter_map(|&pid| crate::targets::process::check_target(pid, &caller, false).ok())
+            .filter(|target| handshake::catches(target, signal) == Ok(true))
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        let asked: Vec<i32> = targets.iter().map(|t| t.pid).collect();
+        let targets: Vec<_> = targets.iter().collect();
+        crate::drain::rebuild::rebuild(
+            &targets,
+            signal,
+            std::time::Instant::now(),
+            &Unrecorded,
+            &|| false,
+        );
+        host.log(
+            Level::Info,
+            &format!(
+                "asked {} to rebuild (signal {}): they do once CRIU lets them run (`cudackpt ps` shows them drained until then)",
+                pids_text(&asked),
+                signal.number()
+            ),
+        );
     }
 
     /// Resumes the CUDA processes among `candidates`, their restore threads
@@ -409,6 +446,17 @@ impl Plugin {
             HookAnswer::NotMine
         }
     }
+}
+
+/// The ledger of the rebuild asked at the end of a dump that leaves the
+/// tree running: the intent record it would go to is released right
+/// after, so nothing is written.
+struct Unrecorded;
+
+impl crate::drain::ledger::SignalLedger for Unrecorded {
+    fn begin(&self, _pid: i32) {}
+    fn end(&self, _pid: i32, _delivered: bool) {}
+    fn flush(&self) {}
 }
 
 /// The CRIU this plugin runs in: this process.

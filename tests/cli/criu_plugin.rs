@@ -465,3 +465,38 @@ fn a_tree_without_cuda_is_dumped_with_no_driver_on_the_host() {
         "{log}"
     );
 }
+
+#[test]
+fn a_drained_rank_left_running_by_its_dump_rebuilds_once_criu_lets_it_run() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    drop(fx.drain_target("ack", &[]));
+    let events = fx.dir().join("orphan.events");
+    let rank = Orphan::start(
+        &fx,
+        &format!(
+            "FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA setsid {} ack {} </dev/null >/dev/null 2>&1",
+            fx.dir().join("drain_target").display(),
+            events.display()
+        ),
+    );
+    wait_until("the rank to be ready", || {
+        fs::read_to_string(&events).is_ok_and(|e| e.contains("ready"))
+    });
+    let images = fx.dir().join("images");
+    let pid = rank.0.to_string();
+    let dumped = criu_command(&fx, &criu, &["dump", "-R", "-t", &pid], &images, "dump.log")
+        .env("CUDACKPT_DRAIN", "1")
+        .output()
+        .expect("criu dump");
+    let log = fs::read_to_string(images.join("dump.log")).unwrap_or_default();
+    assert!(dumped.status.success(), "{log}");
+    assert!(
+        log.contains(&format!("asked PID {pid} to rebuild")),
+        "{log}"
+    );
+    wait_until("the rank to rebuild", || {
+        fs::read_to_string(&events).is_ok_and(|e| e.contains("rebuilt"))
+    });
+    assert_eq!(fx.fake_record(rank.0).0, "running");
+}
