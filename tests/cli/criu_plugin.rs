@@ -267,6 +267,27 @@ fn a_criu_killed_mid_dump_leaves_a_record_that_recover_puts_back() {
     assert!(fx.intents().is_empty(), "{:?}", fx.intents());
 }
 
+/// A rank speaking the drain protocol (tests/drain-target, acknowledging),
+/// in a session of its own, and the file where it says what it does.
+fn drained_rank(fx: &Fixture) -> (Orphan, PathBuf) {
+    // Builds the drain target in the fixture.
+    drop(fx.drain_target("ack", &[]));
+    let events = fx.dir().join("orphan.events");
+    let rank = Orphan::start(
+        fx,
+        &format!(
+            // Its identity follows it through CRIU, and the fake's record with it.
+            "FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA setsid {} ack {} </dev/null >/dev/null 2>&1",
+            fx.dir().join("drain_target").display(),
+            events.display()
+        ),
+    );
+    wait_until("the rank to be ready", || {
+        fs::read_to_string(&events).is_ok_and(|e| e.contains("ready"))
+    });
+    (rank, events)
+}
+
 /// The driver calls since the last look, as `OP PID`.
 fn op_pids(fx: &Fixture) -> Vec<String> {
     fx.take_calls()
@@ -396,21 +417,7 @@ fn a_restore_moves_the_group_to_the_gpus_cudackpt_map_names() {
 fn a_drained_rank_goes_to_disk_and_rebuilds_after_the_restore() {
     let Some(criu) = criu() else { return };
     let fx = Fixture::new();
-    // Builds the drain target (tests/drain-target) in the fixture.
-    drop(fx.drain_target("ack", &[]));
-    let events = fx.dir().join("orphan.events");
-    let rank = Orphan::start(
-        &fx,
-        &format!(
-            // Its identity follows it through CRIU, and the fake's record with it.
-            "FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA setsid {} ack {} </dev/null >/dev/null 2>&1",
-            fx.dir().join("drain_target").display(),
-            events.display()
-        ),
-    );
-    wait_until("the rank to be ready", || {
-        fs::read_to_string(&events).is_ok_and(|e| e.contains("ready"))
-    });
+    let (rank, events) = drained_rank(&fx);
     let images = fx.dir().join("images");
     let pid = rank.0.to_string();
     let dumped = criu_command(&fx, &criu, &["dump", "-t", &pid], &images, "dump.log")
@@ -470,19 +477,7 @@ fn a_tree_without_cuda_is_dumped_with_no_driver_on_the_host() {
 fn a_drained_rank_left_running_by_its_dump_rebuilds_once_criu_lets_it_run() {
     let Some(criu) = criu() else { return };
     let fx = Fixture::new();
-    drop(fx.drain_target("ack", &[]));
-    let events = fx.dir().join("orphan.events");
-    let rank = Orphan::start(
-        &fx,
-        &format!(
-            "FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA setsid {} ack {} </dev/null >/dev/null 2>&1",
-            fx.dir().join("drain_target").display(),
-            events.display()
-        ),
-    );
-    wait_until("the rank to be ready", || {
-        fs::read_to_string(&events).is_ok_and(|e| e.contains("ready"))
-    });
+    let (rank, events) = drained_rank(&fx);
     let images = fx.dir().join("images");
     let pid = rank.0.to_string();
     let dumped = criu_command(&fx, &criu, &["dump", "-R", "-t", &pid], &images, "dump.log")
