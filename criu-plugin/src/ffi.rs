@@ -97,6 +97,7 @@ unsafe extern "C" fn resume_devices_late(pid: c_int) -> c_int {
 type PrintOnLevel = unsafe extern "C" fn(c_uint, *const c_char, ...);
 type AddInventoryPlugin = unsafe extern "C" fn(*const c_char) -> c_int;
 type CheckAndRemoveInventoryPlugin = unsafe extern "C" fn(*const c_char, usize) -> bool;
+type SetInterruptOnlyMode = unsafe extern "C" fn();
 
 /// The CRIU this library was loaded into: the functions it exports to its
 /// plugins, looked up in the program (none when it is not CRIU).
@@ -104,6 +105,7 @@ struct Criu {
     print_on_level: Option<PrintOnLevel>,
     add_inventory_plugin: Option<AddInventoryPlugin>,
     check_and_remove_inventory_plugin: Option<CheckAndRemoveInventoryPlugin>,
+    set_compel_interrupt_only_mode: Option<SetInterruptOnlyMode>,
     opts: *const c_int,
 }
 
@@ -119,6 +121,7 @@ impl Criu {
         let print = symbol(c"print_on_level");
         let add = symbol(c"add_inventory_plugin");
         let check = symbol(c"check_and_remove_inventory_plugin");
+        let interrupts = symbol(c"set_compel_interrupt_only_mode");
         Criu {
             // SAFETY: CRIU 4.x exports these with these C signatures
             // (criu/include/log.h, criu/include/image.h); a non-null
@@ -131,6 +134,10 @@ impl Criu {
             // SAFETY: as above.
             check_and_remove_inventory_plugin: (!check.is_null()).then(|| unsafe {
                 std::mem::transmute::<*mut c_void, CheckAndRemoveInventoryPlugin>(check)
+            }),
+            // SAFETY: as above (criu/include/seize.h).
+            set_compel_interrupt_only_mode: (!interrupts.is_null()).then(|| unsafe {
+                std::mem::transmute::<*mut c_void, SetInterruptOnlyMode>(interrupts)
             }),
             opts: symbol(c"opts").cast::<c_int>().cast_const(),
         }
@@ -196,6 +203,16 @@ impl Host for Criu {
         // SAFETY: `opts` is CRIU's `struct cr_options`, whose first member
         // is `int final_state` in every CRIU 4.x.
         unsafe { *self.opts == TASK_ALIVE }
+    }
+
+    fn freeze_by_interrupts(&self) -> bool {
+        let Some(set) = self.set_compel_interrupt_only_mode else {
+            return false;
+        };
+        // SAFETY: CRIU's `void set_compel_interrupt_only_mode(void)`, which
+        // sets a flag.
+        unsafe { set() };
+        true
     }
 
     fn with_restore_threads_running(

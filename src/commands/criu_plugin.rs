@@ -102,6 +102,11 @@ pub trait Host {
     fn take_from_inventory(&self) -> bool;
     /// Whether the dump leaves the tree running (`--leave-running`).
     fn leave_running(&self) -> bool;
+    /// Makes CRIU freeze a container's tree by ptrace interrupts, not by
+    /// its cgroup's freezer, which would hold the restore threads the
+    /// checkpoint needs running (as CRIU's own plugin does); false where
+    /// this CRIU cannot.
+    fn freeze_by_interrupts(&self) -> bool;
     /// Lets the driver's restore threads `tids` run (CRIU has every thread
     /// of the tree stopped), runs `work`, and stops them again.
     fn with_restore_threads_running(
@@ -169,6 +174,14 @@ impl Plugin {
             Stage::Restore => !host.take_from_inventory(),
             Stage::Dump => false,
         };
+        // As CRIU's own plugin: on a host with an NVIDIA GPU (or a driver
+        // named), a container's tree is frozen by interrupts.
+        if stage == Stage::Dump
+            && (nvidia_gpu_present() || settings.libcuda.is_some())
+            && !host.freeze_by_interrupts()
+        {
+            host.log(Level::Warn, "this CRIU cannot freeze by interrupts: a tree frozen by its cgroup would hold the restore threads its checkpoint needs");
+        }
         host.log(
             Level::Info,
             &format!(
@@ -457,6 +470,11 @@ impl crate::drain::ledger::SignalLedger for Unrecorded {
     fn begin(&self, _pid: i32) {}
     fn end(&self, _pid: i32, _delivered: bool) {}
     fn flush(&self) {}
+}
+
+/// Whether the NVIDIA driver shows a GPU (`/proc/driver/nvidia/gpus/`).
+fn nvidia_gpu_present() -> bool {
+    std::path::Path::new("/proc/driver/nvidia/gpus").is_dir()
 }
 
 /// The CRIU this plugin runs in: this process.
