@@ -252,13 +252,13 @@ impl Plugin {
             self.checkpointed = true;
             // The pre-flights weighed the tree at the first hook; the
             // frozen tree is the same one.
-            let group = self
-                .group()
-                .pids(self.moved.clone())
-                .criu_dump(this_criu())
-                .options(true, false, false);
-            let report =
-                self.with_restore_threads(host, &self.moved, || group.run(Operation::Checkpoint));
+            let report = self.with_restore_threads(host, &self.moved, |cuda| {
+                self.group()
+                    .pids(cuda)
+                    .criu_dump(this_criu())
+                    .options(true, false, false)
+                    .run(Operation::Checkpoint)
+            });
             log_report(host, "checkpoint", &report);
             if !report.ok() {
                 return HookAnswer::Failed;
@@ -381,28 +381,33 @@ impl Plugin {
     fn resume(&self, host: &dyn Host, candidates: Vec<i32>, map: MapSpec) -> CommandReport {
         let mut drain = self.settings.hook.drain;
         drain.rebuild = false;
-        let group = self
-            .group()
-            .drain_options(drain)
-            .pids(candidates.clone())
-            .map_spec(map);
-        let report = self.with_restore_threads(host, &candidates, || group.run(Operation::Resume));
+        let report = self.with_restore_threads(host, &candidates, |cuda| {
+            self.group()
+                .drain_options(drain)
+                .pids(cuda)
+                .map_spec(map)
+                .run(Operation::Resume)
+        });
         log_report(host, "resume", &report);
         report
     }
 
-    /// Runs `command` with the restore threads of the CUDA processes among
-    /// `pids` let run (CRIU has the tree stopped under ptrace).
+    /// Runs `command` on the CUDA processes among `pids` (those with a
+    /// restore thread), their restore threads let run (CRIU has the tree
+    /// stopped under ptrace).
     fn with_restore_threads(
         &self,
         host: &dyn Host,
         pids: &[i32],
-        command: impl FnOnce() -> CommandReport,
+        command: impl FnOnce(Vec<i32>) -> CommandReport,
     ) -> CommandReport {
-        let tids = restore_threads(self.settings.libcuda.as_deref(), pids);
+        let (cuda, tids): (Vec<i32>, Vec<i32>) =
+            restore_threads(self.settings.libcuda.as_deref(), pids)
+                .into_iter()
+                .unzip();
         let mut command = Some(command);
         let mut report = None;
-        let mut work = || report = command.take().map(|command| command());
+        let mut work = || report = command.take().map(|command| command(cuda.clone()));
         if let Err(why) = host.with_restore_threads_running(&tids, &mut work) {
             host.log(Level::Error, &why);
         }
@@ -505,9 +510,10 @@ pub fn criu_version(output: &str) -> Option<&str> {
         .filter(|v| !v.is_empty())
 }
 
-/// Each CUDA process's restore thread among `pids` (none for a process
-/// without CUDA).
-fn restore_threads(libcuda: Option<&std::path::Path>, pids: &[i32]) -> Vec<i32> {
+/// The CUDA processes among `pids`, each with its restore thread (the
+/// driver names none for a process without CUDA; asking does not wait for
+/// a stopped process).
+fn restore_threads(libcuda: Option<&std::path::Path>, pids: &[i32]) -> Vec<(i32, i32)> {
     let Ok(driver) = Driver::load(libcuda) else {
         return Vec::new();
     };
@@ -516,6 +522,7 @@ fn restore_threads(libcuda: Option<&std::path::Path>, pids: &[i32]) -> Vec<i32> 
             crate::api::process::Process::open(&driver, pid)
                 .and_then(|p| p.restore_thread_id())
                 .ok()
+                .map(|tid| (pid, tid))
         })
         .collect()
 }

@@ -495,3 +495,36 @@ fn a_drained_rank_left_running_by_its_dump_rebuilds_once_criu_lets_it_run() {
     });
     assert_eq!(fx.fake_record(rank.0).0, "running");
 }
+
+#[test]
+fn a_tree_whose_root_has_no_cuda_restores_its_cuda_child() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let shell = Orphan::launch(
+        &fx,
+        "setsid sh -c 'FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA sleep 600 & wait' </dev/null >/dev/null 2>&1",
+    );
+    let child = shell.kin(wait_for_child(shell.0));
+    let fake = crate::support::fake_libcuda()
+        .to_string_lossy()
+        .into_owned();
+    wait_until("the child to map the fake", || {
+        fs::read_to_string(format!("/proc/{}/maps", child.0)).is_ok_and(|m| m.contains(&fake))
+    });
+    let images = fx.dir().join("images");
+    let (dumped, log) = dump(&fx, &criu, shell.0, &images);
+    assert!(dumped.status.success(), "{log}");
+    assert_eq!(fx.fake_record(child.0).0, "checkpointed");
+    wait_until("the dumped tree to be reaped", || {
+        [shell.0, child.0]
+            .iter()
+            .all(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+    });
+    let (restored, log) = run_criu(&fx, &criu, &["restore", "-d"], &images, "restore.log");
+    assert!(restored.status.success(), "{log}");
+    assert!(
+        !log.contains("Error (cudackpt plugin)"),
+        "the shell is not the plugin's: {log}"
+    );
+    assert_eq!(fx.fake_record(child.0).0, "running");
+}
