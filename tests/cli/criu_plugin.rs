@@ -203,12 +203,7 @@ fn a_group_whose_checkpoint_fails_is_rolled_back_and_the_dump_stops() {
     );
     let kin = root.kin(wait_for_child(root.0));
     let child = kin.0;
-    let fake = crate::support::fake_libcuda()
-        .to_string_lossy()
-        .into_owned();
-    wait_until("the child to map the fake", || {
-        fs::read_to_string(format!("/proc/{child}/maps")).is_ok_and(|m| m.contains(&fake))
-    });
+    wait_for_the_fake(child);
     fs::write(
         fx.dir().join("inject"),
         format!("checkpoint@{child}=error:2\n"),
@@ -294,6 +289,16 @@ fn op_pids(fx: &Fixture) -> Vec<String> {
         .iter()
         .map(|c| format!("{} {}", c.op, c.pid))
         .collect()
+}
+
+/// Waits until `pid` maps the fake driver.
+fn wait_for_the_fake(pid: i32) {
+    let fake = crate::support::fake_libcuda()
+        .to_string_lossy()
+        .into_owned();
+    wait_until("the process to map the fake", || {
+        fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains(&fake))
+    });
 }
 
 /// The one child of `pid`, once it has one.
@@ -505,12 +510,7 @@ fn a_tree_whose_root_has_no_cuda_restores_its_cuda_child() {
         "setsid sh -c 'FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA sleep 600 & wait' </dev/null >/dev/null 2>&1",
     );
     let child = shell.kin(wait_for_child(shell.0));
-    let fake = crate::support::fake_libcuda()
-        .to_string_lossy()
-        .into_owned();
-    wait_until("the child to map the fake", || {
-        fs::read_to_string(format!("/proc/{}/maps", child.0)).is_ok_and(|m| m.contains(&fake))
-    });
+    wait_for_the_fake(child.0);
     let images = fx.dir().join("images");
     let (dumped, log) = dump(&fx, &criu, shell.0, &images);
     assert!(dumped.status.success(), "{log}");
