@@ -179,6 +179,9 @@ fn recover_where(
 ) -> CommandReport {
     let started = Instant::now();
     let mut report = CommandReport::new("recover", started.elapsed());
+    if !dry_run {
+        intent::sweep_dead_writers_temporaries();
+    }
     let abandoned = match intent::abandoned() {
         Ok(abandoned) => abandoned,
         Err(why) => {

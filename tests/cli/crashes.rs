@@ -110,3 +110,28 @@ fn an_intent_record_that_cannot_be_written_is_said() {
         "{doc:?}"
     );
 }
+
+/// A cudackpt killed between a record's temporary file and its rename
+/// leaves `.PID.json.RANDOM.tmp`, which no reader looks at: `recover`
+/// removes it once its writer is dead, and leaves a live writer's alone.
+#[test]
+fn recover_sweeps_the_half_written_records_of_dead_writers() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new();
+    let intents = fx.dir().join("records").join("intents");
+    std::fs::create_dir_all(&intents).expect("intents");
+    for dir in [fx.dir().join("records"), intents.clone()] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("0700");
+    }
+    // Above any pid_max the kernel allows: never a live process.
+    let dead = intents.join(".4194305.json.00ff12ab34cd56ef.tmp");
+    let live = intents.join(format!(".{}.json.00ff12ab34cd56ef.tmp", std::process::id()));
+    for planted in [&dead, &live] {
+        std::fs::write(planted, "{\"half\":").expect("plant");
+    }
+    let _: ProcessCommandDoc = fx.json(&["recover", "--dry-run"], 0);
+    assert!(dead.exists(), "a dry run removes nothing");
+    let _: ProcessCommandDoc = fx.json(&["recover"], 0);
+    assert!(!dead.exists(), "the dead writer's temporary is swept");
+    assert!(live.exists(), "a live writer's is left alone");
+}

@@ -17,6 +17,25 @@ fn state(fx: &Fixture, pid: i32) -> String {
         .unwrap_or_else(|| "running".to_string())
 }
 
+/// How many entries `dir` holds (none when it is not there).
+fn entries(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
+}
+
+/// The intent records in `dir`: `PID.json`, not a writer's temporary.
+fn records(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .map(|e| e.expect("entry").path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(".json") && !n.starts_with('.'))
+        })
+        .collect()
+}
+
 #[test]
 fn kill_9_at_every_step_of_a_group_suspend_then_recover() {
     let fx = Fixture::new();
@@ -43,14 +62,17 @@ fn kill_9_at_every_step_of_a_group_suspend_then_recover() {
         let status = child.wait_with_output().expect("exits").status;
         if status.success() {
             // It finished before the kill: done as asked, its record gone.
-            assert!(!intents.exists() || std::fs::read_dir(&intents).expect("dir").count() == 0);
+            assert!(entries(&intents) == 0);
             let mut back = vec!["resume"];
             back.extend(pids.iter().map(String::as_str));
             fx.cudackpt(&back).assert().success();
             finished += 1;
             continue;
         }
-        let left = std::fs::read_dir(&intents).map(|d| d.count()).unwrap_or(0);
+        // The records: a kill between a record's temporary file and its
+        // rename leaves the temporary too, which recover sweeps.
+        let records = records(&intents);
+        let left = records.len();
         let states: Vec<String> = group.iter().map(|t| state(&fx, t.pid)).collect();
         let all = |s: &str| states.iter().all(|x| x == s);
         // Either the record is there, or the group is whole: nothing moved,
@@ -68,14 +90,9 @@ fn kill_9_at_every_step_of_a_group_suspend_then_recover() {
         }
         killed += 1;
         if left == 1 {
-            let record = std::fs::read_dir(&intents)
-                .expect("intents")
-                .next()
-                .expect("one")
-                .expect("entry")
-                .path();
+            let record = &records[0];
             let intent: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(&record).expect("read"))
+                serde_json::from_str(&std::fs::read_to_string(record).expect("read"))
                     .expect("json");
             assert_eq!(intent["command"], "suspend", "run {run}: {intent}");
             assert!(
@@ -126,11 +143,7 @@ fn kill_9_at_every_step_of_a_group_suspend_then_recover() {
             back.extend(pids.iter().map(String::as_str));
             fx.cudackpt(&back).assert().success();
         }
-        assert_eq!(
-            std::fs::read_dir(&intents).map(|d| d.count()).unwrap_or(0),
-            0,
-            "run {run}: the record is removed"
-        );
+        assert_eq!(entries(&intents), 0, "run {run}: the record is removed");
     }
     eprintln!("kill -9: {killed} killed mid-change and recovered, {finished} finished first");
     assert!(

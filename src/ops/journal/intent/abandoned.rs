@@ -63,6 +63,46 @@ fn abandoned_in(dir: &SafeDir) -> Result<Vec<(PathBuf, Intent)>, UnsafeDir> {
         .collect())
 }
 
+/// Removes the half-written records of dead writers: a cudackpt killed
+/// between creating a record's temporary file and renaming it into place
+/// leaves `.PID.json.RANDOM.tmp`, which no record reader looks at. Root's
+/// directory and the users' alike; a writer still alive keeps its file.
+/// Returns how many went.
+pub fn sweep_dead_writers_temporaries() -> usize {
+    let mut dirs: Vec<SafeDir> = SafeDir::open_existing(&dir())
+        .ok()
+        .flatten()
+        .into_iter()
+        .collect();
+    dirs.extend(users_intent_dirs().into_iter().map(|(_, dir)| dir));
+    let mut swept = 0;
+    for dir in dirs {
+        for name in dir.names().unwrap_or_default() {
+            let Some(name) = name.to_str() else { continue };
+            let dead = temporary_writer(name).is_some_and(|pid| !process::is_alive(pid));
+            if dead && dir.remove(name).is_ok() {
+                swept += 1;
+            }
+        }
+    }
+    swept
+}
+
+/// The PID that wrote a temporary record file (`.PID.json.HEX.tmp`), if
+/// `name` is one (pure).
+pub fn temporary_writer(name: &str) -> Option<i32> {
+    let rest = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let (record, random) = rest.rsplit_once('.')?;
+    if random.is_empty() || !random.chars().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    record
+        .strip_suffix(".json")?
+        .parse()
+        .ok()
+        .filter(|pid: &i32| *pid > 0)
+}
+
 /// Removes the records a pre-dump handed to `criu`, which is alive and
 /// dumping (its post-dump takes them: the dump went on, and its own waiter
 /// resumes what CRIU leaves running). Returns how many.
@@ -210,4 +250,22 @@ pub fn holding(pid: i32, abandoned: &[(PathBuf, Intent)]) -> Option<(PathBuf, i3
             .any(|m| m.pid == pid && m.started_at(now))
             .then(|| (path.clone(), intent.owner_pid, intent.left_by()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_temporary_record_names_its_writer_and_nothing_else_does() {
+        assert_eq!(
+            temporary_writer(".4242.json.00ff12ab34cd56ef.tmp"),
+            Some(4242)
+        );
+        assert_eq!(temporary_writer("4242.json"), None);
+        assert_eq!(temporary_writer(".4242.json.tmp"), None);
+        assert_eq!(temporary_writer(".4242.json.zz.tmp"), None);
+        assert_eq!(temporary_writer(".lock.json.00ff.tmp"), None);
+        assert_eq!(temporary_writer(".0.json.00ff.tmp"), None);
+    }
 }

@@ -21,7 +21,10 @@ mod places;
 mod record;
 mod writer;
 
-pub use abandoned::{abandoned, claim, holding, release_handed_to, Claimed, NotClaimed};
+pub use abandoned::{
+    abandoned, claim, holding, release_handed_to, sweep_dead_writers_temporaries, Claimed,
+    NotClaimed,
+};
 pub use panic::report_panics;
 pub use record::{Intent, RecordedProcess, Start};
 pub use writer::Journal;
