@@ -64,33 +64,33 @@ fn code(answer: HookAnswer) -> c_int {
 }
 
 unsafe extern "C" fn plugin_init(stage: c_int) -> c_int {
-    let host = Criu::find();
+    let host = Criu::get();
     let version = host.version();
-    super::init(&host, stage, version.as_deref())
+    super::init(host, stage, version.as_deref())
 }
 
 unsafe extern "C" fn plugin_exit(_stage: c_int, ret: c_int) {
-    super::fini(&Criu::find(), ret);
+    super::fini(Criu::get(), ret);
 }
 
 unsafe extern "C" fn pause_devices(pid: c_int) -> c_int {
-    let host = Criu::find();
-    code(super::with_plugin(&host, "PAUSE_DEVICES", |p| {
-        p.pause_devices(&host, pid)
+    let host = Criu::get();
+    code(super::with_plugin(host, "PAUSE_DEVICES", |p| {
+        p.pause_devices(host, pid)
     }))
 }
 
 unsafe extern "C" fn checkpoint_devices(pid: c_int) -> c_int {
-    let host = Criu::find();
-    code(super::with_plugin(&host, "CHECKPOINT_DEVICES", |p| {
-        p.checkpoint_devices(&host, pid)
+    let host = Criu::get();
+    code(super::with_plugin(host, "CHECKPOINT_DEVICES", |p| {
+        p.checkpoint_devices(host, pid)
     }))
 }
 
 unsafe extern "C" fn resume_devices_late(pid: c_int) -> c_int {
-    let host = Criu::find();
-    code(super::with_plugin(&host, "RESUME_DEVICES_LATE", |p| {
-        p.resume_devices_late(&host, pid)
+    let host = Criu::get();
+    code(super::with_plugin(host, "RESUME_DEVICES_LATE", |p| {
+        p.resume_devices_late(host, pid)
     }))
 }
 
@@ -116,7 +116,20 @@ fn symbol(name: &CStr) -> *mut c_void {
     unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }
 }
 
+// SAFETY: function pointers into CRIU and a pointer to its static `opts`,
+// only read; CRIU calls its plugins from one thread.
+unsafe impl Send for Criu {}
+// SAFETY: as above.
+unsafe impl Sync for Criu {}
+
 impl Criu {
+    /// The CRIU this library was loaded into, looked up on the first hook
+    /// (every hook of every process asks).
+    fn get() -> &'static Criu {
+        static CRIU: std::sync::OnceLock<Criu> = std::sync::OnceLock::new();
+        CRIU.get_or_init(Criu::find)
+    }
+
     fn find() -> Criu {
         let print = symbol(c"print_on_level");
         let add = symbol(c"add_inventory_plugin");

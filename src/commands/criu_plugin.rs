@@ -31,6 +31,7 @@ use crate::commands::criu_hook::HookSettings;
 use crate::driver::Driver;
 use crate::gpu::map::MapSpec;
 use crate::ops::vocabulary::plan::{DriverCall, Operation};
+use crate::ops::vocabulary::prose;
 use crate::ops::vocabulary::report::CommandReport;
 use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::identity::Identity;
@@ -205,13 +206,9 @@ impl Plugin {
     /// then locks every CUDA process of it as a group (drained first when
     /// asked); later calls answer for the processes found then.
     pub fn pause_devices(&mut self, host: &dyn Host, pid: i32) -> HookAnswer {
-        if self.idle || self.stage != Stage::Dump {
-            return HookAnswer::NotMine;
+        if let Err(answer) = self.first_call(Stage::Dump, pid) {
+            return answer;
         }
-        if self.root.is_some() {
-            return self.answer_for(pid);
-        }
-        self.root = Some(pid);
         if !self.tree_maps_the_driver(pid) {
             host.log(
                 Level::Info,
@@ -245,7 +242,7 @@ impl Plugin {
     /// tree, checkpoints the locked group as a whole (its restore threads
     /// let run for it), rolled back to locked if any checkpoint fails.
     pub fn checkpoint_devices(&mut self, host: &dyn Host, pid: i32) -> HookAnswer {
-        if self.idle || self.stage != Stage::Dump {
+        if !self.acts_in(Stage::Dump) {
             return HookAnswer::NotMine;
         }
         if !self.checkpointed && !self.moved.is_empty() {
@@ -270,13 +267,9 @@ impl Plugin {
     /// `RESUME_DEVICES_LATE`: the first call, for the restored tree's root,
     /// resumes every CUDA process of the tree as a group.
     pub fn resume_devices_late(&mut self, host: &dyn Host, pid: i32) -> HookAnswer {
-        if self.idle || self.stage != Stage::Restore {
-            return HookAnswer::NotMine;
+        if let Err(answer) = self.first_call(Stage::Restore, pid) {
+            return answer;
         }
-        if self.root.is_some() {
-            return self.answer_for(pid);
-        }
-        self.root = Some(pid);
         let tree = crate::targets::discover::trees(&[pid]);
         let report = self.resume(host, tree, self.settings.map.clone());
         self.moved = moved_by(&report, DriverCall::Restore);
@@ -299,7 +292,7 @@ impl Plugin {
             &format!(
                 "fini of {:?} (CRIU's result {ret}), {} moved",
                 self.stage,
-                pids_text(&self.moved)
+                prose::pids(&self.moved)
             ),
         );
         if self.idle || self.moved.is_empty() {
@@ -324,11 +317,11 @@ impl Plugin {
             };
             host.log(
                 Level::Info,
-                &format!("{why}: resuming {}", pids_text(&self.moved)),
+                &format!("{why}: resuming {}", prose::pids(&self.moved)),
             );
             let report = self.resume(host, self.moved.clone(), MapSpec::None);
             if !report.ok() {
-                host.log(Level::Error, &format!("{} stay where the failure above left them; `cudackpt recover` puts them back once CRIU has ended", pids_text(&self.moved)));
+                host.log(Level::Error, &format!("{} stay where the failure above left them; `cudackpt recover` puts them back once CRIU has ended", prose::pids(&self.moved)));
                 return;
             }
             if self.settings.hook.drain.before_lock {
@@ -369,7 +362,7 @@ impl Plugin {
             Level::Info,
             &format!(
                 "asked {} to rebuild (signal {}): they do once CRIU lets them run (`cudackpt ps` shows them drained until then)",
-                pids_text(&asked),
+                prose::pids(&asked),
                 signal.number()
             ),
         );
@@ -456,6 +449,24 @@ impl Plugin {
             .embedded()
     }
 
+    /// Whether this run is the plugin's and of `stage`.
+    fn acts_in(&self, stage: Stage) -> bool {
+        !self.idle && self.stage == stage
+    }
+
+    /// The first call of a hook that acts for the whole tree names its
+    /// root (`Ok`); any other call gets its answer for `pid` at once.
+    fn first_call(&mut self, stage: Stage, pid: i32) -> Result<(), HookAnswer> {
+        if !self.acts_in(stage) {
+            return Err(HookAnswer::NotMine);
+        }
+        if self.root.is_some() {
+            return Err(self.answer_for(pid));
+        }
+        self.root = Some(pid);
+        Ok(())
+    }
+
     /// A hook's answer for one process: done if this plugin moved it.
     fn answer_for(&self, pid: i32) -> HookAnswer {
         if self.moved.contains(&pid) {
@@ -535,11 +546,6 @@ fn moved_by(report: &CommandReport, call: DriverCall) -> Vec<i32> {
         .filter(|p| p.ok() && p.did(call))
         .map(|p| p.pid)
         .collect()
-}
-
-/// "PID 7" or "PIDs 7, 8" (pure).
-fn pids_text(pids: &[i32]) -> String {
-    crate::ops::vocabulary::prose::pids(pids)
 }
 
 /// What a group command did, a line a process, in CRIU's log.

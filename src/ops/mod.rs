@@ -250,7 +250,7 @@ fn execute_and_finish(
     // `recover` finishes the record forward (the rebuild), never back.
     // Not for a CRIU dump's group: the dump, not this command, is what
     // a kill interrupts, so `recover` puts the group back.
-    if request.criu_dump.is_none() {
+    if request.record_for_criu().is_none() {
         journal.calls_done();
     }
     remarks.extend(executor.interrupt.unguarded());
@@ -342,7 +342,7 @@ fn hand_over_to_criu(
     journal: &intent::Journal,
     reports: &[vocabulary::report::TargetReport],
 ) -> Vec<String> {
-    let (Some(criu), false) = (request.criu_dump, request.dry_run) else {
+    let Some(criu) = request.record_for_criu() else {
         return Vec::new();
     };
     // What CRIU's dump now holds: checkpointed (the action script's
@@ -380,7 +380,7 @@ fn executor_for<'a>(
         locks_lost: Some(locks_lost),
         before_change: Some(before_change),
         already_there_ok: !request.nvidia_errors,
-        journal_every_change: request.criu_dump.is_some() && !request.dry_run,
+        journal_every_change: request.record_for_criu().is_some(),
     }
 }
 

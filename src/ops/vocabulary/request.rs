@@ -69,6 +69,12 @@ pub struct Request<'a> {
 }
 
 impl<'a> Request<'a> {
+    /// The CRIU this command's intent record goes to when it ends (a CRIU
+    /// dump's group that really changed; a dry run writes no record).
+    pub fn record_for_criu(&self) -> Option<crate::targets::identity::Identity> {
+        self.criu_dump.filter(|_| !self.dry_run)
+    }
+
     /// `operation` on no target yet, with every option at its default:
     /// callers set what differs with struct-update syntax.
     pub fn new(libcuda: Option<&'a Path>, operation: Operation) -> Request<'a> {
