@@ -84,10 +84,7 @@ fn a_cuda_process_goes_to_disk_and_back_through_the_plugin() {
         log.contains("Plugin \"cudackpt\" (version 512 hooks 13)"),
         "{log}"
     );
-    // Gone, and reaped: CRIU restores it at its PID.
-    wait_until("the dumped process to be reaped", || {
-        !Path::new(&format!("/proc/{}", job.0)).exists()
-    });
+    wait_reaped(&[job.0]);
     assert_eq!(fx.fake_record(job.0).0, "checkpointed");
     let calls = op_pids(&fx);
     assert!(calls.contains(&format!("lock {}", job.0)), "{calls:?}");
@@ -201,9 +198,8 @@ fn a_group_whose_checkpoint_fails_is_rolled_back_and_the_dump_stops() {
         &fx,
         "LD_PRELOAD=$CUDA setsid sh -c 'LD_PRELOAD=$CUDA sleep 600 & exec sleep 600' </dev/null >/dev/null 2>&1",
     );
-    let kin = root.kin(wait_for_child(root.0));
+    let kin = cuda_child_of(&root);
     let child = kin.0;
-    wait_for_the_fake(child);
     fs::write(
         fx.dir().join("inject"),
         format!("checkpoint@{child}=error:2\n"),
@@ -291,13 +287,25 @@ fn op_pids(fx: &Fixture) -> Vec<String> {
         .collect()
 }
 
-/// Waits until `pid` maps the fake driver.
-fn wait_for_the_fake(pid: i32) {
+/// The one child `root`'s script started, once it maps the fake driver,
+/// killed with its root.
+fn cuda_child_of(root: &Orphan) -> Orphan {
+    let child = root.kin(wait_for_child(root.0));
     let fake = crate::support::fake_libcuda()
         .to_string_lossy()
         .into_owned();
-    wait_until("the process to map the fake", || {
-        fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains(&fake))
+    wait_until("the child to map the fake", || {
+        fs::read_to_string(format!("/proc/{}/maps", child.0)).is_ok_and(|m| m.contains(&fake))
+    });
+    child
+}
+
+/// Waits until the dumped `pids` are gone and reaped: CRIU restores each
+/// at its PID.
+fn wait_reaped(pids: &[i32]) {
+    wait_until("the dumped processes to be reaped", || {
+        pids.iter()
+            .all(|pid| !Path::new(&format!("/proc/{pid}")).exists())
     });
 }
 
@@ -399,9 +407,7 @@ fn a_restore_moves_the_group_to_the_gpus_cudackpt_map_names() {
     let (dumped, log) = dump(&fx, &criu, job.0, &images);
     assert!(dumped.status.success(), "{log}");
     assert_eq!(fx.fake_record(job.0), ("checkpointed".to_string(), 0));
-    wait_until("the dumped process to be reaped", || {
-        !Path::new(&format!("/proc/{}", job.0)).exists()
-    });
+    wait_reaped(&[job.0]);
     fx.take_calls();
     let restored = criu_command(&fx, &criu, &["restore", "-d"], &images, "restore.log")
         .env("CUDACKPT_MAP", "0=1")
@@ -437,9 +443,7 @@ fn a_drained_rank_goes_to_disk_and_rebuilds_after_the_restore() {
         "{said}"
     );
     assert!(!said.contains("rebuilt"), "{said}");
-    wait_until("the dumped rank to be reaped", || {
-        !Path::new(&format!("/proc/{}", rank.0)).exists()
-    });
+    wait_reaped(&[rank.0]);
     let (restored, log) = run_criu(&fx, &criu, &["restore", "-d"], &images, "restore.log");
     assert!(restored.status.success(), "{log}");
     let said = fs::read_to_string(&events).expect("events");
@@ -509,17 +513,12 @@ fn a_tree_whose_root_has_no_cuda_restores_its_cuda_child() {
         &fx,
         "setsid sh -c 'FAKE_CUDA_IDENTITY=$$-$(date +%s%N) LD_PRELOAD=$CUDA sleep 600 & wait' </dev/null >/dev/null 2>&1",
     );
-    let child = shell.kin(wait_for_child(shell.0));
-    wait_for_the_fake(child.0);
+    let child = cuda_child_of(&shell);
     let images = fx.dir().join("images");
     let (dumped, log) = dump(&fx, &criu, shell.0, &images);
     assert!(dumped.status.success(), "{log}");
     assert_eq!(fx.fake_record(child.0).0, "checkpointed");
-    wait_until("the dumped tree to be reaped", || {
-        [shell.0, child.0]
-            .iter()
-            .all(|pid| !Path::new(&format!("/proc/{pid}")).exists())
-    });
+    wait_reaped(&[shell.0, child.0]);
     let (restored, log) = run_criu(&fx, &criu, &["restore", "-d"], &images, "restore.log");
     assert!(restored.status.success(), "{log}");
     assert!(

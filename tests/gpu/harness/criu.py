@@ -129,6 +129,24 @@ class GpuContainer(Closing):
         self.ct.close()
 
 
+def runc_round_trip(tools, name, env_for, annotations=None):
+    """runc checkpoint and restore of a GPU container (with `annotations`),
+    CRIU's environment `env_for(box)`: the container gone between, its init
+    running after with its data intact. Returns the line for the table."""
+    with GpuContainer(tools, name, annotations=annotations) as box:
+        pid = box.ct.pid()
+        env = env_for(box)
+        images = box.images("images")
+        dumped = checkpoint_or_fail(box, images, env=env)
+        expect(box.ct.pid() is None, f"the container is gone after the checkpoint: {box.ct.state()}")
+        restored = restore_or_fail(box, images, env)
+        box.seen = len(box.ct.lines())
+        after = box.ct.pid()
+        expect(after is not None and tools.state(after) == "running", f"restored container's init {after} running")
+        box.expect_ok("after the restore")
+        return f"{box.runc.version()}; init PID {pid} -> {after}; checkpoint {dumped:.1f} s, restore {restored:.1f} s, data intact"
+
+
 def plugin_or_skip():
     plugin_dir = find_cuda_plugin()
     if not plugin_dir:

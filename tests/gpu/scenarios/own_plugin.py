@@ -5,7 +5,7 @@ with the driver called in CRIU's process."""
 import os
 import tempfile
 
-from harness.criu import GpuContainer, checkpoint_or_fail, criu_command, criu_round_trip, restore_or_fail
+from harness.criu import GpuContainer, checkpoint_or_fail, criu_command, criu_round_trip, restore_or_fail, runc_round_trip
 from harness.procs import gpu_of
 from harness.registry import Skipped, expect, scenario
 
@@ -43,18 +43,7 @@ def criu_with_own_plugin(tools):
 @scenario("runc checkpoint and restore of a GPU container through cudackpt's own plugin; data intact")
 def runc_with_own_plugin(tools):
     plugin_dir = own_plugin_dir(tools)
-    with GpuContainer(tools, "own-plugin") as box:
-        pid = box.ct.pid()
-        env = {"CRIU_LIBS_DIR": plugin_dir}
-        images = box.images("images")
-        dumped = checkpoint_or_fail(box, images, env=env)
-        expect(box.ct.pid() is None, f"the container is gone after the checkpoint: {box.ct.state()}")
-        restored = restore_or_fail(box, images, env)
-        box.seen = len(box.ct.lines())
-        after = box.ct.pid()
-        expect(after is not None and tools.state(after) == "running", f"restored container's init {after} running")
-        box.expect_ok("after the restore")
-        return f"{box.runc.version()}; init PID {pid} -> {after}; checkpoint {dumped:.1f} s, restore {restored:.1f} s, data intact"
+    return runc_round_trip(tools, "own-plugin", lambda box: {"CRIU_LIBS_DIR": plugin_dir})
 
 
 @scenario("runc restore of a GPU container through cudackpt's own plugin onto the other GPU (CUDACKPT_MAP=0=1 in CRIU's environment); data intact", gpus=2)

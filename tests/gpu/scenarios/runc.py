@@ -1,7 +1,7 @@
 """runc containers of the GPU target: checkpointed with the plugin and with
 the action script, --leave-running, and suspended by their cgroup."""
 
-from harness.criu import GpuContainer, checkpoint_or_fail, hook_config, plugin_or_skip, restore_or_fail
+from harness.criu import GpuContainer, checkpoint_or_fail, hook_config, plugin_or_skip, restore_or_fail, runc_round_trip
 from harness.procs import gpus_free_mib, wait_for
 from harness.registry import expect, scenario
 
@@ -9,18 +9,7 @@ from harness.registry import expect, scenario
 @scenario("runc checkpoint and restore of a GPU container with CRIU and its CUDA plugin, cudackpt as cuda-checkpoint; data intact")
 def runc_with_plugin(tools):
     plugin_dir = plugin_or_skip()
-    with GpuContainer(tools, "plugin") as box:
-        pid = box.ct.pid()
-        env = box.plugin_env(tools, plugin_dir)
-        images = box.images("images")
-        dumped = checkpoint_or_fail(box, images, env=env)
-        expect(box.ct.pid() is None, f"the container is gone after the checkpoint: {box.ct.state()}")
-        restored = restore_or_fail(box, images, env)
-        box.seen = len(box.ct.lines())
-        after = box.ct.pid()
-        expect(after is not None and tools.state(after) == "running", f"restored container's init {after} running")
-        box.expect_ok("after the restore")
-        return f"{box.runc.version()}; init PID {pid} -> {after}; checkpoint {dumped:.1f} s, restore {restored:.1f} s, data intact"
+    return runc_round_trip(tools, "plugin", lambda box: box.plugin_env(tools, plugin_dir))
 
 
 @scenario("runc checkpoint and restore of a GPU container with cudackpt as CRIU's action script (runc's CRIU config file, no plugin); data intact")
@@ -28,16 +17,8 @@ def runc_with_action_script(tools):
     conf, no_plugins = hook_config(tools)
     # runc hands this file to CRIU (org.criu.config); CRIU runs the
     # script of a config file in RPC mode too.
-    with GpuContainer(tools, "hook", annotations={"org.criu.config": conf}) as box:
-        env = {"CRIU_LIBS_DIR": no_plugins}
-        images = box.images("images")
-        dumped = checkpoint_or_fail(box, images, env=env)
-        restored = restore_or_fail(box, images, env)
-        box.seen = len(box.ct.lines())
-        after = box.ct.pid()
-        expect(after is not None and tools.state(after) == "running", f"restored container's init {after} running")
-        box.expect_ok("after the restore")
-        return f"checkpoint {dumped:.1f} s, restore {restored:.1f} s, data intact"
+    return runc_round_trip(tools, "hook", lambda box: {"CRIU_LIBS_DIR": no_plugins},
+                           annotations={"org.criu.config": conf})
 
 
 @scenario("runc checkpoint --leave-running of a GPU container, with the plugin and with the action script: it goes on with its data; its image restores after it is killed")
