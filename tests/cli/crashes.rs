@@ -129,9 +129,23 @@ fn recover_sweeps_the_half_written_records_of_dead_writers() {
     for planted in [&dead, &live] {
         std::fs::write(planted, "{\"half\":").expect("plant");
     }
+    // A link planted under a temporary's name goes itself, never what it
+    // leads to.
+    let precious = fx.dir().join("precious");
+    std::fs::write(&precious, "keep").expect("a file of root's");
+    let link = intents.join(".4194306.json.00ff12ab34cd56ef.tmp");
+    std::os::unix::fs::symlink(&precious, &link).expect("plant a link");
     let _: ProcessCommandDoc = fx.json(&["recover", "--dry-run"], 0);
     assert!(dead.exists(), "a dry run removes nothing");
     let _: ProcessCommandDoc = fx.json(&["recover"], 0);
     assert!(!dead.exists(), "the dead writer's temporary is swept");
     assert!(live.exists(), "a live writer's is left alone");
+    assert!(
+        link.symlink_metadata().is_err(),
+        "the planted link is swept"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&precious).expect("still there"),
+        "keep"
+    );
 }
