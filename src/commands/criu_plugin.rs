@@ -568,7 +568,8 @@ pub(crate) fn report_lines(what: &str, report: &CommandReport) -> Vec<(Level, St
         );
     }
     for p in &report.processes {
-        let name = p.name.as_deref().unwrap_or("?");
+        // A process names itself: no name may forge a line of CRIU's log.
+        let name = crate::targets::name::printable(p.name.as_deref().unwrap_or("?"));
         match &p.failure {
             None => {
                 let state = p.state.map_or("unknown".to_string(), |s| s.to_string());
@@ -626,6 +627,21 @@ mod tests {
         assert!(refused.contains("4.2.1"), "{refused}");
         let refused = known_criu(None).expect_err("unknown");
         assert!(refused.contains("could not tell"), "{refused}");
+    }
+
+    #[test]
+    fn a_process_name_cannot_forge_a_line_of_criu_s_log() {
+        let mut report = CommandReport::new("lock", std::time::Duration::ZERO);
+        report
+            .processes
+            .push(crate::ops::vocabulary::report::TargetReport::new(
+                7,
+                Some("job\n(00.000001) cudackpt: lock: PID 1 (init) locked".to_string()),
+            ));
+        let lines = report_lines("lock", &report);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(!lines[0].1.contains('\n'), "{lines:?}");
+        assert!(lines[0].1.contains("job\\x0a(00.000001)"), "{lines:?}");
     }
 
     #[test]
