@@ -90,8 +90,12 @@ def read_sequentially(images):
 def plain_criu_restore(args, images, manifest, env):
     """`criu restore` as a recipe runs it, cudackpt as its action script."""
     options = [a for o in manifest["criu_options"] for a in o["option"].split(" ")]
+    # An empty plugin directory: no installed plugin acts behind the action
+    # script (CRIU refuses a --libdir that does not exist).
+    no_plugins = os.path.join(images, "no-plugins")
+    os.makedirs(no_plugins, exist_ok=True)
     command = [args.criu, "restore", "-D", images, "--restore-detached", "--action-script", os.path.abspath(args.cudackpt),
-               "--libdir", os.path.join(images, "no-plugins"), "-o", "plain-restore.log", *options]
+               "--libdir", no_plugins, "-o", "plain-restore.log", *options]
     out = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, **env), timeout=600)
     if out.returncode != 0:
         with open(os.path.join(images, "plain-restore.log")) as log:

@@ -129,7 +129,7 @@ def criu_round_trip(binary, criu, job, drain, work):
     row["image_bytes"] = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(images) for f in files)
     if job.p.poll() is None:
         job.p.wait(timeout=60)
-    wait_for(lambda: not os.path.exists(f"/proc/{job.pid}"), "the dumped job to be reaped", 60)
+    wait_for(lambda: not os.path.exists(f"/proc/{job.pid}"), "the dumped job to be reaped", timeout=60)
     started = time.monotonic()
     restore = subprocess.run([binary_criu, "restore", "-D", images, "--libdir", no_plugins, "--action-script", binary, "-d",
                               "-o", "restore.log"], env=dict(os.environ, **criu_env), capture_output=True, text=True)

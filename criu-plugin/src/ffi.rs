@@ -1,12 +1,16 @@
 //! The fence: CRIU's plugin ABI (`criu/include/criu-plugin.h`, version
-//! 0.2.0 of CRIU 4.x), the functions CRIU exports to its plugins, and
-//! ptrace. Nothing else in this crate is `unsafe`.
+//! 0.2.0 of CRIU 4.x), the functions CRIU exports to its plugins, the
+//! helper's fork and reaping, and ptrace. Nothing else in this crate is
+//! `unsafe`.
 #![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::ptr;
 
-use cudackpt::internal::criu_plugin::{criu_version, HookAnswer, Host, Level, NAME};
+use cudackpt::internal::criu_plugin::{criu_version, HookAnswer, Host, Level, Plugin, NAME};
+
+use crate::helper::Helper;
+use crate::link::{Hook, Link};
 
 /// `CRIU_PLUGIN_GEN_VERSION(0, 2, 0)`.
 const ABI_VERSION: c_uint = 2 << 8;
@@ -55,7 +59,7 @@ const fn hooks() -> [*const c_void; HOOKS] {
 }
 
 /// A hook's answer in CRIU's terms.
-fn code(answer: HookAnswer) -> c_int {
+pub(crate) fn code(answer: HookAnswer) -> c_int {
     match answer {
         HookAnswer::Done => 0,
         HookAnswer::NotMine => -libc::ENOTSUP,
@@ -74,24 +78,75 @@ unsafe extern "C" fn plugin_exit(_stage: c_int, ret: c_int) {
 }
 
 unsafe extern "C" fn pause_devices(pid: c_int) -> c_int {
-    let host = Criu::get();
-    code(super::with_plugin(host, "PAUSE_DEVICES", |p| {
-        p.pause_devices(host, pid)
-    }))
+    super::hook(Criu::get(), Hook::PauseDevices, pid)
 }
 
 unsafe extern "C" fn checkpoint_devices(pid: c_int) -> c_int {
-    let host = Criu::get();
-    code(super::with_plugin(host, "CHECKPOINT_DEVICES", |p| {
-        p.checkpoint_devices(host, pid)
-    }))
+    super::hook(Criu::get(), Hook::CheckpointDevices, pid)
 }
 
 unsafe extern "C" fn resume_devices_late(pid: c_int) -> c_int {
-    let host = Criu::get();
-    code(super::with_plugin(host, "RESUME_DEVICES_LATE", |p| {
-        p.resume_devices_late(host, pid)
-    }))
+    super::hook(Criu::get(), Hook::ResumeDevicesLate, pid)
+}
+
+/// Forks the helper that runs `plugin` (`helper` says why), and returns
+/// CRIU's half of it. The child never returns into CRIU: it serves the
+/// hooks and exits.
+pub(crate) fn fork_helper(plugin: Plugin, criu: &'static Criu) -> Result<Helper, String> {
+    let (ours, theirs) =
+        std::os::unix::net::UnixStream::pair().map_err(|e| format!("a socket pair: {e}"))?;
+    let link = Link::new(ours).map_err(|e| format!("a socket pair: {e}"))?;
+    let helper_link = Link::new(theirs).map_err(|e| format!("a socket pair: {e}"))?;
+    // SAFETY: getpid has no preconditions.
+    let criu_pid = unsafe { libc::getpid() };
+    // SAFETY: CRIU's process is single-threaded when it calls a plugin (the
+    // helper exists to keep it so), so the child may run any code; it ends
+    // with _exit, never returning into CRIU or running its exit handlers.
+    match unsafe { libc::fork() } {
+        -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
+        0 => {
+            drop(link);
+            // SAFETY: prctl(PR_SET_PDEATHSIG, SIGKILL) takes integers; the
+            // check after it closes the race with a CRIU already gone.
+            let orphaned = unsafe {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1
+                    || libc::getppid() != criu_pid
+            };
+            let status = if orphaned {
+                1
+            } else {
+                crate::helper::serve(plugin, criu, helper_link)
+            };
+            // SAFETY: ends the helper without CRIU's atexit handlers or
+            // buffered output, which belong to CRIU's process.
+            unsafe { libc::_exit(status) }
+        }
+        pid => {
+            drop(helper_link);
+            drop(plugin);
+            Ok(Helper::new(pid, link))
+        }
+    }
+}
+
+/// Waits for the helper's end, SIGCHLD blocked meanwhile as CRIU's own
+/// `cr_system` does: a restore's SIGCHLD handler takes any child's end
+/// for a restored task's failure.
+pub(crate) fn reap(pid: i32) {
+    // SAFETY: sigset_t is plain data; the calls fill and read live locals.
+    unsafe {
+        let mut block: libc::sigset_t = std::mem::zeroed();
+        let mut before: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&raw mut block);
+        libc::sigaddset(&raw mut block, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &raw const block, &raw mut before);
+        let mut status: c_int = 0;
+        // A handler of CRIU's may have reaped it already (ECHILD): gone either way.
+        while libc::waitpid(pid, &raw mut status, 0) == -1
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+        {}
+        libc::sigprocmask(libc::SIG_SETMASK, &raw const before, ptr::null_mut());
+    }
 }
 
 type PrintOnLevel = unsafe extern "C" fn(c_uint, *const c_char, ...);
@@ -101,7 +156,7 @@ type SetInterruptOnlyMode = unsafe extern "C" fn();
 
 /// The CRIU this library was loaded into: the functions it exports to its
 /// plugins, looked up in the program (none when it is not CRIU).
-struct Criu {
+pub(crate) struct Criu {
     print_on_level: Option<PrintOnLevel>,
     add_inventory_plugin: Option<AddInventoryPlugin>,
     check_and_remove_inventory_plugin: Option<CheckAndRemoveInventoryPlugin>,
@@ -125,7 +180,7 @@ unsafe impl Sync for Criu {}
 impl Criu {
     /// The CRIU this library was loaded into, looked up on the first hook
     /// (every hook of every process asks).
-    fn get() -> &'static Criu {
+    pub(crate) fn get() -> &'static Criu {
         static CRIU: std::sync::OnceLock<Criu> = std::sync::OnceLock::new();
         CRIU.get_or_init(Criu::find)
     }
@@ -257,7 +312,7 @@ impl Host for Criu {
 }
 
 /// A thread's signal mask, as ptrace reads and writes it.
-type SigMask = u64;
+pub(crate) type SigMask = u64;
 
 fn ptrace(request: c_uint, tid: i32, addr: usize, data: usize) -> Result<(), String> {
     // SAFETY: the requests used here take an integer or a pointer to a
@@ -272,7 +327,7 @@ fn ptrace(request: c_uint, tid: i32, addr: usize, data: usize) -> Result<(), Str
 
 /// Lets CRIU's stopped restore thread `tid` run, every signal but SIGTRAP
 /// blocked (as CRIU's own plugin does): its mask before, to put back.
-fn let_run(tid: i32) -> Result<SigMask, String> {
+pub(crate) fn let_run(tid: i32) -> Result<SigMask, String> {
     let fail =
         |what: &str, why: String| format!("could not let restore thread {tid} run ({what}: {why})");
     let mut saved: SigMask = 0;
@@ -294,7 +349,7 @@ fn let_run(tid: i32) -> Result<SigMask, String> {
 
 /// Stops restore thread `tid` again for CRIU, with its options and mask as
 /// CRIU left them.
-fn stop_again(tid: i32, saved: SigMask) -> Result<(), String> {
+pub(crate) fn stop_again(tid: i32, saved: SigMask) -> Result<(), String> {
     let fail = |what: &str, why: String| {
         format!("could not stop restore thread {tid} again ({what}: {why}); the process may be in a strange state")
     };

@@ -1,28 +1,43 @@
 //! cudackpt as CRIU's CUDA plugin: CRIU loads this library from its plugin
 //! directory (`--libdir`, `CRIU_LIBS_DIR`, or /usr/lib/criu) and calls its
-//! hooks; each hook calls the driver in CRIU's own process through
-//! cudackpt's library, with its pre-flights, group rollback, drain and
-//! intent records (`cudackpt::internal::criu_plugin` says what each hook
-//! does).
+//! hooks; each hook calls the driver through cudackpt's library, with its
+//! pre-flights, group rollback, drain and intent records
+//! (`cudackpt::internal::criu_plugin` says what each hook does), in a
+//! helper process forked from CRIU (`helper` says why), not by running a
+//! program per process per step.
 //!
-//! This crate is the ABI and nothing else: `ffi` (the one module with
+//! This crate is the ABI and the helper: `ffi` (the one module with
 //! `unsafe`) is the descriptor CRIU reads, the hooks' C entry points, the
-//! calls into CRIU (its log, its images' inventory, its options) and the
-//! ptrace that lets a stopped process's restore thread run. The state of
-//! one CRIU run lives here, between `init` and `fini`.
+//! calls into CRIU (its log, its images' inventory, its options), the fork
+//! and ptrace; `link` is what the two halves say to each other. The state
+//! of one CRIU run lives here, between `init` and `fini`.
 
 mod ffi;
+mod helper;
+mod link;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use cudackpt::internal::criu_plugin::{HookAnswer, Host, Plugin};
+use cudackpt::internal::criu_plugin::{HookAnswer, Host, Level, Plugin};
+
+use helper::Helper;
+use link::{Hook, Request};
 
 /// The plugin of this CRIU run, from `init` to `fini`.
-static PLUGIN: Mutex<Option<Plugin>> = Mutex::new(None);
+enum Session {
+    /// No plugin: `init` refused, or `fini` came.
+    Off,
+    /// Made by `init`, no hook has acted yet.
+    Ready(Plugin),
+    /// Handed to a helper forked at the first hook that acts.
+    Helped(Helper),
+}
 
-/// The plugin slot, also after a panic in a hook that held it.
-fn plugin() -> MutexGuard<'static, Option<Plugin>> {
-    PLUGIN.lock().unwrap_or_else(PoisonError::into_inner)
+static SESSION: Mutex<Session> = Mutex::new(Session::Off);
+
+/// The session slot, also after a panic in a hook that held it.
+fn session() -> MutexGuard<'static, Session> {
+    SESSION.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Runs `work`; a panic in it is said in CRIU's log (a bug), and `None`.
@@ -30,32 +45,22 @@ fn caught<T>(host: &dyn Host, what: &str, work: impl FnOnce() -> T) -> Option<T>
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
         .map_err(|_| {
             host.log(
-                cudackpt::internal::criu_plugin::Level::Error,
+                Level::Error,
                 &format!("{what} stopped on an internal error (a bug: please report it with the lines above); `cudackpt ps` shows where each CUDA process is, and `cudackpt recover` puts back a group its intent record names"),
             )
         })
         .ok()
 }
 
-/// Runs `hook` on the plugin of this run, if `init` made one; a panic is
-/// a failure CRIU sees (the dump or the restore stops), said in its log.
-fn with_plugin(
-    host: &dyn Host,
-    what: &str,
-    hook: impl FnOnce(&mut Plugin) -> HookAnswer,
-) -> HookAnswer {
-    caught(host, what, || {
-        plugin().as_mut().map_or(HookAnswer::NotMine, hook)
-    })
-    .unwrap_or(HookAnswer::Failed)
-}
-
 /// CRIU's `init(stage)`: 0 to go on, -1 to stop CRIU.
-fn init(host: &dyn Host, stage: i32, criu_version: Option<&str>) -> i32 {
+fn init(host: &ffi::Criu, stage: i32, criu_version: Option<&str>) -> i32 {
     let settings = cudackpt::internal::criu_plugin_settings();
-    let made = Plugin::init(host, stage, criu_version, settings);
+    let made = caught(host, "init", || {
+        Plugin::init(host, stage, criu_version, settings)
+    })
+    .flatten();
     let ok = made.is_some();
-    *plugin() = made;
+    *session() = made.map_or(Session::Off, Session::Ready);
     if ok {
         0
     } else {
@@ -63,10 +68,49 @@ fn init(host: &dyn Host, stage: i32, criu_version: Option<&str>) -> i32 {
     }
 }
 
+/// A hook: CRIU's return code. The first hook of a run the plugin acts
+/// in forks the helper that runs it and every later one.
+fn hook(criu: &'static ffi::Criu, hook: Hook, pid: i32) -> i32 {
+    let mut slot = session();
+    if let Session::Ready(plugin) = &*slot {
+        if plugin.is_idle() {
+            return ffi::code(HookAnswer::NotMine);
+        }
+        let Session::Ready(plugin) = std::mem::replace(&mut *slot, Session::Off) else {
+            unreachable!("matched above");
+        };
+        match ffi::fork_helper(plugin, criu) {
+            Ok(helper) => *slot = Session::Helped(helper),
+            Err(why) => {
+                criu.log(
+                    Level::Error,
+                    &format!("could not start the plugin's helper ({why}); nothing was changed"),
+                );
+                return ffi::code(HookAnswer::Failed);
+            }
+        }
+    }
+    let Session::Helped(helper) = &mut *slot else {
+        return ffi::code(HookAnswer::NotMine);
+    };
+    match helper.call(criu, &Request::Hook { hook, pid }) {
+        Ok(code) => code,
+        Err(why) => {
+            criu.log(Level::Error, &helper.gone(&why));
+            ffi::code(HookAnswer::Failed)
+        }
+    }
+}
+
 /// CRIU's `fini(stage, ret)`.
-fn fini(host: &dyn Host, ret: i32) {
-    let taken = plugin().take();
-    if let Some(taken) = taken {
-        caught(host, "fini", || taken.fini(host, ret));
+fn fini(criu: &ffi::Criu, ret: i32) {
+    let taken = std::mem::replace(&mut *session(), Session::Off);
+    match taken {
+        Session::Off => {}
+        // No hook acted, so nothing moved: `fini` needs no driver.
+        Session::Ready(plugin) => {
+            caught(criu, "fini", || plugin.fini(criu, ret));
+        }
+        Session::Helped(helper) => helper.finish(criu, ret),
     }
 }

@@ -144,6 +144,9 @@ pub struct Plugin {
     moved: Vec<i32>,
     /// Whether the dump's group has been checkpointed.
     checkpointed: bool,
+    /// CRIU's process, as `init` found it: the hooks may run in a helper
+    /// forked from it, and a dump's intent record is handed to CRIU.
+    criu: Identity,
 }
 
 impl Plugin {
@@ -198,6 +201,7 @@ impl Plugin {
             root: None,
             moved: Vec::new(),
             checkpointed: false,
+            criu: Identity::of(std::process::id() as i32),
         })
     }
 
@@ -252,7 +256,7 @@ impl Plugin {
             let report = self.with_restore_threads(host, &self.moved, |cuda| {
                 self.group()
                     .pids(cuda)
-                    .criu_dump(this_criu())
+                    .criu_dump(self.criu)
                     .options(true, false, false)
                     .run(Operation::Checkpoint)
             });
@@ -328,7 +332,7 @@ impl Plugin {
                 self.ask_to_rebuild(host);
             }
         }
-        crate::ops::journal::intent::release_handed_to(this_criu());
+        crate::ops::journal::intent::release_handed_to(self.criu);
     }
 
     /// Asks the drained processes of a dump that leaves them running to
@@ -435,7 +439,7 @@ impl Plugin {
                 trees: vec![root],
                 ..crate::ops::Selectors::default()
             })
-            .criu_dump(this_criu())
+            .criu_dump(self.criu)
     }
 
     /// The group this plugin runs: the settings, and no signal handling of
@@ -447,6 +451,12 @@ impl Plugin {
             .options(self.settings.hook.force, false, false)
             .drain_options(self.settings.hook.drain)
             .embedded()
+    }
+
+    /// Whether the plugin stays out of this run (a pre-dump; a restore of
+    /// images it did not dump): its hooks answer without the driver.
+    pub fn is_idle(&self) -> bool {
+        self.idle
     }
 
     /// Whether this run is the plugin's and of `stage`.
@@ -491,11 +501,6 @@ impl crate::drain::ledger::SignalLedger for Unrecorded {
 /// Whether the NVIDIA driver shows a GPU (`/proc/driver/nvidia/gpus/`).
 fn nvidia_gpu_present() -> bool {
     std::path::Path::new("/proc/driver/nvidia/gpus").is_dir()
-}
-
-/// The CRIU this plugin runs in: this process.
-fn this_criu() -> Identity {
-    Identity::of(std::process::id() as i32)
 }
 
 /// Whether this plugin knows CRIU's plugin ABI, from its version (pure).

@@ -258,6 +258,66 @@ fn a_criu_killed_mid_dump_leaves_a_record_that_recover_puts_back() {
     assert!(fx.intents().is_empty(), "{:?}", fx.intents());
 }
 
+/// CRIU enters a container's mount namespace with `setns` to dump its
+/// file systems, which the kernel refuses to a process with threads (on
+/// the GPU, runc's dumps failed so while the driver ran in CRIU's
+/// process): a group's side-by-side calls, and the driver's own threads,
+/// are the plugin's helper's. CRIU's threads are counted all through a
+/// dump of two CUDA processes whose checkpoints take a second and a half.
+#[test]
+fn criu_stays_single_threaded_while_the_plugin_calls_the_driver() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let shell = Orphan::launch(
+        &fx,
+        "setsid sh -c 'FAKE_CUDA_IDENTITY=$$-a-$(date +%s%N) LD_PRELOAD=$CUDA sleep 600 & FAKE_CUDA_IDENTITY=$$-b-$(date +%s%N) LD_PRELOAD=$CUDA sleep 600 & wait' </dev/null >/dev/null 2>&1",
+    );
+    let children = format!("/proc/{0}/task/{0}/children", shell.0);
+    wait_until("two children", || {
+        fs::read_to_string(&children).is_ok_and(|c| c.split_whitespace().count() == 2)
+    });
+    let kids: Vec<i32> = fs::read_to_string(&children)
+        .expect("children")
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    let fake = crate::support::fake_libcuda()
+        .to_string_lossy()
+        .into_owned();
+    wait_until("the children to map the fake", || {
+        kids.iter().all(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains(&fake))
+        })
+    });
+    let inject: String = kids
+        .iter()
+        .map(|pid| format!("checkpoint@{pid}=delay:1500\n"))
+        .collect();
+    fs::write(fx.dir().join("inject"), inject).expect("inject");
+    let images = fx.dir().join("images");
+    let root = shell.0.to_string();
+    let mut dumping = criu_command(&fx, &criu, &["dump", "-t", &root], &images, "dump.log")
+        .spawn()
+        .expect("start criu");
+    let tasks = format!("/proc/{}/task", dumping.id());
+    let mut most = 0;
+    let status = loop {
+        if let Ok(entries) = fs::read_dir(&tasks) {
+            most = most.max(entries.count());
+        }
+        if let Some(status) = dumping.try_wait().expect("criu") {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let log = fs::read_to_string(images.join("dump.log")).unwrap_or_default();
+    assert!(status.success(), "criu dump: {log}");
+    for pid in &kids {
+        assert_eq!(fx.fake_record(*pid).0, "checkpointed");
+    }
+    assert_eq!(most, 1, "CRIU had {most} threads at once during the dump");
+}
+
 /// A rank speaking the drain protocol (tests/drain-target, acknowledging),
 /// in a session of its own, and the file where it says what it does.
 fn drained_rank(fx: &Fixture) -> (Orphan, PathBuf) {

@@ -2,7 +2,7 @@
 """cudackpt's real-GPU suite: one command, run as root on a host with an
 NVIDIA GPU and driver 570+ (see docs/gpu-results.md for how and where).
 
-    python3 tests/gpu/suite.py --bin-dir DIR [--json FILE] [--only A,B] [--list] [--bench] [--criu-dir C] [--runc-dir R]
+    python3 tests/gpu/suite.py --bin-dir DIR [--json FILE] [--only A,B] [--list] [--bench] [--criu-dir C] [--runc-dir R] [--podman-dir P]
 
 DIR holds the release binaries `cudackpt`, `cudackpt-gpu-target` and
 `cudackpt-bench`, and optionally NVIDIA's `cuda-checkpoint` to compare with.
@@ -79,6 +79,7 @@ def main():
     parser.add_argument("--big-mib", type=int, default=HOST.big_mib, help="size of the larger demo")
     parser.add_argument("--criu-dir", help="a carried CRIU: criu, cuda_plugin.so and lib/")
     parser.add_argument("--runc-dir", help="a carried runc: runc and lib/ (Debian's, with libseccomp)")
+    parser.add_argument("--podman-dir", help="a carried Podman: podman, conmon and lib/ (Debian's, unpacked from .carry/podman.tar.xz)")
     parser.add_argument("--only", help="run only the scenarios whose function names are given, comma-separated")
     parser.add_argument("--list", action="store_true", help="list the scenarios (name, GPUs needed, title) and exit")
     args = parser.parse_args()
@@ -97,6 +98,8 @@ def main():
         HOST.carry_criu(args.criu_dir)
     if args.runc_dir:
         HOST.carry_runc(args.runc_dir)
+    if args.podman_dir:
+        HOST.podman = os.path.abspath(args.podman_dir)
     tools = Tools(args.bin_dir)
     gpus = gpu_count()
     print(f"{len(chosen)} scenario(s) on a host with {gpus} GPU(s)", flush=True)

@@ -74,11 +74,10 @@ def criu_round_trip(tools, plugin_dir, tool_dir, work, hook=None):
         kill_and_reap(p)
 
 
-def runc_for(tools, work):
-    """runc (carried, else installed) driving the carried or installed CRIU,
-    or Skipped naming what is missing."""
-    import containers
-
+def runc_parts():
+    """runc (carried, else installed) and the carried or installed CRIU:
+    (runc, its library dir or None, criu, CRIU's environment), or Skipped
+    naming what is missing."""
     if HOST.runc:
         binary, lib_dir = HOST.runc
     else:
@@ -88,9 +87,17 @@ def runc_for(tools, work):
     found = criu_command()
     if not found:
         raise Skipped("criu is not installed on this host (carry one with --criu-dir)")
-    criu, criu_env = found
     if not os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
         raise Skipped("no cgroup v2 here")
+    criu, criu_env = found
+    return binary, lib_dir, criu, criu_env
+
+
+def runc_for(tools, work):
+    """runc driving CRIU (runc_parts), its state under work."""
+    import containers
+
+    binary, lib_dir, criu, criu_env = runc_parts()
     return containers.Runc(binary, lib_dir, os.path.join(work, "runc-root"), criu, criu_env)
 
 

@@ -1,5 +1,6 @@
 """What the suite knows of the host it runs on: where its files are, the
-CRIU and runc carried in (the command line's --criu-dir and --runc-dir),
+CRIU, runc and Podman carried in (the command line's --criu-dir,
+--runc-dir and --podman-dir),
 and how many GPUs it has."""
 
 import os
@@ -19,6 +20,8 @@ class Host:
     criu: Optional[Tuple[str, str, str]] = None
     # A runc carried in: (binary, library dir); else the installed one.
     runc: Optional[Tuple[str, str]] = None
+    # A Podman carried in: the directory of podman, conmon and lib/.
+    podman: Optional[str] = None
     # The larger demo's size in MiB (--big-mib).
     big_mib: int = 1024
 
