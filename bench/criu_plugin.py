@@ -187,7 +187,9 @@ def configs(args, workdir):
 def criu(args, action, images, libdir, path, extra, tree_root=None):
     """One `criu dump` or `criu restore`: (wall seconds, log text)."""
     env = dict(os.environ, PATH=f"{path}:/usr/bin:/bin", **extra)
-    libs = os.path.join(args.criu_dir, "lib")
+    # Absolute: CRIU changes its directory, and the plugin runs CRIU again
+    # (`--version`) from there.
+    libs = os.path.abspath(os.path.join(args.criu_dir, "lib"))
     if os.path.isdir(libs):
         env["LD_LIBRARY_PATH"] = libs
     command = [os.path.join(args.criu_dir, "criu"), action, "-D", images, "--libdir", libdir, "-v4",

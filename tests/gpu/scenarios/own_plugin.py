@@ -90,6 +90,8 @@ def podman_own_plugin_moved(tools):
         archive = os.path.join(work, "checkpoint.tar.gz")
         dumped = podman_step(podman, work, "container", "checkpoint", "--export", archive, name)
         expect(podman.pid(name) is None, "the container is stopped after its checkpoint")
+        # CRIU's dump log is in the container's folder, which `rm` takes.
+        said = [l for path in criu_logs(work) for l in plugin_lines(path)]
         podman.must("rm", name)
         podman.criu_environment({"CRIU_LIBS_DIR": plugin_dir, "CUDACKPT_MAP": "0=1"})
         restored = podman_step(podman, work, "container", "restore", "--import", archive)
@@ -101,7 +103,7 @@ def podman_own_plugin_moved(tools):
         expect(line == f"OK {ready.split()[2]}", f"after the restore the container's target says {line!r}")
         on = gpu_of(after)
         expect(on == gpus[1]["uuid"], f"restored onto GPU 1 ({gpus[1]['uuid']}): on {on}")
-        said = [l for path in criu_logs(work) for l in plugin_lines(path)]
+        said += [l for path in criu_logs(work) for l in plugin_lines(path)]
         for step in ("lock: PID", "checkpoint: PID", "resume: PID"):
             expect(any(step in l for l in said), f"the plugin's log says {step!r}: {said[-6:]}")
         megabytes = os.path.getsize(archive) / 1e6
