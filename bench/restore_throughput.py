@@ -91,8 +91,9 @@ def plain_criu_restore(args, images, manifest, env):
     """`criu restore` as a recipe runs it, cudackpt as its action script."""
     options = [a for o in manifest["criu_options"] for a in o["option"].split(" ")]
     # An empty plugin directory: no installed plugin acts behind the action
-    # script (CRIU refuses a --libdir that does not exist).
-    no_plugins = os.path.join(images, "no-plugins")
+    # script (CRIU refuses a --libdir that does not exist); beside the images,
+    # which undump wants to hold CRIU's files only.
+    no_plugins = os.path.join(os.path.dirname(images), "no-plugins")
     os.makedirs(no_plugins, exist_ok=True)
     command = [args.criu, "restore", "-D", images, "--restore-detached", "--action-script", os.path.abspath(args.cudackpt),
                "--libdir", no_plugins, "-o", "plain-restore.log", *options]

@@ -88,13 +88,13 @@ def podman_own_plugin_moved(tools):
         before = gpu_of(pid)
         expect(before == gpus[0]["uuid"], f"the container's target starts on GPU 0: {before}")
         archive = os.path.join(work, "checkpoint.tar.gz")
-        dumped = podman_step(podman, work, "container", "checkpoint", "--export", archive, name)
+        dumped = podman_step(podman, work, "container", "checkpoint", "--keep", "--export", archive, name)
         expect(podman.pid(name) is None, "the container is stopped after its checkpoint")
         # CRIU's dump log is in the container's folder, which `rm` takes.
         said = [l for path in criu_logs(work) for l in plugin_lines(path)]
         podman.must("rm", name)
         podman.criu_environment({"CRIU_LIBS_DIR": plugin_dir, "CUDACKPT_MAP": "0=1"})
-        restored = podman_step(podman, work, "container", "restore", "--import", archive)
+        restored = podman_step(podman, work, "container", "restore", "--keep", "--import", archive)
         after = running_pid(podman, name)
         log = f"/proc/{after}/root/tmp/target.log"
         with open(log) as f:
