@@ -1,6 +1,6 @@
 //! cudackpt's CRIU plugin loaded into CRIU 4.2.1, with the fake driver:
-//! CRIU calls its hooks in CRIU's own process, and the driver calls are
-//! the fake's (its calls.log and state files).
+//! CRIU calls its hooks, the plugin's helper (forked from CRIU) makes the
+//! driver calls, and they are the fake's (its calls.log and state files).
 
 use std::fs;
 use std::path::{Path, PathBuf};

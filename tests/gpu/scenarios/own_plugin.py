@@ -1,6 +1,7 @@
 """cudackpt's own CRIU plugin (libcudackpt_criu_plugin.so, carried beside
 the binaries): CRIU, runc and Podman dump and restore GPU processes
-through it, with the driver called in CRIU's process."""
+through it, with the driver called in the plugin's helper, forked from
+CRIU."""
 
 import os
 import tempfile
@@ -29,7 +30,7 @@ def plugin_lines(log_path):
         return [l for l in f.read().splitlines() if "cudackpt:" in l or "cudackpt plugin" in l]
 
 
-@scenario("CRIU dump and restore of a GPU target through cudackpt's own plugin (the driver called in CRIU's process: locked at the first pause hook, checkpointed once frozen, resumed late); data intact")
+@scenario("CRIU dump and restore of a GPU target through cudackpt's own plugin (the driver called in its helper: locked at the first pause hook, checkpointed once frozen, resumed late); data intact")
 def criu_with_own_plugin(tools):
     if not criu_command():
         raise Skipped("criu is not installed on this host (carry one with --criu-dir)")

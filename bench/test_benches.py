@@ -1,0 +1,36 @@
+"""The benchmarks' pure parts, run by CI (tests/cli/gpu_suite.rs) without
+a GPU: python3 -m unittest test_benches, from bench/."""
+
+import unittest
+
+from criu_plugin import hook_seconds
+
+DUMP_LOG = """\
+(00.100000) plugin: `cuda_plugin' hook 10 -> 0x1
+(00.110000) cuda_plugin: pausing devices on pid 7
+(00.120000) Seized task 7, state 1
+(00.200000) plugin: `cuda_plugin' hook 11 -> 0x2
+(00.210000) cuda_plugin: Checkpointing CUDA devices on pid 7 restore_tid 7
+(00.300000) plugin: `cuda_plugin' hook 11 -> 0x2
+(00.350000) cuda_plugin: Checkpointing CUDA devices on pid 8 restore_tid 8
+cuda-checkpoint output, a line with no stamp
+(00.400000) net: Lock network
+"""
+
+
+class HookSeconds(unittest.TestCase):
+    def test_each_call_ends_at_criu_s_next_line_the_next_call_included(self):
+        spent = hook_seconds(DUMP_LOG)
+        self.assertEqual(spent["pause_devices"][1], 1)
+        self.assertAlmostEqual(spent["pause_devices"][0], 0.02)
+        seconds, calls = spent["checkpoint_devices"]
+        self.assertEqual(calls, 2)
+        # 0.1 s to the next call, then 0.1 s to the network lock; not 0.2 + 0.1.
+        self.assertAlmostEqual(seconds, 0.2)
+
+    def test_no_hook_no_time(self):
+        self.assertEqual(hook_seconds("(00.1) Seized task 7, state 1\n"), {})
+
+
+if __name__ == "__main__":
+    unittest.main()
