@@ -223,7 +223,7 @@ def one_run(args, name, config, count, workdir, env):
         tree.check_restored()
     finally:
         tree.kill()
-        os.environ.get("KEEP_IMAGES") or shutil.rmtree(images, ignore_errors=True)
+        shutil.rmtree(images, ignore_errors=True)
     hooks = {**hook_seconds(dump_log), **hook_seconds(restore_log)}
     return {"config": name, "processes": count, "dump_s": dump_s, "restore_s": restore_s,
             "hooks": {h: {"seconds": s, "calls": c} for h, (s, c) in hooks.items()}}
