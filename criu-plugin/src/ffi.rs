@@ -216,14 +216,26 @@ impl Criu {
     fn version(&self) -> Option<String> {
         // Not CRIU (no log function of CRIU's): nothing to ask.
         self.print_on_level?;
-        let output = std::process::Command::new("/proc/self/exe")
+        let asked = std::process::Command::new("/proc/self/exe")
             .arg("--version")
             .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()?;
-        let text = String::from_utf8_lossy(&output.stdout);
-        criu_version(&text).map(str::to_string)
+            .output();
+        // Why there is no version goes to CRIU's log before the refusal: a
+        // CRIU that cannot run again from its own directory (a relative
+        // LD_LIBRARY_PATH) says so on its stderr.
+        let why = match &asked {
+            Err(e) => format!("could not run `/proc/self/exe --version`: {e}"),
+            Ok(output) => match criu_version(&String::from_utf8_lossy(&output.stdout)) {
+                Some(version) => return Some(version.to_string()),
+                None => format!(
+                    "`/proc/self/exe --version` ended with {} and printed no version: {}",
+                    output.status,
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ),
+            },
+        };
+        self.log(Level::Warn, &why);
+        None
     }
 }
 

@@ -387,6 +387,14 @@ fn wait_for_child(pid: i32) -> i32 {
 /// descriptor, `init`), exports the log function plugins call, and says
 /// `VERSION` when run with `--version`, as `criu --version` does.
 fn plugin_host(fx: &Fixture, version: &str) -> PathBuf {
+    // An empty version: a CRIU that cannot run again (as with a relative
+    // LD_LIBRARY_PATH from CRIU's own directory), saying why on stderr.
+    let answer = if version.is_empty() {
+        r#"fprintf(stderr, "error while loading shared libraries: libnet.so.1\n"); return 127;"#
+            .to_string()
+    } else {
+        format!(r#"printf("Version: {version}\n"); return 0;"#)
+    };
     let source = format!(
         r#"
 #include <dlfcn.h>
@@ -399,7 +407,7 @@ void print_on_level(unsigned int level, const char *fmt, ...) {{
   va_list ap; va_start(ap, fmt); printf("log %u: ", level); vprintf(fmt, ap); va_end(ap);
 }}
 int main(int argc, char **argv) {{
-  if (argc > 1 && strcmp(argv[1], "--version") == 0) {{ printf("Version: {version}\n"); return 0; }}
+  if (argc > 1 && strcmp(argv[1], "--version") == 0) {{ {answer} }}
   void *h = dlopen(argv[1], RTLD_LAZY);
   if (!h) {{ printf("dlopen: %s\n", dlerror()); return 2; }}
   desc_t *d = dlsym(h, "CR_PLUGIN_DESC");
@@ -456,6 +464,13 @@ fn a_criu_whose_plugin_abi_it_does_not_know_is_refused_at_init() {
         "{said}"
     );
     assert!(said.contains("init -1"), "{said}");
+
+    let (code, said) = run("");
+    assert_eq!(code, Some(1), "refused: {said}");
+    assert!(
+        said.contains("printed no version: error while loading shared libraries: libnet.so.1"),
+        "why is said: {said}"
+    );
 }
 
 #[test]
