@@ -36,6 +36,15 @@ impl Helper {
     /// Hands `request` to the helper and does what it asks until it
     /// answers: CRIU's return code, or why the helper could not answer.
     pub fn call(&mut self, criu: &Criu, request: &Request) -> Result<i32, String> {
+        let answered = self.serve(criu, request);
+        if answered.is_err() {
+            // A helper gone mid-hook may have left restore threads running.
+            self.stop_again().ok();
+        }
+        answered
+    }
+
+    fn serve(&mut self, criu: &Criu, request: &Request) -> Result<i32, String> {
         self.link.send(&request.encode())?;
         loop {
             let ask = Ask::decode(&self.link.receive()?)?;

@@ -318,6 +318,53 @@ fn criu_stays_single_threaded_while_the_plugin_calls_the_driver() {
     assert_eq!(most, 1, "CRIU had {most} threads at once during the dump");
 }
 
+/// The plugin's helper killed mid-dump (the OOM killer, an operator):
+/// CRIU's half says so in CRIU's log, the dump stops, CRIU ends, and
+/// `recover` puts the group back from the record handed to CRIU.
+#[test]
+fn a_helper_killed_mid_dump_stops_the_dump_and_recover_puts_the_group_back() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let job = Orphan::cuda(&fx);
+    fs::write(
+        fx.dir().join("inject"),
+        format!("checkpoint@{}=delay:3000\n", job.0),
+    )
+    .expect("inject");
+    let images = fx.dir().join("images");
+    let pid = job.0.to_string();
+    let mut dumping = criu_command(&fx, &criu, &["dump", "-t", &pid], &images, "dump.log")
+        .spawn()
+        .expect("start criu");
+    wait_until("the group to be locked", || {
+        fx.fake_record(job.0).0 == "locked"
+    });
+    let helper = wait_for_child(dumping.id() as i32);
+    let killed = Command::new("kill")
+        .args(["-9", &helper.to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = dumping.wait().expect("criu ends");
+    let log = fs::read_to_string(images.join("dump.log")).unwrap_or_default();
+    assert!(!status.success(), "the dump stops: {log}");
+    assert!(
+        log.contains(&format!(
+            "the plugin's helper (PID {helper}) did not answer"
+        )),
+        "{log}"
+    );
+    assert!(!fx.intents().is_empty(), "the record stays for recover");
+    let recovered = fx.cudackpt(&["recover"]).output().expect("recover");
+    assert!(
+        recovered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&recovered.stderr)
+    );
+    assert_eq!(fx.fake_record(job.0).0, "running");
+    assert!(alive(job.0), "the job runs on");
+}
+
 /// A rank speaking the drain protocol (tests/drain-target, acknowledging),
 /// in a session of its own, and the file where it says what it does.
 fn drained_rank(fx: &Fixture) -> (Orphan, PathBuf) {
