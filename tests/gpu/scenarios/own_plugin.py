@@ -66,8 +66,20 @@ def runc_own_plugin_moved(tools):
         return f"checkpoint {dumped:.1f} s, restore onto GPU 1 {restored:.1f} s, data intact"
 
 
+@scenario("Podman checkpoint --export and restore --import of a GPU container through cudackpt's own plugin; data intact")
+def podman_with_own_plugin(tools):
+    return podman_round_trip(tools, onto=0)
+
+
 @scenario("Podman checkpoint --export and restore --import of a GPU container through cudackpt's own plugin, restored onto the other GPU (CUDACKPT_MAP=0=1); data intact", gpus=2)
 def podman_own_plugin_moved(tools):
+    return podman_round_trip(tools, onto=1)
+
+
+def podman_round_trip(tools, onto):
+    """A GPU container started on GPU 0, checkpointed and exported by
+    Podman, removed, imported and restored onto GPU `onto`: its data
+    intact, the plugin's lines in CRIU's logs."""
     from podman_container import Podman
 
     if not HOST.podman:
@@ -94,7 +106,7 @@ def podman_own_plugin_moved(tools):
         # CRIU's dump log is in the container's folder, which `rm` takes.
         said = [l for path in criu_logs(work) for l in plugin_lines(path)]
         podman.must("rm", name)
-        podman.criu_environment({"CRIU_LIBS_DIR": plugin_dir, "CUDACKPT_MAP": "0=1"})
+        podman.criu_environment({"CRIU_LIBS_DIR": plugin_dir, **({"CUDACKPT_MAP": f"0={onto}"} if onto else {})})
         restored = podman_step(podman, work, "container", "restore", "--keep", "--import", archive)
         after = running_pid(podman, name)
         log = f"/proc/{after}/root/tmp/target.log"
@@ -103,12 +115,13 @@ def podman_own_plugin_moved(tools):
         line, _ = wait_for_line(log, "OK", seen, 60)
         expect(line == f"OK {ready.split()[2]}", f"after the restore the container's target says {line!r}")
         on = gpu_of(after)
-        expect(on == gpus[1]["uuid"], f"restored onto GPU 1 ({gpus[1]['uuid']}): on {on}")
+        expect(on == gpus[onto]["uuid"], f"restored onto GPU {onto} ({gpus[onto]['uuid']}): on {on}")
         said += [l for path in criu_logs(work) for l in plugin_lines(path)]
         for step in ("lock: PID", "checkpoint: PID", "resume: PID"):
             expect(any(step in l for l in said), f"the plugin's log says {step!r}: {said[-6:]}")
         megabytes = os.path.getsize(archive) / 1e6
-        return f"{podman.version()}; PID {pid} -> {after}; checkpoint --export {dumped:.1f} s ({megabytes:.0f} MB), restore --import onto GPU 1 {restored:.1f} s, data intact"
+        return (f"{podman.version()}; PID {pid} -> {after}; checkpoint --export {dumped:.1f} s ({megabytes:.0f} MB), "
+                f"restore --import onto GPU {onto} {restored:.1f} s, data intact")
     finally:
         podman.close(name)
 
@@ -118,9 +131,14 @@ def podman_step(podman, work, *args):
     the end of CRIU's logs, which Podman keeps in the container's folder."""
     code, _out, err, took = podman.run(*args)
     if code != 0:
-        tails = " | ".join(f"{path}: {open(path).read()[-800:]}" for path in criu_logs(work))
+        tails = " | ".join(f"{path}: {tail(path, 800)}" for path in criu_logs(work))
         raise Failed(f"podman {args[1]} exited {code}: {err.strip()[-800:]} | {tails or 'no CRIU log'}")
     return took
+
+
+def tail(path, limit):
+    with open(path) as f:
+        return f.read()[-limit:]
 
 
 def criu_logs(work):
