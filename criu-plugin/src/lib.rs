@@ -68,9 +68,16 @@ fn init(host: &ffi::Criu, stage: i32, criu_version: Option<&str>) -> i32 {
     }
 }
 
-/// A hook: CRIU's return code. The first hook of a run the plugin acts
-/// in forks the helper that runs it and every later one.
+/// A hook: CRIU's return code. A panic in CRIU's half is a failure CRIU
+/// sees, said in its log (it must not unwind into CRIU).
 fn hook(criu: &'static ffi::Criu, hook: Hook, pid: i32) -> i32 {
+    caught(criu, hook.name(), || run_hook(criu, hook, pid))
+        .unwrap_or_else(|| ffi::code(HookAnswer::Failed))
+}
+
+/// The first hook of a run the plugin acts in forks the helper that runs
+/// it and every later one.
+fn run_hook(criu: &'static ffi::Criu, hook: Hook, pid: i32) -> i32 {
     let mut slot = session();
     if let Session::Ready(plugin) = &*slot {
         if plugin.is_idle() {
@@ -111,6 +118,8 @@ fn fini(criu: &ffi::Criu, ret: i32) {
         Session::Ready(plugin) => {
             caught(criu, "fini", || plugin.fini(criu, ret));
         }
-        Session::Helped(helper) => helper.finish(criu, ret),
+        Session::Helped(helper) => {
+            caught(criu, "fini", || helper.finish(criu, ret));
+        }
     }
 }
