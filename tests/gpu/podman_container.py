@@ -108,16 +108,7 @@ volume_path = "{work}/volumes"
     def import_empty_image(self):
         """The image: mount points and the host's top-level links, nothing else."""
         archive = os.path.join(self.work, "empty-root.tar")
-        with tarfile.open(archive, "w") as tar:
-            for name in ["proc", "dev", "sys", "tmp", "run", "etc", "cudackpt"]:
-                tar.addfile(directory_entry(name))
-            for tree in (t for t in HOST_TREES if t != "/etc"):
-                entry = tarfile.TarInfo(tree.lstrip("/"))
-                if os.path.islink(tree):
-                    entry.type, entry.linkname = tarfile.SYMTYPE, os.readlink(tree)
-                    tar.addfile(entry)
-                elif os.path.isdir(tree):
-                    tar.addfile(directory_entry(tree.lstrip("/")))
+        empty_root_archive(archive)
         self.must("import", archive, IMAGE)
 
     def run_target(self, name, target_dir, target_name, size_mib):
@@ -161,6 +152,26 @@ volume_path = "{work}/volumes"
         for name in names:
             self.run("rm", "-f", "-t", "0", name, timeout=60)
         self.run("rmi", "-f", IMAGE, timeout=60)
+
+
+def empty_root_archive(path):
+    """Writes the image's one layer to `path`: the container's mount points
+    and, on a merged-/usr host, its top-level links (/lib -> usr/lib), each
+    once (a duplicate fails Podman's import)."""
+    with tarfile.open(path, "w") as tar:
+        names = ["proc", "dev", "sys", "tmp", "run", "etc", "cudackpt"]
+        for name in names:
+            tar.addfile(directory_entry(name))
+        for tree in HOST_TREES:
+            name = tree.lstrip("/")
+            if name in names:
+                continue
+            entry = tarfile.TarInfo(name)
+            if os.path.islink(tree):
+                entry.type, entry.linkname = tarfile.SYMTYPE, os.readlink(tree)
+                tar.addfile(entry)
+            elif os.path.isdir(tree):
+                tar.addfile(directory_entry(name))
 
 
 def directory_entry(name):

@@ -6,6 +6,9 @@ import ast
 import contextlib
 import io
 import os
+import subprocess
+import tarfile
+import tempfile
 import unittest
 
 import scenarios  # noqa: F401 (registers every scenario)
@@ -120,6 +123,52 @@ class Lifetimes(unittest.TestCase):
             with several(4, lambda i: Thing(log, str(i), fail=i == 2)):
                 pass
         self.assertEqual(log, ["start 0", "start 1", "close 1", "close 0"])
+
+
+class PodmanMachinery(unittest.TestCase):
+    """The Podman scenario's set-up, without Podman: what it writes."""
+
+    def setUp(self):
+        from podman_container import Podman
+
+        self.work = tempfile.TemporaryDirectory()
+        self.podman = Podman("/nonexistent/podman", self.work.name, "/usr/sbin/runc", "/opt/runc lib",
+                             "/opt/criu/criu", {"LD_LIBRARY_PATH": "/opt/criu/lib"})
+
+    def tearDown(self):
+        self.work.cleanup()
+
+    def test_the_runtime_wrapper_gives_criu_its_environment_quoted(self):
+        self.podman.criu_environment({"CRIU_LIBS_DIR": "/plugins dir", "CUDACKPT_MAP": "0=1"})
+        with open(self.podman.wrapper) as f:
+            text = f.read()
+        self.assertIn("export CRIU_LIBS_DIR='/plugins dir'", text)
+        self.assertIn("export CUDACKPT_MAP=0=1", text)
+        self.assertIn("export LD_LIBRARY_PATH='/opt/runc lib:/opt/criu/lib'", text)
+        self.assertTrue(text.rstrip().endswith('exec /usr/sbin/runc --criu /opt/criu/criu "$@"'), text)
+        # The shell reads it back as written.
+        out = subprocess.run(["sh", "-n", self.podman.wrapper], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.podman.criu_environment({})
+        with open(self.podman.wrapper) as f:
+            self.assertNotIn("CUDACKPT_MAP", f.read(), "a restore's map does not outlive it")
+
+    def test_nothing_of_the_host_s_containers_configuration_is_read(self):
+        env = self.podman.env
+        for name in ("CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF", "CONTAINERS_REGISTRIES_CONF", "HOME"):
+            self.assertTrue(env[name].startswith(self.work.name), f"{name}={env[name]}")
+        self.assertTrue(os.path.exists(os.path.join(env["HOME"], ".config", "containers", "policy.json")))
+
+    def test_the_image_holds_each_entry_once(self):
+        from podman_container import empty_root_archive
+
+        path = os.path.join(self.work.name, "root.tar")
+        empty_root_archive(path)
+        with tarfile.open(path) as tar:
+            names = tar.getnames()
+        self.assertEqual(len(names), len(set(names)), names)
+        for needed in ("proc", "dev", "tmp", "etc", "cudackpt", "usr"):
+            self.assertIn(needed, names)
 
 
 if __name__ == "__main__":
