@@ -228,7 +228,27 @@ fn a_group_whose_checkpoint_fails_is_rolled_back_and_the_dump_stops() {
 fn a_criu_killed_mid_dump_leaves_a_record_that_recover_puts_back() {
     let Some(criu) = criu() else { return };
     let fx = Fixture::new();
-    let job = Orphan::cuda(&fx);
+    let (job, mut dumping, _) =
+        dump_with_a_slow_checkpoint(&fx, &criu, &["locked", "checkpointed"]);
+    dumping.kill().expect("kill -9 criu");
+    let _ = dumping.wait();
+    // The checkpoint in flight died with CRIU: the group stays locked,
+    // and its intent record names it.
+    assert!(!fx.intents().is_empty(), "CRIU's intent record stays");
+
+    recover_puts_back(&fx, &job);
+    assert!(fx.intents().is_empty(), "{:?}", fx.intents());
+}
+
+/// A CUDA job whose checkpoint takes 3 s, and CRIU dumping it, returned
+/// once the fake's record of the job is in one of `states`: (the job,
+/// CRIU, the images directory).
+fn dump_with_a_slow_checkpoint(
+    fx: &Fixture,
+    criu: &Path,
+    states: &[&str],
+) -> (Orphan, std::process::Child, PathBuf) {
+    let job = Orphan::cuda(fx);
     fs::write(
         fx.dir().join("inject"),
         format!("checkpoint@{}=delay:3000\n", job.0),
@@ -236,18 +256,17 @@ fn a_criu_killed_mid_dump_leaves_a_record_that_recover_puts_back() {
     .expect("inject");
     let images = fx.dir().join("images");
     let pid = job.0.to_string();
-    let mut dumping = criu_command(&fx, &criu, &["dump", "-t", &pid], &images, "dump.log")
+    let dumping = criu_command(fx, criu, &["dump", "-t", &pid], &images, "dump.log")
         .spawn()
         .expect("start criu");
     wait_until("the group to be locked", || {
-        fx.fake_record(job.0).0 == "locked" || fx.fake_record(job.0).0 == "checkpointed"
+        states.contains(&fx.fake_record(job.0).0.as_str())
     });
-    dumping.kill().expect("kill -9 criu");
-    let _ = dumping.wait();
-    // The checkpoint in flight died with CRIU: the group stays locked,
-    // and its intent record names it.
-    assert!(!fx.intents().is_empty(), "CRIU's intent record stays");
+    (job, dumping, images)
+}
 
+/// `cudackpt recover` succeeds and the job runs again.
+fn recover_puts_back(fx: &Fixture, job: &Orphan) {
     let recovered = fx.cudackpt(&["recover"]).output().expect("recover");
     assert!(
         recovered.status.success(),
@@ -255,7 +274,6 @@ fn a_criu_killed_mid_dump_leaves_a_record_that_recover_puts_back() {
         String::from_utf8_lossy(&recovered.stderr)
     );
     assert_eq!(fx.fake_record(job.0).0, "running");
-    assert!(fx.intents().is_empty(), "{:?}", fx.intents());
 }
 
 /// CRIU enters a container's mount namespace with `setns` to dump its
@@ -272,23 +290,8 @@ fn criu_stays_single_threaded_while_the_plugin_calls_the_driver() {
         &fx,
         "setsid sh -c 'FAKE_CUDA_IDENTITY=$$-a-$(date +%s%N) LD_PRELOAD=$CUDA sleep 600 & FAKE_CUDA_IDENTITY=$$-b-$(date +%s%N) LD_PRELOAD=$CUDA sleep 600 & wait' </dev/null >/dev/null 2>&1",
     );
-    let children = format!("/proc/{0}/task/{0}/children", shell.0);
-    wait_until("two children", || {
-        fs::read_to_string(&children).is_ok_and(|c| c.split_whitespace().count() == 2)
-    });
-    let kids: Vec<i32> = fs::read_to_string(&children)
-        .expect("children")
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect();
-    let fake = crate::support::fake_libcuda()
-        .to_string_lossy()
-        .into_owned();
-    wait_until("the children to map the fake", || {
-        kids.iter().all(|pid| {
-            fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains(&fake))
-        })
-    });
+    let kids = wait_for_children(shell.0, 2);
+    wait_to_map_the_fake(&kids);
     let inject: String = kids
         .iter()
         .map(|pid| format!("checkpoint@{pid}=delay:1500\n"))
@@ -325,20 +328,7 @@ fn criu_stays_single_threaded_while_the_plugin_calls_the_driver() {
 fn a_helper_killed_mid_dump_stops_the_dump_and_recover_puts_the_group_back() {
     let Some(criu) = criu() else { return };
     let fx = Fixture::new();
-    let job = Orphan::cuda(&fx);
-    fs::write(
-        fx.dir().join("inject"),
-        format!("checkpoint@{}=delay:3000\n", job.0),
-    )
-    .expect("inject");
-    let images = fx.dir().join("images");
-    let pid = job.0.to_string();
-    let mut dumping = criu_command(&fx, &criu, &["dump", "-t", &pid], &images, "dump.log")
-        .spawn()
-        .expect("start criu");
-    wait_until("the group to be locked", || {
-        fx.fake_record(job.0).0 == "locked"
-    });
+    let (job, mut dumping, images) = dump_with_a_slow_checkpoint(&fx, &criu, &["locked"]);
     let helper = wait_for_child(dumping.id() as i32);
     let killed = Command::new("kill")
         .args(["-9", &helper.to_string()])
@@ -355,13 +345,7 @@ fn a_helper_killed_mid_dump_stops_the_dump_and_recover_puts_the_group_back() {
         "{log}"
     );
     assert!(!fx.intents().is_empty(), "the record stays for recover");
-    let recovered = fx.cudackpt(&["recover"]).output().expect("recover");
-    assert!(
-        recovered.status.success(),
-        "{}",
-        String::from_utf8_lossy(&recovered.stderr)
-    );
-    assert_eq!(fx.fake_record(job.0).0, "running");
+    recover_puts_back(&fx, &job);
     assert!(alive(job.0), "the job runs on");
 }
 
@@ -398,13 +382,20 @@ fn op_pids(fx: &Fixture) -> Vec<String> {
 /// killed with its root.
 fn cuda_child_of(root: &Orphan) -> Orphan {
     let child = root.kin(wait_for_child(root.0));
+    wait_to_map_the_fake(&[child.0]);
+    child
+}
+
+/// Waits until each of `pids` maps the fake driver.
+fn wait_to_map_the_fake(pids: &[i32]) {
     let fake = crate::support::fake_libcuda()
         .to_string_lossy()
         .into_owned();
-    wait_until("the child to map the fake", || {
-        fs::read_to_string(format!("/proc/{}/maps", child.0)).is_ok_and(|m| m.contains(&fake))
+    wait_until("the processes to map the fake", || {
+        pids.iter().all(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains(&fake))
+        })
     });
-    child
 }
 
 /// Waits until the dumped `pids` are gone and reaped: CRIU restores each
@@ -416,18 +407,23 @@ fn wait_reaped(pids: &[i32]) {
     });
 }
 
-/// The one child of `pid`, once it has one.
+/// The first child of `pid`, once it has one.
 fn wait_for_child(pid: i32) -> i32 {
+    wait_for_children(pid, 1)[0]
+}
+
+/// The children of `pid`, once it has `count` of them.
+fn wait_for_children(pid: i32, count: usize) -> Vec<i32> {
     let children = format!("/proc/{pid}/task/{pid}/children");
-    wait_until("the child", || {
-        fs::read_to_string(&children).is_ok_and(|c| !c.trim().is_empty())
-    });
-    fs::read_to_string(&children)
-        .expect("children")
-        .split_whitespace()
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("a child PID")
+    let listed = || -> Vec<i32> {
+        fs::read_to_string(&children)
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    };
+    wait_until("the children", || listed().len() >= count);
+    listed()
 }
 
 /// A program that loads a CRIU plugin as CRIU 4.x does (dlopen, the

@@ -8,29 +8,22 @@ use crate::support::workspace;
 
 #[test]
 fn the_gpu_suites_machinery_passes_its_own_tests() {
-    let suite = workspace().join("tests/gpu");
-    let output = Command::new("python3")
-        .args(["-W", "error", "-m", "unittest", "-v", "test_harness"])
-        .current_dir(&suite)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdin(Stdio::null())
-        .output()
-        .expect("python3 runs");
-    let report = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{report}");
-    assert!(
-        report.contains("Ran ") && !report.contains("Ran 0 tests"),
-        "{report}"
-    );
+    passes_its_unittests("tests/gpu", "test_harness");
 }
 
 /// The benchmarks' pure parts (bench/test_benches.py): a figure computed
 /// wrongly is found here, not in a table.
 #[test]
 fn the_benchmarks_pure_parts_pass_their_own_tests() {
+    passes_its_unittests("bench", "test_benches");
+}
+
+/// `python3 -W error -m unittest MODULE` in the workspace's `dir`: it
+/// passes, and ran at least one test.
+fn passes_its_unittests(dir: &str, module: &str) {
     let output = Command::new("python3")
-        .args(["-W", "error", "-m", "unittest", "-v", "test_benches"])
-        .current_dir(workspace().join("bench"))
+        .args(["-W", "error", "-m", "unittest", "-v", module])
+        .current_dir(workspace().join(dir))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::null())
         .output()
