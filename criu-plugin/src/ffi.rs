@@ -300,21 +300,36 @@ impl Host for Criu {
         tids: &[i32],
         work: &mut dyn FnMut(),
     ) -> Result<(), String> {
-        let mut running = Vec::new();
-        let mut failed = None;
-        for &tid in tids {
-            match let_run(tid) {
-                Ok(mask) => running.push((tid, mask)),
-                Err(why) => {
-                    failed = Some(why);
-                    break;
-                }
-            }
-        }
-        if failed.is_none() {
+        let mut running = RunningThreads::default();
+        let started = running.let_run(tids);
+        if started.is_ok() {
             work();
         }
-        for (tid, mask) in running {
+        let stopped = running.stop_again();
+        started.and(stopped)
+    }
+}
+
+/// The restore threads CRIU's thread has let run, with the signal masks
+/// to put back when it stops them again.
+#[derive(Default)]
+pub(crate) struct RunningThreads(Vec<(i32, SigMask)>);
+
+impl RunningThreads {
+    /// Lets each of `tids` run, stopping at the first that cannot (those
+    /// let run before it stay here, to be stopped again).
+    pub(crate) fn let_run(&mut self, tids: &[i32]) -> Result<(), String> {
+        for &tid in tids {
+            self.0.push((tid, let_run(tid)?));
+        }
+        Ok(())
+    }
+
+    /// Stops again every thread let run: the first failure, once all
+    /// were tried.
+    pub(crate) fn stop_again(&mut self) -> Result<(), String> {
+        let mut failed = None;
+        for (tid, mask) in std::mem::take(&mut self.0) {
             if let Err(why) = stop_again(tid, mask) {
                 failed.get_or_insert(why);
             }
@@ -324,7 +339,7 @@ impl Host for Criu {
 }
 
 /// A thread's signal mask, as ptrace reads and writes it.
-pub(crate) type SigMask = u64;
+type SigMask = u64;
 
 fn ptrace(request: c_uint, tid: i32, addr: usize, data: usize) -> Result<(), String> {
     // SAFETY: the requests used here take an integer or a pointer to a
@@ -339,7 +354,7 @@ fn ptrace(request: c_uint, tid: i32, addr: usize, data: usize) -> Result<(), Str
 
 /// Lets CRIU's stopped restore thread `tid` run, every signal but SIGTRAP
 /// blocked (as CRIU's own plugin does): its mask before, to put back.
-pub(crate) fn let_run(tid: i32) -> Result<SigMask, String> {
+fn let_run(tid: i32) -> Result<SigMask, String> {
     let fail =
         |what: &str, why: String| format!("could not let restore thread {tid} run ({what}: {why})");
     let mut saved: SigMask = 0;
@@ -361,7 +376,7 @@ pub(crate) fn let_run(tid: i32) -> Result<SigMask, String> {
 
 /// Stops restore thread `tid` again for CRIU, with its options and mask as
 /// CRIU left them.
-pub(crate) fn stop_again(tid: i32, saved: SigMask) -> Result<(), String> {
+fn stop_again(tid: i32, saved: SigMask) -> Result<(), String> {
     let fail = |what: &str, why: String| {
         format!("could not stop restore thread {tid} again ({what}: {why}); the process may be in a strange state")
     };

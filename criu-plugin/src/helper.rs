@@ -13,15 +13,15 @@
 
 use cudackpt::internal::criu_plugin::{HookAnswer, Host, Level, Plugin};
 
-use crate::ffi::{self, Criu, SigMask};
+use crate::ffi::{self, Criu, RunningThreads};
 use crate::link::{decode_reply, encode_reply, Ask, Hook, Link, Reply, Request};
 
 /// CRIU's half of a running helper.
 pub struct Helper {
     pid: i32,
     link: Link,
-    /// Restore threads let run, with the signal masks to put back.
-    running: Vec<(i32, SigMask)>,
+    /// Restore threads let run for the helper.
+    running: RunningThreads,
 }
 
 impl Helper {
@@ -29,7 +29,7 @@ impl Helper {
         Helper {
             pid,
             link,
-            running: Vec::new(),
+            running: RunningThreads::default(),
         }
     }
 
@@ -39,7 +39,7 @@ impl Helper {
         let answered = self.serve(criu, request);
         if answered.is_err() {
             // A helper gone mid-hook may have left restore threads running.
-            self.stop_again().ok();
+            self.running.stop_again().ok();
         }
         answered
     }
@@ -54,8 +54,8 @@ impl Helper {
                     .add_to_inventory()
                     .then_some(())
                     .ok_or_else(|| "CRIU did not take the inventory mark".to_string()),
-                Ask::LetRun(tids) => self.let_run(&tids),
-                Ask::StopAgain => self.stop_again(),
+                Ask::LetRun(tids) => self.running.let_run(&tids),
+                Ask::StopAgain => self.running.stop_again(),
             };
             self.link.send(&encode_reply(&reply))?;
         }
@@ -67,7 +67,7 @@ impl Helper {
         if let Err(why) = self.call(criu, &Request::Fini { ret }) {
             criu.log(Level::Error, &self.gone(&why));
         }
-        self.stop_again().ok();
+        self.running.stop_again().ok();
         let Helper { pid, link, .. } = self;
         drop(link);
         ffi::reap(pid);
@@ -76,23 +76,6 @@ impl Helper {
     /// Why a hook failed when the helper did not answer.
     pub fn gone(&self, why: &str) -> String {
         format!("the plugin's helper (PID {}) did not answer: {why}; `cudackpt ps` shows where each CUDA process is, and `cudackpt recover` puts back a group its intent record names", self.pid)
-    }
-
-    fn let_run(&mut self, tids: &[i32]) -> Reply {
-        for &tid in tids {
-            self.running.push((tid, ffi::let_run(tid)?));
-        }
-        Ok(())
-    }
-
-    fn stop_again(&mut self) -> Reply {
-        let mut failed = None;
-        for (tid, mask) in std::mem::take(&mut self.running) {
-            if let Err(why) = ffi::stop_again(tid, mask) {
-                failed.get_or_insert(why);
-            }
-        }
-        failed.map_or(Ok(()), Err)
     }
 }
 

@@ -79,15 +79,9 @@ fn hook(criu: &'static ffi::Criu, hook: Hook, pid: i32) -> i32 {
 /// it and every later one.
 fn run_hook(criu: &'static ffi::Criu, hook: Hook, pid: i32) -> i32 {
     let mut slot = session();
-    if let Session::Ready(plugin) = &*slot {
-        if plugin.is_idle() {
-            return ffi::code(HookAnswer::NotMine);
-        }
-        let Session::Ready(plugin) = std::mem::replace(&mut *slot, Session::Off) else {
-            unreachable!("matched above");
-        };
-        match ffi::fork_helper(plugin, criu) {
-            Ok(helper) => *slot = Session::Helped(helper),
+    *slot = match std::mem::replace(&mut *slot, Session::Off) {
+        Session::Ready(plugin) if !plugin.is_idle() => match ffi::fork_helper(plugin, criu) {
+            Ok(helper) => Session::Helped(helper),
             Err(why) => {
                 criu.log(
                     Level::Error,
@@ -95,8 +89,10 @@ fn run_hook(criu: &'static ffi::Criu, hook: Hook, pid: i32) -> i32 {
                 );
                 return ffi::code(HookAnswer::Failed);
             }
-        }
-    }
+        },
+        // An idle run answers without a helper; a helper runs on.
+        other => other,
+    };
     let Session::Helped(helper) = &mut *slot else {
         return ffi::code(HookAnswer::NotMine);
     };

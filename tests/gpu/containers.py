@@ -34,6 +34,20 @@ def submounts(tree):
     return sorted(points, key=lambda p: (p.count("/"), p))
 
 
+def host_tree_mounts(skip=()):
+    """The host's trees to bind read-only into a container, one mount each
+    (the tree, then the mounts below it), for the trees that are real
+    directories and not in `skip`: CRIU refuses a mount below a bind it was
+    not told is external, so nothing is bound recursively."""
+    mounts = []
+    for tree in HOST_TREES:
+        if tree in skip or os.path.islink(tree) or not os.path.isdir(tree):
+            continue
+        mounts.append(tree)
+        mounts.extend(point for point in submounts(tree) if os.path.exists(point))
+    return mounts
+
+
 def nvidia_devices():
     """The host's NVIDIA character devices: (path, major, minor)."""
     found = []
@@ -149,12 +163,9 @@ class Container:
         os.makedirs(rootfs)
         binds = [(self.out, "/out", False), (target_dir, "/cudackpt", True)]
         for tree in HOST_TREES:
-            inside = os.path.join(rootfs, tree.lstrip("/"))
             if os.path.islink(tree):  # /lib -> usr/lib on a merged-/usr host
-                os.symlink(os.readlink(tree), inside)
-            elif os.path.isdir(tree):
-                binds.append((tree, tree, True))
-                binds.extend((point, point, True) for point in submounts(tree) if os.path.exists(point))
+                os.symlink(os.readlink(tree), os.path.join(rootfs, tree.lstrip("/")))
+        binds.extend((path, path, True) for path in host_tree_mounts())
         # Mount points in the root file system; those below a bound tree
         # exist there already (the host's own).
         for mount_point in ["proc", "dev", "sys", "tmp", "out", "cudackpt"] + [tree.lstrip("/") for tree in HOST_TREES if os.path.isdir(tree) and not os.path.islink(tree)]:

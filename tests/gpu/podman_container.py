@@ -24,7 +24,7 @@ import subprocess
 import tarfile
 import time
 
-from containers import HOST_TREES, nvidia_devices, submounts
+from containers import HOST_TREES, host_tree_mounts, nvidia_devices
 
 IMAGE = "localhost/cudackpt-empty"
 
@@ -124,11 +124,7 @@ volume_path = "{work}/volumes"
             args += ["--device", path]
         # Plain (not recursive) binds, one per mount, as for runc: CRIU
         # refuses a mount below one it was not told of.
-        binds = [(target_dir, "/cudackpt")]
-        for tree in HOST_TREES:
-            if os.path.isdir(tree) and not os.path.islink(tree) and tree != "/etc":
-                binds.append((tree, tree))
-                binds.extend((point, point) for point in submounts(tree) if os.path.isdir(point))
+        binds = [(target_dir, "/cudackpt")] + [(path, path) for path in host_tree_mounts(skip=("/etc",))]
         # Of /etc only the loader's cache: Podman writes /etc/hosts and
         # friends into the container's own /etc.
         if os.path.exists("/etc/ld.so.cache"):
