@@ -7,7 +7,9 @@
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::ptr;
 
-use cudackpt::internal::criu_plugin::{criu_version, HookAnswer, Host, Level, Plugin, NAME};
+use cudackpt::internal::criu_plugin::{
+    criu_version, version_not_said, HookAnswer, Host, Level, Plugin, NAME,
+};
 
 use crate::helper::Helper;
 use crate::link::{Hook, Link};
@@ -227,11 +229,7 @@ impl Criu {
             Err(e) => format!("could not run `/proc/self/exe --version`: {e}"),
             Ok(output) => match criu_version(&String::from_utf8_lossy(&output.stdout)) {
                 Some(version) => return Some(version.to_string()),
-                None => format!(
-                    "`/proc/self/exe --version` ended with {} and printed no version: {}",
-                    output.status,
-                    String::from_utf8_lossy(&output.stderr).trim()
-                ),
+                None => version_not_said(&output.status.to_string(), &output.stderr),
             },
         };
         self.log(Level::Warn, &why);

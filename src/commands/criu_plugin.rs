@@ -517,6 +517,17 @@ pub fn known_criu(version: Option<&str>) -> Result<(), String> {
     }
 }
 
+/// Why `criu --version` gave no version, for CRIU's log before the
+/// refusal: how it ended and what it said on stderr, on one line with its
+/// control characters escaped, so it cannot forge a line of the log (pure).
+pub fn version_not_said(ended: &str, stderr: &[u8]) -> String {
+    let said = String::from_utf8_lossy(stderr);
+    format!(
+        "`/proc/self/exe --version` ended with {ended} and printed no version: {}",
+        crate::targets::name::printable(said.trim())
+    )
+}
+
 /// CRIU's version in what `criu --version` printed (pure).
 pub fn criu_version(output: &str) -> Option<&str> {
     output
@@ -615,6 +626,18 @@ pub(crate) fn report_lines(what: &str, report: &CommandReport) -> Vec<(Level, St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn why_criu_gave_no_version_is_one_line_of_the_log() {
+        let why = version_not_said(
+            "exit status: 127",
+            b"error while loading shared libraries: libnet.so.1\n(00.1) cudackpt: forged\n",
+        );
+        assert_eq!(
+            why,
+            "`/proc/self/exe --version` ended with exit status: 127 and printed no version: error while loading shared libraries: libnet.so.1\\x0a(00.1) cudackpt: forged"
+        );
+    }
 
     #[test]
     fn the_version_is_read_from_what_criu_printed() {
