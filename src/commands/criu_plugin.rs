@@ -520,8 +520,8 @@ pub fn known_criu(version: Option<&str>) -> Result<(), String> {
 /// Why `criu --version` gave no version, for CRIU's log before the
 /// refusal: how it ended and what it said on stderr, on one line with its
 /// control characters escaped, so it cannot forge a line of the log (pure).
-pub fn version_not_said(ended: &str, stderr: &[u8]) -> String {
-    let said = String::from_utf8_lossy(stderr);
+pub fn version_not_said(ended: &str, error_output: &[u8]) -> String {
+    let said = String::from_utf8_lossy(error_output);
     format!(
         "`/proc/self/exe --version` ended with {ended} and printed no version: {}",
         crate::targets::name::printable(said.trim())
