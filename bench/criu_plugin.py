@@ -23,7 +23,8 @@ test.
 On a GPU host, as root:
 
     sudo python3 bench/criu_plugin.py --bin-dir .carry --criu-dir .carry/criu \\
-        [--counts 1,16] [--size-mib 256] [--runs 3] [--json out.json]
+        [--counts 1,16] [--size-mib 256] [--runs 3] [--json out.json] \\
+        [--keep-hook-lines DIR]
 
 `--bin-dir` holds cudackpt, cudackpt-gpu-target, NVIDIA's cuda-checkpoint
 (left out when absent) and libcudackpt_criu_plugin.so; `--criu-dir` holds
@@ -51,26 +52,47 @@ HOOK_CALL = re.compile(r"^plugin: `([^']+)' hook (\d+) -> ")
 PLUGIN_OWN = ("cuda_plugin: ", "cudackpt: ", "Error (cudackpt plugin)", "Warn  (cudackpt plugin)")
 
 
-def hook_seconds(log_text):
-    """Seconds CRIU spent in each device hook, summed over its calls, and
-    the calls: {hook: (seconds, calls)} (pure)."""
+def stamped(log_text):
+    """The log's stamped lines: [(seconds, text)] (pure)."""
     entries = []
     for line in log_text.splitlines():
         m = STAMP.match(line)
         if m:
             entries.append((float(m.group(1)), m.group(2)))
-    spent = {}
-    for i, (stamp, text) in enumerate(entries):
+    return entries
+
+
+def hook_calls(entries):
+    """Each device hook's call: (hook, index of its line, index of the line
+    that ends it) (pure). A call ends at CRIU's next line of its own, the
+    next hook's call included (skipping those made every call of a tree run
+    to the last one's end: 16 processes counted 76 s in a dump of 14 s)."""
+    for i, (_, text) in enumerate(entries):
         call = HOOK_CALL.match(text)
         if not call or call.group(2) not in HOOKS:
             continue
-        # The call ends at CRIU's next line of its own, the next hook's call
-        # included (skipping those made every call of a tree run to the
-        # last one's end: 16 processes counted 76 s in a dump of 14 s).
-        after = next((s for s, t in entries[i + 1:] if not t.startswith(PLUGIN_OWN)), stamp)
-        seconds, calls = spent.get(HOOKS[call.group(2)], (0.0, 0))
-        spent[HOOKS[call.group(2)]] = (seconds + (after - stamp), calls + 1)
+        end = next((j for j in range(i + 1, len(entries)) if not entries[j][1].startswith(PLUGIN_OWN)), i)
+        yield HOOKS[call.group(2)], i, end
+
+
+def hook_seconds(log_text):
+    """Seconds CRIU spent in each device hook, summed over its calls, and
+    the calls: {hook: (seconds, calls)} (pure)."""
+    entries = stamped(log_text)
+    spent = {}
+    for hook, start, end in hook_calls(entries):
+        seconds, calls = spent.get(hook, (0.0, 0))
+        spent[hook] = (seconds + (entries[end][0] - entries[start][0]), calls + 1)
     return spent
+
+
+def hook_lines(log_text):
+    """The log's lines that hook_seconds reads, each once, in order: every
+    hook's call, the plugin's lines and the line that ends it (pure), so
+    that a run's per-hook times can be checked from what it kept."""
+    entries = stamped(log_text)
+    kept = sorted({j for _, start, end in hook_calls(entries) for j in range(start, end + 1)})
+    return [f"({entries[j][0]:.6f}) {entries[j][1]}" for j in kept]
 
 
 class Tree:
@@ -208,6 +230,19 @@ def criu(args, action, images, libdir, path, extra, tree_root=None):
     return wall, log
 
 
+def keep_hook_lines(args, name, count, action, log):
+    """Write the hook lines of one CRIU log under --keep-hook-lines."""
+    if not args.keep_hook_lines:
+        return
+    os.makedirs(args.keep_hook_lines, exist_ok=True)
+    stem = os.path.join(args.keep_hook_lines, f"{name}-{count}-{action}")
+    n = 1
+    while os.path.exists(f"{stem}-{n}.log"):
+        n += 1
+    with open(f"{stem}-{n}.log", "x") as f:
+        f.write("".join(line + "\n" for line in hook_lines(log)))
+
+
 def one_run(args, name, config, count, workdir, env):
     libdir, path, extra = config
     tree = Tree(args, count, workdir, env)
@@ -224,6 +259,8 @@ def one_run(args, name, config, count, workdir, env):
     finally:
         tree.kill()
         shutil.rmtree(images, ignore_errors=True)
+    keep_hook_lines(args, name, count, "dump", dump_log)
+    keep_hook_lines(args, name, count, "restore", restore_log)
     hooks = {**hook_seconds(dump_log), **hook_seconds(restore_log)}
     return {"config": name, "processes": count, "dump_s": dump_s, "restore_s": restore_s,
             "hooks": {h: {"seconds": s, "calls": c} for h, (s, c) in hooks.items()}}
@@ -238,6 +275,8 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--fake", help="the fake libcuda: sleep processes instead of GPU targets")
     parser.add_argument("--json")
+    parser.add_argument("--keep-hook-lines", metavar="DIR",
+                        help="write each CRIU log's hook lines (what the per-hook times are read from) under DIR")
     args = parser.parse_args()
     env = dict(os.environ)
     if args.fake:

@@ -3,7 +3,7 @@ a GPU: python3 -m unittest test_benches, from bench/."""
 
 import unittest
 
-from criu_plugin import hook_seconds
+from criu_plugin import hook_lines, hook_seconds
 
 DUMP_LOG = """\
 (00.100000) plugin: `cuda_plugin' hook 10 -> 0x1
@@ -30,6 +30,30 @@ class HookSeconds(unittest.TestCase):
 
     def test_no_hook_no_time(self):
         self.assertEqual(hook_seconds("(00.1) Seized task 7, state 1\n"), {})
+
+
+class HookLines(unittest.TestCase):
+    def test_keeps_each_call_its_plugin_lines_and_the_line_that_ends_it_once(self):
+        self.assertEqual(hook_lines(DUMP_LOG), [
+            "(0.100000) plugin: `cuda_plugin' hook 10 -> 0x1",
+            "(0.110000) cuda_plugin: pausing devices on pid 7",
+            "(0.120000) Seized task 7, state 1",
+            "(0.200000) plugin: `cuda_plugin' hook 11 -> 0x2",
+            "(0.210000) cuda_plugin: Checkpointing CUDA devices on pid 7 restore_tid 7",
+            "(0.300000) plugin: `cuda_plugin' hook 11 -> 0x2",
+            "(0.350000) cuda_plugin: Checkpointing CUDA devices on pid 8 restore_tid 8",
+            "(0.400000) net: Lock network",
+        ])
+
+    def test_what_it_keeps_gives_the_same_seconds(self):
+        kept = "\n".join(hook_lines(DUMP_LOG))
+        self.assertEqual(hook_seconds(kept).keys(), hook_seconds(DUMP_LOG).keys())
+        for hook, (seconds, calls) in hook_seconds(DUMP_LOG).items():
+            self.assertAlmostEqual(hook_seconds(kept)[hook][0], seconds)
+            self.assertEqual(hook_seconds(kept)[hook][1], calls)
+
+    def test_no_hook_nothing_kept(self):
+        self.assertEqual(hook_lines("(00.1) Seized task 7, state 1\n"), [])
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ for step in "$@"; do
     plugin-bench)
         cat .carry/head/BUILT >>"$out/host.txt"
         timeout "$(left)" python3 bench/criu_plugin.py --bin-dir .carry/head --criu-dir .carry/criu --counts "${COUNTS:-1,16}" \
-            --size-mib "${SIZE_MIB:-64}" --runs "${RUNS:-2}" --json "$out/criu_plugin.json" >"$out/$step.log" 2>&1 ;;
+            --size-mib "${SIZE_MIB:-64}" --runs "${RUNS:-2}" --json "$out/criu_plugin.json" --keep-hook-lines "$out/hook-lines" >"$out/$step.log" 2>&1 ;;
     restore)
         cat .carry/BUILT >>"$out/host.txt"
         timeout "$(left)" python3 bench/restore_throughput.py --cudackpt .carry/cudackpt --target .carry/cudackpt-gpu-target \
