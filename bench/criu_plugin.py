@@ -15,9 +15,11 @@ one plugin; `cuda-checkpoint` is found on a PATH of one directory.
 Reported, medians of `--runs`: the time CRIU spent in each device hook
 (from the timestamps of `criu -v4`'s log: from the line CRIU writes before
 calling a plugin's hook to the next line that is not the plugin's own),
-per process of the tree; and the dump's and the restore's wall time. Each
-restore must bring every target back with its data (`OK <hash>` as before
-the dump) before the next run. Timings are a benchmark, never a pass/fail
+per process of the tree; for cudackpt's plugin, its own time (the device
+hooks less the driver's calls, as it says them at -v4: the group's calls
+run side by side, so the longest process's); and the dump's and the
+restore's wall time. Each restore must bring every target back with its
+data (`OK <hash>` as before the dump) before the next run. Timings are a benchmark, never a pass/fail
 test.
 
 On a GPU host, as root:
@@ -48,6 +50,7 @@ from harness import wait_for
 
 HOOKS = {"9": "resume_devices_late", "10": "pause_devices", "11": "checkpoint_devices"}
 STAMP = re.compile(r"^\((\d+\.\d+)\) (.*)$")
+DRIVER_SHARE = re.compile(r"^cudackpt: .* ([0-9.]+) ms of it the driver's calls")
 HOOK_CALL = re.compile(r"^plugin: `([^']+)' hook (\d+) -> ")
 PLUGIN_OWN = ("cuda_plugin: ", "cudackpt: ", "Error (cudackpt plugin)", "Warn  (cudackpt plugin)")
 
@@ -84,6 +87,21 @@ def hook_seconds(log_text):
         seconds, calls = spent.get(hook, (0.0, 0))
         spent[hook] = (seconds + (entries[end][0] - entries[start][0]), calls + 1)
     return spent
+
+
+def driver_seconds(log_text):
+    """Seconds of each device hook that were the driver's calls, as
+    cudackpt's plugin says them at -v4 (`... N ms of it the driver's
+    calls`): {hook: seconds}, for the hooks that said any (pure). CRIU's
+    own plugin says none: its binary's time is not split."""
+    entries = stamped(log_text)
+    said = {}
+    for hook, start, end in hook_calls(entries):
+        for _, text in entries[start + 1:end]:
+            share = DRIVER_SHARE.match(text)
+            if share:
+                said[hook] = said.get(hook, 0.0) + float(share.group(1)) / 1000
+    return said
 
 
 def hook_lines(log_text):
@@ -262,8 +280,10 @@ def one_run(args, name, config, count, workdir, env):
     keep_hook_lines(args, name, count, "dump", dump_log)
     keep_hook_lines(args, name, count, "restore", restore_log)
     hooks = {**hook_seconds(dump_log), **hook_seconds(restore_log)}
+    driver = {**driver_seconds(dump_log), **driver_seconds(restore_log)}
     return {"config": name, "processes": count, "dump_s": dump_s, "restore_s": restore_s,
-            "hooks": {h: {"seconds": s, "calls": c} for h, (s, c) in hooks.items()}}
+            "hooks": {h: {"seconds": s, "calls": c, **({"driver_seconds": driver[h]} if h in driver else {})}
+                      for h, (s, c) in hooks.items()}}
 
 
 def main():
@@ -320,17 +340,26 @@ def summary(samples):
         for hook in HOOKS.values():
             spent = [s["hooks"].get(hook, {}).get("seconds", 0.0) for s in mine]
             row[f"{hook}_ms_per_process"] = statistics.median(spent) * 1000 / count
+        # The plugin's own time: every device hook less the driver's calls,
+        # where the plugin said them (cudackpt's, at -v4).
+        if all(any("driver_seconds" in h for h in s["hooks"].values()) for s in mine):
+            own = [sum(h["seconds"] - h.get("driver_seconds", 0.0) for h in s["hooks"].values()) for s in mine]
+            row["own_ms_per_process"] = statistics.median(own) * 1000 / count
+        else:
+            row["own_ms_per_process"] = None
         rows.append(row)
     return rows
 
 
 def print_table(rows):
-    print("| config | processes | pause ms/process | checkpoint ms/process | resume ms/process | dump s | restore s |")
-    print("|---|---|---|---|---|---|---|")
+    print("| config | processes | pause ms/process | checkpoint ms/process | resume ms/process "
+          "| own ms/process | dump s | restore s |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
+        own = "—" if r["own_ms_per_process"] is None else f"{r['own_ms_per_process']:.2f}"
         print(f"| {r['config']} | {r['processes']} | {r['pause_devices_ms_per_process']:.2f} | "
               f"{r['checkpoint_devices_ms_per_process']:.2f} | {r['resume_devices_late_ms_per_process']:.2f} | "
-              f"{r['dump_s']:.2f} | {r['restore_s']:.2f} |")
+              f"{own} | {r['dump_s']:.2f} | {r['restore_s']:.2f} |")
 
 
 if __name__ == "__main__":

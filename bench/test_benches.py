@@ -3,7 +3,7 @@ a GPU: python3 -m unittest test_benches, from bench/."""
 
 import unittest
 
-from criu_plugin import hook_lines, hook_seconds
+from criu_plugin import driver_seconds, hook_lines, hook_seconds, summary
 
 DUMP_LOG = """\
 (00.100000) plugin: `cuda_plugin' hook 10 -> 0x1
@@ -54,6 +54,40 @@ class HookLines(unittest.TestCase):
 
     def test_no_hook_nothing_kept(self):
         self.assertEqual(hook_lines("(00.1) Seized task 7, state 1\n"), [])
+
+
+OURS_LOG = """\
+(00.100000) plugin: `cudackpt' hook 10 -> 0x1
+(00.120000) cudackpt: pre-flights: the tree scanned and 2 processes weighed in 20.00 ms, before any change
+(00.150000) cudackpt: lock: 2 processes in 30.00 ms, 25.50 ms of it the driver's calls (the longest process's)
+(00.151000) Seized task 7, state 1
+(00.151100) plugin: `cudackpt' hook 10 -> 0x1
+(00.151200) Seized task 8, state 1
+(00.200000) plugin: `cudackpt' hook 11 -> 0x2
+(00.700000) cudackpt: checkpoint: 2 processes in 500.00 ms, 490.00 ms of it the driver's calls (the longest process's)
+(00.700100) net: Lock network
+"""
+
+
+class DriverSeconds(unittest.TestCase):
+    def test_each_hook_sums_what_the_plugin_said_was_the_driver_s(self):
+        said = driver_seconds(OURS_LOG)
+        self.assertAlmostEqual(said["pause_devices"], 0.0255)
+        self.assertAlmostEqual(said["checkpoint_devices"], 0.49)
+
+    def test_criu_s_own_plugin_says_none(self):
+        self.assertEqual(driver_seconds(DUMP_LOG), {})
+
+    def test_own_time_is_the_hooks_less_the_driver_s_per_process(self):
+        hooks = {h: {"seconds": s, "calls": c, "driver_seconds": driver_seconds(OURS_LOG)[h]}
+                 for h, (s, c) in hook_seconds(OURS_LOG).items()}
+        ours = {"config": "cudackpt-plugin", "processes": 2, "dump_s": 1.0, "restore_s": 1.0, "hooks": hooks}
+        theirs = {"config": "criu+cudackpt", "processes": 2, "dump_s": 1.0, "restore_s": 1.0,
+                  "hooks": {h: {"seconds": s, "calls": c} for h, (s, c) in hook_seconds(DUMP_LOG).items()}}
+        rows = {r["config"]: r for r in summary([ours, theirs])}
+        # pause 51.0 + 0.1 ms less 25.5, checkpoint 500.1 ms less 490: 35.7 ms, over 2 processes.
+        self.assertAlmostEqual(rows["cudackpt-plugin"]["own_ms_per_process"], 17.85)
+        self.assertIsNone(rows["criu+cudackpt"]["own_ms_per_process"])
 
 
 if __name__ == "__main__":

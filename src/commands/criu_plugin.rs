@@ -213,6 +213,7 @@ impl Plugin {
         if let Err(answer) = self.first_call(Stage::Dump, pid) {
             return answer;
         }
+        let started = std::time::Instant::now();
         if !self.tree_maps_the_driver(pid) {
             host.log(
                 Level::Info,
@@ -229,6 +230,10 @@ impl Plugin {
             log_report(host, "suspend", &weighed);
             return HookAnswer::Failed;
         }
+        host.log(
+            Level::Debug,
+            &preflight_line(weighed.processes.len(), started.elapsed()),
+        );
         let locked = self.dump_group(pid).run(Operation::Lock { timeout });
         log_report(host, "lock", &locked);
         if !locked.ok() {
@@ -620,7 +625,44 @@ pub(crate) fn report_lines(what: &str, report: &CommandReport) -> Vec<(Level, St
             .iter()
             .map(|w| (Level::Warn, format!("{what}: {w}"))),
     );
+    if !report.processes.is_empty() {
+        lines.push((Level::Debug, timing_line(what, report)));
+    }
     lines
+}
+
+/// The `-v4` line that says how long a group command took and how much of
+/// it was the driver's (pure). The group's calls run side by side, so the
+/// driver's share is the longest process's calls; the rest is the plugin's
+/// own (reading the processes, the records, the threads).
+pub(crate) fn timing_line(what: &str, report: &CommandReport) -> String {
+    let driver = report
+        .processes
+        .iter()
+        .map(|p| p.duration)
+        .max()
+        .unwrap_or_default();
+    format!(
+        "{what}: {} in {} ms, {} ms of it the driver's calls (the longest process's)",
+        prose::count(report.processes.len(), "process", "processes"),
+        milliseconds(report.duration),
+        milliseconds(driver)
+    )
+}
+
+/// The `-v4` line that says how long the first hook's pre-flights took,
+/// before any change (pure).
+fn preflight_line(processes: usize, spent: std::time::Duration) -> String {
+    format!(
+        "pre-flights: the tree scanned and {} weighed in {} ms, before any change",
+        prose::count(processes, "process", "processes"),
+        milliseconds(spent)
+    )
+}
+
+/// A duration in milliseconds, to the hundredth (pure).
+fn milliseconds(spent: std::time::Duration) -> String {
+    format!("{:.2}", spent.as_secs_f64() * 1000.0)
 }
 
 #[cfg(test)]
@@ -667,9 +709,35 @@ mod tests {
                 Some("job\n(00.000001) cudackpt: lock: PID 1 (init) locked".to_string()),
             ));
         let lines = report_lines("lock", &report);
-        assert_eq!(lines.len(), 1, "{lines:?}");
-        assert!(!lines[0].1.contains('\n'), "{lines:?}");
+        let said: Vec<_> = lines.iter().filter(|l| l.0 == Level::Info).collect();
+        assert_eq!(said.len(), 1, "{lines:?}");
+        assert!(lines.iter().all(|l| !l.1.contains('\n')), "{lines:?}");
         assert!(lines[0].1.contains("job\\x0a(00.000001)"), "{lines:?}");
+    }
+
+    #[test]
+    fn a_group_command_says_its_time_and_the_driver_s_share() {
+        let mut report = CommandReport::new("lock", std::time::Duration::from_micros(45_310));
+        for (pid, micros) in [(7, 30_000), (8, 40_120)] {
+            let mut p = crate::ops::vocabulary::report::TargetReport::new(pid, None);
+            p.duration = std::time::Duration::from_micros(micros);
+            report.processes.push(p);
+        }
+        assert_eq!(
+            timing_line("lock", &report),
+            "lock: 2 processes in 45.31 ms, 40.12 ms of it the driver's calls (the longest process's)"
+        );
+        let lines = report_lines("lock", &report);
+        assert_eq!(lines.last().map(|l| l.0), Some(Level::Debug), "{lines:?}");
+        assert!(report_lines(
+            "lock",
+            &CommandReport::new("lock", std::time::Duration::ZERO)
+        )
+        .is_empty());
+        assert_eq!(
+            preflight_line(1, std::time::Duration::from_micros(2_500)),
+            "pre-flights: the tree scanned and 1 process weighed in 2.50 ms, before any change"
+        );
     }
 
     #[test]

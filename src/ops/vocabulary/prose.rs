@@ -21,6 +21,11 @@ pub fn and_list(items: &[impl std::fmt::Display]) -> String {
     }
 }
 
+/// `1 process`, `16 processes`: a count with its noun (pure).
+pub fn count(n: usize, one: &str, more: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { more })
+}
+
 /// `its` for one, `their` for more (pure).
 pub fn their(count: usize) -> &'static str {
     if count == 1 {
@@ -42,5 +47,7 @@ mod tests {
         assert_eq!(pids(&[7, 9, 12]), "PIDs 7, 9 and 12");
         assert_eq!(and_list(&["a"]), "a");
         assert_eq!((their(1), their(2)), ("its", "their"));
+        assert_eq!(count(1, "process", "processes"), "1 process");
+        assert_eq!(count(0, "process", "processes"), "0 processes");
     }
 }
