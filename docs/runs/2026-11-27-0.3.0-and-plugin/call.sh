@@ -6,6 +6,7 @@
 # libcudackpt_criu_plugin.so); release parts use .carry (release 0.3.0).
 #   scenarios      the plugin's CRIU, runc and Podman scenarios of the suite
 #   plugin-bench   bench/criu_plugin.py, trees of 1 and 16 processes
+#   profile        profile.sh: where cudackpt's own time goes, 16 targets
 #   restore        bench/restore_throughput.py alone (release binaries)
 #   shrink2        bench/shrink.py at two ranks (release binaries)
 #   PART           scripts/release-figures PART (calls, throughput, ...)
@@ -28,6 +29,9 @@ for step in "$@"; do
         cat .carry/head/BUILT >>"$out/host.txt"
         timeout "$(left)" python3 bench/criu_plugin.py --bin-dir .carry/head --criu-dir .carry/criu --counts "${COUNTS:-1,16}" \
             --size-mib "${SIZE_MIB:-64}" --runs "${RUNS:-2}" --json "$out/criu_plugin.json" --keep-hook-lines "$out/hook-lines" >"$out/$step.log" 2>&1 ;;
+    profile)
+        cat .carry/head/BUILT >>"$out/host.txt"
+        CUDACKPT_PROF_BIN=$PWD/.carry/prof/cudackpt timeout "$(left)" bash "$(dirname "$0")/profile.sh" "$out" >"$out/$step.log" 2>&1 ;;
     restore)
         cat .carry/BUILT >>"$out/host.txt"
         timeout "$(left)" python3 bench/restore_throughput.py --cudackpt .carry/cudackpt --target .carry/cudackpt-gpu-target \
