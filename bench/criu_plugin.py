@@ -16,9 +16,9 @@ Reported, medians of `--runs`: the time CRIU spent in each device hook
 (from the timestamps of `criu -v4`'s log: from the line CRIU writes before
 calling a plugin's hook to the next line that is not the plugin's own),
 per process of the tree; for cudackpt's plugin, its own time (the device
-hooks less the driver's calls, as it says them at -v4: the group's calls
-run side by side, so the longest process's); and the dump's and the
-restore's wall time. Each restore must bring every target back with its
+hooks less the driver's calls, as it says them at -v4: each step of the
+group runs side by side, so each step's slowest process); and the dump's
+and the restore's wall time. Each restore must bring every target back with its
 data (`OK <hash>` as before the dump) before the next run. Timings are a benchmark, never a pass/fail
 test.
 

@@ -59,12 +59,12 @@ class HookLines(unittest.TestCase):
 OURS_LOG = """\
 (00.100000) plugin: `cudackpt' hook 10 -> 0x1
 (00.120000) cudackpt: pre-flights: the tree scanned and 2 processes weighed in 20.00 ms, before any change
-(00.150000) cudackpt: lock: 2 processes in 30.00 ms, 25.50 ms of it the driver's calls (the longest process's)
+(00.150000) cudackpt: lock: 2 processes in 30.00 ms, 25.50 ms of it the driver's calls (each step's slowest process)
 (00.151000) Seized task 7, state 1
 (00.151100) plugin: `cudackpt' hook 10 -> 0x1
 (00.151200) Seized task 8, state 1
 (00.200000) plugin: `cudackpt' hook 11 -> 0x2
-(00.700000) cudackpt: checkpoint: 2 processes in 500.00 ms, 490.00 ms of it the driver's calls (the longest process's)
+(00.700000) cudackpt: checkpoint: 2 processes in 500.00 ms, 490.00 ms of it the driver's calls (each step's slowest process)
 (00.700100) net: Lock network
 """
 

@@ -279,8 +279,15 @@ impl Plugin {
         if let Err(answer) = self.first_call(Stage::Restore, pid) {
             return answer;
         }
+        if !self.settings.hook.force {
+            // The resume weighs GPU memory through NVML: its start (tens
+            // of milliseconds) overlaps the driver's load and the lookup
+            // of the restore threads.
+            crate::gpu::nvml::open_in_background();
+        }
         let tree = crate::targets::discover::trees(&[pid]);
         let report = self.resume(host, tree, self.settings.map.clone());
+        crate::gpu::nvml::settle();
         self.moved = moved_by(&report, DriverCall::Restore);
         if report.ok() {
             self.answer_for(pid)
@@ -632,18 +639,25 @@ pub(crate) fn report_lines(what: &str, report: &CommandReport) -> Vec<(Level, St
 }
 
 /// The `-v4` line that says how long a group command took and how much of
-/// it was the driver's (pure). The group's calls run side by side, so the
-/// driver's share is the longest process's calls; the rest is the plugin's
-/// own (reading the processes, the records, the threads).
+/// it was the driver's (pure). The group runs each step side by side and
+/// waits for the slowest before the next (all restores, then all unlocks),
+/// so the driver's share is, step by step, the longest process's call; the
+/// rest is the plugin's own (reading the processes, the records, the
+/// threads).
 pub(crate) fn timing_line(what: &str, report: &CommandReport) -> String {
-    let driver = report
-        .processes
-        .iter()
-        .map(|p| p.duration)
-        .max()
-        .unwrap_or_default();
+    let mut longest: Vec<(DriverCall, bool, std::time::Duration)> = Vec::new();
+    for step in report.processes.iter().flat_map(|p| &p.steps) {
+        match longest
+            .iter_mut()
+            .find(|(call, rollback, _)| *call == step.step && *rollback == step.rollback)
+        {
+            Some(slowest) => slowest.2 = slowest.2.max(step.duration),
+            None => longest.push((step.step, step.rollback, step.duration)),
+        }
+    }
+    let driver: std::time::Duration = longest.iter().map(|(_, _, took)| *took).sum();
     format!(
-        "{what}: {} in {} ms, {} ms of it the driver's calls (the longest process's)",
+        "{what}: {} in {} ms, {} ms of it the driver's calls (each step's slowest process)",
         prose::count(report.processes.len(), "process", "processes"),
         milliseconds(report.duration),
         milliseconds(driver)
@@ -717,17 +731,30 @@ mod tests {
 
     #[test]
     fn a_group_command_says_its_time_and_the_driver_s_share() {
-        let mut report = CommandReport::new("lock", std::time::Duration::from_micros(45_310));
-        for (pid, micros) in [(7, 30_000), (8, 40_120)] {
-            let mut p = crate::ops::vocabulary::report::TargetReport::new(pid, None);
-            p.duration = std::time::Duration::from_micros(micros);
+        use crate::ops::vocabulary::report::{CallRecord, TargetReport};
+        let call = |step, micros, rollback| CallRecord {
+            step,
+            duration: std::time::Duration::from_micros(micros),
+            ok: true,
+            rollback,
+        };
+        let mut report = CommandReport::new("resume", std::time::Duration::from_micros(95_310));
+        // Each process's restores run side by side, then each unlock: the
+        // driver's share is the slowest restore and the slowest unlock,
+        // though no one process was slowest at both.
+        for (pid, restore, unlock) in [(7, 60_000, 5_000), (8, 40_000, 30_120)] {
+            let mut p = TargetReport::new(pid, None);
+            p.steps = vec![
+                call(DriverCall::Restore, restore, false),
+                call(DriverCall::Unlock, unlock, false),
+            ];
             report.processes.push(p);
         }
         assert_eq!(
-            timing_line("lock", &report),
-            "lock: 2 processes in 45.31 ms, 40.12 ms of it the driver's calls (the longest process's)"
+            timing_line("resume", &report),
+            "resume: 2 processes in 95.31 ms, 90.12 ms of it the driver's calls (each step's slowest process)"
         );
-        let lines = report_lines("lock", &report);
+        let lines = report_lines("resume", &report);
         assert_eq!(lines.last().map(|l| l.0), Some(Level::Debug), "{lines:?}");
         assert!(report_lines(
             "lock",
