@@ -34,20 +34,88 @@ pub fn parse_ppid(stat: &str) -> Option<i32> {
         .ok()
 }
 
-/// Every process of the trees of `roots`, each once, in PID order: one
-/// scan of /proc however many roots.
+/// Every process of the trees of `roots`, each once, in PID order. Read
+/// from each task's `children` file, so the cost follows the trees, not
+/// the host: a Kubernetes node runs thousands of processes, and a scan of
+/// /proc reads every one's `stat`. Where the kernel has no such file
+/// (built without CONFIG_PROC_CHILDREN), or a process has more threads
+/// than [`TASKS_CAP`], or a list runs past [`CHILDREN_CAP`], one scan of
+/// /proc however many roots, as before.
 pub fn trees(roots: &[i32]) -> Vec<i32> {
     if roots.is_empty() {
         return Vec::new();
     }
-    let children = children();
-    let mut pids: Vec<i32> = roots
-        .iter()
-        .flat_map(|&root| descendants(root, &children))
-        .collect();
+    let listed = |pid| children_listed(pid, TASKS_CAP);
+    let mut pids = walk(roots, &listed).unwrap_or_else(|| {
+        let children = children();
+        roots
+            .iter()
+            .flat_map(|&root| descendants(root, &children))
+            .collect()
+    });
     pids.sort_unstable();
     pids.dedup();
     pids
+}
+
+/// Walks the trees of `roots`, each root and each process below it once,
+/// asking `children_of` for each one's children (pure given it); `None` as
+/// soon as `children_of` cannot tell.
+fn walk(roots: &[i32], children_of: &dyn Fn(i32) -> Option<Vec<i32>>) -> Option<Vec<i32>> {
+    // Processes come and go as the files are read, and a PID can be reused
+    // by a new child of its old descendant: visit each PID once.
+    let mut seen = std::collections::HashSet::new();
+    let mut found: Vec<i32> = roots.iter().copied().filter(|&r| seen.insert(r)).collect();
+    let mut next = 0;
+    while next < found.len() {
+        let kids = children_of(found[next])?;
+        found.extend(kids.into_iter().filter(|&kid| seen.insert(kid)));
+        next += 1;
+    }
+    Some(found)
+}
+
+/// The most a task's `children` file is read: PIDs of up to seven digits
+/// and a space, for some 130,000 children. Past it, the scan of /proc.
+const CHILDREN_CAP: u64 = 1 << 20;
+
+/// The most threads of one process whose `children` files are read: a
+/// process of the tree may start as many as its limits allow, and a file
+/// each would cost more than the scan of /proc, which reads one a process.
+const TASKS_CAP: usize = 4096;
+
+/// `pid`'s children, as its tasks' `children` files list them (a child is
+/// listed under the thread that started it); none for a process that has
+/// gone; `None` when the kernel has no such file, or the process has more
+/// than `tasks_cap` threads, or a list runs past [`CHILDREN_CAP`].
+fn children_listed(pid: i32, tasks_cap: usize) -> Option<Vec<i32>> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Some(Vec::new());
+    };
+    let mut kids = Vec::new();
+    for (seen, task) in tasks.flatten().enumerate() {
+        if seen == tasks_cap {
+            return None;
+        }
+        let file = task.path().join("children");
+        let mut text = Vec::new();
+        let read = fs::File::open(&file).and_then(|f| {
+            use std::io::Read;
+            f.take(CHILDREN_CAP + 1).read_to_end(&mut text)
+        });
+        match read {
+            Ok(_) if text.len() as u64 > CHILDREN_CAP => return None,
+            Ok(_) => kids.extend(
+                text.split(u8::is_ascii_whitespace)
+                    .filter_map(|word| std::str::from_utf8(word).ok()?.parse::<i32>().ok()),
+            ),
+            // No file in a task that is still there: the kernel lists no
+            // children. A task that ended took its file with it.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && task.path().exists() => return None,
+            Err(_) => {}
+        }
+    }
+    Some(kids)
 }
 
 /// Each process's children, from one scan of /proc.
@@ -283,9 +351,9 @@ mod tests {
         assert_eq!(parse_ppid("garbage"), None);
     }
 
-    #[test]
-    fn a_tree_is_its_root_and_every_descendant() {
-        let children: HashMap<i32, Vec<i32>> = [
+    /// A parent → children map of two trees, 1 and 99.
+    fn family() -> HashMap<i32, Vec<i32>> {
+        [
             (1, vec![10, 20]),
             (10, vec![11, 12]),
             (12, vec![13]),
@@ -293,7 +361,12 @@ mod tests {
             (99, vec![100]),
         ]
         .into_iter()
-        .collect();
+        .collect()
+    }
+
+    #[test]
+    fn a_tree_is_its_root_and_every_descendant() {
+        let children = family();
         assert_eq!(descendants(10, &children), vec![10, 11, 12, 13]);
         assert_eq!(descendants(1, &children), vec![1, 10, 11, 12, 13, 20]);
         assert_eq!(descendants(13, &children), vec![13]);
@@ -313,6 +386,77 @@ mod tests {
         assert_eq!(scan_maps(fake, None), Mapped::default());
         assert!(scan_maps(fake, Some("libfake_libcuda.so")).cuda);
         assert_eq!(scan_maps(b"", Some("libcuda.so.1")), Mapped::default());
+    }
+
+    #[test]
+    fn a_walk_finds_what_the_scan_finds_and_gives_way_when_it_cannot_tell() {
+        let children = family();
+        let listed = |pid| Some(children.get(&pid).cloned().unwrap_or_default());
+        let mut walked = walk(&[10, 1], &listed).expect("every list read");
+        walked.sort_unstable();
+        assert_eq!(walked, descendants(1, &children));
+        assert_eq!(
+            walk(&[77], &listed),
+            Some(vec![77]),
+            "a root that has gone is itself"
+        );
+        let cannot_tell =
+            |pid| (pid != 12).then(|| children.get(&pid).cloned().unwrap_or_default());
+        assert_eq!(walk(&[1], &cannot_tell), None);
+        // A PID reused while the files are read can close a loop.
+        let looped = |pid| {
+            Some(if pid == 13 {
+                vec![12, 10]
+            } else {
+                children.get(&pid).cloned().unwrap_or_default()
+            })
+        };
+        let mut walked = walk(&[1], &looped).expect("every list read");
+        walked.sort_unstable();
+        assert_eq!(walked, descendants(1, &children));
+    }
+
+    #[test]
+    fn a_live_tree_is_the_same_read_from_its_children_files_or_a_scan() {
+        // A session of its own, so that killing its group ends every one.
+        let mut shell = std::process::Command::new("setsid")
+            .args(["sh", "-c", "sleep 30 & (sleep 30 & wait) & wait"])
+            .spawn()
+            .expect("setsid sh");
+        let root = shell.id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let scanned = loop {
+            let mut scanned = descendants(root, &children());
+            scanned.sort_unstable();
+            if scanned.len() == 4 || std::time::Instant::now() > deadline {
+                break scanned;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let listed = |pid| children_listed(pid, TASKS_CAP);
+        let mut walked = walk(&[root], &listed).expect("this kernel lists children");
+        walked.sort_unstable();
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{root}")])
+            .status();
+        let _ = shell.wait();
+        assert_eq!(
+            scanned.len(),
+            4,
+            "sh, sleep, a subshell and its sleep: {scanned:?}"
+        );
+        assert_eq!(walked, scanned);
+    }
+
+    #[test]
+    fn a_process_with_more_threads_than_the_cap_sends_the_walk_to_the_scan() {
+        let (hold, wait) = std::sync::mpsc::channel::<()>();
+        let second = std::thread::spawn(move || wait.recv());
+        let me = std::process::id() as i32;
+        assert!(children_listed(me, TASKS_CAP).is_some());
+        assert_eq!(children_listed(me, 1), None, "two threads, a cap of one");
+        drop(hold);
+        let _ = second.join();
     }
 
     #[test]
