@@ -97,16 +97,16 @@ fn children_listed(pid: i32, tasks_cap: usize) -> Option<Vec<i32>> {
         if seen == tasks_cap {
             return None;
         }
-        let file = task.path().join("children");
-        let mut text = Vec::new();
-        let read = fs::File::open(&file).and_then(|f| {
-            use std::io::Read;
-            f.take(CHILDREN_CAP + 1).read_to_end(&mut text)
-        });
-        match read {
-            Ok(_) if text.len() as u64 > CHILDREN_CAP => return None,
-            Ok(_) => kids.extend(
-                text.split(u8::is_ascii_whitespace)
+        let file = format!(
+            "/proc/{pid}/task/{}/children",
+            task.file_name().to_string_lossy()
+        );
+        // One line, however many children: only the byte cap binds.
+        match procfs::read_lines(&file, CHILDREN_CAP, usize::MAX) {
+            Ok(list) if !list.complete => return None,
+            Ok(list) => kids.extend(
+                list.bytes
+                    .split(u8::is_ascii_whitespace)
                     .filter_map(|word| std::str::from_utf8(word).ok()?.parse::<i32>().ok()),
             ),
             // No file in a task that is still there: the kernel lists no
