@@ -20,22 +20,13 @@ import subprocess
 import tempfile
 import time
 
-from harness import wait_for
+from harness import children, wait_for
 
 
 def session(command, env=None):
     """A shell leading a session of its own, running `command`."""
     return subprocess.Popen(["setsid", "sh", "-c", command], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-
-
-def children_count(pid):
-    """How many children `pid` has, from its tasks' `children` files."""
-    count = 0
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as f:
-            count += len(f.read().split())
-    return count
 
 
 def end(shell):
@@ -60,11 +51,11 @@ def main():
         targets = session(" ".join(f"LD_PRELOAD={fake} FAKE_CUDA_IDENTITY=busy{i}-$$ sleep 100000 &"
                                    for i in range(args.targets)) + " wait", env)
         try:
-            wait_for(lambda: children_count(targets.pid) == args.targets, "the targets to start", timeout=60)
+            wait_for(lambda: len(children(targets.pid)) == args.targets, "the targets to start", timeout=60)
             for idle in (int(n) for n in args.idle.split(",")):
                 crowd = session(f"i=0; while [ $i -lt {idle} ]; do sleep 100000 & i=$((i+1)); done; wait")
                 try:
-                    wait_for(lambda: children_count(crowd.pid) == idle, f"{idle} idle processes", timeout=300)
+                    wait_for(lambda: len(children(crowd.pid)) == idle, f"{idle} idle processes", timeout=300)
                     times = {name: [] for name in binaries}
                     for _ in range(args.runs):
                         for name, binary in binaries.items():

@@ -18,9 +18,9 @@ calling a plugin's hook to the next line that is not the plugin's own),
 per process of the tree; for cudackpt's plugin, its own time (the device
 hooks less the driver's calls, as it says them at -v4: each step of the
 group runs side by side, so each step's slowest process); and the dump's
-and the restore's wall time. Each restore must bring every target back with its
-data (`OK <hash>` as before the dump) before the next run. Timings are a benchmark, never a pass/fail
-test.
+and the restore's wall time. Each restore must bring every target back
+with its data (`OK <hash>` as before the dump) before the next run.
+Timings are a benchmark, never a pass/fail test.
 
 On a GPU host, as root:
 
@@ -46,7 +46,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import wait_for
+from harness import children, wait_for
 
 HOOKS = {"9": "resume_devices_late", "10": "pause_devices", "11": "checkpoint_devices"}
 STAMP = re.compile(r"^\((\d+\.\d+)\) (.*)$")
@@ -134,7 +134,7 @@ class Tree:
         self.hashes = self.last_oks()
 
     def session_leader(self):
-        for pid in [self.shell.pid] + self.children(self.shell.pid):
+        for pid in [self.shell.pid] + children(self.shell.pid):
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
             if int(fields[3]) == pid:  # its session id is its own PID
@@ -143,15 +143,7 @@ class Tree:
 
     def pids(self):
         leader = self.session_leader()
-        return [leader] + self.children(leader)
-
-    @staticmethod
-    def children(pid):
-        try:
-            with open(f"/proc/{pid}/task/{pid}/children") as f:
-                return [int(p) for p in f.read().split()]
-        except OSError:
-            return []
+        return [leader] + children(leader)
 
     def ready(self):
         try:
@@ -161,8 +153,8 @@ class Tree:
 
     def all_ready(self):
         if self.fake:
-            return len(self.children(self.session_leader())) == len(self.logs) and all(
-                self.maps_fake(p) for p in self.children(self.session_leader()))
+            return len(children(self.session_leader())) == len(self.logs) and all(
+                self.maps_fake(p) for p in children(self.session_leader()))
         return all(any(l.startswith("OK") for l in self.lines(log)) for log in self.logs)
 
     @staticmethod
@@ -186,7 +178,7 @@ class Tree:
     def check_restored(self):
         """Each target's data as before the dump, once it logs again."""
         if self.fake:
-            wait_for(lambda: len(self.children(self.session_leader())) == len(self.logs),
+            wait_for(lambda: len(children(self.session_leader())) == len(self.logs),
                      "the restored tree", timeout=60)
             return
         sizes = [len(self.lines(log)) for log in self.logs]

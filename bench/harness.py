@@ -1,5 +1,6 @@
-"""What the Python benchmarks (bench/drain.py, bench/shrink.py) share: run
-cudackpt for its JSON document, and wait for a condition. A run that fails
+"""What the Python benchmarks (bench/drain.py, bench/shrink.py and others)
+share: run cudackpt for its JSON document, wait for a condition, and list
+a process's children. A run that fails
 stops the benchmark (SystemExit): a benchmark reports no numbers for it."""
 
 import json
@@ -28,3 +29,20 @@ def wait_for(condition, what, timeout=300, every=0.1):
         if time.monotonic() > deadline:
             raise SystemExit(f"timed out waiting for {what}")
         time.sleep(every)
+
+
+def children(pid):
+    """`pid`'s children, from its tasks' `children` files; none once it
+    has gone."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    kids = []
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                kids += [int(p) for p in f.read().split()]
+        except OSError:
+            pass
+    return kids

@@ -8,16 +8,11 @@ set -u
 out=$1; n=${2:-16}
 mkdir -p "$out"
 bin=$PWD/.carry/prof/cudackpt
-target=.carry/head/cudackpt-gpu-target
 perf() { LD_LIBRARY_PATH=$PWD/.carry/perf/lib "$PWD/.carry/perf/perf" "$@"; }
 cat /proc/sys/kernel/perf_event_paranoid >"$out/paranoid.txt" 2>&1
-setsid sh -c "for i in \$(seq $n); do $target --size-mib 64 --hold >/dev/null 2>&1 & done; wait" &
-root=$!
-for _ in $(seq 120); do
-    [ "$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l)" -ge "$n" ] && break
-    sleep 0.5
-done
-sleep 2
+# shellcheck source=held-tree.sh
+. "$(dirname "$0")/held-tree.sh"
+held_tree "$n"
 profile() { # NAME ARGS...: the command's JSON, its profile by symbol, with and without callers
     local name=$1; shift
     perf record -F 20000 -g -o "$out/$name.data" "$bin" "$@" --json >"$out/$name.json" 2>"$out/$name.err"

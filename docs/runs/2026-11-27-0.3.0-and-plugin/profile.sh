@@ -13,7 +13,6 @@ set -u
 out=$1; n=${2:-16}
 mkdir -p "$out"
 bin=${CUDACKPT_PROF_BIN:-.carry/head/cudackpt}
-target=.carry/head/cudackpt-gpu-target
 { for t in strace perf; do command -v $t || echo "no $t"; done; } >"$out/tools.txt" 2>&1
 # The GPU host has no strace: Debian 12's, carried with its libraries.
 if ! command -v strace >/dev/null && [ -x .carry/tools/strace ]; then
@@ -21,13 +20,9 @@ if ! command -v strace >/dev/null && [ -x .carry/tools/strace ]; then
     echo "strace: .carry/tools/strace" >>"$out/tools.txt"
 fi
 has() { [ "$(type -t "$1")" = function ] || command -v "$1" >/dev/null; }
-setsid sh -c "for i in \$(seq $n); do $target --size-mib 64 --hold >/dev/null 2>&1 & done; wait" &
-root=$!
-for _ in $(seq 120); do
-    [ "$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l)" -ge "$n" ] && break
-    sleep 0.5
-done
-sleep 2
+# shellcheck source=held-tree.sh
+. "$(dirname "$0")/held-tree.sh"
+held_tree "$n"
 timed() { # NAME ARGS...: three runs, the JSON of each, then traced
     local name=$1; shift
     for i in 1 2 3; do
