@@ -202,7 +202,7 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Completions { shell } => emit_artifact(output::write_stdout(
             &String::from_utf8_lossy(&artifacts::completions(shell)),
         )),
-        Command::Man { dir: None } => match output::show_man_page(&artifacts::root_man_page()) {
+        Command::Man { dir: None } => match output::man_page::show(&artifacts::root_man_page()) {
             Ok(true) => ExitStatus::Success,
             Ok(false) => ExitStatus::Failed,
             Err(error) => output::write_failed(&error, ExitStatus::Success),

@@ -15,6 +15,7 @@ mod doctor;
 pub mod human;
 pub mod json;
 pub mod look;
+pub mod man_page;
 pub mod progress;
 pub mod stderr;
 
@@ -196,38 +197,6 @@ impl Rendered for crate::ops::vocabulary::report::CommandReport {
     fn exit_status(&self) -> crate::exit::ExitStatus {
         crate::ops::vocabulary::report::CommandReport::exit_status(self)
     }
-}
-
-/// Where `man` is looked for: the system's own, never a `man` that `PATH`
-/// names (cudackpt may run as root with a user's `PATH`).
-const MAN_PROGRAMS: [&str; 2] = ["/usr/bin/man", "/bin/man"];
-
-/// A man page on stdout: as `man` shows it when stdout is a terminal
-/// (`man -l -` reads it from its stdin, through the user's pager), else
-/// the roff source, for a file or a pipe. `Ok(false)`: `man` ran and
-/// failed.
-pub fn show_man_page(page: &[u8]) -> io::Result<bool> {
-    use std::io::IsTerminal;
-    let man = MAN_PROGRAMS
-        .iter()
-        .find(|program| std::path::Path::new(program).is_file());
-    if let (true, Some(man)) = (io::stdout().is_terminal(), man) {
-        let shown = std::process::Command::new(man)
-            .args(["-l", "-"])
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .and_then(|mut child| {
-                if let Some(mut stdin) = child.stdin.take() {
-                    // A reader that quits early (q in the pager) closes it.
-                    let _ = stdin.write_all(page);
-                }
-                child.wait()
-            });
-        if let Ok(status) = shown {
-            return Ok(status.success());
-        }
-    }
-    write_stdout(&String::from_utf8_lossy(page)).map(|()| true)
 }
 
 /// Writes `text` to stdout and flushes it, so that a failed write is seen

@@ -192,8 +192,7 @@ fn post_dump_resumes_the_tree_once_it_is_thawed() {
     // CRIU thaws the tree (a --leave-running dump): the waiter resumes it.
     tree.signal_all("CONT");
     wait_until("the waiter to resume the tree", || {
-        cuda.iter()
-            .all(|&pid| fx.fake_state_while_changing(pid).as_deref() == Some("running"))
+        cuda.iter().all(|&pid| fx.fake_state(pid) == "running")
     });
     wait_until("the waiter to exit", || waiters_for(&cuda).is_empty());
     let calls = only_acted_on(&fx, &cuda, "the waiter");
@@ -434,8 +433,7 @@ fn a_dump_that_fails_after_pre_dump_gets_its_tree_resumed() {
         "the hook says a watcher is there: {stdout}{stderr}"
     );
     wait_until("the watcher to resume the tree", || {
-        cuda.iter()
-            .all(|&pid| fx.fake_state_while_changing(pid).as_deref() == Some("running"))
+        cuda.iter().all(|&pid| fx.fake_state(pid) == "running")
     });
     if !std::path::Path::new("/dev/log").exists() {
         let log = fx.dir().join("records").join("criu-hook.log");
@@ -534,7 +532,7 @@ fn a_post_dump_takes_the_record_handed_to_criu() {
     }
     // The post-dump waiter resumes the (never frozen) tree.
     wait_until("the post-dump waiter to resume the tree", || {
-        fx.fake_state_while_changing(a).as_deref() == Some("running")
+        fx.fake_state(a) == "running"
     });
     // The waiter's own resume writes a record of its own while it runs.
     wait_until("the watcher and the waiter to finish", || {
@@ -617,7 +615,7 @@ fn post_dump_resumes_only_what_pre_dump_suspended() {
     assert!(waiters_for(&[kept]).is_empty(), "nobody waits to resume it");
     tree.signal_all("CONT");
     wait_until("the waiter to resume what pre-dump suspended", || {
-        fx.fake_state_while_changing(mine).as_deref() == Some("running")
+        fx.fake_state(mine) == "running"
     });
     wait_until("the waiter to exit", || waiters_for(&[mine]).is_empty());
     assert_eq!(

@@ -48,6 +48,7 @@ mod crashes;
 // Trust: who may aim cudackpt, planted files, hardening.
 mod attacks;
 mod hardening;
+mod pager;
 mod trust;
 
 // The other grammars: NVIDIA's, CRIU's action script.

@@ -10,11 +10,10 @@ use std::time::Duration;
 use crate::support::{send_signal, wait_until, Fixture, SpawnGuarded, Target};
 use crate::wire::{Kind, ProcessCommandDoc, State};
 
-/// The fake's state of `pid` as the fake itself reads it: a file left
-/// empty by a caller killed as it created it is a fresh (running) process.
+/// The fake's state of `pid`: its record is replaced whole, so a caller
+/// killed at any instant leaves one that reads.
 fn state(fx: &Fixture, pid: i32) -> String {
-    fx.fake_state_while_changing(pid)
-        .unwrap_or_else(|| "running".to_string())
+    fx.fake_state(pid)
 }
 
 /// How many entries `dir` holds (none when it is not there).

@@ -1060,7 +1060,9 @@ impl Fixture {
     }
 
     /// The fake's record of a process: `(state, device)`; a process without
-    /// a state file is running on device 0.
+    /// a state file is running on device 0. The fake replaces a record whole
+    /// (a rename), so this reads one whole whenever it is read, even while a
+    /// detached cudackpt changes it: anything less is the fake's bug.
     pub fn fake_record(&self, pid: i32) -> (String, u64) {
         match fs::read_to_string(self.dir().join(format!("{pid}.json"))) {
             Ok(text) => {
@@ -1079,21 +1081,6 @@ impl Fixture {
     /// The fake's record of a process's state.
     pub fn fake_state(&self, pid: i32) -> String {
         self.fake_record(pid).0
-    }
-
-    /// The fake's record of a process's state while another process (a
-    /// detached cudackpt) may be rewriting it: `None` while the file is
-    /// being rewritten. For polling.
-    pub fn fake_state_while_changing(&self, pid: i32) -> Option<String> {
-        match fs::read_to_string(self.dir().join(format!("{pid}.json"))) {
-            Ok(text) => serde_json::from_str::<serde_json::Value>(&text)
-                .ok()?
-                .get("state")?
-                .as_str()
-                .map(str::to_string),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("running".to_string()),
-            Err(e) => panic!("fake state file of {pid}: {e}"),
-        }
     }
 
     /// The state `cudackpt --json state PID` reports, checked against the

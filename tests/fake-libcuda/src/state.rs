@@ -1,10 +1,11 @@
 //! Per-process checkpoint state: the state machine (pure), its on-disk store
-//! (one `<pid>.json` per process, read-modify-write under `flock`), and the
+//! (one `<pid>.json` per process, read-modify-write under a `flock` of
+//! `<pid>.lock`, replaced whole by a rename), and the
 //! `calls.log` journal of every call, all in the state directory.
 
 use std::fs::{DirBuilder, File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, FileExt};
+use std::io::{self, Write};
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 
@@ -187,16 +188,15 @@ impl Store {
         self.dir.join(format!("{pid}.json"))
     }
 
-    /// The record of process `pid` (started at `starttime`), under a shared lock.
+    /// The record of process `pid` (started at `starttime`). The file is
+    /// only ever replaced whole (see [`Store::update`]), so a read needs no
+    /// lock and never sees half a record.
     pub fn read(&self, pid: i32, starttime: u64) -> io::Result<Record> {
-        let mut file = match File::open(self.record_path(pid)) {
-            Ok(file) => file,
+        let text = match std::fs::read_to_string(self.record_path(pid)) {
+            Ok(text) => text,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Record::fresh(starttime)),
             Err(e) => return Err(e),
         };
-        flock(&file, libc::LOCK_SH)?;
-        let mut text = String::new();
-        file.read_to_string(&mut text)?;
         Ok(Record::decode_as(
             &text,
             starttime,
@@ -205,7 +205,9 @@ impl Store {
     }
 
     /// Runs `change` on the record of process `pid` under an exclusive lock
-    /// and writes the record back if `change` altered it.
+    /// (`<pid>.lock`, a file of its own: the record is replaced, and a lock
+    /// on it would be a lock on the file replaced) and writes the record
+    /// back if `change` altered it.
     pub fn update<T>(
         &self,
         pid: i32,
@@ -213,34 +215,54 @@ impl Store {
         change: impl FnOnce(&mut Record) -> T,
     ) -> io::Result<T> {
         self.ensure_dir()?;
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(self.record_path(pid))?;
-        flock(&file, libc::LOCK_EX)?;
-        let mut text = String::new();
-        file.read_to_string(&mut text)?;
+        // Read-only is enough to hold a flock: a lock file root made stays
+        // usable by another user's process sharing the directory.
+        let lock = File::open(self.lock_path(pid)).or_else(|_| {
+            OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create(true)
+                .open(self.lock_path(pid))
+        })?;
+        flock(&lock, libc::LOCK_EX)?;
+        let text = match std::fs::read_to_string(self.record_path(pid)) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(e),
+        };
         let identity = crate::procfs::identity(pid);
         let before = Record::decode_as(&text, starttime, identity.as_deref());
         let mut record = before.clone();
         let result = change(&mut record);
         record.identity = identity;
         if record != before || text.trim().is_empty() {
-            // One write, padded with spaces over whatever was there: the
-            // fake lives in the caller's process, and a caller killed
-            // mid-update (kill -9 of cudackpt) must leave the old record or
-            // the new one, never a truncated file. JSON ignores the padding.
-            let mut json = serde_json::to_string(&record).map_err(io::Error::other)?;
-            let width = json.len().max(text.len());
-            json.extend(std::iter::repeat_n(' ', width - json.len()));
-            let written = file.write_at(json.as_bytes(), 0)?;
-            if written != json.len() {
-                return Err(io::Error::other("a short write of the state file"));
-            }
+            let json = serde_json::to_string(&record).map_err(io::Error::other)?;
+            self.replace(pid, json.as_bytes())?;
         }
         Ok(result)
+    }
+
+    /// Replaces the record of `pid` with `bytes` whole: written to a file
+    /// of this writer's, then renamed over the record. The fake lives in the
+    /// caller's process, and a caller killed mid-update (kill -9 of
+    /// cudackpt) leaves the old record or the new one, never a cut one; a
+    /// reader (a test polling the state) sees one or the other too.
+    fn replace(&self, pid: i32, bytes: &[u8]) -> io::Result<()> {
+        let temporary = self
+            .dir
+            .join(format!(".{pid}.json.{}.tmp", std::process::id()));
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&temporary)?;
+        file.write_all(bytes)?;
+        drop(file);
+        std::fs::rename(&temporary, self.record_path(pid))
+    }
+
+    fn lock_path(&self, pid: i32) -> PathBuf {
+        self.dir.join(format!("{pid}.lock"))
     }
 
     /// Appends one line to `calls.log`.
