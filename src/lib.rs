@@ -123,6 +123,7 @@ pub mod internal {
     pub use crate::output::json::schemas;
     pub use crate::targets::discover::{mounts, Mount};
     pub use crate::targets::memory::v1_memory_hierarchy;
+    pub use crate::targets::name::printable;
 
     /// The modern grammar, as clap describes it.
     pub fn cli_command() -> clap::Command {

@@ -245,7 +245,12 @@ impl Host for Criu {
             Level::Info => (3, ""),
             Level::Debug => (4, ""),
         };
-        let text = format!("{prefix}{NAME}: {line}\n").replace('\0', "\\0");
+        // One line of CRIU's log, whatever it carries (a file's name a user
+        // chose, a process's): every control character escaped, the NUL
+        // that would cut it short, a newline that would start a line of
+        // its own, a terminal's escapes.
+        let line = cudackpt::internal::printable(line);
+        let text = format!("{prefix}{NAME}: {line}\n");
         let Some(print) = self.print_on_level else {
             // Not CRIU: the program's stderr is all there is.
             eprint!("{text}");

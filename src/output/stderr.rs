@@ -18,21 +18,42 @@ pub const PREFIX: &str = "cudackpt: ";
 
 /// `cudackpt: TEXT` as a line (pure).
 pub fn line(text: &str) -> String {
-    format!("{PREFIX}{text}\n")
+    format!("{PREFIX}{}\n", continued(text))
 }
 
 /// `cudackpt: warning: TEXT` as a line (pure).
 pub fn warning_line(text: &str) -> String {
-    format!("{PREFIX}warning: {text}\n")
+    format!("{PREFIX}warning: {}\n", continued(text))
 }
 
 /// `cudackpt: MESSAGE` and, indented below it, `hint: HINT` (pure).
 pub fn error_lines(message: &str, hint: Option<&str>) -> String {
     let mut text = line(message);
     if let Some(hint) = hint {
-        text.push_str(&format!("  hint: {hint}\n"));
+        text.push_str(&format!("  hint: {}\n", continued(hint)));
     }
     text
+}
+
+/// A message's lines after its first, indented (two spaces) where they are
+/// not already (pure): only cudackpt's own lines begin with its name. A
+/// message carries text others chose (a manifest's, a file's name, a
+/// process's), escaped where it is put in; were a newline left in one, it
+/// could still not start a line that reads as cudackpt's.
+fn continued(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\n') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut lines = text.split('\n');
+    let mut out = lines.next().unwrap_or_default().to_string();
+    for next in lines {
+        out.push('\n');
+        if !next.starts_with("  ") && !next.is_empty() {
+            out.push_str("  ");
+        }
+        out.push_str(next);
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Whether a line of stderr text is a warning (pure).
@@ -99,5 +120,27 @@ mod tests {
         );
         assert_eq!(error_lines("no", None), "cudackpt: no\n");
         assert!(is_warning(&warning_line("x")) && !is_warning(&line("x")));
+    }
+
+    /// A newline in a message never starts a line of cudackpt's own.
+    #[test]
+    fn a_message_s_later_lines_are_indented_under_it() {
+        let forged = "driver 580\ncudackpt: restored the tree of PID 1";
+        assert_eq!(
+            line(forged),
+            "cudackpt: driver 580\n  cudackpt: restored the tree of PID 1\n"
+        );
+        assert_eq!(
+            error_lines("tried:\n  a: no", Some("x\ncudackpt: y")),
+            "cudackpt: tried:\n  a: no\n  hint: x\n  cudackpt: y\n"
+        );
+        for text in [
+            line(forged),
+            warning_line(forged),
+            error_lines(forged, Some(forged)),
+        ] {
+            let own = text.lines().filter(|l| l.starts_with(PREFIX)).count();
+            assert_eq!(own, 1, "{text}");
+        }
     }
 }

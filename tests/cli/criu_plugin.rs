@@ -190,6 +190,57 @@ fn a_tree_the_driver_could_not_restore_is_refused_at_the_first_hook_with_no_driv
     assert_eq!(fx.fake_record(rank.0).0, "running", "{log}");
 }
 
+/// A user maps a file named as the driver names its IPC files, with a
+/// terminal's escapes in the name (a title, a clear screen, a carriage
+/// return): the plugin refuses the tree and names the file in CRIU's log,
+/// which root reads, with every control character escaped.
+#[test]
+fn a_file_name_with_a_terminals_escapes_reaches_criu_s_log_escaped() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let program = fx.compile_program(
+        "mapper",
+        "#include <fcntl.h>\n#include <sys/mman.h>\n#include <unistd.h>\n\
+         int main(int argc, char **argv) { (void)argc; int fd = open(argv[1], O_RDWR | O_CREAT, 0600);\n\
+         if (fd < 0 || ftruncate(fd, 4096) || mmap(0, 4096, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED) return 1;\n\
+         unlink(argv[1]); for (;;) pause(); }\n",
+    );
+    let planted = format!(
+        "/dev/shm/cuda.shm.1.\x1b]0;OWNED\x07\x1b[2J\r.{}",
+        std::process::id()
+    );
+    let name_file = fx.dir().join("name");
+    fs::write(&name_file, &planted).expect("write");
+    let job = Orphan::start(
+        &fx,
+        &format!(
+            "LD_PRELOAD=$CUDA setsid {} \"$(cat {})\" </dev/null >/dev/null 2>&1",
+            program.display(),
+            name_file.display()
+        ),
+    );
+    wait_until("the file to be mapped", || {
+        fs::read(format!("/proc/{}/maps", job.0))
+            .is_ok_and(|maps| String::from_utf8_lossy(&maps).contains("OWNED"))
+    });
+    let images = fx.dir().join("images");
+    let (refused, _) = dump(&fx, &criu, job.0, &images);
+    assert!(!refused.status.success(), "the dump stops");
+    let log = fs::read(images.join("dump.log")).expect("CRIU's log");
+    let text = String::from_utf8_lossy(&log);
+    assert!(
+        text.contains("cuda.shm.1.\\x1b]0;OWNED\\x07\\x1b[2J\\x0d"),
+        "the name, escaped: {text}"
+    );
+    for control in [0x1b_u8, 0x07, b'\r'] {
+        assert!(
+            !log.contains(&control),
+            "CRIU's log holds {control:#04x} raw: {text:?}"
+        );
+    }
+    assert!(alive(job.0), "the job runs on");
+}
+
 #[test]
 fn a_group_whose_checkpoint_fails_is_rolled_back_and_the_dump_stops() {
     let Some(criu) = criu() else { return };

@@ -1734,7 +1734,13 @@ fn a_port_the_job_listened_on_taken_since_is_refused_before_the_undump() {
         .expect("run cudackpt");
     assert_eq!(output.status.code(), Some(0), "{:#}", document(&output));
     wait_until("the dumped pair to be gone", || !alive(job.0));
-    let squatter = std::net::TcpListener::bind((host.as_str(), listening)).expect("take the port");
+    // A port the kernel picked may be another test's for a moment (the
+    // local end of its own connection): taken once that one lets it go.
+    let mut squatter = None;
+    wait_until("the port to be taken", || {
+        squatter = std::net::TcpListener::bind((host.as_str(), listening)).ok();
+        squatter.is_some()
+    });
     // The harm: forced, CRIU forks the tree and fails on the port.
     let (code, failed) = undump(&fx, &images, &criu, &["--force"]);
     assert_eq!(

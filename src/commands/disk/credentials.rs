@@ -28,6 +28,67 @@ const ROOTS_ONLY: [(&str, &str); 5] = [
     ("creds-", "credentials apart from the threads' cores"),
 ];
 
+/// The images another user's may hold, by name: what CRIU 4 writes for a
+/// job of its own (and cudackpt's manifest and the dump's log and stats).
+/// Anything else is refused: CRIU reads images of every kind it ever wrote,
+/// and an older kind (`packetsk.img`, `inetsk.img`, `reg-files.img`,
+/// `rlimit-N.img`, `cgroup.img` ...) would restore what `files.img` and the
+/// cores, which cudackpt checks, do not say.
+const DUMP_IMAGES: [&str; 17] = [
+    "inventory.img",
+    "pstree.img",
+    "files.img",
+    "seccomp.img",
+    "tty-info.img",
+    "tty-data.img",
+    "pipes-data.img",
+    "fifo-data.img",
+    "sk-queues.img",
+    "remap-fpath.img",
+    "memfd.img",
+    "filelocks.img",
+    "irmap-cache",
+    "stats-dump",
+    "stats-restore",
+    super::manifest::FILE_NAME,
+    super::dump::LOG_NAME,
+];
+
+/// The same, for images named with a number (`core-TID.img`, ...).
+const DUMP_IMAGES_NUMBERED: [&str; 11] = [
+    "core-",
+    "ids-",
+    "mm-",
+    "pagemap-",
+    "pagemap-shmem-",
+    "pages-",
+    "fdinfo-",
+    "fs-",
+    "timens-",
+    "tcp-stream-",
+    "ghost-file-",
+];
+
+/// Why another user's images may not hold the image `name` (pure): `None`
+/// when a dump writes such images.
+pub fn image_beyond(name: &str) -> Option<String> {
+    if let Some((_, what)) = ROOTS_ONLY.iter().find(|(p, _)| name.starts_with(p)) {
+        return Some(format!("{name} holds {what}, which CRIU makes as root"));
+    }
+    let numbered = |prefix: &&str| {
+        name.strip_prefix(prefix)
+            .and_then(|rest| rest.strip_suffix(".img"))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    if DUMP_IMAGES.contains(&name) || DUMP_IMAGES_NUMBERED.iter().any(numbered) {
+        return None;
+    }
+    Some(format!(
+        "{} is not an image a dump of a job writes, and CRIU would restore it unchecked, as root",
+        crate::targets::name::printable(name)
+    ))
+}
+
 /// A ghost file's most an image another user wrote may ask for: no
 /// setuid, setgid or sticky bit.
 const SPECIAL_BITS: u32 = 0o7000;
@@ -100,8 +161,8 @@ pub fn refuse_beyond(source: &HeldImages, job: &JobFiles, uid: u32) -> Result<()
     let mut found: Vec<String> = Vec::new();
     let mut cores = 0;
     for name in source.names() {
-        if let Some((_, what)) = ROOTS_ONLY.iter().find(|(p, _)| name.starts_with(p)) {
-            found.push(format!("{name} holds {what}, which CRIU makes as root"));
+        if let Some(why) = image_beyond(name) {
+            found.push(why);
         } else if name.starts_with("core-") {
             cores += 1;
             found.extend(core_beyond(source, name, uid, &groups));
@@ -112,6 +173,7 @@ pub fn refuse_beyond(source: &HeldImages, job: &JobFiles, uid: u32) -> Result<()
     if cores == 0 {
         found.push("the images hold no thread's core (core-TID.img)".into());
     }
+    found.extend(super::descriptor_bound::held_beyond(source, uid, &groups));
     found.extend(files_beyond(job, uid, &groups));
     if found.is_empty() {
         return Ok(());
@@ -198,20 +260,43 @@ const CORE_CAP: u64 = 16 << 20;
 const GHOST_HEAD_CAP: u64 = 1 << 30;
 
 fn core_beyond(source: &HeldImages, name: &str, uid: u32, groups: &[u32]) -> Option<String> {
-    let creds = match source.read(name, CORE_CAP) {
-        Ok(Some(bytes)) => criu_images::creds_of(&bytes).map_err(|why| why.to_string()),
+    let thread = match source.read(name, CORE_CAP) {
+        Ok(Some(bytes)) => criu_images::thread_of(&bytes).map_err(|why| why.to_string()),
         Ok(None) => Err("gone".into()),
         Err(why) => Err(why.to_string()),
     };
-    match creds {
-        Ok(Some(creds)) => {
-            let beyond = beyond(&creds, uid, groups);
+    match thread {
+        Ok(thread) => {
+            let beyond = thread_beyond(&thread, uid, groups);
             (!beyond.is_empty())
                 .then(|| format!("{name} runs its thread with {}", beyond.join(", ")))
         }
-        Ok(None) => Some(format!("{name} records no credentials")),
         Err(why) => Some(format!("{name} cannot be read ({why})")),
     }
+}
+
+/// `SCHED_FIFO`, `SCHED_RR`, `SCHED_DEADLINE`: a real-time policy, which
+/// CRIU sets as root and a user may not.
+const REAL_TIME: [u32; 3] = [1, 2, 6];
+
+/// What a thread's core grants beyond user `uid` (pure): its credentials
+/// ([`beyond`]), a real-time policy, a nice value below 0, an OOM score
+/// adjustment below 0 (CAP_SYS_RESOURCE: -1000 is never OOM-killed).
+pub fn thread_beyond(thread: &criu_images::Thread, uid: u32, groups: &[u32]) -> Vec<String> {
+    let mut found = match &thread.creds {
+        Some(creds) => beyond(creds, uid, groups),
+        None => vec!["no recorded credentials".to_string()],
+    };
+    if let Some(policy) = thread.sched_policy.filter(|p| REAL_TIME.contains(p)) {
+        found.push(format!("the real-time scheduling policy {policy}"));
+    }
+    if let Some(nice) = thread.sched_nice.filter(|n| *n < 0) {
+        found.push(format!("nice {nice}"));
+    }
+    if let Some(adj) = thread.oom_score_adj.filter(|a| *a < 0) {
+        found.push(format!("an OOM score adjustment of {adj}"));
+    }
+    found
 }
 
 fn ghost_file_beyond(source: &HeldImages, name: &str, uid: u32, groups: &[u32]) -> Option<String> {
@@ -252,6 +337,68 @@ mod tests {
     #[test]
     fn a_thread_of_the_user_alone_is_restored() {
         assert!(beyond(&alice(), 1000, &[1000, 27]).is_empty());
+        let thread = criu_images::Thread {
+            creds: Some(alice()),
+            sched_policy: Some(0),
+            sched_nice: Some(5),
+            oom_score_adj: Some(200),
+        };
+        assert!(thread_beyond(&thread, 1000, &[1000, 27]).is_empty());
+    }
+
+    /// Scheduling and the OOM killer's judgement are a root's to raise.
+    #[test]
+    fn a_real_time_policy_a_negative_nice_or_oom_adjustment_is_beyond_a_user() {
+        let thread = criu_images::Thread {
+            creds: Some(alice()),
+            sched_policy: Some(1),
+            sched_nice: Some(-5),
+            oom_score_adj: Some(-1000),
+        };
+        assert_eq!(
+            thread_beyond(&thread, 1000, &[1000, 27]),
+            [
+                "the real-time scheduling policy 1",
+                "nice -5",
+                "an OOM score adjustment of -1000"
+            ]
+        );
+        let none = criu_images::Thread::default();
+        assert_eq!(
+            thread_beyond(&none, 1000, &[1000]),
+            ["no recorded credentials"]
+        );
+    }
+
+    /// What a dump writes may be another user's; an older kind of image
+    /// (read by CRIU, not checked here) or anything else may not.
+    #[test]
+    fn another_users_images_hold_only_what_a_dump_writes() {
+        for name in [
+            "core-4242.img",
+            "pages-1.img",
+            "pagemap-shmem-31.img",
+            "tcp-stream-1a2b.img",
+            "ghost-file-a.img",
+            "files.img",
+            "cudackpt-manifest.json",
+        ] {
+            assert_eq!(image_beyond(name), None, "{name}");
+        }
+        for name in [
+            "packetsk.img",
+            "inetsk.img",
+            "reg-files.img",
+            "rlimit-1.img",
+            "cgroup.img",
+            "core-.img",
+            "core-12.img.bak",
+            "userns-1.img",
+            "evil\x1b.img",
+        ] {
+            let why = image_beyond(name).unwrap_or_else(|| panic!("{name} allowed"));
+            assert!(!why.contains('\x1b'), "{why}");
+        }
     }
 
     #[test]

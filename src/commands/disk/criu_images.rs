@@ -5,10 +5,8 @@
 //! went on with `--leave-running`, or an earlier undump of the same images
 //! ran and wrote to it). Pure: the bytes come from the caller.
 //!
-//! The images are protobuf messages (decoded with prost, the fields read
-//! declared below after CRIU's `images/*.proto`) in CRIU's framing: two
-//! magic numbers, then each entry as its length (a little-endian u32) and
-//! the message. `files.img` holds a `file_entry`
+//! The images and their messages are read through `criu_messages`.
+//! `files.img` holds a `file_entry`
 //! per file (`type` = 1 for a regular file, `id`, `reg` = a
 //! `reg_file_entry` with `name` = 6 and `size` = 8); `remap-fpath.img`
 //! names the files CRIU restores from a copy of its own (a deleted or
@@ -18,12 +16,11 @@ use std::collections::HashSet;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-/// Every CRIU image begins with this, then its own magic.
-const IMG_COMMON_MAGIC: u32 = 0x5456_4319;
-/// `files.img`.
-pub const FILES_MAGIC: u32 = 0x5630_3138;
-/// `remap-fpath.img`.
-pub const REMAP_FPATH_MAGIC: u32 = 0x5913_3954;
+pub use super::criu_messages::Creds;
+use super::criu_messages::{
+    decoded, entries, fd_type, first_entry, BadImage, CoreEntry, FileEntry, GhostFileEntry,
+    RemapFilePathEntry, CORE_MAGIC, FILES_MAGIC, GHOST_FILE_MAGIC, REMAP_FPATH_MAGIC,
+};
 
 /// A regular file the job had open (or mapped), as the dump saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,75 +45,6 @@ pub struct Differs<T> {
     pub now: T,
 }
 
-/// Why an image could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct BadImage(String);
-
-/// The messages of an image whose magic is `magic` (pure).
-pub fn entries(image: &[u8], magic: u32) -> Result<Vec<&[u8]>, BadImage> {
-    let word = |at: usize| -> Option<u32> {
-        Some(u32::from_le_bytes(image.get(at..at + 4)?.try_into().ok()?))
-    };
-    if word(0) != Some(IMG_COMMON_MAGIC) || word(4) != Some(magic) {
-        return Err(BadImage(
-            "not the CRIU image expected (its magic differs)".into(),
-        ));
-    }
-    let mut found = Vec::new();
-    let mut at = 8;
-    while at < image.len() {
-        let length = word(at).ok_or_else(|| BadImage("an entry's length is cut short".into()))?;
-        let start = at + 4;
-        let message = image
-            .get(start..start + length as usize)
-            .ok_or_else(|| BadImage("an entry runs past the end".into()))?;
-        found.push(message);
-        at = start + length as usize;
-    }
-    Ok(found)
-}
-
-/// CRIU's `file_entry` (`images/fdinfo.proto`), the fields read here:
-/// prost skips the others.
-#[derive(Clone, PartialEq, prost::Message)]
-struct FileEntry {
-    /// `fd_types`: 1 is a regular file.
-    #[prost(int32, tag = "1")]
-    kind: i32,
-    #[prost(uint32, tag = "2")]
-    id: u32,
-    #[prost(message, optional, tag = "3")]
-    reg: Option<RegFileEntry>,
-    #[prost(message, optional, tag = "4")]
-    isk: Option<InetSkEntry>,
-}
-
-/// CRIU's `inet_sk_entry` (`images/sk-inet.proto`), the fields read here.
-#[derive(Clone, PartialEq, prost::Message)]
-struct InetSkEntry {
-    #[prost(uint32, tag = "5")]
-    proto: u32,
-    /// The kernel's TCP state: 10 is LISTEN.
-    #[prost(uint32, tag = "6")]
-    state: u32,
-    #[prost(uint32, tag = "7")]
-    src_port: u32,
-    /// The address as the kernel keeps it: one 32-bit word for IPv4, four
-    /// for IPv6 (`connections::address`).
-    #[prost(uint32, repeated, tag = "11")]
-    src_addr: Vec<u32>,
-    #[prost(message, optional, tag = "14")]
-    opts: Option<SkOptsEntry>,
-}
-
-/// CRIU's `sk_opts_entry` (`images/sk-opts.proto`), the field read here.
-#[derive(Clone, PartialEq, prost::Message)]
-struct SkOptsEntry {
-    #[prost(bool, optional, tag = "17")]
-    so_reuseport: Option<bool>,
-}
-
 /// A TCP socket the job listened on, as the dump saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listened {
@@ -126,8 +54,6 @@ pub struct Listened {
     pub reuseport: bool,
 }
 
-/// `fd_types` INETSK.
-const INETSK: i32 = 4;
 /// IPPROTO_TCP.
 const TCP: u32 = 6;
 /// The kernel's TCP_LISTEN.
@@ -138,7 +64,7 @@ pub fn listened(files_img: &[u8]) -> Result<Vec<Listened>, BadImage> {
     let mut found = Vec::new();
     for message in entries(files_img, FILES_MAGIC)? {
         let entry: FileEntry = decoded(message)?;
-        let Some(isk) = entry.isk.filter(|_| entry.kind == INETSK) else {
+        let Some(isk) = entry.isk.filter(|_| entry.kind == fd_type::INETSK) else {
             continue;
         };
         if isk.proto != TCP || isk.state != TCP_LISTEN {
@@ -157,105 +83,32 @@ pub fn listened(files_img: &[u8]) -> Result<Vec<Listened>, BadImage> {
     Ok(found)
 }
 
-/// CRIU's `reg_file_entry` (`images/regfile.proto`), the fields read here.
-#[derive(Clone, PartialEq, prost::Message)]
-struct RegFileEntry {
-    /// A path: bytes, as Linux's are.
-    #[prost(bytes = "vec", tag = "6")]
-    name: Vec<u8>,
-    /// Absent for a file opened write-only for appending: CRIU checks no
-    /// size there.
-    #[prost(uint64, optional, tag = "8")]
-    size: Option<u64>,
-    /// CRIU checks it too ("has bad mode").
-    #[prost(uint32, optional, tag = "10")]
-    mode: Option<u32>,
-    /// How CRIU opens it again, as root, for the job.
-    #[prost(uint32, optional, tag = "2")]
-    flags: Option<u32>,
+/// What CRIU restores a thread with, as root, from its `core-TID.img`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Thread {
+    /// `None` where the image records none (a CRIU older than 3.x kept
+    /// them apart).
+    pub creds: Option<Creds>,
+    pub sched_policy: Option<u32>,
+    pub sched_nice: Option<i32>,
+    /// The process's (its main thread's image says it).
+    pub oom_score_adj: Option<i32>,
 }
 
-/// CRIU's `remap_file_path_entry` (`images/remap-file-path.proto`).
-#[derive(Clone, PartialEq, prost::Message)]
-struct RemapFilePathEntry {
-    #[prost(uint32, tag = "1")]
-    orig_id: u32,
-}
-
-/// CRIU's `core_entry` (`images/core.proto`): its thread's core.
-#[derive(Clone, PartialEq, prost::Message)]
-struct CoreEntry {
-    #[prost(message, optional, tag = "5")]
-    thread_core: Option<ThreadCoreEntry>,
-}
-
-/// CRIU's `thread_core_entry`: the credentials CRIU restores the thread
-/// with.
-#[derive(Clone, PartialEq, prost::Message)]
-struct ThreadCoreEntry {
-    #[prost(message, optional, tag = "10")]
-    creds: Option<Creds>,
-}
-
-/// CRIU's `creds_entry` (`images/creds.proto`), the fields that say who a
-/// restored thread is and what it may do.
-#[derive(Clone, PartialEq, Eq, prost::Message)]
-pub struct Creds {
-    #[prost(uint32, tag = "1")]
-    pub uid: u32,
-    #[prost(uint32, tag = "2")]
-    pub gid: u32,
-    #[prost(uint32, tag = "3")]
-    pub euid: u32,
-    #[prost(uint32, tag = "4")]
-    pub egid: u32,
-    #[prost(uint32, tag = "5")]
-    pub suid: u32,
-    #[prost(uint32, tag = "6")]
-    pub sgid: u32,
-    #[prost(uint32, tag = "7")]
-    pub fsuid: u32,
-    #[prost(uint32, tag = "8")]
-    pub fsgid: u32,
-    #[prost(uint32, repeated, packed = "false", tag = "9")]
-    pub cap_inh: Vec<u32>,
-    #[prost(uint32, repeated, packed = "false", tag = "10")]
-    pub cap_prm: Vec<u32>,
-    #[prost(uint32, repeated, packed = "false", tag = "11")]
-    pub cap_eff: Vec<u32>,
-    #[prost(uint32, repeated, packed = "false", tag = "14")]
-    pub groups: Vec<u32>,
-    #[prost(uint32, repeated, packed = "false", tag = "19")]
-    pub cap_amb: Vec<u32>,
-}
-
-/// CRIU's `ghost_file_entry` (`images/ghost-file.proto`): a deleted file
-/// CRIU makes again, as root, with this owner and mode.
-#[derive(Clone, PartialEq, prost::Message)]
-struct GhostFileEntry {
-    #[prost(uint32, tag = "1")]
-    uid: u32,
-    #[prost(uint32, tag = "2")]
-    gid: u32,
-    #[prost(uint32, tag = "3")]
-    mode: u32,
-}
-
-/// `core-TID.img`.
-pub const CORE_MAGIC: u32 = 0x5505_3847;
-/// `ghost-file-N.img`.
-pub const GHOST_FILE_MAGIC: u32 = 0x5258_3605;
-
-/// The credentials a thread's `core-TID.img` restores it with; `None`
-/// where the image records none (a CRIU older than 3.x kept them apart)
-/// (pure).
-pub fn creds_of(core_img: &[u8]) -> Result<Option<Creds>, BadImage> {
+/// The thread a `core-TID.img` restores (pure).
+pub fn thread_of(core_img: &[u8]) -> Result<Thread, BadImage> {
     let found = entries(core_img, CORE_MAGIC)?;
     let Some(first) = found.first() else {
         return Err(BadImage("the core image holds no entry".into()));
     };
     let core: CoreEntry = decoded(first)?;
-    Ok(core.thread_core.and_then(|t| t.creds))
+    let thread = core.thread_core.unwrap_or_default();
+    Ok(Thread {
+        creds: thread.creds,
+        sched_policy: thread.sched_policy,
+        sched_nice: thread.sched_nice,
+        oom_score_adj: core.tc.and_then(|tc| tc.oom_score_adj),
+    })
 }
 
 /// The owner (uid, gid) and mode a `ghost-file-N.img` makes its file with
@@ -266,35 +119,12 @@ pub fn ghost_owner_and_mode(ghost_img: &[u8]) -> Result<(u32, u32, u32), BadImag
     Ok((ghost.uid, ghost.gid, ghost.mode))
 }
 
-/// The first message of an image whose entries are followed by raw bytes.
-fn first_entry(image: &[u8], magic: u32) -> Result<&[u8], BadImage> {
-    let word = |at: usize| -> Option<u32> {
-        Some(u32::from_le_bytes(image.get(at..at + 4)?.try_into().ok()?))
-    };
-    if word(0) != Some(IMG_COMMON_MAGIC) || word(4) != Some(magic) {
-        return Err(BadImage(
-            "not the CRIU image expected (its magic differs)".into(),
-        ));
-    }
-    let length = word(8).ok_or_else(|| BadImage("the entry's length is cut short".into()))?;
-    image
-        .get(12..12 + length as usize)
-        .ok_or_else(|| BadImage("the entry runs past the end".into()))
-}
-
-/// `fd_types`' regular file.
-const REG: i32 = 1;
-
-fn decoded<M: prost::Message + Default>(message: &[u8]) -> Result<M, BadImage> {
-    M::decode(message).map_err(|why| BadImage(format!("an entry does not decode: {why}")))
-}
-
 /// The regular files of a `files.img` (pure).
 pub fn dumped_files(files_img: &[u8]) -> Result<Vec<DumpedFile>, BadImage> {
     let mut found = Vec::new();
     for message in entries(files_img, FILES_MAGIC)? {
         let entry: FileEntry = decoded(message)?;
-        if let (REG, Some(reg)) = (entry.kind, entry.reg) {
+        if let (fd_type::REG, Some(reg)) = (entry.kind, entry.reg) {
             found.push(DumpedFile {
                 id: entry.id,
                 path: std::ffi::OsString::from_vec(reg.name).into(),
@@ -376,6 +206,7 @@ pub fn relinked(
 
 #[cfg(test)]
 mod tests {
+    use super::super::criu_messages::IMG_COMMON_MAGIC;
     use super::*;
 
     fn varint_bytes(mut value: u64) -> Vec<u8> {

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use crate::driver::Driver;
+use crate::targets::name::printable;
 
 use super::manifest::ManifestDriver;
 
@@ -26,7 +27,9 @@ pub fn facts(libcuda: Option<&Path>) -> ManifestDriver {
 /// either side does not say its module, a CUDA driver API version that
 /// differs. Unknown on either side is no refusal.
 pub fn mismatch(dumped: &ManifestDriver, here: &ManifestDriver) -> Option<String> {
+    // The manifest's text is anyone's who could write the images: escaped.
     let why = |what: &str, then: &str, now: &str| {
+        let (then, now) = (printable(then), printable(now));
         format!("the images were dumped under {what} {then}, and this host has {now}: the driver restores only what its own version checkpointed")
     };
     match (&dumped.kernel_module, &here.kernel_module) {
@@ -48,6 +51,16 @@ mod tests {
             kernel_module: version.map(str::to_string),
             cuda: None,
         }
+    }
+
+    /// A manifest's version holding a newline and an escape is said as
+    /// text: it starts no line and drives no terminal.
+    #[test]
+    fn a_forged_version_is_escaped() {
+        let forged = driver(Some("580\ncudackpt: restored the tree of PID 1\x1b[2J"));
+        let said = mismatch(&forged, &driver(Some("580.159.04"))).expect("differs");
+        assert!(!said.chars().any(char::is_control), "{said}");
+        assert!(said.contains("580\\x0acudackpt: restored"), "{said}");
     }
 
     #[test]

@@ -160,6 +160,51 @@ impl Manifest {
     pub fn footprint_known(&self) -> bool {
         self.processes.iter().all(|p| p.gpu_memory_known)
     }
+
+    /// What in this manifest no dump writes, if anything (pure): a GPU
+    /// that is not a UUID (the undump hands the job's GPUs on to CRIU's
+    /// action script as a map, `OLD=NEW,...`), a PID that is no process's,
+    /// more processes than a tree has. Checked before the undump acts on
+    /// any of it: whoever could write the images could write this.
+    pub fn malformed(&self) -> Option<String> {
+        let uuids = self.gpus.iter().map(|g| &g.uuid).chain(
+            self.processes
+                .iter()
+                .flat_map(|p| p.gpu_memory.iter().map(|u| &u.uuid)),
+        );
+        for uuid in uuids {
+            if !is_gpu_uuid(uuid) {
+                let shown = crate::targets::name::printable(uuid);
+                return Some(format!("the GPU {shown:?} is not a GPU's UUID"));
+            }
+        }
+        if let Some(p) = self.processes.iter().find(|p| p.pid <= 0) {
+            return Some(format!("the PID {} is no process's", p.pid));
+        }
+        if self.root_pid <= 0 || !self.processes.iter().any(|p| p.pid == self.root_pid) {
+            return Some(format!(
+                "the root PID {} is not one of its processes",
+                self.root_pid
+            ));
+        }
+        if self.processes.len() > MOST_PROCESSES {
+            return Some(format!(
+                "{} processes, more than the {MOST_PROCESSES} of any tree",
+                self.processes.len()
+            ));
+        }
+        None
+    }
+}
+
+/// The most processes a manifest may list: Linux's own ceiling on PIDs
+/// (`pid_max` is at most 2^22).
+const MOST_PROCESSES: usize = 1 << 22;
+
+/// A GPU's UUID as NVIDIA writes it, with or without `GPU-` (pure).
+fn is_gpu_uuid(text: &str) -> bool {
+    let bare = text.strip_prefix("GPU-").unwrap_or(text);
+    bare.len() == 36 && uuid::Uuid::try_parse(bare).is_ok()
 }
 
 #[cfg(test)]
@@ -180,6 +225,37 @@ mod tests {
             gpu_memory_known: true,
             checkpointed_bytes: None,
         }
+    }
+
+    const A: &str = "GPU-6f1d1a6e-2b2c-4d3e-8f40-5a6b7c8d9e0f";
+
+    /// A manifest a dump wrote passes; each field no dump writes is named.
+    #[test]
+    fn what_no_dump_writes_is_malformed() {
+        let mut good = sample();
+        for gpu in &mut good.gpus {
+            gpu.uuid = A.into();
+        }
+        for p in &mut good.processes {
+            for used in &mut p.gpu_memory {
+                used.uuid = A.into();
+            }
+        }
+        assert_eq!(good.malformed(), None);
+        let mut forged = good.clone();
+        forged.gpus[0].uuid = format!("{A},GPU-x=GPU-y");
+        let said = forged.malformed().expect("not a UUID");
+        assert!(said.contains("is not a GPU's UUID"), "{said}");
+        let mut forged = good.clone();
+        forged.processes[0].gpu_memory[0].uuid = "GPU-a\ncudackpt: x".into();
+        let said = forged.malformed().expect("not a UUID");
+        assert!(!said.contains('\n'), "{said}");
+        let mut forged = good.clone();
+        forged.processes[0].pid = -1;
+        assert!(forged.malformed().is_some());
+        let mut forged = good;
+        forged.root_pid = 99;
+        assert!(forged.malformed().is_some());
     }
 
     pub(crate) fn sample() -> Manifest {

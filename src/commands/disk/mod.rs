@@ -13,15 +13,20 @@
 //! against the host's before an undump), `ports` (the ports it listened
 //! on, against the host's sockets), `source` (the images an undump
 //! reads, held by descriptor, staged where another user could write them),
-//! `credentials` (what they would restore as), `restored_tree` (what a
+//! `credentials` (what they would restore as: `descriptors` reads every
+//! descriptor of the images, `descriptor_bound` says which another user
+//! could not have made), `criu_messages` (CRIU's images as read), `restored_tree` (what a
 //! restore brought back, by pidfd),
 //! `dump`, `undump`, `report`.
 
 pub mod connections;
 pub mod credentials;
 pub mod criu_images;
+pub mod criu_messages;
 pub mod criu_run;
 pub mod criu_tool;
+pub mod descriptor_bound;
+pub mod descriptors;
 pub mod dump;
 pub mod ghosts;
 pub mod host_driver;

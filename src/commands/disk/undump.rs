@@ -25,7 +25,7 @@ use crate::targets::process;
 use super::manifest::{self, Manifest};
 use super::placement::{self, HostGpu};
 use super::report::{DiskFailure, DiskReport, UndumpPhases};
-use super::source::HeldImages;
+use super::source::{HeldImages, StageProblem};
 use super::{
     credentials, criu_run, criu_tool, dump, host_driver, open_files, ports, restored_tree,
     tree_state,
@@ -90,12 +90,21 @@ fn undump(
                 report.remarks.push(finished_by_criu(&source, &request.from)?);
             }
             let criu_args = trusted_options(&manifest)?;
+            // Before any image is read: what is checked from here on is
+            // what CRIU reads.
+            source.prepare_for_criu().map_err(|why| {
+                let kind = match why {
+                    StageProblem::NoRoom { .. } => "no_room",
+                    StageProblem::Io { .. } => "images_dir",
+                };
+                DiskFailure::refused(kind, format!("refused before any change: {why}"), why.hint())
+            })?;
             let job_files = open_files::read(&source);
             if let Some(uid) = source.writer {
                 credentials::refuse_beyond(&source, &job_files, uid)?;
                 report.remarks.push(format!(
-                    "uid {uid} could have written these images: every process was checked to restore as uid {uid}, with no capability, and CRIU read a private stage of them ({})",
-                    source.criu_dir.path().display()
+                    "uid {uid} could have written these images: every process was checked to restore as uid {uid}, with no capability and no descriptor they could not make, and CRIU read a private stage of them ({})",
+                    source.criu_images().path().display()
                 ));
             }
             let (criu, moved) = checked(request, &manifest, &job_files, &mut report.remarks)?;
@@ -228,7 +237,7 @@ fn restored(
     written: &dyn Fn(u64, u64, Duration),
     started: Instant,
 ) -> Result<i32, DiskFailure> {
-    let work = &source.criu_dir;
+    let work = source.criu_work();
     let _ = work.remove(PIDFILE);
     // What CRIU forks and leaves becomes this process's child.
     let subreaper = restored_tree::become_subreaper();
@@ -236,7 +245,7 @@ fn restored(
         criu: &restore.criu.path,
         args: restore_args(&restore.criu_args),
         env: restore_env(request, restore.moved),
-        images: work,
+        images: source.criu_images(),
         work,
         log_name: LOG_NAME,
     };
@@ -341,7 +350,7 @@ fn phases(log: &str, checks: Duration, criu: Duration, after: Duration) -> Undum
 }
 
 /// CRIU's log of a restore, in its work directory.
-const LOG_NAME: &str = "restore.log";
+pub const LOG_NAME: &str = "restore.log";
 
 /// The manifest among the images, or why there is none to use (message,
 /// hint).
@@ -366,16 +375,25 @@ fn read_manifest(source: &HeldImages, dir: &Path) -> Result<Manifest, (String, S
         (
             format!(
                 "{} is not a manifest cudackpt can read: {why}",
-                path.display()
+                crate::targets::name::printable_path(&path)
             ),
             hint.to_string(),
         )
     })?;
+    if let Some(why) = manifest.malformed() {
+        return Err((
+            format!(
+                "{} is not a manifest cudackpt wrote: {why}",
+                crate::targets::name::printable_path(&path)
+            ),
+            hint.to_string(),
+        ));
+    }
     if manifest.schema_version > manifest::SCHEMA_VERSION {
         return Err((
             format!(
                 "{} is of a newer cudackpt (schema {})",
-                path.display(),
+                crate::targets::name::printable_path(&path),
                 manifest.schema_version
             ),
             "undump with the cudackpt that dumped it, or a newer one".into(),

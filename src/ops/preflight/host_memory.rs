@@ -76,7 +76,8 @@ pub fn judge(needs: &[HostNeed], available: Option<u64>) -> Result<(), HostShort
             let used = level.current.unwrap_or(0);
             if bytes > limit.saturating_sub(used) {
                 return Err(HostShortfall::Cgroup {
-                    name: name.to_string(),
+                    // A cgroup's name is its creator's choice: escaped.
+                    name: crate::targets::name::printable(name).into_owned(),
                     file,
                     limit,
                     used,

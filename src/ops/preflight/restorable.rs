@@ -286,7 +286,12 @@ fn judge_evidence(
     };
     if found.is_ipc_party() {
         let with = ipc_sharing(found);
-        let files: Vec<&str> = found.ipc_files.iter().map(|f| f.path.as_str()).collect();
+        // The files' names are the mapping process's to choose: escaped.
+        let files: Vec<std::borrow::Cow<'_, str>> = found
+            .ipc_files
+            .iter()
+            .map(|f| crate::targets::name::printable(&f.path))
+            .collect();
         return Some(Finding {
             pid: target.pid,
             verdict: facts.ipc,
