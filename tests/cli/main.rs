@@ -58,6 +58,7 @@ mod criu_plugin;
 mod disk;
 mod disk_jobs;
 mod disk_trust;
+mod disk_users;
 mod dumpable;
 
 // The library's face (src/api), through its example program.

@@ -29,12 +29,13 @@ const ROOTS_ONLY: [(&str, &str); 5] = [
 ];
 
 /// The images another user's may hold, by name: what CRIU 4 writes for a
-/// job of its own (and cudackpt's manifest and the dump's log and stats).
-/// Anything else is refused: CRIU reads images of every kind it ever wrote,
-/// and an older kind (`packetsk.img`, `inetsk.img`, `reg-files.img`,
-/// `rlimit-N.img`, `cgroup.img` ...) would restore what `files.img` and the
-/// cores, which cudackpt checks, do not say.
-const DUMP_IMAGES: [&str; 17] = [
+/// job of its own. Any other image (`*.img`, the names a stage gives
+/// CRIU) is refused: CRIU reads images of every kind it ever wrote, and an
+/// older kind (`packetsk.img`, `inetsk.img`, `reg-files.img`,
+/// `rlimit-N.img`, `cgroup.img` ...) would restore what `files.img` and
+/// the cores, which cudackpt checks, do not say. Other files (the
+/// manifest, logs, stats) never reach CRIU.
+const DUMP_IMAGES: [&str; 12] = [
     "inventory.img",
     "pstree.img",
     "files.img",
@@ -47,11 +48,6 @@ const DUMP_IMAGES: [&str; 17] = [
     "remap-fpath.img",
     "memfd.img",
     "filelocks.img",
-    "irmap-cache",
-    "stats-dump",
-    "stats-restore",
-    super::manifest::FILE_NAME,
-    super::dump::LOG_NAME,
 ];
 
 /// The same, for images named with a number (`core-TID.img`, ...).
@@ -80,7 +76,8 @@ pub fn image_beyond(name: &str) -> Option<String> {
             .and_then(|rest| rest.strip_suffix(".img"))
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_hexdigit()))
     };
-    if DUMP_IMAGES.contains(&name) || DUMP_IMAGES_NUMBERED.iter().any(numbered) {
+    let never_criu_s = !name.ends_with(".img");
+    if never_criu_s || DUMP_IMAGES.contains(&name) || DUMP_IMAGES_NUMBERED.iter().any(numbered) {
         return None;
     }
     Some(format!(
@@ -382,6 +379,8 @@ mod tests {
             "ghost-file-a.img",
             "files.img",
             "cudackpt-manifest.json",
+            "restore.log",
+            "stats-dump",
         ] {
             assert_eq!(image_beyond(name), None, "{name}");
         }
@@ -392,7 +391,7 @@ mod tests {
             "rlimit-1.img",
             "cgroup.img",
             "core-.img",
-            "core-12.img.bak",
+            "core-x.img",
             "userns-1.img",
             "evil\x1b.img",
         ] {

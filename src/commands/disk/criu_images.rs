@@ -206,44 +206,8 @@ pub fn relinked(
 
 #[cfg(test)]
 mod tests {
-    use super::super::criu_messages::IMG_COMMON_MAGIC;
+    use super::super::criu_messages::encoding::{bytes, image, number};
     use super::*;
-
-    fn varint_bytes(mut value: u64) -> Vec<u8> {
-        let mut out = Vec::new();
-        loop {
-            let byte = (value & 0x7f) as u8;
-            value >>= 7;
-            if value == 0 {
-                out.push(byte);
-                return out;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-
-    fn number(field: u64, value: u64) -> Vec<u8> {
-        let mut out = varint_bytes(field << 3);
-        out.extend(varint_bytes(value));
-        out
-    }
-
-    fn bytes(field: u64, value: &[u8]) -> Vec<u8> {
-        let mut out = varint_bytes((field << 3) | 2);
-        out.extend(varint_bytes(value.len() as u64));
-        out.extend_from_slice(value);
-        out
-    }
-
-    fn image(magic: u32, messages: &[Vec<u8>]) -> Vec<u8> {
-        let mut out = IMG_COMMON_MAGIC.to_le_bytes().to_vec();
-        out.extend(magic.to_le_bytes());
-        for m in messages {
-            out.extend((m.len() as u32).to_le_bytes());
-            out.extend(m);
-        }
-        out
-    }
 
     /// A `file_entry` of a regular file, as CRIU writes one (with the
     /// required `fown` and a fixed32-free layout).

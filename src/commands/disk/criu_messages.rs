@@ -417,3 +417,49 @@ pub struct GhostFileEntry {
     #[prost(uint32, tag = "3")]
     pub mode: u32,
 }
+
+/// CRIU's images made in tests, field by field, as CRIU writes them.
+#[cfg(test)]
+pub mod encoding {
+    use super::IMG_COMMON_MAGIC;
+
+    /// A protobuf varint.
+    pub fn varint(mut value: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        loop {
+            let byte = (value & 0x7f) as u8;
+            value >>= 7;
+            if value == 0 {
+                out.push(byte);
+                return out;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+
+    /// A number field.
+    pub fn number(field: u64, value: u64) -> Vec<u8> {
+        [varint(field << 3), varint(value)].concat()
+    }
+
+    /// A bytes, string or message field.
+    pub fn bytes(field: u64, value: &[u8]) -> Vec<u8> {
+        [
+            varint((field << 3) | 2),
+            varint(value.len() as u64),
+            value.to_vec(),
+        ]
+        .concat()
+    }
+
+    /// An image of `messages` in CRIU's framing.
+    pub fn image(magic: u32, messages: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = IMG_COMMON_MAGIC.to_le_bytes().to_vec();
+        out.extend(magic.to_le_bytes());
+        for m in messages {
+            out.extend((m.len() as u32).to_le_bytes());
+            out.extend(m);
+        }
+        out
+    }
+}

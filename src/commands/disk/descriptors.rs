@@ -238,44 +238,8 @@ pub fn held_as(holders: &HashMap<u32, Vec<(u32, u32)>>, id: u32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::criu_messages::IMG_COMMON_MAGIC;
+    use super::super::criu_messages::encoding::{bytes, image, number};
     use super::*;
-
-    fn varint(mut value: u64) -> Vec<u8> {
-        let mut out = Vec::new();
-        loop {
-            let byte = (value & 0x7f) as u8;
-            value >>= 7;
-            if value == 0 {
-                out.push(byte);
-                return out;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-
-    fn number(field: u64, value: u64) -> Vec<u8> {
-        [varint(field << 3), varint(value)].concat()
-    }
-
-    fn bytes(field: u64, value: &[u8]) -> Vec<u8> {
-        [
-            varint((field << 3) | 2),
-            varint(value.len() as u64),
-            value.to_vec(),
-        ]
-        .concat()
-    }
-
-    fn image(magic: u32, messages: &[Vec<u8>]) -> Vec<u8> {
-        let mut out = IMG_COMMON_MAGIC.to_le_bytes().to_vec();
-        out.extend(magic.to_le_bytes());
-        for m in messages {
-            out.extend((m.len() as u32).to_le_bytes());
-            out.extend(m);
-        }
-        out
-    }
 
     fn fown(uid: u64, pid: u64) -> Vec<u8> {
         [number(1, uid), number(2, uid), number(3, 9), number(5, pid)].concat()

@@ -3,6 +3,7 @@
 //! are killed and reaped on drop), a `cudackpt` command wired to the fake,
 //! readers for the fake's calls.log and state files, and snapshot filters.
 
+pub mod criu_forge;
 pub mod schema_check;
 pub mod wire;
 
