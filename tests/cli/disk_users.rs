@@ -331,3 +331,94 @@ fn a_manifest_s_text_starts_no_line_of_its_own() {
     assert!(!stderr.contains('\x1b'), "{stderr:?}");
     assert!(!alive(job.0));
 }
+
+/// nobody's images hold a sparse file (8 KiB on disk, 200 MiB to copy)
+/// and a manifest that is not one, and the run directory has 16 MiB (a
+/// tmpfs of the undump's own mount namespace). The manifest is refused
+/// before anything is staged; with a manifest that reads, the copy that
+/// would not fit is refused before it starts; either way the stage's
+/// place holds nothing after.
+#[test]
+fn the_stage_is_bounded_before_it_is_filled() {
+    if !crate::support::prerequisite(
+        "root, to give nobody images and the undump a small run directory",
+        crate::support::running_as_root(),
+    ) {
+        return;
+    }
+    let fx = Fixture::new();
+    let (home, _) = users_home(&fx);
+    let images = home.join("job1");
+    std::fs::create_dir(&images).expect("mkdir");
+    let sparse = std::fs::File::create(images.join("pages-1.img")).expect("create");
+    sparse.set_len(200 << 20).expect("a sparse file");
+    std::fs::write(images.join("core-1.img"), b"").expect("write");
+    std::fs::write(images.join("cudackpt-manifest.json"), b"not JSON").expect("write");
+    for name in ["pages-1.img", "core-1.img", "cudackpt-manifest.json", ""] {
+        std::os::unix::fs::chown(images.join(name), Some(NOBODY), Some(NOBODY)).expect("chown");
+    }
+    let (code, refused, left) = undump_in_a_small_run_dir(&fx, &images);
+    assert_eq!(
+        (code, refused["error"]["kind"].as_str()),
+        (8, Some("images_dir")),
+        "{refused:#}"
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("is not a manifest cudackpt can read")),
+        "{refused:#}"
+    );
+    assert_eq!(left, "", "the stage's place after a refused manifest");
+    // A manifest that reads: the copy is weighed, and refused.
+    let manifest = serde_json::json!({
+        "schema_version": 1, "created_unix_s": 1, "cudackpt_version": "0.3.0",
+        "criu": {"path": "/usr/sbin/criu", "version": "4.2.1"},
+        "driver": {"kernel_module": null, "cuda": null},
+        "root_pid": 4242,
+        "processes": [{"pid": 4242, "name": "sleep", "gpu_memory": [],
+                       "gpu_memory_known": false, "checkpointed_bytes": null}],
+        "gpus": [], "drained": false, "drain_released_bytes": null,
+        "leave_running": false, "criu_options": [], "image_bytes": 1,
+        "timings": {"preflights_ms": 1.0, "criu_ms": 1.0, "total_ms": 2.0},
+        "complete": true
+    });
+    std::fs::write(images.join("cudackpt-manifest.json"), manifest.to_string()).expect("write");
+    let (code, refused, left) = undump_in_a_small_run_dir(&fx, &images);
+    let message = refusal_message(code, &refused, "no_room");
+    assert!(message.contains("would copy 200 MiB"), "{message}");
+    assert_eq!(
+        left, "",
+        "the stage's place after a stage that would not fit"
+    );
+}
+
+/// `cudackpt --json undump IMAGES` in a mount namespace of its own whose
+/// /run/cudackpt/undumps is a tmpfs of 16 MiB: its exit, its document, and
+/// what the tmpfs holds after (`find`'s lines).
+fn undump_in_a_small_run_dir(fx: &Fixture, images: &Path) -> (i32, serde_json::Value, String) {
+    let undumps = "/run/cudackpt/undumps";
+    std::fs::create_dir_all(undumps).expect("the run directory");
+    let script = format!(
+        "mount -t tmpfs -o size=16m,mode=0700 cudackpt-test {undumps} || exit 97; \
+         \"$0\" --json undump \"$1\" --criu /bin/false; code=$?; \
+         find {undumps} -mindepth 1 >&2; exit $code"
+    );
+    let output = fx
+        .command_for(
+            Path::new("/usr/bin/unshare"),
+            &["--mount", "--propagation", "private", "sh", "-c", &script],
+        )
+        .arg(crate::support::cudackpt_bin())
+        .arg(images)
+        .output()
+        .expect("unshare runs");
+    let code = output.status.code().unwrap_or(-1);
+    assert_ne!(code, 97, "the tmpfs could not be mounted");
+    let left = String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .filter(|l| l.starts_with(undumps))
+        .collect::<Vec<_>>()
+        .join("\n");
+    (code, document(&output), left)
+}
