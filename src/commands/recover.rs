@@ -169,8 +169,10 @@ pub fn run_handed_to(
     (found.into_inner(), report)
 }
 
-/// Recovers every abandoned record that `wanted`, side by side: one record
-/// (a planted one among them) never holds up another.
+/// Recovers every abandoned record that `wanted`, side by side (up to the
+/// pool's bound, each record's waits bounded by `bounds`): a record
+/// another user planted waits no longer than the command line allows, and
+/// this cudackpt's own records are taken first.
 fn recover_where(
     libcuda: Option<&std::path::Path>,
     dry_run: bool,
@@ -196,30 +198,24 @@ fn recover_where(
             return report;
         }
     };
-    let each: Vec<CommandReport> = std::thread::scope(|scope| {
-        let workers: Vec<_> = abandoned
-            .iter()
-            .filter(|(_, intent)| wanted(intent))
-            .map(|(path, _)| {
-                scope.spawn(move || {
-                    let mut one = CommandReport::new("recover", started.elapsed());
-                    // One recover at a time per record: a second one sends
-                    // nothing.
-                    match intent::claim(path) {
-                        Ok(claimed) => {
-                            recover_record(libcuda, dry_run, path, claimed, &mut one, bounds)
-                        }
-                        Err(NotClaimed::Gone) => {}
-                        Err(NotClaimed::Busy(holder)) => held_elsewhere(path, holder, &mut one),
-                    }
-                    one
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .filter_map(|worker| worker.join().ok())
-            .collect()
+    let records: Vec<&(std::path::PathBuf, Intent)> = abandoned
+        .iter()
+        .filter(|(_, intent)| wanted(intent))
+        .collect();
+    // A bounded pool, the calling thread one of its workers: records by
+    // the thousand, or a pids limit that lets no thread start, are still
+    // all recovered. This cudackpt's own records come first (`abandoned`
+    // lists them first), so other users' cannot hold them up.
+    let each: Vec<CommandReport> = crate::ops::execute::concurrently(&records, |record| {
+        let path = &record.0;
+        let mut one = CommandReport::new("recover", started.elapsed());
+        // One recover at a time per record: a second one sends nothing.
+        match intent::claim(path) {
+            Ok(claimed) => recover_record(libcuda, dry_run, path, claimed, &mut one, bounds),
+            Err(NotClaimed::Gone) => {}
+            Err(NotClaimed::Busy(holder)) => held_elsewhere(path, holder, &mut one),
+        }
+        one
     });
     for one in each {
         report.processes.extend(one.processes);

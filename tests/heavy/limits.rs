@@ -313,3 +313,45 @@ fn with_no_thread_for_the_signal_watcher_signals_are_read_between_calls() {
     );
     assert!(group.iter().all(|t| fx.fake_state(t.pid) == "running"));
 }
+
+/// `count` abandoned records, one a process: each a suspend of one CUDA
+/// process whose cudackpt died inside its checkpoint call (SIGABRT),
+/// leaving it moved and its intent record behind.
+fn abandoned_records(fx: &Fixture, count: usize) -> Vec<Target> {
+    let group = targets(fx, count);
+    for target in &group {
+        let output = fx
+            .std_command(&["--json", "suspend", &target.arg()])
+            .env("FAKE_CUDA_INJECT", format!("checkpoint@{}=abort", target.pid))
+            .output()
+            .expect("suspend");
+        assert!(!output.status.success(), "the suspend died: {output:?}");
+        assert_ne!(fx.fake_state(target.pid), "running");
+    }
+    assert_eq!(fx.intents().len(), count, "a record each");
+    group
+}
+
+/// `recover` under a pids limit (a unit's `TasksMax`): with 20 records
+/// and room for 12 tasks, and with one record and room for none but
+/// itself, it puts every process back where it started in its calling
+/// thread, instead of dying when a thread cannot start (it did: "failed
+/// to spawn thread", exit 134).
+#[test]
+fn recover_under_a_pids_limit_puts_every_record_back() {
+    for (records, limit) in [(20, 12), (1, 1)] {
+        let Some(cgroup) = PidsCgroup::new(limit) else {
+            return;
+        };
+        let fx = Fixture::new();
+        let group = abandoned_records(&fx, records);
+        let output = run_in(&fx, &cgroup, &[], &["--json".into(), "recover".into()]);
+        exited_0(&output);
+        let doc: ProcessCommandDoc = parse_one_document(&output.stdout);
+        assert_eq!(doc.processes.len(), records, "{doc:?}");
+        for target in &group {
+            assert_eq!(fx.fake_state(target.pid), "running", "{doc:?}");
+        }
+        assert!(fx.intents().is_empty(), "every record gone");
+    }
+}
