@@ -55,6 +55,7 @@ pub const DEBUG_DRIVER_GPUS_DIR: &str = "CUDACKPT_DEBUG_DRIVER_GPUS_DIR";
 pub const DEBUG_CGROUP_TREE: &str = "CUDACKPT_DEBUG_CGROUP_TREE";
 pub const DEBUG_PANIC_AFTER: &str = "CUDACKPT_DEBUG_PANIC_AFTER";
 pub const DEBUG_PAUSE_AFTER_CHECKS: &str = "CUDACKPT_DEBUG_PAUSE_AFTER_CHECKS";
+pub const DEBUG_PAUSE_AFTER_WALK: &str = "CUDACKPT_DEBUG_PAUSE_AFTER_WALK";
 pub const DEBUG_DEVICE_PREFIX: &str = "CUDACKPT_DEBUG_DEVICE_PREFIX";
 pub const DEBUG_USER_RUNTIME_BASE: &str = "CUDACKPT_DEBUG_USER_RUNTIME_BASE";
 pub const DEBUG_KILL_AT: &str = "CUDACKPT_DEBUG_KILL_AT";
@@ -66,7 +67,7 @@ const DEBUG_PREFIX: &str = "CUDACKPT_DEBUG_";
 
 /// What the man page's ENVIRONMENT section says of each variable a user
 /// may set or meet, in its order.
-pub const DOCUMENTED: [(&str, &str); 35] = [
+pub const DOCUMENTED: [(&str, &str); 36] = [
     (
         MAP,
         "a GPU map (as --map takes it: OLD=NEW,... or auto) for the CRIU hook's post-resume: the restored tree is resumed onto these GPUs. `cudackpt undump` sets it for the GPUs it chose.",
@@ -166,6 +167,10 @@ pub const DOCUMENTED: [(&str, &str); 35] = [
     (
         DEBUG_PAUSE_AFTER_CHECKS,
         "Debug builds only (tests): create this file just after a target's /proc checks and wait until it is removed (a minute at most). Release builds ignore it.",
+    ),
+    (
+        DEBUG_PAUSE_AFTER_WALK,
+        "Debug builds only (tests): create this file just after the walk of the trees `--tree` names, before any of their processes is checked, and wait until it is removed (a minute at most). Release builds ignore it.",
     ),
     (
         DEBUG_DEVICE_PREFIX,

@@ -55,7 +55,7 @@ pub fn show(page: &[u8]) -> io::Result<bool> {
             };
             command
                 .env_clear()
-                .envs(elevated_environment(&|name| std::env::var_os(name), pager));
+                .envs(elevated_environment(&crate::environment::os, pager));
         }
         let shown = command.spawn().and_then(|mut child| {
             if let Some(mut stdin) = child.stdin.take() {

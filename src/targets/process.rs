@@ -52,6 +52,10 @@ pub struct Target {
     pub name: String,
     /// Its main thread is stopped (SIGSTOP, a debugger, CRIU's freeze).
     pub stopped: bool,
+    /// Its parent's PID when checked: read after its pidfd was opened, so
+    /// the parent of the process held (a PID a tree's walk found may have
+    /// been taken by another process since).
+    pub parent: i32,
     /// Which process it was when checked, to tell it from a later process
     /// that reuses its PID.
     pub identity: CheckedIdentity,
@@ -237,6 +241,8 @@ fn identity_of(pid: i32, status: &ProcStatus, pidfd: Option<Arc<OwnedFd>>) -> Ch
 pub struct ProcStatus {
     pub name: String,
     pub tgid: i32,
+    /// The parent's PID (0 where the status does not say).
+    pub ppid: i32,
     /// Real, effective, saved and filesystem UIDs.
     pub uids: [u32; 4],
     /// The one-letter state: R, S, D, Z, T, ...
@@ -341,6 +347,7 @@ pub const PERMISSION_HINT: &str =
 pub fn parse_status(text: &str) -> Option<ProcStatus> {
     let mut name = None;
     let mut tgid = None;
+    let mut ppid = 0;
     let mut uids = None;
     let mut state = None;
     let mut caught = None;
@@ -355,6 +362,7 @@ pub fn parse_status(text: &str) -> Option<ProcStatus> {
             "Name" => name = Some(unescape_status_name(raw.strip_prefix('\t').unwrap_or(raw))),
             "State" => state = value.chars().next(),
             "Tgid" => tgid = value.parse().ok(),
+            "PPid" => ppid = value.parse().unwrap_or(0),
             "SigCgt" => caught = u64::from_str_radix(value, 16).ok(),
             "ShdPnd" | "SigPnd" => pending |= u64::from_str_radix(value, 16).unwrap_or(0),
             "Uid" => {
@@ -370,6 +378,7 @@ pub fn parse_status(text: &str) -> Option<ProcStatus> {
     Some(ProcStatus {
         name: name?,
         tgid: tgid?,
+        ppid,
         uids: uids?,
         state: state?,
         caught,
@@ -472,12 +481,17 @@ pub fn zombie_reaped_within(pid: i32, limit: std::time::Duration) -> bool {
 
 /// A debug build's pause just after a target's /proc checks, so a test
 /// can make its PID name another process there:
-/// `CUDACKPT_DEBUG_PAUSE_AFTER_CHECKS=FILE` creates FILE and waits (a
-/// minute at most) until it is removed. Release builds compile it to
-/// nothing.
-#[cfg(debug_assertions)]
+/// `CUDACKPT_DEBUG_PAUSE_AFTER_CHECKS=FILE` (see [`debug_pause`]).
 fn pause_after_checks() {
-    let Some(file) = crate::environment::debug(crate::environment::DEBUG_PAUSE_AFTER_CHECKS) else {
+    debug_pause(crate::environment::DEBUG_PAUSE_AFTER_CHECKS);
+}
+
+/// A debug build's pause where a test makes a PID name another process:
+/// where the variable `name` says FILE, creates FILE and waits (a minute
+/// at most) until it is removed. Release builds compile it to nothing.
+#[cfg(debug_assertions)]
+pub fn debug_pause(name: &'static str) {
+    let Some(file) = crate::environment::debug(name) else {
         return;
     };
     let file = std::path::PathBuf::from(file);
@@ -492,7 +506,7 @@ fn pause_after_checks() {
 
 #[cfg(not(debug_assertions))]
 #[inline(always)]
-fn pause_after_checks() {}
+pub fn debug_pause(_name: &'static str) {}
 
 /// The checks every target passes before any driver call: the PID is live,
 /// is a process rather than a thread, and the caller may act on it. With
@@ -547,6 +561,7 @@ pub fn check_target(pid: i32, caller: &Privileges, hold: bool) -> Result<Target,
         pid,
         name: status.name,
         stopped: is_stopped_state(status.state),
+        parent: status.ppid,
         identity,
     })
 }
@@ -705,6 +720,7 @@ mod tests {
             ProcStatus {
                 name: "python3".into(),
                 tgid: 4242,
+                ppid: 1,
                 uids: [1000; 4],
                 state: 'S',
                 caught: None,

@@ -706,6 +706,65 @@ kill $B 2>/dev/null || true"#,
     );
 }
 
+/// The walk of a tree reads its members' PIDs from their parents'
+/// `children` files, before any pidfd is held: a member that exits there
+/// and whose PID the next process of the host takes (`ns_last_pid`, in a
+/// PID namespace of the test's own) put that outsider in the tree, and it
+/// was checkpointed. Each member's parent is now read once its pidfd is
+/// held and must be of the tree: the outsider is left alone, and said.
+#[test]
+fn a_pid_reused_during_a_tree_walk_is_never_acted_on() {
+    if !as_root("make a PID namespace and set its ns_last_pid") {
+        return;
+    }
+    let fx = Fixture::new();
+    let out = fx.dir().join("walk");
+    fs::create_dir(&out).expect("out dir");
+    let script = format!(
+        r#"set -e
+cuda() {{ for i in $(seq 200); do grep -q -s '{fake}' /proc/$1/maps && return 0; sleep 0.05; done; return 1; }}
+sh -c 'LD_PRELOAD="$CUDA" sleep 600 & echo $! > {out}/member; wait; exec sleep 600' & R=$!
+for i in $(seq 200); do [ -s {out}/member ] && break; sleep 0.05; done
+A=$(cat {out}/member)
+cuda $A
+(set +e; CUDACKPT_DEBUG_PAUSE_AFTER_WALK={out}/paused "$CUDACKPT" --json suspend --tree $R > {out}/suspend.json; echo $? > {out}/status) &
+for i in $(seq 400); do [ -e {out}/paused ] && break; sleep 0.05; done
+kill -9 $A
+for i in $(seq 200); do [ -d /proc/$A ] || break; sleep 0.05; done
+echo $((A - 1)) > /proc/sys/kernel/ns_last_pid
+LD_PRELOAD="$CUDA" sleep 600 & B=$!
+echo "$A $B" > {out}/pids
+cuda $B
+rm {out}/paused
+for i in $(seq 1200); do [ -e {out}/status ] && break; sleep 0.05; done
+kill $B $R 2>/dev/null || true"#,
+        fake = crate::support::fake_libcuda().display(),
+        out = out.display(),
+    );
+    let output = in_pid_namespace(&fx, &script);
+    let pids = fs::read_to_string(out.join("pids")).unwrap_or_default();
+    let pids: Vec<&str> = pids.split_whitespace().collect();
+    if !prerequisite(
+        "reuse a tree member's PID in a PID namespace of its own (unshare, ns_last_pid)",
+        output.status.success() && pids.len() == 2 && pids[0] == pids[1],
+    ) {
+        return;
+    }
+    let doc: crate::wire::ProcessCommandDoc =
+        crate::support::parse_one_document(&fs::read(out.join("suspend.json")).expect("doc"));
+    let changes = fx.state_changes();
+    assert!(
+        changes.is_empty(),
+        "nothing asked of the outsider: {changes:?} {doc:?}"
+    );
+    assert!(
+        doc.warnings
+            .iter()
+            .any(|w| w.contains(&format!("PID {} was below the tree's root", pids[0]))),
+        "{doc:?}"
+    );
+}
+
 /// Root and a capable copy (or the process's owner) keep their lock files
 /// in run directories of their own, so a capable copy once ran `unlock`
 /// in the middle of root's checkpoint with no "busy". Every cudackpt now

@@ -322,7 +322,10 @@ fn abandoned_records(fx: &Fixture, count: usize) -> Vec<Target> {
     for target in &group {
         let output = fx
             .std_command(&["--json", "suspend", &target.arg()])
-            .env("FAKE_CUDA_INJECT", format!("checkpoint@{}=abort", target.pid))
+            .env(
+                "FAKE_CUDA_INJECT",
+                format!("checkpoint@{}=abort", target.pid),
+            )
             .output()
             .expect("suspend");
         assert!(!output.status.success(), "the suspend died: {output:?}");

@@ -288,10 +288,9 @@ mod tests {
         }
     }
 
-    /// What any user makes is restored; each thing only a capability makes
-    /// is named with it.
+    /// What any user makes is restored.
     #[test]
-    fn the_table_restores_what_a_user_could_make_and_names_the_rest() {
+    fn the_table_restores_what_a_user_could_make() {
         for kind in [
             Kind::Regular,
             Kind::Pipe,
@@ -315,6 +314,12 @@ mod tests {
         ] {
             assert_eq!(beyond(&of(kind.clone()), 1000, &RULES), None, "{kind:?}");
         }
+    }
+
+    /// Each thing only a capability (or root) makes is refused, named with
+    /// what it needs.
+    #[test]
+    fn what_only_a_capability_makes_is_named() {
         let refused = [
             (Kind::Packet, "CAP_NET_RAW"),
             (inet(3, 1, 0), "CAP_NET_RAW"),

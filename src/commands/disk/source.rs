@@ -42,11 +42,11 @@ pub struct HeldImages {
     /// Every image, held open (for the stage: the files its names lead to).
     held: BTreeMap<OsString, OwnedFd>,
     /// The private stage CRIU is given instead of `dir`, once made.
-    staged: Option<Stage>,
+    staged: Option<PrivateStage>,
 }
 
 /// A private stage of images: CRIU's work directory and, in it, its images.
-struct Stage {
+struct PrivateStage {
     /// `undumps/` in cudackpt's run directory, held, and the stage's name
     /// there.
     base: SafeDir,
@@ -217,10 +217,10 @@ impl HeldImages {
     }
 }
 
-impl Stage {
+impl PrivateStage {
     /// Takes this stage away: its images, what CRIU wrote beside its log
-    /// (stats, pidfile), and the log too unless `keep_log`. The stage's
-    /// directory goes once empty.
+    /// (stats, pidfile), and, unless `keep_log`, whatever the work
+    /// directory holds. The stage's directory goes once empty.
     fn remove(self, keep_log: bool) {
         if let Ok(names) = self.images.names() {
             for name in names {
@@ -228,12 +228,13 @@ impl Stage {
             }
         }
         let _ = rustix::fs::unlinkat(self.work.fd(), STAGED_IMAGES, AtFlags::REMOVEDIR);
-        let mut written = vec!["stats-restore", "restore.pid"];
-        if !keep_log {
-            written.push(super::undump::LOG_NAME);
-        }
+        let written: Vec<OsString> = if keep_log {
+            vec!["stats-restore".into(), "restore.pid".into()]
+        } else {
+            self.work.names().unwrap_or_default()
+        };
         for name in written {
-            let _ = rustix::fs::unlinkat(self.work.fd(), name, AtFlags::empty());
+            let _ = rustix::fs::unlinkat(self.work.fd(), name.as_os_str(), AtFlags::empty());
         }
         // Gone when empty; kept, with CRIU's log, when CRIU ran.
         let _ = rustix::fs::unlinkat(self.base.fd(), self.name.as_os_str(), AtFlags::REMOVEDIR);
@@ -306,7 +307,7 @@ fn private_dir(parent: &SafeDir, name: &OsStr) -> io::Result<SafeDir> {
 /// Where an undump of another user's images stages them: a directory of
 /// its own under cudackpt's run directory (`undumps/`), CRIU's work
 /// directory, and in it the images' directory.
-fn stage_dirs() -> io::Result<Stage> {
+fn stage_dirs() -> io::Result<PrivateStage> {
     let base =
         SafeDir::create(&crate::files::run_dir().join("undumps")).map_err(io::Error::other)?;
     // One name per stage of this process: seconds, PID, and a count.
@@ -327,7 +328,7 @@ fn stage_dirs() -> io::Result<Stage> {
             return Err(why);
         }
     };
-    Ok(Stage {
+    Ok(PrivateStage {
         base,
         name,
         work,
@@ -370,7 +371,7 @@ fn bytes_to_copy(held: &BTreeMap<OsString, OwnedFd>) -> io::Result<u64> {
 /// file where only root can change it, else a private copy, which is then
 /// the file held. Refused before anything is made where the copies would
 /// not fit; a stage that fails is taken away whole.
-fn stage(held: &mut BTreeMap<OsString, OwnedFd>) -> Result<Stage, StageProblem> {
+fn stage(held: &mut BTreeMap<OsString, OwnedFd>) -> Result<PrivateStage, StageProblem> {
     let place = crate::files::run_dir().join("undumps");
     let io = |source| StageProblem::Io {
         place: place.clone(),

@@ -350,7 +350,7 @@ fn phases(log: &str, checks: Duration, criu: Duration, after: Duration) -> Undum
 }
 
 /// CRIU's log of a restore, in its work directory.
-pub const LOG_NAME: &str = "restore.log";
+const LOG_NAME: &str = "restore.log";
 
 /// The manifest among the images, or why there is none to use (message,
 /// hint).

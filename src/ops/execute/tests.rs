@@ -19,6 +19,7 @@ fn targets(pids: &[i32]) -> Vec<Target> {
             pid,
             name: format!("worker{pid}"),
             stopped: false,
+            parent: 1,
             identity: Default::default(),
         })
         .collect()

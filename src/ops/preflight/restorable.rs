@@ -396,6 +396,7 @@ mod tests {
             pid,
             name: "python3".to_string(),
             stopped: false,
+            parent: 1,
             identity: Default::default(),
         }
     }

@@ -70,6 +70,8 @@ pub fn check(request: &Request<'_>, selection: Selection) -> Checked {
     let privileges = Privileges::current();
     let named = request.pids.clone();
     tracing::debug!(pids = ?selection.pids, command = request.operation.name(), ?privileges, "checking targets");
+    let mut warnings = selection.warnings;
+    let walked = &selection.walked;
     let (pids, results): (Vec<i32>, Vec<Result<Target, Fault>>) = selection
         .pids
         .iter()
@@ -78,6 +80,16 @@ pub fn check(request: &Request<'_>, selection: Selection) -> Checked {
             (pid, check_one(pid, &privileges, request.thread_ids, hold))
         })
         .filter(|(pid, result)| named.contains(pid) || !is_gone(result.as_ref().err()))
+        // A tree's member is the process its PID was at the walk only if
+        // its parent, read once its pidfd is held, is of the tree.
+        .filter(|(pid, result)| {
+            let stranger = result
+                .as_ref()
+                .ok()
+                .filter(|_| !named.contains(pid))
+                .and_then(|target| walked.stranger(target));
+            stranger.map(|why| warnings.push(why)).is_none()
+        })
         .unzip();
     let mut mapped = selection.mapped;
     // Named PIDs were not scanned during selection; scan them where NCCL
@@ -97,7 +109,7 @@ pub fn check(request: &Request<'_>, selection: Selection) -> Checked {
         results,
         mapped,
         known_states: selection.known_states,
-        warnings: selection.warnings,
+        warnings,
         changes_state: request.operation.changes_state(),
         driver: selection.driver,
     }
@@ -320,6 +332,7 @@ mod tests {
             pid,
             name: format!("p{pid}"),
             stopped: false,
+            parent: 1,
             identity: Default::default(),
         }
     }

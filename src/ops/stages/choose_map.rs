@@ -254,6 +254,7 @@ mod tests {
             pid,
             name: "worker".to_string(),
             stopped: false,
+            parent: 1,
             identity: Default::default(),
         }
     }

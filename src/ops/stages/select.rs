@@ -3,7 +3,7 @@
 //! candidates come from /proc (libcuda mapped) and the driver's GetState
 //! confirms them; nothing is locked to find out.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::driver::{code, CallError, CheckpointApi, Driver, ProcessState};
 use crate::ops::execute::cannot_answer;
@@ -28,6 +28,34 @@ pub struct Selection {
     pub warnings: Vec<String>,
     /// The driver, when selection had to load it.
     pub driver: Option<Driver>,
+    /// The processes that are targets only as members of a tree, and the
+    /// trees' members as the walk found them: once a member's pidfd is
+    /// held, its parent must be one of them (`check`).
+    pub walked: Walked,
+}
+
+/// What a walk of the trees found, for the check of each member's parent.
+#[derive(Debug, Default)]
+pub struct Walked {
+    /// Every process of the trees, roots included.
+    pub members: HashSet<i32>,
+    /// Those selected only for being below a root: not named, not in a
+    /// cgroup named, not `--all`.
+    pub only_walked: HashSet<i32>,
+}
+
+impl Walked {
+    /// Why `target` (checked, its pidfd held) is not the tree's process
+    /// its PID was (pure): a process selected only by the walk whose parent
+    /// is not of the trees.
+    pub fn stranger(&self, target: &crate::targets::process::Target) -> Option<String> {
+        (self.only_walked.contains(&target.pid) && !self.members.contains(&target.parent)).then(|| {
+            format!(
+                "PID {} was below the tree's root as the walk read it, and its process now is the child of PID {}, outside the tree: left alone (a PID reused, or a process moved out)",
+                target.pid, target.parent
+            )
+        })
+    }
 }
 
 /// Selects the targets of a request, or refuses the whole command.
@@ -51,6 +79,7 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Fault> {
         known_states: HashMap::new(),
         warnings: Vec::new(),
         driver: None,
+        walked: Walked::default(),
     };
     if request.selectors.is_empty() {
         return Ok(selection);
@@ -61,7 +90,9 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Fault> {
         found,
         unreadable,
         past_cap,
+        walked,
     } = find(&request.selectors, &cgroups, &driver)?;
+    selection.walked = walked;
     if found.is_empty() {
         selection.warnings.push(format!(
             "no CUDA process found in {}",
@@ -69,21 +100,7 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Fault> {
         ));
     }
     if !unreadable.is_empty() {
-        let uid = rustix::process::geteuid().as_raw();
-        let remark = uninspected(&unreadable, uid);
-        // Root's sweep of the whole host meets processes no one may inspect
-        // (a sandbox's init, in a container): nothing to do about them,
-        // and said at every `ps`, so said in the log (-v). Another user's
-        // sweep, or a tree or cgroup named, says it.
-        if uid == 0
-            && request.selectors.all
-            && request.selectors.trees.is_empty()
-            && request.selectors.cgroups.is_empty()
-        {
-            tracing::info!("{remark}");
-        } else {
-            selection.warnings.push(remark);
-        }
+        say_uninspected(&request.selectors, &unreadable, &mut selection.warnings);
     }
     if !past_cap.is_empty() {
         let named: Vec<(i32, Option<String>)> = past_cap
@@ -108,6 +125,20 @@ pub fn select(request: &Request<'_>) -> Result<Selection, Fault> {
     }
     selection.driver = Some(driver);
     Ok(selection)
+}
+
+/// Says which processes could not be inspected: in the log only for
+/// root's sweep of the whole host, which meets processes no one may
+/// inspect (a sandbox's init, in a container) at every `ps`; as a warning
+/// for another user's sweep, or a tree or cgroup named.
+fn say_uninspected(selectors: &Selectors, unreadable: &[i32], warnings: &mut Vec<String>) {
+    let uid = rustix::process::geteuid().as_raw();
+    let remark = uninspected(unreadable, uid);
+    if uid == 0 && selectors.all && selectors.trees.is_empty() && selectors.cgroups.is_empty() {
+        tracing::info!("{remark}");
+    } else {
+        warnings.push(remark);
+    }
 }
 
 /// The selector that reaches every process of the host, in words: `--all`,
@@ -149,8 +180,9 @@ fn open_cgroups(selectors: &Selectors) -> Result<Vec<Cgroup>, Fault> {
         .collect()
 }
 
-/// The PIDs the selectors name, before any is confirmed.
-fn candidate_pids(selectors: &Selectors, cgroups: &[Cgroup]) -> Result<Vec<i32>, Fault> {
+/// The PIDs the selectors name, before any is confirmed, and what the
+/// walk of the trees found.
+fn candidate_pids(selectors: &Selectors, cgroups: &[Cgroup]) -> Result<(Vec<i32>, Walked), Fault> {
     let mut pids = Vec::new();
     if let Some(&root) = selectors
         .trees
@@ -164,7 +196,19 @@ fn candidate_pids(selectors: &Selectors, cgroups: &[Cgroup]) -> Result<Vec<i32>,
             error.hint(),
         ));
     }
-    pids.extend(discover::trees(&selectors.trees));
+    let members = discover::trees(&selectors.trees);
+    if !selectors.trees.is_empty() {
+        process::debug_pause(crate::environment::DEBUG_PAUSE_AFTER_WALK);
+    }
+    pids.extend(&members);
+    let mut walked = Walked {
+        only_walked: members
+            .iter()
+            .copied()
+            .filter(|pid| !selectors.trees.contains(pid))
+            .collect(),
+        members: members.into_iter().collect(),
+    };
     for cgroup in cgroups {
         let members = cgroup.pids().map_err(|e| {
             Fault::new(
@@ -173,15 +217,22 @@ fn candidate_pids(selectors: &Selectors, cgroups: &[Cgroup]) -> Result<Vec<i32>,
                 "",
             )
         })?;
+        for pid in &members {
+            walked.only_walked.remove(pid);
+        }
         pids.extend(members);
     }
     pids.extend(&selectors.candidates);
+    for pid in &selectors.candidates {
+        walked.only_walked.remove(pid);
+    }
     if selectors.all {
         pids = discover::all_pids();
+        walked.only_walked.clear();
     }
     pids.sort_unstable();
     pids.dedup();
-    Ok(pids)
+    Ok((pids, walked))
 }
 
 /// How many uninspected processes a remark names; the rest are counted.
@@ -265,13 +316,15 @@ struct Discovered {
     unreadable: Vec<i32>,
     /// Those inspected only in part (maps past the cap).
     past_cap: Vec<i32>,
+    /// What the walk of the trees found.
+    walked: Walked,
 }
 
 /// The CUDA processes the selectors pick, and those that could not be
 /// inspected whole. Processes that never initialised CUDA, or that vanish
 /// meanwhile, are skipped.
 fn find(selectors: &Selectors, cgroups: &[Cgroup], driver: &Driver) -> Result<Discovered, Fault> {
-    let pids = candidate_pids(selectors, cgroups)?;
+    let (pids, walked) = candidate_pids(selectors, cgroups)?;
     let driver_path = driver.path();
     let driver_file = driver_path.file_name().and_then(|n| n.to_str());
     let discover::Scan {
@@ -312,6 +365,7 @@ fn find(selectors: &Selectors, cgroups: &[Cgroup], driver: &Driver) -> Result<Di
         found,
         unreadable,
         past_cap,
+        walked,
     })
 }
 
@@ -333,6 +387,32 @@ pub(crate) fn load_driver(libcuda: Option<&std::path::Path>) -> Result<Driver, F
 mod tests {
     use super::*;
     use crate::ops::vocabulary::plan::Operation;
+
+    /// A walked member is the tree's while its parent is; a PID named or
+    /// in a cgroup is judged by no walk.
+    #[test]
+    fn a_walked_member_whose_parent_is_outside_the_tree_is_a_stranger() {
+        let walked = Walked {
+            members: HashSet::from([10, 11, 12]),
+            only_walked: HashSet::from([11, 12]),
+        };
+        let target = |pid, parent| crate::targets::process::Target {
+            pid,
+            name: "sleep".into(),
+            stopped: false,
+            parent,
+            identity: Default::default(),
+        };
+        assert_eq!(walked.stranger(&target(11, 10)), None);
+        assert_eq!(walked.stranger(&target(12, 11)), None);
+        let why = walked.stranger(&target(12, 1)).expect("a stranger");
+        assert!(
+            why.contains("PID 12") && why.contains("child of PID 1"),
+            "{why}"
+        );
+        assert_eq!(walked.stranger(&target(10, 1)), None, "the root");
+        assert_eq!(walked.stranger(&target(99, 1)), None, "not walked");
+    }
 
     #[test]
     fn processes_not_inspected_are_named_then_counted() {
