@@ -655,45 +655,15 @@ fn in_pid_namespace(fx: &Fixture, script: &str) -> std::process::Output {
 /// gone, and nothing is asked of the newcomer.
 #[test]
 fn a_pid_reused_during_the_checks_is_never_acted_on() {
-    if !as_root("make a PID namespace and set its ns_last_pid") {
-        return;
-    }
     let fx = Fixture::new();
-    let out = fx.dir().join("reuse");
-    fs::create_dir(&out).expect("out dir");
-    let script = format!(
-        r#"set -e
-cuda() {{ for i in $(seq 200); do grep -q -s '{fake}' /proc/$1/maps && return 0; sleep 0.05; done; return 1; }}
-LD_PRELOAD="$CUDA" sleep 600 & A=$!
-cuda $A
-(set +e; CUDACKPT_DEBUG_PAUSE_AFTER_CHECKS={out}/paused "$CUDACKPT" --json suspend $A > {out}/suspend.json; echo $? > {out}/status) &
-for i in $(seq 400); do [ -e {out}/paused ] && break; sleep 0.05; done
-kill -9 $A; wait $A 2>/dev/null || true
-echo $((A - 1)) > /proc/sys/kernel/ns_last_pid
-LD_PRELOAD="$CUDA" sleep 600 & B=$!
-echo "$A $B" > {out}/pids
-cuda $B
-rm {out}/paused
-for i in $(seq 1200); do [ -e {out}/status ] && break; sleep 0.05; done
-kill $B 2>/dev/null || true"#,
-        fake = crate::support::fake_libcuda().display(),
-        out = out.display(),
-    );
-    let output = in_pid_namespace(&fx, &script);
-    let pids = fs::read_to_string(out.join("pids")).unwrap_or_default();
-    let pids: Vec<&str> = pids.split_whitespace().collect();
-    if !prerequisite(
-        "reuse a PID in a PID namespace of its own (unshare, ns_last_pid)",
-        output.status.success() && pids.len() == 2 && pids[0] == pids[1],
-    ) {
+    let Some((pid, doc)) = with_a_pid_reused(
+        &fx,
+        r#"LD_PRELOAD="$CUDA" sleep 600 & A=$!"#,
+        r#"CUDACKPT_DEBUG_PAUSE_AFTER_CHECKS="$OUT/paused" "$CUDACKPT" --json suspend $A"#,
+    ) else {
         return;
-    }
-    let status = fs::read_to_string(out.join("status")).expect("cudackpt's status");
-    let doc: crate::wire::ProcessCommandDoc =
-        crate::support::parse_one_document(&fs::read(out.join("suspend.json")).expect("doc"));
-    assert_eq!(status.trim(), doc.exit_code.to_string(), "{doc:?}");
+    };
     assert!(!doc.ok, "refused: {doc:?}");
-    let pid: i32 = pids[0].parse().expect("a PID");
     assert_eq!(
         doc.process(pid).kind(),
         crate::wire::Kind::NoSuchProcess,
@@ -714,44 +684,16 @@ kill $B 2>/dev/null || true"#,
 /// held and must be of the tree: the outsider is left alone, and said.
 #[test]
 fn a_pid_reused_during_a_tree_walk_is_never_acted_on() {
-    if !as_root("make a PID namespace and set its ns_last_pid") {
-        return;
-    }
     let fx = Fixture::new();
-    let out = fx.dir().join("walk");
-    fs::create_dir(&out).expect("out dir");
-    let script = format!(
-        r#"set -e
-cuda() {{ for i in $(seq 200); do grep -q -s '{fake}' /proc/$1/maps && return 0; sleep 0.05; done; return 1; }}
-sh -c 'LD_PRELOAD="$CUDA" sleep 600 & echo $! > {out}/member; wait; exec sleep 600' & R=$!
-for i in $(seq 200); do [ -s {out}/member ] && break; sleep 0.05; done
-A=$(cat {out}/member)
-cuda $A
-(set +e; CUDACKPT_DEBUG_PAUSE_AFTER_WALK={out}/paused "$CUDACKPT" --json suspend --tree $R > {out}/suspend.json; echo $? > {out}/status) &
-for i in $(seq 400); do [ -e {out}/paused ] && break; sleep 0.05; done
-kill -9 $A
-for i in $(seq 200); do [ -d /proc/$A ] || break; sleep 0.05; done
-echo $((A - 1)) > /proc/sys/kernel/ns_last_pid
-LD_PRELOAD="$CUDA" sleep 600 & B=$!
-echo "$A $B" > {out}/pids
-cuda $B
-rm {out}/paused
-for i in $(seq 1200); do [ -e {out}/status ] && break; sleep 0.05; done
-kill $B $R 2>/dev/null || true"#,
-        fake = crate::support::fake_libcuda().display(),
-        out = out.display(),
-    );
-    let output = in_pid_namespace(&fx, &script);
-    let pids = fs::read_to_string(out.join("pids")).unwrap_or_default();
-    let pids: Vec<&str> = pids.split_whitespace().collect();
-    if !prerequisite(
-        "reuse a tree member's PID in a PID namespace of its own (unshare, ns_last_pid)",
-        output.status.success() && pids.len() == 2 && pids[0] == pids[1],
-    ) {
+    let Some((pid, doc)) = with_a_pid_reused(
+        &fx,
+        r#"sh -c 'LD_PRELOAD="$CUDA" sleep 600 & echo $! > "$OUT/member"; wait; exec sleep 600' & R=$!
+for i in $(seq 200); do [ -s "$OUT/member" ] && break; sleep 0.05; done
+A=$(cat "$OUT/member")"#,
+        r#"CUDACKPT_DEBUG_PAUSE_AFTER_WALK="$OUT/paused" "$CUDACKPT" --json suspend --tree $R"#,
+    ) else {
         return;
-    }
-    let doc: crate::wire::ProcessCommandDoc =
-        crate::support::parse_one_document(&fs::read(out.join("suspend.json")).expect("doc"));
+    };
     let changes = fx.state_changes();
     assert!(
         changes.is_empty(),
@@ -760,9 +702,61 @@ kill $B $R 2>/dev/null || true"#,
     assert!(
         doc.warnings
             .iter()
-            .any(|w| w.contains(&format!("PID {} was below the tree's root", pids[0]))),
+            .any(|w| w.contains(&format!("PID {pid} was below the tree's root"))),
         "{doc:?}"
     );
+}
+
+/// In a PID namespace of the test's own: `start` starts a fake CUDA
+/// process whose PID it leaves in `$A`; `command` (a cudackpt that pauses
+/// at a debug build's pause point, creating `$OUT/paused`) runs; there
+/// `$A` is killed and the next process (a fake CUDA `sleep`) takes its PID
+/// (`ns_last_pid`); then the command goes on. The PID taken and the
+/// command's document, or `None` (said) where the PID could not be reused.
+fn with_a_pid_reused(
+    fx: &Fixture,
+    start: &str,
+    command: &str,
+) -> Option<(i32, crate::wire::ProcessCommandDoc)> {
+    if !as_root("make a PID namespace and set its ns_last_pid") {
+        return None;
+    }
+    let out = fx.dir().join("reuse");
+    fs::create_dir(&out).expect("out dir");
+    let script = format!(
+        r#"set -e
+export OUT={out}
+cuda() {{ for i in $(seq 200); do grep -q -s '{fake}' /proc/$1/maps && return 0; sleep 0.05; done; return 1; }}
+{start}
+cuda $A
+(set +e; {command} > $OUT/suspend.json; echo $? > $OUT/status) &
+for i in $(seq 400); do [ -e $OUT/paused ] && break; sleep 0.05; done
+kill -9 $A; wait $A 2>/dev/null || true
+for i in $(seq 200); do [ -d /proc/$A ] || break; sleep 0.05; done
+echo $((A - 1)) > /proc/sys/kernel/ns_last_pid
+LD_PRELOAD="$CUDA" sleep 600 & B=$!
+echo "$A $B" > $OUT/pids
+cuda $B
+rm $OUT/paused
+for i in $(seq 1200); do [ -e $OUT/status ] && break; sleep 0.05; done
+kill $B ${{R:-}} 2>/dev/null || true"#,
+        fake = crate::support::fake_libcuda().display(),
+        out = out.display(),
+    );
+    let output = in_pid_namespace(fx, &script);
+    let pids = fs::read_to_string(out.join("pids")).unwrap_or_default();
+    let pids: Vec<&str> = pids.split_whitespace().collect();
+    if !prerequisite(
+        "reuse a PID in a PID namespace of its own (unshare, ns_last_pid)",
+        output.status.success() && pids.len() == 2 && pids[0] == pids[1],
+    ) {
+        return None;
+    }
+    let status = fs::read_to_string(out.join("status")).expect("cudackpt's status");
+    let doc: crate::wire::ProcessCommandDoc =
+        crate::support::parse_one_document(&fs::read(out.join("suspend.json")).expect("doc"));
+    assert_eq!(status.trim(), doc.exit_code.to_string(), "{doc:?}");
+    Some((pids[0].parse().expect("a PID"), doc))
 }
 
 /// Root and a capable copy (or the process's owner) keep their lock files
