@@ -318,13 +318,17 @@ fn dump_with_a_slow_checkpoint(
 
 /// `cudackpt recover` succeeds and the job runs again.
 fn recover_puts_back(fx: &Fixture, job: &Orphan) {
-    let recovered = fx.cudackpt(&["recover"]).output().expect("recover");
-    assert!(
-        recovered.status.success(),
-        "{}",
+    let recovered = fx
+        .cudackpt(&["--json", "recover"])
+        .output()
+        .expect("recover");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&recovered.stdout),
         String::from_utf8_lossy(&recovered.stderr)
     );
-    assert_eq!(fx.fake_record(job.0).0, "running");
+    assert!(recovered.status.success(), "{said}");
+    assert_eq!(fx.fake_record(job.0).0, "running", "{said}");
 }
 
 /// CRIU enters a container's mount namespace with `setns` to dump its
