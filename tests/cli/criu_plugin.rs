@@ -281,10 +281,17 @@ fn a_criu_killed_mid_dump_leaves_a_record_that_recover_puts_back() {
     let fx = Fixture::new();
     let (job, mut dumping, _) =
         dump_with_a_slow_checkpoint(&fx, &criu, &["locked", "checkpointed"]);
+    // The plugin's helper, CRIU's child, calls the driver.
+    let helper = wait_for_children(dumping.id() as i32, 1);
     dumping.kill().expect("kill -9 criu");
     let _ = dumping.wait();
-    // The checkpoint in flight died with CRIU: the group stays locked,
-    // and its intent record names it.
+    // The checkpoint in flight dies with CRIU, once the kernel has
+    // delivered the helper its parent's death (until then the record's
+    // owner lives, and `recover` rightly leaves it alone): the group stays
+    // locked, and its intent record names it.
+    wait_until("the helper to die with CRIU", || {
+        helper.iter().all(|&pid| !alive(pid))
+    });
     assert!(!fx.intents().is_empty(), "CRIU's intent record stays");
 
     recover_puts_back(&fx, &job);
