@@ -241,6 +241,39 @@ fn a_file_name_with_a_terminals_escapes_reaches_criu_s_log_escaped() {
     assert!(alive(job.0), "the job runs on");
 }
 
+/// A cgroup's name is its creator's (a user's delegated subtree, a
+/// container runtime's; the kernel refuses a newline in one): a job in one
+/// named with a terminal's escapes, whose GPU memory its limit cannot
+/// hold, is refused at the first hook, and CRIU's log names the cgroup
+/// with every control character escaped.
+#[test]
+fn a_cgroup_s_name_reaches_criu_s_log_escaped() {
+    let Some(criu) = criu() else { return };
+    let Some(real) = crate::support::RealCgroup::new() else {
+        return;
+    };
+    let fx = Fixture::new().with_nvml().with_cgroup_tree();
+    let job = Orphan::cuda(&fx);
+    let planted = real.child("job\x1b]0;OWNED\x07\x1b[2J");
+    real.add(&planted, job.0);
+    fx.set_footprints(&[(job.0, 4096)]);
+    let cgroup = fx.cgroup_of(job.0, 1);
+    fs::write(cgroup.join("memory.max"), format!("{}\n", 2u64 << 30)).expect("memory.max");
+    let images = fx.dir().join("images");
+    let (refused, _) = dump(&fx, &criu, job.0, &images);
+    assert!(!refused.status.success(), "the dump stops");
+    let log = fs::read(images.join("dump.log")).expect("CRIU's log");
+    let text = String::from_utf8_lossy(&log);
+    assert!(
+        text.contains("job\\x1b]0;OWNED\\x07\\x1b[2J has"),
+        "the cgroup, escaped: {text}"
+    );
+    for control in [0x1b_u8, 0x07] {
+        assert!(!log.contains(&control), "{control:#04x} raw: {text:?}");
+    }
+    assert!(alive(job.0), "the job runs on");
+}
+
 #[test]
 fn a_group_whose_checkpoint_fails_is_rolled_back_and_the_dump_stops() {
     let Some(criu) = criu() else { return };

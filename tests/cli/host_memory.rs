@@ -322,3 +322,4 @@ fn a_stand_in_driver_is_not_warned_about_nvml() {
         "{stderr}"
     );
 }
+
