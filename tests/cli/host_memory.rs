@@ -322,4 +322,3 @@ fn a_stand_in_driver_is_not_warned_about_nvml() {
         "{stderr}"
     );
 }
-
