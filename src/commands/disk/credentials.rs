@@ -264,7 +264,7 @@ fn core_beyond(source: &HeldImages, name: &str, uid: u32, groups: &[u32]) -> Opt
     };
     match thread {
         Ok(thread) => {
-            let beyond = thread_beyond(&thread, uid, groups);
+            let beyond = thread_beyond(&thread, uid, groups, SchedulingLimits::own());
             (!beyond.is_empty())
                 .then(|| format!("{name} runs its thread with {}", beyond.join(", ")))
         }
@@ -276,10 +276,39 @@ fn core_beyond(source: &HeldImages, name: &str, uid: u32, groups: &[u32]) -> Opt
 /// CRIU sets as root and a user may not.
 const REAL_TIME: [u32; 3] = [1, 2, 6];
 
+/// The hard limits of `RLIMIT_NICE` and `RLIMIT_RTPRIO` a restored thread
+/// may have: no more than this undump's own (a process cannot raise its
+/// hard limit above what it was given; root's session's are what the host
+/// gives).
+#[derive(Debug, Clone, Copy)]
+pub struct SchedulingLimits {
+    pub nice: u64,
+    pub rtprio: u64,
+}
+
+impl SchedulingLimits {
+    /// This process's hard limits.
+    pub fn own() -> SchedulingLimits {
+        use rustix::process::{getrlimit, Resource};
+        let hard = |resource| getrlimit(resource).maximum.unwrap_or(u64::MAX);
+        SchedulingLimits {
+            nice: hard(Resource::Nice),
+            rtprio: hard(Resource::Rtprio),
+        }
+    }
+}
+
 /// What a thread's core grants beyond user `uid` (pure): its credentials
 /// ([`beyond`]), a real-time policy, a nice value below 0, an OOM score
-/// adjustment below 0 (CAP_SYS_RESOURCE: -1000 is never OOM-killed).
-pub fn thread_beyond(thread: &criu_images::Thread, uid: u32, groups: &[u32]) -> Vec<String> {
+/// adjustment below 0 (CAP_SYS_RESOURCE: -1000 is never OOM-killed), or a
+/// hard limit of `RLIMIT_NICE` or `RLIMIT_RTPRIO` above `limits` (with
+/// which the user could take either themselves once restored).
+pub fn thread_beyond(
+    thread: &criu_images::Thread,
+    uid: u32,
+    groups: &[u32],
+    limits: SchedulingLimits,
+) -> Vec<String> {
     let mut found = match &thread.creds {
         Some(creds) => beyond(creds, uid, groups),
         None => vec!["no recorded credentials".to_string()],
@@ -292,6 +321,18 @@ pub fn thread_beyond(thread: &criu_images::Thread, uid: u32, groups: &[u32]) -> 
     }
     if let Some(adj) = thread.oom_score_adj.filter(|a| *a < 0) {
         found.push(format!("an OOM score adjustment of {adj}"));
+    }
+    if let Some(nice) = thread.nice_limit.filter(|n| *n > limits.nice) {
+        found.push(format!(
+            "a hard RLIMIT_NICE of {nice} (this host's: {})",
+            limits.nice
+        ));
+    }
+    if let Some(rtprio) = thread.rtprio_limit.filter(|r| *r > limits.rtprio) {
+        found.push(format!(
+            "a hard RLIMIT_RTPRIO of {rtprio} (this host's: {})",
+            limits.rtprio
+        ));
     }
     found
 }
@@ -339,30 +380,39 @@ mod tests {
             sched_policy: Some(0),
             sched_nice: Some(5),
             oom_score_adj: Some(200),
+            nice_limit: Some(0),
+            rtprio_limit: Some(0),
         };
-        assert!(thread_beyond(&thread, 1000, &[1000, 27]).is_empty());
+        assert!(thread_beyond(&thread, 1000, &[1000, 27], HOST).is_empty());
     }
+
+    /// A host whose processes may not raise their priority.
+    const HOST: SchedulingLimits = SchedulingLimits { nice: 0, rtprio: 0 };
 
     /// Scheduling and the OOM killer's judgement are a root's to raise.
     #[test]
-    fn a_real_time_policy_a_negative_nice_or_oom_adjustment_is_beyond_a_user() {
+    fn real_time_scheduling_negative_nice_oom_adjustment_and_their_limits_are_beyond_a_user() {
         let thread = criu_images::Thread {
             creds: Some(alice()),
             sched_policy: Some(1),
             sched_nice: Some(-5),
             oom_score_adj: Some(-1000),
+            nice_limit: Some(40),
+            rtprio_limit: Some(99),
         };
         assert_eq!(
-            thread_beyond(&thread, 1000, &[1000, 27]),
+            thread_beyond(&thread, 1000, &[1000, 27], HOST),
             [
                 "the real-time scheduling policy 1",
                 "nice -5",
-                "an OOM score adjustment of -1000"
+                "an OOM score adjustment of -1000",
+                "a hard RLIMIT_NICE of 40 (this host's: 0)",
+                "a hard RLIMIT_RTPRIO of 99 (this host's: 0)"
             ]
         );
         let none = criu_images::Thread::default();
         assert_eq!(
-            thread_beyond(&none, 1000, &[1000]),
+            thread_beyond(&none, 1000, &[1000], HOST),
             ["no recorded credentials"]
         );
     }

@@ -93,7 +93,16 @@ pub struct Thread {
     pub sched_nice: Option<i32>,
     /// The process's (its main thread's image says it).
     pub oom_score_adj: Option<i32>,
+    /// The hard limits of `RLIMIT_NICE` and `RLIMIT_RTPRIO` CRIU sets, as
+    /// root: a user whose limits allow it may then raise their priority
+    /// or take a real-time policy themselves.
+    pub nice_limit: Option<u64>,
+    pub rtprio_limit: Option<u64>,
 }
+
+/// `RLIMIT_NICE` and `RLIMIT_RTPRIO`: indexes of a core's limits.
+const RLIMIT_NICE: usize = 13;
+const RLIMIT_RTPRIO: usize = 14;
 
 /// The thread a `core-TID.img` restores (pure).
 pub fn thread_of(core_img: &[u8]) -> Result<Thread, BadImage> {
@@ -103,11 +112,16 @@ pub fn thread_of(core_img: &[u8]) -> Result<Thread, BadImage> {
     };
     let core: CoreEntry = decoded(first)?;
     let thread = core.thread_core.unwrap_or_default();
+    let task = core.tc.unwrap_or_default();
+    let limits = task.rlimits.map(|r| r.rlimits).unwrap_or_default();
+    let hard = |resource: usize| limits.get(resource).map(|l| l.max);
     Ok(Thread {
         creds: thread.creds,
         sched_policy: thread.sched_policy,
         sched_nice: thread.sched_nice,
-        oom_score_adj: core.tc.and_then(|tc| tc.oom_score_adj),
+        oom_score_adj: task.oom_score_adj,
+        nice_limit: hard(RLIMIT_NICE),
+        rtprio_limit: hard(RLIMIT_RTPRIO),
     })
 }
 

@@ -352,12 +352,31 @@ pub struct CoreEntry {
 /// root for the process.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct TaskCoreEntry {
+    /// The resource limits CRIU sets, as root, by resource number.
+    #[prost(message, optional, tag = "8")]
+    pub rlimits: Option<TaskRlimitsEntry>,
     /// The audit login uid CRIU writes (`/proc/PID/loginuid`).
     #[prost(uint32, optional, tag = "13")]
     pub loginuid: Option<u32>,
     /// Below 0 only with CAP_SYS_RESOURCE: -1000 is never OOM-killed.
     #[prost(int32, optional, tag = "14")]
     pub oom_score_adj: Option<i32>,
+}
+
+/// CRIU's `task_rlimits_entry` (`images/core.proto`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TaskRlimitsEntry {
+    #[prost(message, repeated, tag = "1")]
+    pub rlimits: Vec<RlimitEntry>,
+}
+
+/// CRIU's `rlimit_entry` (`images/rlimit.proto`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RlimitEntry {
+    #[prost(uint64, tag = "1")]
+    pub cur: u64,
+    #[prost(uint64, tag = "2")]
+    pub max: u64,
 }
 
 /// CRIU's `thread_core_entry`: the credentials and the scheduling CRIU
