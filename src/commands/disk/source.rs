@@ -461,6 +461,21 @@ mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
 
+    /// The tests that make stages take turns: one counts what the other
+    /// leaves in the run directory.
+    static STAGING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// The stages this process has in the run directory (other processes,
+    /// another test run among them, make theirs beside).
+    fn own_stages() -> usize {
+        let own = format!("-{}-", std::process::id());
+        std::fs::read_dir(crate::files::run_dir().join("undumps")).map_or(0, |d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().contains(&own))
+                .count()
+        })
+    }
+
     /// A directory of nobody's in a fresh temporary directory, with
     /// `files` (name, bytes, nobody's) in it. (Root only: chown.)
     fn users_images(files: &[(&str, &[u8], bool)]) -> Option<(tempfile::TempDir, PathBuf)> {
@@ -492,6 +507,7 @@ mod tests {
     /// goes once unstaged.
     #[test]
     fn another_users_images_are_staged_and_read_as_held() {
+        let _turn = STAGING.lock().unwrap_or_else(|e| e.into_inner());
         let Some((_root, images)) = users_images(&[
             ("core-1.img", b"root's core", false),
             ("planted.img", b"theirs", true),
@@ -547,6 +563,7 @@ mod tests {
     /// made, and nothing is left in the run directory.
     #[test]
     fn a_stage_that_would_not_fit_is_refused_before_any_copy() {
+        let _turn = STAGING.lock().unwrap_or_else(|e| e.into_inner());
         let Some((_root, images)) = users_images(&[("pages-1.img", b"", true)]) else {
             return;
         };
@@ -555,8 +572,7 @@ mod tests {
             .open(images.join("pages-1.img"))
             .expect("open");
         sparse.set_len(8 << 40).expect("a sparse file of 8 TiB");
-        let undumps = crate::files::run_dir().join("undumps");
-        let before = std::fs::read_dir(&undumps).map_or(0, |d| d.count());
+        let before = own_stages();
         let mut held = HeldImages::open(&images).expect("held");
         let refused = held.prepare_for_criu().expect_err("no room");
         assert!(
@@ -564,7 +580,6 @@ mod tests {
             "{refused}"
         );
         assert!(refused.to_string().contains("8388608 MiB"), "{refused}");
-        let after = std::fs::read_dir(&undumps).map_or(0, |d| d.count());
-        assert_eq!(after, before, "the refused stage left nothing");
+        assert_eq!(own_stages(), before, "the refused stage left nothing");
     }
 }
