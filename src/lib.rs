@@ -65,15 +65,18 @@
 //! 5. `ops`: the process pipeline, as stages: select → check → pre-flights
 //!    → choose the map → lock → drain → execute → finish, on floors of its
 //!    own, which the layout test holds too.
-//! 6. `drain`: the drain protocol whole (its words and constants, the
+//! 6. `vocabulary`: the words every floor above speaks (the request, the
+//!    plan, the report, failures, the stop, the ready targets, timeouts,
+//!    prose), which name nothing of the pipeline.
+//! 7. `drain`: the drain protocol whole (its words and constants, the
 //!    handshake with a process, the signals' ledger, the processes left
 //!    drained, its report and settings), but for the pipeline's stage in
 //!    `ops`; it uses nothing of `ops`.
-//! 7. `gpu`: the one GPU inventory, restore maps, NVML, checkpoint records.
-//! 8. `targets` (/proc facts and discovery) and `driver` (libcuda: the only
+//! 8. `gpu`: the one GPU inventory, restore maps, NVML, checkpoint records.
+//! 9. `targets` (/proc facts and discovery) and `driver` (libcuda: the only
 //!    unsafe code, the checkpoint API, GPU UUIDs).
-//! 9. `exit` (exit statuses) and `files` (reading files that may be planted).
-//! 10. `environment`: every environment variable cudackpt reads, read there.
+//! 10. `exit` (exit statuses) and `files` (reading files that may be planted).
+//! 11. `environment`: every environment variable cudackpt reads, read there.
 
 #![warn(missing_docs, unnameable_types)]
 
@@ -91,6 +94,7 @@ pub(crate) mod output;
 #[cfg(test)]
 mod surface_tests;
 pub(crate) mod targets;
+pub(crate) mod vocabulary;
 
 pub use api::group::Group;
 pub use api::map::{GpuMap, Pairs};

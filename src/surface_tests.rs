@@ -8,8 +8,8 @@ use proptest::prelude::*;
 
 use crate::driver::{GpuPair, GpuUuid};
 use crate::gpu::map::{complete_map, parse_map, parse_map_file, resolve_map, Completed};
-use crate::ops::vocabulary::timeout::parse_timeout;
 use crate::targets::process::{parse_pid, parse_status};
+use crate::vocabulary::timeout::parse_timeout;
 
 /// Words that make the grammars take their interesting paths.
 fn token() -> impl Strategy<Value = String> {

@@ -12,10 +12,10 @@ use crate::api::map::GpuMap;
 use crate::api::report::Report;
 use crate::drain::settings::DrainSettings;
 use crate::driver::ProcessState;
-use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::report::CommandReport as PipelineReport;
-use crate::ops::vocabulary::timeout::Timeout;
 use crate::ops::{ProgressSink, Request, ThreadIds};
+use crate::vocabulary::plan::Operation;
+use crate::vocabulary::report::CommandReport as PipelineReport;
+use crate::vocabulary::timeout::Timeout;
 
 /// The processes of one command and its options; a verb
 /// ([`suspend`](Group::suspend), [`resume`](Group::resume), …) runs it.

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use crate::driver::{code, CallError, CheckpointApi, CudaError, GpuPair, ProcessState};
 use crate::ops::execute::cannot_answer;
-use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::process::{check_target, IdentityLost, Privileges, Target, TargetError};
+use crate::vocabulary::timeout::Timeout;
 
 /// A CUDA process, opened by PID and held until dropped.
 ///

@@ -1,6 +1,6 @@
 //! The library's own report of a command, and its failures: what
 //! [`Group`](crate::Group)'s verbs return. Converted from the pipeline's
-//! report (`ops::vocabulary`), field by field, so that the pipeline can
+//! report (`vocabulary`), field by field, so that the pipeline can
 //! change without breaking a program that uses the library; the `cudackpt`
 //! command renders the pipeline's own. Every enum is `#[non_exhaustive]`:
 //! a new kind of failure or drain outcome is not a breaking change.
@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::drain::report as drain;
 use crate::driver::{CudaError, GpuPair, ProcessState};
 use crate::exit::ExitStatus;
-use crate::ops::vocabulary::{failure as pipeline_failure, plan, report as pipeline};
+use crate::vocabulary::{failure as pipeline_failure, plan, report as pipeline};
 
 /// One command over its targets.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,13 +9,13 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::drain::protocol::{DrainSignal, InvalidSignal};
 use crate::driver::ProcessState;
-use crate::ops::vocabulary::timeout::{
-    parse_duration_with_unit, parse_timeout, InvalidDuration, Timeout,
-};
 use crate::ops::Selectors;
 use crate::output::ColorChoice;
 use crate::targets::identity::Identity;
 use crate::targets::process::parse_pid;
+use crate::vocabulary::timeout::{
+    parse_duration_with_unit, parse_timeout, InvalidDuration, Timeout,
+};
 
 /// Checkpoint and restore the CUDA state of running processes.
 ///

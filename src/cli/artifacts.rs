@@ -219,7 +219,7 @@ fn full_sections(roff: &mut Roff) {
         roff.text([roman(status.meaning())]);
     }
     section(roff, "JSON OUTPUT");
-    let kinds: Vec<&str> = crate::ops::vocabulary::failure::FaultKind::ALL
+    let kinds: Vec<&str> = crate::vocabulary::failure::FaultKind::ALL
         .iter()
         .map(|k| k.as_str())
         .collect();

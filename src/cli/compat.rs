@@ -16,10 +16,10 @@ use crate::api::group::Group;
 use crate::exit::ExitStatus;
 use crate::gpu::map::MapSpec;
 use crate::ops as request;
-use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::timeout::{parse_timeout, Timeout};
 use crate::output::{self, human};
 use crate::targets::process::parse_pid;
+use crate::vocabulary::plan::Operation;
+use crate::vocabulary::timeout::{parse_timeout, Timeout};
 
 pub use crate::commands::install_compat::COMPAT_NAME;
 
@@ -194,7 +194,7 @@ pub enum CompatUsage {
     #[error(transparent)]
     Pid(#[from] crate::targets::process::InvalidPid),
     #[error(transparent)]
-    Timeout(#[from] crate::ops::vocabulary::timeout::InvalidDuration),
+    Timeout(#[from] crate::vocabulary::timeout::InvalidDuration),
     #[error("--device-map applies only to --action restore and --toggle")]
     MapNotApplicable,
     #[error("invalid --action {0:?}: expected lock, checkpoint, restore or unlock")]

@@ -11,11 +11,11 @@ use std::time::Duration;
 use super::env::EnvError;
 use crate::commands::criu_hook::{self as hook, hook_failure, HookPlan, HookSettings, HookStep};
 use crate::gpu::map::MapSpec;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::report::CommandReport;
-use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::identity::Identity;
 use crate::targets::process::parse_pid;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::report::CommandReport;
+use crate::vocabulary::timeout::Timeout;
 
 /// The environment CRIU sets for action scripts.
 pub const ACTION_VAR: &str = crate::environment::CRIU_ACTION;
@@ -208,10 +208,8 @@ pub fn plugin_settings() -> Result<crate::commands::criu_plugin::PluginSettings,
 /// The lock timeout for pre-dump: `CUDACKPT_LOCK_TIMEOUT`, else 10 s.
 fn lock_timeout() -> Result<Timeout, EnvError> {
     match crate::environment::text(LOCK_TIMEOUT_VAR)? {
-        Some(text) if !text.trim().is_empty() => {
-            crate::ops::vocabulary::timeout::parse_timeout(&text)
-                .map_err(EnvError::invalid(LOCK_TIMEOUT_VAR))
-        }
+        Some(text) if !text.trim().is_empty() => crate::vocabulary::timeout::parse_timeout(&text)
+            .map_err(EnvError::invalid(LOCK_TIMEOUT_VAR)),
         _ => Ok(DEFAULT_LOCK_TIMEOUT),
     }
 }

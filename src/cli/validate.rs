@@ -19,9 +19,9 @@ use crate::commands::disk::undump::UndumpSettings;
 use crate::drain::settings::DrainSettings;
 use crate::files;
 use crate::gpu::map::{self, MapError, MapSpec};
-use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::timeout::Timeout;
 use crate::ops::ProgressSink;
+use crate::vocabulary::plan::Operation;
+use crate::vocabulary::timeout::Timeout;
 
 /// A process command as the modern grammar gives it, not yet validated.
 pub struct RawProcessCommand {

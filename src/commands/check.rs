@@ -9,10 +9,10 @@ use std::time::Instant;
 
 use crate::api::group::Group;
 use crate::drain::settings::DrainSettings;
-use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::report::{CommandReport, TargetReport};
-use crate::ops::vocabulary::timeout::Timeout;
 use crate::ops::Selectors;
+use crate::vocabulary::plan::Operation;
+use crate::vocabulary::report::{CommandReport, TargetReport};
+use crate::vocabulary::timeout::Timeout;
 
 /// One dry run's word on a process.
 fn verdict(report: Option<&TargetReport>) -> String {

@@ -35,14 +35,14 @@ use crate::api::group::Group;
 use crate::drain::settings::DrainSettings;
 use crate::gpu::map::MapSpec;
 use crate::ops::journal::handoff::{self as criu_handoff, Handoff};
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::prose;
-use crate::ops::vocabulary::report::CommandReport;
-use crate::ops::vocabulary::timeout::Timeout;
 use crate::ops::Selectors;
 use crate::targets::identity::Identity;
 use crate::targets::process;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::plan::Operation;
+use crate::vocabulary::prose;
+use crate::vocabulary::report::CommandReport;
+use crate::vocabulary::timeout::Timeout;
 
 /// What the hook does at one CRIU action, with what the action needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -252,7 +252,7 @@ fn suspended_by(report: &CommandReport) -> Vec<Identity> {
     report
         .processes
         .iter()
-        .filter(|p| p.ok() && p.did(crate::ops::vocabulary::plan::DriverCall::Checkpoint))
+        .filter(|p| p.ok() && p.did(crate::vocabulary::plan::DriverCall::Checkpoint))
         .map(|p| Identity::of(p.pid))
         .collect()
 }

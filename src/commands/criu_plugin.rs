@@ -30,11 +30,11 @@ use crate::api::group::Group;
 use crate::commands::criu_hook::HookSettings;
 use crate::driver::Driver;
 use crate::gpu::map::MapSpec;
-use crate::ops::vocabulary::plan::{DriverCall, Operation};
-use crate::ops::vocabulary::prose;
-use crate::ops::vocabulary::report::CommandReport;
-use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::identity::Identity;
+use crate::vocabulary::plan::{DriverCall, Operation};
+use crate::vocabulary::prose;
+use crate::vocabulary::report::CommandReport;
+use crate::vocabulary::timeout::Timeout;
 
 /// The plugin's name in CRIU's log and in the images' inventory: a restore
 /// of images it dumped needs it (CRIU refuses without it).
@@ -718,7 +718,7 @@ mod tests {
         let mut report = CommandReport::new("lock", std::time::Duration::ZERO);
         report
             .processes
-            .push(crate::ops::vocabulary::report::TargetReport::new(
+            .push(crate::vocabulary::report::TargetReport::new(
                 7,
                 Some("job\n(00.000001) cudackpt: lock: PID 1 (init) locked".to_string()),
             ));
@@ -731,7 +731,7 @@ mod tests {
 
     #[test]
     fn a_group_command_says_its_time_and_the_driver_s_share() {
-        use crate::ops::vocabulary::report::{CallRecord, TargetReport};
+        use crate::vocabulary::report::{CallRecord, TargetReport};
         let call = |step, micros, rollback| CallRecord {
             step,
             duration: std::time::Duration::from_micros(micros),

@@ -14,9 +14,9 @@ use crate::exit::ExitStatus;
 use crate::gpu::inventory::Gpu;
 use crate::ops::diagnose::{self, Attempt, Facts};
 use crate::ops::execute;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::plan::Step;
-use crate::ops::vocabulary::timeout::Timeout;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::plan::Step;
+use crate::vocabulary::timeout::Timeout;
 
 /// The demo's pattern stream.
 const DEMO_SEED: u64 = 0x00C0_FFEE;

@@ -8,14 +8,14 @@ use std::path::Path;
 use crate::api::group::Group;
 use crate::gpu::nvml;
 use crate::ops::journal::intent;
-use crate::ops::vocabulary::report::{CommandReport, GpuBytes, Layout};
 use crate::ops::Selectors;
+use crate::vocabulary::report::{CommandReport, GpuBytes, Layout};
 
 pub fn run(libcuda: Option<&Path>, selectors: Selectors) -> CommandReport {
     let mut report = Group::new()
         .libcuda_option(libcuda)
         .selectors(selectors)
-        .run(crate::ops::vocabulary::plan::Operation::State { restore_tid: true });
+        .run(crate::vocabulary::plan::Operation::State { restore_tid: true });
     report.command = "ps";
     report.layout = Layout::Listing;
     // Processes a cudackpt left mid-change when it died.

@@ -18,11 +18,11 @@ use crate::drain::settings::DrainSettings;
 use crate::ops::drain::recovery::{self, Bounds};
 use crate::ops::drain::resumed;
 use crate::ops::journal::intent::{self, Claimed, Intent, NotClaimed, RecordedProcess, Start};
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::report::CommandReport;
-use crate::ops::vocabulary::report::TargetReport;
-use crate::ops::vocabulary::timeout::Timeout;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::plan::Operation;
+use crate::vocabulary::report::CommandReport;
+use crate::vocabulary::report::TargetReport;
+use crate::vocabulary::timeout::Timeout;
 
 /// The command that brings a member back to where it started: one for
 /// every state a record can hold.
@@ -277,7 +277,7 @@ fn recover_record(
             format!(
                 "{}: {} {} no known starting state",
                 path.display(),
-                crate::ops::vocabulary::prose::pids(&unknown),
+                crate::vocabulary::prose::pids(&unknown),
                 if unknown.len() == 1 { "has" } else { "have" }
             ),
             "check them with `cudackpt state` and resume or suspend them by hand",
@@ -390,7 +390,7 @@ fn finish_forward(
             .libcuda_option(libcuda)
             .pids(alive)
             .recovering()
-            .run(crate::ops::vocabulary::plan::Operation::State { restore_tid: false });
+            .run(crate::vocabulary::plan::Operation::State { restore_tid: false });
         let in_state = |wanted: &[ProcessState]| -> Vec<i32> {
             now.processes
                 .iter()
@@ -406,9 +406,9 @@ fn finish_forward(
             if dry_run {
                 report.warnings.push(format!(
                     "would send {} what the record says each is owed (signal {}), and leave {} drained",
-                    crate::ops::vocabulary::prose::pids(&running),
+                    crate::vocabulary::prose::pids(&running),
                     note.signal,
-                    crate::ops::vocabulary::prose::pids(&held)
+                    crate::vocabulary::prose::pids(&held)
                 ));
                 return;
             }

@@ -16,12 +16,11 @@
 //!   drained, checkpoint records): storage only;
 //! - [`execute`]: the driver calls, phased and concurrent, with rollback,
 //!   and the signals that govern them;
-//! - [`diagnose`]: failures in words;
-//! - [`vocabulary`]: the words every room speaks (the request, the plan, the
-//!   report, failures, the stop, the ready targets, timeouts), which use no
-//!   other room of ops.
+//! - [`diagnose`]: failures in words.
 //!
-//! May use: `gpu`, `targets`, `driver`, `exit`, `files`, `environment`.
+//! Every room speaks the crate's `vocabulary` (a floor below this one).
+//! May use: `vocabulary`, `drain`, `gpu`, `targets`, `driver`, `exit`,
+//! `files`, `environment`.
 
 pub mod diagnose;
 pub mod drain;
@@ -29,10 +28,11 @@ pub mod execute;
 pub mod journal;
 pub mod preflight;
 pub mod stages;
-pub mod vocabulary;
 
-pub use vocabulary::request::{Progress, ProgressSink, Request, Selectors, StepDone, ThreadIds};
-pub use vocabulary::stop::Stop;
+pub use crate::vocabulary::request::{
+    Progress, ProgressSink, Request, Selectors, StepDone, ThreadIds,
+};
+pub use crate::vocabulary::stop::Stop;
 
 use std::time::Instant;
 
@@ -40,13 +40,13 @@ use crate::driver::GpuPair;
 use crate::gpu::inventory::Inventory;
 use crate::gpu::map::MapError;
 use crate::targets::process::{self, Privileges};
+use crate::vocabulary::failure::Fault;
+use crate::vocabulary::plan::Operation;
+use crate::vocabulary::report::{CommandReport, Finished, Layout, TargetReport};
 use execute::interrupt::Interrupt;
 use execute::Executor;
 use journal::{intent, pidlock, records};
 use stages::{check, choose_map, dry_run, finish, lock, postmortem, select};
-use vocabulary::failure::Fault;
-use vocabulary::plan::Operation;
-use vocabulary::report::{CommandReport, Finished, Layout, TargetReport};
 
 /// Runs one process command through every stage.
 pub fn run(request: Request<'_>) -> CommandReport {
@@ -132,7 +132,7 @@ fn after_checks(
 /// returns them.
 fn leave_out_pools_the_drain_shuts(
     request: &Request<'_>,
-    ready: &mut vocabulary::ready::Ready,
+    ready: &mut crate::vocabulary::ready::Ready,
 ) -> Vec<process::Target> {
     let left = preflight::dumpable::pools_left_to_drain(request, &ready.pids());
     let (left, targets) = std::mem::take(&mut ready.targets)
@@ -167,7 +167,7 @@ impl PreflightsPassed<'_> {
 fn pass_preflights<'d>(
     request: &Request<'_>,
     drain: &drain::Drain<'_>,
-    ready: &'d vocabulary::ready::Ready,
+    ready: &'d crate::vocabulary::ready::Ready,
 ) -> Result<PreflightsPassed<'d>, Stop> {
     if request.operation.changes_state() && !request.recovering {
         lock::not_left_by_a_dead_cudackpt(ready)?;
@@ -220,7 +220,7 @@ fn pass_preflights<'d>(
 fn execute_and_finish(
     request: &Request<'_>,
     drain: &drain::Drain<'_>,
-    ready: &vocabulary::ready::Ready,
+    ready: &crate::vocabulary::ready::Ready,
     passed: PreflightsPassed<'_>,
     started: Instant,
 ) -> Result<Finished, Stop> {
@@ -238,7 +238,7 @@ fn execute_and_finish(
     // removed when this function returns (however the command ended).
     let journal = intent::Journal::default();
     let write_intent =
-        |places: &[vocabulary::place::Place]| journal.record(&request.operation, places);
+        |places: &[crate::vocabulary::place::Place]| journal.record(&request.operation, places);
     let executor = executor_for(request, ready, started, &locks_lost, &write_intent);
     let mut underway =
         drain.before_calls(ready, &journal, &executor.interrupt, executor.deadline)?;
@@ -301,7 +301,7 @@ fn map_used(
 ) -> (Option<Vec<GpuPair>>, Vec<String>) {
     if reports
         .iter()
-        .any(|r| r.did(vocabulary::plan::DriverCall::Restore))
+        .any(|r| r.did(crate::vocabulary::plan::DriverCall::Restore))
     {
         (chosen.pairs, chosen.remarks)
     } else {
@@ -315,12 +315,12 @@ fn map_used(
 /// checkpoint.
 fn snapshot_to_record(
     request: &Request<'_>,
-    ready: &vocabulary::ready::Ready,
+    ready: &crate::vocabulary::ready::Ready,
     host: &Inventory<'_>,
     usage: Option<crate::gpu::nvml::Usage>,
     underway: &mut drain::DrainInProgress,
     remarks: &mut Vec<String>,
-) -> Option<vocabulary::snapshot::Snapshot> {
+) -> Option<crate::vocabulary::snapshot::Snapshot> {
     let usage = match underway.weighed() {
         Some(weighed) => {
             remarks.extend(weighed.remarks);
@@ -340,7 +340,7 @@ fn snapshot_to_record(
 fn hand_over_to_criu(
     request: &Request<'_>,
     journal: &intent::Journal,
-    reports: &[vocabulary::report::TargetReport],
+    reports: &[crate::vocabulary::report::TargetReport],
 ) -> Vec<String> {
     let Some(criu) = request.record_for_criu() else {
         return Vec::new();
@@ -352,8 +352,8 @@ fn hand_over_to_criu(
         .iter()
         .filter(|r| {
             r.ok()
-                && (r.did(vocabulary::plan::DriverCall::Checkpoint)
-                    || r.did(vocabulary::plan::DriverCall::Lock))
+                && (r.did(crate::vocabulary::plan::DriverCall::Checkpoint)
+                    || r.did(crate::vocabulary::plan::DriverCall::Lock))
         })
         .map(|r| r.pid)
         .collect();
@@ -365,7 +365,7 @@ fn hand_over_to_criu(
 /// the lock check between phases and the journal before the first change.
 fn executor_for<'a>(
     request: &'a Request<'a>,
-    ready: &'a vocabulary::ready::Ready,
+    ready: &'a crate::vocabulary::ready::Ready,
     started: Instant,
     locks_lost: &'a (dyn Fn() -> Option<String> + Sync),
     before_change: execute::BeforeChange<'a>,

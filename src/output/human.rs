@@ -3,9 +3,9 @@
 
 use super::look::{format_duration, Look};
 use crate::drain::report::{DrainRecord, DrainVerdict};
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::report::{CommandReport, Layout, TargetReport};
 use crate::targets::name::printable;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::report::{CommandReport, Layout, TargetReport};
 
 /// Renders a process command's report: (stdout, stderr).
 pub fn process_report(report: &CommandReport, look: Look) -> (String, String) {
@@ -51,7 +51,7 @@ pub fn process_report(report: &CommandReport, look: Look) -> (String, String) {
         if pids.len() == 1 {
             errors.push_str(&failure_text(failure));
         } else {
-            let who = crate::ops::vocabulary::prose::pids(&pids);
+            let who = crate::vocabulary::prose::pids(&pids);
             errors.push_str(&failure_text(&Fault {
                 message: format!("{who}: {}", failure.message),
                 ..failure.clone()

@@ -14,14 +14,14 @@ use crate::commands::doctor::{Check, DoctorReport, DriverInfo, Status};
 use crate::gpu::inventory::{Gpu, Source};
 
 use super::look::millis;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::report::{CallRecord, CommandReport, GpuBytes, TargetReport};
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::report::{CallRecord, CommandReport, GpuBytes, TargetReport};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// The names a failure `kind` takes.
 fn kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let kinds: Vec<&str> = crate::ops::vocabulary::failure::FaultKind::ALL
+    let kinds: Vec<&str> = crate::vocabulary::failure::FaultKind::ALL
         .iter()
         .map(|k| k.as_str())
         .collect();

@@ -114,7 +114,7 @@ pub fn decide_colour(
     !clicolor_off && !dumb && terminal
 }
 
-pub use crate::ops::vocabulary::timeout::format_duration;
+pub use crate::vocabulary::timeout::format_duration;
 
 /// Milliseconds for JSON, to the microsecond.
 pub fn millis(duration: Duration) -> f64 {

@@ -185,7 +185,7 @@ impl Rendered for crate::commands::disk::report::DiskReport {
     }
 }
 
-impl Rendered for crate::ops::vocabulary::report::CommandReport {
+impl Rendered for crate::vocabulary::report::CommandReport {
     fn json(&self) -> String {
         json::process_report(self)
     }
@@ -195,7 +195,7 @@ impl Rendered for crate::ops::vocabulary::report::CommandReport {
     }
 
     fn exit_status(&self) -> crate::exit::ExitStatus {
-        crate::ops::vocabulary::report::CommandReport::exit_status(self)
+        crate::vocabulary::report::CommandReport::exit_status(self)
     }
 }
 

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use super::json;
 use crate::ops::diagnose::describe_process;
-use crate::ops::vocabulary::locked;
 use crate::ops::{Progress, StepDone};
+use crate::vocabulary::locked;
 
 /// How long a call runs before it is said to be running, and how often
 /// after.
@@ -170,7 +170,7 @@ fn tick(board: &(Mutex<Board>, Condvar)) {
     }
 }
 
-fn what(step: crate::ops::vocabulary::plan::DriverCall, rollback: bool) -> String {
+fn what(step: crate::vocabulary::plan::DriverCall, rollback: bool) -> String {
     if rollback {
         format!("rollback {step}")
     } else {
@@ -273,7 +273,7 @@ mod tests {
             "PID 7 (train): checkpoint running for 3.0 s"
         );
         assert_eq!(
-            what(crate::ops::vocabulary::plan::DriverCall::Unlock, true),
+            what(crate::vocabulary::plan::DriverCall::Unlock, true),
             "rollback unlock"
         );
     }

@@ -15,11 +15,11 @@ use crate::api::group::Group;
 use crate::files::SafeDir;
 use crate::gpu::inventory::Inventory;
 use crate::gpu::nvml;
-use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::report::CommandReport;
-use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::identity::Identity;
 use crate::targets::{discover, process};
+use crate::vocabulary::plan::Operation;
+use crate::vocabulary::report::CommandReport;
+use crate::vocabulary::timeout::Timeout;
 
 use super::manifest::{
     self, DumpTimings, Manifest, ManifestCriu, ManifestGpu, ManifestGpuUse, ManifestProcess,
@@ -101,7 +101,7 @@ fn root_of(target: &DumpTarget) -> Result<i32, (String, String)> {
             format!(
                 "holds {} trees, rooted at {}",
                 roots.len(),
-                crate::ops::vocabulary::prose::pids(&roots)
+                crate::vocabulary::prose::pids(&roots)
             )
         };
         (

@@ -301,7 +301,7 @@ pub fn refusal(facts: &TreeFacts) -> Option<TreeRefusal> {
         let pids: Vec<i32> = facts.session_outside_namespace.iter().copied().collect();
         whys.push(format!(
             "the session of {} is led from outside its PID namespace (a container's runtime made it): CRIU cannot dump that, even as a shell job",
-            crate::ops::vocabulary::prose::pids(&pids)
+            crate::vocabulary::prose::pids(&pids)
         ));
         fixes.push("start the job in a session of its own (setsid COMMAND), or dump it from the namespace its session leader is in");
     }
@@ -450,7 +450,7 @@ pub fn lock_holders(text: &str) -> BTreeSet<i32> {
 pub fn choose(facts: &TreeFacts) -> Vec<ChosenCriuOption> {
     let pids = |set: &BTreeSet<i32>| {
         let pids: Vec<i32> = set.iter().copied().collect();
-        crate::ops::vocabulary::prose::pids(&pids)
+        crate::vocabulary::prose::pids(&pids)
     };
     let mut chosen = Vec::new();
     if !facts.tcp_established.is_empty() {

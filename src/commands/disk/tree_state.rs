@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::api::group::Group;
 use crate::driver::ProcessState;
-use crate::ops::vocabulary::plan::Operation;
+use crate::vocabulary::plan::Operation;
 
 /// The first CUDA process in `root`'s tree that is not running, named
 /// (`PID 42 (checkpointed)`); None when every one runs.

@@ -496,7 +496,7 @@ fn said_killed(pids: &[i32]) -> String {
     } else {
         format!(
             "; what CRIU had restored was killed ({})",
-            crate::ops::vocabulary::prose::pids(pids)
+            crate::vocabulary::prose::pids(pids)
         )
     }
 }

@@ -5,10 +5,10 @@
 
 use crate::driver::{code, CallError, LoadError, ProcessState};
 use crate::gpu::map::MapError;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::plan::{wrong_state_hint, Step};
-use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::process::{TargetError, PERMISSION_HINT};
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::plan::{wrong_state_hint, Step};
+use crate::vocabulary::timeout::Timeout;
 
 /// The refusal of a map that cannot be used, in words and an exit status.
 pub fn map_failure(error: &MapError) -> Fault {

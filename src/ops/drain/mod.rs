@@ -18,10 +18,10 @@ use crate::ops::execute::interrupt::Interrupt;
 use crate::ops::journal::intent::Journal;
 use crate::ops::preflight::host_memory::{self, Weighed};
 use crate::ops::preflight::restorable::{self, Passed};
-use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::TargetReport;
-use crate::ops::vocabulary::request::Request;
-use crate::ops::vocabulary::stop::Stop;
+use crate::vocabulary::ready::Ready;
+use crate::vocabulary::report::TargetReport;
+use crate::vocabulary::request::Request;
+use crate::vocabulary::stop::Stop;
 
 /// The drain of one command, as the pipeline sees it: the one way in. It
 /// decides whether a drain applies, asks the restorability pre-flight

@@ -11,12 +11,12 @@ use crate::driver::{CheckpointApi, ProcessState};
 use crate::ops::diagnose::describe_process;
 use crate::ops::execute::concurrently;
 use crate::ops::preflight::restorable;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::place::Place;
-use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::TargetReport;
-use crate::ops::vocabulary::stop::Stop;
 use crate::targets::process::Target;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::place::Place;
+use crate::vocabulary::ready::Ready;
+use crate::vocabulary::report::TargetReport;
+use crate::vocabulary::stop::Stop;
 
 /// The processes to drain: those the command will lock (running), and
 /// locked ones that drained before their lock. A process that does not

@@ -10,8 +10,8 @@ use crate::drain::protocol::{self, DrainSignal};
 use crate::drain::rebuild::rebuild;
 use crate::drain::report::DrainRecord;
 use crate::drain::settings::DEFAULT_DRAIN_TIMEOUT;
-use crate::ops::vocabulary::timeout::format_duration;
 use crate::targets::process::Target;
+use crate::vocabulary::timeout::format_duration;
 
 /// What `recover` did for a drained group a dead cudackpt left.
 #[derive(Default)]

@@ -12,12 +12,12 @@ use crate::drain::rebuild::rebuild;
 use crate::drain::report::{DrainRecord, DrainVerdict};
 use crate::drain::sending::wait_until;
 use crate::driver::ProcessState;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::TargetReport;
-use crate::ops::vocabulary::request::Request;
 use crate::targets::process::Target;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::plan::Operation;
+use crate::vocabulary::ready::Ready;
+use crate::vocabulary::report::TargetReport;
+use crate::vocabulary::request::Request;
 
 /// Whether `operation` leaves processes running, so drained ones rebuild.
 pub(super) fn resumes(operation: &Operation) -> bool {

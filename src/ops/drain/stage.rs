@@ -28,14 +28,14 @@ use crate::ops::execute::interrupt::{signal_name, Interrupt};
 use crate::ops::journal::intent::Journal;
 use crate::ops::preflight::host_memory::{self, Weighed};
 use crate::ops::preflight::restorable;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::TargetReport;
-use crate::ops::vocabulary::request::{Progress, ProgressSink, Request};
-use crate::ops::vocabulary::stop::Stop;
-use crate::ops::vocabulary::timeout::format_duration;
 use crate::targets::process::Target;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::plan::Operation;
+use crate::vocabulary::ready::Ready;
+use crate::vocabulary::report::TargetReport;
+use crate::vocabulary::request::{Progress, ProgressSink, Request};
+use crate::vocabulary::stop::Stop;
+use crate::vocabulary::timeout::format_duration;
 
 /// A group that drained: asked to rebuild once it runs again.
 pub struct DrainedGroup {

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use crate::driver::{code, CallError, CheckpointApi, ProcessState};
 use crate::ops::diagnose::{self, Attempt, Facts};
-use crate::ops::vocabulary::failure::Fault;
-use crate::ops::vocabulary::place::Place;
-use crate::ops::vocabulary::plan::Step;
-use crate::ops::vocabulary::request::{Progress, ProgressSink, StepDone};
-use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::process::Target;
+use crate::vocabulary::failure::Fault;
+use crate::vocabulary::place::Place;
+use crate::vocabulary::plan::Step;
+use crate::vocabulary::request::{Progress, ProgressSink, StepDone};
+use crate::vocabulary::timeout::Timeout;
 
 use super::interrupt::Interrupt;
 

@@ -7,7 +7,7 @@
 
 #[cfg(debug_assertions)]
 use crate::environment::{debug, DEBUG_KILL_AT, DEBUG_PANIC_AFTER};
-use crate::ops::vocabulary::plan::DriverCall;
+use crate::vocabulary::plan::DriverCall;
 
 /// Whether the debug variable `name` is set to `value`.
 #[cfg(debug_assertions)]

@@ -33,9 +33,9 @@ use signal_hook::iterator::Signals;
 
 use crate::driver::ProcessState;
 use crate::exit::ExitStatus;
-use crate::ops::vocabulary::locked;
-use crate::ops::vocabulary::place::Place;
-use crate::ops::vocabulary::plan::DriverCall;
+use crate::vocabulary::locked;
+use crate::vocabulary::place::Place;
+use crate::vocabulary::plan::DriverCall;
 
 /// The signals caught, with their names: those whose default action ends
 /// the process (signal(7)), save the ones that mean a fault (SEGV, BUS,

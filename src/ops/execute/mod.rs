@@ -17,12 +17,12 @@ use std::time::{Duration, Instant};
 use crate::driver::GpuPair;
 use crate::driver::{code, CallError, ProcessState};
 use crate::ops::diagnose::{self, Attempt};
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::place::Place;
-use crate::ops::vocabulary::plan::{self, Operation, Plan, Step};
-use crate::ops::vocabulary::report::{CallRecord, TargetReport};
-use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::process::Target;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::place::Place;
+use crate::vocabulary::plan::{self, Operation, Plan, Step};
+use crate::vocabulary::report::{CallRecord, TargetReport};
+use crate::vocabulary::timeout::Timeout;
 
 /// How often `wait` polls, at most.
 const WAIT_POLL_MAX: Duration = Duration::from_millis(100);

@@ -9,11 +9,11 @@ use super::interrupt;
 use super::pool::concurrently;
 use crate::driver::ProcessState;
 use crate::ops::diagnose::{self, Attempt};
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::plan::{self, Step};
-use crate::ops::vocabulary::report::{CallRecord, TargetReport};
-use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::process::Target;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::plan::{self, Step};
+use crate::vocabulary::report::{CallRecord, TargetReport};
+use crate::vocabulary::timeout::Timeout;
 
 /// How long a rollback waits to re-lock a process it had already unlocked.
 /// Bounded so a rollback can never hang on a busy process.
@@ -203,7 +203,7 @@ impl RollbackCause {
             } => format!(
                 "the deadline passed; the slowest step was {}'s ({})",
                 who(i),
-                crate::ops::vocabulary::timeout::format_duration(took)
+                crate::vocabulary::timeout::format_duration(took)
             ),
             RollbackCause::Deadline { slowest: None } => "the deadline passed".to_string(),
         }

@@ -9,7 +9,7 @@ use super::rollback::group_failure;
 use super::*;
 use crate::driver::model::Model;
 use crate::ops::execute::interrupt::Interrupt;
-use crate::ops::vocabulary::plan::DriverCall;
+use crate::vocabulary::plan::DriverCall;
 
 use ProcessState::*;
 
@@ -133,9 +133,9 @@ fn a_failed_checkpoint_rolls_the_whole_group_back() {
         .failure
         .as_ref()
         .is_some_and(|f| f.message.contains("PID 2 (worker2)")));
-    let report = crate::ops::vocabulary::report::CommandReport {
+    let report = crate::vocabulary::report::CommandReport {
         processes: reports,
-        ..crate::ops::vocabulary::report::CommandReport::new("suspend", Duration::ZERO)
+        ..crate::vocabulary::report::CommandReport::new("suspend", Duration::ZERO)
     };
     assert_eq!(report.exit_status(), crate::exit::ExitStatus::Failed);
 }
@@ -150,9 +150,9 @@ fn a_lock_timeout_unlocks_the_others_and_exits_3() {
         !model.calls().iter().any(|c| c.starts_with("checkpoint")),
         "no checkpoint after a failed phase"
     );
-    let report = crate::ops::vocabulary::report::CommandReport {
+    let report = crate::vocabulary::report::CommandReport {
         processes: reports,
-        ..crate::ops::vocabulary::report::CommandReport::new("suspend", Duration::ZERO)
+        ..crate::vocabulary::report::CommandReport::new("suspend", Duration::ZERO)
     };
     assert_eq!(report.exit_status(), crate::exit::ExitStatus::LockTimeout);
     assert!(
@@ -312,9 +312,9 @@ fn a_signal_stops_the_group_after_the_phase_in_flight_and_rolls_it_back() {
         assert_eq!(failure.kind, FaultKind::Interrupted);
         assert!(failure.message.contains("SIGTERM"), "{}", failure.message);
     }
-    let report = crate::ops::vocabulary::report::CommandReport {
+    let report = crate::vocabulary::report::CommandReport {
         processes: reports,
-        ..crate::ops::vocabulary::report::CommandReport::new("suspend", Duration::ZERO)
+        ..crate::vocabulary::report::CommandReport::new("suspend", Duration::ZERO)
     };
     assert_eq!(report.exit_status(), crate::exit::ExitStatus::Terminated);
     assert_eq!(report.exit_status().code(), 143, "SIGTERM: 128 + 15");
@@ -364,9 +364,9 @@ fn a_deadline_that_passes_mid_group_rolls_it_back_and_names_the_slowest() {
             failure.message
         );
     }
-    let report = crate::ops::vocabulary::report::CommandReport {
+    let report = crate::vocabulary::report::CommandReport {
         processes: reports,
-        ..crate::ops::vocabulary::report::CommandReport::new("suspend", Duration::ZERO)
+        ..crate::vocabulary::report::CommandReport::new("suspend", Duration::ZERO)
     };
     assert_eq!(report.exit_status(), crate::exit::ExitStatus::Failed);
 }

@@ -8,9 +8,9 @@ use std::path::PathBuf;
 
 use crate::files::{SafeDir, UnsafeDir};
 use crate::gpu::record;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::request::Request;
-use crate::ops::vocabulary::stop::Stop;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::request::Request;
+use crate::vocabulary::stop::Stop;
 
 /// This command's record directory, when it has one to use.
 pub struct Records {

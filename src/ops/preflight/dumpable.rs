@@ -9,12 +9,12 @@
 use std::collections::{BTreeMap, HashSet};
 
 use crate::ops::diagnose::describe_process;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::request::Request;
-use crate::ops::vocabulary::stop::Stop;
 use crate::targets::discover;
 use crate::targets::dumpable::{self, Obstacle, Undumpable};
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::ready::Ready;
+use crate::vocabulary::request::Request;
+use crate::vocabulary::stop::Stop;
 
 /// What the hint says of a forked child that keeps device mappings.
 const FORKED_CHILD_FIX: &str = "have its parent use the PyTorch drain client (`cudackpt_drain.Drain()` or `keep_forks_dumpable()`: children it forks drop what they inherit from the GPU), or give the DataLoader multiprocessing_context=\"forkserver\" or \"spawn\"";

@@ -10,11 +10,11 @@ use std::collections::{BTreeMap, HashMap};
 use crate::driver::{GpuPair, GpuUuid};
 use crate::gpu::inventory::Inventory;
 use crate::gpu::record::Record;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::request::Request;
-use crate::ops::vocabulary::stop::Stop;
 use crate::targets::process::Target;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::plan::Operation;
+use crate::vocabulary::request::Request;
+use crate::vocabulary::stop::Stop;
 
 /// The memory pre-flight of a request: nothing for commands that do not
 /// restore or that are forced. Returns what it could not check, as
@@ -129,14 +129,14 @@ fn memory_fits(
     if !without_figures.is_empty() && !stand_in {
         warnings.push(format!(
             "GPU memory not checked before restoring {}: {} checkpoint record has no memory figures (NVML was missing)",
-            crate::ops::vocabulary::prose::pids(&without_figures),
-            crate::ops::vocabulary::prose::their(without_figures.len())
+            crate::vocabulary::prose::pids(&without_figures),
+            crate::vocabulary::prose::their(without_figures.len())
         ));
     }
     if !without_record.is_empty() {
         warnings.push(format!(
             "GPU memory not checked before restoring {}: no checkpoint record (not checkpointed by cudackpt, or records kept elsewhere: --record-dir)",
-            crate::ops::vocabulary::prose::pids(&without_record)
+            crate::vocabulary::prose::pids(&without_record)
         ));
     }
     if all_needs.is_empty() {
@@ -162,9 +162,9 @@ fn memory_fits(
                 "{} has {} MiB free, and restoring {} there needs {} MiB ({} memory at checkpoint)",
                 s.gpu,
                 mib(s.free),
-                crate::ops::vocabulary::prose::pids(&s.pids),
+                crate::vocabulary::prose::pids(&s.pids),
                 mib(s.needed),
-                crate::ops::vocabulary::prose::their(s.pids.len())
+                crate::vocabulary::prose::their(s.pids.len())
             )
         })
         .collect();

@@ -13,11 +13,11 @@
 use std::collections::BTreeMap;
 
 use crate::gpu::nvml;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::request::Request;
-use crate::ops::vocabulary::stop::Stop;
 use crate::targets::memory::{self, CgroupLevel};
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::ready::Ready;
+use crate::vocabulary::request::Request;
+use crate::vocabulary::stop::Stop;
 
 /// One target's need: its GPU footprint and the cgroups it is charged to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,14 +163,14 @@ pub fn weigh(
                 let pids = ready.pids();
                 format!(
                     "GPU memory of {} not weighed against the host's available memory: NVML is not available to tell {} footprint",
-                    crate::ops::vocabulary::prose::pids(&pids),
-                    crate::ops::vocabulary::prose::their(pids.len())
+                    crate::vocabulary::prose::pids(&pids),
+                    crate::vocabulary::prose::their(pids.len())
                 )
             } else {
                 format!(
                     "GPU memory not checked against the memory limits of {} before checkpointing: NVML is not available to tell {} footprint, and a checkpoint over the limit gets {} OOM-killed",
-                    crate::ops::vocabulary::prose::pids(&limited),
-                    crate::ops::vocabulary::prose::their(limited.len()),
+                    crate::vocabulary::prose::pids(&limited),
+                    crate::vocabulary::prose::their(limited.len()),
                     if limited.len() == 1 { "it" } else { "them" }
                 )
             };

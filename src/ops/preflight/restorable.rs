@@ -22,14 +22,14 @@ use crate::drain::protocol;
 use crate::driver::{CheckpointApi, Driver, ProcessState};
 use crate::ops::diagnose::describe_process;
 use crate::ops::execute::concurrently;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::TargetReport;
-use crate::ops::vocabulary::request::Request;
-use crate::ops::vocabulary::stop::Stop;
 use crate::targets::evidence::{self, Evidence, RankSign};
 use crate::targets::process::Target;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::plan::Operation;
+use crate::vocabulary::ready::Ready;
+use crate::vocabulary::report::TargetReport;
+use crate::vocabulary::request::Request;
+use crate::vocabulary::stop::Stop;
 
 /// What a driver does with a checkpoint of such a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,14 +12,14 @@ use crate::driver::{Driver, ProcessState};
 use crate::ops::diagnose;
 use crate::ops::execute::restore_thread_stopped;
 use crate::ops::stages::select::{load_driver, Selection};
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::Finished;
-use crate::ops::vocabulary::report::{CommandReport, Layout, TargetReport};
-use crate::ops::vocabulary::request::{Request, ThreadIds};
-use crate::ops::vocabulary::stop::Stop;
 use crate::targets::discover::{self, Mapped};
 use crate::targets::process::{self, Privileges, Target, TargetError};
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::ready::Ready;
+use crate::vocabulary::report::Finished;
+use crate::vocabulary::report::{CommandReport, Layout, TargetReport};
+use crate::vocabulary::request::{Request, ThreadIds};
+use crate::vocabulary::stop::Stop;
 
 /// The targets after their checks, in selection order.
 pub struct Checked {
@@ -182,7 +182,7 @@ fn set_aside_stopped(
 ) -> (Vec<TargetReport>, Vec<Target>) {
     let asks_only_restore_tid = matches!(
         request.operation,
-        crate::ops::vocabulary::plan::Operation::RestoreTid
+        crate::vocabulary::plan::Operation::RestoreTid
     );
     let (blocked, targets): (Vec<Target>, Vec<Target>) = valid.into_iter().partition(|t| {
         t.stopped && !asks_only_restore_tid && restore_thread_stopped(driver, t.pid)
@@ -325,7 +325,7 @@ impl Checked {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::vocabulary::plan::Operation;
+    use crate::vocabulary::plan::Operation;
 
     fn target(pid: i32) -> Target {
         Target {

@@ -13,10 +13,10 @@ use crate::gpu::map::{self, Completed, MapEntry, MapError, MapSpec};
 use crate::gpu::record::{self, Record, RecordMatch, RecordedGpu};
 use crate::ops::diagnose::describe_process;
 use crate::ops::diagnose::map_failure;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::request::Request;
-use crate::ops::vocabulary::stop::Stop;
 use crate::targets::process::Target;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::request::Request;
+use crate::vocabulary::stop::Stop;
 use std::collections::HashMap;
 
 /// The map to pass, why, and the records read on the way.

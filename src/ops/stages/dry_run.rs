@@ -5,12 +5,12 @@
 use crate::driver::{CallError, CheckpointApi, GpuPair};
 use crate::ops::diagnose::Attempt;
 use crate::ops::execute;
-use crate::ops::vocabulary::failure::Fault;
-use crate::ops::vocabulary::plan;
-use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::TargetReport;
-use crate::ops::vocabulary::request::Request;
 use crate::targets::process::{self, Privileges, Target};
+use crate::vocabulary::failure::Fault;
+use crate::vocabulary::plan;
+use crate::vocabulary::ready::Ready;
+use crate::vocabulary::report::TargetReport;
+use crate::vocabulary::request::Request;
 
 /// What a dry run says of each target once every pre-flight passed: its
 /// state now (a read-only query) and the steps the command would take. It

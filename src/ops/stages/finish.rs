@@ -14,12 +14,12 @@ use crate::gpu::record::{self, Record, RecordedGpu, RecordedUse};
 use crate::ops::diagnose::describe_process;
 use crate::ops::journal::records::Records;
 use crate::ops::preflight::gpu_memory as preflight;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::plan::DriverCall;
-use crate::ops::vocabulary::report::{GpuBytes, TargetReport};
-use crate::ops::vocabulary::request::Request;
-use crate::ops::vocabulary::snapshot::Snapshot;
 use crate::targets::process::Target;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::plan::DriverCall;
+use crate::vocabulary::report::{GpuBytes, TargetReport};
+use crate::vocabulary::request::Request;
+use crate::vocabulary::snapshot::Snapshot;
 
 /// What the command moved, and what it knew before.
 pub struct FinishInputs<'a> {

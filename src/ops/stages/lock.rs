@@ -6,11 +6,11 @@
 use crate::ops::journal::intent;
 use crate::ops::journal::pidlock::{self, LockError, PidLocks};
 use crate::ops::journal::process_lock;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::ready::Ready;
-use crate::ops::vocabulary::report::TargetReport;
-use crate::ops::vocabulary::stop::Stop;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::plan::Operation;
+use crate::vocabulary::ready::Ready;
+use crate::vocabulary::report::TargetReport;
+use crate::vocabulary::stop::Stop;
 
 /// The locks of every target (none for a query), or the stop that names
 /// the process held elsewhere and who holds it. With the locks held, every

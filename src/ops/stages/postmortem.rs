@@ -12,13 +12,13 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crate::ops::diagnose::describe_process;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::plan::Operation;
-use crate::ops::vocabulary::report::TargetReport;
-use crate::ops::vocabulary::snapshot::Snapshot;
 use crate::targets::kmsg::{self, KernelLog};
 use crate::targets::memory::{self, Placement};
 use crate::targets::process::Target;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::plan::Operation;
+use crate::vocabulary::report::TargetReport;
+use crate::vocabulary::snapshot::Snapshot;
 
 /// Each target's cgroup and its OOM kills so far, its GPU footprint, and
 /// the kernel log from before the driver calls.

@@ -8,12 +8,12 @@ use std::collections::{HashMap, HashSet};
 use crate::driver::{code, CallError, CheckpointApi, Driver, ProcessState};
 use crate::ops::execute::cannot_answer;
 use crate::ops::execute::concurrently;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::request::{Request, Selectors};
 use crate::targets::cgroup::{self, Cgroup};
 use crate::targets::discover::{self, Mapped};
 use crate::targets::process::{self, TargetError};
 use crate::targets::procfs;
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::request::{Request, Selectors};
 
 /// What selection found.
 pub struct Selection {
@@ -386,7 +386,7 @@ pub(crate) fn load_driver(libcuda: Option<&std::path::Path>) -> Result<Driver, F
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::vocabulary::plan::Operation;
+    use crate::vocabulary::plan::Operation;
 
     /// A walked member is the tree's while its parent is; a PID named or
     /// in a cgroup is judged by no walk.
@@ -424,7 +424,7 @@ mod tests {
             "{remark}"
         );
     }
-    use crate::ops::vocabulary::timeout::Timeout;
+    use crate::vocabulary::timeout::Timeout;
     use std::path::PathBuf;
 
     fn request(operation: Operation, all: bool, confirmed: bool) -> Request<'static> {

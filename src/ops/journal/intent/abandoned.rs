@@ -9,8 +9,8 @@ use super::places::{dir, intent_dirs, user_of_intents, users_intent_dirs};
 use super::record::{Intent, INTENT_CAP};
 use crate::drain::ledger::SignalLedger;
 use crate::files::{SafeDir, UnsafeDir};
-use crate::ops::vocabulary::locked;
 use crate::targets::process;
+use crate::vocabulary::locked;
 
 /// Every intent left by a cudackpt that died, with its file's path; none
 /// when there is no record directory yet. `Err`: the directory is there

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::ops::vocabulary::locked;
+use crate::vocabulary::locked;
 
 /// The intent this process has written and not yet removed, for the panic
 /// report (a panic hook cannot reach the journal of the command it stops).

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::drain::ledger::DrainNote;
 use crate::driver::ProcessState;
-use crate::ops::vocabulary::plan::{self, Operation, Plan};
 use crate::targets::process;
+use crate::vocabulary::plan::{self, Operation, Plan};
 
 /// An intent is a few KiB.
 pub(super) const INTENT_CAP: u64 = 1 << 20;
@@ -199,7 +199,7 @@ impl Intent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::vocabulary::timeout::Timeout;
+    use crate::vocabulary::timeout::Timeout;
 
     /// A record in the format written before `start` was typed (a string;
     /// an unknown state was written `unknown` or `unknown (7)`) reads back,

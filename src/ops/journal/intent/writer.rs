@@ -9,10 +9,10 @@ use super::places::{dir, file_name, home_for, user_intents};
 use super::record::{owner_of, planned_steps, Intent, RecordedProcess, Start};
 use crate::drain::ledger::{DrainNote, DrainPhase, SignalLedger};
 use crate::files::{SafeDir, UnsafeDir};
-use crate::ops::vocabulary::locked;
-use crate::ops::vocabulary::place::Place;
-use crate::ops::vocabulary::plan::Operation;
 use crate::targets::process;
+use crate::vocabulary::locked;
+use crate::vocabulary::place::Place;
+use crate::vocabulary::plan::Operation;
 
 /// A written intent, removed when dropped (the command ended), except
 /// while a panic unwinds: then the group is wherever the bug left it, and

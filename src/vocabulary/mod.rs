@@ -1,11 +1,12 @@
-//! The words every stage of ops speaks, on its ground floor: the request
+//! The words the house speaks, on a floor of their own below the pipeline
+//! (`ops`) and above the drain, whose record a report carries: the request
 //! (`request`), what the command plans for a process (`plan`), the result
 //! (`report`), failures (`failure`), why a pipeline stopped (`stop`), the
 //! checked targets (`ready`), where a process of a group is (`place`),
 //! limits in time (`timeout`), the host before a checkpoint (`snapshot`),
 //! and lists of processes
-//! as sentences say them (`prose`). It imports no other
-//! room of ops.
+//! as sentences say them (`prose`). `cli`, `output`, `commands`, `api`
+//! and `ops` all speak them; they name nothing of those.
 
 pub mod failure;
 pub mod place;

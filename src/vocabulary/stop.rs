@@ -1,7 +1,7 @@
 //! Why the pipeline ended before its last stage.
 
-use crate::ops::vocabulary::failure::Fault;
-use crate::ops::vocabulary::report::TargetReport;
+use crate::vocabulary::failure::Fault;
+use crate::vocabulary::report::TargetReport;
 
 /// Why the pipeline ended before its last stage.
 #[derive(Debug)]

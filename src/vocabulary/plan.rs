@@ -5,7 +5,7 @@
 use std::fmt;
 
 use crate::driver::{GpuPair, ProcessState};
-use crate::ops::vocabulary::timeout::Timeout;
+use crate::vocabulary::timeout::Timeout;
 
 /// A validated process command.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,8 +2,8 @@
 //! what every stage after the checks is given.
 
 use crate::driver::Driver;
-use crate::ops::vocabulary::report::TargetReport;
 use crate::targets::process::Target;
+use crate::vocabulary::report::TargetReport;
 
 /// Targets that passed every check, and the driver to act on them.
 pub struct Ready {

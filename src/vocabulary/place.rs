@@ -2,7 +2,7 @@
 //! the intent record both keep.
 
 use crate::driver::ProcessState;
-use crate::ops::vocabulary::plan::DriverCall;
+use crate::vocabulary::plan::DriverCall;
 
 /// Where one process of a group is, as far as the executor knows.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use crate::drain::settings::DrainSettings;
 use crate::gpu::map::MapSpec;
-use crate::ops::vocabulary::plan::{DriverCall, Operation};
-use crate::ops::vocabulary::timeout::Timeout;
 use crate::targets::process::Target;
+use crate::vocabulary::plan::{DriverCall, Operation};
+use crate::vocabulary::timeout::Timeout;
 
 /// What to do about a thread id given as a target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

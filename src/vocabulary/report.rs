@@ -8,8 +8,8 @@ use crate::drain::report::DrainRecord;
 use crate::driver::GpuPair;
 use crate::driver::ProcessState;
 use crate::exit::ExitStatus;
-use crate::ops::vocabulary::failure::{Fault, FaultKind};
-use crate::ops::vocabulary::plan::{DriverCall, Operation};
+use crate::vocabulary::failure::{Fault, FaultKind};
+use crate::vocabulary::plan::{DriverCall, Operation};
 
 /// How a report is laid out for people: which columns its rows have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
