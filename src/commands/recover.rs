@@ -13,10 +13,9 @@ use std::time::Instant;
 
 use crate::api::group::Group;
 use crate::drain::ledger::DrainNote;
+use crate::drain::recovery::{self, Bounds};
 use crate::drain::report::DrainVerdict;
 use crate::drain::settings::DrainSettings;
-use crate::ops::drain::recovery::{self, Bounds};
-use crate::ops::drain::resumed;
 use crate::ops::journal::intent::{self, Claimed, Intent, NotClaimed, RecordedProcess, Start};
 use crate::vocabulary::failure::{Fault, FaultKind};
 use crate::vocabulary::plan::Operation;
@@ -63,10 +62,11 @@ fn rebuild_drained(
         };
         let process = &mut report.processes[at];
         if drain.outcome == DrainVerdict::RebuildFailed && process.failure.is_none() {
-            process.failure = Some(resumed::rebuild_failed(
+            process.failure = Some(crate::ops::diagnose::rebuild_failed(
                 pid,
                 drain.signal,
                 drain.rebuild_error.as_deref(),
+                crate::targets::process::is_alive(pid),
             ));
         }
         if drain.outcome == DrainVerdict::NotRebuilt && process.failure.is_none() {

@@ -6,9 +6,9 @@
 //!
 //! The rooms, on floors: each uses only rooms below it (the layout test
 //! holds them to it), and this file, the pipeline, is the top.
-//! - [`stages`]: the pipeline's own stages, in run order;
-//! - [`drain`]: the drain handshake (cudackpt(1), DRAIN PROTOCOL), its stage, the rebuilds and
-//!   `recover`'s part;
+//! - [`stages`]: the pipeline's own stages, in run order, the drain's among
+//!   them (`stages/drain.rs`: the one file that adapts `crate::drain` to a
+//!   command);
 //! - [`preflight`]: what is refused before any change (a checkpoint the
 //!   driver could not restore, host memory, GPU memory for a restore);
 //! - [`journal`]: what outlives a command so no crash leaves a process
@@ -23,7 +23,6 @@
 //! `files`, `environment`.
 
 pub mod diagnose;
-pub mod drain;
 pub mod execute;
 pub mod journal;
 pub mod preflight;
@@ -59,7 +58,7 @@ pub fn run(request: Request<'_>) -> CommandReport {
         Ok(selection) => {
             let mut checked = check::check(&request, selection);
             // The command's one drain, passed down to every stage that asks it.
-            let drain = drain::Drain::of(&request);
+            let drain = stages::drain::Drain::of(&request);
             let outcome = after_checks(&request, &drain, &mut checked, started);
             checked.assemble(outcome, started)
         }
@@ -85,7 +84,7 @@ fn asks_nvml(request: &Request<'_>) -> bool {
 /// The stages after the checks, each of which may stop the command.
 fn after_checks(
     request: &Request<'_>,
-    drain: &drain::Drain<'_>,
+    drain: &stages::drain::Drain<'_>,
     checked: &mut check::Checked,
     started: Instant,
 ) -> Result<Finished, Stop> {
@@ -166,7 +165,7 @@ impl PreflightsPassed<'_> {
 /// in that order: the first refusal stops the command before any change.
 fn pass_preflights<'d>(
     request: &Request<'_>,
-    drain: &drain::Drain<'_>,
+    drain: &stages::drain::Drain<'_>,
     ready: &'d crate::vocabulary::ready::Ready,
 ) -> Result<PreflightsPassed<'d>, Stop> {
     if request.operation.changes_state() && !request.recovering {
@@ -219,7 +218,7 @@ fn pass_preflights<'d>(
 /// records, `--verify`, the warnings of ranks let through.
 fn execute_and_finish(
     request: &Request<'_>,
-    drain: &drain::Drain<'_>,
+    drain: &stages::drain::Drain<'_>,
     ready: &crate::vocabulary::ready::Ready,
     passed: PreflightsPassed<'_>,
     started: Instant,
@@ -318,7 +317,7 @@ fn snapshot_to_record(
     ready: &crate::vocabulary::ready::Ready,
     host: &Inventory<'_>,
     usage: Option<crate::gpu::nvml::Usage>,
-    underway: &mut drain::DrainInProgress,
+    underway: &mut stages::drain::DrainInProgress,
     remarks: &mut Vec<String>,
 ) -> Option<crate::vocabulary::snapshot::Snapshot> {
     let usage = match underway.weighed() {

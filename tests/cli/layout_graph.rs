@@ -39,8 +39,8 @@ pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// A file's module path: `ops/drain/stage.rs` is `ops::drain::stage`,
-/// `ops/drain/mod.rs` is `ops::drain`, `lib.rs` and `main.rs` the root
+/// A file's module path: `ops/stages/drain.rs` is `ops::stages::drain`,
+/// `ops/stages/mod.rs` is `ops::stages`, `lib.rs` and `main.rs` the root
 /// (main is named `main` so that it has a room of its own).
 pub fn module_of(src: &Path, file: &Path) -> ModPath {
     let relative = file.strip_prefix(src).expect("under src/");

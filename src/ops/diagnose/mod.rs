@@ -3,6 +3,12 @@
 //! process and why it failed, and a hint saying what to do next. Pure: the
 //! facts it needs (is the process alive, its state now) come from the caller.
 
+mod drain;
+mod process;
+
+pub use drain::{called_off, cannot_drain, rebuild_failed, rebuild_unfinished, CallOffReason};
+pub use process::{describe_process, process_stopped};
+
 use crate::driver::{code, CallError, LoadError, ProcessState};
 use crate::gpu::map::MapError;
 use crate::targets::process::{TargetError, PERMISSION_HINT};
@@ -24,15 +30,6 @@ pub fn map_failure(error: &MapError) -> Fault {
     )
 }
 
-/// `PID 4242 (python3)`, or `PID 4242` when the name is unknown.
-pub fn describe_process(pid: i32, name: Option<&str>) -> String {
-    match name {
-        // Printable: a newline in a name must not start a line of its own.
-        Some(name) => format!("PID {pid} ({})", crate::targets::name::printable(name)),
-        None => format!("PID {pid}"),
-    }
-}
-
 pub fn from_target_error(error: &TargetError) -> Fault {
     let kind = match error {
         TargetError::NoSuchProcess { .. } | TargetError::Zombie { .. } => FaultKind::NoSuchProcess,
@@ -41,20 +38,6 @@ pub fn from_target_error(error: &TargetError) -> Fault {
         TargetError::Unreadable { .. } => FaultKind::ProcUnreadable,
     };
     Fault::new(kind, error.to_string(), error.hint())
-}
-
-/// A target whose restore thread is stopped: every driver call but the
-/// restore-thread query would wait until it runs again (measured on driver
-/// 580: GetState blocks on a SIGSTOPped process), so nothing is asked.
-pub fn process_stopped(pid: i32, name: Option<&str>) -> Fault {
-    Fault::new(
-        FaultKind::ProcessStopped,
-        format!(
-            "{} is stopped (SIGSTOP, a debugger or CRIU's freeze), and the driver cannot answer for it until it runs",
-            describe_process(pid, name)
-        ),
-        format!("continue it (`kill -CONT {pid}`), or let whoever stopped it finish"),
-    )
 }
 
 pub fn from_load_error(error: &LoadError) -> Fault {

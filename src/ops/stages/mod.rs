@@ -8,7 +8,8 @@
 //! 4. `choose_map`: the GPU map of a restore;
 //! 5. `lock`: one cudackpt at a time per process; then (5b) the GPU-memory
 //!    pre-flight of a restore, which needs the map;
-//! 6. the drain (`ops::drain`), when asked for;
+//! 6. `drain`, when asked for: the handshake (`crate::drain`) before the
+//!    calls, the rebuilds after them;
 //! 7. the driver calls (`ops::execute`), watched by `postmortem` for a
 //!    target that dies;
 //! 8. `finish`: records and `--verify` after the calls;
@@ -17,6 +18,7 @@
 
 pub mod check;
 pub mod choose_map;
+pub mod drain;
 pub mod dry_run;
 pub mod finish;
 pub mod lock;

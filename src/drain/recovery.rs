@@ -4,14 +4,13 @@
 
 use std::time::{Duration, Instant};
 
-use crate::drain::handshake;
-use crate::drain::ledger::{DrainNote, DrainPhase, SignalLedger, Signalled};
-use crate::drain::protocol::{self, DrainSignal};
-use crate::drain::rebuild::rebuild;
-use crate::drain::report::DrainRecord;
-use crate::drain::settings::DEFAULT_DRAIN_TIMEOUT;
+use super::handshake;
+use super::ledger::{DrainNote, DrainPhase, SignalLedger, Signalled};
+use super::protocol::{self, DrainSignal};
+use super::rebuild::rebuild;
+use super::report::DrainRecord;
+use super::settings::DEFAULT_DRAIN_TIMEOUT;
 use crate::targets::process::Target;
-use crate::vocabulary::timeout::format_duration;
 
 /// What `recover` did for a drained group a dead cudackpt left.
 #[derive(Default)]
@@ -153,7 +152,8 @@ fn delivered(
         }
         std::thread::sleep(handshake::POLL);
     }
-    let waited = format_duration(timeout);
+    // Seconds, as the drain timeout is given.
+    let waited = format!("{:.1} s", timeout.as_secs_f64());
     if owed_before {
         let marker = handshake::shows_marker(pid);
         SignalVerdict {
