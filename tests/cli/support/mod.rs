@@ -515,17 +515,50 @@ pub struct Fixture {
     /// runs cudackpt as another user (the checkout may be private: a clone
     /// under a 0700 directory).
     world_fake: OnceLock<PathBuf>,
+    /// Kills what the test left running, when the fixture goes.
+    _left_running: LeftRunning,
+}
+
+/// A test is over when its fixture goes: any process still running with
+/// the fixture's state directory in its environment (a job a test started,
+/// or that CRIU restored for it, and did not end) is killed then, and said
+/// on stderr, so no test leaves one behind whatever its path through.
+struct LeftRunning(PathBuf);
+
+impl Drop for LeftRunning {
+    fn drop(&mut self) {
+        let mark = format!("FAKE_CUDA_STATE_DIR={}", self.0.display());
+        let me = std::process::id().to_string();
+        for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let pid = entry.file_name().to_string_lossy().into_owned();
+            if pid == me || !pid.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            let ours = fs::read(entry.path().join("environ"))
+                .is_ok_and(|environ| environ.split(|b| *b == 0).any(|e| e == mark.as_bytes()));
+            if ours {
+                let comm = fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+                eprintln!(
+                    "the fixture's end kills PID {pid} ({}), left running",
+                    comm.trim()
+                );
+                let _ = StdCommand::new("kill").args(["-9", &pid]).status();
+            }
+        }
+    }
 }
 
 impl Fixture {
     pub fn new() -> Fixture {
         // Build (or find) the fake before anything else needs it.
         fake_libcuda();
+        let dir = tempfile::Builder::new()
+            .prefix("cudackpt-test-")
+            .tempdir()
+            .expect("tempdir");
         Fixture {
-            dir: tempfile::Builder::new()
-                .prefix("cudackpt-test-")
-                .tempdir()
-                .expect("tempdir"),
+            _left_running: LeftRunning(dir.path().to_path_buf()),
+            dir,
             devices: None,
             kernel_gpus: true,
             nvml: false,
