@@ -265,6 +265,31 @@ pub struct NotText {
     pub raw: String,
 }
 
+/// Why a variable cudackpt reads cannot be used; each names the variable.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvError {
+    #[error(transparent)]
+    NotText(#[from] NotText),
+    #[error("{name}: {why}")]
+    Invalid {
+        name: &'static str,
+        #[source]
+        why: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl EnvError {
+    /// The error of a value of `name` that does not parse.
+    pub fn invalid<E: std::error::Error + Send + Sync + 'static>(
+        name: &'static str,
+    ) -> impl FnOnce(E) -> EnvError {
+        move |why| EnvError::Invalid {
+            name,
+            why: Box::new(why),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

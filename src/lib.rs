@@ -118,12 +118,13 @@ pub use targets::process::{IdentityLost, TargetError};
 /// free to change in any release.
 #[doc(hidden)]
 pub mod internal {
-    pub use crate::cli::criu_hook::plugin_settings as criu_plugin_settings;
     pub use crate::cli::main as cli_main;
-    pub use crate::commands::criu_plugin;
+    pub use crate::commands::criu::plugin as criu_plugin;
+    pub use crate::commands::criu::settings::plugin_settings as criu_plugin_settings;
     pub use crate::commands::pattern;
     pub use crate::drain::protocol as drain_protocol;
     pub use crate::exit::ALL as EXIT_STATUSES;
+    pub use crate::output::criu_log::lines as criu_log_lines;
     pub use crate::output::json::schemas;
     pub use crate::targets::discover::{mounts, Mount};
     pub use crate::targets::memory::v1_memory_hierarchy;

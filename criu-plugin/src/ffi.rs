@@ -8,7 +8,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::ptr;
 
 use cudackpt::internal::criu_plugin::{
-    criu_version, version_not_said, HookAnswer, Host, Level, Plugin, NAME,
+    criu_version, version_not_said, HookAnswer, Host, Level, Plugin, Said, NAME,
 };
 
 use crate::helper::Helper;
@@ -260,6 +260,12 @@ impl Host for Criu {
         // SAFETY: print_on_level(level, format, ...) with the format "%s"
         // and one NUL-terminated string.
         unsafe { print(criu_level, c"%s".as_ptr(), text.as_ptr()) };
+    }
+
+    fn say(&self, said: Said<'_>) {
+        for (level, line) in cudackpt::internal::criu_log_lines(&said) {
+            self.log(level, &line);
+        }
     }
 
     fn add_to_inventory(&self) -> bool {

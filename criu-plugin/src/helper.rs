@@ -11,7 +11,7 @@
 //! only CRIU's process may do: its images' inventory, and ptrace of the
 //! restore threads CRIU holds stopped.
 
-use cudackpt::internal::criu_plugin::{HookAnswer, Host, Level, Plugin};
+use cudackpt::internal::criu_plugin::{HookAnswer, Host, Level, Plugin, Said};
 
 use crate::ffi::{self, Criu, RunningThreads};
 use crate::link::{decode_reply, encode_reply, Ask, Hook, Link, Reply, Request};
@@ -98,6 +98,10 @@ impl InHelper<'_> {
 impl Host for InHelper<'_> {
     fn log(&self, level: Level, line: &str) {
         self.criu.log(level, line);
+    }
+
+    fn say(&self, said: Said<'_>) {
+        self.criu.say(said);
     }
 
     fn add_to_inventory(&self) -> bool {

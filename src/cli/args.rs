@@ -14,7 +14,7 @@ use crate::output::ColorChoice;
 use crate::targets::identity::Identity;
 use crate::targets::process::parse_pid;
 use crate::vocabulary::timeout::{
-    parse_duration_with_unit, parse_timeout, InvalidDuration, Timeout,
+    parse_drain_timeout, parse_duration_with_unit, parse_timeout, Timeout,
 };
 
 /// Checkpoint and restore the CUDA state of running processes.
@@ -266,25 +266,6 @@ impl HandshakeArg {
 
 fn parse_drain_signal(text: &str) -> Result<DrainSignal, InvalidSignal> {
     DrainSignal::parse(text)
-}
-
-/// Why a text is no drain timeout.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InvalidDrainTimeout {
-    #[error(transparent)]
-    Duration(#[from] InvalidDuration),
-    #[error("{0:?}: a drain needs a limit (0 would wait for ever); e.g. 30s")]
-    Endless(String),
-}
-
-/// A drain needs a limit: with none, a job that never answers would wait,
-/// stopped at its step boundary, for ever. It is cudackpt's own duration,
-/// so it needs its unit (SPEC section 3): `--drain-timeout 5000` could be
-/// read as seconds or milliseconds, and is refused naming both.
-pub fn parse_drain_timeout(text: &str) -> Result<Duration, InvalidDrainTimeout> {
-    parse_duration_with_unit(text)?
-        .as_duration()
-        .ok_or_else(|| InvalidDrainTimeout::Endless(text.to_string()))
 }
 
 // Asking before acting.

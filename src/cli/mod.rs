@@ -17,7 +17,7 @@ use std::ffi::OsString;
 
 use crate::cli::args::{Cli, Command, GlobalArgs};
 use crate::cli::validate::{DiskCommand, ProcessCommand};
-use crate::commands::criu_hook as hook;
+use crate::commands::criu::action_script as hook;
 use crate::commands::{check, demo, devices, disk, doctor, install_compat, ps, recover};
 use crate::exit::ExitStatus;
 use crate::gpu::inventory::Inventory;
@@ -192,7 +192,7 @@ pub fn run(cli: Cli) -> ExitStatus {
             };
             // The detached helpers have no terminal: log what they did.
             if !resume_when_thawed.is_empty() || !after_criu.is_empty() {
-                hook::log_outcome(&report);
+                hook::log_outcome(&output::criu_log::outcome_line(&report));
             }
             sink.finish(&report)
         }

@@ -1,7 +1,8 @@
 //! The commands that are not one pass of the process pipeline: `check`
 //! (two dry runs), `demo`, `devices`, `doctor` (with `headroom`, its
 //! cgroup check), `ps` (the pipeline's `state` plus NVML), `recover`,
-//! `install_compat`, `disk` (`dump` and `undump`: a job to disk and back
+//! `install_compat`, `criu` (cudackpt's action script and plugin for
+//! CRIU), `disk` (`dump` and `undump`: a job to disk and back
 //! through CRIU), and `pattern` (the data `demo` and the GPU test target
 //! write). Each returns a report value and never prints; `output` renders
 //! it.
@@ -9,8 +10,7 @@
 //! May use: `api`, `ops`, `gpu`, `targets`, `driver`, `exit`, `files`, `environment`.
 
 pub mod check;
-pub mod criu_hook;
-pub mod criu_plugin;
+pub mod criu;
 pub mod demo;
 pub mod devices;
 pub mod disk;

@@ -8,6 +8,7 @@
 //! May use: `commands`, `ops`, `gpu`, `driver`, `targets`, `exit` (for the
 //! reports it renders) and `environment`; never `cli`.
 
+pub mod criu_log;
 mod demo;
 mod devices;
 pub mod disk;

@@ -110,6 +110,25 @@ pub fn parse_duration_with_unit(text: &str) -> Result<Timeout, InvalidDuration> 
     parse_timeout(trimmed)
 }
 
+/// Why a text is no drain timeout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidDrainTimeout {
+    #[error(transparent)]
+    Duration(#[from] InvalidDuration),
+    #[error("{0:?}: a drain needs a limit (0 would wait for ever); e.g. 30s")]
+    Endless(String),
+}
+
+/// A drain needs a limit: with none, a job that never answers would wait,
+/// stopped at its step boundary, for ever. It is cudackpt's own duration,
+/// so it needs its unit (SPEC section 3): `--drain-timeout 5000` could be
+/// read as seconds or milliseconds, and is refused naming both.
+pub fn parse_drain_timeout(text: &str) -> Result<Duration, InvalidDrainTimeout> {
+    parse_duration_with_unit(text)?
+        .as_duration()
+        .ok_or_else(|| InvalidDrainTimeout::Endless(text.to_string()))
+}
+
 /// A duration the way people read it: `0.412 ms`, `12.3 ms`, `1.302 s`.
 pub fn format_duration(duration: Duration) -> String {
     let millis = duration.as_secs_f64() * 1000.0;

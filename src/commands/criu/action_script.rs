@@ -2,8 +2,9 @@
 //! checkpointing to CRIU versions without the CUDA plugin (docs/guide/criu.md,
 //! "NVIDIA-compatible mode and CRIU"). Its grammar, the environment CRIU
 //! sets (`CRTOOLS_SCRIPT_ACTION`, `CRTOOLS_INIT_PID`) and cudackpt's own
-//! variables, is read once in `cli::criu_hook` into a [`HookPlan`]; here
-//! is what each action does:
+//! variables, is read once (`cli::criu_hook` for the action,
+//! [`super::settings`] for the rest) into a [`HookPlan`]; here is what
+//! each action does:
 //!
 //! - `pre-dump`: the tree still runs; suspend every CUDA process in it (all
 //!   or nothing: a failure rolls the group back and exits non-zero, which
@@ -31,8 +32,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::settings::{HookSettings, Unusable};
 use crate::api::group::Group;
-use crate::drain::settings::DrainSettings;
 use crate::gpu::map::MapSpec;
 use crate::ops::journal::handoff::{self as criu_handoff, Handoff};
 use crate::ops::Selectors;
@@ -58,23 +59,23 @@ pub enum HookStep {
     Nothing,
 }
 
-/// What the hook's environment sets for every group it runs, read once
-/// (the detached helpers inherit it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct HookSettings {
-    /// `CUDACKPT_YES=1`: acting on the tree of PID 1, the whole host.
-    pub confirmed: bool,
-    /// `CUDACKPT_FORCE=1`: restore despite the memory pre-flight.
-    pub force: bool,
-    /// `CUDACKPT_DRAIN`, `CUDACKPT_DRAIN_SIGNAL`, `CUDACKPT_DRAIN_TIMEOUT`.
-    pub drain: DrainSettings,
-}
-
 /// One run of the hook, as its grammar converted it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HookPlan {
     pub step: HookStep,
     pub settings: HookSettings,
+}
+
+/// The hook's report of an environment it cannot use: CRIU's own
+/// variables wrong, or cudackpt's (a usage failure naming what to set).
+pub fn unusable(unusable: Unusable) -> CommandReport {
+    match unusable.hint {
+        None => hook_failure(unusable.message),
+        Some(hint) => CommandReport {
+            failure: Some(Fault::new(FaultKind::Usage, unusable.message, hint)),
+            ..CommandReport::new("criu-hook", Duration::ZERO)
+        },
+    }
 }
 
 /// How long the post-dump waiter waits for CRIU to thaw the tree.
@@ -380,30 +381,11 @@ fn wait_for_exit(pid: i32) {
     }
 }
 
-/// Writes what a detached helper (the thaw waiter, the CRIU watcher) did
-/// where an administrator finds it: syslog (`/dev/log`, read by journald),
-/// else `criu-hook.log` in the run directory.
-pub fn log_outcome(report: &CommandReport) {
-    let verdict = if report.ok() { "done" } else { "FAILED" };
-    let mut line = format!("criu-hook {verdict}:");
-    for p in &report.processes {
-        let state = p.state.map_or("unknown".to_string(), |s| s.to_string());
-        line.push_str(&format!(" PID {} {state}", p.pid));
-        if let Some(failure) = &p.failure {
-            line.push_str(&format!(" ({})", failure.message));
-        }
-        line.push(';');
-    }
-    for warning in report
-        .warnings
-        .iter()
-        .chain(report.failure.iter().map(|f| &f.message))
-    {
-        line.push_str(&format!(" {warning};"));
-    }
-    if report.processes.is_empty() && report.failure.is_none() {
-        line.push_str(" nothing to resume (the processes are gone);");
-    }
+/// Writes `line`, what a detached helper (the thaw waiter, the CRIU
+/// watcher) did (`output::criu_log::outcome_line`), where an
+/// administrator finds it: syslog (`/dev/log`, read by journald), else
+/// `criu-hook.log` in the run directory.
+pub fn log_outcome(line: &str) {
     let syslog = format!("<13>cudackpt[{}]: {line}", std::process::id());
     let sent = std::os::unix::net::UnixDatagram::unbound()
         .and_then(|socket| socket.send_to(syslog.as_bytes(), "/dev/log"));

@@ -24,17 +24,14 @@
 //! outlives the command): a CRIU that dies mid-dump leaves the record, and
 //! `cudackpt recover` puts the group back to running; `fini` removes it.
 
-use std::path::PathBuf;
-
+pub use super::settings::PluginSettings;
 use crate::api::group::Group;
-use crate::commands::criu_hook::HookSettings;
 use crate::driver::Driver;
 use crate::gpu::map::MapSpec;
 use crate::targets::identity::Identity;
 use crate::vocabulary::plan::{DriverCall, Operation};
 use crate::vocabulary::prose;
 use crate::vocabulary::report::CommandReport;
-use crate::vocabulary::timeout::Timeout;
 
 /// The plugin's name in CRIU's log and in the images' inventory: a restore
 /// of images it dumped needs it (CRIU refuses without it).
@@ -93,10 +90,29 @@ pub enum HookAnswer {
     Failed,
 }
 
+/// What the plugin tells CRIU's log beside its messages, for the host to
+/// write: the lines are rendered in `output::criu_log`, as a terminal's
+/// are in `output` (`internal::criu_log_lines`).
+pub struct Said<'a>(pub(crate) Saying<'a>);
+
+/// What [`Said`] holds.
+pub(crate) enum Saying<'a> {
+    /// A group command (`what`: suspend, lock, checkpoint, resume,
+    /// rebuild) and its report.
+    Report(&'a str, &'a CommandReport),
+    /// The first pause hook's pre-flights: processes weighed, time spent.
+    Preflights {
+        processes: usize,
+        spent: std::time::Duration,
+    },
+}
+
 /// What CRIU gives the plugin, behind the ABI's fence.
 pub trait Host {
     /// Writes a line to CRIU's log.
     fn log(&self, level: Level, line: &str);
+    /// Writes what the plugin says of a command to CRIU's log.
+    fn say(&self, said: Said<'_>);
     /// Marks the images as needing this plugin to restore.
     fn add_to_inventory(&self) -> bool;
     /// Whether the images were dumped with this plugin (and takes the mark).
@@ -115,20 +131,6 @@ pub trait Host {
         tids: &[i32],
         work: &mut dyn FnMut(),
     ) -> Result<(), String>;
-}
-
-/// What the plugin is told by its environment (`CUDACKPT_*`, as the action
-/// script is): read by `internal::criu_plugin_settings`.
-#[derive(Debug, Clone)]
-pub struct PluginSettings {
-    /// The driver library (`CUDACKPT_LIBCUDA`), else the host's.
-    pub(crate) libcuda: Option<PathBuf>,
-    /// Force, drain, confirmation: as the action script reads them.
-    pub(crate) hook: HookSettings,
-    /// How long a lock may wait (`CUDACKPT_LOCK_TIMEOUT`, else 10 s).
-    pub(crate) lock_timeout: Timeout,
-    /// The GPUs a restore goes onto (`CUDACKPT_MAP`).
-    pub(crate) map: MapSpec,
 }
 
 /// One CRIU run's plugin: created at `init`, dropped at `fini`.
@@ -227,15 +229,15 @@ impl Plugin {
             .options(self.settings.hook.force, false, true)
             .run(Operation::Suspend { timeout });
         if !weighed.ok() {
-            log_report(host, "suspend", &weighed);
+            host.say(Said(Saying::Report("suspend", &weighed)));
             return HookAnswer::Failed;
         }
-        host.log(
-            Level::Debug,
-            &preflight_line(weighed.processes.len(), started.elapsed()),
-        );
+        host.say(Said(Saying::Preflights {
+            processes: weighed.processes.len(),
+            spent: started.elapsed(),
+        }));
         let locked = self.dump_group(pid).run(Operation::Lock { timeout });
-        log_report(host, "lock", &locked);
+        host.say(Said(Saying::Report("lock", &locked)));
         if !locked.ok() {
             return HookAnswer::Failed;
         }
@@ -265,7 +267,7 @@ impl Plugin {
                     .options(true, false, false)
                     .run(Operation::Checkpoint)
             });
-            log_report(host, "checkpoint", &report);
+            host.say(Said(Saying::Report("checkpoint", &report)));
             if !report.ok() {
                 return HookAnswer::Failed;
             }
@@ -317,7 +319,7 @@ impl Plugin {
         match self.stage {
             Stage::Restore if ret == 0 => {
                 let rebuilt = self.group().pids(self.moved.clone()).run(Operation::Resume);
-                log_report(host, "rebuild", &rebuilt);
+                host.say(Said(Saying::Report("rebuild", &rebuilt)));
             }
             Stage::Dump => self.finish_dump(host, ret),
             _ => {}
@@ -397,7 +399,7 @@ impl Plugin {
                 .map_spec(map)
                 .run(Operation::Resume)
         });
-        log_report(host, "resume", &report);
+        host.say(Said(Saying::Report("resume", &report)));
         report
     }
 
@@ -421,7 +423,7 @@ impl Plugin {
             host.log(Level::Error, &why);
         }
         report.unwrap_or_else(|| {
-            crate::commands::criu_hook::hook_failure(
+            super::action_script::hook_failure(
                 "the restore threads could not be let run, so the driver was not called",
             )
         })
@@ -576,109 +578,6 @@ fn moved_by(report: &CommandReport, call: DriverCall) -> Vec<i32> {
         .collect()
 }
 
-/// What a group command did, a line a process, in CRIU's log.
-fn log_report(host: &dyn Host, what: &str, report: &CommandReport) {
-    for (level, line) in report_lines(what, report) {
-        host.log(level, &line);
-    }
-}
-
-/// The lines [`log_report`] writes (pure).
-pub(crate) fn report_lines(what: &str, report: &CommandReport) -> Vec<(Level, String)> {
-    let mut lines = Vec::new();
-    if let Some(fault) = &report.failure {
-        lines.push((Level::Error, format!("{what} refused: {}", fault.message)));
-        lines.extend(
-            fault
-                .hint
-                .iter()
-                .map(|h| (Level::Error, format!("hint: {h}"))),
-        );
-    }
-    for p in &report.processes {
-        // A process names itself: no name may forge a line of CRIU's log.
-        let name = crate::targets::name::printable(p.name.as_deref().unwrap_or("?"));
-        match &p.failure {
-            None => {
-                let state = p.state.map_or("unknown".to_string(), |s| s.to_string());
-                lines.push((
-                    Level::Info,
-                    format!("{what}: PID {} ({name}) {state}", p.pid),
-                ));
-            }
-            Some(fault) => {
-                lines.push((
-                    Level::Error,
-                    format!("{what}: PID {} ({name}): {}", p.pid, fault.message),
-                ));
-                lines.extend(
-                    fault
-                        .hint
-                        .iter()
-                        .map(|h| (Level::Error, format!("hint: {h}"))),
-                );
-            }
-        }
-        if let Some(fault) = &p.rollback_failure {
-            lines.push((
-                Level::Error,
-                format!("{what}: PID {} not rolled back: {}", p.pid, fault.message),
-            ));
-        }
-    }
-    lines.extend(
-        report
-            .warnings
-            .iter()
-            .map(|w| (Level::Warn, format!("{what}: {w}"))),
-    );
-    if !report.processes.is_empty() {
-        lines.push((Level::Debug, timing_line(what, report)));
-    }
-    lines
-}
-
-/// The `-v4` line that says how long a group command took and how much of
-/// it was the driver's (pure). The group runs each step side by side and
-/// waits for the slowest before the next (all restores, then all unlocks),
-/// so the driver's share is, step by step, the longest process's call; the
-/// rest is the plugin's own (reading the processes, the records, the
-/// threads).
-pub(crate) fn timing_line(what: &str, report: &CommandReport) -> String {
-    let mut longest: Vec<(DriverCall, bool, std::time::Duration)> = Vec::new();
-    for step in report.processes.iter().flat_map(|p| &p.steps) {
-        match longest
-            .iter_mut()
-            .find(|(call, rollback, _)| *call == step.step && *rollback == step.rollback)
-        {
-            Some(slowest) => slowest.2 = slowest.2.max(step.duration),
-            None => longest.push((step.step, step.rollback, step.duration)),
-        }
-    }
-    let driver: std::time::Duration = longest.iter().map(|(_, _, took)| *took).sum();
-    format!(
-        "{what}: {} in {} ms, {} ms of it the driver's calls (each step's slowest process)",
-        prose::count(report.processes.len(), "process", "processes"),
-        milliseconds(report.duration),
-        milliseconds(driver)
-    )
-}
-
-/// The `-v4` line that says how long the first hook's pre-flights took,
-/// before any change (pure).
-fn preflight_line(processes: usize, spent: std::time::Duration) -> String {
-    format!(
-        "pre-flights: the tree scanned and {} weighed in {} ms, before any change",
-        prose::count(processes, "process", "processes"),
-        milliseconds(spent)
-    )
-}
-
-/// A duration in milliseconds, to the hundredth (pure).
-fn milliseconds(spent: std::time::Duration) -> String {
-    format!("{:.2}", spent.as_secs_f64() * 1000.0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -711,60 +610,6 @@ mod tests {
         assert!(refused.contains("4.2.1"), "{refused}");
         let refused = known_criu(None).expect_err("unknown");
         assert!(refused.contains("could not tell"), "{refused}");
-    }
-
-    #[test]
-    fn a_process_name_cannot_forge_a_line_of_criu_s_log() {
-        let mut report = CommandReport::new("lock", std::time::Duration::ZERO);
-        report
-            .processes
-            .push(crate::vocabulary::report::TargetReport::new(
-                7,
-                Some("job\n(00.000001) cudackpt: lock: PID 1 (init) locked".to_string()),
-            ));
-        let lines = report_lines("lock", &report);
-        let said: Vec<_> = lines.iter().filter(|l| l.0 == Level::Info).collect();
-        assert_eq!(said.len(), 1, "{lines:?}");
-        assert!(lines.iter().all(|l| !l.1.contains('\n')), "{lines:?}");
-        assert!(lines[0].1.contains("job\\x0a(00.000001)"), "{lines:?}");
-    }
-
-    #[test]
-    fn a_group_command_says_its_time_and_the_driver_s_share() {
-        use crate::vocabulary::report::{CallRecord, TargetReport};
-        let call = |step, micros, rollback| CallRecord {
-            step,
-            duration: std::time::Duration::from_micros(micros),
-            ok: true,
-            rollback,
-        };
-        let mut report = CommandReport::new("resume", std::time::Duration::from_micros(95_310));
-        // Each process's restores run side by side, then each unlock: the
-        // driver's share is the slowest restore and the slowest unlock,
-        // though no one process was slowest at both.
-        for (pid, restore, unlock) in [(7, 60_000, 5_000), (8, 40_000, 30_120)] {
-            let mut p = TargetReport::new(pid, None);
-            p.steps = vec![
-                call(DriverCall::Restore, restore, false),
-                call(DriverCall::Unlock, unlock, false),
-            ];
-            report.processes.push(p);
-        }
-        assert_eq!(
-            timing_line("resume", &report),
-            "resume: 2 processes in 95.31 ms, 90.12 ms of it the driver's calls (each step's slowest process)"
-        );
-        let lines = report_lines("resume", &report);
-        assert_eq!(lines.last().map(|l| l.0), Some(Level::Debug), "{lines:?}");
-        assert!(report_lines(
-            "lock",
-            &CommandReport::new("lock", std::time::Duration::ZERO)
-        )
-        .is_empty());
-        assert_eq!(
-            preflight_line(1, std::time::Duration::from_micros(2_500)),
-            "pre-flights: the tree scanned and 1 process weighed in 2.50 ms, before any change"
-        );
     }
 
     #[test]
