@@ -32,8 +32,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::lifecycle;
 use super::settings::{HookSettings, Unusable};
-use crate::api::group::Group;
 use crate::gpu::map::MapSpec;
 use crate::ops::journal::handoff::{self as criu_handoff, Handoff};
 use crate::ops::Selectors;
@@ -126,16 +126,12 @@ fn run_on(
     map: MapSpec,
 ) -> CommandReport {
     let dump_follows = operation.checkpoints();
-    let mut group = Group::new()
-        .libcuda_option(libcuda)
+    let mut group = lifecycle::group(libcuda, settings)
         .selectors(Selectors {
             trees,
             candidates,
             ..Selectors::default()
         })
-        .confirmed(settings.confirmed)
-        .options(settings.force, false, false)
-        .drain_options(settings.drain)
         .map_spec(map);
     if dump_follows {
         group = group.criu_dump(criu());

@@ -9,10 +9,12 @@
 //! program is the disk commands' (`disk/criu_*`).
 //!
 //! - [`settings`]: what the environment says, read once.
+//! - [`lifecycle`]: the group a CRIU run acts on, for both faces.
 //! - [`action_script`]: what each CRIU action does, and the detached
 //!   helpers (the watcher of a failed dump, the waiter for a thaw).
 //! - [`plugin`]: what each plugin hook does, behind a `Host`.
 
 pub mod action_script;
+pub mod lifecycle;
 pub mod plugin;
 pub mod settings;

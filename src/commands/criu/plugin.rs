@@ -24,11 +24,13 @@
 //! outlives the command): a CRIU that dies mid-dump leaves the record, and
 //! `cudackpt recover` puts the group back to running; `fini` removes it.
 
+use super::lifecycle;
 pub use super::settings::PluginSettings;
 use crate::api::group::Group;
 use crate::driver::Driver;
 use crate::gpu::map::MapSpec;
 use crate::targets::identity::Identity;
+use crate::vocabulary::failure::{Fault, FaultKind};
 use crate::vocabulary::plan::{DriverCall, Operation};
 use crate::vocabulary::prose;
 use crate::vocabulary::report::CommandReport;
@@ -422,10 +424,13 @@ impl Plugin {
         if let Err(why) = host.with_restore_threads_running(&tids, &mut work) {
             host.log(Level::Error, &why);
         }
-        report.unwrap_or_else(|| {
-            super::action_script::hook_failure(
+        report.unwrap_or_else(|| CommandReport {
+            failure: Some(Fault::new(
+                FaultKind::DriverError,
                 "the restore threads could not be let run, so the driver was not called",
-            )
+                "see CRIU's log above for why; `cudackpt recover` puts the group back once CRIU has ended",
+            )),
+            ..CommandReport::new("criu-plugin", std::time::Duration::ZERO)
         })
     }
 
@@ -449,22 +454,14 @@ impl Plugin {
     /// The group of a dump's first hook: the tree of `root`, for this CRIU.
     fn dump_group(&self, root: i32) -> Group<'_> {
         self.group()
-            .selectors(crate::ops::Selectors {
-                trees: vec![root],
-                ..crate::ops::Selectors::default()
-            })
+            .selectors(lifecycle::tree(Some(root), Vec::new()))
             .criu_dump(self.criu)
     }
 
     /// The group this plugin runs: the settings, and no signal handling of
     /// its own (CRIU's process: CRIU owns its signals).
     fn group(&self) -> Group<'_> {
-        Group::new()
-            .libcuda_option(self.settings.libcuda.as_deref())
-            .confirmed(self.settings.hook.confirmed)
-            .options(self.settings.hook.force, false, false)
-            .drain_options(self.settings.hook.drain)
-            .embedded()
+        lifecycle::group(self.settings.libcuda.as_deref(), &self.settings.hook).embedded()
     }
 
     /// Whether the plugin stays out of this run (a pre-dump; a restore of
