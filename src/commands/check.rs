@@ -9,9 +9,9 @@ use std::time::Instant;
 
 use crate::api::group::Group;
 use crate::drain::settings::DrainSettings;
-use crate::ops::Selectors;
 use crate::vocabulary::plan::Operation;
 use crate::vocabulary::report::{CommandReport, TargetReport};
+use crate::vocabulary::request::Selectors;
 use crate::vocabulary::timeout::Timeout;
 
 /// One dry run's word on a process.

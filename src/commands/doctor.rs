@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::commands::devices;
-use crate::commands::disk::criu_tool;
+use crate::commands::disk::criu_tool::find as criu_tool;
 use crate::commands::headroom;
 use crate::driver::{format_version, Driver, CHECKPOINT_FUNCTIONS};
 use crate::exit::ExitStatus;
@@ -178,7 +178,7 @@ fn parse_thp(text: &str) -> Option<&str> {
 
 /// What this driver is known to restore, from the facts table in force.
 fn restorability_check(cuda_version: Option<i32>) -> Check {
-    use crate::ops::preflight::restorable::{facts_for, Verdict};
+    use crate::ops::doors::preflights::{facts_for, Verdict};
     let facts = facts_for(cuda_version);
     let word = |verdict| match verdict {
         Verdict::Lost => "refused (never restored)",

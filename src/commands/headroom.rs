@@ -3,12 +3,12 @@
 //! copies each process's GPU memory into its host memory, charged to its
 //! cgroup, so a container needs headroom at least its GPU footprint; this
 //! says whether it has it before anyone tries (the same arithmetic as the
-//! checkpoint's pre-flight, `ops::preflight::host_memory::judge`).
+//! checkpoint's pre-flight, `ops::doors::preflights::judge`).
 
 use std::path::Path;
 
 use crate::gpu::nvml;
-use crate::ops::preflight::host_memory::{judge, HostNeed};
+use crate::ops::doors::preflights::{judge, HostNeed};
 use crate::targets::cgroup::Cgroup;
 use crate::targets::memory::{self, CgroupLevel};
 

@@ -7,9 +7,9 @@ use std::path::Path;
 
 use crate::api::group::Group;
 use crate::gpu::nvml;
-use crate::ops::journal::intent;
-use crate::ops::Selectors;
+use crate::ops::doors::records as intent;
 use crate::vocabulary::report::{CommandReport, GpuBytes, Layout};
+use crate::vocabulary::request::Selectors;
 
 pub fn run(libcuda: Option<&Path>, selectors: Selectors) -> CommandReport {
     let mut report = Group::new()

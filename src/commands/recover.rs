@@ -16,7 +16,9 @@ use crate::drain::ledger::DrainNote;
 use crate::drain::recovery::{self, Bounds};
 use crate::drain::report::DrainVerdict;
 use crate::drain::settings::DrainSettings;
-use crate::ops::journal::intent::{self, Claimed, Intent, NotClaimed, RecordedProcess, Start};
+use crate::ops::doors::records::{
+    self as intent, Claimed, Intent, NotClaimed, RecordedProcess, Start,
+};
 use crate::vocabulary::failure::{Fault, FaultKind};
 use crate::vocabulary::plan::Operation;
 use crate::vocabulary::report::CommandReport;
@@ -62,7 +64,7 @@ fn rebuild_drained(
         };
         let process = &mut report.processes[at];
         if drain.outcome == DrainVerdict::RebuildFailed && process.failure.is_none() {
-            process.failure = Some(crate::ops::diagnose::rebuild_failed(
+            process.failure = Some(intent::rebuild_failed(
                 pid,
                 drain.signal,
                 drain.rebuild_error.as_deref(),
@@ -95,7 +97,7 @@ fn stopped_by() -> &'static Arc<AtomicUsize> {
 /// Catches the signals that ask cudackpt to stop, for the whole recover:
 /// each only records itself (the last one to come).
 fn catch_signals() {
-    for (signal, _) in crate::ops::execute::interrupt::CAUGHT {
+    for (signal, _) in crate::ops::doors::signals::CAUGHT {
         let number = signal.as_raw();
         let _ =
             signal_hook::flag::register_usize(number, Arc::clone(stopped_by()), number as usize);
@@ -120,18 +122,18 @@ pub fn run(
     if !dry_run && !stop_asked() {
         // Housekeeping: the lock files of processes gone since (a live
         // process keeps its file between commands; see pidlock).
-        let pruned = crate::ops::journal::pidlock::prune();
+        let pruned = intent::prune_lock_files();
         tracing::debug!(pruned, "removed stale lock files");
         let pruned = crate::drain::left_drained::prune();
         tracing::debug!(pruned, "forgot drained processes gone since");
-        let pruned = crate::ops::journal::handoff::prune();
+        let pruned = intent::prune_handoffs();
         tracing::debug!(
             pruned,
             "removed what pre-dumps left for CRIU processes gone since"
         );
     }
     if let Ok(signal @ 1..) = i32::try_from(stopped_by().load(Ordering::SeqCst)) {
-        let name = crate::ops::execute::interrupt::signal_name(signal);
+        let name = crate::ops::doors::signals::signal_name(signal);
         report.failure = Some(Fault::interrupted(
             signal,
             format!("{name} came: recover stopped waiting once the driver calls in flight had returned; the processes above are where it left them, and the records it did not finish stay"),
@@ -206,7 +208,7 @@ fn recover_where(
     // the thousand, or a pids limit that lets no thread start, are still
     // all recovered. This cudackpt's own records come first (`abandoned`
     // lists them first), so other users' cannot hold them up.
-    let each: Vec<CommandReport> = crate::ops::execute::concurrently(&records, |record| {
+    let each: Vec<CommandReport> = crate::ops::doors::concurrently(&records, |record| {
         let path = &record.0;
         let mut one = CommandReport::new("recover", started.elapsed());
         // One recover at a time per record: a second one sends nothing.

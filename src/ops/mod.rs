@@ -23,6 +23,7 @@
 //! `files`, `environment`.
 
 pub mod diagnose;
+pub mod doors;
 pub mod execute;
 pub mod journal;
 pub mod preflight;

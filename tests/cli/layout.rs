@@ -272,16 +272,59 @@ fn only_the_library_face_runs_the_pipeline() {
     );
 }
 
-/// The floors inside `ops/`, top first: the pipeline (`ops/mod.rs`) runs
-/// the stages (the drain's among them: the crate's `drain` floor is the
+/// The floors inside `ops/`, top first: the pipeline (`ops/mod.rs`), and
+/// beside it the named doors the commands use (`ops/doors.rs`); the
+/// pipeline runs the stages (the drain's among them: the crate's `drain` floor is the
 /// protocol whole); the stages use the pre-flights, the journal, the
 /// executor and the wording (the vocabulary every room speaks is a floor
 /// of the crate's, below `ops`).
 const OPS_FLOORS: [&[&str]; 6] = [
-    &["mod"],
+    &["mod", "doors"],
     &["stages"],
     &["preflight"],
     &["journal"],
     &["execute"],
     &["diagnose"],
 ];
+
+/// The commands' imports of the pipeline that do not go through its named
+/// doors (`ops/doors.rs`), as `from -> to` (pure given the files).
+fn around_the_doors(files: &[(ModPath, PathBuf, String)]) -> Vec<String> {
+    let graph = layout_graph::graph(files);
+    let mut around = Vec::new();
+    for (from, targets) in &graph {
+        if from.first().map(String::as_str) != Some("commands") {
+            continue;
+        }
+        for to in targets {
+            let into_ops = to.first().map(String::as_str) == Some("ops");
+            if into_ops && to.get(1).map(String::as_str) != Some("doors") {
+                around.push(format!("{} -> {}", from.join("::"), to.join("::")));
+            }
+        }
+    }
+    around
+}
+
+/// A command speaks to the library's face or to a named door of the
+/// pipeline, never to its rooms: a planted import of the journal from
+/// `ps` is seen.
+#[test]
+fn commands_reach_the_pipeline_only_through_its_doors() {
+    let around = around_the_doors(&source());
+    assert!(
+        around.is_empty(),
+        "commands that reach into ops around its doors (ops/doors.rs):\n{}",
+        around.join("\n")
+    );
+    let planted = around_the_doors(&planted(
+        &["commands", "ps"],
+        "\nfn planted() { let _ = crate::ops::journal::intent::abandoned; }\n",
+    ));
+    assert!(
+        planted
+            .iter()
+            .any(|w| w == "commands::ps -> ops::journal::intent::abandoned"),
+        "{planted:?}"
+    );
+}

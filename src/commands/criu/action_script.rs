@@ -35,14 +35,14 @@ use std::time::{Duration, Instant};
 use super::lifecycle;
 use super::settings::{HookSettings, Unusable};
 use crate::gpu::map::MapSpec;
-use crate::ops::journal::handoff::{self as criu_handoff, Handoff};
-use crate::ops::Selectors;
+use crate::ops::doors::criu::{self as criu_handoff, Handoff};
 use crate::targets::identity::Identity;
 use crate::targets::process;
 use crate::vocabulary::failure::{Fault, FaultKind};
 use crate::vocabulary::plan::Operation;
 use crate::vocabulary::prose;
 use crate::vocabulary::report::CommandReport;
+use crate::vocabulary::request::Selectors;
 use crate::vocabulary::timeout::Timeout;
 
 /// What the hook does at one CRIU action, with what the action needs.
@@ -187,7 +187,7 @@ fn suspend_tree(
         MapSpec::None,
     );
     let suspended = suspended_by(&report);
-    crate::ops::execute::failpoint::kill_at("before-watcher");
+    criu_handoff::kill_at("before-watcher");
     if !suspended.is_empty() {
         let criu = criu();
         hand_off(criu, root, &suspended, &mut report);
@@ -204,7 +204,7 @@ fn resume_after_dump(libcuda: Option<&Path>, settings: &HookSettings, root: i32)
     }
     // The dump went on: the record pre-dump handed to this CRIU is
     // not needed to put the group back any more.
-    crate::ops::journal::intent::release_handed_to(criu());
+    criu_handoff::release_handed_to(criu());
     // Exactly what this dump's pre-dump suspended, still the same
     // processes. The tree is frozen, and the driver would not answer
     // for a stopped process until it runs again: /proc alone says.

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use super::settings::HookSettings;
 use crate::api::group::Group;
-use crate::ops::Selectors;
+use crate::vocabulary::request::Selectors;
 
 /// The group of a CRIU run, its settings applied.
 pub fn group<'a>(libcuda: Option<&'a Path>, settings: &HookSettings) -> Group<'a> {

@@ -348,7 +348,7 @@ impl Plugin {
                 self.ask_to_rebuild(host);
             }
         }
-        crate::ops::journal::intent::release_handed_to(self.criu);
+        crate::ops::doors::criu::release_handed_to(self.criu);
     }
 
     /// Asks the drained processes of a dump that leaves them running to

@@ -21,11 +21,16 @@ use crate::vocabulary::plan::Operation;
 use crate::vocabulary::report::CommandReport;
 use crate::vocabulary::timeout::Timeout;
 
-use super::manifest::{
+use crate::commands::disk::criu_tool::find as criu_tool;
+use crate::commands::disk::criu_tool::run as criu_run;
+use crate::commands::disk::dump_checks::tree_facts;
+use crate::commands::disk::host_driver;
+use crate::commands::disk::images;
+use crate::commands::disk::manifest::{
     self, DumpTimings, Manifest, ManifestCriu, ManifestGpu, ManifestGpuUse, ManifestProcess,
 };
-use super::report::{DiskFailure, DiskReport};
-use super::{criu_run, criu_tool, host_driver, images, tree_facts, tree_state};
+use crate::commands::disk::report::{DiskFailure, DiskReport};
+use crate::commands::disk::tree_state;
 
 /// What a dump is asked to do.
 pub struct DumpSettings<'a> {

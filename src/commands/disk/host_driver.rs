@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::driver::Driver;
 use crate::targets::name::printable;
 
-use super::manifest::ManifestDriver;
+use crate::commands::disk::manifest::ManifestDriver;
 
 /// The driver's facts on this host; what cannot be read is `None`.
 pub fn facts(libcuda: Option<&Path>) -> ManifestDriver {

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::tree_facts::ChosenCriuOption;
+use crate::commands::disk::dump_checks::tree_facts::ChosenCriuOption;
 
 /// The manifest's file name in the images directory.
 pub const FILE_NAME: &str = "cudackpt-manifest.json";

@@ -4,40 +4,29 @@
 //! CRIU's restore. The engine is CRIU; cudackpt makes it one command and
 //! refuses what cannot work before anything changes.
 //!
-//! `criu_tool` (which CRIU), `tree_facts` (what the tree holds, CRIU's
-//! options; `connections` whether its TCP connections leave it, `ghosts`
-//! its deleted files), `images` (the directory, its room and size), `host_driver`,
-//! `manifest`, `placement` (GPUs at restore), `criu_run` (running CRIU),
-//! `tree_state` (whether the tree's CUDA processes run), `criu_images`
-//! (the open files CRIU's images recorded), `open_files` (those files
-//! against the host's before an undump), `ports` (the ports it listened
-//! on, against the host's sockets), `source` (the images an undump
-//! reads, held by descriptor, staged where another user could write them),
-//! `credentials` (what they would restore as: `descriptors` reads every
-//! descriptor of the images, `descriptor_bound` says which another user
-//! could not have made), `criu_messages` (CRIU's images as read), `restored_tree` (what a
-//! restore brought back, by pidfd),
-//! `dump`, `undump`, `report`.
+//! The rooms, by who uses them:
+//! - [`dump`] and [`undump`], the two commands, and their [`report`];
+//!   beside them what both use: the [`manifest`], the images directory
+//!   ([`images`]: its room and size), the host's driver
+//!   ([`host_driver`]), whether a tree's CUDA processes run
+//!   ([`tree_state`]);
+//! - [`dump_checks`]: what a dump weighs before any change (what the tree
+//!   holds and the options CRIU gets for it, its connections, its deleted
+//!   files);
+//! - [`undump_checks`]: what an undump weighs before CRIU restores
+//!   anything (the images held, who could have written them and what they
+//!   would restore as, the files the job had open, its ports, the GPUs it
+//!   lands on) and what a failed restore takes away;
+//! - [`criu_tool`]: CRIU as a program: which one, running it, reading its
+//!   images.
 
-pub mod connections;
-pub mod credentials;
-pub mod criu_images;
-pub mod criu_messages;
-pub mod criu_run;
 pub mod criu_tool;
-pub mod descriptor_bound;
-pub mod descriptors;
 pub mod dump;
-pub mod ghosts;
+pub mod dump_checks;
 pub mod host_driver;
 pub mod images;
 pub mod manifest;
-pub mod open_files;
-pub mod placement;
-pub mod ports;
 pub mod report;
-pub mod restored_tree;
-pub mod source;
-pub mod tree_facts;
 pub mod tree_state;
 pub mod undump;
+pub mod undump_checks;

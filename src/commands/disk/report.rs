@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::exit::ExitStatus;
 
-use super::manifest::Manifest;
+use crate::commands::disk::manifest::Manifest;
 
 /// Why a dump or an undump stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,8 +104,8 @@ impl DiskReport {
     /// signal) ends the command here.
     pub fn noted(
         &mut self,
-        ran: super::criu_run::CriuRun,
-    ) -> Result<super::criu_run::CriuRun, DiskFailure> {
+        ran: crate::commands::disk::criu_tool::run::CriuRun,
+    ) -> Result<crate::commands::disk::criu_tool::run::CriuRun, DiskFailure> {
         self.criu_log = Some(ran.log.clone());
         self.signal = ran.signal;
         self.abandoned = ran.abandoned;
@@ -126,7 +126,7 @@ impl DiskReport {
     /// a second signal it stopped waiting, CRIU going on alone.
     pub fn note_signal(&mut self, done: &str, next: &str, if_abandoned: &str) {
         let Some(signal) = self.signal else { return };
-        let name = crate::ops::execute::interrupt::signal_name(signal);
+        let name = crate::ops::doors::signals::signal_name(signal);
         if self.abandoned {
             let still = self.failure.take().map(|f| f.message).unwrap_or_default();
             self.failure = Some(DiskFailure {

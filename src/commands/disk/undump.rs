@@ -22,14 +22,19 @@ use crate::files::SafeDir;
 use crate::gpu::inventory::Inventory;
 use crate::targets::process;
 
-use super::manifest::{self, Manifest};
-use super::placement::{self, HostGpu};
-use super::report::{DiskFailure, DiskReport, UndumpPhases};
-use super::source::{HeldImages, StageProblem};
-use super::{
-    credentials, criu_run, criu_tool, dump, host_driver, open_files, ports, restored_tree,
-    tree_state,
-};
+use crate::commands::disk::criu_tool::find as criu_tool;
+use crate::commands::disk::criu_tool::run as criu_run;
+use crate::commands::disk::dump;
+use crate::commands::disk::host_driver;
+use crate::commands::disk::manifest::{self, Manifest};
+use crate::commands::disk::report::{DiskFailure, DiskReport, UndumpPhases};
+use crate::commands::disk::tree_state;
+use crate::commands::disk::undump_checks::credentials;
+use crate::commands::disk::undump_checks::open_files;
+use crate::commands::disk::undump_checks::placement::{self, HostGpu};
+use crate::commands::disk::undump_checks::ports;
+use crate::commands::disk::undump_checks::restored_tree;
+use crate::commands::disk::undump_checks::source::{HeldImages, StageProblem};
 
 /// What an undump is asked to do.
 pub struct UndumpSettings<'a> {
@@ -156,13 +161,13 @@ fn finished_by_criu(source: &HeldImages, dir: &Path) -> Result<String, DiskFailu
 /// undump refused: a manifest is data whoever could write the images could
 /// have written.
 fn trusted_options(manifest: &Manifest) -> Result<Vec<&'static str>, DiskFailure> {
-    super::tree_facts::restore_args(&manifest.criu_options).map_err(|unknown| {
+    crate::commands::disk::dump_checks::tree_facts::restore_args(&manifest.criu_options).map_err(|unknown| {
         DiskFailure::refused(
             "manifest",
             format!(
                 "refused before any change: the manifest asks CRIU for {:?}, which is not an option cudackpt's dump chooses ({})",
                 crate::targets::name::printable(&unknown),
-                super::tree_facts::KNOWN_OPTIONS.join(", ")
+                crate::commands::disk::dump_checks::tree_facts::KNOWN_OPTIONS.join(", ")
             ),
             "undump only images `cudackpt dump` wrote, with their manifest as it wrote it",
         )

@@ -227,7 +227,7 @@ fn version_of(path: &Path) -> Result<String, CriuUnusable> {
     version_line(&text).ok_or_else(|| {
         no_version(why_no_version(
             &text,
-            &super::criu_run::in_words(out.status),
+            &crate::commands::disk::criu_tool::run::in_words(out.status),
             &String::from_utf8_lossy(&out.stderr),
         ))
     })

@@ -10,9 +10,9 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use super::criu_images;
-use super::report::DiskFailure;
-use super::source::HeldImages;
+use crate::commands::disk::criu_tool::image_files as criu_images;
+use crate::commands::disk::report::DiskFailure;
+use crate::commands::disk::undump_checks::source::HeldImages;
 
 /// CRIU's images of the files the job had open are read at most this far.
 const FILES_IMAGE_CAP: u64 = 256 << 20;

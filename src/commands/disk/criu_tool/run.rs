@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::files::SafeDir;
 
-use super::images;
+use crate::commands::disk::images;
 
 /// How often the images' size is told.
 const TICK: Duration = Duration::from_millis(500);
@@ -137,7 +137,7 @@ fn pending_signals() -> Vec<i32> {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if caught.is_none() {
-        let signals = crate::ops::execute::interrupt::CAUGHT.map(|(signal, _)| signal.as_raw());
+        let signals = crate::ops::doors::signals::CAUGHT.map(|(signal, _)| signal.as_raw());
         *caught = signal_hook::iterator::Signals::new(signals).ok();
     }
     caught

@@ -16,8 +16,8 @@ use std::collections::HashSet;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-pub use super::criu_messages::Creds;
-use super::criu_messages::{
+pub use crate::commands::disk::criu_tool::messages::Creds;
+use crate::commands::disk::criu_tool::messages::{
     decoded, entries, fd_type, first_entry, BadImage, CoreEntry, FileEntry, GhostFileEntry,
     RemapFilePathEntry, CORE_MAGIC, FILES_MAGIC, GHOST_FILE_MAGIC, REMAP_FPATH_MAGIC,
 };
@@ -71,7 +71,8 @@ pub fn listened(files_img: &[u8]) -> Result<Vec<Listened>, BadImage> {
             continue;
         }
         // An address of neither family binds nothing CRIU could fail on.
-        let Some(addr) = super::connections::address(&isk.src_addr) else {
+        let Some(addr) = crate::commands::disk::dump_checks::connections::address(&isk.src_addr)
+        else {
             continue;
         };
         found.push(Listened {
@@ -220,8 +221,8 @@ pub fn relinked(
 
 #[cfg(test)]
 mod tests {
-    use super::super::criu_messages::encoding::{bytes, image, number};
     use super::*;
+    use crate::commands::disk::criu_tool::messages::encoding::{bytes, image, number};
 
     /// A `file_entry` of a regular file, as CRIU writes one (with the
     /// required `fown` and a fixed32-free layout).

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use super::criu_messages::{
+use crate::commands::disk::criu_tool::messages::{
     decoded, entries, fd_type, BadImage, FdinfoEntry, FileEntry, FownEntry, PstreeEntry,
     TaskKobjIdsEntry, TtyInfoEntry, FDINFO_MAGIC, FILES_MAGIC, IDS_MAGIC, PSTREE_MAGIC,
     TTY_INFO_MAGIC,
@@ -238,8 +238,8 @@ pub fn held_as(holders: &HashMap<u32, Vec<(u32, u32)>>, id: u32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::criu_messages::encoding::{bytes, image, number};
     use super::*;
+    use crate::commands::disk::criu_tool::messages::encoding::{bytes, image, number};
 
     fn fown(uid: u64, pid: u64) -> Vec<u8> {
         [number(1, uid), number(2, uid), number(3, 9), number(5, pid)].concat()

@@ -45,7 +45,7 @@ pub struct TreeFacts {
     /// leaves the tree.
     pub lock_tools: LockTools,
     /// The deleted files CRIU must copy into the images.
-    pub ghosts: super::ghosts::Ghosts,
+    pub ghosts: crate::commands::disk::dump_checks::ghosts::Ghosts,
     /// PIDs with a terminal open.
     pub terminal: BTreeSet<i32>,
     /// PIDs whose session or process group leader is outside the tree.
@@ -191,16 +191,16 @@ fn tcp_facts(held: &[(i32, BTreeSet<u64>)], facts: &mut TreeFacts) {
         for table in ["tcp", "tcp6"] {
             let path = format!("/proc/{pid}/net/{table}");
             if let Ok(text) = files::read_capped(std::path::Path::new(&path), TCP_TABLE_CAP) {
-                rows.extend(super::connections::established(&text));
+                rows.extend(crate::commands::disk::dump_checks::connections::established(&text));
             }
         }
     }
-    for connection in super::connections::held(&rows, &inodes) {
+    for connection in crate::commands::disk::dump_checks::connections::held(&rows, &inodes) {
         if let Some(pid) = owner.get(&connection.inode) {
             facts.tcp_established.insert(*pid);
         }
     }
-    facts.tcp_leaving = super::connections::leaving(&rows, &inodes);
+    facts.tcp_leaving = crate::commands::disk::dump_checks::connections::leaving(&rows, &inodes);
 }
 
 /// What CRIU could lock the network with here: its nftables lock (it says

@@ -12,10 +12,10 @@
 
 use std::net::IpAddr;
 
-use super::connections::{self, Socket};
-use super::criu_images::Listened;
-use super::open_files::JobFiles;
-use super::report::DiskFailure;
+use crate::commands::disk::criu_tool::image_files::Listened;
+use crate::commands::disk::dump_checks::connections::{self, Socket};
+use crate::commands::disk::report::DiskFailure;
+use crate::commands::disk::undump_checks::open_files::JobFiles;
 
 /// /proc/net/tcp is read this far at most (a host with a million sockets
 /// prints about 150 MB; beyond this the check says it did not finish).

@@ -13,10 +13,10 @@
 
 use rustix::fs::Access;
 
-use super::criu_images::{self, Creds};
-use super::open_files::JobFiles;
-use super::report::DiskFailure;
-use super::source::HeldImages;
+use crate::commands::disk::criu_tool::image_files::{self as criu_images, Creds};
+use crate::commands::disk::report::DiskFailure;
+use crate::commands::disk::undump_checks::open_files::JobFiles;
+use crate::commands::disk::undump_checks::source::HeldImages;
 
 /// Images no user but root may bring: namespaces and file systems CRIU
 /// makes as root, and the credentials CRIU's older images kept apart.
@@ -170,7 +170,9 @@ pub fn refuse_beyond(source: &HeldImages, job: &JobFiles, uid: u32) -> Result<()
     if cores == 0 {
         found.push("the images hold no thread's core (core-TID.img)".into());
     }
-    found.extend(super::descriptor_bound::held_beyond(source, uid, &groups));
+    found.extend(
+        crate::commands::disk::undump_checks::descriptor_bound::held_beyond(source, uid, &groups),
+    );
     found.extend(files_beyond(job, uid, &groups));
     if found.is_empty() {
         return Ok(());

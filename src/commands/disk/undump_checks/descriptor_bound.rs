@@ -26,8 +26,8 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use super::descriptors::{self, Descriptor, Kind};
-use super::source::HeldImages;
+use crate::commands::disk::undump_checks::descriptors::{self, Descriptor, Kind};
+use crate::commands::disk::undump_checks::source::HeldImages;
 
 /// CRIU's images of a job's files are read at most this far.
 const IMAGE_CAP: u64 = 256 << 20;
@@ -263,8 +263,8 @@ pub fn unix_paths(descriptors: &[Descriptor]) -> Vec<(u32, PathBuf)> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::criu_messages::FownEntry;
     use super::*;
+    use crate::commands::disk::criu_tool::messages::FownEntry;
 
     const RULES: HostRules = HostRules {
         unprivileged_port_start: 1024,

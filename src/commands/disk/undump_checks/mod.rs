@@ -1,0 +1,17 @@
+//! What an undump weighs before CRIU restores anything, and what a failed
+//! restore takes away: the images held by descriptor and staged where
+//! another user could write them ([`source`]); what they would restore as
+//! ([`credentials`]), every descriptor among them ([`descriptors`]) and
+//! which another user could not have made ([`descriptor_bound`]); the
+//! files the job had open against the host's ([`open_files`]), its ports
+//! ([`ports`]), the GPUs it lands on ([`placement`]); what a restore
+//! brought back, by pidfd ([`restored_tree`]).
+
+pub mod credentials;
+pub mod descriptor_bound;
+pub mod descriptors;
+pub mod open_files;
+pub mod placement;
+pub mod ports;
+pub mod restored_tree;
+pub mod source;
