@@ -13,7 +13,7 @@
 
 use cudackpt::internal::criu_plugin::{HookAnswer, Host, Level, Plugin, Said};
 
-use crate::ffi::{self, Criu, RunningThreads};
+use crate::host::{self, Criu, RunningThreads};
 use crate::link::{decode_reply, encode_reply, Ask, Hook, Link, Reply, Request};
 
 /// CRIU's half of a running helper.
@@ -70,7 +70,7 @@ impl Helper {
         self.running.stop_again().ok();
         let Helper { pid, link, .. } = self;
         drop(link);
-        ffi::reap(pid);
+        host::reap(pid);
     }
 
     /// Why a hook failed when the helper did not answer.
@@ -134,6 +134,18 @@ impl Host for InHelper<'_> {
     }
 }
 
+/// Runs `work`; a panic in it is said in CRIU's log (a bug), and `None`.
+pub fn caught<T>(host: &dyn Host, what: &str, work: impl FnOnce() -> T) -> Option<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+        .map_err(|_| {
+            host.log(
+                Level::Error,
+                &format!("{what} stopped on an internal error (a bug: please report it with the lines above); `cudackpt ps` shows where each CUDA process is, and `cudackpt recover` puts back a group its intent record names"),
+            )
+        })
+        .ok()
+}
+
 /// The helper's life: runs each request CRIU's half sends on `plugin`
 /// until `fini`, or until CRIU's half is gone. Returns its exit status.
 pub fn serve(mut plugin: Plugin, criu: &Criu, link: Link) -> i32 {
@@ -154,15 +166,15 @@ pub fn serve(mut plugin: Plugin, criu: &Criu, link: Link) -> i32 {
         };
         let code = match request {
             Request::Hook { hook, pid } => {
-                let answer = crate::caught(&host, hook.name(), || match hook {
+                let answer = caught(&host, hook.name(), || match hook {
                     Hook::PauseDevices => plugin.pause_devices(&host, pid),
                     Hook::CheckpointDevices => plugin.checkpoint_devices(&host, pid),
                     Hook::ResumeDevicesLate => plugin.resume_devices_late(&host, pid),
                 });
-                ffi::code(answer.unwrap_or(HookAnswer::Failed))
+                host::code(answer.unwrap_or(HookAnswer::Failed))
             }
             Request::Fini { ret } => {
-                crate::caught(&host, "fini", || plugin.fini(&host, ret));
+                caught(&host, "fini", || plugin.fini(&host, ret));
                 let _ = host.link.borrow_mut().send(&Ask::Answer(0).encode());
                 return 0;
             }

@@ -1,64 +1,23 @@
-//! The fence: CRIU's plugin ABI (`criu/include/criu-plugin.h`, version
-//! 0.2.0 of CRIU 4.x), the functions CRIU exports to its plugins, the
-//! helper's fork and reaping, and ptrace. Nothing else in this crate is
-//! `unsafe`.
+//! The bottom fence: what the plugin calls of CRIU and of the kernel on
+//! CRIU's behalf. The functions CRIU exports to its plugins (its log, its
+//! images' inventory, its options), looked up in the program; a hook's
+//! answer in CRIU's terms; the helper's fork (it runs a closure in the
+//! child, which never returns into CRIU) and reaping; and ptrace of the
+//! restore threads CRIU holds stopped. With `entries.rs`, the only
+//! `unsafe` of this crate.
 #![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::ptr;
 
 use cudackpt::internal::criu_plugin::{
-    criu_version, version_not_said, HookAnswer, Host, Level, Plugin, Said, NAME,
+    criu_version, version_not_said, HookAnswer, Host, Level, Said, NAME,
 };
 
-use crate::helper::Helper;
-use crate::link::{Hook, Link};
-
-/// `CRIU_PLUGIN_GEN_VERSION(0, 2, 0)`.
-const ABI_VERSION: c_uint = 2 << 8;
-/// `CR_PLUGIN_HOOK__MAX` of that ABI.
-const HOOKS: usize = 13;
-const HOOK_RESUME_DEVICES_LATE: usize = 9;
-const HOOK_PAUSE_DEVICES: usize = 10;
-const HOOK_CHECKPOINT_DEVICES: usize = 11;
+/// The plugin's name, as CRIU's inventory records it.
+const NAME_C: &CStr = c"cudackpt";
 /// compel's `TASK_ALIVE`: `opts.final_state` of a `--leave-running` dump.
 const TASK_ALIVE: c_int = 1;
-
-/// `cr_plugin_desc_t`.
-#[repr(C)]
-pub struct PluginDescriptor {
-    name: *const c_char,
-    init: Option<unsafe extern "C" fn(c_int) -> c_int>,
-    exit: Option<unsafe extern "C" fn(c_int, c_int)>,
-    version: c_uint,
-    max_hooks: c_uint,
-    hooks: [*const c_void; HOOKS],
-}
-
-// SAFETY: the descriptor is immutable after load: pointers to a static
-// string and to functions, read by CRIU's one thread.
-unsafe impl Sync for PluginDescriptor {}
-
-const NAME_C: &CStr = c"cudackpt";
-
-/// The descriptor CRIU looks up by name after `dlopen`.
-#[no_mangle]
-pub static CR_PLUGIN_DESC: PluginDescriptor = PluginDescriptor {
-    name: NAME_C.as_ptr(),
-    init: Some(plugin_init),
-    exit: Some(plugin_exit),
-    version: ABI_VERSION,
-    max_hooks: HOOKS as c_uint,
-    hooks: hooks(),
-};
-
-const fn hooks() -> [*const c_void; HOOKS] {
-    let mut hooks = [ptr::null(); HOOKS];
-    hooks[HOOK_RESUME_DEVICES_LATE] = resume_devices_late as *const c_void;
-    hooks[HOOK_PAUSE_DEVICES] = pause_devices as *const c_void;
-    hooks[HOOK_CHECKPOINT_DEVICES] = checkpoint_devices as *const c_void;
-    hooks
-}
 
 /// A hook's answer in CRIU's terms.
 pub(crate) fn code(answer: HookAnswer) -> c_int {
@@ -69,36 +28,11 @@ pub(crate) fn code(answer: HookAnswer) -> c_int {
     }
 }
 
-unsafe extern "C" fn plugin_init(stage: c_int) -> c_int {
-    let host = Criu::get();
-    let version = host.version();
-    super::init(host, stage, version.as_deref())
-}
-
-unsafe extern "C" fn plugin_exit(_stage: c_int, ret: c_int) {
-    super::fini(Criu::get(), ret);
-}
-
-unsafe extern "C" fn pause_devices(pid: c_int) -> c_int {
-    super::hook(Criu::get(), Hook::PauseDevices, pid)
-}
-
-unsafe extern "C" fn checkpoint_devices(pid: c_int) -> c_int {
-    super::hook(Criu::get(), Hook::CheckpointDevices, pid)
-}
-
-unsafe extern "C" fn resume_devices_late(pid: c_int) -> c_int {
-    super::hook(Criu::get(), Hook::ResumeDevicesLate, pid)
-}
-
-/// Forks the helper that runs `plugin` (`helper` says why), and returns
-/// CRIU's half of it. The child never returns into CRIU: it serves the
-/// hooks and exits.
-pub(crate) fn fork_helper(plugin: Plugin, criu: &'static Criu) -> Result<Helper, String> {
-    let (ours, theirs) =
-        std::os::unix::net::UnixStream::pair().map_err(|e| format!("a socket pair: {e}"))?;
-    let link = Link::new(ours).map_err(|e| format!("a socket pair: {e}"))?;
-    let helper_link = Link::new(theirs).map_err(|e| format!("a socket pair: {e}"))?;
+/// Forks a child that runs `child` and ends with its status, never
+/// returning into CRIU; first it closes `not_its` (the parent's ends of
+/// what they share) and dies with CRIU (a parent death signal). The
+/// child's PID.
+pub(crate) fn fork(not_its: &[i32], child: impl FnOnce() -> i32) -> Result<i32, String> {
     // SAFETY: getpid has no preconditions.
     let criu_pid = unsafe { libc::getpid() };
     // SAFETY: CRIU's process is single-threaded when it calls a plugin (the
@@ -107,27 +41,23 @@ pub(crate) fn fork_helper(plugin: Plugin, criu: &'static Criu) -> Result<Helper,
     match unsafe { libc::fork() } {
         -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
         0 => {
-            drop(link);
+            for &fd in not_its {
+                // SAFETY: a descriptor of the parent's the child does not
+                // use; closing it touches nothing else.
+                unsafe { libc::close(fd) };
+            }
             // SAFETY: prctl(PR_SET_PDEATHSIG, SIGKILL) takes integers; the
             // check after it closes the race with a CRIU already gone.
             let orphaned = unsafe {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1
                     || libc::getppid() != criu_pid
             };
-            let status = if orphaned {
-                1
-            } else {
-                crate::helper::serve(plugin, criu, helper_link)
-            };
-            // SAFETY: ends the helper without CRIU's atexit handlers or
+            let status = if orphaned { 1 } else { child() };
+            // SAFETY: ends the child without CRIU's atexit handlers or
             // buffered output, which belong to CRIU's process.
             unsafe { libc::_exit(status) }
         }
-        pid => {
-            drop(helper_link);
-            drop(plugin);
-            Ok(Helper::new(pid, link))
-        }
+        pid => Ok(pid),
     }
 }
 
@@ -215,7 +145,7 @@ impl Criu {
 
     /// CRIU's version, as `/proc/self/exe --version` says it: CRIU does not
     /// tell a plugin its ABI, so the plugin asks which CRIU it is in.
-    fn version(&self) -> Option<String> {
+    pub(crate) fn version(&self) -> Option<String> {
         // Not CRIU (no log function of CRIU's): nothing to ask.
         self.print_on_level?;
         let asked = std::process::Command::new("/proc/self/exe")
