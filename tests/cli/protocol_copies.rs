@@ -86,7 +86,7 @@ const PYTHON_NOTICE: &str =
 
 #[test]
 fn the_python_client_and_the_c_header_say_what_the_source_says() {
-    let python = workspace_file("clients/python/src/cudackpt_drain/__init__.py");
+    let python = workspace_file("clients/python/src/cudackpt_drain/protocol.py");
     let header = workspace_file("clients/c/cudackpt_drain.h");
     let mut wrong = disagreements("the Python client", &python, &python_constants());
     wrong.extend(disagreements("the C header", &header, &header_constants()));
@@ -108,7 +108,7 @@ fn the_python_client_and_the_c_header_say_what_the_source_says() {
 /// is named; so is a name a copy lost.
 #[test]
 fn a_planted_copy_that_differs_is_named() {
-    let python = workspace_file("clients/python/src/cudackpt_drain/__init__.py");
+    let python = workspace_file("clients/python/src/cudackpt_drain/protocol.py");
     let header = workspace_file("clients/c/cudackpt_drain.h");
     let marker = format!("MARKER = {:?}", protocol::MARKER);
     let planted = python.replacen(&marker, "MARKER = \"cudackpt-drain2\"", 1);

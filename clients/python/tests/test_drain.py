@@ -167,8 +167,9 @@ class Protocol(unittest.TestCase):
 
     def test_the_compile_pool_goes_only_for_a_dump_unless_the_job_owns_the_notice(self):
         released = []
-        saved = cd.release_compile_workers
-        cd.release_compile_workers = lambda: released.append(self.drain.drains) or True
+        # Where the drain looks it up at each call.
+        saved = cd.forks.release_compile_workers
+        cd.forks.release_compile_workers = lambda: released.append(self.drain.drains) or True
         try:
             self.drain_once()
             self.drain_once(for_dump=True)
@@ -190,7 +191,7 @@ class Protocol(unittest.TestCase):
                 signal.signal(notice, signal.SIG_DFL)
             self.drain = cd.Drain()
         finally:
-            cd.release_compile_workers = saved
+            cd.forks.release_compile_workers = saved
 
     def test_the_cache_is_emptied_before_the_hooks_and_again_after_them_then_the_marker(self):
         self.drain.release_cache = lambda: self.events.append("cache")
