@@ -1594,7 +1594,8 @@ fn deleted_files_count_in_the_images_room() {
 
 /// A job of two processes connected over TCP on this host's own address
 /// (the address the default route leaves by, else loopback), each end a
-/// socket of the tree; `$READY` names a file written once connected.
+/// socket of the tree, listening on `$PORT` (0: one the kernel picks);
+/// `$READY` names a file written once connected.
 const CONNECTED_PAIR: &str = r#"
 import os, socket, sys, time
 probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -1604,7 +1605,7 @@ try:
 except OSError:
     host = "127.0.0.1"
 server = socket.socket()
-server.bind((host, 0))
+server.bind((host, int(os.environ["PORT"])))
 server.listen(1)
 port = server.getsockname()[1]
 if os.fork() == 0:
@@ -1632,17 +1633,21 @@ impl Drop for KilledSession {
     }
 }
 
-/// Starts [`CONNECTED_PAIR`] (connected also to `outside`, a port of this
-/// test's, where given): the tree's root, leading a session of its own
+/// Starts [`CONNECTED_PAIR`] listening on `port` (0: the kernel's pick),
+/// connected also to `outside`, a port of this test's, where given: the tree's root, leading a session of its own
 /// that goes with the returned guard, and the address it used.
-fn connected_pair(fx: &Fixture, outside: Option<u16>) -> (Orphan, KilledSession, String) {
+fn connected_pair(
+    fx: &Fixture,
+    port: u16,
+    outside: Option<u16>,
+) -> (Orphan, KilledSession, String) {
     let script = fx.dir().join("pair.py");
     std::fs::write(&script, CONNECTED_PAIR).expect("write");
     let ready = fx.dir().join("pair.ready");
     let job = Orphan::launch(
         fx,
         &format!(
-            "READY={} setsid python3 {} {} </dev/null >/dev/null 2>&1",
+            "PORT={port} READY={} setsid python3 {} {} </dev/null >/dev/null 2>&1",
             ready.display(),
             script.display(),
             outside.map_or(String::new(), |p| p.to_string())
@@ -1674,7 +1679,7 @@ pub(crate) fn options_of(doc: &serde_json::Value) -> Vec<String> {
 fn connections_inside_the_tree_need_no_network_lock() {
     let Some(criu) = criu() else { return };
     let fx = Fixture::new();
-    let (job, _session, host) = connected_pair(&fx, None);
+    let (job, _session, host) = connected_pair(&fx, 0, None);
     let images = fx.dir().join("images");
     let pid = job.0.to_string();
     let output = fx
@@ -1716,15 +1721,18 @@ fn criu_without_nftables(fx: &Fixture, criu: &Path) -> PathBuf {
     wrapper
 }
 
-/// The pair's listener had a port the kernel picked; once the pair is
-/// dumped, another socket of the host may take it. Forced, CRIU fails on
-/// it ("Address already in use"); unforced, the undump is refused before
-/// any change, naming the port; once it is free, the pair comes back.
+/// Once the pair is dumped, another socket of the host may take the port
+/// its listener had. Forced, CRIU fails on it ("Address already in use");
+/// unforced, the undump is refused before any change, naming the port;
+/// once it is free, the pair comes back.
 #[test]
 fn a_port_the_job_listened_on_taken_since_is_refused_before_the_undump() {
     let Some(criu) = criu() else { return };
     let fx = Fixture::new();
-    let (job, _session, host) = connected_pair(&fx, None);
+    // A port below the ephemeral range: no other test's connection can be
+    // given it as its local end while this one waits to take it (one of
+    // the kernel's picks was, for longer than any wait, in a CI run).
+    let (job, _session, host) = connected_pair(&fx, a_free_port_below_the_ephemeral_range(), None);
     let listening = listening_port(job.0).expect("the pair listens");
     let images = fx.dir().join("images");
     let pid = job.0.to_string();
@@ -1734,13 +1742,8 @@ fn a_port_the_job_listened_on_taken_since_is_refused_before_the_undump() {
         .expect("run cudackpt");
     assert_eq!(output.status.code(), Some(0), "{:#}", document(&output));
     wait_until("the dumped pair to be gone", || !alive(job.0));
-    // A port the kernel picked may be another test's for a moment (the
-    // local end of its own connection): taken once that one lets it go.
-    let mut squatter = None;
-    wait_until("the port to be taken", || {
-        squatter = std::net::TcpListener::bind((host.as_str(), listening)).ok();
-        squatter.is_some()
-    });
+    let squatter = std::net::TcpListener::bind((host.as_str(), listening))
+        .expect("the port the dumped pair listened on is free to take");
     // The harm: forced, CRIU forks the tree and fails on the port.
     let (code, failed) = undump(&fx, &images, &criu, &["--force"]);
     assert_eq!(
@@ -1770,6 +1773,28 @@ fn a_port_the_job_listened_on_taken_since_is_refused_before_the_undump() {
     let (code, undumped) = undump(&fx, &images, &criu, &[]);
     assert_eq!(code, 0, "{undumped:#}");
     assert!(alive(job.0));
+}
+
+/// A TCP port below /proc/sys/net/ipv4/ip_local_port_range that nothing
+/// holds now, chosen at random so that tests running beside this one
+/// rarely try the same.
+fn a_free_port_below_the_ephemeral_range() -> u16 {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .expect("the ephemeral range");
+    let low: u16 = range
+        .split_whitespace()
+        .next()
+        .and_then(|l| l.parse().ok())
+        .expect("the range's low end");
+    let floor = 10_000.min(low / 2);
+    let seed = std::process::id() as u64
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+    (0..1000u64)
+        .map(|i| floor + ((seed.wrapping_add(i * 7919)) % u64::from(low - floor)) as u16)
+        .find(|&port| std::net::TcpListener::bind(("0.0.0.0", port)).is_ok())
+        .expect("a free port below the ephemeral range")
 }
 
 /// The port `pid` listens on over TCP (IPv4), from its descriptors and
@@ -1803,7 +1828,7 @@ fn a_connection_leaving_the_tree_without_a_lock_tool_is_refused() {
     let fx = Fixture::new();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
     let port = listener.local_addr().expect("its address").port();
-    let (job, _session, _) = connected_pair(&fx, Some(port));
+    let (job, _session, _) = connected_pair(&fx, 0, Some(port));
     let _accepted = listener.accept().expect("the job connects");
     let criu = criu_without_nftables(&fx, &criu);
     let no_tools = fx.dir().join("bin");

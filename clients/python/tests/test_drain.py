@@ -461,6 +461,8 @@ class GlooRanks(unittest.TestCase):
             if process.poll() is None:
                 process.kill()
                 process.wait()
+        if hasattr(self, "dir"):
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def lines(self, rank):
         try:
