@@ -401,12 +401,13 @@ class CompileWorkers(unittest.TestCase):
     @unittest.skipUnless(HAVE_TORCH, "torch is not importable here (CI sets CUDACKPT_TEST_PYTHON to an interpreter with it)")
     def test_the_pool_is_shut_down_on_request_and_at_a_drain_and_comes_back(self):
         src = os.path.join(os.path.dirname(HERE), "src")
-        out = subprocess.run(
-            [sys.executable, os.path.join(HERE, "compile_pool.py")],
-            capture_output=True, text=True, timeout=600, cwd=HERE,
-            env=dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="2", PYTHONPATH=os.pathsep.join([src, HERE]),
-                     TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp(prefix="cudackpt-inductor-")),
-        )
+        with tempfile.TemporaryDirectory(prefix="cudackpt-inductor-") as cache:
+            out = subprocess.run(
+                [sys.executable, os.path.join(HERE, "compile_pool.py")],
+                capture_output=True, text=True, timeout=600, cwd=HERE,
+                env=dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="2", PYTHONPATH=os.pathsep.join([src, HERE]),
+                         TORCHINDUCTOR_CACHE_DIR=cache),
+            )
         self.assertEqual(out.returncode, 0, out.stderr[-3000:])
         report = json.loads(out.stdout.splitlines()[-1])
         self.assertTrue(report["pool"], "the pool started (the test's premise)")
