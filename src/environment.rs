@@ -1,5 +1,5 @@
 //! Every environment variable cudackpt reads is named here and read here,
-//! nowhere else (`tests/cli/environment.rs` holds the crate to it): one
+//! nowhere else (`tests/house/environment.rs` holds the crate to it): one
 //! reading for each kind of value. An empty value is an unset one; text
 //! that is not UTF-8 is said to be, never guessed at or replaced by a
 //! default; a yes-or-no flag says yes with `1`, `true`, `yes` or `on`.

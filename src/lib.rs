@@ -51,7 +51,7 @@
 //! # The house
 //!
 //! By floors, top first. A room uses only rooms on lower floors (a test,
-//! `tests/cli/layout.rs`, fails on any arrow upwards, so there is no import
+//! `tests/house/layout.rs`, fails on any arrow upwards, so there is no import
 //! circle):
 //!
 //! 1. `cli`: argv in, exit status out. Picks the grammar (modern, NVIDIA's,

@@ -51,7 +51,7 @@ enum BenchCommand {
         /// NVIDIA's cuda-checkpoint, to compare against (optional).
         #[arg(long)]
         nvidia: Option<PathBuf>,
-        /// The GPU target program to start (tests/gpu-target).
+        /// The GPU target program to start (tests/fixtures/gpu-target).
         #[arg(long)]
         target: PathBuf,
         /// Device memory the target holds.
@@ -69,7 +69,7 @@ enum BenchCommand {
         /// The cudackpt binary to measure.
         #[arg(long)]
         cudackpt: PathBuf,
-        /// The GPU target program to start (tests/gpu-target).
+        /// The GPU target program to start (tests/fixtures/gpu-target).
         #[arg(long)]
         target: PathBuf,
         /// Device memory each target holds, MiB (comma-separated list: each
@@ -98,7 +98,7 @@ enum BenchCommand {
         /// The cudackpt binary to measure.
         #[arg(long)]
         cudackpt: PathBuf,
-        /// The GPU target program to start (tests/gpu-target).
+        /// The GPU target program to start (tests/fixtures/gpu-target).
         #[arg(long)]
         target: PathBuf,
         /// Device memory the target holds.
@@ -131,7 +131,7 @@ enum BenchCommand {
         /// The cudackpt binary to measure.
         #[arg(long)]
         cudackpt: PathBuf,
-        /// The GPU target program to start (tests/gpu-target).
+        /// The GPU target program to start (tests/fixtures/gpu-target).
         #[arg(long)]
         target: PathBuf,
         /// Device memory sizes, MiB (comma-separated).

@@ -1,4 +1,4 @@
-//! Processes the benchmarks start: the GPU target program (`tests/gpu-target`)
+//! Processes the benchmarks start: the GPU target program (`tests/fixtures/gpu-target`)
 //! behind a guard that kills it on drop and talks to it over its stdin and
 //! stdout, and whole-process timings of one command (spawn to exit).
 

@@ -1,7 +1,7 @@
 //! The pipeline's named doors: what the commands beside it may use of
 //! `ops` besides running a `Group` through the library's face. Each door
 //! is a concern a command has; behind them, the rooms of `ops` stay the
-//! pipeline's own (`tests/cli/layout.rs` holds `commands/` to these
+//! pipeline's own (`tests/house/layout.rs` holds `commands/` to these
 //! doors).
 
 /// `recover` and `ps`: the intent records dead cudackpts left, claimed one

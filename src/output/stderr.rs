@@ -3,7 +3,7 @@
 //! the last words of a cudackpt that must stop at once (a second signal, a
 //! panic), which the rooms below hand up through [`crate::exit::last_words`]
 //! because they may not call up into this one. Nothing else in `src/`
-//! writes to stderr (`tests/cli/stderr.rs` holds the crate to it).
+//! writes to stderr (`tests/house/terminal.rs` holds the crate to it).
 //!
 //! Messages carry the names of processes and threads, which their owners
 //! choose: every control character but the newline is escaped (`\x1b`),

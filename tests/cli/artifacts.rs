@@ -110,7 +110,7 @@ fn the_man_page_documents_exit_statuses_and_the_json_contract() {
     }
     // Every variable cudackpt reads is documented: each is a constant of
     // src/environment.rs, the one module that reads them
-    // (tests/cli/environment.rs).
+    // (tests/house/environment.rs).
     let module =
         fs::read_to_string(workspace().join("src/environment.rs")).expect("environment.rs");
     let read: Vec<&str> = module

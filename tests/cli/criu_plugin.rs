@@ -444,7 +444,7 @@ fn a_helper_killed_mid_dump_stops_the_dump_and_recover_puts_the_group_back() {
     assert!(alive(job.0), "the job runs on");
 }
 
-/// A rank speaking the drain protocol (tests/drain-target, acknowledging),
+/// A rank speaking the drain protocol (tests/fixtures/drain-target, acknowledging),
 /// in a session of its own, and the file where it says what it does.
 fn drained_rank(fx: &Fixture) -> (Orphan, PathBuf) {
     // Builds the drain target in the fixture.

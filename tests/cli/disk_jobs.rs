@@ -56,7 +56,7 @@ impl Job {
         pause: &str,
         preload: bool,
     ) -> Job {
-        let script = workspace().join("tests/disk-job/ddp_loader.py");
+        let script = workspace().join("tests/fixtures/disk-job/ddp_loader.py");
         let args = [
             work.display().to_string(),
             steps.to_string(),

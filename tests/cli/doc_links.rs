@@ -17,7 +17,7 @@ fn documents() -> Vec<PathBuf> {
         "CHANGELOG.md",
         "bench/README.md",
         "clients/python/README.md",
-        "tests/fake-libcuda/README.md",
+        "tests/fixtures/fake-libcuda/README.md",
     ]
     .iter()
     .map(|p| root.join(p))

@@ -1,4 +1,4 @@
-//! The drain handshake (cudackpt(1), DRAIN PROTOCOL): fake ranks (tests/drain-target, built on
+//! The drain handshake (cudackpt(1), DRAIN PROTOCOL): fake ranks (tests/fixtures/drain-target, built on
 //! the reference C client) play the protocol against the real binary and
 //! the fake driver. A rank that acknowledges is checkpointed and rebuilds
 //! on resume; one that does not catch the signal refuses the group before

@@ -6,7 +6,7 @@
 //! call-off is acted on at once; and the drain marker is believed only of a
 //! process a cudackpt asked.
 //!
-//! Each rank (tests/drain-target) writes a line per drain signal it takes,
+//! Each rank (tests/fixtures/drain-target) writes a line per drain signal it takes,
 //! so a test counts what each was sent: an even count is a rank whose
 //! drain was undone (or never started).
 

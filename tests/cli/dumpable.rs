@@ -246,7 +246,7 @@ fn a_compile_pool_and_its_workers_are_refused_in_one_sentence() {
     assert_eq!(fx.state_changes(), Vec::<String>::new());
 }
 
-/// A rank of a compiled job (tests/drain-target in `mode`, fake CUDA)
+/// A rank of a compiled job (tests/fixtures/drain-target in `mode`, fake CUDA)
 /// that started torch.compile's compile-worker pool: a process of its
 /// own with CUDA (the fake, as the real pool starts CUDA to read the GPUs'
 /// properties) and five forked workers that map the "device" without it.

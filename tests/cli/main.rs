@@ -1,5 +1,5 @@
 //! cudackpt's integration tests: the real binary, run against the fake
-//! libcuda (tests/fake-libcuda) and real spawned processes. One module per
+//! libcuda (tests/fixtures/fake-libcuda) and real spawned processes. One module per
 //! feature, grouped below; `support/` holds the fixture (`support`), the
 //! JSON contract as the tests read it (`wire`) and the schema validator
 //! (`schema_check`).
@@ -17,7 +17,6 @@ pub(crate) use support::{schema_check, wire};
 mod compound;
 mod single_steps;
 mod state;
-mod stderr;
 mod stopped;
 mod targets;
 
@@ -71,7 +70,6 @@ mod demo;
 mod devices;
 mod doctor;
 mod driver;
-mod environment;
 mod gpu_suite;
 mod protocol_copies;
 mod python_client;
@@ -89,8 +87,6 @@ mod package;
 mod progress;
 mod schema;
 
-// The house itself: its floors.
-mod function_length;
-mod layout;
-mod layout_graph;
-mod names;
+// The house itself (its floors, function lengths, names, the one module
+// that reads the environment and the one room that writes to the
+// terminal) is tested apart, in tests/house.

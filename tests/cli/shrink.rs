@@ -2,7 +2,7 @@
 //! its caching allocator): cudackpt reads each process's GPU memory (NVML)
 //! before the request and after the acknowledgement, reports what was
 //! released and what is left to copy, and weighs host memory on what is
-//! left. Fake ranks (tests/drain-target) append their shrunk footprint to
+//! left. Fake ranks (tests/fixtures/drain-target) append their shrunk footprint to
 //! the fake NVML when they release (`DRAIN_TARGET_SHRINK_TO_MIB`).
 
 use std::fs;

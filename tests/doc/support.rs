@@ -1,5 +1,5 @@
 // What the library's doctests run against, included by each one: the fake
-// libcuda (tests/fake-libcuda), with its state in a directory of the
+// libcuda (tests/fixtures/fake-libcuda), with its state in a directory of the
 // doctest's own, and throwaway CUDA processes that die with the doctest.
 // Not a test target (cargo finds tests only at the top of tests/).
 

@@ -890,7 +890,7 @@ impl Fixture {
             .collect()
     }
 
-    /// A fake rank speaking the drain protocol (tests/drain-target), in
+    /// A fake rank speaking the drain protocol (tests/fixtures/drain-target), in
     /// `mode` (ack, keep, ignore, die, stuck-rebuild), with this
     /// environment and the fake preloaded; returned once it is ready, with
     /// the file where it writes what it does.
@@ -899,7 +899,7 @@ impl Fixture {
         static TARGETS: AtomicUsize = AtomicUsize::new(0);
         let program = self.dir().join("drain_target");
         if !program.exists() {
-            let source = workspace().join("tests/drain-target/drain_target.c");
+            let source = workspace().join("tests/fixtures/drain-target/drain_target.c");
             let include = workspace().join("clients/c");
             let output = StdCommand::new(std::env::var_os("CC").unwrap_or_else(|| "cc".into()))
                 .args(["-pthread", "-Wall", "-Werror", "-I"])

@@ -186,11 +186,11 @@ def disk_users_own_job(tools):
         subprocess.run(["pkill", "-9", "-u", "65534", "-f", "gpu-target"], capture_output=True)
 
 
-DDP_LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "disk-job", "ddp_loader.py")
+DDP_LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "disk-job", "ddp_loader.py")
 
 
 def ddp_loader(work, steps, pause, ranks=2, env=None):
-    """tests/disk-job/ddp_loader.py on `ranks` GPUs over NCCL, under torchrun
+    """tests/fixtures/disk-job/ddp_loader.py on `ranks` GPUs over NCCL, under torchrun
     and the client's no_io_uring, in a session of its own: its agent."""
     from harness.jobs import CLIENT_SRC
     os.makedirs(work, exist_ok=True)

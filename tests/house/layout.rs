@@ -5,14 +5,14 @@
 //! there is no import circle between rooms; inside `ops/` the same holds
 //! between its rooms; and inside every folder, its `mod.rs` and its
 //! children name one another without a circle. The imports are read by
-//! parsing (`layout_graph.rs`), so no spelling of a path slips past. The
+//! parsing (`graph.rs`), so no spelling of a path slips past. The
 //! floors are the ones `src/lib.rs` describes.
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::layout_graph::{self, rust_files, ModPath};
+use crate::graph::{self, rust_files, ModPath};
 
 /// The rooms, top floor first. A room may use any room below it.
 const FLOORS: [&[&str]; 12] = [
@@ -33,10 +33,6 @@ const FLOORS: [&[&str]; 12] = [
 /// Files outside the floors: the crate root and tests over every surface.
 const EXEMPT: [&str; 2] = ["lib", "surface_tests"];
 
-fn floor_of(room: &str) -> Option<usize> {
-    FLOORS.iter().position(|rooms| rooms.contains(&room))
-}
-
 /// The crate room a module is in: its first segment; the crate root
 /// (what `lib.rs` re-exports) is the room `lib`.
 fn room_of_module(module: &[String]) -> String {
@@ -46,37 +42,59 @@ fn room_of_module(module: &[String]) -> String {
 /// What the files say against the crate's floors, against the floors of
 /// `ops/`, and the circles inside folders, for these files.
 fn against_the_floors(files: &[(ModPath, PathBuf, String)]) -> Vec<String> {
-    let graph = layout_graph::graph(files);
-    let ops_floor = |room: &str| OPS_FLOORS.iter().position(|rooms| rooms.contains(&room));
-    let ops_room = |module: &[String]| -> Option<String> {
-        (module.first().map(String::as_str) == Some("ops"))
-            .then(|| module.get(1).cloned().unwrap_or_else(|| "mod".to_string()))
-    };
+    let graph = graph::graph(files);
+    let mut wrong = rooms_against(&graph, &FLOORS, &EXEMPT);
+    wrong.extend(ops_rooms_against(&graph));
+    wrong.extend(circles(&graph));
+    wrong
+}
+
+/// Each arrow from a room to another that is not on a lower floor of
+/// `floors` (a room on no floor is named too), rooms in `exempt` aside.
+fn rooms_against(graph: &Graph, floors: &[&[&str]], exempt: &[&str]) -> Vec<String> {
+    let floor_of = |room: &str| floors.iter().position(|rooms| rooms.contains(&room));
     let mut wrong = Vec::new();
-    for (from, targets) in &graph {
+    for (from, targets) in graph {
         let room = room_of_module(from);
-        if EXEMPT.contains(&room.as_str()) {
+        if exempt.contains(&room.as_str()) {
             continue;
         }
         let Some(from_floor) = floor_of(&room) else {
             wrong.push(format!(
-                "{}: room {room:?} is on no floor; add it to FLOORS and lib.rs",
+                "{}: room {room:?} is on no floor; add it to the floors and declare it",
                 from.join("::")
             ));
             continue;
         };
         for to in targets {
             let to_room = room_of_module(to);
-            if to_room != room {
-                match floor_of(&to_room) {
-                    Some(to_floor) if to_floor > from_floor => {}
-                    _ => wrong.push(format!(
-                        "{}: {room} uses {} (room {to_room}), which is not on a lower floor",
-                        from.join("::"),
-                        to.join("::")
-                    )),
-                }
+            if to_room == room {
+                continue;
             }
+            match floor_of(&to_room) {
+                Some(to_floor) if to_floor > from_floor => {}
+                _ => wrong.push(format!(
+                    "{}: {room} uses {} (room {to_room}), which is not on a lower floor",
+                    from.join("::"),
+                    to.join("::")
+                )),
+            }
+        }
+    }
+    wrong
+}
+
+/// Each arrow between two rooms of `ops/` that does not point down its
+/// floors.
+fn ops_rooms_against(graph: &Graph) -> Vec<String> {
+    let ops_floor = |room: &str| OPS_FLOORS.iter().position(|rooms| rooms.contains(&room));
+    let ops_room = |module: &[String]| -> Option<String> {
+        (module.first().map(String::as_str) == Some("ops"))
+            .then(|| module.get(1).cloned().unwrap_or_else(|| "mod".to_string()))
+    };
+    let mut wrong = Vec::new();
+    for (from, targets) in graph {
+        for to in targets {
             if let (Some(a), Some(b)) = (ops_room(from), ops_room(to)) {
                 let ok =
                     a == b || matches!((ops_floor(&a), ops_floor(&b)), (Some(x), Some(y)) if y > x);
@@ -90,17 +108,20 @@ fn against_the_floors(files: &[(ModPath, PathBuf, String)]) -> Vec<String> {
             }
         }
     }
-    for circle in layout_graph::circles_inside_folders(&graph) {
-        wrong.push(format!(
-            "a circle inside a folder: {}",
-            circle.join(" <-> ")
-        ));
-    }
     wrong
 }
 
+fn circles(graph: &Graph) -> Vec<String> {
+    graph::circles_inside_folders(graph)
+        .into_iter()
+        .map(|circle| format!("a circle inside a folder: {}", circle.join(" <-> ")))
+        .collect()
+}
+
+type Graph = std::collections::BTreeMap<ModPath, BTreeSet<ModPath>>;
+
 fn source() -> Vec<(ModPath, PathBuf, String)> {
-    layout_graph::source_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+    graph::source_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
 }
 
 #[test]
@@ -210,18 +231,15 @@ fn a_circle_between_a_folder_s_mod_rs_and_a_child_is_seen() {
         "\nuse crate::driver::{self as parent};\n",
     ] {
         let files = planted(&["driver", "gpu_id"], extra);
-        let graph = layout_graph::graph(&files);
+        let graph = graph::graph(&files);
         let circles = planted_circle(&graph, &["driver"]);
         assert_eq!(circles, ["driver driver::gpu_id"], "{extra:?}");
     }
 }
 
-fn planted_circle(
-    graph: &std::collections::BTreeMap<ModPath, BTreeSet<ModPath>>,
-    folder: &[&str],
-) -> Vec<String> {
+fn planted_circle(graph: &Graph, folder: &[&str]) -> Vec<String> {
     let prefix = folder.join("::");
-    layout_graph::circles_inside_folders(graph)
+    graph::circles_inside_folders(graph)
         .into_iter()
         .filter(|c| c.iter().all(|m| m.starts_with(&prefix)))
         .map(|c| c.join(" "))
@@ -290,7 +308,7 @@ const OPS_FLOORS: [&[&str]; 6] = [
 /// The commands' imports of the pipeline that do not go through its named
 /// doors (`ops/doors.rs`), as `from -> to` (pure given the files).
 fn around_the_doors(files: &[(ModPath, PathBuf, String)]) -> Vec<String> {
-    let graph = layout_graph::graph(files);
+    let graph = graph::graph(files);
     let mut around = Vec::new();
     for (from, targets) in &graph {
         if from.first().map(String::as_str) != Some("commands") {
@@ -327,4 +345,61 @@ fn commands_reach_the_pipeline_only_through_its_doors() {
             .any(|w| w == "commands::ps -> ops::journal::intent::abandoned"),
         "{planted:?}"
     );
+}
+
+/// The plugin crate's rooms, top first: the C entry points CRIU calls
+/// (`entries.rs`), one CRIU run's state (the crate root, `lib.rs`), the
+/// helper's life (`helper.rs`), and at the bottom what the plugin calls of
+/// CRIU and the kernel (`host.rs`) and the link to the helper
+/// (`link.rs`).
+const PLUGIN_FLOORS: [&[&str]; 4] = [&["entries"], &["lib"], &["helper"], &["host", "link"]];
+
+fn plugin_source() -> Vec<(ModPath, PathBuf, String)> {
+    graph::source_files(&crate::workspace().join("criu-plugin/src"))
+}
+
+fn against_the_plugin_floors(files: &[(ModPath, PathBuf, String)]) -> Vec<String> {
+    let graph = graph::graph(files);
+    let mut wrong = rooms_against(&graph, &PLUGIN_FLOORS, &[]);
+    wrong.extend(circles(&graph));
+    wrong
+}
+
+/// The plugin crate reads top to bottom: no arrow up, no circle; a planted
+/// call from the bottom to the helper, and one from the crate root to the
+/// entries, are seen.
+#[test]
+fn the_plugin_crate_reads_top_to_bottom() {
+    let files = plugin_source();
+    assert!(
+        files.len() >= 5,
+        "the plugin's files: {:?}",
+        files.iter().map(|f| &f.1).collect::<Vec<_>>()
+    );
+    let wrong = against_the_plugin_floors(&files);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    for (module, extra, said) in [
+        (
+            "host",
+            "\nfn planted() { let _ = crate::helper::caught; }\n",
+            "host: host uses helper",
+        ),
+        (
+            "lib",
+            "\nuse crate::entries::planted;\n",
+            ": lib uses entries",
+        ),
+    ] {
+        let mut files = plugin_source();
+        let file = files
+            .iter_mut()
+            .find(|(m, _, _)| room_of_module(m) == module)
+            .expect("the module exists");
+        file.2.push_str(extra);
+        let wrong = against_the_plugin_floors(&files);
+        assert!(
+            wrong.iter().any(|w| w.contains(said)),
+            "{extra:?} went unseen: {wrong:?}"
+        );
+    }
 }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::layout_graph::{is_test_module, src_files};
+use crate::graph::{is_test_module, src_files};
 
 /// Every type declared at item level in `items` (into nested inline
 /// modules, but not `#[cfg(test)]` ones), with where it is.

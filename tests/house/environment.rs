@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use syn::visit::Visit;
 
-use crate::layout_graph::{findings, is_test_module, src_files};
+use crate::graph::{findings, is_test_module, src_files};
 
 /// What reads the environment around the one module, in one file.
 #[derive(Default)]
@@ -141,7 +141,7 @@ fn readers_outside(files: &[(PathBuf, String)]) -> Vec<String> {
 }
 
 fn src() -> PathBuf {
-    crate::support::workspace().join("src")
+    crate::workspace().join("src")
 }
 
 #[test]
@@ -215,7 +215,7 @@ fn variables_for_tests_are_read_by_debug_builds_only() {
             }
         }
     }
-    let page = std::process::Command::new(crate::support::cudackpt_bin())
+    let page = std::process::Command::new(env!("CARGO_BIN_EXE_cudackpt"))
         .arg("man")
         .output()
         .expect("cudackpt man");

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use syn::visit::Visit;
 
-use crate::layout_graph::{findings, is_test_module, src_files};
+use crate::graph::{findings, is_test_module, src_files};
 
 #[derive(Default)]
 struct Writers {

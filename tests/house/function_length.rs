@@ -6,7 +6,7 @@
 use syn::spanned::Spanned;
 use syn::visit::Visit;
 
-use crate::layout_graph::src_files;
+use crate::graph::src_files;
 
 /// The most lines one function may span.
 const LONGEST: usize = 80;

@@ -355,7 +355,7 @@ pub fn is_test_module(attrs: &[syn::Attribute]) -> bool {
 
 /// `src/`'s files, each by its path under `src/`, with its code.
 pub fn src_files() -> Vec<(PathBuf, String)> {
-    let src = crate::support::workspace().join("src");
+    let src = crate::workspace().join("src");
     source_files(&src)
         .into_iter()
         .map(|(_, file, code)| {
