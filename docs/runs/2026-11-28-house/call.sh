@@ -4,7 +4,7 @@
 # a host of two H200s, with this branch's binaries in .carry/ (BUILT says
 # their commit) and CRIU 4.2.1 in .carry/criu. Output in $OUT/NAME/,
 # tarred into $OUT/NAME.tgz.
-#   call.sh NAME
+#   call.sh NAME [SCENARIO,...]   (Debian's runc carried in .carry/runc)
 set -u
 name=$1
 one=single_steps,group,killed_then_recovered,action_script,criu_with_own_plugin,criu_with_action_script,criu_failed_dump,runc_with_own_plugin,criu_drain_images,drain_single_torch,drain_shrink,drain_vouched_and_recovered,toggle_drain,disk_round_trip,disk_dataloader,disk_users_own_job
@@ -13,7 +13,7 @@ out=$OUT/$name
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 { date -u +%FT%TZ; nvidia-smi --query-gpu=index,name,uuid,driver_version --format=csv,noheader; cat .carry/BUILT; } >"$out/host.txt" 2>&1
-timeout 560 python3 tests/gpu/suite.py --bin-dir .carry --criu-dir .carry/criu --only "$one,$two" \
+timeout 560 python3 tests/gpu/suite.py --bin-dir .carry --criu-dir .carry/criu --runc-dir .carry/runc --only "${2:-$one,$two}" \
     --json "$out/suite.json" >"$out/suite.log" 2>&1
 echo "suite rc=$?" | tee -a "$out/host.txt"
 grep -E "^(PASS|FAIL|SKIP)" "$out/suite.log" | cut -c1-300
