@@ -1623,7 +1623,7 @@ while True:
 
 /// A session whose every process is killed when this is dropped (CRIU
 /// restores a session with its processes).
-struct KilledSession(i32);
+pub(crate) struct KilledSession(pub(crate) i32);
 
 impl Drop for KilledSession {
     fn drop(&mut self) {
@@ -1636,7 +1636,7 @@ impl Drop for KilledSession {
 /// Starts [`CONNECTED_PAIR`] listening on `port` (0: the kernel's pick),
 /// connected also to `outside`, a port of this test's, where given: the tree's root, leading a session of its own
 /// that goes with the returned guard, and the address it used.
-fn connected_pair(
+pub(crate) fn connected_pair(
     fx: &Fixture,
     port: u16,
     outside: Option<u16>,
@@ -1778,7 +1778,7 @@ fn a_port_the_job_listened_on_taken_since_is_refused_before_the_undump() {
 /// A TCP port below /proc/sys/net/ipv4/ip_local_port_range that nothing
 /// holds now, chosen at random so that tests running beside this one
 /// rarely try the same.
-fn a_free_port_below_the_ephemeral_range() -> u16 {
+pub(crate) fn a_free_port_below_the_ephemeral_range() -> u16 {
     let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .expect("the ephemeral range");
     let low: u16 = range

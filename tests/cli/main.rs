@@ -56,6 +56,7 @@ mod criu_hook;
 mod criu_plugin;
 mod disk;
 mod disk_jobs;
+mod disk_snapshots;
 mod disk_trust;
 mod disk_users;
 mod dumpable;

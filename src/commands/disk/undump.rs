@@ -228,6 +228,8 @@ fn checked(
         )
     })?;
     let moved = pairs.into_iter().filter(|(old, new)| old != new).collect();
+    // The last check passed: the first change, just before CRIU.
+    ports::close_left_over(job_files, request.force, remarks)?;
     Ok((criu, moved))
 }
 

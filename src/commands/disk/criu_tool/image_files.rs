@@ -54,34 +54,54 @@ pub struct Listened {
     pub reuseport: bool,
 }
 
+/// A TCP connection of the job's, as the dump saw it: CRIU restores it
+/// with its two ends (`--tcp-established`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connected {
+    pub local: (std::net::IpAddr, u16),
+    pub remote: (std::net::IpAddr, u16),
+}
+
 /// IPPROTO_TCP.
 const TCP: u32 = 6;
+/// The kernel's TCP_ESTABLISHED.
+const TCP_ESTABLISHED: u32 = 1;
 /// The kernel's TCP_LISTEN.
 const TCP_LISTEN: u32 = 10;
 
-/// The TCP sockets a `files.img` says the job listened on (pure).
-pub fn listened(files_img: &[u8]) -> Result<Vec<Listened>, BadImage> {
-    let mut found = Vec::new();
+/// The TCP sockets of a `files.img` (pure): those the job listened on, and
+/// its established connections.
+pub fn tcp_sockets(files_img: &[u8]) -> Result<(Vec<Listened>, Vec<Connected>), BadImage> {
+    use crate::commands::disk::dump_checks::connections::address;
+    let (mut listened, mut connected) = (Vec::new(), Vec::new());
     for message in entries(files_img, FILES_MAGIC)? {
         let entry: FileEntry = decoded(message)?;
         let Some(isk) = entry.isk.filter(|_| entry.kind == fd_type::INETSK) else {
             continue;
         };
-        if isk.proto != TCP || isk.state != TCP_LISTEN {
-            continue;
-        }
         // An address of neither family binds nothing CRIU could fail on.
-        let Some(addr) = crate::commands::disk::dump_checks::connections::address(&isk.src_addr)
-        else {
+        let Some(addr) = address(&isk.src_addr).filter(|_| isk.proto == TCP) else {
             continue;
         };
-        found.push(Listened {
-            addr,
-            port: u16::try_from(isk.src_port).unwrap_or(0),
-            reuseport: isk.opts.and_then(|o| o.so_reuseport).unwrap_or(false),
-        });
+        let port = u16::try_from(isk.src_port).unwrap_or(0);
+        match isk.state {
+            TCP_LISTEN => listened.push(Listened {
+                addr,
+                port,
+                reuseport: isk.opts.and_then(|o| o.so_reuseport).unwrap_or(false),
+            }),
+            TCP_ESTABLISHED => {
+                if let Some(peer) = address(&isk.dst_addr) {
+                    connected.push(Connected {
+                        local: (addr, port),
+                        remote: (peer, u16::try_from(isk.dst_port).unwrap_or(0)),
+                    });
+                }
+            }
+            _ => {}
+        }
     }
-    Ok(found)
+    Ok((listened, connected))
 }
 
 /// What CRIU restores a thread with, as root, from its `core-TID.img`.

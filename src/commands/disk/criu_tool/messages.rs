@@ -207,10 +207,14 @@ pub struct InetSkEntry {
     pub state: u32,
     #[prost(uint32, tag = "7")]
     pub src_port: u32,
+    #[prost(uint32, tag = "8")]
+    pub dst_port: u32,
     /// The address as the kernel keeps it: one 32-bit word for IPv4, four
     /// for IPv6 (`connections::address`).
     #[prost(uint32, repeated, tag = "11")]
     pub src_addr: Vec<u32>,
+    #[prost(uint32, repeated, tag = "12")]
+    pub dst_addr: Vec<u32>,
     #[prost(message, optional, tag = "13")]
     pub fown: Option<FownEntry>,
     #[prost(message, optional, tag = "14")]

@@ -18,6 +18,9 @@ pub struct Socket {
     pub remote: (IpAddr, u16),
     /// The kernel's TCP state ([`ESTABLISHED`], [`TIME_WAIT`], ...).
     pub state: u8,
+    /// What is left of its timer, in the table's clock ticks (`USER_HZ`,
+    /// 100 a second): a TIME_WAIT socket's time to go.
+    pub timer_ticks: u64,
 }
 
 /// The kernel's TCP_ESTABLISHED.
@@ -33,10 +36,11 @@ pub fn sockets(table: &str) -> Vec<Socket> {
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
             // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
-            let (local, remote, state, inode) = (
+            let (local, remote, state, timer, inode) = (
                 fields.get(1)?,
                 fields.get(2)?,
                 fields.get(3)?,
+                fields.get(5)?,
                 fields.get(9)?,
             );
             Some(Socket {
@@ -44,6 +48,10 @@ pub fn sockets(table: &str) -> Vec<Socket> {
                 local: endpoint(local)?,
                 remote: endpoint(remote)?,
                 state: u8::from_str_radix(state, 16).ok()?,
+                timer_ticks: timer
+                    .split_once(':')
+                    .and_then(|(_, when)| u64::from_str_radix(when, 16).ok())
+                    .unwrap_or(0),
             })
         })
         .collect()

@@ -4,7 +4,8 @@
 //! ([`credentials`]), every descriptor among them ([`descriptors`]) and
 //! which another user could not have made ([`descriptor_bound`]); the
 //! files the job had open against the host's ([`open_files`]), its ports
-//! ([`ports`]), the GPUs it lands on ([`placement`]); what a restore
+//! ([`ports`], and the sockets a crashed run left on them, closed through
+//! [`sock_destroy`]), the GPUs it lands on ([`placement`]); what a restore
 //! brought back, by pidfd ([`restored_tree`]).
 
 pub mod credentials;
@@ -14,4 +15,5 @@ pub mod open_files;
 pub mod placement;
 pub mod ports;
 pub mod restored_tree;
+pub mod sock_destroy;
 pub mod source;

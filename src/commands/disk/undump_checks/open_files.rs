@@ -29,21 +29,23 @@ pub struct JobFiles {
     pub remapped: HashSet<u32>,
     /// The TCP sockets it listened on (none where `files` is not `Ok`).
     pub listened: Vec<criu_images::Listened>,
+    /// Its established TCP connections (none where `files` is not `Ok`).
+    pub connected: Vec<criu_images::Connected>,
 }
 
 /// Reads `files.img` and `remap-fpath.img` from the images held, once.
 pub fn read(images: &HeldImages) -> JobFiles {
     let read = |name: &str| images.read(name, FILES_IMAGE_CAP);
-    let (files, listened) = match read("files.img") {
+    let (files, (listened, connected)) = match read("files.img") {
         Ok(Some(img)) => match criu_images::dumped_files(&img) {
             Ok(files) => (
                 Ok(Some(files)),
-                criu_images::listened(&img).unwrap_or_default(),
+                criu_images::tcp_sockets(&img).unwrap_or_default(),
             ),
-            Err(why) => (Err(why.to_string()), Vec::new()),
+            Err(why) => (Err(why.to_string()), Default::default()),
         },
-        Ok(None) => (Ok(None), Vec::new()),
-        Err(why) => (Err(why.to_string()), Vec::new()),
+        Ok(None) => (Ok(None), Default::default()),
+        Err(why) => (Err(why.to_string()), Default::default()),
     };
     let remapped = match read("remap-fpath.img") {
         Ok(Some(img)) => criu_images::remapped(&img).unwrap_or_default(),
@@ -53,6 +55,7 @@ pub fn read(images: &HeldImages) -> JobFiles {
         files,
         remapped,
         listened,
+        connected,
     }
 }
 

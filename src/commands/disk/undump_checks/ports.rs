@@ -6,13 +6,19 @@
 //! Address already in use") after forking the tree. Met on a GPU host:
 //! a server's port, 40893, taken between its dump and its undump.
 //!
+//! A snapshot's job that crashed or ended since leaves its closed
+//! connections on those ports for a while, sockets no process holds
+//! (TIME_WAIT, FIN_WAIT...): NCCL's bootstrap listens without
+//! `SO_REUSEADDR`, so CRIU's bind fails on them too, for up to a minute.
+//! They are closed before CRIU runs ([`close_left_over`]), each said.
+//!
 //! The job restores into cudackpt's network namespace (a dump of a tree
 //! in a namespace of its own is refused), so this host's sockets are those
 //! of /proc/self/net/tcp and tcp6.
 
 use std::net::IpAddr;
 
-use crate::commands::disk::criu_tool::image_files::Listened;
+use crate::commands::disk::criu_tool::image_files::{Connected, Listened};
 use crate::commands::disk::dump_checks::connections::{self, Socket};
 use crate::commands::disk::report::DiskFailure;
 use crate::commands::disk::undump_checks::open_files::JobFiles;
@@ -37,9 +43,40 @@ fn overlaps(a: IpAddr, b: IpAddr) -> bool {
     any.is_ipv6() || other.is_ipv4()
 }
 
+/// The kernel's states of a closed connection's socket on its way out:
+/// FIN_WAIT1, FIN_WAIT2, TIME_WAIT, LAST_ACK, CLOSING.
+const CLOSING: [u8; 5] = [0x04, 0x05, connections::TIME_WAIT, 0x09, 0x0B];
+
+/// Whether a host socket is what a closed connection left: closing, and
+/// held by no process (inode 0).
+fn left_by_a_closed_connection(socket: &Socket) -> bool {
+    socket.inode == 0 && CLOSING.contains(&socket.state)
+}
+
+/// The sockets closed connections left where the job's snapshot binds
+/// again (pure): on a port it listened on, or with the two ends of a
+/// connection it restores.
+pub fn left_over<'a>(
+    listened: &[Listened],
+    connected: &[Connected],
+    host: &'a [Socket],
+) -> Vec<&'a Socket> {
+    host.iter()
+        .filter(|h| left_by_a_closed_connection(h))
+        .filter(|h| {
+            listened
+                .iter()
+                .any(|l| l.port != 0 && h.local.1 == l.port && overlaps(l.addr, h.local.0))
+                || connected
+                    .iter()
+                    .any(|c| c.local == h.local && c.remote == h.remote)
+        })
+        .collect()
+}
+
 /// The job's listeners whose port a socket of this host holds now, each
-/// with the first such socket (pure). A socket in TIME_WAIT does not
-/// count (CRIU binds with SO_REUSEADDR over it). A listener with
+/// with the first such socket (pure). What a closed connection left does
+/// not count ([`close_left_over`] closes it). A listener with
 /// `SO_REUSEPORT` is left out: whether it may share the port depends on
 /// the other socket's options, which /proc does not show.
 pub fn taken<'a>(listened: &'a [Listened], host: &'a [Socket]) -> Vec<(&'a Listened, &'a Socket)> {
@@ -50,7 +87,7 @@ pub fn taken<'a>(listened: &'a [Listened], host: &'a [Socket]) -> Vec<(&'a Liste
             host.iter()
                 .find(|h| {
                     h.local.1 == l.port
-                        && h.state != connections::TIME_WAIT
+                        && !left_by_a_closed_connection(h)
                         && overlaps(l.addr, h.local.0)
                 })
                 .map(|h| (l, h))
@@ -81,16 +118,12 @@ pub fn refuse_taken(
     if listened.is_empty() {
         return Ok(());
     }
-    let mut host = Vec::new();
-    for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
-        match crate::files::read_capped_bytes(std::path::Path::new(table), TABLE_CAP) {
-            Ok(bytes) => host.extend(connections::sockets(&String::from_utf8_lossy(&bytes))),
-            Err(why) => {
-                remarks.push(format!("the ports the job listened on were not checked against this host's ({table}: {why}): CRIU says if one is taken"));
-                return Ok(());
-            }
-        }
-    }
+    let Some(host) = host_sockets(
+        "the ports the job listened on were not checked against this host's",
+        remarks,
+    ) else {
+        return Ok(());
+    };
     let taken = taken(listened, &host);
     if taken.is_empty() {
         return Ok(());
@@ -107,10 +140,22 @@ pub fn refuse_taken(
         })
         .collect();
     let why = format!(
-        "the job listened on {}, and CRIU could not bind {} again (\"Address already in use\")",
+        "the job listened on {}, and CRIU could not bind {} again",
         each.join(", "),
         if taken.len() == 1 { "it" } else { "them" }
     );
+    in_use(why, force, remarks, "free the port (/proc/net/tcp, or `ss -tanp` where there is one, names the socket holding it) or undump where it is free; a port the kernel picked for the job is taken again by chance, so a job that listens for others is best given a fixed port below the ephemeral range (/proc/sys/net/ipv4/ip_local_port_range); --force runs CRIU anyway".into())
+}
+
+/// A port CRIU could not bind again (`why`): refused before any change,
+/// or said in a remark under `--force`.
+fn in_use(
+    why: String,
+    force: bool,
+    remarks: &mut Vec<String>,
+    hint: String,
+) -> Result<(), DiskFailure> {
+    let why = format!("{why} (\"Address already in use\")");
     if force {
         remarks.push(format!("{why} (going on: --force)"));
         return Ok(());
@@ -118,8 +163,96 @@ pub fn refuse_taken(
     Err(DiskFailure::refused(
         "port_in_use",
         format!("refused before any change: {why}"),
-        "free the port (/proc/net/tcp, or `ss -tanp` where there is one, names the socket holding it) or undump where it is free; a port the kernel picked for the job is taken again by chance, so a job that listens for others is best given a fixed port below the ephemeral range (/proc/sys/net/ipv4/ip_local_port_range); --force runs CRIU anyway",
+        hint,
     ))
+}
+
+/// This host's TCP sockets, or `None` with a remark that begins with
+/// `unchecked` when a table cannot be read.
+fn host_sockets(unchecked: &str, remarks: &mut Vec<String>) -> Option<Vec<Socket>> {
+    let mut host = Vec::new();
+    for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
+        match crate::files::read_capped_bytes(std::path::Path::new(table), TABLE_CAP) {
+            Ok(bytes) => host.extend(connections::sockets(&String::from_utf8_lossy(&bytes))),
+            Err(why) => {
+                remarks.push(format!(
+                    "{unchecked} ({table}: {why}): CRIU says if one is taken"
+                ));
+                return None;
+            }
+        }
+    }
+    Some(host)
+}
+
+/// A socket a closed connection left, in words (pure).
+fn left_over_shown(socket: &Socket) -> String {
+    let state = match socket.state {
+        connections::TIME_WAIT => "TIME_WAIT",
+        0x04 => "FIN_WAIT1",
+        0x05 => "FIN_WAIT2",
+        0x09 => "LAST_ACK",
+        _ => "CLOSING",
+    };
+    format!(
+        "{} to {} ({state})",
+        connections::shown(socket.local),
+        connections::shown(socket.remote)
+    )
+}
+
+/// Closes the sockets closed connections left where the snapshot binds
+/// again, the job's last run's (a crash, or its end): each is said in a
+/// remark. Where the kernel cannot close one (no
+/// `CONFIG_INET_DIAG_DESTROY`, or not root), the undump is refused before
+/// CRIU runs, with the time the longest has left (`--force` goes on).
+pub fn close_left_over(
+    job: &JobFiles,
+    force: bool,
+    remarks: &mut Vec<String>,
+) -> Result<(), DiskFailure> {
+    if job.listened.is_empty() && job.connected.is_empty() {
+        return Ok(());
+    }
+    let Some(host) = host_sockets(
+        "what closed connections left on the job's ports was not looked for",
+        remarks,
+    ) else {
+        return Ok(());
+    };
+    let left = left_over(&job.listened, &job.connected, &host);
+    let mut closed = Vec::new();
+    let mut stuck = Vec::new();
+    for socket in left {
+        match super::sock_destroy::close(socket.local, socket.remote) {
+            Ok(()) => closed.push(left_over_shown(socket)),
+            Err(why) => stuck.push((socket, why)),
+        }
+    }
+    if !closed.is_empty() {
+        remarks.push(format!(
+            "closed {} left by closed connections of the job's last run where the job binds again: {}",
+            crate::vocabulary::prose::count(closed.len(), "socket", "sockets"),
+            closed.join(", ")
+        ));
+    }
+    let Some(longest) = stuck.iter().map(|(s, _)| s.timer_ticks).max() else {
+        return Ok(());
+    };
+    let each: Vec<String> = stuck
+        .iter()
+        .map(|(s, why)| format!("{} (could not close it: {why})", left_over_shown(s)))
+        .collect();
+    let why = format!(
+        "closed connections left {} where the job binds again, and CRIU could not bind over {}",
+        each.join(", "),
+        if stuck.len() == 1 { "it" } else { "them" }
+    );
+    let hint = format!(
+        "they go by themselves within {} s: undump again then; root closes them at once where the kernel has CONFIG_INET_DIAG_DESTROY; --force runs CRIU anyway",
+        longest.div_ceil(100).max(1)
+    );
+    in_use(why, force, remarks, hint)
 }
 
 #[cfg(test)]
@@ -170,6 +303,51 @@ mod tests {
             ..listened(LOOPBACK, 40893)
         };
         assert!(taken(&[shared], &host).is_empty());
+    }
+
+    #[test]
+    fn what_closed_connections_left_on_the_job_s_ports_is_found_and_nothing_else() {
+        // Row 1: TIME_WAIT on 127.0.0.1:36044, no process holds it, 60 s
+        // left (0x1768 ticks of 100 a second).
+        let host = connections::sockets(TCP);
+        assert_eq!(host[1].timer_ticks, 0x1768);
+        let on_a_listener = left_over(&[listened(ANY, 36044)], &[], &host);
+        assert_eq!(on_a_listener.len(), 1);
+        assert_eq!(
+            left_over_shown(on_a_listener[0]),
+            "127.0.0.1:36044 to 127.0.0.1:55197 (TIME_WAIT)"
+        );
+        // The two ends of a connection the job restores.
+        let connection = Connected {
+            local: (LOOPBACK, 36044),
+            remote: (LOOPBACK, 55197),
+        };
+        assert_eq!(
+            left_over(&[], std::slice::from_ref(&connection), &host).len(),
+            1
+        );
+        let other_peer = Connected {
+            remote: (LOOPBACK, 1),
+            ..connection
+        };
+        assert!(left_over(&[], &[other_peer], &host).is_empty());
+        // Another port, another address: not the job's.
+        assert!(left_over(&[listened(ANY, 40893)], &[], &host).is_empty());
+        assert!(left_over(
+            &[listened(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2)), 36044)],
+            &[],
+            &host
+        )
+        .is_empty());
+        // A closing socket a process still holds is the process's.
+        let held = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:8CCC 0100007F:D79D 05 00000000:00000000 00:00000000 00000000     0        0 77 1 0\n";
+        let host = connections::sockets(held);
+        assert!(left_over(&[listened(ANY, 36044)], &[], &host).is_empty());
+        assert_eq!(
+            taken(&[listened(ANY, 36044)], &host).len(),
+            1,
+            "and it is taken"
+        );
     }
 
     #[test]

@@ -1,0 +1,126 @@
+//! Snapshots a job survives (SPEC section 17): `dump --leave-running`, the
+//! job going on, and its images brought back later, after a crash or
+//! after the job ended, with what the images need of the world put back
+//! or checked before any change.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::disk::{
+    a_free_port_below_the_ephemeral_range, alive, connected_pair, criu, dump, undump,
+};
+use crate::support::{wait_until, Fixture};
+
+/// The host's TCP sockets in TIME_WAIT whose local port is `port`.
+fn time_wait_on(port: u16) -> usize {
+    let suffix = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|t| std::fs::read_to_string(t).ok())
+        .map(|table| {
+            table
+                .lines()
+                .skip(1)
+                .filter(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    fields.get(1).is_some_and(|l| l.ends_with(&suffix))
+                        && fields.get(3) == Some(&"06")
+                })
+                .count()
+        })
+        .sum()
+}
+
+/// Whether `pid` is taken, a zombie's too (CRIU restores each process
+/// with its own PID).
+fn exists(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The first child of `pid` (its main thread's `children` file).
+fn child_of(pid: i32) -> i32 {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .expect("the children file")
+        .split_whitespace()
+        .next()
+        .and_then(|c| c.parse().ok())
+        .expect("a child")
+}
+
+/// Runs CRIU's restore of `images` alone, as cudackpt would but with
+/// nothing put back first: its exit status and log.
+fn criu_alone(criu: &Path, images: &Path, work: &Path) -> (bool, String) {
+    std::fs::create_dir_all(work).expect("a work directory");
+    let status = Command::new(criu)
+        .args(["restore", "--restore-detached", "--tcp-established", "-v4"])
+        .arg("-D")
+        .arg(images)
+        .arg("-W")
+        .arg(work)
+        .args(["--pidfile", "pid", "-o", "restore.log"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("criu runs");
+    let log = std::fs::read_to_string(work.join("restore.log")).unwrap_or_default();
+    (status.success(), log)
+}
+
+/// The pair's server listens without `SO_REUSEADDR`, as NCCL's bootstrap
+/// does. Snapshotted (`dump --leave-running`), it goes on; then it
+/// crashes, the server first, so its end of the connection is left in
+/// TIME_WAIT on the port it listened on. CRIU alone cannot bring the
+/// snapshot back then ("Address already in use", for up to a minute);
+/// `undump` closes what the crash left, says so, and brings it back at
+/// once.
+#[test]
+fn a_crashed_job_s_snapshot_comes_back_at_once_over_its_time_wait_sockets() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let port = a_free_port_below_the_ephemeral_range();
+    let (job, _session, _host) = connected_pair(&fx, port, None);
+    let client = child_of(job.0);
+    let images = fx.dir().join("images");
+    let (code, dumped) = dump(&fx, &images, &criu, job.0, &["--leave-running"]);
+    assert_eq!(code, 0, "{dumped:#}");
+    assert!(
+        alive(job.0) && alive(client),
+        "a snapshot leaves the job running"
+    );
+    // The crash: the server's end closes first, then the client's.
+    Command::new("kill")
+        .args(["-9", &job.0.to_string()])
+        .status()
+        .expect("kill");
+    wait_until("the server to be gone", || !exists(job.0));
+    Command::new("kill")
+        .args(["-9", &client.to_string()])
+        .status()
+        .expect("kill");
+    wait_until("the client to be gone", || !exists(client));
+    wait_until("the server's end in TIME_WAIT", || time_wait_on(port) > 0);
+
+    // The harm: CRIU alone fails on the port.
+    let (restored, log) = criu_alone(&criu, &images, &fx.dir().join("criu-alone"));
+    assert!(!restored, "CRIU alone restored it over TIME_WAIT: {log}");
+    assert!(
+        log.contains("Address already in use"),
+        "CRIU failed on the port: {log}"
+    );
+    assert!(!alive(job.0), "CRIU took back what it had restored");
+    assert!(time_wait_on(port) > 0, "TIME_WAIT still there");
+
+    // The undump closes it and brings the pair back, saying so.
+    let (code, undumped) = undump(&fx, &images, &criu, &[]);
+    assert_eq!(code, 0, "{undumped:#}");
+    assert!(alive(job.0), "the server is back");
+    assert_eq!(time_wait_on(port), 0);
+    let remarks = undumped["warnings"].to_string();
+    assert!(
+        remarks.contains("closed 1 socket left by closed connections of the job's last run")
+            && remarks.contains(&format!(":{port} to "))
+            && remarks.contains("(TIME_WAIT)"),
+        "{undumped:#}"
+    );
+}
