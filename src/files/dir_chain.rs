@@ -81,10 +81,37 @@ pub fn reach(path: &Path, links: Links) -> Result<Reached, UnsafeDir> {
 /// open. A directory made here that is not this user's once opened (swapped
 /// in between) is refused.
 pub fn reach_creating(path: &Path, links: Links, mode: u32) -> Result<Reached, UnsafeDir> {
-    walk(path, links, Some(mode))
+    walk(path, links, Some(Making { mode, owner: None }))
 }
 
-fn walk(path: &Path, links: Links, create: Option<u32>) -> Result<Reached, UnsafeDir> {
+/// Like [`reach_creating`], each directory made then handed to `uid` and
+/// `gid` on its descriptor (what a process of theirs had made there): the
+/// directories a restored job binds its Unix sockets in.
+pub fn reach_creating_for(
+    path: &Path,
+    links: Links,
+    mode: u32,
+    (uid, gid): (u32, u32),
+) -> Result<Reached, UnsafeDir> {
+    walk(
+        path,
+        links,
+        Some(Making {
+            mode,
+            owner: Some((uid, gid)),
+        }),
+    )
+}
+
+/// How a missing directory is made: its mode, and whose it becomes (none:
+/// this user's).
+#[derive(Debug, Clone, Copy)]
+struct Making {
+    mode: u32,
+    owner: Option<(u32, u32)>,
+}
+
+fn walk(path: &Path, links: Links, create: Option<Making>) -> Result<Reached, UnsafeDir> {
     let io_at = |at: &Path, source: io::Error| UnsafeDir::Io {
         path: at.to_path_buf(),
         source,
@@ -132,11 +159,11 @@ fn open_step(
     at: &Path,
     no_follow: bool,
     last: bool,
-    create: Option<u32>,
+    create: Option<Making>,
 ) -> Result<(OwnedFd, bool), UnsafeDir> {
     match open_dir_at(parent, name, at, no_follow, last) {
         Err(UnsafeDir::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
-            let Some(mode) = create else {
+            let Some(Making { mode, owner }) = create else {
                 return Err(UnsafeDir::Io {
                     path: at.to_path_buf(),
                     source,
@@ -158,6 +185,9 @@ fn open_step(
             let fd = open_dir_at(parent, name, at, true, last)?;
             if made {
                 claim(&fd, at, mode)?;
+                if let Some((uid, gid)) = owner {
+                    hand_over(&fd, at, uid, gid)?;
+                }
             }
             Ok((fd, made))
         }
@@ -187,6 +217,18 @@ fn claim(fd: &OwnedFd, at: &Path, mode: u32) -> Result<(), UnsafeDir> {
         })?;
     }
     Ok(())
+}
+
+/// A directory this walk made, given to `uid` and `gid` on its descriptor.
+fn hand_over(fd: &OwnedFd, at: &Path, uid: u32, gid: u32) -> Result<(), UnsafeDir> {
+    let (uid, gid) = (
+        rustix::fs::Uid::from_raw(uid),
+        rustix::fs::Gid::from_raw(gid),
+    );
+    rustix::fs::fchown(fd, Some(uid), Some(gid)).map_err(|e| UnsafeDir::Io {
+        path: at.to_path_buf(),
+        source: e.into(),
+    })
 }
 
 /// Opens one directory under `parent`: for reading when it is the last

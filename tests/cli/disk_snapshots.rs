@@ -124,3 +124,104 @@ fn a_crashed_job_s_snapshot_comes_back_at_once_over_its_time_wait_sockets() {
         "{undumped:#}"
     );
 }
+
+/// A job listening on a Unix socket in a directory of its own under /tmp,
+/// as each of Python's multiprocessing listeners is
+/// (`/tmp/pymp-*/listener-*`): the directory is gone by the time a job
+/// that ended is brought back. The directory and the socket are given to
+/// nobody, as a job of nobody's would have them (root here may lack
+/// CAP_SYS_RESOURCE, which a dump of another user's job needs).
+const UNIX_LISTENER: &str = r#"
+import os, socket, time
+os.mkdir(os.environ["DIR"], 0o700)
+s = socket.socket(socket.AF_UNIX)
+path = os.path.join(os.environ["DIR"], "listener")
+s.bind(path)
+s.listen(4)
+os.chown(path, 65534, 65534)
+os.chown(os.environ["DIR"], 65534, 65534)
+while True:
+    time.sleep(1)
+"#;
+
+/// Removes a directory when dropped.
+struct Removed(std::path::PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The job ended after its snapshot and took its socket's directory with
+/// it. CRIU alone cannot bind the socket there ("No such file or
+/// directory"); `undump` makes the directory again as the job had it
+/// (the socket's owner's, 0700), says so, and the restored listener takes
+/// a connection.
+#[test]
+fn an_ended_job_s_snapshot_comes_back_with_its_socket_directory_made_again() {
+    use std::os::unix::fs::MetadataExt;
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let dir = std::env::temp_dir().join(format!(
+        "cudackpt-pymp-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
+    ));
+    let _removed = Removed(dir.clone());
+    let script = fx.dir().join("listener.py");
+    std::fs::write(&script, UNIX_LISTENER).expect("write");
+    let job = crate::disk::Orphan::launch(
+        &fx,
+        &format!(
+            "DIR='{}' setsid python3 '{}' </dev/null >/dev/null 2>&1",
+            dir.display(),
+            script.display()
+        ),
+    );
+    let socket = dir.join("listener");
+    wait_until("the listener bound and given to nobody", || {
+        std::fs::symlink_metadata(&dir).is_ok_and(|m| m.uid() == 65534)
+    });
+    let images = fx.dir().join("images");
+    let (code, dumped) = dump(&fx, &images, &criu, job.0, &["--leave-running"]);
+    assert_eq!(code, 0, "{dumped:#}");
+    // The job ends, as Python's does, taking its directory away.
+    Command::new("kill")
+        .args(["-9", &job.0.to_string()])
+        .status()
+        .expect("kill");
+    wait_until("the job to be gone", || !exists(job.0));
+    std::fs::remove_dir_all(&dir).expect("the job's directory goes with it");
+
+    // The harm: CRIU alone fails on the socket.
+    let (restored, log) = criu_alone(&criu, &images, &fx.dir().join("criu-alone"));
+    assert!(!restored, "CRIU alone bound it in no directory: {log}");
+    assert!(
+        log.contains("No such file or directory") && log.contains("listener"),
+        "CRIU failed on the socket: {log}"
+    );
+    assert!(!exists(job.0));
+
+    let (code, undumped) = undump(&fx, &images, &criu, &[]);
+    assert_eq!(code, 0, "{undumped:#}");
+    assert!(alive(job.0), "the job is back");
+    let made = std::fs::symlink_metadata(&dir).expect("the directory made again");
+    assert!(made.is_dir());
+    assert_eq!(
+        (made.uid(), made.gid(), made.mode() & 0o7777),
+        (65534, 65534, 0o700),
+        "as the job had it"
+    );
+    let said = undumped["warnings"].to_string();
+    assert!(
+        said.contains(&format!(
+            "made {} again (mode 700, uid 65534)",
+            dir.display()
+        )),
+        "{undumped:#}"
+    );
+    std::os::unix::net::UnixStream::connect(&socket).expect("the listener takes a connection");
+}

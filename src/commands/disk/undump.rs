@@ -34,6 +34,7 @@ use crate::commands::disk::undump_checks::open_files;
 use crate::commands::disk::undump_checks::placement::{self, HostGpu};
 use crate::commands::disk::undump_checks::ports;
 use crate::commands::disk::undump_checks::restored_tree;
+use crate::commands::disk::undump_checks::socket_dirs;
 use crate::commands::disk::undump_checks::source::{HeldImages, StageProblem};
 
 /// What an undump is asked to do.
@@ -230,6 +231,7 @@ fn checked(
     let moved = pairs.into_iter().filter(|(old, new)| old != new).collect();
     // The last check passed: the first change, just before CRIU.
     ports::close_left_over(job_files, request.force, remarks)?;
+    socket_dirs::put_back(job_files, request.force, remarks)?;
     Ok((criu, moved))
 }
 

@@ -62,6 +62,43 @@ pub struct Connected {
     pub remote: (std::net::IpAddr, u16),
 }
 
+/// A Unix socket of the job's bound to a path, as the dump saw it: CRIU
+/// binds it there again, and cannot where its directory is gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnixBound {
+    pub path: std::path::PathBuf,
+    /// Whose its file was (`file_perms`): root's where the image says
+    /// nothing.
+    pub owner: (u32, u32),
+}
+
+/// The Unix sockets of a `files.img` bound to a path (pure): an abstract
+/// name (NUL first) has none; a relative one is joined to the directory
+/// CRIU recorded it was bound in.
+pub fn unix_bound(files_img: &[u8]) -> Result<Vec<UnixBound>, BadImage> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut found = Vec::new();
+    for message in entries(files_img, FILES_MAGIC)? {
+        let entry: FileEntry = decoded(message)?;
+        let Some(usk) = entry.usk.filter(|_| entry.kind == fd_type::UNIXSK) else {
+            continue;
+        };
+        let name = usk.name.split(|b| *b == 0).next().unwrap_or_default();
+        if usk.name.first().is_none_or(|b| *b == 0) || name.is_empty() {
+            continue;
+        }
+        let name = std::path::Path::new(std::ffi::OsStr::from_bytes(name));
+        let path = match &usk.name_dir {
+            _ if name.is_absolute() => name.to_path_buf(),
+            Some(dir) => std::path::Path::new(std::ffi::OsStr::from_bytes(dir)).join(name),
+            None => continue,
+        };
+        let owner = usk.file_perms.map_or((0, 0), |p| (p.uid, p.gid));
+        found.push(UnixBound { path, owner });
+    }
+    Ok(found)
+}
+
 /// IPPROTO_TCP.
 const TCP: u32 = 6;
 /// The kernel's TCP_ESTABLISHED.

@@ -5,7 +5,8 @@
 //! which another user could not have made ([`descriptor_bound`]); the
 //! files the job had open against the host's ([`open_files`]), its ports
 //! ([`ports`], and the sockets a crashed run left on them, closed through
-//! [`sock_destroy`]), the GPUs it lands on ([`placement`]); what a restore
+//! [`sock_destroy`]), the directories its Unix sockets are bound in
+//! ([`socket_dirs`]), the GPUs it lands on ([`placement`]); what a restore
 //! brought back, by pidfd ([`restored_tree`]).
 
 pub mod credentials;
@@ -16,4 +17,5 @@ pub mod placement;
 pub mod ports;
 pub mod restored_tree;
 pub mod sock_destroy;
+pub mod socket_dirs;
 pub mod source;

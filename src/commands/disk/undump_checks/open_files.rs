@@ -31,21 +31,24 @@ pub struct JobFiles {
     pub listened: Vec<criu_images::Listened>,
     /// Its established TCP connections (none where `files` is not `Ok`).
     pub connected: Vec<criu_images::Connected>,
+    /// Its Unix sockets bound to a path (none where `files` is not `Ok`).
+    pub unix_bound: Vec<criu_images::UnixBound>,
 }
 
 /// Reads `files.img` and `remap-fpath.img` from the images held, once.
 pub fn read(images: &HeldImages) -> JobFiles {
     let read = |name: &str| images.read(name, FILES_IMAGE_CAP);
-    let (files, (listened, connected)) = match read("files.img") {
+    let (files, (listened, connected), unix_bound) = match read("files.img") {
         Ok(Some(img)) => match criu_images::dumped_files(&img) {
             Ok(files) => (
                 Ok(Some(files)),
                 criu_images::tcp_sockets(&img).unwrap_or_default(),
+                criu_images::unix_bound(&img).unwrap_or_default(),
             ),
-            Err(why) => (Err(why.to_string()), Default::default()),
+            Err(why) => (Err(why.to_string()), Default::default(), Vec::new()),
         },
-        Ok(None) => (Ok(None), Default::default()),
-        Err(why) => (Err(why.to_string()), Default::default()),
+        Ok(None) => (Ok(None), Default::default(), Vec::new()),
+        Err(why) => (Err(why.to_string()), Default::default(), Vec::new()),
     };
     let remapped = match read("remap-fpath.img") {
         Ok(Some(img)) => criu_images::remapped(&img).unwrap_or_default(),
@@ -56,6 +59,7 @@ pub fn read(images: &HeldImages) -> JobFiles {
         remapped,
         listened,
         connected,
+        unix_bound,
     }
 }
 
