@@ -425,11 +425,12 @@ fn dumped_job_writing_to(
 
 /// A job writing to a log: after its dump the log grows (the job went on
 /// with `--leave-running`, or an earlier undump of the same images ran).
-/// CRIU restores an open file only at its dumped size: the undump says
-/// which file and how to fix it before any change, and restores once the
-/// log is cut back; likewise for its mode.
+/// CRIU restores an open file only at its dumped size: a file the job
+/// wrote to that grew is cut back to it, what was written since kept
+/// beside it and named (nothing lost, no hand work); a file whose mode
+/// moved, which CRIU checks too, is refused before any change, naming it.
 #[test]
-fn an_undump_refuses_a_file_the_job_had_open_whose_size_moved() {
+fn an_undump_cuts_back_a_grown_log_keeping_what_was_cut_and_refuses_a_moved_mode() {
     let Some(criu) = criu() else { return };
     let fx = Fixture::new();
     // `>`: the log opened for writing, not appending (CRIU records no
@@ -437,23 +438,7 @@ fn an_undump_refuses_a_file_the_job_had_open_whose_size_moved() {
     let log = fx.dir().join("job.log");
     let images = fx.dir().join("images");
     let job = dumped_job_writing_to(&fx, &criu, &log, ">", &images);
-    std::fs::write(&log, "the job went on after the dump\n").expect("the log grows");
-    let (message, hint) = undump_refused(&fx, &images, &criu, "files_changed");
-    assert!(
-        message.contains(&format!(
-            "{} was 0 bytes at the dump and is 31 now",
-            log.display()
-        )),
-        "{message}"
-    );
-    assert!(
-        hint.contains(&format!("truncate -s 0 {}", log.display())),
-        "{hint}"
-    );
-    assert!(!alive(job.0), "nothing restored");
-    // Cut back, it restores.
-    std::fs::write(&log, "").expect("the log as it was");
-    // Its mode, which CRIU checks too.
+    // Its mode, first: refused, and restored once it is given back.
     let mode = |m| std::os::unix::fs::PermissionsExt::from_mode(m);
     let was = std::os::unix::fs::MetadataExt::mode(&std::fs::metadata(&log).expect("the log"));
     std::fs::set_permissions(&log, mode(0o600)).expect("chmod");
@@ -462,10 +447,36 @@ fn an_undump_refuses_a_file_the_job_had_open_whose_size_moved() {
         message.contains(&format!("had mode {was:o} at the dump and has 100600 now")),
         "{message}"
     );
+    assert!(!alive(job.0), "nothing restored");
     std::fs::set_permissions(&log, mode(was)).expect("chmod back");
+    // The log grew since: cut back, the rest kept.
+    std::fs::write(&log, "the job went on after the dump\n").expect("the log grows");
     let (code, undumped) = undump(&fx, &images, &criu, &[]);
     assert_eq!(code, 0, "{undumped:#}");
     assert_eq!(fx.fake_state(job.0), "running");
+    assert_eq!(std::fs::read(&log).expect("the log"), b"", "as at the dump");
+    let said = undumped["warnings"].to_string();
+    let kept = std::fs::read_dir(fx.dir())
+        .expect("the fixture")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("job.log.after-snapshot-"))
+        })
+        .expect("what was cut, kept beside the log");
+    assert_eq!(
+        std::fs::read_to_string(&kept).expect("kept"),
+        "the job went on after the dump\n"
+    );
+    assert!(
+        said.contains(&format!(
+            "cut {} back to its 0 bytes at the snapshot; the 31 bytes written to it since are kept in {}",
+            log.display(),
+            kept.display()
+        )),
+        "{undumped:#}"
+    );
 }
 
 /// The attacker's link: after the dump, the job's log is replaced by a

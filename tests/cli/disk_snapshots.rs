@@ -108,7 +108,7 @@ fn a_crashed_job_s_snapshot_comes_back_at_once_over_its_time_wait_sockets() {
         log.contains("Address already in use"),
         "CRIU failed on the port: {log}"
     );
-    assert!(!alive(job.0), "CRIU took back what it had restored");
+    wait_until("CRIU to take back what it had restored", || !exists(job.0));
     assert!(time_wait_on(port) > 0, "TIME_WAIT still there");
 
     // The undump closes it and brings the pair back, saying so.
@@ -203,7 +203,7 @@ fn an_ended_job_s_snapshot_comes_back_with_its_socket_directory_made_again() {
         log.contains("No such file or directory") && log.contains("listener"),
         "CRIU failed on the socket: {log}"
     );
-    assert!(!exists(job.0));
+    wait_until("CRIU to take back what it had restored", || !exists(job.0));
 
     let (code, undumped) = undump(&fx, &images, &criu, &[]);
     assert_eq!(code, 0, "{undumped:#}");

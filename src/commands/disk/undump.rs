@@ -30,6 +30,7 @@ use crate::commands::disk::manifest::{self, Manifest};
 use crate::commands::disk::report::{DiskFailure, DiskReport, UndumpPhases};
 use crate::commands::disk::tree_state;
 use crate::commands::disk::undump_checks::credentials;
+use crate::commands::disk::undump_checks::grown_files;
 use crate::commands::disk::undump_checks::open_files;
 use crate::commands::disk::undump_checks::placement::{self, HostGpu};
 use crate::commands::disk::undump_checks::ports;
@@ -113,7 +114,9 @@ fn undump(
                     source.criu_images().path().display()
                 ));
             }
-            let (criu, moved) = checked(request, &manifest, &job_files, &mut report.remarks)?;
+            let trusted = source.writer.is_none();
+            let (criu, moved) =
+                checked(request, &manifest, &job_files, trusted, &mut report.remarks)?;
             report.gpu_map = moved.clone();
             let restore = Restore {
                 criu: &criu,
@@ -189,6 +192,7 @@ fn checked(
     request: &UndumpSettings<'_>,
     manifest: &Manifest,
     job_files: &open_files::JobFiles,
+    trusted: bool,
     remarks: &mut Vec<String>,
 ) -> Result<(criu_tool::Criu, Vec<(String, String)>), DiskFailure> {
     let criu = criu_tool::find_on_path(request.criu.as_deref())
@@ -219,7 +223,7 @@ fn checked(
             "end that process (after `dump --leave-running` it is the job itself; a zombie goes when its parent reaps it or ends), or undump on another host",
         ));
     }
-    open_files::refuse_changed(job_files, request.force, remarks)?;
+    let grown = open_files::refuse_changed(job_files, request.force, trusted, remarks)?;
     ports::refuse_taken(job_files, request.force, remarks)?;
     let pairs = choose_gpus(request, manifest, remarks).map_err(|why| {
         DiskFailure::refused(
@@ -232,6 +236,7 @@ fn checked(
     // The last check passed: the first change, just before CRIU.
     ports::close_left_over(job_files, request.force, remarks)?;
     socket_dirs::put_back(job_files, request.force, remarks)?;
+    grown_files::cut_back(&grown, remarks)?;
     Ok((criu, moved))
 }
 

@@ -3,7 +3,9 @@
 //! another user could write them ([`source`]); what they would restore as
 //! ([`credentials`]), every descriptor among them ([`descriptors`]) and
 //! which another user could not have made ([`descriptor_bound`]); the
-//! files the job had open against the host's ([`open_files`]), its ports
+//! files the job had open against the host's ([`open_files`]; those it
+//! wrote to that grew since cut back, what was cut kept,
+//! [`grown_files`]), its ports
 //! ([`ports`], and the sockets a crashed run left on them, closed through
 //! [`sock_destroy`]), the directories its Unix sockets are bound in
 //! ([`socket_dirs`]), the GPUs it lands on ([`placement`]); what a restore
@@ -12,6 +14,7 @@
 pub mod credentials;
 pub mod descriptor_bound;
 pub mod descriptors;
+pub mod grown_files;
 pub mod open_files;
 pub mod placement;
 pub mod ports;

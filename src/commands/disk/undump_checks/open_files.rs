@@ -10,7 +10,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use crate::commands::disk::criu_tool::image_files as criu_images;
+use crate::commands::disk::criu_tool::image_files::{self as criu_images, Differs};
 use crate::commands::disk::report::DiskFailure;
 use crate::commands::disk::undump_checks::source::HeldImages;
 
@@ -82,13 +82,19 @@ fn open_files<'a>(
 /// path leads elsewhere through a link now (CRIU, as root, would open the
 /// link's target for the job: `--force` goes on), or its size or mode is
 /// not the dump's (CRIU would fail on it after forking the tree).
+///
+/// A file the job wrote to that grew since (its log, its launcher's
+/// output) is not refused where `cut_allowed` (images only root could
+/// have written): it is returned, to be cut back to its size at the dump
+/// once every check has passed ([`super::grown_files`]).
 pub fn refuse_changed(
     job: &JobFiles,
     force: bool,
+    cut_allowed: bool,
     remarks: &mut Vec<String>,
-) -> Result<(), DiskFailure> {
+) -> Result<Vec<Differs<u64>>, DiskFailure> {
     let Some(files) = open_files(job, remarks) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let remapped = &job.remapped;
     let relinked = criu_images::relinked(files, remapped, &|path| std::fs::canonicalize(path).ok());
@@ -110,7 +116,23 @@ pub fn refuse_changed(
         }
         remarks.push(format!("{why} (going on: --force)"));
     }
-    refuse_files_not_as_dumped(files, remapped)
+    refuse_files_not_as_dumped(files, remapped, cut_allowed)
+}
+
+/// `O_ACCMODE`, `O_WRONLY`, `O_RDWR`.
+const ACCESS_MODE: u32 = 0o3;
+const WRITE_ONLY: u32 = 0o1;
+const READ_WRITE: u32 = 0o2;
+
+/// Whether a resized file grew and the job had it open for writing: what
+/// it wrote since, cut back safely with what was written kept (pure).
+pub fn grew_by_writing(files: &[criu_images::DumpedFile], resized: &Differs<u64>) -> bool {
+    resized.now > resized.at_dump
+        && files.iter().any(|f| {
+            f.path == resized.path
+                && f.flags
+                    .is_some_and(|flags| matches!(flags & ACCESS_MODE, WRITE_ONLY | READ_WRITE))
+        })
 }
 
 /// A path for a message, its control characters escaped.
@@ -124,16 +146,19 @@ fn shown(path: &Path) -> String {
 fn refuse_files_not_as_dumped(
     files: &[criu_images::DumpedFile],
     remapped: &HashSet<u32>,
-) -> Result<(), DiskFailure> {
+    cut_allowed: bool,
+) -> Result<Vec<Differs<u64>>, DiskFailure> {
     let now = |path: &Path| std::fs::metadata(path).ok();
-    let resized = criu_images::resized(files, remapped, &|path| {
+    let (grown, resized): (Vec<_>, Vec<_>) = criu_images::resized(files, remapped, &|path| {
         now(path).filter(|m| m.is_file()).map(|m| m.len())
-    });
+    })
+    .into_iter()
+    .partition(|r| cut_allowed && grew_by_writing(files, r));
     let remoded = criu_images::remoded(files, remapped, &|path| {
         now(path).map(|m| std::os::unix::fs::MetadataExt::mode(&m))
     });
     if resized.is_empty() && remoded.is_empty() {
-        return Ok(());
+        return Ok(grown);
     }
     let each: Vec<String> = resized
         .iter()
