@@ -65,7 +65,9 @@ pub fn is_compile_pool(cmdline: &[u8]) -> bool {
     memmem::find(cmdline, COMPILE_WORKER).is_some()
 }
 
-fn runs_compile_pool(pid: i32) -> bool {
+/// Whether `pid` runs torch.compile's compile-worker pool's command line
+/// (the pool itself, or one of the workers it forked).
+pub fn runs_compile_pool(pid: i32) -> bool {
     crate::files::read_capped_bytes(
         std::path::Path::new(&format!("/proc/{pid}/cmdline")),
         CMDLINE_CAP,

@@ -122,7 +122,13 @@ pub fn gather(pid: i32) -> Evidence {
             name: name.clone(),
         })
         .collect();
-    rank_signs.extend(world_sizes(&environ));
+    // A rank's compile workers (torch.compile's pool and the workers it
+    // forks) carry their launcher's environment but are no rank: they
+    // hold no communicator, and the pool starts CUDA to read the GPUs'
+    // properties. An NCCL thread would still count.
+    if !super::dumpable::runs_compile_pool(pid) {
+        rank_signs.extend(world_sizes(&environ));
+    }
     let ipc_files = ipc_files(&maps);
     let ipc_peers = if ipc_files.is_empty() {
         IpcPeers::default()

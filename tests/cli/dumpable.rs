@@ -542,3 +542,38 @@ fn a_checkpoint_says_what_it_could_not_check_past_the_cap() {
     );
     fx.json::<ProcessCommandDoc>(&["resume", &target.arg()], 0);
 }
+
+/// A compiled job is drained as often as a scheduler asks: the rank
+/// keeps its compile-worker pool through a suspend's drain, and the pool
+/// (a process of its own with CUDA, its launcher's `WORLD_SIZE` in its
+/// environment, no drain handler) is no rank of the job: it is
+/// checkpointed as it is, beside the drained rank, three times running.
+#[test]
+fn a_compiled_job_is_drained_three_times_with_its_pool_kept() {
+    let fx = Fixture::new();
+    let (rank, events, pool, _) = rank_with_pool(&fx, "pool-kept");
+    let tree = rank.pid.to_string();
+    for round in 1..=3 {
+        let suspended: ProcessCommandDoc = fx.json(&["suspend", "--drain", "--tree", &tree], 0);
+        assert_eq!(fx.state_of(&rank), "checkpointed", "round {round}");
+        assert_eq!(fx.fake_state(pool), "checkpointed", "round {round}");
+        let left = suspended.process(pool);
+        assert!(
+            left.drain
+                .as_ref()
+                .is_some_and(|d| d.outcome == crate::wire::DrainOutcome::NotNeeded),
+            "round {round}: the pool is never asked: {left:?}"
+        );
+        let _: ProcessCommandDoc = fx.json(&["resume", "--tree", &tree], 0);
+        assert_eq!(fx.state_of(&rank), "running", "round {round}");
+        assert_eq!(fx.fake_state(pool), "running", "round {round}");
+    }
+    assert_eq!(
+        crate::drain::events(&events),
+        ["ready", "released", "rebuilt", "released", "rebuilt", "released", "rebuilt"]
+    );
+    assert!(
+        Path::new(&format!("/proc/{pool}")).exists(),
+        "the pool kept"
+    );
+}

@@ -351,7 +351,7 @@ def drained_sockets(tools):
         shutil.rmtree(base, ignore_errors=True)
 
 
-@scenario("a torch.compile'd two-rank DDP job (inductor's compile-worker pool beside each rank): suspend --drain acknowledges with the pool kept, dump --drain releases it (the dump notice) and the job comes back with undump and finishes", gpus=2)
+@scenario("a torch.compile'd two-rank DDP job (inductor's compile-worker pool beside each rank): suspend --drain three times, each acknowledged with the pool kept (its workers, started since, checkpointed as they are), resumed each time; then dump --drain releases it (the dump notice) and the job comes back with undump and finishes", gpus=2)
 def compiled_drain(tools):
     base = tempfile.mkdtemp(prefix="cudackpt-compiled-")
     work = os.path.join(base, "job")
@@ -362,26 +362,32 @@ def compiled_drain(tools):
         pools = lambda: [m for m in tree_of(p.pid) if any("compile_worker" in a for a in m["cmdline"])]  # noqa: E731
         tree_at_start = tree_of(p.pid)
         before = len(pools())
-        suspended = tools.json("suspend", "--drain", "--tree", str(p.pid))
-        acks = [q["drain"]["acknowledged_ms"] for q in suspended["processes"] if (q.get("drain") or {}).get("acknowledged_ms") is not None]
-        kept = len(pools())
-        tools.json("resume", "--tree", str(p.pid))
-        ddp_at_step(work, len(ddp_losses(work)[0].splitlines()) + 3, 120)
+        rounds = []
+        for _ in range(3):
+            suspended = tools.json("suspend", "--drain", "--tree", str(p.pid))
+            acks = [q["drain"]["acknowledged_ms"] for q in suspended["processes"] if (q.get("drain") or {}).get("acknowledged_ms") is not None]
+            pool_pids = {m["pid"] for m in pools()}
+            rounds.append({"suspend": suspended, "acks": acks, "pool": len(pool_pids),
+                           "pool_targets": [q["pid"] for q in suspended["processes"] if q["pid"] in pool_pids]})
+            tools.json("resume", "--tree", str(p.pid))
+            ddp_at_step(work, len(ddp_losses(work)[0].splitlines()) + 3, 120)
         images = os.path.join(base, "images")
         dumped, dump_s = disk(tools, "dump", "--drain", "--to", images, p.pid)
         p.wait(timeout=60)
         at_dump = len(ddp_losses(work)[0].splitlines())
         undumped, undump_s = disk(tools, "undump", images)
-        RAW["compiled_drain"] = {"suspend": suspended, "dump": dumped, "undump": undumped, "pool_processes": [before, kept], "tree": tree_at_start,
+        RAW["compiled_drain"] = {"rounds": rounds, "dump": dumped, "undump": undumped, "pool_processes": [before] + [r["pool"] for r in rounds], "tree": tree_at_start,
                                  "drains": [open(os.path.join(work, f"drains-{r}.txt")).read().split() for r in range(2)]}
         expect(ddp_done(work, 300), f"the restored job finished: {open(os.path.join(work, 'job.log')).read()[-1500:]}")
         expect(before > 0, "the job had a compile-worker pool (the scenario's premise)")
-        expect(kept == before, f"a suspend's drain kept the pool ({kept} of {before} processes)")
-        expect(max(acks) < 1000, f"a suspend's drain acknowledged in {max(acks):.0f} ms (goal under 1 s)")
+        expect(all(r["pool"] >= before for r in rounds), f"each suspend's drain kept the pool: {[before] + [r['pool'] for r in rounds]} processes")
+        slowest = max(max(r["acks"]) for r in rounds)
+        expect(slowest < 1000, f"each suspend's drain acknowledged in under 1 s (slowest {slowest:.0f} ms)")
         drains = RAW["compiled_drain"]["drains"]
-        expect(all(d[:2] == ["False", "True"] for d in drains), f"for_dump per drain: {drains}")
-        return (f"pool of {before} processes kept through suspend --drain (acknowledged in {max(acks):.0f} ms), released by dump --drain "
-                f"at step {at_dump} ({dump_s:.1f} s, {dumped['manifest']['image_bytes'] / 1e9:.2f} GB); undump {undump_s:.1f} s, the job finished")
+        expect(all(d[:4] == ["False", "False", "False", "True"] for d in drains), f"for_dump per drain: {drains}")
+        return (f"three suspend --drain with the pool kept ({[before] + [r['pool'] for r in rounds]} pool processes, "
+                f"{[len(r['pool_targets']) for r in rounds]} of them CUDA processes checkpointed as they are; slowest acknowledgement {slowest:.0f} ms), "
+                f"released by dump --drain at step {at_dump} ({dump_s:.1f} s, {dumped['manifest']['image_bytes'] / 1e9:.2f} GB); undump {undump_s:.1f} s, the job finished")
     finally:
         subprocess.run(["pkill", "-9", "-s", str(p.pid)], capture_output=True)
         kill_and_reap(p)
