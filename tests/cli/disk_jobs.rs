@@ -48,7 +48,7 @@ pub(crate) struct Job {
 }
 
 impl Job {
-    fn start(
+    pub(crate) fn start(
         fx: &Fixture,
         python: &Path,
         work: &Path,
@@ -76,25 +76,34 @@ impl Job {
         args: &[String],
         preload: bool,
     ) -> Job {
-        let mut command = Command::new("setsid");
+        Job::spawn(torchrun(fx, python, work, script, args, preload))
+    }
+
+    /// [`Job::start`] with the fake driver, the ranks' ring of connections
+    /// on `ring_port` (see the job's script), and torchrun's standard
+    /// output written to `out` (opened for writing, as a shell's `>`).
+    pub(crate) fn start_with_ring_and_output(
+        fx: &Fixture,
+        python: &Path,
+        work: &Path,
+        (steps, pause): (u32, &str),
+        ring_port: u16,
+        out: &Path,
+    ) -> Job {
+        let script = workspace().join("tests/fixtures/disk-job/ddp_loader.py");
+        let args = [
+            work.display().to_string(),
+            steps.to_string(),
+            pause.to_string(),
+        ];
+        let mut command = torchrun(fx, python, work, &script, &args, true);
         command
-            .arg(python)
-            .args(["-m", "cudackpt_drain.no_io_uring"])
-            .arg(python)
-            .args(["-m", "torch.distributed.run", "--nproc-per-node", "2"]);
-        command
-            .arg(script)
-            .args(args)
-            .current_dir(work)
-            .env("PYTHONPATH", workspace().join("clients/python/src"))
-            .env("FAKE_CUDA_STATE_DIR", fx.dir())
-            .env("OMP_NUM_THREADS", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        if preload {
-            command.env("LD_PRELOAD", fake_libcuda());
-        }
+            .env("RING_PORT", ring_port.to_string())
+            .stdout(std::fs::File::create(out).expect("the launcher's output"));
+        Job::spawn(command)
+    }
+
+    fn spawn(mut command: Command) -> Job {
         let child = command.spawn().expect("torchrun starts");
         Job {
             agent: child.id() as i32,
@@ -110,7 +119,7 @@ impl Job {
 
     /// Kills every process of its session, and waits (a few seconds at
     /// most) until none is left.
-    fn kill(&self) {
+    pub(crate) fn kill(&self) {
         let session = self.agent.to_string();
         let _ = Command::new("pkill").args(["-9", "-s", &session]).status();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
@@ -124,6 +133,44 @@ impl Job {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
     }
+}
+
+/// The command that starts torchrun of two ranks running `script ARGS`
+/// (see [`Job::start_script`]).
+fn torchrun(
+    fx: &Fixture,
+    python: &Path,
+    work: &Path,
+    script: &Path,
+    args: &[String],
+    preload: bool,
+) -> Command {
+    let mut command = Command::new("setsid");
+    command
+        .arg(python)
+        .args(["-m", "cudackpt_drain.no_io_uring"])
+        .arg(python)
+        .args(["-m", "torch.distributed.run", "--nproc-per-node", "2"])
+        // A store port of its own, below the ephemeral range: torchrun's
+        // default (29500) is every job's, and a test beside this one, or
+        // a connection of the host, could hold it when the job is
+        // restored.
+        .arg("--master-port")
+        .arg(crate::disk::a_free_port_below_the_ephemeral_range().to_string());
+    command
+        .arg(script)
+        .args(args)
+        .current_dir(work)
+        .env("PYTHONPATH", workspace().join("clients/python/src"))
+        .env("FAKE_CUDA_STATE_DIR", fx.dir())
+        .env("OMP_NUM_THREADS", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if preload {
+        command.env("LD_PRELOAD", fake_libcuda());
+    }
+    command
 }
 
 impl Drop for Job {
@@ -145,11 +192,11 @@ pub(crate) fn wait_long(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
-fn losses(work: &Path, rank: u32) -> String {
+pub(crate) fn losses(work: &Path, rank: u32) -> String {
     std::fs::read_to_string(work.join(format!("losses-{rank}.txt"))).unwrap_or_default()
 }
 
-fn done(work: &Path) -> bool {
+pub(crate) fn done(work: &Path) -> bool {
     work.join("done-0").exists() && work.join("done-1").exists()
 }
 

@@ -225,3 +225,150 @@ fn an_ended_job_s_snapshot_comes_back_with_its_socket_directory_made_again() {
     );
     std::os::unix::net::UnixStream::connect(&socket).expect("the listener takes a connection");
 }
+
+/// Each step's loss a losses file holds, the last line of a step winning:
+/// a restored run appends again from its snapshot's step (the file is
+/// opened to append).
+fn final_losses(text: &str) -> std::collections::BTreeMap<u32, String> {
+    text.lines()
+        .filter_map(|line| {
+            let (step, loss) = line.split_once(' ')?;
+            Some((step.parse().ok()?, loss.to_string()))
+        })
+        .collect()
+}
+
+/// Two ports in a row below the ephemeral range, both free now.
+fn two_free_ports() -> u16 {
+    (0..100)
+        .map(|_| a_free_port_below_the_ephemeral_range())
+        .find(|&port| {
+            port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok()
+        })
+        .expect("two free ports in a row")
+}
+
+/// `cudackpt --json dump --drain --leave-running --to IMAGES --criu CRIU
+/// PID` with no iptables on PATH: its document, which must say success.
+fn snapshot(fx: &Fixture, images: &Path, criu: &Path, pid: i32) -> serde_json::Value {
+    let output = fx
+        .std_command(&[
+            "--json",
+            "dump",
+            "--drain",
+            "--leave-running",
+            "--to",
+            images.to_str().expect("UTF-8"),
+            "--criu",
+            criu.to_str().expect("UTF-8"),
+            &pid.to_string(),
+        ])
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .expect("run cudackpt");
+    let doc = crate::disk::document(&output);
+    assert_eq!(output.status.code(), Some(0), "{doc:#}");
+    doc
+}
+
+/// A torchrun job (two gloo ranks, fork DataLoader workers, a ring of
+/// connections without `SO_REUSEADDR` as NCCL's bootstrap holds, its
+/// losses appended to a file, torchrun's output in a file opened for
+/// writing) is snapshotted twice while it runs and finishes bit-exact.
+/// Its second snapshot then comes back after the job ended (its
+/// multiprocessing directories gone, its output grown), and again at once
+/// after a kill -9 of the whole job (its ring's ports in TIME_WAIT), each
+/// time finishing bit-exact against a run never touched.
+#[test]
+fn a_torchrun_job_s_snapshot_comes_back_after_it_ended_and_at_once_after_a_crash_bit_exact() {
+    use crate::disk_jobs::{done, losses, needed_python_with_torch, wait_long, Job};
+    let Some(criu) = criu() else { return };
+    let Some(python) = needed_python_with_torch() else {
+        return;
+    };
+    let fx = Fixture::new();
+    let steps = 40;
+    let reference = fx.dir().join("reference");
+    std::fs::create_dir(&reference).expect("mkdir");
+    let mut run = Job::start(&fx, &python, &reference, steps, "0", false);
+    wait_long("the reference run to finish", || done(&reference));
+    run.reap();
+    let expected: Vec<_> = (0..2)
+        .map(|r| final_losses(&losses(&reference, r)))
+        .collect();
+    assert_eq!(expected[0].len(), steps as usize);
+
+    let work = fx.dir().join("job");
+    std::fs::create_dir(&work).expect("mkdir");
+    let out = work.join("out");
+    let ring = two_free_ports();
+    let mut job = Job::start_with_ring_and_output(&fx, &python, &work, (steps, "0.2"), ring, &out);
+    let step = |work: &Path| losses(work, 0).lines().count();
+    wait_long("the job's fifth step", || step(&work) >= 5);
+    snapshot(&fx, &fx.dir().join("first"), &criu, job.agent);
+    let first = step(&work);
+    wait_long("the job to go on", || step(&work) >= first + 4);
+    let second = fx.dir().join("second");
+    snapshot(&fx, &second, &criu, job.agent);
+    let at_second = step(&work);
+    assert!(at_second < steps as usize, "snapshotted mid-run");
+    wait_long("the job to finish", || done(&work));
+    job.reap();
+    let finished = |what: &str| {
+        for rank in 0..2 {
+            assert_eq!(
+                final_losses(&losses(&work, rank)),
+                expected[rank as usize],
+                "rank {rank}, {what}"
+            );
+        }
+    };
+    finished("snapshotted twice while it ran");
+    wait_long("the job's processes to be gone", || {
+        !Path::new(&format!("/proc/{}", job.agent)).exists()
+    });
+
+    // (b) After the job ended.
+    let clear_done = || {
+        for rank in 0..2 {
+            let _ = std::fs::remove_file(work.join(format!("done-{rank}")));
+        }
+    };
+    clear_done();
+    let (code, undumped) = undump(&fx, &second, &criu, &[]);
+    assert_eq!(code, 0, "{undumped:#}");
+    let said = undumped["warnings"].to_string();
+    assert!(
+        said.contains(&format!("cut {} back", out.display())),
+        "the launcher's output, grown since: {undumped:#}"
+    );
+    assert!(
+        said.contains("made /tmp/pymp-") && said.contains("/listener-"),
+        "the DataLoader's multiprocessing directories, gone with the job: {undumped:#}"
+    );
+    let lines = step(&work);
+    wait_long("the restored job to go on", || step(&work) >= lines + 3);
+
+    // (a) At once after a crash of the whole job.
+    job.kill();
+    let pids: Vec<i32> = undumped["manifest"]["processes"]
+        .as_array()
+        .expect("the dump's processes")
+        .iter()
+        .filter_map(|p| p["pid"].as_i64().map(|p| p as i32))
+        .collect();
+    wait_long("the crashed job's processes to be gone", || {
+        pids.iter().all(|&p| !exists(p))
+    });
+    clear_done();
+    let (code, undumped) = undump(&fx, &second, &criu, &[]);
+    assert_eq!(code, 0, "{undumped:#}");
+    assert!(
+        undumped["warnings"]
+            .to_string()
+            .contains("left by closed connections of the job's last run"),
+        "the crashed run's connections in TIME_WAIT: {undumped:#}"
+    );
+    wait_long("the job restored after its crash to finish", || done(&work));
+    finished("restored after it ended, then at once after a crash");
+}

@@ -19,10 +19,17 @@ use crate::commands::disk::criu_tool::image_files::Differs;
 use crate::commands::disk::report::DiskFailure;
 use crate::files::dir_chain::{self, Links};
 
-/// The name the part written since is kept under, beside the file (pure).
-pub fn kept_name(name: &str, at_unix_s: u64) -> String {
-    format!("{name}.after-snapshot-{at_unix_s}")
+/// The name the part written since is kept under, beside the file (pure):
+/// the `nth` try in the same second gets a suffix of its own.
+pub fn kept_name(name: &str, at_unix_s: u64, nth: u32) -> String {
+    match nth {
+        0 => format!("{name}.after-snapshot-{at_unix_s}"),
+        n => format!("{name}.after-snapshot-{at_unix_s}.{n}"),
+    }
 }
+
+/// How many names [`kept_name`] tries before it gives up.
+const NAMES_TRIED: u32 = 100;
 
 /// Cuts each grown file back, its tail kept first, each said in a remark.
 /// One that cannot be cut refuses the undump before CRIU runs (the ones
@@ -84,13 +91,20 @@ fn cut_one(path: &Path, size: u64, now: u64) -> io::Result<(std::path::PathBuf, 
     }
     let length = u64::try_from(stat.st_size).unwrap_or(0);
     let tail = length.saturating_sub(size);
-    let kept_as = kept_name(name, now);
-    let kept = rustix::fs::openat(
-        &dir.fd,
-        kept_as.as_str(),
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(stat.st_mode & 0o666),
-    )?;
+    let (kept_as, kept) = (0..NAMES_TRIED)
+        .map(|nth| kept_name(name, now, nth))
+        .find_map(|kept_as| {
+            match rustix::fs::openat(
+                &dir.fd,
+                kept_as.as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(stat.st_mode & 0o666),
+            ) {
+                Err(rustix::io::Errno::EXIST) => None,
+                opened => Some(opened.map(|fd| (kept_as, fd))),
+            }
+        })
+        .unwrap_or(Err(rustix::io::Errno::EXIST))?;
     rustix::fs::fchown(
         kept.as_fd(),
         Some(rustix::fs::Uid::from_raw(stat.st_uid)),
@@ -115,8 +129,12 @@ mod tests {
     #[test]
     fn the_part_written_since_is_kept_under_a_name_that_says_so() {
         assert_eq!(
-            kept_name("out", 1_795_898_400),
+            kept_name("out", 1_795_898_400, 0),
             "out.after-snapshot-1795898400"
+        );
+        assert_eq!(
+            kept_name("out", 1_795_898_400, 2),
+            "out.after-snapshot-1795898400.2"
         );
     }
 
@@ -130,10 +148,12 @@ mod tests {
         assert_eq!(bytes, 9);
         assert_eq!(kept, dir.path().join("out.after-snapshot-7"));
         assert_eq!(std::fs::read(&kept).expect("read"), b"after it\n");
-        // A second cut in the same second does not overwrite the first's.
+        // A second cut in the same second keeps its part apart.
         std::fs::write(&log, b"before the snapshot\nagain\n").expect("write");
-        assert!(cut_one(&log, 20, 7).is_err());
+        let (again, _) = cut_one(&log, 20, 7).expect("cut again");
+        assert_eq!(again, dir.path().join("out.after-snapshot-7.1"));
         assert_eq!(std::fs::read(&kept).expect("read"), b"after it\n");
+        assert_eq!(std::fs::read(&again).expect("read"), b"again\n");
     }
 
     #[test]
