@@ -372,3 +372,58 @@ fn a_torchrun_job_s_snapshot_comes_back_after_it_ended_and_at_once_after_a_crash
     wait_long("the job restored after its crash to finish", || done(&work));
     finished("restored after it ended, then at once after a crash");
 }
+
+/// A launcher's output as Python's `subprocess` gives it (a file opened
+/// "w" in the launcher, the job's standard output and error): written to
+/// after the snapshot, it is cut back at the undump, what was written
+/// since kept beside it.
+#[test]
+fn a_python_launcher_s_output_that_grew_is_cut_back() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let log = fx.dir().join("job.log");
+    let ready = fx.dir().join("job.pid");
+    let launcher = format!(
+        "import subprocess, os\nlog = open({log:?}, 'w')\np = subprocess.Popen(['sleep', '600'], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=dict(os.environ, LD_PRELOAD=os.environ['CUDA']))\nopen({ready:?}, 'w').write(str(p.pid))\n",
+        log = log.display().to_string(),
+        ready = ready.display().to_string(),
+    );
+    let script = fx.dir().join("launcher.py");
+    std::fs::write(&script, launcher).expect("write");
+    let status = Command::new("python3")
+        .arg(&script)
+        .env("CUDA", crate::support::fake_libcuda())
+        .env("FAKE_CUDA_STATE_DIR", fx.dir())
+        .status()
+        .expect("the launcher runs");
+    assert!(status.success());
+    let pid: i32 = std::fs::read_to_string(&ready)
+        .expect("the job's PID")
+        .trim()
+        .parse()
+        .expect("a PID");
+    let _session = crate::disk::KilledSession(pid);
+    wait_until("the job to load the driver", || {
+        std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .is_ok_and(|m| m.contains("libfake_libcuda"))
+    });
+    std::fs::write(&log, "before\n").expect("the log");
+    let images = fx.dir().join("images");
+    let (code, dumped) = dump(&fx, &images, &criu, pid, &["--leave-running"]);
+    assert_eq!(code, 0, "{dumped:#}");
+    std::fs::write(&log, "before\nand after the snapshot\n").expect("the log grows");
+    Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill");
+    wait_until("the job to be gone", || !exists(pid));
+    let (code, undumped) = undump(&fx, &images, &criu, &[]);
+    assert_eq!(code, 0, "{undumped:#}");
+    assert_eq!(std::fs::read_to_string(&log).expect("the log"), "before\n");
+    assert!(
+        undumped["warnings"]
+            .to_string()
+            .contains(&format!("cut {} back to its 7 bytes", log.display())),
+        "{undumped:#}"
+    );
+}

@@ -363,7 +363,10 @@ def compiled_drain(tools):
         tree_at_start = tree_of(p.pid)
         before = len(pools())
         rounds = []
+        RAW["compiled_drain"] = {"tree": tree_at_start, "rounds": rounds}
         for _ in range(3):
+            # What the tree holds before each drain, kept should one fail.
+            RAW["compiled_drain"]["tree_before_last"] = tree_of(p.pid)
             suspended = tools.json("suspend", "--drain", "--tree", str(p.pid))
             acks = [q["drain"]["acknowledged_ms"] for q in suspended["processes"] if (q.get("drain") or {}).get("acknowledged_ms") is not None]
             pool_pids = {m["pid"] for m in pools()}
@@ -376,8 +379,8 @@ def compiled_drain(tools):
         p.wait(timeout=60)
         at_dump = len(ddp_losses(work)[0].splitlines())
         undumped, undump_s = disk(tools, "undump", images)
-        RAW["compiled_drain"] = {"rounds": rounds, "dump": dumped, "undump": undumped, "pool_processes": [before] + [r["pool"] for r in rounds], "tree": tree_at_start,
-                                 "drains": [open(os.path.join(work, f"drains-{r}.txt")).read().split() for r in range(2)]}
+        RAW["compiled_drain"].update({"dump": dumped, "undump": undumped, "pool_processes": [before] + [r["pool"] for r in rounds],
+                                      "drains": [open(os.path.join(work, f"drains-{r}.txt")).read().split() for r in range(2)]})
         expect(ddp_done(work, 300), f"the restored job finished: {open(os.path.join(work, 'job.log')).read()[-1500:]}")
         expect(before > 0, "the job had a compile-worker pool (the scenario's premise)")
         expect(all(r["pool"] >= before for r in rounds), f"each suspend's drain kept the pool: {[before] + [r['pool'] for r in rounds]} processes")
