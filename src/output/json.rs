@@ -792,7 +792,7 @@ struct GpuMoveDoc {
 #[derive(Serialize, JsonSchema)]
 struct DiskErrorDoc<'a> {
     /// `no_such_process`, `criu_unusable`, `refused`,
-    /// `images_dir`, `no_room`, `driver_mismatch`, `pid_in_use`, `files_changed`, `port_in_use`, `socket_dir`,
+    /// `images_dir`, `no_room`, `driver_mismatch`, `pid_in_use`, `files_changed`, `port_in_use`, `address_missing`, `socket_dir`,
     /// `no_gpu_room`, `manifest` (it asks CRIU for an option no dump
     /// chooses), `credentials` (images another user could have written
     /// would restore more than that user), `dump_incomplete` (the dump was

@@ -1604,7 +1604,8 @@ fn deleted_files_count_in_the_images_room() {
 }
 
 /// A job of two processes connected over TCP on this host's own address
-/// (the address the default route leaves by, else loopback), each end a
+/// (`$HOST`, else the address the default route leaves by, else
+/// loopback), each end a
 /// socket of the tree, listening on `$PORT` (0: one the kernel picks);
 /// `$READY` names a file written once connected.
 const CONNECTED_PAIR: &str = r#"
@@ -1615,6 +1616,8 @@ try:
     host = probe.getsockname()[0]
 except OSError:
     host = "127.0.0.1"
+probe.close()
+host = os.environ.get("HOST") or host
 server = socket.socket()
 server.bind((host, int(os.environ["PORT"])))
 server.listen(1)
@@ -1652,13 +1655,24 @@ pub(crate) fn connected_pair(
     port: u16,
     outside: Option<u16>,
 ) -> (Orphan, KilledSession, String) {
+    connected_pair_on(fx, "", port, outside)
+}
+
+/// [`connected_pair`] on `host` (empty: the address the default route
+/// leaves by, else loopback).
+pub(crate) fn connected_pair_on(
+    fx: &Fixture,
+    host: &str,
+    port: u16,
+    outside: Option<u16>,
+) -> (Orphan, KilledSession, String) {
     let script = fx.dir().join("pair.py");
     std::fs::write(&script, CONNECTED_PAIR).expect("write");
-    let ready = fx.dir().join("pair.ready");
+    let ready = fx.dir().join(format!("pair-{port}.ready"));
     let job = Orphan::launch(
         fx,
         &format!(
-            "PORT={port} READY={} setsid python3 {} {} </dev/null >/dev/null 2>&1",
+            "HOST='{host}' PORT={port} READY={} setsid python3 {} {} </dev/null >/dev/null 2>&1",
             ready.display(),
             script.display(),
             outside.map_or(String::new(), |p| p.to_string())

@@ -427,3 +427,102 @@ fn a_python_launcher_s_output_that_grew_is_cut_back() {
         "{undumped:#}"
     );
 }
+
+/// Kills the pair rooted at `root` (its session), and waits until both
+/// its processes are gone.
+fn crash(root: i32) {
+    let child = child_of(root);
+    Command::new("pkill")
+        .args(["-9", "-s", &root.to_string()])
+        .status()
+        .expect("pkill");
+    wait_until("the job to be gone", || !exists(root) && !exists(child));
+}
+
+/// `cudackpt --json undump IMAGES --criu CRIU` in a network namespace of
+/// its own with loopback up (a stand-in for another host, whose addresses
+/// are not this one's): its exit status and document.
+fn undump_elsewhere(fx: &Fixture, images: &Path, criu: &Path) -> (i32, serde_json::Value) {
+    let mut command = Command::new("unshare");
+    command
+        .args([
+            "--net",
+            "--",
+            "sh",
+            "-c",
+            "ip link set lo up && exec \"$0\" \"$@\"",
+        ])
+        .arg(crate::support::cudackpt_bin())
+        .args(["--json", "undump"])
+        .arg(images)
+        .arg("--criu")
+        .arg(criu);
+    fx.configure_for(&mut command);
+    let output = command.output().expect("run cudackpt in a namespace");
+    (
+        output.status.code().unwrap_or(-1),
+        crate::disk::document(&output),
+    )
+}
+
+/// Brought back on another host (another network namespace, its own
+/// addresses): a job whose sockets are bound to this host's address is
+/// refused before any change, each socket named with the settings that
+/// avoid it; the same job on loopback comes back there.
+#[test]
+fn a_snapshot_elsewhere_comes_back_on_loopback_and_is_refused_naming_sockets_bound_to_this_host() {
+    let Some(criu) = criu() else { return };
+    let ip = Command::new("ip")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !crate::support::prerequisite("run ip (iproute2)", ip) {
+        return;
+    }
+    let fx = Fixture::new();
+    // On this host's own address (the one the default route leaves by).
+    let (job, _session, host) = connected_pair(&fx, a_free_port_below_the_ephemeral_range(), None);
+    if !crate::support::prerequisite(
+        "find an address of this host besides loopback",
+        host != "127.0.0.1",
+    ) {
+        return;
+    }
+    let images = fx.dir().join("bound");
+    let (code, dumped) = dump(&fx, &images, &criu, job.0, &["--leave-running"]);
+    assert_eq!(code, 0, "{dumped:#}");
+    crash(job.0);
+    let (code, refused) = undump_elsewhere(&fx, &images, &criu);
+    let message = crate::disk::refusal_message(code, &refused, "address_missing");
+    assert!(
+        message.contains(&format!("a TCP listener on {host}:"))
+            && message.contains(&format!("a TCP socket on {host}:")),
+        "{message}"
+    );
+    assert!(
+        refused["error"]["hint"]
+            .to_string()
+            .contains("--master-addr 127.0.0.1"),
+        "{refused:#}"
+    );
+    assert!(refused["criu_log"].is_null(), "CRIU never ran: {refused:#}");
+    drop(_session);
+
+    // On loopback: it comes back in the other namespace.
+    let (job, _session, _) = crate::disk::connected_pair_on(
+        &fx,
+        "127.0.0.1",
+        a_free_port_below_the_ephemeral_range(),
+        None,
+    );
+    let images = fx.dir().join("loopback");
+    let (code, dumped) = dump(&fx, &images, &criu, job.0, &["--leave-running"]);
+    assert_eq!(code, 0, "{dumped:#}");
+    crash(job.0);
+    let (code, undumped) = undump_elsewhere(&fx, &images, &criu);
+    assert_eq!(code, 0, "{undumped:#}");
+    assert!(alive(job.0), "back, in the other namespace");
+    let here = std::fs::read_link("/proc/self/ns/net").expect("this namespace");
+    let theirs = std::fs::read_link(format!("/proc/{}/ns/net", job.0)).expect("its namespace");
+    assert_ne!(here, theirs, "the job runs in the other namespace");
+}

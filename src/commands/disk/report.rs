@@ -11,7 +11,7 @@ use crate::commands::disk::manifest::Manifest;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiskFailure {
     /// `no_such_process`, `criu_unusable`, `images_dir`, `no_room`,
-    /// `refused`, `pid_in_use`, `files_changed`, `port_in_use`, `socket_dir`, `driver_mismatch`, `no_gpu_room`,
+    /// `refused`, `pid_in_use`, `files_changed`, `port_in_use`, `address_missing`, `socket_dir`, `driver_mismatch`, `no_gpu_room`,
     /// `manifest`, `credentials`, `dump_incomplete`, `criu_failed`.
     pub kind: &'static str,
     pub message: String,

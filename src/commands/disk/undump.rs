@@ -29,6 +29,7 @@ use crate::commands::disk::host_driver;
 use crate::commands::disk::manifest::{self, Manifest};
 use crate::commands::disk::report::{DiskFailure, DiskReport, UndumpPhases};
 use crate::commands::disk::tree_state;
+use crate::commands::disk::undump_checks::addresses;
 use crate::commands::disk::undump_checks::credentials;
 use crate::commands::disk::undump_checks::grown_files;
 use crate::commands::disk::undump_checks::open_files;
@@ -225,6 +226,7 @@ fn checked(
     }
     let grown = open_files::refuse_changed(job_files, request.force, trusted, remarks)?;
     ports::refuse_taken(job_files, request.force, remarks)?;
+    addresses::refuse_foreign(job_files, request.force, remarks)?;
     let pairs = choose_gpus(request, manifest, remarks).map_err(|why| {
         DiskFailure::refused(
             "no_gpu_room",

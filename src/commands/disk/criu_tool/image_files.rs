@@ -99,6 +99,38 @@ pub fn unix_bound(files_img: &[u8]) -> Result<Vec<UnixBound>, BadImage> {
     Ok(found)
 }
 
+/// An inet socket of the job's bound to an address, as the dump saw it:
+/// CRIU binds it there again, whatever its protocol or state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InetBound {
+    pub local: (std::net::IpAddr, u16),
+    /// `IPPROTO_TCP` 6, `IPPROTO_UDP` 17, ...
+    pub proto: u32,
+    /// The kernel's state (TCP's: 10 LISTEN, 1 ESTABLISHED, ...).
+    pub state: u32,
+}
+
+/// The inet sockets of a `files.img` bound to an address (pure), of any
+/// protocol: a connected UDP socket is bound to the address it left by.
+pub fn inet_bound(files_img: &[u8]) -> Result<Vec<InetBound>, BadImage> {
+    use crate::commands::disk::dump_checks::connections::address;
+    let mut found = Vec::new();
+    for message in entries(files_img, FILES_MAGIC)? {
+        let entry: FileEntry = decoded(message)?;
+        let Some(isk) = entry.isk.filter(|_| entry.kind == fd_type::INETSK) else {
+            continue;
+        };
+        if let Some(addr) = address(&isk.src_addr) {
+            found.push(InetBound {
+                local: (addr, u16::try_from(isk.src_port).unwrap_or(0)),
+                proto: isk.proto,
+                state: isk.state,
+            });
+        }
+    }
+    Ok(found)
+}
+
 /// IPPROTO_TCP.
 const TCP: u32 = 6;
 /// The kernel's TCP_ESTABLISHED.

@@ -3,7 +3,8 @@
 //! another user could write them ([`source`]); what they would restore as
 //! ([`credentials`]), every descriptor among them ([`descriptors`]) and
 //! which another user could not have made ([`descriptor_bound`]); the
-//! files the job had open against the host's ([`open_files`]; those it
+//! addresses its sockets are bound to against this host's
+//! ([`addresses`]), the files the job had open against the host's ([`open_files`]; those it
 //! wrote to that grew since cut back, what was cut kept,
 //! [`grown_files`]), its ports
 //! ([`ports`], and the sockets a crashed run left on them, closed through
@@ -11,6 +12,7 @@
 //! ([`socket_dirs`]), the GPUs it lands on ([`placement`]); what a restore
 //! brought back, by pidfd ([`restored_tree`]).
 
+pub mod addresses;
 pub mod credentials;
 pub mod descriptor_bound;
 pub mod descriptors;

@@ -33,22 +33,28 @@ pub struct JobFiles {
     pub connected: Vec<criu_images::Connected>,
     /// Its Unix sockets bound to a path (none where `files` is not `Ok`).
     pub unix_bound: Vec<criu_images::UnixBound>,
+    /// Its inet sockets bound to an address, of any protocol (none where
+    /// `files` is not `Ok`).
+    pub inet_bound: Vec<criu_images::InetBound>,
 }
 
 /// Reads `files.img` and `remap-fpath.img` from the images held, once.
 pub fn read(images: &HeldImages) -> JobFiles {
     let read = |name: &str| images.read(name, FILES_IMAGE_CAP);
-    let (files, (listened, connected), unix_bound) = match read("files.img") {
+    let (files, (listened, connected), (unix_bound, inet_bound)) = match read("files.img") {
         Ok(Some(img)) => match criu_images::dumped_files(&img) {
             Ok(files) => (
                 Ok(Some(files)),
                 criu_images::tcp_sockets(&img).unwrap_or_default(),
-                criu_images::unix_bound(&img).unwrap_or_default(),
+                (
+                    criu_images::unix_bound(&img).unwrap_or_default(),
+                    criu_images::inet_bound(&img).unwrap_or_default(),
+                ),
             ),
-            Err(why) => (Err(why.to_string()), Default::default(), Vec::new()),
+            Err(why) => (Err(why.to_string()), Default::default(), Default::default()),
         },
-        Ok(None) => (Ok(None), Default::default(), Vec::new()),
-        Err(why) => (Err(why.to_string()), Default::default(), Vec::new()),
+        Ok(None) => (Ok(None), Default::default(), Default::default()),
+        Err(why) => (Err(why.to_string()), Default::default(), Default::default()),
     };
     let remapped = match read("remap-fpath.img") {
         Ok(Some(img)) => criu_images::remapped(&img).unwrap_or_default(),
@@ -60,6 +66,7 @@ pub fn read(images: &HeldImages) -> JobFiles {
         listened,
         connected,
         unix_bound,
+        inet_bound,
     }
 }
 
