@@ -162,6 +162,10 @@ fn torchrun(
         .args(args)
         .current_dir(work)
         .env("PYTHONPATH", workspace().join("clients/python/src"))
+        // Python's temporary directories (multiprocessing's `pymp-*`,
+        // where each DataLoader worker's listener is bound) in the
+        // fixture's, gone with it: a job killed leaves them behind.
+        .env("TMPDIR", job_tmp(fx))
         .env("FAKE_CUDA_STATE_DIR", fx.dir())
         .env("OMP_NUM_THREADS", "1")
         .stdin(Stdio::null())
@@ -171,6 +175,13 @@ fn torchrun(
         command.env("LD_PRELOAD", fake_libcuda());
     }
     command
+}
+
+/// The jobs' temporary directory, in the fixture's.
+pub(crate) fn job_tmp(fx: &Fixture) -> PathBuf {
+    let tmp = fx.dir().join("tmp");
+    std::fs::create_dir_all(&tmp).expect("a temporary directory");
+    tmp
 }
 
 impl Drop for Job {

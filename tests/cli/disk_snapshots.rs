@@ -343,7 +343,10 @@ fn a_torchrun_job_s_snapshot_comes_back_after_it_ended_and_at_once_after_a_crash
         "the launcher's output, grown since: {undumped:#}"
     );
     assert!(
-        said.contains("made /tmp/pymp-") && said.contains("/listener-"),
+        said.contains(&format!(
+            "made {}/pymp-",
+            crate::disk_jobs::job_tmp(&fx).display()
+        )) && said.contains("/listener-"),
         "the DataLoader's multiprocessing directories, gone with the job: {undumped:#}"
     );
     let lines = step(&work);
