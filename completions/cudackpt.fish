@@ -419,7 +419,7 @@ complete -c cudackpt -n "__fish_cudackpt_using_subcommand undump" -s v -l verbos
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand undump" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand undump" -s y -l yes -d 'Confirm a command that changes every CUDA process on the host (--all)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand undump" -l no-lock -d 'Change processes without taking cudackpt\'s per-process locks (when the lock directory cannot be used and nothing else can act on them)'
-complete -c cudackpt -n "__fish_cudackpt_using_subcommand undump" -l force -d 'Restore despite a different driver or too little GPU memory'
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand undump" -l force -d 'Restore despite what the checks refuse (a different driver, too little GPU memory, a port or an address CRIU cannot bind)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand undump" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand undump" -s V -l version -d 'Print version'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand completions" -l libcuda -d 'The CUDA driver library to load instead of libcuda.so.1 (default: $CUDACKPT_LIBCUDA when set)' -r -F

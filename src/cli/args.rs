@@ -600,9 +600,14 @@ pub enum Command {
     /// Restore a job `dump` wrote, through CRIU, onto GPUs with room
     ///
     /// Before CRIU restores anything: the manifest is checked against this
-    /// host (the driver, free PIDs), GPUs are chosen where the old ones are
-    /// absent or busy, and their memory weighed. A restore that fails is
-    /// killed whole.
+    /// host (the driver, free PIDs, the files the job had open, its ports
+    /// and addresses), GPUs are chosen where the old ones are absent or
+    /// busy, and their memory weighed. Then what a snapshot's job took away
+    /// by crashing or ending is put back, each said: the sockets its closed
+    /// connections left in TIME_WAIT on its ports are closed, the
+    /// directories of its Unix sockets made again, and the files it wrote
+    /// to that grew cut back to their size at the dump, what was cut kept
+    /// beside each. A restore that fails is killed whole.
     Undump {
         /// The images directory `dump --to` wrote.
         #[arg(value_name = "DIR")]
@@ -614,7 +619,8 @@ pub enum Command {
         /// comma-separated); default: chosen from free memory.
         #[arg(long, value_name = "OLD=NEW", value_delimiter = ',')]
         map: Vec<String>,
-        /// Restore despite a different driver or too little GPU memory.
+        /// Restore despite what the checks refuse (a different driver, too
+        /// little GPU memory, a port or an address CRIU cannot bind).
         #[arg(long)]
         force: bool,
     },
