@@ -23,6 +23,15 @@ def final_losses(text):
     return found
 
 
+def longest_pause(work, started, ended):
+    """The longest gap between two steps of rank 0 that spans any of
+    [started, ended] (wall clock): what the job waited for a snapshot."""
+    path = os.path.join(work, "times-0.txt")
+    stamps = sorted(float(line.split()[1]) for line in open(path) if len(line.split()) == 2)
+    gaps = [b - a for a, b in zip(stamps, stamps[1:]) if b >= started and a <= ended]
+    return max(gaps, default=0.0)
+
+
 def gone(pids, timeout):
     until = time.monotonic() + timeout
     while time.monotonic() < until:
@@ -49,11 +58,16 @@ def snapshot_torchrun(tools):
     try:
         step = lambda: len(ddp_losses(work)[0].splitlines())  # noqa: E731
         ddp_at_step(work, 6, 420)
+        first_at = time.time()
         first, first_s = disk(tools, "dump", "--drain", "--leave-running", "--to", os.path.join(base, "first"), p.pid)
         ddp_at_step(work, step() + 4, 120)
+        first_pause = longest_pause(work, first_at, first_at + first_s)
         second_dir = os.path.join(base, "second")
         at_second = step()
+        second_at = time.time()
         second, second_s = disk(tools, "dump", "--drain", "--leave-running", "--to", second_dir, p.pid)
+        ddp_at_step(work, step() + 2, 120)
+        second_pause = longest_pause(work, second_at, second_at + second_s)
         expect(ddp_done(work, 300), f"the job finished after two snapshots: {open(os.path.join(work, 'job.log')).read()[-1500:]}")
         p.wait(timeout=60)
         finished = [final_losses(t) for t in ddp_losses(work)]
@@ -73,10 +87,11 @@ def snapshot_torchrun(tools):
         crashed, crashed_s = disk(tools, "undump", second_dir)
         expect(ddp_done(work, 300), f"the job restored after its crash finished: {open(os.path.join(work, 'job.log')).read()[-1500:]}")
         finished = [final_losses(t) for t in ddp_losses(work)]
-        said = {"first": first, "second": second, "after_end": ended, "after_crash": crashed}
+        said = {"first": first, "second": second, "after_end": ended, "after_crash": crashed, "pauses_s": [first_pause, second_pause]}
         expect(finished == expected, "restored after it ended, then at once after a crash: finished bit-exact")
         warnings = lambda doc: [w.split(":")[0] for w in doc.get("warnings", [])]  # noqa: E731
-        return (f"snapshots at steps 6 and {at_second} ({first_s:.1f} s, {second_s:.1f} s; {second['manifest']['image_bytes'] / 1e9:.2f} GB), the job finished bit-exact; "
+        return (f"snapshots at steps 6 and {at_second} ({first_s:.1f} s, {second_s:.1f} s; {second['manifest']['image_bytes'] / 1e9:.2f} GB; the job's longest step gap across each, "
+                f"its pause: {first_pause:.1f} s, {second_pause:.1f} s, against 0.3 s a step), the job finished bit-exact; "
                 f"undump after it ended {ended_s:.1f} s ({warnings(ended)}), at once after a crash ({waited:.1f} s for its processes to go) {crashed_s:.1f} s ({warnings(crashed)}); "
                 f"{steps} losses a rank bit-exact")
     finally:
