@@ -1630,7 +1630,9 @@ peer, _ = server.accept()
 outside = sys.argv[1] if len(sys.argv) > 1 else ""
 if outside:
     held = socket.create_connection(("127.0.0.1", int(outside)))
-open(os.environ["READY"], "w").write(host)
+# Whole or not at all: the test reads the address as soon as it is there.
+open(os.environ["READY"] + ".tmp", "w").write(host)
+os.rename(os.environ["READY"] + ".tmp", os.environ["READY"])
 while True:
     time.sleep(1)
 "#;
