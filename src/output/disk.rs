@@ -31,7 +31,11 @@ pub fn human(report: &DiskReport, _look: Look) -> (String, String) {
             if manifest.processes.len() == 1 { "" } else { "es" },
             crate::targets::name::printable_path(&report.images_dir),
             manifest.image_bytes >> 20,
-            if manifest.leave_running { "; it goes on running" } else { "" },
+            if manifest.leave_running {
+                "; a complete snapshot (its manifest says so), and the job goes on running"
+            } else {
+                ""
+            },
         ),
         _ => {
             let moved: Vec<String> = report.gpu_map.iter().map(|(a, b)| format!("{a} -> {b}")).collect();

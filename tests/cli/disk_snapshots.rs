@@ -529,3 +529,38 @@ fn a_snapshot_elsewhere_comes_back_on_loopback_and_is_refused_naming_sockets_bou
     let theirs = std::fs::read_link(format!("/proc/{}/ns/net", job.0)).expect("its namespace");
     assert_ne!(here, theirs, "the job runs in the other namespace");
 }
+
+/// A person reading a snapshot's line knows it is complete and that the
+/// job went on.
+#[test]
+fn a_snapshot_says_it_is_complete_and_that_the_job_goes_on() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    let job = crate::disk::Orphan::cuda(&fx);
+    let images = fx.dir().join("images");
+    let output = fx
+        .std_command(&[
+            "dump",
+            "--leave-running",
+            "--to",
+            images.to_str().expect("UTF-8"),
+            "--criu",
+            criu.to_str().expect("UTF-8"),
+            &job.0.to_string(),
+        ])
+        .output()
+        .expect("run cudackpt");
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    assert!(
+        said.starts_with(&format!(
+            "dumped the tree of PID {} (1 process) to {}",
+            job.0,
+            images.display()
+        )) && said
+            .trim_end()
+            .ends_with("; a complete snapshot (its manifest says so), and the job goes on running"),
+        "{said}"
+    );
+    assert!(alive(job.0));
+}
