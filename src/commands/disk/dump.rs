@@ -213,14 +213,13 @@ fn checked(
     let tree = discover::trees(&[root_pid]);
     let facts = tree_facts::gather(&tree, &criu.path);
     if let Some(undumpable) = tree_facts::refusal(&facts) {
-        if !request.force {
-            return Err(DiskFailure::refused(
-                "refused",
-                format!("refused before any change: {}", undumpable.why),
-                undumpable.fix,
-            ));
-        }
-        remarks.push(format!("{} (going on: --force)", undumpable.why));
+        DiskFailure::unless_forced(
+            "refused",
+            &undumpable.why,
+            undumpable.fix,
+            request.force,
+            remarks,
+        )?;
     }
     let predicted = predump_dry_run(request, root_pid);
     if let Some((message, hint)) = refusal_of(&predicted) {

@@ -34,6 +34,27 @@ impl DiskFailure {
             changed: false,
         }
     }
+
+    /// What `why` says refuses the command before any change (`kind`,
+    /// `hint`), unless `force`: then `why` is said in `remarks` and the
+    /// command goes on.
+    pub fn unless_forced(
+        kind: &'static str,
+        why: &str,
+        hint: impl Into<String>,
+        force: bool,
+        remarks: &mut Vec<String>,
+    ) -> Result<(), DiskFailure> {
+        if force {
+            remarks.push(format!("{why} (going on: --force)"));
+            return Ok(());
+        }
+        Err(DiskFailure::refused(
+            kind,
+            format!("refused before any change: {why}"),
+            hint,
+        ))
+    }
 }
 
 /// A dump's or an undump's outcome.

@@ -200,14 +200,13 @@ fn checked(
         .map_err(|why| DiskFailure::refused("criu_unusable", why.to_string(), why.hint()))?;
     let here = host_driver::facts(request.libcuda);
     if let Some(why) = host_driver::mismatch(&manifest.driver, &here) {
-        if !request.force {
-            return Err(DiskFailure::refused(
-                "driver_mismatch",
-                format!("refused before any change: {why}"),
-                "restore on a host with the dump's driver, or install it here; --force tries anyway",
-            ));
-        }
-        remarks.push(format!("{why} (going on: --force)"));
+        DiskFailure::unless_forced(
+            "driver_mismatch",
+            &why,
+            "restore on a host with the dump's driver, or install it here; --force tries anyway",
+            request.force,
+            remarks,
+        )?;
     }
     if let Some((taken, holder)) = manifest
         .processes

@@ -142,15 +142,13 @@ pub fn refuse_foreign(
         "the job's sockets are bound to addresses this host (this network namespace) lacks: {}; CRIU could not bind them (\"Cannot assign requested address\")",
         foreign.join(", ")
     );
-    if force {
-        remarks.push(format!("{why} (going on: --force)"));
-        return Ok(());
-    }
-    Err(DiskFailure::refused(
+    DiskFailure::unless_forced(
         "address_missing",
-        format!("refused before any change: {why}"),
+        &why,
         "undump on the host (or in the network namespace) that has those addresses, or give this one them (`ip addr add`); a job restores anywhere when its processes reach one another over loopback and listen on a wildcard (a single-node torchrun with --master-addr 127.0.0.1, NCCL_SOCKET_IFNAME=lo, GLOO_SOCKET_IFNAME=lo); --force runs CRIU anyway",
-    ))
+        force,
+        remarks,
+    )
 }
 
 #[cfg(test)]

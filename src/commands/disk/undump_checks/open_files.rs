@@ -114,14 +114,13 @@ pub fn refuse_changed(
             "{}: a link was put in the place of a file the job had open, and CRIU, as root, would open where it leads for the job",
             each.join("; ")
         );
-        if !force {
-            return Err(DiskFailure::refused(
-                "files_changed",
-                format!("refused before any change: {why}"),
-                "put the job's file back where the link is, or remove the link; --force restores anyway, giving the job what the link leads to",
-            ));
-        }
-        remarks.push(format!("{why} (going on: --force)"));
+        DiskFailure::unless_forced(
+            "files_changed",
+            &why,
+            "put the job's file back where the link is, or remove the link; --force restores anyway, giving the job what the link leads to",
+            force,
+            remarks,
+        )?;
     }
     refuse_files_not_as_dumped(files, remapped, cut_allowed)
 }

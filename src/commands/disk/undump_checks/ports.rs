@@ -156,15 +156,7 @@ fn in_use(
     hint: String,
 ) -> Result<(), DiskFailure> {
     let why = format!("{why} (\"Address already in use\")");
-    if force {
-        remarks.push(format!("{why} (going on: --force)"));
-        return Ok(());
-    }
-    Err(DiskFailure::refused(
-        "port_in_use",
-        format!("refused before any change: {why}"),
-        hint,
-    ))
+    DiskFailure::unless_forced("port_in_use", &why, hint, force, remarks)
 }
 
 /// This host's TCP sockets, or `None` with a remark that begins with

@@ -56,15 +56,13 @@ pub fn put_back(job: &JobFiles, force: bool, remarks: &mut Vec<String>) -> Resul
                     shown(&socket.path),
                     shown(&dir)
                 );
-                if force {
-                    remarks.push(format!("{why} (going on: --force)"));
-                    continue;
-                }
-                return Err(DiskFailure::refused(
+                DiskFailure::unless_forced(
                     "socket_dir",
-                    format!("refused before any change: {why}"),
+                    &why,
                     "make the directory (as the socket's owner, mode 0700) and undump again; --force runs CRIU anyway",
-                ));
+                    force,
+                    remarks,
+                )?;
             }
         }
     }
