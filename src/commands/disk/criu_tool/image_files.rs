@@ -72,63 +72,27 @@ pub struct UnixBound {
     pub owner: (u32, u32),
 }
 
-/// The Unix sockets of a `files.img` bound to a path (pure): an abstract
-/// name (NUL first) has none; a relative one is joined to the directory
-/// CRIU recorded it was bound in.
-pub fn unix_bound(files_img: &[u8]) -> Result<Vec<UnixBound>, BadImage> {
-    use std::os::unix::ffi::OsStrExt;
-    let mut found = Vec::new();
-    for message in entries(files_img, FILES_MAGIC)? {
-        let entry: FileEntry = decoded(message)?;
-        let Some(usk) = entry.usk.filter(|_| entry.kind == fd_type::UNIXSK) else {
-            continue;
-        };
-        let name = usk.name.split(|b| *b == 0).next().unwrap_or_default();
-        if usk.name.first().is_none_or(|b| *b == 0) || name.is_empty() {
-            continue;
-        }
-        let name = std::path::Path::new(std::ffi::OsStr::from_bytes(name));
-        let path = match &usk.name_dir {
-            _ if name.is_absolute() => name.to_path_buf(),
-            Some(dir) => std::path::Path::new(std::ffi::OsStr::from_bytes(dir)).join(name),
-            None => continue,
-        };
-        let owner = usk.file_perms.map_or((0, 0), |p| (p.uid, p.gid));
-        found.push(UnixBound { path, owner });
-    }
-    Ok(found)
-}
-
 /// An inet socket of the job's bound to an address, as the dump saw it:
 /// CRIU binds it there again, whatever its protocol or state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InetBound {
     pub local: (std::net::IpAddr, u16),
+    /// Its peer, where it had one of either family.
+    pub remote: Option<(std::net::IpAddr, u16)>,
     /// `IPPROTO_TCP` 6, `IPPROTO_UDP` 17, ...
     pub proto: u32,
     /// The kernel's state (TCP's: 10 LISTEN, 1 ESTABLISHED, ...).
     pub state: u32,
+    /// `SO_REUSEPORT`: it may share its port with another such socket.
+    pub reuseport: bool,
 }
 
-/// The inet sockets of a `files.img` bound to an address (pure), of any
-/// protocol: a connected UDP socket is bound to the address it left by.
-pub fn inet_bound(files_img: &[u8]) -> Result<Vec<InetBound>, BadImage> {
-    use crate::commands::disk::dump_checks::connections::address;
-    let mut found = Vec::new();
-    for message in entries(files_img, FILES_MAGIC)? {
-        let entry: FileEntry = decoded(message)?;
-        let Some(isk) = entry.isk.filter(|_| entry.kind == fd_type::INETSK) else {
-            continue;
-        };
-        if let Some(addr) = address(&isk.src_addr) {
-            found.push(InetBound {
-                local: (addr, u16::try_from(isk.src_port).unwrap_or(0)),
-                proto: isk.proto,
-                state: isk.state,
-            });
-        }
-    }
-    Ok(found)
+/// The sockets of a `files.img` that CRIU binds again, read in one pass:
+/// inet sockets bound to an address, Unix sockets bound to a path.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DumpedSockets {
+    pub inet: Vec<InetBound>,
+    pub unix: Vec<UnixBound>,
 }
 
 /// IPPROTO_TCP.
@@ -138,39 +102,82 @@ const TCP_ESTABLISHED: u32 = 1;
 /// The kernel's TCP_LISTEN.
 const TCP_LISTEN: u32 = 10;
 
-/// The TCP sockets of a `files.img` (pure): those the job listened on, and
-/// its established connections.
-pub fn tcp_sockets(files_img: &[u8]) -> Result<(Vec<Listened>, Vec<Connected>), BadImage> {
+impl DumpedSockets {
+    /// The TCP sockets the job listened on (pure).
+    pub fn listened(&self) -> Vec<Listened> {
+        self.inet
+            .iter()
+            .filter(|s| s.proto == TCP && s.state == TCP_LISTEN)
+            .map(|s| Listened {
+                addr: s.local.0,
+                port: s.local.1,
+                reuseport: s.reuseport,
+            })
+            .collect()
+    }
+
+    /// The job's established TCP connections (pure).
+    pub fn connected(&self) -> Vec<Connected> {
+        self.inet
+            .iter()
+            .filter(|s| s.proto == TCP && s.state == TCP_ESTABLISHED)
+            .filter_map(|s| {
+                Some(Connected {
+                    local: s.local,
+                    remote: s.remote?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The sockets of a `files.img` CRIU binds again (pure). An inet socket
+/// counts when its address is of either family (a connected UDP socket
+/// is bound to the address it left by); a Unix socket when it has a path:
+/// an abstract name (NUL first) has none, and a relative one is joined to
+/// the directory CRIU recorded it was bound in.
+pub fn sockets(files_img: &[u8]) -> Result<DumpedSockets, BadImage> {
     use crate::commands::disk::dump_checks::connections::address;
-    let (mut listened, mut connected) = (Vec::new(), Vec::new());
+    let mut found = DumpedSockets::default();
     for message in entries(files_img, FILES_MAGIC)? {
         let entry: FileEntry = decoded(message)?;
-        let Some(isk) = entry.isk.filter(|_| entry.kind == fd_type::INETSK) else {
-            continue;
-        };
-        // An address of neither family binds nothing CRIU could fail on.
-        let Some(addr) = address(&isk.src_addr).filter(|_| isk.proto == TCP) else {
-            continue;
-        };
-        let port = u16::try_from(isk.src_port).unwrap_or(0);
-        match isk.state {
-            TCP_LISTEN => listened.push(Listened {
-                addr,
-                port,
-                reuseport: isk.opts.and_then(|o| o.so_reuseport).unwrap_or(false),
-            }),
-            TCP_ESTABLISHED => {
-                if let Some(peer) = address(&isk.dst_addr) {
-                    connected.push(Connected {
-                        local: (addr, port),
-                        remote: (peer, u16::try_from(isk.dst_port).unwrap_or(0)),
-                    });
-                }
+        match (entry.kind, entry.isk, entry.usk) {
+            (fd_type::INETSK, Some(isk), _) => {
+                let Some(addr) = address(&isk.src_addr) else {
+                    continue;
+                };
+                let port = |p: u32| u16::try_from(p).unwrap_or(0);
+                found.inet.push(InetBound {
+                    local: (addr, port(isk.src_port)),
+                    remote: address(&isk.dst_addr).map(|peer| (peer, port(isk.dst_port))),
+                    proto: isk.proto,
+                    state: isk.state,
+                    reuseport: isk.opts.and_then(|o| o.so_reuseport).unwrap_or(false),
+                });
             }
+            (fd_type::UNIXSK, _, Some(usk)) => found.unix.extend(unix_path(usk)),
             _ => {}
         }
     }
-    Ok((listened, connected))
+    Ok(found)
+}
+
+/// Where a Unix socket is bound, and whose its file was; `None` for one
+/// with no path.
+fn unix_path(usk: super::messages::UnixSkEntry) -> Option<UnixBound> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = usk.name.split(|b| *b == 0).next().unwrap_or_default();
+    if usk.name.first().is_none_or(|b| *b == 0) || name.is_empty() {
+        return None;
+    }
+    let name = std::path::Path::new(std::ffi::OsStr::from_bytes(name));
+    let path = match &usk.name_dir {
+        _ if name.is_absolute() => name.to_path_buf(),
+        Some(dir) => std::path::Path::new(std::ffi::OsStr::from_bytes(dir)).join(name),
+        None => return None,
+    };
+    let owner = usk.file_perms.map_or((0, 0), |p| (p.uid, p.gid));
+    Some(UnixBound { path, owner })
 }
 
 /// What CRIU restores a thread with, as root, from its `core-TID.img`.
@@ -514,5 +521,52 @@ mod tests {
         let files = dumped_files(&image(FILES_MAGIC, &[not_utf8])).expect("read");
         use std::os::unix::ffi::OsStrExt;
         assert_eq!(files[0].path.as_os_str().as_bytes(), b"/l\xffg");
+    }
+}
+
+#[cfg(test)]
+mod socket_views {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    const HOST: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2));
+
+    fn socket(port: u16, remote: Option<u16>, proto: u32, state: u32) -> InetBound {
+        InetBound {
+            local: (HOST, port),
+            remote: remote.map(|p| (HOST, p)),
+            proto,
+            state,
+            reuseport: port == 2,
+        }
+    }
+
+    #[test]
+    fn listeners_and_connections_are_the_tcp_sockets_in_those_states() {
+        let sockets = DumpedSockets {
+            inet: vec![
+                socket(1, None, TCP, TCP_LISTEN),
+                socket(2, None, TCP, TCP_LISTEN),
+                socket(3, Some(1), TCP, TCP_ESTABLISHED),
+                socket(4, None, TCP, TCP_ESTABLISHED),
+                socket(5, Some(9), 17, TCP_ESTABLISHED),
+                socket(6, Some(1), TCP, 6),
+            ],
+            unix: Vec::new(),
+        };
+        let listened: Vec<(u16, bool)> = sockets
+            .listened()
+            .iter()
+            .map(|l| (l.port, l.reuseport))
+            .collect();
+        assert_eq!(listened, [(1, false), (2, true)]);
+        assert_eq!(
+            sockets.connected(),
+            [Connected {
+                local: (HOST, 3),
+                remote: (HOST, 1)
+            }],
+            "a connection without a peer, a UDP socket, a closing one: none"
+        );
     }
 }

@@ -202,8 +202,10 @@ mod tests {
         let node = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2));
         let bound = |addr: IpAddr, port, proto, state| InetBound {
             local: (addr, port),
+            remote: None,
             proto,
             state,
+            reuseport: false,
         };
         let sockets = [
             bound(node, 29500, TCP, TCP_LISTEN),

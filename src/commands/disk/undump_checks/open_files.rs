@@ -41,20 +41,16 @@ pub struct JobFiles {
 /// Reads `files.img` and `remap-fpath.img` from the images held, once.
 pub fn read(images: &HeldImages) -> JobFiles {
     let read = |name: &str| images.read(name, FILES_IMAGE_CAP);
-    let (files, (listened, connected), (unix_bound, inet_bound)) = match read("files.img") {
+    let (files, sockets) = match read("files.img") {
         Ok(Some(img)) => match criu_images::dumped_files(&img) {
             Ok(files) => (
                 Ok(Some(files)),
-                criu_images::tcp_sockets(&img).unwrap_or_default(),
-                (
-                    criu_images::unix_bound(&img).unwrap_or_default(),
-                    criu_images::inet_bound(&img).unwrap_or_default(),
-                ),
+                criu_images::sockets(&img).unwrap_or_default(),
             ),
-            Err(why) => (Err(why.to_string()), Default::default(), Default::default()),
+            Err(why) => (Err(why.to_string()), Default::default()),
         },
-        Ok(None) => (Ok(None), Default::default(), Default::default()),
-        Err(why) => (Err(why.to_string()), Default::default(), Default::default()),
+        Ok(None) => (Ok(None), Default::default()),
+        Err(why) => (Err(why.to_string()), Default::default()),
     };
     let remapped = match read("remap-fpath.img") {
         Ok(Some(img)) => criu_images::remapped(&img).unwrap_or_default(),
@@ -63,10 +59,10 @@ pub fn read(images: &HeldImages) -> JobFiles {
     JobFiles {
         files,
         remapped,
-        listened,
-        connected,
-        unix_bound,
-        inet_bound,
+        listened: sockets.listened(),
+        connected: sockets.connected(),
+        unix_bound: sockets.unix,
+        inet_bound: sockets.inet,
     }
 }
 
