@@ -200,15 +200,24 @@ pub(crate) fn dump(
     pid: i32,
     extra: &[&str],
 ) -> (i32, serde_json::Value) {
-    let (images, criu, pid) = (
-        images.to_str().expect("a UTF-8 path"),
-        criu.to_str().expect("a UTF-8 path"),
+    let args = dump_args(images, criu, pid, extra);
+    run(fx, &args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// The arguments of `cudackpt --json dump [EXTRA] --to IMAGES --criu CRIU
+/// PID`, for a test that sets the command's environment itself.
+pub(crate) fn dump_args(images: &Path, criu: &Path, pid: i32, extra: &[&str]) -> Vec<String> {
+    let utf8 = |path: &Path| path.to_str().expect("a UTF-8 path").to_string();
+    let mut args = vec!["--json".to_string(), "dump".to_string()];
+    args.extend(extra.iter().map(|e| e.to_string()));
+    args.extend([
+        "--to".to_string(),
+        utf8(images),
+        "--criu".to_string(),
+        utf8(criu),
         pid.to_string(),
-    );
-    let mut args = vec!["--json", "dump"];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--to", images, "--criu", criu, &pid]);
-    run(fx, &args)
+    ]);
+    args
 }
 
 /// The arguments of `cudackpt --json dump --to IMAGES --criu CRIU PID`,
@@ -1861,18 +1870,9 @@ fn a_connection_leaving_the_tree_without_a_lock_tool_is_refused() {
     let no_tools = fx.dir().join("bin");
     std::fs::create_dir(&no_tools).expect("mkdir");
     let dump_with = |images: &Path, extra: &[&str]| {
-        let pid = job.0.to_string();
-        let mut args = vec!["--json", "dump"];
-        args.extend_from_slice(extra);
-        args.extend_from_slice(&[
-            "--to",
-            images.to_str().expect("UTF-8"),
-            "--criu",
-            criu.to_str().expect("UTF-8"),
-            &pid,
-        ]);
+        let args = dump_args(images, &criu, job.0, extra);
         let output = fx
-            .std_command(&args)
+            .std_command(&args.iter().map(String::as_str).collect::<Vec<_>>())
             .env("PATH", &no_tools)
             .output()
             .expect("run cudackpt");

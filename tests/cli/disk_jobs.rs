@@ -56,13 +56,7 @@ impl Job {
         pause: &str,
         preload: bool,
     ) -> Job {
-        let script = workspace().join("tests/fixtures/disk-job/ddp_loader.py");
-        let args = [
-            work.display().to_string(),
-            steps.to_string(),
-            pause.to_string(),
-        ];
-        Job::start_script(fx, python, work, &script, &args, preload)
+        Job::spawn(ddp_loader(fx, python, work, (steps, pause), preload))
     }
 
     /// torchrun of two ranks running `script ARGS`, in `work`, under the
@@ -90,13 +84,7 @@ impl Job {
         ring_port: u16,
         out: &Path,
     ) -> Job {
-        let script = workspace().join("tests/fixtures/disk-job/ddp_loader.py");
-        let args = [
-            work.display().to_string(),
-            steps.to_string(),
-            pause.to_string(),
-        ];
-        let mut command = torchrun(fx, python, work, &script, &args, true);
+        let mut command = ddp_loader(fx, python, work, (steps, pause), true);
         command
             .env("RING_PORT", ring_port.to_string())
             .stdout(std::fs::File::create(out).expect("the launcher's output"));
@@ -133,6 +121,57 @@ impl Job {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
     }
+}
+
+/// The command that starts the disk job (`tests/fixtures/disk-job`) for
+/// `steps` steps of `pause` seconds' rest each, in `work`.
+fn ddp_loader(
+    fx: &Fixture,
+    python: &Path,
+    work: &Path,
+    (steps, pause): (u32, &str),
+    preload: bool,
+) -> Command {
+    let script = workspace().join("tests/fixtures/disk-job/ddp_loader.py");
+    let args = [
+        work.display().to_string(),
+        steps.to_string(),
+        pause.to_string(),
+    ];
+    torchrun(fx, python, work, &script, &args, preload)
+}
+
+/// The disk job of `steps` steps run to its end untouched, in the
+/// fixture's `reference/`: the losses every other run must match.
+pub(crate) fn reference_run(fx: &Fixture, python: &Path, steps: u32) -> PathBuf {
+    let reference = fx.dir().join("reference");
+    std::fs::create_dir(&reference).expect("mkdir");
+    let mut run = Job::start(fx, python, &reference, steps, "0", false);
+    wait_long("the reference run to finish", || done(&reference));
+    run.reap();
+    reference
+}
+
+/// `cudackpt --json dump --drain [EXTRA] --to IMAGES --criu CRIU PID`
+/// with no iptables on PATH: its document, which must say success.
+pub(crate) fn dump_drained(
+    fx: &Fixture,
+    images: &Path,
+    criu: &Path,
+    pid: i32,
+    extra: &[&str],
+) -> serde_json::Value {
+    let mut drained = vec!["--drain"];
+    drained.extend_from_slice(extra);
+    let args = crate::disk::dump_args(images, criu, pid, &drained);
+    let output = fx
+        .std_command(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .expect("run cudackpt");
+    let dumped = document(&output);
+    assert_eq!(output.status.code(), Some(0), "{dumped:#}");
+    dumped
 }
 
 /// The command that starts torchrun of two ranks running `script ARGS`
@@ -220,11 +259,7 @@ fn a_torchrun_job_with_dataloader_workers_goes_to_disk_and_back_bit_exact() {
     let fx = Fixture::new();
     let steps = 40;
     // The reference: the same job, never dumped.
-    let reference = fx.dir().join("reference");
-    std::fs::create_dir(&reference).expect("mkdir");
-    let mut run = Job::start(&fx, &python, &reference, steps, "0", false);
-    wait_long("the reference run to finish", || done(&reference));
-    run.reap();
+    let reference = reference_run(&fx, &python, steps);
     // The job, dumped with its drain after a few steps.
     let work = fx.dir().join("job");
     std::fs::create_dir(&work).expect("mkdir");
@@ -233,22 +268,7 @@ fn a_torchrun_job_with_dataloader_workers_goes_to_disk_and_back_bit_exact() {
         losses(&work, 0).lines().count() >= 5
     });
     let images = fx.dir().join("images");
-    let output = fx
-        .std_command(&[
-            "--json",
-            "dump",
-            "--drain",
-            "--to",
-            images.to_str().expect("UTF-8"),
-            "--criu",
-            criu.to_str().expect("UTF-8"),
-            &job.agent.to_string(),
-        ])
-        .env("PATH", "/usr/bin:/bin")
-        .output()
-        .expect("run cudackpt");
-    let dumped = document(&output);
-    assert_eq!(output.status.code(), Some(0), "{dumped:#}");
+    let dumped = dump_drained(&fx, &images, &criu, job.agent, &[]);
     let options = options_of(&dumped);
     assert!(
         options.iter().any(|o| o == "--network-lock skip"),

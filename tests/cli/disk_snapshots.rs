@@ -251,24 +251,7 @@ fn two_free_ports() -> u16 {
 /// `cudackpt --json dump --drain --leave-running --to IMAGES --criu CRIU
 /// PID` with no iptables on PATH: its document, which must say success.
 fn snapshot(fx: &Fixture, images: &Path, criu: &Path, pid: i32) -> serde_json::Value {
-    let output = fx
-        .std_command(&[
-            "--json",
-            "dump",
-            "--drain",
-            "--leave-running",
-            "--to",
-            images.to_str().expect("UTF-8"),
-            "--criu",
-            criu.to_str().expect("UTF-8"),
-            &pid.to_string(),
-        ])
-        .env("PATH", "/usr/bin:/bin")
-        .output()
-        .expect("run cudackpt");
-    let doc = crate::disk::document(&output);
-    assert_eq!(output.status.code(), Some(0), "{doc:#}");
-    doc
+    crate::disk_jobs::dump_drained(fx, images, criu, pid, &["--leave-running"])
 }
 
 /// A torchrun job (two gloo ranks, fork DataLoader workers, a ring of
@@ -288,11 +271,7 @@ fn a_torchrun_job_s_snapshot_comes_back_after_it_ended_and_at_once_after_a_crash
     };
     let fx = Fixture::new();
     let steps = 40;
-    let reference = fx.dir().join("reference");
-    std::fs::create_dir(&reference).expect("mkdir");
-    let mut run = Job::start(&fx, &python, &reference, steps, "0", false);
-    wait_long("the reference run to finish", || done(&reference));
-    run.reap();
+    let reference = crate::disk_jobs::reference_run(&fx, &python, steps);
     let expected: Vec<_> = (0..2)
         .map(|r| final_losses(&losses(&reference, r)))
         .collect();
