@@ -182,7 +182,9 @@ fn open_step(
             };
             // Opened without following a link whatever `links` says: what
             // was just made is no link, and a link there now was planted.
-            let fd = open_dir_at(parent, name, at, true, last)?;
+            // Opened for reading, last or not: its mode and owner are set
+            // on this descriptor, which a path-only one cannot do.
+            let fd = open_dir_at(parent, name, at, true, true)?;
             if made {
                 claim(&fd, at, mode)?;
                 if let Some((uid, gid)) = owner {
@@ -231,18 +233,23 @@ fn hand_over(fd: &OwnedFd, at: &Path, uid: u32, gid: u32) -> Result<(), UnsafeDi
     })
 }
 
-/// Opens one directory under `parent`: for reading when it is the last
-/// step, else as a path only (a directory this user may pass through but
-/// not list, such as a home directory of mode 0711, is still a step).
+/// Opens one directory under `parent`: for reading when `readable` (the
+/// last step, or one this walk made), else as a path only (a directory
+/// this user may pass through but not list, such as a home directory of
+/// mode 0711, is still a step).
 fn open_dir_at(
     parent: &OwnedFd,
     name: &OsStr,
     at: &Path,
     no_follow: bool,
-    last: bool,
+    readable: bool,
 ) -> Result<OwnedFd, UnsafeDir> {
     let mut flags = OFlags::DIRECTORY | OFlags::CLOEXEC;
-    flags |= if last { OFlags::RDONLY } else { OFlags::PATH };
+    flags |= if readable {
+        OFlags::RDONLY
+    } else {
+        OFlags::PATH
+    };
     if no_follow {
         flags |= OFlags::NOFOLLOW;
     }
@@ -457,5 +464,38 @@ mod tests {
         assert_eq!(reached.steps.len(), deep.components().count());
         let again = reach_creating(&deep, Links::Refused, 0o700).expect("there");
         assert!(!again.created);
+    }
+
+    /// Made for another user: only what this walk made is handed over; a
+    /// directory that was there stays whose it was.
+    #[test]
+    fn what_is_made_for_a_user_is_theirs_and_nothing_else_is() {
+        use std::os::unix::fs::MetadataExt;
+        if !rustix::process::geteuid().is_root() {
+            return; // handing a directory to another user needs root
+        }
+        let root = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(root.path().join("there")).expect("dir");
+        let deep = root.path().join("there/made/too");
+        reach_creating_for(&deep, Links::Refused, 0o700, (65534, 65533)).expect("made");
+        let owner = |p: &str| {
+            let m = std::fs::metadata(root.path().join(p)).expect("there");
+            (m.uid(), m.gid(), m.mode() & 0o7777)
+        };
+        assert_eq!(owner("there").0, 0, "was there: still root's");
+        assert_eq!(owner("there/made"), (65534, 65533, 0o700));
+        assert_eq!(owner("there/made/too"), (65534, 65533, 0o700));
+        // A link planted where a directory is to be made is not followed.
+        let elsewhere = root.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).expect("dir");
+        std::os::unix::fs::symlink(&elsewhere, root.path().join("planted")).expect("link");
+        assert!(reach_creating_for(
+            &root.path().join("planted/x"),
+            Links::Refused,
+            0o700,
+            (65534, 65534)
+        )
+        .is_err());
+        assert!(!elsewhere.join("x").exists());
     }
 }
