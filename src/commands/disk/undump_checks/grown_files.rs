@@ -157,6 +157,36 @@ mod tests {
     }
 
     #[test]
+    fn a_link_planted_at_the_kept_name_is_passed_by_not_written_through() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let log = dir.path().join("out");
+        std::fs::write(&log, b"before\nafter\n").expect("write");
+        let target = dir.path().join("root-file");
+        std::fs::write(&target, b"root's").expect("write");
+        std::os::unix::fs::symlink(&target, dir.path().join("out.after-snapshot-7")).expect("link");
+        let (kept, _) = cut_one(&log, 7, 7).expect("cut");
+        assert_eq!(kept, dir.path().join("out.after-snapshot-7.1"));
+        assert_eq!(std::fs::read(&target).expect("read"), b"root's");
+        assert_eq!(std::fs::read(&kept).expect("read"), b"after\n");
+    }
+
+    #[test]
+    fn a_fifo_in_the_file_s_place_is_not_cut() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let fifo = dir.path().join("out");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
+        assert!(cut_one(&fifo, 0, 1).is_err());
+        assert!(!dir.path().join("out.after-snapshot-1").exists());
+    }
+
+    #[test]
     fn a_link_in_the_file_s_place_is_not_followed() {
         let dir = tempfile::tempdir().expect("a directory");
         let target = dir.path().join("elsewhere");
