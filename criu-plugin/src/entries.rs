@@ -15,7 +15,6 @@ use crate::link::Hook;
 const ABI_VERSION: c_uint = 2 << 8;
 /// `CR_PLUGIN_HOOK__MAX` of that ABI.
 const HOOKS: usize = 13;
-const HOOK_HANDLE_DEVICE_VMA: usize = 7;
 const HOOK_RESUME_DEVICES_LATE: usize = 9;
 const HOOK_PAUSE_DEVICES: usize = 10;
 const HOOK_CHECKPOINT_DEVICES: usize = 11;
@@ -51,7 +50,6 @@ pub static CR_PLUGIN_DESC: PluginDescriptor = PluginDescriptor {
 
 const fn hooks() -> [*const c_void; HOOKS] {
     let mut hooks = [ptr::null(); HOOKS];
-    hooks[HOOK_HANDLE_DEVICE_VMA] = handle_device_vma as *const c_void;
     hooks[HOOK_RESUME_DEVICES_LATE] = resume_devices_late as *const c_void;
     hooks[HOOK_PAUSE_DEVICES] = pause_devices as *const c_void;
     hooks[HOOK_CHECKPOINT_DEVICES] = checkpoint_devices as *const c_void;
@@ -66,19 +64,6 @@ unsafe extern "C" fn plugin_init(stage: c_int) -> c_int {
 
 unsafe extern "C" fn plugin_exit(_stage: c_int, ret: c_int) {
     crate::fini(Criu::get(), ret);
-}
-
-/// `HANDLE_DEVICE_VMA(int fd, const struct stat *st)`: only the device
-/// number is read.
-unsafe extern "C" fn handle_device_vma(_fd: c_int, stat: *const libc::stat) -> c_int {
-    if stat.is_null() {
-        return crate::host::code(cudackpt::internal::criu_plugin::HookAnswer::NotMine);
-    }
-    // SAFETY: CRIU passes the stat of the mapped file it has just filled
-    // (`proc_parse.c`, `handle_vma_plugin`), live for the call; not null,
-    // checked above.
-    let rdev = unsafe { (*stat).st_rdev };
-    crate::handle_device_vma(Criu::get(), libc::major(rdev))
 }
 
 unsafe extern "C" fn pause_devices(pid: c_int) -> c_int {

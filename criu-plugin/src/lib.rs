@@ -97,17 +97,6 @@ fn run_hook(criu: &'static Criu, hook: Hook, pid: i32) -> i32 {
     }
 }
 
-/// CRIU's `HANDLE_DEVICE_VMA` for a mapping of a device of `major`:
-/// answered here, in CRIU's process, without the driver or a helper (only
-/// a pre-dump claims any, `Plugin::handle_device_vma` says why).
-fn handle_device_vma(criu: &Criu, major: u32) -> i32 {
-    let answer = caught(criu, "HANDLE_DEVICE_VMA", || match &*session() {
-        Session::Ready(plugin) => plugin.handle_device_vma(criu, major),
-        Session::Off | Session::Helped(_) => HookAnswer::NotMine,
-    });
-    host::code(answer.unwrap_or(HookAnswer::Failed))
-}
-
 /// CRIU's `fini(stage, ret)`.
 fn fini(criu: &Criu, ret: i32) {
     let taken = std::mem::replace(&mut *session(), Session::Off);

@@ -50,9 +50,7 @@ pub const KNOWN_CRIU: [&str; 5] = ["4.0", "4.1", "4.1.1", "4.2", "4.2.1"];
 pub enum Stage {
     /// `criu dump`.
     Dump,
-    /// `criu pre-dump` (memory only: the plugin moves nothing; it tells
-    /// CRIU the driver's device mappings are its, see
-    /// [`Plugin::handle_device_vma`]).
+    /// `criu pre-dump` (memory only: the plugin stays out of it).
     PreDump,
     /// `criu restore`.
     Restore,
@@ -153,9 +151,6 @@ pub struct Plugin {
     /// CRIU's process, as `init` found it: the hooks may run in a helper
     /// forked from it, and a dump's intent record is handed to CRIU.
     criu: Identity,
-    /// The device majors of the NVIDIA driver (`/proc/devices`), read at a
-    /// pre-dump's `init`: the mappings a pre-dump passes by.
-    driver_majors: Vec<u32>,
 }
 
 impl Plugin {
@@ -211,32 +206,7 @@ impl Plugin {
             moved: Vec::new(),
             checkpointed: false,
             criu: Identity::of(std::process::id() as i32),
-            driver_majors: if stage == Stage::PreDump {
-                driver_majors(&crate::targets::process::read_proc_text("/proc/devices").unwrap_or_default())
-            } else {
-                Vec::new()
-            },
         })
-    }
-
-    /// `HANDLE_DEVICE_VMA`, CRIU asking whether a mapping of a device file
-    /// (`rdev`) is this plugin's. At a pre-dump, the NVIDIA driver's are:
-    /// a pre-dump copies the memory a process holds privately while it
-    /// runs, and the driver's mappings are shared, so CRIU records where
-    /// they are and copies nothing of them (without a plugin that claims
-    /// them, CRIU refuses the pre-dump of any CUDA process). At a dump
-    /// they are not: the checkpoint has taken them away before CRIU reads
-    /// the mappings, so one still there is a failure CRIU should report.
-    pub fn handle_device_vma(&self, host: &dyn Host, rdev_major: u32) -> HookAnswer {
-        if self.stage == Stage::PreDump && self.driver_majors.contains(&rdev_major) {
-            host.log(
-                Level::Debug,
-                &format!("a mapping of the NVIDIA driver's device (major {rdev_major}) is passed by: a pre-dump copies no shared memory"),
-            );
-            HookAnswer::Done
-        } else {
-            HookAnswer::NotMine
-        }
     }
 
     /// `PAUSE_DEVICES`: the first call, for the tree's root, weighs the
@@ -539,28 +509,6 @@ impl crate::drain::ledger::SignalLedger for Unrecorded {
     fn flush(&self) {}
 }
 
-/// The majors of the NVIDIA driver's character devices in `/proc/devices`
-/// (pure): `nvidia-frontend` (or `nvidia`) of `/dev/nvidia*` and
-/// `/dev/nvidiactl`, `nvidia-uvm`, `nvidia-nvswitch`, `nvidia-caps`...,
-/// never a block device's.
-pub fn driver_majors(proc_devices: &str) -> Vec<u32> {
-    let character = proc_devices
-        .split("Block devices:")
-        .next()
-        .unwrap_or_default();
-    let mut majors: Vec<u32> = character
-        .lines()
-        .filter_map(|line| {
-            let (major, name) = line.trim().split_once(' ')?;
-            let is_nvidia = name.trim() == "nvidia" || name.trim().starts_with("nvidia-");
-            is_nvidia.then(|| major.parse().ok()).flatten()
-        })
-        .collect();
-    majors.sort_unstable();
-    majors.dedup();
-    majors
-}
-
 /// Whether the NVIDIA driver shows a GPU (`/proc/driver/nvidia/gpus/`).
 fn nvidia_gpu_present() -> bool {
     std::path::Path::new("/proc/driver/nvidia/gpus").is_dir()
@@ -659,14 +607,6 @@ mod tests {
         assert!(refused.contains("4.2.1"), "{refused}");
         let refused = known_criu(None).expect_err("unknown");
         assert!(refused.contains("could not tell"), "{refused}");
-    }
-
-    #[test]
-    fn the_driver_s_majors_are_its_character_devices_named_nvidia() {
-        let devices = "Character devices:\n  1 mem\n  4 /dev/vc/0\n195 nvidia-frontend\n195 nvidia\n226 drm\n235 nvidia-caps\n509 nvidia-uvm\n510 nvidiafs\n\nBlock devices:\n  8 sd\n259 nvidia-blk\n";
-        assert_eq!(driver_majors(devices), vec![195, 235, 509]);
-        assert_eq!(driver_majors(""), Vec::<u32>::new());
-        assert_eq!(driver_majors("Character devices:\n  1 mem\n"), Vec::<u32>::new());
     }
 
     #[test]
