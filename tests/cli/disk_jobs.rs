@@ -91,6 +91,20 @@ impl Job {
         Job::spawn(command)
     }
 
+    /// [`Job::start`] with the fake driver, every socket of the job on
+    /// loopback: gloo told `lo` (`GLOO_SOCKET_IFNAME`), torchrun's store on
+    /// its default 127.0.0.1; a job another host's loopback takes as it is.
+    pub(crate) fn start_on_loopback(
+        fx: &Fixture,
+        python: &Path,
+        work: &Path,
+        (steps, pause): (u32, &str),
+    ) -> Job {
+        let mut command = ddp_loader(fx, python, work, (steps, pause), true);
+        command.env("GLOO_SOCKET_IFNAME", "lo");
+        Job::spawn(command)
+    }
+
     fn spawn(mut command: Command) -> Job {
         let child = command.spawn().expect("torchrun starts");
         Job {

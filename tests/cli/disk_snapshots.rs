@@ -238,6 +238,35 @@ fn final_losses(text: &str) -> std::collections::BTreeMap<u32, String> {
         .collect()
 }
 
+/// Each rank's losses, step by step, in the disk job run to its end
+/// untouched for `steps` steps.
+fn reference_losses(
+    fx: &Fixture,
+    python: &Path,
+    steps: u32,
+) -> Vec<std::collections::BTreeMap<u32, String>> {
+    let reference = crate::disk_jobs::reference_run(fx, python, steps);
+    let expected: Vec<_> = (0..2)
+        .map(|r| final_losses(&crate::disk_jobs::losses(&reference, r)))
+        .collect();
+    assert_eq!(expected[0].len(), steps as usize);
+    expected
+}
+
+/// Waits until every process a dump's or undump's manifest names is gone
+/// (a crashed job's: their PIDs are the restore's).
+fn wait_until_gone(document: &serde_json::Value) {
+    let pids: Vec<i32> = document["manifest"]["processes"]
+        .as_array()
+        .expect("the dump's processes")
+        .iter()
+        .filter_map(|p| p["pid"].as_i64().map(|p| p as i32))
+        .collect();
+    crate::disk_jobs::wait_long("the crashed job's processes to be gone", || {
+        pids.iter().all(|&p| !exists(p))
+    });
+}
+
 /// Two ports in a row below the ephemeral range, both free now.
 fn two_free_ports() -> u16 {
     (0..100)
@@ -271,11 +300,7 @@ fn a_torchrun_job_s_snapshot_comes_back_after_it_ended_and_at_once_after_a_crash
     };
     let fx = Fixture::new();
     let steps = 40;
-    let reference = crate::disk_jobs::reference_run(&fx, &python, steps);
-    let expected: Vec<_> = (0..2)
-        .map(|r| final_losses(&losses(&reference, r)))
-        .collect();
-    assert_eq!(expected[0].len(), steps as usize);
+    let expected = reference_losses(&fx, &python, steps);
 
     let work = fx.dir().join("job");
     std::fs::create_dir(&work).expect("mkdir");
@@ -333,15 +358,7 @@ fn a_torchrun_job_s_snapshot_comes_back_after_it_ended_and_at_once_after_a_crash
 
     // (a) At once after a crash of the whole job.
     job.kill();
-    let pids: Vec<i32> = undumped["manifest"]["processes"]
-        .as_array()
-        .expect("the dump's processes")
-        .iter()
-        .filter_map(|p| p["pid"].as_i64().map(|p| p as i32))
-        .collect();
-    wait_long("the crashed job's processes to be gone", || {
-        pids.iter().all(|&p| !exists(p))
-    });
+    wait_until_gone(&undumped);
     clear_done();
     let (code, undumped) = undump(&fx, &second, &criu, &[]);
     assert_eq!(code, 0, "{undumped:#}");
@@ -432,7 +449,9 @@ fn undump_elsewhere(fx: &Fixture, images: &Path, criu: &Path) -> (i32, serde_jso
             "--",
             "sh",
             "-c",
-            "ip link set lo up && exec \"$0\" \"$@\"",
+            // Loopback up, and an address of its own where the kernel
+            // has dummy links: another host's.
+            "ip link set lo up && { ip link add elsewhere0 type dummy && ip address add 192.0.2.7/24 dev elsewhere0 && ip link set elsewhere0 up; } 2>/dev/null; exec \"$0\" \"$@\"",
         ])
         .arg(crate::support::cudackpt_bin())
         .args(["--json", "undump"])
@@ -454,11 +473,7 @@ fn undump_elsewhere(fx: &Fixture, images: &Path, criu: &Path) -> (i32, serde_jso
 #[test]
 fn a_snapshot_elsewhere_comes_back_on_loopback_and_is_refused_naming_sockets_bound_to_this_host() {
     let Some(criu) = criu() else { return };
-    let ip = Command::new("ip")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !crate::support::prerequisite("run ip (iproute2)", ip) {
+    if !ip_runs() {
         return;
     }
     let fx = Fixture::new();
@@ -507,6 +522,61 @@ fn a_snapshot_elsewhere_comes_back_on_loopback_and_is_refused_naming_sockets_bou
     let here = std::fs::read_link("/proc/self/ns/net").expect("this namespace");
     let theirs = std::fs::read_link(format!("/proc/{}/ns/net", job.0)).expect("its namespace");
     assert_ne!(here, theirs, "the job runs in the other namespace");
+}
+
+/// Whether `ip` (iproute2) runs here: a prerequisite.
+fn ip_runs() -> bool {
+    let ip = Command::new("ip")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    crate::support::prerequisite("run ip (iproute2)", ip)
+}
+
+/// (c) Another host: the torchrun job with every socket on loopback (see
+/// [`Job::start_on_loopback`]), snapshotted while it runs and then killed
+/// whole, comes back in another network namespace with an address of its
+/// own, runs there, and finishes bit-exact against a run never touched.
+#[test]
+fn a_torchrun_job_on_loopback_comes_back_in_another_network_namespace_bit_exact() {
+    use crate::disk_jobs::{done, losses, needed_python_with_torch, wait_long, Job};
+    let Some(criu) = criu() else { return };
+    if !ip_runs() {
+        return;
+    }
+    let Some(python) = needed_python_with_torch() else {
+        return;
+    };
+    let fx = Fixture::new();
+    let steps = 24;
+    let expected = reference_losses(&fx, &python, steps);
+    let work = fx.dir().join("job");
+    std::fs::create_dir(&work).expect("mkdir");
+    let mut job = Job::start_on_loopback(&fx, &python, &work, (steps, "0.2"));
+    let step = |work: &Path| losses(work, 0).lines().count();
+    wait_long("the job's fifth step", || step(&work) >= 5);
+    let images = fx.dir().join("snapshot");
+    let dumped = snapshot(&fx, &images, &criu, job.agent);
+    assert!(step(&work) < steps as usize, "snapshotted mid-run");
+    job.kill();
+    job.reap();
+    wait_until_gone(&dumped);
+    let (code, undumped) = undump_elsewhere(&fx, &images, &criu);
+    assert_eq!(code, 0, "{undumped:#}");
+    let here = std::fs::read_link("/proc/self/ns/net").expect("this namespace");
+    let theirs = std::fs::read_link(format!("/proc/{}/ns/net", job.agent));
+    assert!(
+        theirs.is_ok_and(|theirs| theirs != here),
+        "the restored agent runs in the other namespace"
+    );
+    wait_long("the job restored elsewhere to finish", || done(&work));
+    for rank in 0..2 {
+        assert_eq!(
+            final_losses(&losses(&work, rank)),
+            expected[rank as usize],
+            "rank {rank}, restored in another network namespace"
+        );
+    }
 }
 
 /// A person reading a snapshot's line knows it is complete and that the
