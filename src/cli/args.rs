@@ -624,6 +624,17 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Run a Slurm job so that a preemption writes it to disk and its
+    /// restart brings it back, or serve such jobs on a node.
+    ///
+    /// The batch script runs its command as `exec cudackpt slurm run --
+    /// COMMAND` (submitted with `--signal=B:USR1@SECONDS`); the node runs
+    /// `cudackpt slurm serve` as root. The guide's Slurm chapter says how
+    /// to set both up.
+    Slurm {
+        #[command(subcommand)]
+        command: SlurmCommand,
+    },
     /// Print a shell completion script.
     Completions {
         /// The shell to complete for.
@@ -638,6 +649,55 @@ pub enum Command {
         /// at a page's name is left alone and refused (exit 6).
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+    },
+}
+
+/// `cudackpt slurm`'s two halves.
+#[derive(Debug, Subcommand)]
+pub enum SlurmCommand {
+    /// Run a batch job's command (as the job's user): at Slurm's
+    /// preemption signal (USR1) the node's service writes the job to disk,
+    /// and at its restart brings it back.
+    ///
+    /// Used as the batch script's command, `exec cudackpt slurm run --
+    /// COMMAND ARGS`. At a restart, the job comes back from its last
+    /// complete snapshot onto the GPUs Slurm gave it now, or starts over
+    /// saying why; at USR1 it is drained, written to disk and requeued;
+    /// other signals go to the job, and the wrapper exits with the job's
+    /// status. Without a service, COMMAND runs as it would without
+    /// cudackpt.
+    Run {
+        /// The node's service.
+        #[arg(long, value_name = "PATH", default_value = crate::commands::slurm::serve::DEFAULT_SOCKET)]
+        socket: PathBuf,
+        /// The job's command and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+        command: Vec<std::ffi::OsString>,
+    },
+    /// Serve the Slurm jobs of this node (as root): dump each at its
+    /// preemption, restore it at its restart.
+    ///
+    /// Listens on a Unix socket any user may connect to; each connection
+    /// must be a batch job's own process (the child of root's slurmstepd
+    /// for that job, run as the job's user, as Slurm's controller says),
+    /// and the service acts on that job alone: its processes, into its own
+    /// directory of the store, which is root's (0700). A job it restored
+    /// is killed when its wrapper goes. Runs until it is stopped (a
+    /// systemd unit).
+    Serve {
+        /// The socket the jobs' wrappers connect to (mode 0666).
+        #[arg(long, value_name = "PATH", default_value = crate::commands::slurm::serve::DEFAULT_SOCKET)]
+        socket: PathBuf,
+        /// Where each job's images go (JOB/snapshot-*), on storage every
+        /// node reads: made 0700, root's.
+        #[arg(long, value_name = "DIR", default_value = crate::commands::slurm::serve::DEFAULT_STORE)]
+        store: PathBuf,
+        /// The CRIU binary (default: `criu` on PATH).
+        #[arg(long, value_name = "PATH")]
+        criu: Option<PathBuf>,
+        /// Slurm's `scontrol`, which says whose each job is.
+        #[arg(long, value_name = "PATH", default_value = "scontrol")]
+        scontrol: PathBuf,
     },
 }
 

@@ -15,7 +15,7 @@ pub mod validate;
 
 use std::ffi::OsString;
 
-use crate::cli::args::{Cli, Command, GlobalArgs};
+use crate::cli::args::{Cli, Command, GlobalArgs, SlurmCommand};
 use crate::cli::validate::{DiskCommand, ProcessCommand};
 use crate::commands::criu::action_script as hook;
 use crate::commands::{check, demo, devices, disk, doctor, install_compat, ps, recover};
@@ -221,10 +221,40 @@ pub fn run(cli: Cli) -> ExitStatus {
                 uninstall,
             },
         )),
+        Command::Slurm { command } => run_slurm(command),
         command @ (Command::Dump { .. } | Command::Undump { .. }) => {
             run_disk(command, &global, &sink)
         }
         process_command => validate_and_run(process_command, &global, &sink),
+    }
+}
+
+/// `slurm run` exits with its job's status, whatever it is; `slurm serve`
+/// runs until it is stopped.
+fn run_slurm(command: SlurmCommand) -> ExitStatus {
+    use crate::commands::slurm;
+    match command {
+        SlurmCommand::Run { socket, command } => {
+            let code = slurm::run::run(&slurm::run::RunSettings { socket, command });
+            std::process::exit(code.clamp(0, 255));
+        }
+        SlurmCommand::Serve {
+            socket,
+            store,
+            criu,
+            scontrol,
+        } => match slurm::serve::run(slurm::serve::ServeSettings {
+            socket,
+            store,
+            criu,
+            scontrol,
+        }) {
+            Ok(()) => ExitStatus::Success,
+            Err(why) => {
+                eprintln!("cudackpt slurm serve: {why}");
+                ExitStatus::Failed
+            }
+        },
     }
 }
 

@@ -75,7 +75,7 @@ fn is_short_flags(arg: &str) -> bool {
 
 /// The subcommands a fast parse may pick (clap's own `help` is not one);
 /// a test ties the list to the tree.
-pub const SUBCOMMANDS: [&str; 22] = [
+pub const SUBCOMMANDS: [&str; 23] = [
     "state",
     "lock",
     "checkpoint",
@@ -98,6 +98,7 @@ pub const SUBCOMMANDS: [&str; 22] = [
     "criu-hook",
     "dump",
     "undump",
+    "slurm",
 ];
 
 /// The top of the tree as `Cli` declares it (its name, version and width,

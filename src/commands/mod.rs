@@ -20,3 +20,4 @@ pub mod install_compat;
 pub mod pattern;
 pub mod ps;
 pub mod recover;
+pub mod slurm;

@@ -1,0 +1,322 @@
+//! `cudackpt slurm run -- COMMAND`: a Slurm batch job's command, run so
+//! that a preemption writes the job to disk and its restart brings it
+//! back. As the batch script's own process (`exec cudackpt slurm run --
+//! ...`), it asks the node's service (`serve`), which checks who asks:
+//!
+//! - at a restart (Slurm's restart count above 0), the service brings the
+//!   job back from its last complete snapshot, onto the GPUs Slurm gave it
+//!   now; where there is none, or it cannot come back here, the command
+//!   starts over, and the output says why;
+//! - at Slurm's preemption signal (`--signal=B:USR1@SECONDS` and
+//!   `SlurmctldParameters=preempt_send_user_signal`), the service drains
+//!   the job and writes it to disk; the job is then requeued (by the
+//!   wrapper, or by the preemption), and comes back at its next start;
+//! - Slurm's other signals go to the job, wherever it runs, and the
+//!   wrapper ends with the job's exit status.
+//!
+//! Every step is said on standard error (the job's output), with the
+//! time, the node, where the images are and how long it took. Without a
+//! service the command runs as it would without cudackpt, saying so.
+
+use std::ffi::OsString;
+use std::io::BufReader;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use super::protocol::{receive, send, Ask, Said};
+
+/// What the wrapper is given.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    pub socket: PathBuf,
+    pub command: Vec<OsString>,
+}
+
+/// What the wrapper waits for.
+enum Event {
+    Signal(i32),
+    ChildExited(i32),
+    Said(Said),
+    ServiceGone,
+}
+
+/// The job's command as it runs.
+enum Job {
+    /// The wrapper's child.
+    Child { pid: i32 },
+    /// Restored by the service, its child.
+    Restored { root: i32 },
+}
+
+/// A line of the job's output.
+fn say(line: &str) {
+    eprintln!("cudackpt: {line}");
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+fn at(unix_s: u64) -> String {
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_secs(unix_s))
+        .to_string()
+}
+
+/// Runs the job's command as the module says; its exit status.
+pub fn run(settings: &RunSettings) -> i32 {
+    let (tx, rx) = mpsc::channel();
+    if let Err(why) = watch_signals(tx.clone()) {
+        say(&format!("cannot catch signals ({why}): the job runs without snapshots"));
+        return plain(&settings.command);
+    }
+    let job_id = std::env::var("SLURM_JOB_ID").unwrap_or_else(|_| "?".into());
+    let (mut service, hello) = match connect(&settings.socket, tx.clone()) {
+        Ok(connected) => connected,
+        Err(why) => {
+            say(&format!("job {job_id}: {why}; it runs without snapshots"));
+            return supervise(None, None, spawn(&settings.command, &tx), &rx, None);
+        }
+    };
+    let Said::Hello { job, node, restarts, .. } = hello else {
+        return 1;
+    };
+    say(&format!(
+        "job {job} on {node}: Slurm's preemption signal (USR1) writes it to disk through {}",
+        settings.socket.display()
+    ));
+    let mut restored = None;
+    if restarts > 0 {
+        let _ = send(&mut service, &Ask::Restore);
+        match next_answer(&rx, &tx) {
+            Some(Said::Restored { from, written_on, written_unix_s, took_ms, root }) => {
+                say(&format!(
+                    "job {job} came back on {node} at {} from its snapshot written on {written_on} at {} ({from}), in {:.1} s",
+                    now(),
+                    at(written_unix_s),
+                    took_ms / 1e3
+                ));
+                restored = Some(root);
+            }
+            Some(Said::NotRestored { why }) => {
+                say(&format!("job {job} (restart {restarts}) starts over: {why}"));
+            }
+            _ => say(&format!("job {job} (restart {restarts}) starts over: the service did not answer")),
+        }
+    }
+    let running = match restored {
+        Some(root) => Some(Job::Restored { root }),
+        None => spawn(&settings.command, &tx),
+    };
+    supervise(Some(service), Some((job, node)), running, &rx, Some(&tx))
+}
+
+/// Runs `command` with no service: signals forwarded, its status
+/// returned.
+fn plain(command: &[OsString]) -> i32 {
+    match std::process::Command::new(&command[0]).args(&command[1..]).status() {
+        Ok(status) => code_of(status),
+        Err(e) => {
+            say(&format!("cannot run {}: {e}", command[0].to_string_lossy()));
+            127
+        }
+    }
+}
+
+/// Starts the job's command as the wrapper's child, its end told on `tx`.
+fn spawn(command: &[OsString], tx: &mpsc::Sender<Event>) -> Option<Job> {
+    let mut child = match std::process::Command::new(&command[0]).args(&command[1..]).spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            say(&format!("cannot run {}: {e}", command[0].to_string_lossy()));
+            let _ = tx.send(Event::ChildExited(127));
+            return None;
+        }
+    };
+    let pid = child.id() as i32;
+    let tx = tx.clone();
+    std::thread::spawn(move || {
+        let code = child.wait().map_or(1, code_of);
+        let _ = tx.send(Event::ChildExited(code));
+    });
+    Some(Job::Child { pid })
+}
+
+fn code_of(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
+
+/// Connects to the service and reads its first line: the stream to ask
+/// on, and its hello; its answers then come as events.
+fn connect(socket: &std::path::Path, tx: mpsc::Sender<Event>) -> Result<(UnixStream, Said), String> {
+    let stream = UnixStream::connect(socket)
+        .map_err(|e| format!("no snapshot service at {} ({e})", socket.display()))?;
+    let mut reader = BufReader::new(stream.try_clone().map_err(|e| e.to_string())?);
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .map_err(|e| e.to_string())?;
+    let hello = match receive::<Said>(&mut reader) {
+        Ok(Some(hello @ Said::Hello { .. })) => hello,
+        Ok(Some(Said::Refused { why })) => return Err(format!("the snapshot service refused: {why}")),
+        Ok(_) => return Err("the snapshot service said nothing".into()),
+        Err(e) => return Err(format!("the snapshot service: {e}")),
+    };
+    let _ = stream.set_read_timeout(None);
+    let _ = reader.get_ref().set_read_timeout(None);
+    std::thread::spawn(move || {
+        while let Ok(Some(said)) = receive::<Said>(&mut reader) {
+            if tx.send(Event::Said(said)).is_err() {
+                return;
+            }
+        }
+        let _ = tx.send(Event::ServiceGone);
+    });
+    Ok((stream, hello))
+}
+
+/// The service's next answer; what came meanwhile (a signal) is put back
+/// after it, in order.
+fn next_answer(rx: &mpsc::Receiver<Event>, tx: &mpsc::Sender<Event>) -> Option<Said> {
+    let mut meanwhile = Vec::new();
+    let answer = loop {
+        match rx.recv() {
+            Ok(Event::Said(said)) => break Some(said),
+            Ok(Event::ServiceGone) | Err(_) => break None,
+            Ok(other) => meanwhile.push(other),
+        }
+    };
+    for event in meanwhile {
+        let _ = tx.send(event);
+    }
+    answer
+}
+
+/// Catches the preemption signal and those Slurm ends a job with.
+fn watch_signals(tx: mpsc::Sender<Event>) -> std::io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+    let mut signals = signal_hook::iterator::Signals::new([SIGUSR1, SIGTERM, SIGINT, SIGHUP])?;
+    std::thread::spawn(move || {
+        for signal in signals.forever() {
+            if tx.send(Event::Signal(signal)).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Waits for the job's end, acting on each event; the wrapper's exit
+/// status.
+fn supervise(
+    mut service: Option<UnixStream>,
+    named: Option<(u64, String)>,
+    mut job: Option<Job>,
+    rx: &mpsc::Receiver<Event>,
+    _tx: Option<&mpsc::Sender<Event>>,
+) -> i32 {
+    let (id, node) = named.unwrap_or((0, String::new()));
+    let mut dumped = false;
+    let mut dumping = false;
+    while let Ok(event) = rx.recv() {
+        match event {
+            Event::Signal(signal) if signal == signal_hook::consts::SIGUSR1 => {
+                match (&mut service, &job) {
+                    _ if dumped || dumping => {}
+                    (Some(stream), Some(_)) => {
+                        say(&format!("job {id}: the preemption signal came at {}: writing the job to disk", now()));
+                        dumping = send(stream, &Ask::Dump).is_ok();
+                    }
+                    _ => say("the preemption signal came, and there is no snapshot service: the job cannot be written to disk"),
+                }
+            }
+            Event::Signal(signal) => {
+                if dumped {
+                    say(&format!("job {id}: stopped by signal {signal} after its snapshot"));
+                    return 0;
+                }
+                match (&job, &mut service) {
+                    (Some(Job::Child { pid }), _) => forward(*pid, signal),
+                    (Some(Job::Restored { .. }), Some(stream)) => {
+                        let _ = send(stream, &Ask::Signal { signal });
+                    }
+                    _ => return 128 + signal,
+                }
+            }
+            Event::ChildExited(code) if !dumped => return finished(service.as_mut(), code),
+            Event::ChildExited(_) => job = None,
+            Event::Said(Said::Exited { code }) if !dumped => return finished(service.as_mut(), code),
+            Event::Said(Said::Dumped { to, bytes, took_ms }) => {
+                dumping = false;
+                dumped = true;
+                say(&format!(
+                    "job {id} was written to disk at {} on {node}, {:.2} GB in {:.1} s, to {to}; it is requeued, and comes back from there",
+                    now(),
+                    bytes as f64 / 1e9,
+                    took_ms / 1e3
+                ));
+                requeue(id);
+            }
+            Event::Said(Said::NotDumped { why }) => {
+                dumping = false;
+                say(&format!(
+                    "job {id} could not be written to disk at {}: {why}; it runs on until Slurm stops it, and its next start comes back from its last complete snapshot, or starts over",
+                    now()
+                ));
+            }
+            Event::Said(_) => {}
+            Event::ServiceGone => {
+                service = None;
+                if let Some(Job::Restored { root }) = job {
+                    if !dumped {
+                        say(&format!("job {id}: the snapshot service ended, and with it the restored job (PID {root})"));
+                        return 1;
+                    }
+                }
+            }
+        }
+    }
+    1
+}
+
+/// Sends `signal` to the wrapper's child.
+fn forward(pid: i32, signal: i32) {
+    use rustix_libc_wrappers::process::SignalExt;
+    if let (Some(pid), Some(signal)) = (
+        rustix::process::Pid::from_raw(pid),
+        rustix::process::Signal::from_raw(signal),
+    ) {
+        let _ = rustix::process::kill_process(pid, signal);
+    }
+}
+
+/// The job's command ended: tells the service (a job that succeeded needs
+/// no snapshot), and returns its status.
+fn finished(service: Option<&mut UnixStream>, code: i32) -> i32 {
+    if let Some(stream) = service {
+        let _ = send(stream, &Ask::Finished { code });
+    }
+    code
+}
+
+/// Asks Slurm to requeue job `id` once it is on disk, so that it comes
+/// back without waiting out the preemption's grace time; where Slurm
+/// refuses, the preemption requeues it.
+fn requeue(id: u64) {
+    let requeued = std::process::Command::new("scontrol")
+        .args(["requeue", &id.to_string()])
+        .stdin(std::process::Stdio::null())
+        .output();
+    if let Ok(output) = requeued {
+        if !output.status.success() {
+            say(&format!(
+                "scontrol requeue {id}: {}; Slurm's preemption requeues the job",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
+        }
+    }
+}
