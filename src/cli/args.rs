@@ -671,7 +671,12 @@ pub enum SlurmCommand {
         #[arg(long, value_name = "PATH", default_value = crate::commands::slurm::serve::DEFAULT_SOCKET)]
         socket: PathBuf,
         /// The job's command and its arguments.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "COMMAND"
+        )]
         command: Vec<std::ffi::OsString>,
     },
     /// Serve the Slurm jobs of this node (as root): dump each at its

@@ -229,7 +229,7 @@ fn an_ended_job_s_snapshot_comes_back_with_its_socket_directory_made_again() {
 /// Each step's loss a losses file holds, the last line of a step winning:
 /// a restored run appends again from its snapshot's step (the file is
 /// opened to append).
-fn final_losses(text: &str) -> std::collections::BTreeMap<u32, String> {
+pub(crate) fn final_losses(text: &str) -> std::collections::BTreeMap<u32, String> {
     text.lines()
         .filter_map(|line| {
             let (step, loss) = line.split_once(' ')?;
@@ -240,7 +240,7 @@ fn final_losses(text: &str) -> std::collections::BTreeMap<u32, String> {
 
 /// Each rank's losses, step by step, in the disk job run to its end
 /// untouched for `steps` steps.
-fn reference_losses(
+pub(crate) fn reference_losses(
     fx: &Fixture,
     python: &Path,
     steps: u32,

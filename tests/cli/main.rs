@@ -60,6 +60,7 @@ mod disk_snapshots;
 mod disk_trust;
 mod disk_users;
 mod dumpable;
+mod slurm;
 
 // The library's face (src/api), through its example program.
 mod library;

@@ -17,6 +17,7 @@ use crate::targets::process;
 pub struct JobRecord {
     pub job: u64,
     pub uid: u32,
+    pub gid: u32,
     pub state: String,
     pub restarts: u32,
     pub batch_host: String,
@@ -45,11 +46,18 @@ pub fn parse_record(text: &str) -> Option<JobRecord> {
         text.split_whitespace()
             .find_map(|word| word.strip_prefix(key)?.strip_prefix('='))
     };
-    let uid = value("UserId")?;
-    let uid = uid.split_once('(')?.1.strip_suffix(')')?.parse().ok()?;
+    let id_in = |key: &str| -> Option<u32> {
+        value(key)?
+            .split_once('(')?
+            .1
+            .strip_suffix(')')?
+            .parse()
+            .ok()
+    };
     Some(JobRecord {
         job: value("JobId")?.parse().ok()?,
-        uid,
+        uid: id_in("UserId")?,
+        gid: id_in("GroupId")?,
         state: value("JobState")?.to_string(),
         restarts: value("Restarts")?.parse().ok()?,
         batch_host: value("BatchHost").unwrap_or_default().to_string(),
@@ -88,9 +96,6 @@ pub struct AskingJob {
     /// The asker (the batch step's process), held.
     pub asker: i32,
     pub asker_pidfd: OwnedFd,
-    /// The batch step's `slurmstepd`, held: its network namespace is the
-    /// job's.
-    pub stepd: i32,
     /// The job's network namespace (`/proc/STEPD/ns/net`), opened while
     /// the step was held.
     pub netns: OwnedFd,
@@ -105,9 +110,7 @@ pub fn identify(pid: i32, uid: u32, scontrol: &std::path::Path) -> Result<Asking
         .flatten()
         .ok_or_else(|| format!("PID {pid} is gone"))?;
     if status.uids.iter().any(|&u| u != uid) {
-        return Err(format!(
-            "PID {pid} changed its user ids since it connected"
-        ));
+        return Err(format!("PID {pid} changed its user ids since it connected"));
     }
     let stepd = status.ppid;
     let stepd_pidfd = pidfd(stepd).ok_or_else(|| format!("PID {pid}'s parent is gone"))?;
@@ -134,10 +137,11 @@ pub fn identify(pid: i32, uid: u32, scontrol: &std::path::Path) -> Result<Asking
     // Both still the processes read: neither exited (a PID reused since
     // would be another process, and its pidfd would say the first ended).
     if process::pidfd_exit_within(&asker_pidfd, Some(std::time::Duration::ZERO)).unwrap_or(true)
-        || process::pidfd_exit_within(&stepd_pidfd, Some(std::time::Duration::ZERO))
-            .unwrap_or(true)
+        || process::pidfd_exit_within(&stepd_pidfd, Some(std::time::Duration::ZERO)).unwrap_or(true)
     {
-        return Err(format!("PID {pid} or its slurmstepd ended while it was checked"));
+        return Err(format!(
+            "PID {pid} or its slurmstepd ended while it was checked"
+        ));
     }
     let record = show_job(scontrol, job)?;
     if record.uid != uid {
@@ -153,7 +157,6 @@ pub fn identify(pid: i32, uid: u32, scontrol: &std::path::Path) -> Result<Asking
         record,
         asker: pid,
         asker_pidfd,
-        stepd,
         netns,
     })
 }
@@ -166,15 +169,13 @@ pub fn show_job(scontrol: &std::path::Path, job: u64) -> Result<JobRecord, Strin
         .output()
         .map_err(|e| format!("cannot run {}: {e}", scontrol.display()))?;
     let text = String::from_utf8_lossy(&output.stdout);
-    parse_record(&text)
-        .filter(|r| r.job == job)
-        .ok_or_else(|| {
-            format!(
-                "Slurm's controller does not describe job {job} ({}): {}",
-                output.status,
-                crate::targets::name::printable(String::from_utf8_lossy(&output.stderr).trim())
-            )
-        })
+    parse_record(&text).filter(|r| r.job == job).ok_or_else(|| {
+        format!(
+            "Slurm's controller does not describe job {job} ({}): {}",
+            output.status,
+            crate::targets::name::printable(String::from_utf8_lossy(&output.stderr).trim())
+        )
+    })
 }
 
 fn pidfd(pid: i32) -> Option<OwnedFd> {
@@ -192,10 +193,7 @@ mod tests {
             stepd_title(b"slurmstepd: [12.batch]\0"),
             Some((12, "batch".into()))
         );
-        assert_eq!(
-            stepd_title(b"slurmstepd: [7.0]"),
-            Some((7, "0".into()))
-        );
+        assert_eq!(stepd_title(b"slurmstepd: [7.0]"), Some((7, "0".into())));
         assert_eq!(stepd_title(b"python3\0slurmstepd: [1.batch]"), None);
         assert_eq!(stepd_title(b"slurmstepd: [x.batch]"), None);
     }
@@ -208,6 +206,7 @@ mod tests {
             Some(JobRecord {
                 job: 12,
                 uid: 65534,
+                gid: 65534,
                 state: "RUNNING".into(),
                 restarts: 2,
                 batch_host: "n2".into(),
@@ -215,8 +214,14 @@ mod tests {
             })
         );
         let no_gpus = line.replace(" GRES=gpu:2(IDX:0,2-3)", "");
-        assert_eq!(parse_record(&no_gpus).expect("a record").gpu_indices, Vec::<u32>::new());
-        assert_eq!(parse_record("slurm_load_jobs error: Invalid job id specified"), None);
+        assert_eq!(
+            parse_record(&no_gpus).expect("a record").gpu_indices,
+            Vec::<u32>::new()
+        );
+        assert_eq!(
+            parse_record("slurm_load_jobs error: Invalid job id specified"),
+            None
+        );
         assert_eq!(parse_record(&line.replace("(65534)", "")), None);
     }
 }

@@ -49,11 +49,17 @@ pub enum Said {
     /// The job was not brought back: it starts over.
     NotRestored { why: String },
     /// The job is on disk in `to`, `bytes` of images, in `took_ms`.
-    Dumped { to: String, bytes: u64, took_ms: f64 },
+    Dumped {
+        to: String,
+        bytes: u64,
+        took_ms: f64,
+    },
     /// The job was not written to disk, and runs on.
     NotDumped { why: String },
     /// The signal was sent.
     Signalled,
+    /// The job's end is noted (its images removed where it succeeded).
+    Noted,
     /// The job the service restored ended, with `code` as a shell gives
     /// it (128 + N for signal N).
     Exited { code: i32 },
@@ -107,7 +113,10 @@ mod tests {
             receive::<Ask>(&mut reader).expect("read"),
             Some(Ask::Signal { signal: 15 })
         );
-        assert_eq!(receive::<Ask>(&mut reader).expect("read"), Some(Ask::Restore));
+        assert_eq!(
+            receive::<Ask>(&mut reader).expect("read"),
+            Some(Ask::Restore)
+        );
         assert_eq!(receive::<Ask>(&mut reader).expect("read"), None);
     }
 

@@ -68,7 +68,9 @@ fn at(unix_s: u64) -> String {
 pub fn run(settings: &RunSettings) -> i32 {
     let (tx, rx) = mpsc::channel();
     if let Err(why) = watch_signals(tx.clone()) {
-        say(&format!("cannot catch signals ({why}): the job runs without snapshots"));
+        say(&format!(
+            "cannot catch signals ({why}): the job runs without snapshots"
+        ));
         return plain(&settings.command);
     }
     let job_id = std::env::var("SLURM_JOB_ID").unwrap_or_else(|_| "?".into());
@@ -79,7 +81,13 @@ pub fn run(settings: &RunSettings) -> i32 {
             return supervise(None, None, spawn(&settings.command, &tx), &rx, None);
         }
     };
-    let Said::Hello { job, node, restarts, .. } = hello else {
+    let Said::Hello {
+        job,
+        node,
+        restarts,
+        ..
+    } = hello
+    else {
         return 1;
     };
     say(&format!(
@@ -90,7 +98,13 @@ pub fn run(settings: &RunSettings) -> i32 {
     if restarts > 0 {
         let _ = send(&mut service, &Ask::Restore);
         match next_answer(&rx, &tx) {
-            Some(Said::Restored { from, written_on, written_unix_s, took_ms, root }) => {
+            Some(Said::Restored {
+                from,
+                written_on,
+                written_unix_s,
+                took_ms,
+                root,
+            }) => {
                 say(&format!(
                     "job {job} came back on {node} at {} from its snapshot written on {written_on} at {} ({from}), in {:.1} s",
                     now(),
@@ -100,9 +114,13 @@ pub fn run(settings: &RunSettings) -> i32 {
                 restored = Some(root);
             }
             Some(Said::NotRestored { why }) => {
-                say(&format!("job {job} (restart {restarts}) starts over: {why}"));
+                say(&format!(
+                    "job {job} (restart {restarts}) starts over: {why}"
+                ));
             }
-            _ => say(&format!("job {job} (restart {restarts}) starts over: the service did not answer")),
+            _ => say(&format!(
+                "job {job} (restart {restarts}) starts over: the service did not answer"
+            )),
         }
     }
     let running = match restored {
@@ -115,7 +133,10 @@ pub fn run(settings: &RunSettings) -> i32 {
 /// Runs `command` with no service: signals forwarded, its status
 /// returned.
 fn plain(command: &[OsString]) -> i32 {
-    match std::process::Command::new(&command[0]).args(&command[1..]).status() {
+    match std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .status()
+    {
         Ok(status) => code_of(status),
         Err(e) => {
             say(&format!("cannot run {}: {e}", command[0].to_string_lossy()));
@@ -126,7 +147,10 @@ fn plain(command: &[OsString]) -> i32 {
 
 /// Starts the job's command as the wrapper's child, its end told on `tx`.
 fn spawn(command: &[OsString], tx: &mpsc::Sender<Event>) -> Option<Job> {
-    let mut child = match std::process::Command::new(&command[0]).args(&command[1..]).spawn() {
+    let mut child = match std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .spawn()
+    {
         Ok(child) => child,
         Err(e) => {
             say(&format!("cannot run {}: {e}", command[0].to_string_lossy()));
@@ -153,7 +177,10 @@ fn code_of(status: std::process::ExitStatus) -> i32 {
 
 /// Connects to the service and reads its first line: the stream to ask
 /// on, and its hello; its answers then come as events.
-fn connect(socket: &std::path::Path, tx: mpsc::Sender<Event>) -> Result<(UnixStream, Said), String> {
+fn connect(
+    socket: &std::path::Path,
+    tx: mpsc::Sender<Event>,
+) -> Result<(UnixStream, Said), String> {
     let stream = UnixStream::connect(socket)
         .map_err(|e| format!("no snapshot service at {} ({e})", socket.display()))?;
     let mut reader = BufReader::new(stream.try_clone().map_err(|e| e.to_string())?);
@@ -162,7 +189,9 @@ fn connect(socket: &std::path::Path, tx: mpsc::Sender<Event>) -> Result<(UnixStr
         .map_err(|e| e.to_string())?;
     let hello = match receive::<Said>(&mut reader) {
         Ok(Some(hello @ Said::Hello { .. })) => hello,
-        Ok(Some(Said::Refused { why })) => return Err(format!("the snapshot service refused: {why}")),
+        Ok(Some(Said::Refused { why })) => {
+            return Err(format!("the snapshot service refused: {why}"))
+        }
         Ok(_) => return Err("the snapshot service said nothing".into()),
         Err(e) => return Err(format!("the snapshot service: {e}")),
     };
@@ -222,6 +251,7 @@ fn supervise(
     let (id, node) = named.unwrap_or((0, String::new()));
     let mut dumped = false;
     let mut dumping = false;
+    let mut ended_while_dumping = None;
     while let Ok(event) = rx.recv() {
         match event {
             Event::Signal(signal) if signal == signal_hook::consts::SIGUSR1 => {
@@ -236,7 +266,9 @@ fn supervise(
             }
             Event::Signal(signal) => {
                 if dumped {
-                    say(&format!("job {id}: stopped by signal {signal} after its snapshot"));
+                    say(&format!(
+                        "job {id}: stopped by signal {signal} after its snapshot"
+                    ));
                     return 0;
                 }
                 match (&job, &mut service) {
@@ -247,9 +279,16 @@ fn supervise(
                     _ => return 128 + signal,
                 }
             }
-            Event::ChildExited(code) if !dumped => return finished(service.as_mut(), code),
+            // A dump ends the job's processes: their end waits for the
+            // dump's answer.
+            Event::ChildExited(code) | Event::Said(Said::Exited { code }) if dumping => {
+                ended_while_dumping = Some(code);
+            }
+            Event::ChildExited(code) if !dumped => return finished(service.as_mut(), rx, code),
             Event::ChildExited(_) => job = None,
-            Event::Said(Said::Exited { code }) if !dumped => return finished(service.as_mut(), code),
+            Event::Said(Said::Exited { code }) if !dumped => {
+                return finished(service.as_mut(), rx, code)
+            }
             Event::Said(Said::Dumped { to, bytes, took_ms }) => {
                 dumping = false;
                 dumped = true;
@@ -267,6 +306,9 @@ fn supervise(
                     "job {id} could not be written to disk at {}: {why}; it runs on until Slurm stops it, and its next start comes back from its last complete snapshot, or starts over",
                     now()
                 ));
+                if let Some(code) = ended_while_dumping.take() {
+                    return finished(service.as_mut(), rx, code);
+                }
             }
             Event::Said(_) => {}
             Event::ServiceGone => {
@@ -295,10 +337,19 @@ fn forward(pid: i32, signal: i32) {
 }
 
 /// The job's command ended: tells the service (a job that succeeded needs
-/// no snapshot), and returns its status.
-fn finished(service: Option<&mut UnixStream>, code: i32) -> i32 {
+/// no snapshot) and waits a moment for it to note that, so the job ends
+/// for Slurm after its images are gone; returns the job's status.
+fn finished(service: Option<&mut UnixStream>, rx: &mpsc::Receiver<Event>, code: i32) -> i32 {
     if let Some(stream) = service {
-        let _ = send(stream, &Ask::Finished { code });
+        if send(stream, &Ask::Finished { code }).is_ok() {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+                match rx.recv_timeout(left) {
+                    Ok(Event::Said(Said::Noted)) | Ok(Event::ServiceGone) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+        }
     }
     code
 }

@@ -47,22 +47,32 @@ struct Service {
     /// Children a connection waits for itself (a dump or undump it runs,
     /// a job it restored): the reaper leaves them alone.
     waited: Mutex<BTreeSet<i32>>,
+    /// Whether a dump runs with the job's real ids (see
+    /// [`Service::cudackpt`]): where root lacks CAP_SYS_RESOURCE.
+    as_the_job: bool,
 }
 
 /// Runs the service until it is killed. An error that stops it from
 /// starting, as a line to print.
 pub fn run(settings: ServeSettings) -> Result<(), String> {
     if !rustix::process::geteuid().is_root() {
-        return Err("the Slurm service runs as root: it dumps and restores jobs of other users".into());
+        return Err(
+            "the Slurm service runs as root: it dumps and restores jobs of other users".into(),
+        );
     }
     let store = Store::open(&settings.store)?;
     let listener = listen(&settings.socket)?;
     crate::commands::disk::undump_checks::restored_tree::become_subreaper()
         .map_err(|e| format!("cannot become a child subreaper: {e}"))?;
+    let as_the_job = !holds_sys_resource();
+    if as_the_job {
+        prime_criu(settings.criu.as_deref());
+    }
     let service = Arc::new(Service {
         settings,
         store,
         waited: Mutex::new(BTreeSet::new()),
+        as_the_job,
     });
     let reaper = Arc::clone(&service);
     std::thread::Builder::new()
@@ -111,8 +121,8 @@ fn listen(socket: &Path) -> Result<UnixListener, String> {
         }
         Err(_) => {}
     }
-    let listener =
-        UnixListener::bind(socket).map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
+    let listener = UnixListener::bind(socket)
+        .map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))
         .map_err(|e| format!("cannot open {} to the jobs: {e}", socket.display()))?;
     Ok(listener)
@@ -134,7 +144,9 @@ impl Service {
             return;
         };
         let (pid, uid) = (cred.pid.as_raw_nonzero().get(), cred.uid.as_raw());
-        let Ok(writer) = stream.try_clone() else { return };
+        let Ok(writer) = stream.try_clone() else {
+            return;
+        };
         let writer = Arc::new(Mutex::new(writer));
         let tell = |said: &Said| {
             let mut w = writer.lock().unwrap_or_else(PoisonError::into_inner);
@@ -188,9 +200,12 @@ impl Service {
                     use rustix_libc_wrappers::process::SignalExt;
                     rustix::process::Signal::from_raw(signal)
                 }) {
-                    (Some(r), Some(sig)) => match rustix::process::pidfd_send_signal(&r.pidfd, sig) {
+                    (Some(r), Some(sig)) => match rustix::process::pidfd_send_signal(&r.pidfd, sig)
+                    {
                         Ok(()) => Said::Signalled,
-                        Err(e) => Said::Refused { why: format!("signal {signal}: {e}") },
+                        Err(e) => Said::Refused {
+                            why: format!("signal {signal}: {e}"),
+                        },
                     },
                     _ => Said::Refused {
                         why: "no job of this connection was restored, or no such signal".into(),
@@ -201,17 +216,20 @@ impl Service {
                         self.store.forget(id);
                         say(&format!("job {id} finished: its snapshots are removed"));
                     } else {
-                        say(&format!("job {id} ended with {code}: its last snapshot is kept"));
+                        say(&format!(
+                            "job {id} ended with {code}: its last snapshot is kept"
+                        ));
                     }
-                    continue;
+                    Said::Noted
                 }
             };
             tell(&answer);
         }
         // The wrapper is gone: a job restored for it goes too.
         if let Some(r) = restored {
-            let running = !crate::targets::process::pidfd_exit_within(&r.pidfd, Some(Duration::ZERO))
-                .unwrap_or(true);
+            let running =
+                !crate::targets::process::pidfd_exit_within(&r.pidfd, Some(Duration::ZERO))
+                    .unwrap_or(true);
             if running {
                 let killed = kill_tree(r.root, r.since);
                 say(&format!(
@@ -240,9 +258,9 @@ impl Service {
             args.push(map);
         }
         let started = Instant::now();
-        let (report, since) = self.cudackpt(job, &args)?;
+        let (report, since) = self.cudackpt(job, &args, false)?;
         let took_ms = started.elapsed().as_secs_f64() * 1e3;
-        let root = report["restored_root"]
+        let root = report["restored_root_pid"]
             .as_i64()
             .and_then(|r| i32::try_from(r).ok())
             .ok_or_else(|| "the undump named no restored process".to_string())?;
@@ -271,27 +289,31 @@ impl Service {
     /// Waits, beside the connection, for the restored job to end, and
     /// tells the wrapper how.
     fn follow(&self, restored: &RestoredJob, writer: Arc<Mutex<UnixStream>>) {
-        let Ok(pidfd) = restored.pidfd.try_clone() else { return };
-        let _ = std::thread::Builder::new().name("waiter".into()).spawn(move || {
-            let status = loop {
-                match rustix::process::waitid(
-                    rustix::process::WaitId::PidFd(pidfd.as_fd()),
-                    rustix::process::WaitIdOptions::EXITED,
-                ) {
-                    Err(rustix::io::Errno::INTR) => continue,
-                    other => break other,
-                }
-            };
-            let code = match status {
-                Ok(Some(s)) => s
-                    .exit_status()
-                    .or_else(|| s.terminating_signal().map(|n| 128 + n))
-                    .unwrap_or(1),
-                _ => 1,
-            };
-            let mut w = writer.lock().unwrap_or_else(PoisonError::into_inner);
-            let _ = send(&mut *w, &Said::Exited { code });
-        });
+        let Ok(pidfd) = restored.pidfd.try_clone() else {
+            return;
+        };
+        let _ = std::thread::Builder::new()
+            .name("waiter".into())
+            .spawn(move || {
+                let status = loop {
+                    match rustix::process::waitid(
+                        rustix::process::WaitId::PidFd(pidfd.as_fd()),
+                        rustix::process::WaitIdOptions::EXITED,
+                    ) {
+                        Err(rustix::io::Errno::INTR) => continue,
+                        other => break other,
+                    }
+                };
+                let code = match status {
+                    Ok(Some(s)) => s
+                        .exit_status()
+                        .or_else(|| s.terminating_signal().map(|n| 128 + n))
+                        .unwrap_or(1),
+                    _ => 1,
+                };
+                let mut w = writer.lock().unwrap_or_else(PoisonError::into_inner);
+                let _ = send(&mut *w, &Said::Exited { code });
+            });
     }
 
     /// Drains job `job` and writes it to disk: the tree the service
@@ -300,6 +322,14 @@ impl Service {
         let id = job.record.job;
         let root = match restored {
             Some(r) => r.root,
+            None if crate::targets::process::pidfd_exit_within(
+                &job.asker_pidfd,
+                Some(Duration::ZERO),
+            )
+            .unwrap_or(true) =>
+            {
+                return Err("the job's wrapper has ended".into())
+            }
             None => only_child(job.asker)?,
         };
         let tree = crate::targets::discover::trees(&[root]);
@@ -324,7 +354,7 @@ impl Service {
         ];
         args.extend(self.criu_args());
         let started = Instant::now();
-        let report = match self.cudackpt(job, &args) {
+        let report = match self.cudackpt(job, &args, self.as_the_job) {
             Ok((report, _)) => report,
             Err(why) => {
                 self.store.discard(&snapshot);
@@ -347,7 +377,11 @@ impl Service {
         })?;
         // Where the images are, in Slurm's own record of the job.
         let _ = std::process::Command::new(&self.settings.scontrol)
-            .args(["update", &format!("JobId={id}"), &format!("Comment=cudackpt snapshot {}", snapshot.display())])
+            .args([
+                "update",
+                &format!("JobId={id}"),
+                &format!("Comment=cudackpt snapshot {}", snapshot.display()),
+            ])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -379,10 +413,11 @@ impl Service {
         if record.gpu_indices.is_empty() {
             return Ok(None);
         }
-        let manifest = std::fs::read_to_string(images.join(crate::commands::disk::manifest::FILE_NAME))
-            .ok()
-            .and_then(|m| serde_json::from_str::<serde_json::Value>(&m).ok())
-            .ok_or("the snapshot's manifest cannot be read")?;
+        let manifest =
+            std::fs::read_to_string(images.join(crate::commands::disk::manifest::FILE_NAME))
+                .ok()
+                .and_then(|m| serde_json::from_str::<serde_json::Value>(&m).ok())
+                .ok_or("the snapshot's manifest cannot be read")?;
         let old: Vec<String> = manifest["gpus"]
             .as_array()
             .into_iter()
@@ -412,8 +447,18 @@ impl Service {
     /// its own namespace, and dumps one only from it: the command is
     /// started from a thread of the service moved into the job's
     /// namespace (a namespace is a thread's, and a child takes its
-    /// parent thread's).
-    fn cudackpt(&self, job: &AskingJob, args: &[String]) -> Result<(serde_json::Value, u64), String> {
+    /// parent thread's). With `as_the_job`, the command runs with the
+    /// job's real user and group ids, root's effective ids and
+    /// capabilities kept: the kernel lets a process read the resource
+    /// limits of processes of its real user (`prlimit`, which CRIU reads
+    /// of every process it dumps) without CAP_SYS_RESOURCE, which root
+    /// lacks in a container; credentials, too, are a thread's.
+    fn cudackpt(
+        &self,
+        job: &AskingJob,
+        args: &[String],
+        as_the_job: bool,
+    ) -> Result<(serde_json::Value, u64), String> {
         let me = std::env::current_exe().map_err(|e| format!("cannot find this cudackpt: {e}"))?;
         let output = std::thread::scope(|scope| {
             scope
@@ -422,7 +467,23 @@ impl Service {
                         job.netns.as_fd(),
                         Some(rustix::thread::LinkNameSpaceType::Network),
                     )
-                    .map_err(|e| format!("cannot enter job {}'s network namespace: {e}", job.record.job))?;
+                    .map_err(|e| {
+                        format!(
+                            "cannot enter job {}'s network namespace: {e}",
+                            job.record.job
+                        )
+                    })?;
+                    if as_the_job {
+                        let gid = rustix::process::Gid::from_raw(job.record.gid);
+                        let uid = rustix::process::Uid::from_raw(job.record.uid);
+                        rustix::thread::set_thread_res_gid(Some(gid), None, None)
+                            .and_then(|()| {
+                                rustix::thread::set_thread_res_uid(Some(uid), None, None)
+                            })
+                            .map_err(|e| {
+                                format!("cannot take job {}'s real ids: {e}", job.record.job)
+                            })?;
+                    }
                     let child = std::process::Command::new(&me)
                         .arg("--json")
                         .args(args)
@@ -444,8 +505,12 @@ impl Service {
                 .unwrap_or_else(|_| Err("the thread running cudackpt panicked".to_string()))
         })?;
         let (output, since) = output;
-        let report: serde_json::Value = serde_json::from_slice(&output.stdout)
-            .map_err(|_| format!("cudackpt {} ended with {} and no report", args[0], output.status))?;
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|_| {
+            format!(
+                "cudackpt {} ended with {} and no report",
+                args[0], output.status
+            )
+        })?;
         if output.status.success() {
             return Ok((report, since));
         }
@@ -469,27 +534,61 @@ impl Service {
         loop {
             std::thread::sleep(Duration::from_secs(1));
             let me = std::process::id() as i32;
-            let zombies: BTreeSet<i32> = crate::commands::disk::undump_checks::restored_tree::children_since(0)
-                .into_iter()
-                .filter(|&pid| pid != me)
-                .filter(|&pid| {
-                    crate::targets::process::read_status(pid)
-                        .ok()
-                        .flatten()
-                        .is_some_and(|s| s.state == 'Z')
-                })
-                .collect();
+            let zombies: BTreeSet<i32> =
+                crate::commands::disk::undump_checks::restored_tree::children_since(0)
+                    .into_iter()
+                    .filter(|&pid| pid != me)
+                    .filter(|&pid| {
+                        crate::targets::process::read_status(pid)
+                            .ok()
+                            .flatten()
+                            .is_some_and(|s| s.state == 'Z')
+                    })
+                    .collect();
             let waited = self.waited_lock().clone();
             for &pid in zombies.intersection(&seen) {
                 if !waited.contains(&pid) {
                     if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-                        let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
+                        let _ = rustix::process::waitpid(
+                            Some(pid),
+                            rustix::process::WaitOptions::NOHANG,
+                        );
                     }
                 }
             }
             seen = zombies;
         }
     }
+}
+
+/// Whether this process holds CAP_SYS_RESOURCE: root on a host does; root
+/// in a container whose bounding set drops it does not, and cannot read
+/// the resource limits of another user's processes, which CRIU reads of
+/// every process it dumps.
+fn holds_sys_resource() -> bool {
+    rustix::thread::capabilities(None).is_ok_and(|sets| {
+        sets.effective
+            .contains(rustix::thread::CapabilitySet::SYS_RESOURCE)
+    })
+}
+
+/// Runs `criu check` as root once, so that CRIU caches what the kernel
+/// can do (in its run directory, where that is a tmpfs): a dump with a
+/// job's real ids is run by the kernel in secure mode, in which CRIU's
+/// own probe of nftables does not start, and reads the cache instead.
+fn prime_criu(criu: Option<&Path>) {
+    let criu = criu.unwrap_or(Path::new("criu"));
+    let checked = std::process::Command::new(criu)
+        .arg("check")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    say(&format!(
+        "this root lacks CAP_SYS_RESOURCE: jobs are dumped with their real user and group ids, CRIU's kernel facts cached first (`{} check`: {})",
+        criu.display(),
+        checked.map_or_else(|e| e.to_string(), |s| s.to_string())
+    ));
 }
 
 /// The map from the snapshot's GPUs to the job's new ones, in order
@@ -514,7 +613,10 @@ pub fn map_in_order(old: &[String], new: &[String]) -> Result<String, String> {
 fn only_child(asker: i32) -> Result<i32, String> {
     let children = std::fs::read_to_string(format!("/proc/{asker}/task/{asker}/children"))
         .map_err(|e| format!("cannot list the wrapper's children: {e}"))?;
-    let children: Vec<i32> = children.split_whitespace().filter_map(|c| c.parse().ok()).collect();
+    let children: Vec<i32> = children
+        .split_whitespace()
+        .filter_map(|c| c.parse().ok())
+        .collect();
     match children.as_slice() {
         [one] => Ok(*one),
         [] => Err("the job's command is not running".into()),

@@ -97,14 +97,21 @@ impl Store {
                     dir.path().display()
                 )
             })?;
-        let latest: Latest = serde_json::from_str(&text)
-            .map_err(|e| format!("{} is not a record of cudackpt's: {e}", dir.path().join(LATEST).display()))?;
+        let latest: Latest = serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "{} is not a record of cudackpt's: {e}",
+                dir.path().join(LATEST).display()
+            )
+        })?;
         let images = dir.path().join(&latest.snapshot);
         if latest.job != job
             || !latest.snapshot.starts_with(SNAPSHOT)
             || latest.snapshot.contains('/')
         {
-            return Err(format!("{} names another job's snapshot", dir.path().join(LATEST).display()));
+            return Err(format!(
+                "{} names another job's snapshot",
+                dir.path().join(LATEST).display()
+            ));
         }
         let complete = SafeDir::open_existing(&images)
             .ok()

@@ -1,0 +1,412 @@
+//! cudackpt under a real Slurm (issue 60; docs/guide/slurm.md): Debian's
+//! munge, slurmctld and two slurmd, started by the test in namespaces of
+//! its own (`tests/fixtures/slurm/up`), with cudackpt's service beside
+//! them and the fake driver. A user's torchrun job, submitted with
+//! `sbatch` as the guide says, is preempted by a higher-priority job,
+//! written to disk, requeued and restored on the other node, and finishes
+//! bit-exact against a run never preempted.
+//!
+//! Needs root, Slurm and munge (`.ci/run` installs them), CRIU
+//! (`CUDACKPT_TEST_CRIU`) and a Python with torch (`CUDACKPT_TEST_PYTHON`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::disk::criu;
+use crate::disk_jobs::{done, losses, needed_python_with_torch, wait_long};
+use crate::support::{cudackpt_bin, prerequisite, running_as_root, workspace, Fixture, NOBODY};
+
+/// A test's Slurm cluster and cudackpt's service on it; stopped whole
+/// when dropped.
+struct Cluster {
+    dir: PathBuf,
+    ctl: i32,
+    service: Option<std::process::Child>,
+}
+
+impl Cluster {
+    /// Starts the cluster in `dir`, every path of `reach` reachable there
+    /// by every user; `None` (said) where this host cannot.
+    fn start(dir: &Path, reach: &[&Path]) -> Option<Cluster> {
+        let tools = [
+            "slurmctld",
+            "slurmd",
+            "munged",
+            "sbatch",
+            "nsenter",
+            "setpriv",
+        ]
+        .iter()
+        .all(|tool| {
+            Command::new("sh")
+                .args([
+                    "-c",
+                    &format!("command -v {tool} || test -x /usr/sbin/{tool}"),
+                ])
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        });
+        if !prerequisite(
+            "run Slurm as root (slurmctld, slurmd, munge: .ci/run installs them)",
+            running_as_root() && tools,
+        ) {
+            return None;
+        }
+        let up = Command::new(workspace().join("tests/fixtures/slurm/up"))
+            .arg(dir)
+            .args(reach)
+            .output()
+            .expect("run up");
+        let mut cluster = Cluster {
+            dir: dir.to_path_buf(),
+            ctl: 0,
+            service: None,
+        };
+        assert!(
+            up.status.success(),
+            "the cluster came up: {}",
+            String::from_utf8_lossy(&up.stderr)
+        );
+        let namespaces = std::fs::read_to_string(dir.join("namespaces")).expect("the namespaces");
+        let ctl = namespaces
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("the controller's namespace");
+        cluster.ctl = ctl;
+        Some(cluster)
+    }
+
+    /// `program` in the controller's namespaces, with this cluster's
+    /// configuration.
+    fn command(&self, program: &str) -> Command {
+        let mut command = Command::new("nsenter");
+        command
+            .arg(format!("--net=/proc/{}/ns/net", self.ctl))
+            .arg(format!("--mount=/proc/{}/ns/mnt", self.ctl))
+            .arg(program)
+            .env("SLURM_CONF", self.dir.join("slurm.conf"));
+        command
+    }
+
+    /// `program` as `uid`, in the controller's namespaces.
+    fn command_as(&self, uid: u32, program: &str) -> Command {
+        let mut command = self.command("setpriv");
+        command
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .arg("--clear-groups")
+            .arg(program);
+        command
+    }
+
+    /// Starts cudackpt's service with the fake driver (its state in
+    /// `state`) and CRIU `criu`, and waits for its socket.
+    fn start_service(&mut self, fake: &Path, state: &Path, criu: &Path) -> PathBuf {
+        let socket = self.dir.join("cudackpt.sock");
+        let log = std::fs::File::create(self.dir.join("log/cudackpt.log")).expect("the log");
+        let mut command = self.command(cudackpt_bin().to_str().expect("UTF-8"));
+        command
+            .args(["slurm", "serve", "--socket"])
+            .arg(&socket)
+            .arg("--store")
+            .arg(self.store())
+            .arg("--criu")
+            .arg(criu)
+            .args(["--scontrol", "/usr/bin/scontrol"])
+            .env("CUDACKPT_LIBCUDA", fake)
+            .env("FAKE_CUDA_STATE_DIR", state)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        self.service = Some(command.spawn().expect("start the service"));
+        wait_long("the service's socket", || socket.exists());
+        socket
+    }
+
+    fn store(&self) -> PathBuf {
+        self.dir.join("store")
+    }
+
+    /// `scontrol ARGS`, which must succeed: what it printed.
+    fn scontrol(&self, args: &[&str]) -> String {
+        let output = self
+            .command("scontrol")
+            .args(args)
+            .output()
+            .expect("scontrol");
+        assert!(
+            output.status.success(),
+            "scontrol {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Job `id`'s field `key`, as `scontrol show job` says it.
+    fn job_field(&self, id: u64, key: &str) -> String {
+        let record = self.scontrol(&["show", "job", "-o", &id.to_string()]);
+        record
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(key)?.strip_prefix('=').map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    /// `sbatch ARGS` as `uid`: the job's id.
+    fn sbatch_as(&self, uid: u32, args: &[&str]) -> u64 {
+        let output = self
+            .command_as(uid, "sbatch")
+            .arg("--parsable")
+            .args(args)
+            .output()
+            .expect("sbatch");
+        assert!(
+            output.status.success(),
+            "sbatch {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .split(';')
+            .next()
+            .and_then(|id| id.parse().ok())
+            .expect("a job id")
+    }
+
+    /// Waits up to three minutes for `condition`; past that, fails with
+    /// the cluster's logs and the job's output in `work`.
+    fn wait(&self, what: &str, work: &Path, mut condition: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+        while !condition() {
+            if std::time::Instant::now() > deadline {
+                panic!(
+                    "timed out waiting for {what}\n== job.out\n{}\n{}",
+                    std::fs::read_to_string(work.join("job.out")).unwrap_or_default(),
+                    self.logs()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
+    /// The cluster's logs, for a failure's message.
+    fn logs(&self) -> String {
+        let mut said = String::new();
+        for name in [
+            "cudackpt.log",
+            "slurmctld.log",
+            "slurmd-n1.log",
+            "slurmd-n2.log",
+        ] {
+            let text = std::fs::read_to_string(self.dir.join("log").join(name)).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(15).collect();
+            said.push_str(&format!("== {name}\n"));
+            for line in tail.into_iter().rev() {
+                said.push_str(line);
+                said.push('\n');
+            }
+        }
+        said
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(workspace().join("tests/fixtures/slurm/down"))
+            .arg(&self.dir)
+            .status();
+        if let Some(mut service) = self.service.take() {
+            let _ = service.kill();
+            let _ = service.wait();
+        }
+    }
+}
+
+/// Where Python `python` lives (its prefix and its base's), for the
+/// cluster to reach.
+fn python_homes(python: &Path) -> Vec<PathBuf> {
+    let output = Command::new(python)
+        .args([
+            "-c",
+            "import sys; print(sys.prefix); print(sys.base_prefix)",
+        ])
+        .output()
+        .expect("python");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(PathBuf::from)
+        .collect()
+}
+
+/// Copies `from` (a directory) to `to`, every file readable by all.
+fn copy_tree(from: &Path, to: &Path) {
+    let status = Command::new("cp")
+        .args(["-r", "--no-preserve=mode,ownership"])
+        .arg(from)
+        .arg(to)
+        .status()
+        .expect("cp");
+    assert!(status.success());
+    let _ = Command::new("chmod").args(["-R", "a+rX"]).arg(to).status();
+}
+
+/// The batch script a user submits, as the guide writes it: the job's
+/// command under `cudackpt slurm run`, the preemption's signal asked for.
+#[allow(clippy::too_many_arguments)]
+fn batch_script(
+    cudackpt: &Path,
+    socket: &Path,
+    python: &Path,
+    script: &Path,
+    work: &Path,
+    env: &[(&str, String)],
+    steps: u32,
+) -> String {
+    let exports: String = env
+        .iter()
+        .map(|(k, v)| format!("export {k}={v}\n"))
+        .collect();
+    format!(
+        "#!/bin/bash\n#SBATCH --signal=B:USR1@60\n#SBATCH --open-mode=append\n#SBATCH --output={out}\n#SBATCH --cpus-per-task=2\n{exports}exec {cudackpt} slurm run --socket {socket} -- {python} -m cudackpt_drain.no_io_uring {python} -m torch.distributed.run --nproc-per-node 2 --master-port {port} {script} {work} {steps} 0.3\n",
+        out = work.join("job.out").display(),
+        cudackpt = cudackpt.display(),
+        socket = socket.display(),
+        python = python.display(),
+        port = crate::disk::a_free_port_below_the_ephemeral_range(),
+        script = script.display(),
+        work = work.display(),
+    )
+}
+
+/// A user's torchrun job with DataLoader workers, preempted on n1 by a
+/// higher-priority job: written to disk, requeued, restored on n2 once
+/// that node is free, and finished bit-exact; Slurm shows the restart, the
+/// job's output says each step, and the store forgets the job.
+#[test]
+fn a_preempted_users_job_is_written_to_disk_requeued_and_finishes_bit_exact_on_the_other_node() {
+    let Some(criu) = criu() else { return };
+    let Some(python) = needed_python_with_torch() else {
+        return;
+    };
+    let fx = Fixture::new();
+    let steps = 30;
+    let expected = crate::disk_snapshots::reference_losses(&fx, &python, steps);
+    // What the job needs, where every user reaches it.
+    let cudackpt = fx.world_runnable_cudackpt();
+    let fake = fx.world_fake();
+    let state = fx.shared_state();
+    let share = fx.dir().join("share");
+    std::fs::create_dir(&share).expect("mkdir");
+    copy_tree(
+        &workspace().join("tests/fixtures/disk-job"),
+        &share.join("disk-job"),
+    );
+    copy_tree(
+        &workspace().join("clients/python/src"),
+        &share.join("client"),
+    );
+    let work = fx.dir().join("work");
+    std::fs::create_dir(&work).expect("mkdir");
+    std::os::unix::fs::chown(&work, Some(NOBODY), Some(NOBODY)).expect("chown");
+    let tmp = work.join("tmp");
+    std::fs::create_dir(&tmp).expect("mkdir");
+    std::os::unix::fs::chown(&tmp, Some(NOBODY), Some(NOBODY)).expect("chown");
+
+    let mut reach: Vec<PathBuf> = python_homes(&python);
+    reach.push(fx.dir().to_path_buf());
+    reach.push(criu.clone());
+    let reach: Vec<&Path> = reach.iter().map(PathBuf::as_path).collect();
+    let Some(mut cluster) = Cluster::start(&fx.dir().join("cluster"), &reach) else {
+        return;
+    };
+    let socket = cluster.start_service(&fake, &state, &criu);
+    let env = [
+        ("LD_PRELOAD", fake.display().to_string()),
+        ("FAKE_CUDA_STATE_DIR", state.display().to_string()),
+        ("TMPDIR", tmp.display().to_string()),
+        ("PYTHONPATH", share.join("client").display().to_string()),
+        ("OMP_NUM_THREADS", "1".to_string()),
+        ("GLOO_SOCKET_IFNAME", "lo".to_string()),
+    ];
+    let script = work.join("job.sh");
+    std::fs::write(
+        &script,
+        batch_script(
+            &cudackpt,
+            &socket,
+            &python,
+            &share.join("disk-job/ddp_loader.py"),
+            &work,
+            &env,
+            steps,
+        ),
+    )
+    .expect("the batch script");
+
+    // n2 held back, so that the job starts on n1.
+    cluster.scontrol(&["update", "nodename=n2", "state=drain", "reason=test"]);
+    let work_dir = work.display().to_string();
+    let job = cluster.sbatch_as(NOBODY, &["-D", &work_dir, script.to_str().expect("UTF-8")]);
+    let step = || losses(&work, 0).lines().count();
+    cluster.wait("the job's fifth step on n1", &work, || step() >= 5);
+    assert_eq!(
+        cluster.job_field(job, "NodeList"),
+        "n1",
+        "{}",
+        cluster.logs()
+    );
+
+    // A higher-priority job wants n1: the user's job is preempted.
+    let high = cluster.sbatch_as(
+        0,
+        &[
+            "-p",
+            "high",
+            "-w",
+            "n1",
+            "-c",
+            "2",
+            "-D",
+            &work_dir,
+            "--wrap",
+            "sleep 600",
+        ],
+    );
+    cluster.wait("the job to be requeued", &work, || {
+        cluster.job_field(job, "Restarts") == "1"
+    });
+    let at_preemption = step();
+    assert!(at_preemption < steps as usize, "preempted mid-run");
+    cluster.scontrol(&["update", "nodename=n2", "state=resume"]);
+    cluster.wait("the job to finish on n2", &work, || {
+        cluster.job_field(job, "JobState") == "COMPLETED"
+            || cluster.job_field(job, "JobState") == "FAILED"
+    });
+    let output = std::fs::read_to_string(work.join("job.out")).unwrap_or_default();
+    assert_eq!(
+        cluster.job_field(job, "JobState"),
+        "COMPLETED",
+        "{output}\n{}",
+        cluster.logs()
+    );
+    assert_eq!(cluster.job_field(job, "NodeList"), "n2");
+    assert!(done(&work), "{output}");
+    for rank in 0..2 {
+        assert_eq!(
+            crate::disk_snapshots::final_losses(&losses(&work, rank)),
+            expected[rank as usize],
+            "rank {rank}, preempted at step {at_preemption}: {output}"
+        );
+    }
+    assert!(
+        output.contains(&format!("job {job} was written to disk at"))
+            && output.contains(&format!("job {job} came back on n2 at")),
+        "the job's output says when and where: {output}"
+    );
+    assert!(
+        !cluster.store().join(job.to_string()).exists(),
+        "the store forgets a job that finished"
+    );
+    let _ = cluster.scontrol(&["show", "job", &high.to_string()]);
+}
