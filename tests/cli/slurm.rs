@@ -279,134 +279,235 @@ fn batch_script(
     )
 }
 
+/// A user's job on the test's cluster: the fixture, the cluster with
+/// cudackpt's service (CRIU `service_criu`), nobody's work directory, the
+/// batch script the guide writes, and the losses of a run never touched.
+struct UsersJob {
+    fx: Fixture,
+    cluster: Cluster,
+    work: PathBuf,
+    script: PathBuf,
+    steps: u32,
+    expected: Vec<std::collections::BTreeMap<u32, String>>,
+}
+
+impl UsersJob {
+    fn set_up(service_criu: Option<&Path>) -> Option<UsersJob> {
+        let criu = criu()?;
+        let python = needed_python_with_torch()?;
+        let fx = Fixture::new();
+        let steps = 30;
+        let expected = crate::disk_snapshots::reference_losses(&fx, &python, steps);
+        // What the job needs, where every user reaches it.
+        let cudackpt = fx.world_runnable_cudackpt();
+        let fake = fx.world_fake();
+        let state = fx.shared_state();
+        let share = fx.dir().join("share");
+        std::fs::create_dir(&share).expect("mkdir");
+        copy_tree(
+            &workspace().join("tests/fixtures/disk-job"),
+            &share.join("disk-job"),
+        );
+        copy_tree(
+            &workspace().join("clients/python/src"),
+            &share.join("client"),
+        );
+        let work = fx.dir().join("work");
+        let tmp = work.join("tmp");
+        for dir in [&work, &tmp] {
+            std::fs::create_dir(dir).expect("mkdir");
+            std::os::unix::fs::chown(dir, Some(NOBODY), Some(NOBODY)).expect("chown");
+        }
+        let mut reach: Vec<PathBuf> = python_homes(&python);
+        reach.push(fx.dir().to_path_buf());
+        reach.push(criu.clone());
+        let reach: Vec<&Path> = reach.iter().map(PathBuf::as_path).collect();
+        let mut cluster = Cluster::start(&fx.dir().join("cluster"), &reach)?;
+        let socket = cluster.start_service(&fake, &state, service_criu.unwrap_or(&criu));
+        let env = [
+            ("LD_PRELOAD", fake.display().to_string()),
+            ("FAKE_CUDA_STATE_DIR", state.display().to_string()),
+            ("TMPDIR", tmp.display().to_string()),
+            ("PYTHONPATH", share.join("client").display().to_string()),
+            ("OMP_NUM_THREADS", "1".to_string()),
+            ("GLOO_SOCKET_IFNAME", "lo".to_string()),
+        ];
+        let script = work.join("job.sh");
+        std::fs::write(
+            &script,
+            batch_script(
+                &cudackpt,
+                &socket,
+                &python,
+                &share.join("disk-job/ddp_loader.py"),
+                &work,
+                &env,
+                steps,
+            ),
+        )
+        .expect("the batch script");
+        Some(UsersJob {
+            fx,
+            cluster,
+            work,
+            script,
+            steps,
+            expected,
+        })
+    }
+
+    /// Submits the job as nobody with n2 held back, waits for its fifth
+    /// step on n1, and preempts it there with a higher-priority job: the
+    /// job's id, the preemptor's, and the step reached.
+    fn preempted_on_n1(&self) -> (u64, u64, usize) {
+        let cluster = &self.cluster;
+        cluster.scontrol(&["update", "nodename=n2", "state=drain", "reason=test"]);
+        let work = self.work.display().to_string();
+        let job = cluster.sbatch_as(NOBODY, &["-D", &work, self.script.to_str().expect("UTF-8")]);
+        cluster.wait("the job's fifth step on n1", &self.work, || {
+            self.step() >= 5
+        });
+        assert_eq!(
+            cluster.job_field(job, "NodeList"),
+            "n1",
+            "{}",
+            cluster.logs()
+        );
+        let high = cluster.sbatch_as(
+            0,
+            &[
+                "-p",
+                "high",
+                "-w",
+                "n1",
+                "-c",
+                "2",
+                "-D",
+                &work,
+                "--wrap",
+                "sleep 600",
+            ],
+        );
+        cluster.wait("the job to be requeued", &self.work, || {
+            cluster.job_field(job, "Restarts") == "1"
+        });
+        let at = self.step();
+        assert!(at < self.steps as usize, "preempted mid-run");
+        (job, high, at)
+    }
+
+    /// Lets the job run on n2, and waits for its end: its output.
+    fn finished_on_n2(&self, job: u64) -> String {
+        let cluster = &self.cluster;
+        cluster.scontrol(&["update", "nodename=n2", "state=resume"]);
+        cluster.wait("the job to finish on n2", &self.work, || {
+            matches!(
+                cluster.job_field(job, "JobState").as_str(),
+                "COMPLETED" | "FAILED"
+            )
+        });
+        let output = std::fs::read_to_string(self.work.join("job.out")).unwrap_or_default();
+        assert_eq!(
+            cluster.job_field(job, "JobState"),
+            "COMPLETED",
+            "{output}\n{}",
+            cluster.logs()
+        );
+        assert_eq!(cluster.job_field(job, "NodeList"), "n2");
+        assert!(done(&self.work), "{output}");
+        output
+    }
+
+    fn step(&self) -> usize {
+        losses(&self.work, 0).lines().count()
+    }
+
+    /// Each rank's losses, against the run never touched.
+    fn assert_bit_exact(&self, what: &str) {
+        for rank in 0..2 {
+            assert_eq!(
+                crate::disk_snapshots::final_losses(&losses(&self.work, rank)),
+                self.expected[rank as usize],
+                "rank {rank}, {what}"
+            );
+        }
+    }
+
+    /// Stops the cluster, and checks nothing of it is left.
+    fn stop(self) {
+        let dir = self.fx.dir().to_path_buf();
+        drop(self.cluster);
+        nothing_left_of(&dir);
+    }
+}
+
 /// A user's torchrun job with DataLoader workers, preempted on n1 by a
 /// higher-priority job: written to disk, requeued, restored on n2 once
 /// that node is free, and finished bit-exact; Slurm shows the restart, the
-/// job's output says each step, and the store forgets the job.
+/// job's output says each step, the store forgets the job, and nothing is
+/// left running or mounted.
 #[test]
 fn a_preempted_users_job_is_written_to_disk_requeued_and_finishes_bit_exact_on_the_other_node() {
-    let Some(criu) = criu() else { return };
-    let Some(python) = needed_python_with_torch() else {
+    let Some(job) = UsersJob::set_up(None) else {
         return;
     };
-    let fx = Fixture::new();
-    let steps = 30;
-    let expected = crate::disk_snapshots::reference_losses(&fx, &python, steps);
-    // What the job needs, where every user reaches it.
-    let cudackpt = fx.world_runnable_cudackpt();
-    let fake = fx.world_fake();
-    let state = fx.shared_state();
-    let share = fx.dir().join("share");
-    std::fs::create_dir(&share).expect("mkdir");
-    copy_tree(
-        &workspace().join("tests/fixtures/disk-job"),
-        &share.join("disk-job"),
-    );
-    copy_tree(
-        &workspace().join("clients/python/src"),
-        &share.join("client"),
-    );
-    let work = fx.dir().join("work");
-    std::fs::create_dir(&work).expect("mkdir");
-    std::os::unix::fs::chown(&work, Some(NOBODY), Some(NOBODY)).expect("chown");
-    let tmp = work.join("tmp");
-    std::fs::create_dir(&tmp).expect("mkdir");
-    std::os::unix::fs::chown(&tmp, Some(NOBODY), Some(NOBODY)).expect("chown");
-
-    let mut reach: Vec<PathBuf> = python_homes(&python);
-    reach.push(fx.dir().to_path_buf());
-    reach.push(criu.clone());
-    let reach: Vec<&Path> = reach.iter().map(PathBuf::as_path).collect();
-    let Some(mut cluster) = Cluster::start(&fx.dir().join("cluster"), &reach) else {
-        return;
-    };
-    let socket = cluster.start_service(&fake, &state, &criu);
-    let env = [
-        ("LD_PRELOAD", fake.display().to_string()),
-        ("FAKE_CUDA_STATE_DIR", state.display().to_string()),
-        ("TMPDIR", tmp.display().to_string()),
-        ("PYTHONPATH", share.join("client").display().to_string()),
-        ("OMP_NUM_THREADS", "1".to_string()),
-        ("GLOO_SOCKET_IFNAME", "lo".to_string()),
-    ];
-    let script = work.join("job.sh");
-    std::fs::write(
-        &script,
-        batch_script(
-            &cudackpt,
-            &socket,
-            &python,
-            &share.join("disk-job/ddp_loader.py"),
-            &work,
-            &env,
-            steps,
-        ),
-    )
-    .expect("the batch script");
-
-    // n2 held back, so that the job starts on n1.
-    cluster.scontrol(&["update", "nodename=n2", "state=drain", "reason=test"]);
-    let work_dir = work.display().to_string();
-    let job = cluster.sbatch_as(NOBODY, &["-D", &work_dir, script.to_str().expect("UTF-8")]);
-    let step = || losses(&work, 0).lines().count();
-    cluster.wait("the job's fifth step on n1", &work, || step() >= 5);
-    assert_eq!(
-        cluster.job_field(job, "NodeList"),
-        "n1",
-        "{}",
-        cluster.logs()
-    );
-
-    // A higher-priority job wants n1: the user's job is preempted.
-    let high = cluster.sbatch_as(
-        0,
-        &[
-            "-p",
-            "high",
-            "-w",
-            "n1",
-            "-c",
-            "2",
-            "-D",
-            &work_dir,
-            "--wrap",
-            "sleep 600",
-        ],
-    );
-    cluster.wait("the job to be requeued", &work, || {
-        cluster.job_field(job, "Restarts") == "1"
-    });
-    let at_preemption = step();
-    assert!(at_preemption < steps as usize, "preempted mid-run");
-    cluster.scontrol(&["update", "nodename=n2", "state=resume"]);
-    cluster.wait("the job to finish on n2", &work, || {
-        cluster.job_field(job, "JobState") == "COMPLETED"
-            || cluster.job_field(job, "JobState") == "FAILED"
-    });
-    let output = std::fs::read_to_string(work.join("job.out")).unwrap_or_default();
-    assert_eq!(
-        cluster.job_field(job, "JobState"),
-        "COMPLETED",
-        "{output}\n{}",
-        cluster.logs()
-    );
-    assert_eq!(cluster.job_field(job, "NodeList"), "n2");
-    assert!(done(&work), "{output}");
-    for rank in 0..2 {
-        assert_eq!(
-            crate::disk_snapshots::final_losses(&losses(&work, rank)),
-            expected[rank as usize],
-            "rank {rank}, preempted at step {at_preemption}: {output}"
-        );
-    }
+    let (id, high, at) = job.preempted_on_n1();
+    let output = job.finished_on_n2(id);
+    job.assert_bit_exact(&format!("preempted at step {at}: {output}"));
     assert!(
-        output.contains(&format!("job {job} was written to disk at"))
-            && output.contains(&format!("job {job} came back on n2 at")),
+        output.contains(&format!("job {id} was written to disk at"))
+            && output.contains(&format!("job {id} came back on n2 at")),
         "the job's output says when and where: {output}"
     );
+    assert_eq!(job.cluster.job_field(id, "Restarts"), "1");
     assert!(
-        !cluster.store().join(job.to_string()).exists(),
+        !job.cluster.store().join(id.to_string()).exists(),
         "the store forgets a job that finished"
     );
-    let _ = cluster.scontrol(&["show", "job", &high.to_string()]);
+    assert_eq!(
+        job.cluster.job_field(high, "JobState"),
+        "RUNNING",
+        "the preemptor runs on"
+    );
+    job.stop();
+}
+
+/// A dump that fails at the preemption (here CRIU cannot start): the job
+/// is requeued at once, starts over at its restart saying why, and
+/// finishes bit-exact all the same.
+#[test]
+fn a_job_whose_dump_fails_is_requeued_and_starts_over_saying_why() {
+    let Some(job) = UsersJob::set_up(Some(Path::new("/bin/false"))) else {
+        return;
+    };
+    let (id, _high, _) = job.preempted_on_n1();
+    let output = job.finished_on_n2(id);
+    job.assert_bit_exact(&format!("started over: {output}"));
+    assert!(
+        output.contains(&format!("job {id} could not be written to disk at"))
+            && output.contains(&format!(
+                "job {id} (restart 1) starts over: no complete snapshot of job {id}"
+            )),
+        "the job's output says why it starts over: {output}"
+    );
+    job.stop();
+}
+
+/// Nothing of the cluster in `dir` is left: no process names it (the
+/// daemons, the jobs and what the service restored all do), and no mount
+/// of this namespace is under it (the cluster's mounts were in a
+/// namespace of its own, gone with its last process).
+fn nothing_left_of(dir: &Path) {
+    let named = dir.display().to_string();
+    let left = Command::new("pgrep")
+        .args(["-a", "-f", &named])
+        .output()
+        .expect("pgrep");
+    assert!(
+        left.stdout.is_empty(),
+        "left running: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    assert!(!mounts.contains(&named), "left mounted: {mounts}");
 }

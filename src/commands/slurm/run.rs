@@ -302,12 +302,21 @@ fn supervise(
             }
             Event::Said(Said::NotDumped { why }) => {
                 dumping = false;
+                let preempted = being_preempted(id);
                 say(&format!(
-                    "job {id} could not be written to disk at {}: {why}; it runs on until Slurm stops it, and its next start comes back from its last complete snapshot, or starts over",
-                    now()
+                    "job {id} could not be written to disk at {}: {why}; {}, and its next start comes back from its last complete snapshot, or starts over",
+                    now(),
+                    if preempted {
+                        "it is preempted, so it is requeued now"
+                    } else {
+                        "it runs on"
+                    }
                 ));
                 if let Some(code) = ended_while_dumping.take() {
                     return finished(service.as_mut(), rx, code);
+                }
+                if preempted {
+                    requeue(id);
                 }
             }
             Event::Said(_) => {}
@@ -352,6 +361,23 @@ fn finished(service: Option<&mut UnixStream>, rx: &mpsc::Receiver<Event>, code: 
         }
     }
     code
+}
+
+/// Whether Slurm is preempting job `id` (its record has a preemption
+/// time): a job whose dump failed then gains nothing by running on to the
+/// end of its grace time, and the preemptor waits for it.
+fn being_preempted(id: u64) -> bool {
+    std::process::Command::new("scontrol")
+        .args(["show", "job", "-o", &id.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .is_ok_and(|output| {
+            String::from_utf8_lossy(&output.stdout)
+                .split_whitespace()
+                .find_map(|word| word.strip_prefix("PreemptTime="))
+                .is_some_and(|time| time != "None")
+        })
 }
 
 /// Asks Slurm to requeue job `id` once it is on disk, so that it comes
