@@ -511,3 +511,97 @@ fn nothing_left_of(dir: &Path) {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
     assert!(!mounts.contains(&named), "left mounted: {mounts}");
 }
+
+/// Another user cannot make the service dump, restore or read a job: the
+/// service serves only a job's own batch step, known by root's
+/// `slurmstepd` above it and not by anything the asker controls (a job id
+/// in its environment, a parent of its own named `slurmstepd`), refuses
+/// anyone else before reading what they ask, and keeps the images where
+/// only root reads them.
+#[test]
+fn only_a_jobs_own_batch_step_is_served_and_the_store_is_roots_alone() {
+    use std::os::unix::fs::MetadataExt;
+    if !prerequisite("run the Slurm service as root", running_as_root()) {
+        return;
+    }
+    let fx = Fixture::new();
+    fx.world_runnable_cudackpt();
+    let socket = fx.dir().join("slurm.sock");
+    let store = fx.dir().join("store");
+    let log = fx.dir().join("service.log");
+    let mut service = Command::new(cudackpt_bin())
+        .args(["slurm", "serve", "--socket"])
+        .arg(&socket)
+        .arg("--store")
+        .arg(&store)
+        .args(["--scontrol", "/bin/false"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("the log"))
+        .spawn()
+        .expect("start the service");
+    wait_long("the service's socket", || socket.exists());
+    let stat = std::fs::metadata(&store).expect("the store");
+    assert_eq!(
+        (stat.uid(), stat.mode() & 0o777),
+        (0, 0o700),
+        "the store is root's alone"
+    );
+    assert_eq!(
+        std::fs::metadata(&socket).expect("the socket").mode() & 0o777,
+        0o666,
+        "any user may ask"
+    );
+
+    // The attacker's client: asks for a dump and a restore, prints what
+    // the service says.
+    let client = fx.dir().join("ask.py");
+    std::fs::write(
+        &client,
+        "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\ns.sendall(b'{\"ask\":\"dump\"}\\n{\"ask\":\"restore\"}\\n')\nprint(s.makefile().read())\n",
+    )
+    .expect("the client");
+    let fake_stepd = fx.dir().join("slurmstepd");
+    std::fs::copy("/bin/bash", &fake_stepd).expect("a fake slurmstepd");
+    for path in [&client, &fake_stepd] {
+        let _ = Command::new("chmod").arg("755").arg(path).status();
+    }
+    let as_nobody = |program: &Path, args: &[&str]| {
+        let output = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(program)
+            .args(args)
+            .env("SLURM_JOB_ID", "1")
+            .env("SLURM_RESTART_COUNT", "1")
+            .current_dir("/")
+            .output()
+            .expect("run as nobody");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    };
+    let ask = format!("/usr/bin/python3 {} {}", client.display(), socket.display());
+    let outside = as_nobody(Path::new("/bin/sh"), &["-c", &ask]);
+    let under_a_fake = as_nobody(&fake_stepd, &["-c", &format!("{ask}; true")]);
+    for (said, what) in [
+        (&outside, "outside any job"),
+        (&under_a_fake, "under a slurmstepd of its own"),
+    ] {
+        assert!(
+            said.contains("\"said\":\"refused\"")
+                && said.contains("is not a Slurm batch step's process")
+                && said.lines().filter(|l| !l.trim().is_empty()).count() == 1,
+            "nobody {what} is refused once, before anything it asks: {said}"
+        );
+    }
+    let _ = service.kill();
+    let _ = service.wait();
+    assert_eq!(
+        std::fs::read_dir(&store).expect("the store").count(),
+        0,
+        "nothing was dumped or made: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}

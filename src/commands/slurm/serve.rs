@@ -157,6 +157,15 @@ impl Service {
             Err(why) => {
                 say(&format!("refused PID {pid} (uid {uid}): {why}"));
                 tell(&Said::Refused { why });
+                // What it asked meanwhile is read and dropped, not left
+                // unread: closing on unread bytes resets the connection,
+                // and the asker would not read why it was refused.
+                let _ = stream.shutdown(std::net::Shutdown::Write);
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+                let _ = std::io::copy(
+                    &mut std::io::Read::take(&stream, 64 << 10),
+                    &mut std::io::sink(),
+                );
                 return;
             }
         };
