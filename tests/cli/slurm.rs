@@ -460,6 +460,16 @@ fn a_preempted_users_job_is_written_to_disk_requeued_and_finishes_bit_exact_on_t
         "the job's output says when and where: {output}"
     );
     assert_eq!(job.cluster.job_field(id, "Restarts"), "1");
+    let record = job
+        .cluster
+        .scontrol(&["show", "job", "-o", &id.to_string()]);
+    assert!(
+        record.contains(&format!(
+            "Comment=cudackpt snapshot {}/{id}/snapshot-",
+            job.cluster.store().display()
+        )),
+        "Slurm's record says where the images were: {record}"
+    );
     assert!(
         !job.cluster.store().join(id.to_string()).exists(),
         "the store forgets a job that finished"
