@@ -615,3 +615,49 @@ fn only_a_jobs_own_batch_step_is_served_and_the_store_is_roots_alone() {
         std::fs::read_to_string(&log).unwrap_or_default()
     );
 }
+
+/// A job the service restored is outside Slurm's reach (not below the
+/// job's slurmstepd): cancelled by Slurm, it still ends with its job, its
+/// wrapper's signal forwarded and, once the wrapper is gone, the rest
+/// killed by the service; its last snapshot is kept (it did not finish).
+#[test]
+fn a_restored_job_cancelled_by_slurm_ends_with_it() {
+    let Some(job) = UsersJob::set_up(None) else {
+        return;
+    };
+    let (id, _high, at) = job.preempted_on_n1();
+    let cluster = &job.cluster;
+    cluster.scontrol(&["update", "nodename=n2", "state=resume"]);
+    cluster.wait("the job to run again on n2", &job.work, || {
+        job.step() > at + 2
+    });
+    let output = std::fs::read_to_string(job.work.join("job.out")).unwrap_or_default();
+    assert!(
+        output.contains(&format!("job {id} came back on n2")),
+        "{output}"
+    );
+    let scancel = cluster
+        .command("scancel")
+        .arg(id.to_string())
+        .status()
+        .expect("scancel");
+    assert!(scancel.success());
+    let script = job.fx.dir().join("share/disk-job/ddp_loader.py");
+    cluster.wait(
+        "every process of the cancelled job to end",
+        &job.work,
+        || {
+            Command::new("pgrep")
+                .args(["-f", &script.display().to_string()])
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| !s.success())
+        },
+    );
+    assert!(!done(&job.work), "cancelled before its end");
+    assert!(
+        cluster.store().join(id.to_string()).join("latest").exists(),
+        "the last snapshot of a job that did not finish is kept"
+    );
+    job.stop();
+}
