@@ -233,6 +233,7 @@ pub fn run(cli: Cli) -> ExitStatus {
 /// runs until it is stopped.
 fn run_slurm(command: SlurmCommand) -> ExitStatus {
     use crate::commands::slurm;
+    slurm::set_writer(output::stderr::say);
     match command {
         SlurmCommand::Run { socket, command } => {
             let code = slurm::run::run(&slurm::run::RunSettings { socket, command });
@@ -251,7 +252,10 @@ fn run_slurm(command: SlurmCommand) -> ExitStatus {
         }) {
             Ok(()) => ExitStatus::Success,
             Err(why) => {
-                eprintln!("cudackpt slurm serve: {why}");
+                output::stderr::error(
+                    &format!("slurm serve: {why}"),
+                    "see `cudackpt slurm serve --help` and the guide's Slurm chapter",
+                );
                 ExitStatus::Failed
             }
         },

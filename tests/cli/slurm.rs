@@ -283,8 +283,11 @@ fn batch_script(
 /// cudackpt's service (CRIU `service_criu`), nobody's work directory, the
 /// batch script the guide writes, and the losses of a run never touched.
 struct UsersJob {
-    fx: Fixture,
+    /// First, so that it is dropped first (fields go in order): the
+    /// cluster is stopped while its directory, which says what to stop,
+    /// is still there.
     cluster: Cluster,
+    fx: Fixture,
     work: PathBuf,
     script: PathBuf,
     steps: u32,
@@ -347,8 +350,8 @@ impl UsersJob {
         )
         .expect("the batch script");
         Some(UsersJob {
-            fx,
             cluster,
+            fx,
             work,
             script,
             steps,

@@ -11,3 +11,20 @@ pub mod protocol;
 pub mod run;
 pub mod serve;
 pub mod store;
+
+/// Where both halves write their lines (the job's output for the wrapper,
+/// the service's log): the command line's writer, which prefixes and
+/// escapes them; set once, before either runs.
+static TELL: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
+
+/// Sets where [`tell`] writes.
+pub fn set_writer(writer: fn(&str)) {
+    let _ = TELL.set(writer);
+}
+
+/// Writes `line` where the command line said (nowhere before it did).
+fn tell(line: &str) {
+    if let Some(writer) = TELL.get() {
+        writer(line);
+    }
+}

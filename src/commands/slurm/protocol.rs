@@ -25,7 +25,7 @@ pub enum Ask {
 /// What the service says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "said", rename_all = "snake_case")]
-pub enum Said {
+pub enum Reply {
     /// Who the service takes the asker for: the first line.
     Hello {
         job: u64,

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::protocol::{receive, send, Ask, Said};
+use super::protocol::{receive, send, Ask, Reply};
 
 /// What the wrapper is given.
 #[derive(Debug, Clone)]
@@ -38,7 +38,7 @@ pub struct RunSettings {
 enum Event {
     Signal(i32),
     ChildExited(i32),
-    Said(Said),
+    Replied(Reply),
     ServiceGone,
 }
 
@@ -50,9 +50,10 @@ enum Job {
     Restored { root: i32 },
 }
 
-/// A line of the job's output.
+/// A line of the job's output (standard error, through the writer the
+/// command line gives).
 fn say(line: &str) {
-    eprintln!("cudackpt: {line}");
+    super::tell(line);
 }
 
 fn now() -> String {
@@ -73,15 +74,14 @@ pub fn run(settings: &RunSettings) -> i32 {
         ));
         return plain(&settings.command);
     }
-    let job_id = std::env::var("SLURM_JOB_ID").unwrap_or_else(|_| "?".into());
     let (mut service, hello) = match connect(&settings.socket, tx.clone()) {
         Ok(connected) => connected,
         Err(why) => {
-            say(&format!("job {job_id}: {why}; it runs without snapshots"));
-            return supervise(None, None, spawn(&settings.command, &tx), &rx, None);
+            say(&format!("{why}; the job runs without snapshots"));
+            return supervise(None, None, spawn(&settings.command, &tx), &rx);
         }
     };
-    let Said::Hello {
+    let Reply::Hello {
         job,
         node,
         restarts,
@@ -98,7 +98,7 @@ pub fn run(settings: &RunSettings) -> i32 {
     if restarts > 0 {
         let _ = send(&mut service, &Ask::Restore);
         match next_answer(&rx, &tx) {
-            Some(Said::Restored {
+            Some(Reply::Restored {
                 from,
                 written_on,
                 written_unix_s,
@@ -113,7 +113,7 @@ pub fn run(settings: &RunSettings) -> i32 {
                 ));
                 restored = Some(root);
             }
-            Some(Said::NotRestored { why }) => {
+            Some(Reply::NotRestored { why }) => {
                 say(&format!(
                     "job {job} (restart {restarts}) starts over: {why}"
                 ));
@@ -127,7 +127,7 @@ pub fn run(settings: &RunSettings) -> i32 {
         Some(root) => Some(Job::Restored { root }),
         None => spawn(&settings.command, &tx),
     };
-    supervise(Some(service), Some((job, node)), running, &rx, Some(&tx))
+    supervise(Some(service), Some((job, node)), running, &rx)
 }
 
 /// Runs `command` with no service: signals forwarded, its status
@@ -180,16 +180,16 @@ fn code_of(status: std::process::ExitStatus) -> i32 {
 fn connect(
     socket: &std::path::Path,
     tx: mpsc::Sender<Event>,
-) -> Result<(UnixStream, Said), String> {
+) -> Result<(UnixStream, Reply), String> {
     let stream = UnixStream::connect(socket)
         .map_err(|e| format!("no snapshot service at {} ({e})", socket.display()))?;
     let mut reader = BufReader::new(stream.try_clone().map_err(|e| e.to_string())?);
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .map_err(|e| e.to_string())?;
-    let hello = match receive::<Said>(&mut reader) {
-        Ok(Some(hello @ Said::Hello { .. })) => hello,
-        Ok(Some(Said::Refused { why })) => {
+    let hello = match receive::<Reply>(&mut reader) {
+        Ok(Some(hello @ Reply::Hello { .. })) => hello,
+        Ok(Some(Reply::Refused { why })) => {
             return Err(format!("the snapshot service refused: {why}"))
         }
         Ok(_) => return Err("the snapshot service said nothing".into()),
@@ -198,8 +198,8 @@ fn connect(
     let _ = stream.set_read_timeout(None);
     let _ = reader.get_ref().set_read_timeout(None);
     std::thread::spawn(move || {
-        while let Ok(Some(said)) = receive::<Said>(&mut reader) {
-            if tx.send(Event::Said(said)).is_err() {
+        while let Ok(Some(said)) = receive::<Reply>(&mut reader) {
+            if tx.send(Event::Replied(said)).is_err() {
                 return;
             }
         }
@@ -210,11 +210,11 @@ fn connect(
 
 /// The service's next answer; what came meanwhile (a signal) is put back
 /// after it, in order.
-fn next_answer(rx: &mpsc::Receiver<Event>, tx: &mpsc::Sender<Event>) -> Option<Said> {
+fn next_answer(rx: &mpsc::Receiver<Event>, tx: &mpsc::Sender<Event>) -> Option<Reply> {
     let mut meanwhile = Vec::new();
     let answer = loop {
         match rx.recv() {
-            Ok(Event::Said(said)) => break Some(said),
+            Ok(Event::Replied(said)) => break Some(said),
             Ok(Event::ServiceGone) | Err(_) => break None,
             Ok(other) => meanwhile.push(other),
         }
@@ -242,96 +242,136 @@ fn watch_signals(tx: mpsc::Sender<Event>) -> std::io::Result<()> {
 /// Waits for the job's end, acting on each event; the wrapper's exit
 /// status.
 fn supervise(
-    mut service: Option<UnixStream>,
+    service: Option<UnixStream>,
     named: Option<(u64, String)>,
-    mut job: Option<Job>,
+    job: Option<Job>,
     rx: &mpsc::Receiver<Event>,
-    _tx: Option<&mpsc::Sender<Event>>,
 ) -> i32 {
     let (id, node) = named.unwrap_or((0, String::new()));
-    let mut dumped = false;
-    let mut dumping = false;
-    let mut ended_while_dumping = None;
+    let mut watch = JobWatch {
+        service,
+        id,
+        node,
+        job,
+        dumped: false,
+        dumping: false,
+        ended_while_dumping: None,
+    };
     while let Ok(event) = rx.recv() {
+        if let Some(code) = watch.on(event) {
+            return finished(watch.service.as_mut(), rx, code);
+        }
+    }
+    1
+}
+
+/// The wrapper's state while the job runs.
+struct JobWatch {
+    service: Option<UnixStream>,
+    id: u64,
+    node: String,
+    job: Option<Job>,
+    /// The job is on disk (its processes ended by the dump).
+    dumped: bool,
+    /// A dump was asked, and not yet answered.
+    dumping: bool,
+    /// How the job's processes ended while the dump ran: the job's
+    /// status, should the dump fail.
+    ended_while_dumping: Option<i32>,
+}
+
+impl JobWatch {
+    /// Acts on `event`: the wrapper's exit status once the job is over.
+    fn on(&mut self, event: Event) -> Option<i32> {
+        let id = self.id;
         match event {
-            Event::Signal(signal) if signal == signal_hook::consts::SIGUSR1 => {
-                match (&mut service, &job) {
-                    _ if dumped || dumping => {}
-                    (Some(stream), Some(_)) => {
-                        say(&format!("job {id}: the preemption signal came at {}: writing the job to disk", now()));
-                        dumping = send(stream, &Ask::Dump).is_ok();
-                    }
-                    _ => say("the preemption signal came, and there is no snapshot service: the job cannot be written to disk"),
-                }
+            Event::Signal(signal) if signal == signal_hook::consts::SIGUSR1 => self.preempted(),
+            Event::Signal(signal) if self.dumped => {
+                say(&format!(
+                    "job {id}: stopped by signal {signal} after its snapshot"
+                ));
+                self.service = None;
+                return Some(0);
             }
-            Event::Signal(signal) => {
-                if dumped {
-                    say(&format!(
-                        "job {id}: stopped by signal {signal} after its snapshot"
-                    ));
-                    return 0;
+            Event::Signal(signal) => match (&self.job, &mut self.service) {
+                (Some(Job::Child { pid }), _) => forward(*pid, signal),
+                (Some(Job::Restored { .. }), Some(stream)) => {
+                    let _ = send(stream, &Ask::Signal { signal });
                 }
-                match (&job, &mut service) {
-                    (Some(Job::Child { pid }), _) => forward(*pid, signal),
-                    (Some(Job::Restored { .. }), Some(stream)) => {
-                        let _ = send(stream, &Ask::Signal { signal });
-                    }
-                    _ => return 128 + signal,
-                }
-            }
+                _ => return Some(128 + signal),
+            },
             // A dump ends the job's processes: their end waits for the
             // dump's answer.
-            Event::ChildExited(code) | Event::Said(Said::Exited { code }) if dumping => {
-                ended_while_dumping = Some(code);
+            Event::ChildExited(code) | Event::Replied(Reply::Exited { code }) if self.dumping => {
+                self.ended_while_dumping = Some(code);
             }
-            Event::ChildExited(code) if !dumped => return finished(service.as_mut(), rx, code),
-            Event::ChildExited(_) => job = None,
-            Event::Said(Said::Exited { code }) if !dumped => {
-                return finished(service.as_mut(), rx, code)
+            Event::ChildExited(_) | Event::Replied(Reply::Exited { .. }) if self.dumped => {
+                self.job = None;
             }
-            Event::Said(Said::Dumped { to, bytes, took_ms }) => {
-                dumping = false;
-                dumped = true;
+            Event::ChildExited(code) | Event::Replied(Reply::Exited { code }) => return Some(code),
+            Event::Replied(Reply::Dumped { to, bytes, took_ms }) => {
+                (self.dumping, self.dumped) = (false, true);
                 say(&format!(
-                    "job {id} was written to disk at {} on {node}, {:.2} GB in {:.1} s, to {to}; it is requeued, and comes back from there",
+                    "job {id} was written to disk at {} on {}, {:.2} GB in {:.1} s, to {to}; it is requeued, and comes back from there",
                     now(),
+                    self.node,
                     bytes as f64 / 1e9,
                     took_ms / 1e3
                 ));
                 requeue(id);
             }
-            Event::Said(Said::NotDumped { why }) => {
-                dumping = false;
-                let preempted = being_preempted(id);
-                say(&format!(
-                    "job {id} could not be written to disk at {}: {why}; {}, and its next start comes back from its last complete snapshot, or starts over",
-                    now(),
-                    if preempted {
-                        "it is preempted, so it is requeued now"
-                    } else {
-                        "it runs on"
-                    }
-                ));
-                if let Some(code) = ended_while_dumping.take() {
-                    return finished(service.as_mut(), rx, code);
-                }
-                if preempted {
-                    requeue(id);
-                }
-            }
-            Event::Said(_) => {}
+            Event::Replied(Reply::NotDumped { why }) => return self.not_dumped(&why),
+            Event::Replied(_) => {}
             Event::ServiceGone => {
-                service = None;
-                if let Some(Job::Restored { root }) = job {
-                    if !dumped {
-                        say(&format!("job {id}: the snapshot service ended, and with it the restored job (PID {root})"));
-                        return 1;
-                    }
+                self.service = None;
+                if let (Some(Job::Restored { root }), false) = (&self.job, self.dumped) {
+                    say(&format!("job {id}: the snapshot service ended, and with it the restored job (PID {root})"));
+                    return Some(1);
                 }
             }
         }
+        None
     }
-    1
+
+    /// Slurm's preemption signal: asks the service for the dump.
+    fn preempted(&mut self) {
+        match (&mut self.service, &self.job) {
+            _ if self.dumped || self.dumping => {}
+            (Some(stream), Some(_)) => {
+                say(&format!(
+                    "job {}: the preemption signal came at {}: writing the job to disk",
+                    self.id,
+                    now()
+                ));
+                self.dumping = send(stream, &Ask::Dump).is_ok();
+            }
+            _ => say("the preemption signal came, and there is no snapshot service: the job cannot be written to disk"),
+        }
+    }
+
+    /// The dump failed: the job runs on, or, preempted, is requeued now
+    /// (it would only be killed at the grace time's end).
+    fn not_dumped(&mut self, why: &str) -> Option<i32> {
+        self.dumping = false;
+        let preempted = being_preempted(self.id);
+        say(&format!(
+            "job {} could not be written to disk at {}: {why}; {}, and its next start comes back from its last complete snapshot, or starts over",
+            self.id,
+            now(),
+            if preempted {
+                "it is preempted, so it is requeued now"
+            } else {
+                "it runs on"
+            }
+        ));
+        if let Some(code) = self.ended_while_dumping.take() {
+            return Some(code);
+        }
+        if preempted {
+            requeue(self.id);
+        }
+        None
+    }
 }
 
 /// Sends `signal` to the wrapper's child.
@@ -354,7 +394,7 @@ fn finished(service: Option<&mut UnixStream>, rx: &mpsc::Receiver<Event>, code: 
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
             while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
                 match rx.recv_timeout(left) {
-                    Ok(Event::Said(Said::Noted)) | Ok(Event::ServiceGone) | Err(_) => break,
+                    Ok(Event::Replied(Reply::Noted)) | Ok(Event::ServiceGone) | Err(_) => break,
                     Ok(_) => {}
                 }
             }

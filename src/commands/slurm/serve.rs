@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::job::{self, AskingJob};
-use super::protocol::{receive, send, Ask, Said};
+use super::protocol::{receive, send, Ask, Reply};
 use super::store::{Latest, Store};
 
 /// What the service is given.
@@ -96,7 +96,7 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
 
 /// A line of the service's log (its standard error: journald's).
 fn say(line: &str) {
-    eprintln!("cudackpt slurm: {}", crate::targets::name::printable(line));
+    super::tell(&format!("slurm: {line}"));
 }
 
 /// Listens on `socket`, in a directory made root's where missing; an old
@@ -148,7 +148,7 @@ impl Service {
             return;
         };
         let writer = Arc::new(Mutex::new(writer));
-        let tell = |said: &Said| {
+        let tell = |said: &Reply| {
             let mut w = writer.lock().unwrap_or_else(PoisonError::into_inner);
             let _ = send(&mut *w, said);
         };
@@ -156,16 +156,8 @@ impl Service {
             Ok(job) => job,
             Err(why) => {
                 say(&format!("refused PID {pid} (uid {uid}): {why}"));
-                tell(&Said::Refused { why });
-                // What it asked meanwhile is read and dropped, not left
-                // unread: closing on unread bytes resets the connection,
-                // and the asker would not read why it was refused.
-                let _ = stream.shutdown(std::net::Shutdown::Write);
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-                let _ = std::io::copy(
-                    &mut std::io::Read::take(&stream, 64 << 10),
-                    &mut std::io::sink(),
-                );
+                tell(&Reply::Refused { why });
+                hang_up(&stream);
                 return;
             }
         };
@@ -174,7 +166,7 @@ impl Service {
             "job {id} (uid {uid}) on {} connected, restarted {} times",
             job.record.batch_host, job.record.restarts
         ));
-        tell(&Said::Hello {
+        tell(&Reply::Hello {
             job: id,
             node: job.record.batch_host.clone(),
             uid,
@@ -183,56 +175,8 @@ impl Service {
         let mut restored: Option<RestoredJob> = None;
         let mut reader = BufReader::new(stream);
         while let Ok(Some(ask)) = receive::<Ask>(&mut reader) {
-            let answer = match ask {
-                Ask::Restore if restored.is_some() => Said::NotRestored {
-                    why: "this job was restored already".into(),
-                },
-                Ask::Restore => match self.restore(&job) {
-                    Ok((said, job_restored)) => {
-                        self.follow(&job_restored, Arc::clone(&writer));
-                        restored = Some(job_restored);
-                        said
-                    }
-                    Err(why) => {
-                        say(&format!("job {id} not restored: {why}"));
-                        Said::NotRestored { why }
-                    }
-                },
-                Ask::Dump => match self.dump(&job, restored.as_ref()) {
-                    Ok(said) => said,
-                    Err(why) => {
-                        say(&format!("job {id} not dumped: {why}"));
-                        Said::NotDumped { why }
-                    }
-                },
-                Ask::Signal { signal } => match (&restored, {
-                    use rustix_libc_wrappers::process::SignalExt;
-                    rustix::process::Signal::from_raw(signal)
-                }) {
-                    (Some(r), Some(sig)) => match rustix::process::pidfd_send_signal(&r.pidfd, sig)
-                    {
-                        Ok(()) => Said::Signalled,
-                        Err(e) => Said::Refused {
-                            why: format!("signal {signal}: {e}"),
-                        },
-                    },
-                    _ => Said::Refused {
-                        why: "no job of this connection was restored, or no such signal".into(),
-                    },
-                },
-                Ask::Finished { code } => {
-                    if code == 0 {
-                        self.store.forget(id);
-                        say(&format!("job {id} finished: its snapshots are removed"));
-                    } else {
-                        say(&format!(
-                            "job {id} ended with {code}: its last snapshot is kept"
-                        ));
-                    }
-                    Said::Noted
-                }
-            };
-            tell(&answer);
+            let reply = self.answer(ask, &job, &mut restored, &writer);
+            tell(&reply);
         }
         // The wrapper is gone: a job restored for it goes too.
         if let Some(r) = restored {
@@ -249,9 +193,53 @@ impl Service {
         }
     }
 
+    /// What the service replies to `ask` of job `job`; a job it restores
+    /// is kept in `restored`, and followed on `writer`.
+    fn answer(
+        &self,
+        ask: Ask,
+        job: &AskingJob,
+        restored: &mut Option<RestoredJob>,
+        writer: &Arc<Mutex<UnixStream>>,
+    ) -> Reply {
+        let id = job.record.job;
+        match ask {
+            Ask::Restore if restored.is_some() => Reply::NotRestored {
+                why: "this job was restored already".into(),
+            },
+            Ask::Restore => match self.restore(job) {
+                Ok((reply, job_restored)) => {
+                    self.follow(&job_restored, Arc::clone(writer));
+                    *restored = Some(job_restored);
+                    reply
+                }
+                Err(why) => {
+                    say(&format!("job {id} not restored: {why}"));
+                    Reply::NotRestored { why }
+                }
+            },
+            Ask::Dump => self.dump(job, restored.as_ref()).unwrap_or_else(|why| {
+                say(&format!("job {id} not dumped: {why}"));
+                Reply::NotDumped { why }
+            }),
+            Ask::Signal { signal } => signalled(restored.as_ref(), signal),
+            Ask::Finished { code } => {
+                if code == 0 {
+                    self.store.forget(id);
+                    say(&format!("job {id} finished: its snapshots are removed"));
+                } else {
+                    say(&format!(
+                        "job {id} ended with {code}: its last snapshot is kept"
+                    ));
+                }
+                Reply::Noted
+            }
+        }
+    }
+
     /// Job `job` back from its last complete snapshot: what to tell the
     /// wrapper, and the job now running.
-    fn restore(&self, job: &AskingJob) -> Result<(Said, RestoredJob), String> {
+    fn restore(&self, job: &AskingJob) -> Result<(Reply, RestoredJob), String> {
         let id = job.record.job;
         let (images, latest) = self.store.latest(id)?;
         if latest.uid != job.record.uid {
@@ -284,7 +272,7 @@ impl Service {
             took_ms / 1e3
         ));
         Ok((
-            Said::Restored {
+            Reply::Restored {
                 from: images.display().to_string(),
                 written_on: latest.node,
                 written_unix_s: latest.written_unix_s,
@@ -321,13 +309,13 @@ impl Service {
                     _ => 1,
                 };
                 let mut w = writer.lock().unwrap_or_else(PoisonError::into_inner);
-                let _ = send(&mut *w, &Said::Exited { code });
+                let _ = send(&mut *w, &Reply::Exited { code });
             });
     }
 
     /// Drains job `job` and writes it to disk: the tree the service
     /// restored for it, else the one child of its wrapper.
-    fn dump(&self, job: &AskingJob, restored: Option<&RestoredJob>) -> Result<Said, String> {
+    fn dump(&self, job: &AskingJob, restored: Option<&RestoredJob>) -> Result<Reply, String> {
         let id = job.record.job;
         let root = match restored {
             Some(r) => r.root,
@@ -401,7 +389,7 @@ impl Service {
             took_ms / 1e3,
             bytes / 1_000_000
         ));
-        Ok(Said::Dumped {
+        Ok(Reply::Dumped {
             to: snapshot.display().to_string(),
             bytes,
             took_ms,
@@ -567,6 +555,34 @@ impl Service {
             }
             seen = zombies;
         }
+    }
+}
+
+/// Ends a refused connection: what the asker sent meanwhile is read and
+/// dropped, not left unread, for closing on unread bytes resets the
+/// connection and the asker would not read why it was refused.
+fn hang_up(stream: &UnixStream) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+    let _ = std::io::copy(
+        &mut std::io::Read::take(stream, 64 << 10),
+        &mut std::io::sink(),
+    );
+}
+
+/// Sends `signal` to the job restored for this connection, by its pidfd.
+fn signalled(restored: Option<&RestoredJob>, signal: i32) -> Reply {
+    use rustix_libc_wrappers::process::SignalExt;
+    match (restored, rustix::process::Signal::from_raw(signal)) {
+        (Some(r), Some(sig)) => match rustix::process::pidfd_send_signal(&r.pidfd, sig) {
+            Ok(()) => Reply::Signalled,
+            Err(e) => Reply::Refused {
+                why: format!("signal {signal}: {e}"),
+            },
+        },
+        _ => Reply::Refused {
+            why: "no job of this connection was restored, or no such signal".into(),
+        },
     }
 }
 
