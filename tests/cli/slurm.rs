@@ -125,6 +125,14 @@ impl Cluster {
         socket
     }
 
+    /// Kills cudackpt's service, as a crash would.
+    fn kill_service(&mut self) {
+        if let Some(mut service) = self.service.take() {
+            let _ = service.kill();
+            let _ = service.wait();
+        }
+    }
+
     fn store(&self) -> PathBuf {
         self.dir.join("store")
     }
@@ -662,5 +670,44 @@ fn a_restored_job_cancelled_by_slurm_ends_with_it() {
         cluster.store().join(id.to_string()).join("latest").exists(),
         "the last snapshot of a job that did not finish is kept"
     );
+    job.stop();
+}
+
+/// A job the service restored has the service as its lifeline: when the
+/// service dies, the job's wrapper stops the restored job itself (it runs
+/// as the same user), says so, and ends the job failed, rather than leave
+/// it running outside Slurm's reach.
+#[test]
+fn a_restored_job_whose_service_dies_is_stopped_by_its_wrapper() {
+    let Some(mut job) = UsersJob::set_up(None) else {
+        return;
+    };
+    let (id, _high, at) = job.preempted_on_n1();
+    job.cluster
+        .scontrol(&["update", "nodename=n2", "state=resume"]);
+    job.cluster
+        .wait("the job to run again on n2", &job.work, || {
+            job.step() > at + 2
+        });
+    job.cluster.kill_service();
+    let script = job.fx.dir().join("share/disk-job/ddp_loader.py");
+    job.cluster
+        .wait("every process of the job to end", &job.work, || {
+            Command::new("pgrep")
+                .args(["-f", &script.display().to_string()])
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| !s.success())
+        });
+    job.cluster.wait("Slurm to see the job end", &job.work, || {
+        job.cluster.job_field(id, "JobState") == "FAILED"
+    });
+    let output = std::fs::read_to_string(job.work.join("job.out")).unwrap_or_default();
+    assert!(
+        output.contains("the snapshot service ended while it ran the restored job")
+            && output.contains("which is stopped (SIGTERM)"),
+        "{output}"
+    );
+    assert!(!done(&job.work), "stopped before its end");
     job.stop();
 }

@@ -46,8 +46,13 @@ enum Event {
 enum Job {
     /// The wrapper's child.
     Child { pid: i32 },
-    /// Restored by the service, its child.
-    Restored { root: i32 },
+    /// Restored by the service, its child; held by a pidfd opened when
+    /// the service named it (it runs as the job's user, as the wrapper
+    /// does), for the wrapper to stop it should the service go.
+    Restored {
+        root: i32,
+        pidfd: Option<std::os::fd::OwnedFd>,
+    },
 }
 
 /// A line of the job's output (standard error, through the writer the
@@ -124,7 +129,12 @@ pub fn run(settings: &RunSettings) -> i32 {
         }
     }
     let running = match restored {
-        Some(root) => Some(Job::Restored { root }),
+        Some(root) => Some(Job::Restored {
+            root,
+            pidfd: rustix::process::Pid::from_raw(root).and_then(|pid| {
+                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+            }),
+        }),
         None => spawn(&settings.command, &tx),
     };
     supervise(Some(service), Some((job, node)), running, &rx)
@@ -324,8 +334,11 @@ impl JobWatch {
             Event::Replied(_) => {}
             Event::ServiceGone => {
                 self.service = None;
-                if let (Some(Job::Restored { root }), false) = (&self.job, self.dumped) {
-                    say(&format!("job {id}: the snapshot service ended, and with it the restored job (PID {root})"));
+                if let (Some(Job::Restored { root, pidfd }), false) = (&self.job, self.dumped) {
+                    say(&format!(
+                        "job {id}: the snapshot service ended while it ran the restored job (PID {root}), which is {}",
+                        stop_restored(pidfd.as_ref())
+                    ));
                     return Some(1);
                 }
             }
@@ -372,6 +385,25 @@ impl JobWatch {
         }
         None
     }
+}
+
+/// Stops the restored job whose service went, through its pidfd: SIGTERM
+/// (a launcher stops its workers), then SIGKILL after 30 s. What was done.
+fn stop_restored(pidfd: Option<&std::os::fd::OwnedFd>) -> &'static str {
+    use rustix::process::{pidfd_send_signal, Signal};
+    let Some(pidfd) = pidfd else {
+        return "left running: it could not be held when it came back";
+    };
+    if pidfd_send_signal(pidfd, Signal::TERM).is_err() {
+        return "gone already";
+    }
+    if crate::targets::process::pidfd_exit_within(pidfd, Some(Duration::from_secs(30)))
+        .unwrap_or(false)
+    {
+        return "stopped (SIGTERM)";
+    }
+    let _ = pidfd_send_signal(pidfd, Signal::KILL);
+    "killed (SIGKILL, 30 s after SIGTERM)"
 }
 
 /// Sends `signal` to the wrapper's child.
