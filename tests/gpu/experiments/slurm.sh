@@ -67,6 +67,7 @@ setsid setpriv --reuid munge --regid munge --init-groups /usr/sbin/munged -F --s
     --seed-file="$d/munge/munge.seed" </dev/null >/dev/null 2>&1 &
 echo $! >>"$d/pids"
 cpus=$(nproc)
+gpus=$(nvidia-smi -L | wc -l)   # two: the restart moves to the other; one: it comes back on the same
 cat >"$d/slurm.conf" <<CONF
 ClusterName=cudackpt-gpu
 SlurmctldHost=$(hostname)(127.0.0.1)
@@ -98,11 +99,11 @@ JobRequeue=1
 ReturnToService=2
 KillWait=5
 MinJobAge=600
-NodeName=n1 NodeAddr=127.0.0.1 CPUs=$cpus Gres=gpu:2 State=UNKNOWN
+NodeName=n1 NodeAddr=127.0.0.1 CPUs=$cpus Gres=gpu:$gpus State=UNKNOWN
 PartitionName=low Nodes=n1 Default=YES PriorityTier=1 PreemptMode=REQUEUE GraceTime=120 MaxTime=INFINITE State=UP
 PartitionName=high Nodes=n1 PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP
 CONF
-echo "NodeName=n1 Name=gpu File=/dev/nvidia[0-1]" >"$d/gres.conf"
+echo "NodeName=n1 Name=gpu File=/dev/nvidia[0-$((gpus - 1))]" >"$d/gres.conf"
 chmod 644 "$d/slurm.conf" "$d/gres.conf"
 export SLURM_CONF=$d/slurm.conf
 for _ in $(seq 50); do [ -S "$d/munge/munge.sock" ] && break; sleep 0.1; done
@@ -131,10 +132,13 @@ job=$(cd "$d/work" && setpriv --reuid=65534 --regid=65534 --clear-groups sbatch 
 say "submitted job $job"
 for _ in $(seq 300); do [ "$(wc -l <"$d/work/losses-0.txt" 2>/dev/null || echo 0)" -ge 8 ] && break; sleep 0.3; done
 say "job at step $(wc -l <"$d/work/losses-0.txt" 2>/dev/null): $(scontrol show job -d "$job" | grep -o 'GRES=[^ ]*' | head -1)"
-high=$(sbatch --parsable -p high --gres=gpu:2 -c 1 -D "$d" --wrap "sleep 25")
-sleep 2
-blocker=$(sbatch --parsable -p high --gres=gpu:1 -c 1 -D "$d" --wrap "sleep 600")
-say "preemptor $high (both GPUs, 25 s), blocker $blocker (one GPU)"
+high=$(sbatch --parsable -p high --gres=gpu:$gpus -c 1 -D "$d" --wrap "sleep 25")
+blocker=0
+if [ "$gpus" -gt 1 ]; then
+    sleep 2
+    blocker=$(sbatch --parsable -p high --gres=gpu:1 -c 1 -D "$d" --wrap "sleep 600")
+fi
+say "preemptor $high (all $gpus GPUs, 25 s), blocker $blocker (one GPU, 0 for none)"
 for _ in $(seq 600); do
     state=$(scontrol show job -o "$job" | grep -o 'JobState=[A-Z]*')
     { [ "$state" = "JobState=COMPLETED" ] || [ "$state" = "JobState=FAILED" ]; } && break
