@@ -40,12 +40,21 @@ trap finish EXIT
 # Slurm and munge, where their builds look.
 cp .carry/slurm/sbin/* /usr/sbin/ && cp .carry/slurm/bin/* /usr/bin/
 mkdir -p /usr/lib/x86_64-linux-gnu && cp -r .carry/slurm/lib/slurm-wlm /usr/lib/x86_64-linux-gnu/
-for lib in libmunge.so.2 libhwloc.so.15 libnuma.so.1; do
+for lib in libmunge.so.2 libhwloc.so.15 libnuma.so.1 libdbus-1.so.3 liblua5.1.so.0 libjson-c.so.5 libyaml-0.so.2; do
     [ -e "/usr/lib/x86_64-linux-gnu/$lib" ] || [ -e "/lib/x86_64-linux-gnu/$lib" ] || cp ".carry/slurm/lib/$lib" /usr/lib/x86_64-linux-gnu/
+done
+# The carried CRIU's libraries, where the loader finds them without
+# LD_LIBRARY_PATH: where root lacks CAP_SYS_RESOURCE the service dumps
+# with the job's real ids, the kernel runs cudackpt and CRIU in secure
+# mode, and the loader then ignores LD_LIBRARY_PATH (h1-d of
+# docs/runs/2026-11-29-slurm-gpu: CRIU could not load libnftables).
+for lib in .carry/criu/lib/*; do
+    name=$(basename "$lib")
+    ldconfig -p | grep -q "^\s*$name " || cp "$lib" /usr/local/lib/
 done
 ldconfig
 id munge >/dev/null 2>&1 || useradd -r -s /usr/sbin/nologin munge
-say "installed: $(slurmd -V 2>&1) $(ldd /usr/sbin/slurmd | grep -c 'not found') libraries missing"
+say "installed: $(slurmd -V 2>&1); plugins missing libraries: $(for f in /usr/lib/x86_64-linux-gnu/slurm-wlm/*.so; do ldd "$f" | grep -q 'not found' && basename "$f"; done | tr '\n' ' ')"
 
 # What the job needs, where nobody reaches it.
 cp .carry/cudackpt "$d/bin/"; chmod 755 "$d/bin/cudackpt"
@@ -56,7 +65,7 @@ chown nobody:nogroup "$d/work"; mkdir -p "$d/work/tmp"; chown nobody:nogroup "$d
 say "reference run"
 mkdir -p "$d/reference"
 (cd "$d/reference" && CUDA_VISIBLE_DEVICES=0 DDP_BACKEND=nccl NCCL_NVLS_ENABLE=0 PYTHONPATH="$d/share/src" \
-    timeout 300 "$python" -m torch.distributed.run --standalone --nproc-per-node 1 "$d/share/disk-job/ddp_loader.py" "$d/reference" 40 0 \
+    timeout 300 "$python" -m torch.distributed.run --standalone --nproc-per-node 1 "$d/share/disk-job/ddp_loader.py" "$d/reference" 24 0 \
     >"$out/reference.log" 2>&1)
 say "reference: $(wc -l <"$d/reference/losses-0.txt") losses"
 
@@ -75,7 +84,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$d/munge/munge.sock,cred_expire=10
+AuthInfo=socket=$d/munge/munge.sock,cred_expire=5
 StateSaveLocation=$d/state
 SlurmdSpoolDir=$d/spool
 SlurmctldPidFile=$d/slurmctld.pid
@@ -104,13 +113,21 @@ PartitionName=low Nodes=n1 Default=YES PriorityTier=1 PreemptMode=REQUEUE GraceT
 PartitionName=high Nodes=n1 PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP
 CONF
 echo "NodeName=n1 Name=gpu File=/dev/nvidia[0-$((gpus - 1))]" >"$d/gres.conf"
-chmod 644 "$d/slurm.conf" "$d/gres.conf"
+# slurmd sets up cgroup v2 for its steps even with proctrack/linuxproc,
+# through systemd over dbus unless told not to (the GPU host has neither).
+printf 'CgroupPlugin=autodetect\nIgnoreSystemd=yes\n' >"$d/cgroup.conf"
+mkdir -p /sys/fs/cgroup/system.slice
+chmod 644 "$d/slurm.conf" "$d/gres.conf" "$d/cgroup.conf"
 export SLURM_CONF=$d/slurm.conf
 for _ in $(seq 50); do [ -S "$d/munge/munge.sock" ] && break; sleep 0.1; done
 setsid /usr/sbin/slurmctld -D -f "$d/slurm.conf" </dev/null >"$d/log/slurmctld.out" 2>&1 & echo $! >>"$d/pids"
 setsid /usr/sbin/slurmd -D -f "$d/slurm.conf" -N n1 </dev/null >"$d/log/slurmd.out" 2>&1 & echo $! >>"$d/pids"
 for _ in $(seq 100); do sinfo -h -o %T 2>/dev/null | grep -q idle && break; sleep 0.2; done
 say "cluster: $(sinfo -h -o '%n %T %G' 2>&1)"
+if ! sinfo -h -o %T 2>/dev/null | grep -q idle; then
+    say "the node did not come up: $(grep error "$d/log/slurmd.log" | tail -3)"
+    exit 1
+fi
 
 LD_LIBRARY_PATH=$repo/.carry/criu/lib setsid "$repo/.carry/cudackpt" slurm serve --socket "$d/cudackpt.sock" \
     --store "$d/store" --criu "$repo/.carry/criu/criu" --scontrol /usr/bin/scontrol </dev/null >"$d/log/cudackpt.log" 2>&1 &
@@ -125,21 +142,21 @@ cat >"$d/work/job.sh" <<JOB
 #SBATCH --gres=gpu:1
 #SBATCH --cpus-per-task=4
 export DDP_BACKEND=nccl NCCL_NVLS_ENABLE=0 PYTHONPATH=$d/share/src TMPDIR=$d/work/tmp OMP_NUM_THREADS=1
-exec $d/bin/cudackpt slurm run --socket $d/cudackpt.sock -- $python -m cudackpt_drain.no_io_uring $python -m torch.distributed.run --standalone --nproc-per-node 1 $d/share/disk-job/ddp_loader.py $d/work 40 0.3
+exec $d/bin/cudackpt slurm run --socket $d/cudackpt.sock -- $python -m cudackpt_drain.no_io_uring $python -m torch.distributed.run --standalone --nproc-per-node 1 $d/share/disk-job/ddp_loader.py $d/work 24 0.3
 JOB
 chmod 755 "$d/work/job.sh"
 job=$(cd "$d/work" && setpriv --reuid=65534 --regid=65534 --clear-groups sbatch --parsable "$d/work/job.sh")
 say "submitted job $job"
-for _ in $(seq 300); do [ "$(wc -l <"$d/work/losses-0.txt" 2>/dev/null || echo 0)" -ge 8 ] && break; sleep 0.3; done
+for _ in $(seq 200); do [ "$(wc -l <"$d/work/losses-0.txt" 2>/dev/null || echo 0)" -ge 6 ] && break; sleep 0.3; done
 say "job at step $(wc -l <"$d/work/losses-0.txt" 2>/dev/null): $(scontrol show job -d "$job" | grep -o 'GRES=[^ ]*' | head -1)"
-high=$(sbatch --parsable -p high --gres=gpu:$gpus -c 1 -D "$d" --wrap "sleep 25")
+high=$(sbatch --parsable -p high --gres=gpu:$gpus -c 1 -D "$d" --wrap "sleep 10")
 blocker=0
 if [ "$gpus" -gt 1 ]; then
     sleep 2
     blocker=$(sbatch --parsable -p high --gres=gpu:1 -c 1 -D "$d" --wrap "sleep 600")
 fi
 say "preemptor $high (all $gpus GPUs, 25 s), blocker $blocker (one GPU, 0 for none)"
-for _ in $(seq 600); do
+for _ in $(seq 240); do
     state=$(scontrol show job -o "$job" | grep -o 'JobState=[A-Z]*')
     { [ "$state" = "JobState=COMPLETED" ] || [ "$state" = "JobState=FAILED" ]; } && break
     sleep 0.5
