@@ -429,6 +429,21 @@ impl UsersJob {
         output
     }
 
+    /// Waits until the job's wrapper says it came back on n2 (the restored
+    /// job runs, and writes its steps, before the service's answer
+    /// reaches the wrapper), and it went on a few steps past `at`.
+    fn wait_back_on_n2(&self, id: u64, at: usize) {
+        let said = format!("job {id} came back on n2");
+        self.cluster
+            .wait("the job to come back on n2", &self.work, || {
+                std::fs::read_to_string(self.work.join("job.out")).is_ok_and(|o| o.contains(&said))
+            });
+        self.cluster
+            .wait("the job to run again on n2", &self.work, || {
+                self.step() > at + 2
+            });
+    }
+
     fn step(&self) -> usize {
         losses(&self.work, 0).lines().count()
     }
@@ -639,14 +654,7 @@ fn a_restored_job_cancelled_by_slurm_ends_with_it() {
     let (id, _high, at) = job.preempted_on_n1();
     let cluster = &job.cluster;
     cluster.scontrol(&["update", "nodename=n2", "state=resume"]);
-    cluster.wait("the job to run again on n2", &job.work, || {
-        job.step() > at + 2
-    });
-    let output = std::fs::read_to_string(job.work.join("job.out")).unwrap_or_default();
-    assert!(
-        output.contains(&format!("job {id} came back on n2")),
-        "{output}"
-    );
+    job.wait_back_on_n2(id, at);
     let scancel = cluster
         .command("scancel")
         .arg(id.to_string())
@@ -685,10 +693,7 @@ fn a_restored_job_whose_service_dies_is_stopped_by_its_wrapper() {
     let (id, _high, at) = job.preempted_on_n1();
     job.cluster
         .scontrol(&["update", "nodename=n2", "state=resume"]);
-    job.cluster
-        .wait("the job to run again on n2", &job.work, || {
-            job.step() > at + 2
-        });
+    job.wait_back_on_n2(id, at);
     job.cluster.kill_service();
     let script = job.fx.dir().join("share/disk-job/ddp_loader.py");
     job.cluster

@@ -123,9 +123,15 @@ pub fn run(settings: &RunSettings) -> i32 {
                     "job {job} (restart {restarts}) starts over: {why}"
                 ));
             }
-            _ => say(&format!(
-                "job {job} (restart {restarts}) starts over: the service did not answer"
-            )),
+            // The service went while it brought the job back: the job may
+            // be running, restored, outside Slurm's reach. Starting it over
+            // could run it twice; its snapshot is kept for a requeue.
+            _ => {
+                say(&format!(
+                    "job {job} (restart {restarts}): the snapshot service ended while it brought the job back, which may have come back: the job is not started again, so that it never runs twice (its snapshot is kept: `scontrol requeue {job}` once the node's service runs again)"
+                ));
+                return 1;
+            }
         }
     }
     let running = match restored {
