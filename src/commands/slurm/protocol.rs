@@ -45,6 +45,10 @@ pub enum Reply {
         written_unix_s: u64,
         took_ms: f64,
         root: i32,
+        /// Where its GPUs went (`OLD=NEW,...` by UUID), when Slurm named
+        /// the job's GPUs.
+        #[serde(default)]
+        gpus: Option<String>,
     },
     /// The job was not brought back: it starts over.
     NotRestored { why: String },

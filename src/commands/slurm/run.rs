@@ -109,12 +109,15 @@ pub fn run(settings: &RunSettings) -> i32 {
                 written_unix_s,
                 took_ms,
                 root,
+                gpus,
             }) => {
                 say(&format!(
-                    "job {job} came back on {node} at {} from its snapshot written on {written_on} at {} ({from}), in {:.1} s",
+                    "job {job} came back on {node} at {} from its snapshot written on {written_on} at {} ({from}), in {:.1} s{}",
                     now(),
                     at(written_unix_s),
-                    took_ms / 1e3
+                    took_ms / 1e3,
+                    gpus.map(|map| format!(", onto the GPUs Slurm gave it ({map})"))
+                        .unwrap_or_default()
                 ));
                 restored = Some(root);
             }

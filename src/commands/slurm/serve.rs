@@ -250,9 +250,10 @@ impl Service {
         }
         let mut args = vec!["undump".to_string(), images.display().to_string()];
         args.extend(self.criu_args());
-        if let Some(map) = self.gpu_map(&images, &job.record)? {
+        let gpus = self.gpu_map(&images, &job.record)?;
+        if let Some(map) = &gpus {
             args.push("--map".into());
-            args.push(map);
+            args.push(map.clone());
         }
         let started = Instant::now();
         let (report, since) = self.cudackpt(job, &args, false)?;
@@ -278,6 +279,7 @@ impl Service {
                 written_unix_s: latest.written_unix_s,
                 took_ms,
                 root,
+                gpus,
             },
             RestoredJob { root, pidfd, since },
         ))

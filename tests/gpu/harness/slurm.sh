@@ -5,9 +5,11 @@
 # by cudackpt's service, requeued, and brought back on the other GPU (a
 # blocker takes the first), finishing bit-exact against a run never
 # preempted. Slurm 22.05 and munge are Debian 12's, carried in
-# .carry/slurm (the GPU host has neither) and installed where slurmd looks
-# for slurmstepd; cudackpt and CRIU are .carry's. Run from the repository
-# root on a GPU host, as root:   slurm.sh OUTDIR
+# CARRY/slurm (the GPU host has neither) and installed where slurmd looks
+# for slurmstepd; cudackpt is CARRY's, CRIU CARRY/criu's (CARRY: .carry,
+# or the suite's --bin-dir). The scenario `slurm_preempted` runs it; by
+# hand, from the repository root on a GPU host, as root:
+#   [CARRY=DIR] [PYTHON=PYTHON] tests/gpu/harness/slurm.sh OUTDIR
 set -u
 # In a mount namespace of its own, with a /run of its own: a tmpfs, where
 # CRIU keeps its cache of kernel facts (where root lacks CAP_SYS_RESOURCE
@@ -18,6 +20,7 @@ fi
 mount -t tmpfs -o mode=755 cudackpt-run /run
 out=$1; mkdir -p "$out"
 repo=$PWD
+carry=$(realpath "${CARRY:-$repo/.carry}")
 python=${PYTHON:-$(command -v python3)}
 d=/tmp/cudackpt-slurm-gpu; rm -rf "$d"; mkdir -p "$d"/{munge,state,spool,log,share,bin,work}
 chmod 755 "$d"
@@ -38,17 +41,17 @@ finish() {
 trap finish EXIT
 
 # Slurm and munge, where their builds look.
-cp .carry/slurm/sbin/* /usr/sbin/ && cp .carry/slurm/bin/* /usr/bin/
-mkdir -p /usr/lib/x86_64-linux-gnu && cp -r .carry/slurm/lib/slurm-wlm /usr/lib/x86_64-linux-gnu/
+cp "$carry"/slurm/sbin/* /usr/sbin/ && cp "$carry"/slurm/bin/* /usr/bin/
+mkdir -p /usr/lib/x86_64-linux-gnu && cp -r "$carry/slurm/lib/slurm-wlm" /usr/lib/x86_64-linux-gnu/
 for lib in libmunge.so.2 libhwloc.so.15 libnuma.so.1 libdbus-1.so.3 liblua5.1.so.0 libjson-c.so.5 libyaml-0.so.2; do
-    [ -e "/usr/lib/x86_64-linux-gnu/$lib" ] || [ -e "/lib/x86_64-linux-gnu/$lib" ] || cp ".carry/slurm/lib/$lib" /usr/lib/x86_64-linux-gnu/
+    [ -e "/usr/lib/x86_64-linux-gnu/$lib" ] || [ -e "/lib/x86_64-linux-gnu/$lib" ] || cp "$carry/slurm/lib/$lib" /usr/lib/x86_64-linux-gnu/
 done
 # The carried CRIU's libraries, where the loader finds them without
 # LD_LIBRARY_PATH: where root lacks CAP_SYS_RESOURCE the service dumps
 # with the job's real ids, the kernel runs cudackpt and CRIU in secure
 # mode, and the loader then ignores LD_LIBRARY_PATH (h1-d of
 # docs/runs/2026-11-29-slurm-gpu: CRIU could not load libnftables).
-for lib in .carry/criu/lib/*; do
+for lib in "$carry"/criu/lib/*; do
     name=$(basename "$lib")
     ldconfig -p | grep -q "^\s*$name " || cp "$lib" /usr/local/lib/
 done
@@ -57,7 +60,7 @@ id munge >/dev/null 2>&1 || useradd -r -s /usr/sbin/nologin munge
 say "installed: $(slurmd -V 2>&1); plugins missing libraries: $(for f in /usr/lib/x86_64-linux-gnu/slurm-wlm/*.so; do ldd "$f" | grep -q 'not found' && basename "$f"; done | tr '\n' ' ')"
 
 # What the job needs, where nobody reaches it.
-cp .carry/cudackpt "$d/bin/"; chmod 755 "$d/bin/cudackpt"
+cp "$carry/cudackpt" "$d/bin/"; chmod 755 "$d/bin/cudackpt"
 cp -r tests/fixtures/disk-job clients/python/src "$d/share/"; chmod -R a+rX "$d/share"
 chown nobody:nogroup "$d/work"; mkdir -p "$d/work/tmp"; chown nobody:nogroup "$d/work/tmp"
 
@@ -129,8 +132,8 @@ if ! sinfo -h -o %T 2>/dev/null | grep -q idle; then
     exit 1
 fi
 
-LD_LIBRARY_PATH=$repo/.carry/criu/lib setsid "$repo/.carry/cudackpt" slurm serve --socket "$d/cudackpt.sock" \
-    --store "$d/store" --criu "$repo/.carry/criu/criu" --scontrol /usr/bin/scontrol </dev/null >"$d/log/cudackpt.log" 2>&1 &
+LD_LIBRARY_PATH=$carry/criu/lib setsid "$carry/cudackpt" slurm serve --socket "$d/cudackpt.sock" \
+    --store "$d/store" --criu "$carry/criu/criu" --scontrol /usr/bin/scontrol </dev/null >"$d/log/cudackpt.log" 2>&1 &
 echo $! >>"$d/pids"
 for _ in $(seq 50); do [ -S "$d/cudackpt.sock" ] && break; sleep 0.1; done
 
@@ -148,7 +151,7 @@ chmod 755 "$d/work/job.sh"
 job=$(cd "$d/work" && setpriv --reuid=65534 --regid=65534 --clear-groups sbatch --parsable "$d/work/job.sh")
 say "submitted job $job"
 for _ in $(seq 200); do [ "$(wc -l <"$d/work/losses-0.txt" 2>/dev/null || echo 0)" -ge 6 ] && break; sleep 0.3; done
-say "job at step $(wc -l <"$d/work/losses-0.txt" 2>/dev/null): $(scontrol show job -d "$job" | grep -o 'GRES=[^ ]*' | head -1)"
+say "job at step $(wc -l <"$d/work/losses-0.txt" 2>/dev/null): $(scontrol show job -d "$job" | grep -o ' GRES=[^ ]*' | head -1)"
 high=$(sbatch --parsable -p high --gres=gpu:$gpus -c 1 -D "$d" --wrap "sleep 10")
 blocker=0
 if [ "$gpus" -gt 1 ]; then
