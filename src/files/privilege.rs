@@ -57,6 +57,17 @@ pub fn standing() -> Standing {
     })
 }
 
+/// Whether this process holds CAP_SYS_RESOURCE: root on a host does; root
+/// in a container whose bounding set drops it does not, and may then not
+/// read the resource limits of another user's processes (`prlimit`),
+/// which CRIU reads of every process it dumps.
+pub fn holds_sys_resource() -> bool {
+    rustix::thread::capabilities(None).is_ok_and(|sets| {
+        sets.effective
+            .contains(rustix::thread::CapabilitySet::SYS_RESOURCE)
+    })
+}
+
 /// [`Standing::elevated`] of this process.
 pub fn elevated() -> bool {
     standing().elevated()

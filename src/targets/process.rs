@@ -204,6 +204,13 @@ fn open_pidfd(pid: i32) -> Option<Arc<OwnedFd>> {
         .map(Arc::new)
 }
 
+/// A pidfd for `pid`, outside the budget: for a process held on its own
+/// (a restored tree's, a Slurm job's), not one of a group's targets.
+pub fn pidfd_of(pid: i32) -> Option<OwnedFd> {
+    let pid = rustix::process::Pid::from_raw(pid)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+}
+
 /// Whether the process a pidfd refers to has exited (its pidfd is then
 /// readable).
 fn pidfd_exited(pidfd: &OwnedFd) -> bool {

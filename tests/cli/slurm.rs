@@ -444,6 +444,19 @@ impl UsersJob {
             });
     }
 
+    /// Waits until no process runs the job's script (wherever it runs:
+    /// below Slurm, or restored by the service).
+    fn wait_until_its_processes_end(&self, what: &str) {
+        let script = self.fx.dir().join("share/disk-job/ddp_loader.py");
+        self.cluster.wait(what, &self.work, || {
+            Command::new("pgrep")
+                .args(["-f", &script.display().to_string()])
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| !s.success())
+        });
+    }
+
     fn step(&self) -> usize {
         losses(&self.work, 0).lines().count()
     }
@@ -661,18 +674,7 @@ fn a_restored_job_cancelled_by_slurm_ends_with_it() {
         .status()
         .expect("scancel");
     assert!(scancel.success());
-    let script = job.fx.dir().join("share/disk-job/ddp_loader.py");
-    cluster.wait(
-        "every process of the cancelled job to end",
-        &job.work,
-        || {
-            Command::new("pgrep")
-                .args(["-f", &script.display().to_string()])
-                .stdout(Stdio::null())
-                .status()
-                .is_ok_and(|s| !s.success())
-        },
-    );
+    job.wait_until_its_processes_end("every process of the cancelled job to end");
     assert!(!done(&job.work), "cancelled before its end");
     assert!(
         cluster.store().join(id.to_string()).join("latest").exists(),
@@ -695,15 +697,7 @@ fn a_restored_job_whose_service_dies_is_stopped_by_its_wrapper() {
         .scontrol(&["update", "nodename=n2", "state=resume"]);
     job.wait_back_on_n2(id, at);
     job.cluster.kill_service();
-    let script = job.fx.dir().join("share/disk-job/ddp_loader.py");
-    job.cluster
-        .wait("every process of the job to end", &job.work, || {
-            Command::new("pgrep")
-                .args(["-f", &script.display().to_string()])
-                .stdout(Stdio::null())
-                .status()
-                .is_ok_and(|s| !s.success())
-        });
+    job.wait_until_its_processes_end("every process of the job to end");
     job.cluster.wait("Slurm to see the job end", &job.work, || {
         job.cluster.job_field(id, "JobState") == "FAILED"
     });

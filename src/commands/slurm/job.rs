@@ -104,7 +104,7 @@ pub struct AskingJob {
 /// Identifies the job of the process `pid` (uid `uid`, as the socket's
 /// peer credentials say), asking Slurm's controller through `scontrol`.
 pub fn identify(pid: i32, uid: u32, scontrol: &std::path::Path) -> Result<AskingJob, String> {
-    let asker_pidfd = pidfd(pid).ok_or_else(|| format!("PID {pid} is gone"))?;
+    let asker_pidfd = process::pidfd_of(pid).ok_or_else(|| format!("PID {pid} is gone"))?;
     let status = process::read_status(pid)
         .ok()
         .flatten()
@@ -113,7 +113,8 @@ pub fn identify(pid: i32, uid: u32, scontrol: &std::path::Path) -> Result<Asking
         return Err(format!("PID {pid} changed its user ids since it connected"));
     }
     let stepd = status.ppid;
-    let stepd_pidfd = pidfd(stepd).ok_or_else(|| format!("PID {pid}'s parent is gone"))?;
+    let stepd_pidfd =
+        process::pidfd_of(stepd).ok_or_else(|| format!("PID {pid}'s parent is gone"))?;
     let stepd_status = process::read_status(stepd).ok().flatten();
     let is_stepd = stepd_status
         .as_ref()
@@ -176,11 +177,6 @@ pub fn show_job(scontrol: &std::path::Path, job: u64) -> Result<JobRecord, Strin
             crate::targets::name::printable(String::from_utf8_lossy(&output.stderr).trim())
         )
     })
-}
-
-fn pidfd(pid: i32) -> Option<OwnedFd> {
-    let pid = rustix::process::Pid::from_raw(pid)?;
-    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
 }
 
 #[cfg(test)]

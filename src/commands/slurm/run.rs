@@ -140,17 +140,15 @@ pub fn run(settings: &RunSettings) -> i32 {
     let running = match restored {
         Some(root) => Some(Job::Restored {
             root,
-            pidfd: rustix::process::Pid::from_raw(root).and_then(|pid| {
-                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
-            }),
+            pidfd: crate::targets::process::pidfd_of(root),
         }),
         None => spawn(&settings.command, &tx),
     };
     supervise(Some(service), Some((job, node)), running, &rx)
 }
 
-/// Runs `command` with no service: signals forwarded, its status
-/// returned.
+/// Runs `command` as it would run without cudackpt (Slurm's signals reach
+/// it as they reach every process of the job): its status.
 fn plain(command: &[OsString]) -> i32 {
     match std::process::Command::new(&command[0])
         .args(&command[1..])
@@ -214,8 +212,8 @@ fn connect(
         Ok(_) => return Err("the snapshot service said nothing".into()),
         Err(e) => return Err(format!("the snapshot service: {e}")),
     };
+    // One socket behind both descriptors: its timeout is theirs.
     let _ = stream.set_read_timeout(None);
-    let _ = reader.get_ref().set_read_timeout(None);
     std::thread::spawn(move || {
         while let Ok(Some(said)) = receive::<Reply>(&mut reader) {
             if tx.send(Event::Replied(said)).is_err() {

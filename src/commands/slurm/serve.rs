@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 use super::job::{self, AskingJob};
 use super::protocol::{receive, send, Ask, Reply};
 use super::store::{Latest, Store};
+use crate::commands::disk::manifest::Manifest;
+use crate::commands::disk::undump_checks::restored_tree;
 
 /// What the service is given.
 #[derive(Debug, Clone)]
@@ -62,9 +64,9 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
     }
     let store = Store::open(&settings.store)?;
     let listener = listen(&settings.socket)?;
-    crate::commands::disk::undump_checks::restored_tree::become_subreaper()
+    restored_tree::become_subreaper()
         .map_err(|e| format!("cannot become a child subreaper: {e}"))?;
-    let as_the_job = !holds_sys_resource();
+    let as_the_job = !crate::files::privilege::holds_sys_resource();
     if as_the_job {
         prime_criu(settings.criu.as_deref());
     }
@@ -184,7 +186,7 @@ impl Service {
                 !crate::targets::process::pidfd_exit_within(&r.pidfd, Some(Duration::ZERO))
                     .unwrap_or(true);
             if running {
-                let killed = kill_tree(r.root, r.since);
+                let killed = restored_tree::kill_trees(&[r.root], r.since);
                 say(&format!(
                     "job {id}'s wrapper is gone: its restored processes {} are killed",
                     crate::vocabulary::prose::pids(&killed)
@@ -241,7 +243,7 @@ impl Service {
     /// wrapper, and the job now running.
     fn restore(&self, job: &AskingJob) -> Result<(Reply, RestoredJob), String> {
         let id = job.record.job;
-        let (images, latest) = self.store.latest(id)?;
+        let (images, latest, manifest) = self.store.latest(id)?;
         if latest.uid != job.record.uid {
             return Err(format!(
                 "the snapshot of job {id} is uid {}'s, and the job now uid {}'s",
@@ -250,7 +252,7 @@ impl Service {
         }
         let mut args = vec!["undump".to_string(), images.display().to_string()];
         args.extend(self.criu_args());
-        let gpus = self.gpu_map(&images, &job.record)?;
+        let gpus = gpu_map(&manifest, &job.record)?;
         if let Some(map) = &gpus {
             args.push("--map".into());
             args.push(map.clone());
@@ -263,9 +265,8 @@ impl Service {
             .and_then(|r| i32::try_from(r).ok())
             .ok_or_else(|| "the undump named no restored process".to_string())?;
         self.waited_lock().insert(root);
-        let pid = rustix::process::Pid::from_raw(root).ok_or("a restored PID of 0")?;
-        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
-            .map_err(|e| format!("the restored job (PID {root}) is gone: {e}"))?;
+        let pidfd = crate::targets::process::pidfd_of(root)
+            .ok_or_else(|| format!("the restored job (PID {root}) is gone"))?;
         say(&format!(
             "job {id} restored on {} from {} in {:.1} s: PID {root}",
             job.record.batch_host,
@@ -406,40 +407,6 @@ impl Service {
             .collect()
     }
 
-    /// `OLD=NEW,...` from the snapshot's GPUs to those Slurm gave the job
-    /// now, in order; `None` where Slurm names none.
-    fn gpu_map(&self, images: &Path, record: &job::JobRecord) -> Result<Option<String>, String> {
-        if record.gpu_indices.is_empty() {
-            return Ok(None);
-        }
-        let manifest =
-            std::fs::read_to_string(images.join(crate::commands::disk::manifest::FILE_NAME))
-                .ok()
-                .and_then(|m| serde_json::from_str::<serde_json::Value>(&m).ok())
-                .ok_or("the snapshot's manifest cannot be read")?;
-        let old: Vec<String> = manifest["gpus"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|g| g["uuid"].as_str().map(str::to_string))
-            .collect();
-        let inventory = crate::gpu::inventory::Inventory::loading(None);
-        let listing = inventory.without_cuda().ok_or("this host lists no GPU")?;
-        let new: Vec<String> = record
-            .gpu_indices
-            .iter()
-            .map(|&i| {
-                listing
-                    .gpus
-                    .iter()
-                    .find(|g| g.index == i as usize)
-                    .map(|g| g.uuid.to_string())
-                    .ok_or_else(|| format!("Slurm gave GPU {i}, which this host does not list"))
-            })
-            .collect::<Result<_, _>>()?;
-        map_in_order(&old, &new).map(Some)
-    }
-
     /// Runs `cudackpt --json ARGS` in the job's network namespace: its
     /// report and when (clock ticks since boot) it started, on success,
     /// else why it failed. CRIU restores a job into
@@ -532,18 +499,15 @@ impl Service {
         let mut seen: BTreeSet<i32> = BTreeSet::new();
         loop {
             std::thread::sleep(Duration::from_secs(1));
-            let me = std::process::id() as i32;
-            let zombies: BTreeSet<i32> =
-                crate::commands::disk::undump_checks::restored_tree::children_since(0)
-                    .into_iter()
-                    .filter(|&pid| pid != me)
-                    .filter(|&pid| {
-                        crate::targets::process::read_status(pid)
-                            .ok()
-                            .flatten()
-                            .is_some_and(|s| s.state == 'Z')
-                    })
-                    .collect();
+            let zombies: BTreeSet<i32> = restored_tree::children_since(0)
+                .into_iter()
+                .filter(|&pid| {
+                    crate::targets::process::read_status(pid)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|s| s.state == 'Z')
+                })
+                .collect();
             let waited = self.waited_lock().clone();
             for &pid in zombies.intersection(&seen) {
                 if !waited.contains(&pid) {
@@ -588,17 +552,6 @@ fn signalled(restored: Option<&RestoredJob>, signal: i32) -> Reply {
     }
 }
 
-/// Whether this process holds CAP_SYS_RESOURCE: root on a host does; root
-/// in a container whose bounding set drops it does not, and cannot read
-/// the resource limits of another user's processes, which CRIU reads of
-/// every process it dumps.
-fn holds_sys_resource() -> bool {
-    rustix::thread::capabilities(None).is_ok_and(|sets| {
-        sets.effective
-            .contains(rustix::thread::CapabilitySet::SYS_RESOURCE)
-    })
-}
-
 /// Runs `criu check` as root once, so that CRIU caches what the kernel
 /// can do (in its run directory, where that is a tmpfs): a dump with a
 /// job's real ids is run by the kernel in secure mode, in which CRIU's
@@ -616,6 +569,30 @@ fn prime_criu(criu: Option<&Path>) {
         criu.display(),
         checked.map_or_else(|e| e.to_string(), |s| s.to_string())
     ));
+}
+
+/// `OLD=NEW,...` from the snapshot's GPUs (its manifest's) to those Slurm
+/// gave the job now, in order; `None` where Slurm names none.
+fn gpu_map(manifest: &Manifest, record: &job::JobRecord) -> Result<Option<String>, String> {
+    if record.gpu_indices.is_empty() {
+        return Ok(None);
+    }
+    let old: Vec<String> = manifest.gpus.iter().map(|g| g.uuid.clone()).collect();
+    let inventory = crate::gpu::inventory::Inventory::loading(None);
+    let listing = inventory.without_cuda().ok_or("this host lists no GPU")?;
+    let new: Vec<String> = record
+        .gpu_indices
+        .iter()
+        .map(|&i| {
+            listing
+                .gpus
+                .iter()
+                .find(|g| g.index == i as usize)
+                .map(|g| g.uuid.to_string())
+                .ok_or_else(|| format!("Slurm gave GPU {i}, which this host does not list"))
+        })
+        .collect::<Result<_, _>>()?;
+    map_in_order(&old, &new).map(Some)
 }
 
 /// The map from the snapshot's GPUs to the job's new ones, in order
@@ -636,14 +613,10 @@ pub fn map_in_order(old: &[String], new: &[String]) -> Result<String, String> {
         .join(","))
 }
 
-/// The one child of the wrapper `asker`: the job's command.
+/// The one child of the wrapper `asker` (its main thread's, the one that
+/// starts it): the job's command.
 fn only_child(asker: i32) -> Result<i32, String> {
-    let children = std::fs::read_to_string(format!("/proc/{asker}/task/{asker}/children"))
-        .map_err(|e| format!("cannot list the wrapper's children: {e}"))?;
-    let children: Vec<i32> = children
-        .split_whitespace()
-        .filter_map(|c| c.parse().ok())
-        .collect();
+    let children = restored_tree::children_of_task(asker, asker);
     match children.as_slice() {
         [one] => Ok(*one),
         [] => Err("the job's command is not running".into()),
@@ -652,12 +625,6 @@ fn only_child(asker: i32) -> Result<i32, String> {
             many.len()
         )),
     }
-}
-
-/// Kills the restored job rooted at `root` (the service's child) and its
-/// descendants: the PIDs killed.
-fn kill_tree(root: i32, since: u64) -> Vec<i32> {
-    crate::commands::disk::undump_checks::restored_tree::kill_trees(&[root], since)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::commands::disk::manifest::{self, Manifest};
 use crate::files::SafeDir;
 
 /// The store, its root held.
@@ -82,9 +83,10 @@ impl Store {
         Ok(())
     }
 
-    /// Job `job`'s last complete snapshot: its directory and record, when
-    /// its record names one whose manifest says it is complete.
-    pub fn latest(&self, job: u64) -> Result<(PathBuf, Latest), String> {
+    /// Job `job`'s last complete snapshot: its directory, record and
+    /// manifest, when its record names one whose manifest says it is
+    /// complete.
+    pub fn latest(&self, job: u64) -> Result<(PathBuf, Latest, Manifest), String> {
         let dir = SafeDir::open_existing(&self.root.path().join(job.to_string()))
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("no snapshot of job {job} in {}", self.root.path().display()))?;
@@ -113,23 +115,23 @@ impl Store {
                 dir.path().join(LATEST).display()
             ));
         }
-        let complete = SafeDir::open_existing(&images)
+        let manifest = SafeDir::open_existing(&images)
             .ok()
             .flatten()
             .and_then(|d| {
-                d.read_capped(crate::commands::disk::manifest::FILE_NAME, 16 << 20)
+                d.read_capped(manifest::FILE_NAME, manifest::CAP)
                     .ok()
                     .flatten()
             })
-            .and_then(|m| serde_json::from_str::<serde_json::Value>(&m).ok())
-            .is_some_and(|m| m["complete"] == serde_json::Value::Bool(true));
-        if !complete {
-            return Err(format!(
-                "the snapshot {} that job {job}'s record names is missing or incomplete",
-                images.display()
-            ));
-        }
-        Ok((images, latest))
+            .and_then(|m| serde_json::from_str::<Manifest>(&m).ok())
+            .filter(|m| m.complete)
+            .ok_or_else(|| {
+                format!(
+                    "the snapshot {} that job {job}'s record names is missing or incomplete",
+                    images.display()
+                )
+            })?;
+        Ok((images, latest, manifest))
     }
 
     /// Removes a snapshot that did not complete.

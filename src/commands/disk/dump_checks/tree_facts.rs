@@ -138,7 +138,7 @@ pub fn gather(pids: &[i32], criu: &std::path::Path) -> TreeFacts {
         .unwrap_or_default();
     let mut held: Vec<(i32, BTreeSet<u64>)> = Vec::new();
     // Who this cudackpt is: asked once, not once a process.
-    let (me, capable) = (ids_of_self(), may_read_any_limits());
+    let (me, capable) = (ids_of_self(), crate::files::privilege::holds_sys_resource());
     for &pid in pids {
         if let Some((group, session)) = group_and_session(pid) {
             if !pids.contains(&group) || !pids.contains(&session) {
@@ -378,15 +378,6 @@ fn ids_of_self() -> (u32, u32) {
         rustix::process::getuid().as_raw(),
         rustix::process::getgid().as_raw(),
     )
-}
-
-/// Whether this process holds CAP_SYS_RESOURCE (root on a host does; root
-/// in a container whose bounding set drops it does not).
-fn may_read_any_limits() -> bool {
-    rustix::thread::capabilities(None).is_ok_and(|sets| {
-        sets.effective
-            .contains(rustix::thread::CapabilitySet::SYS_RESOURCE)
-    })
 }
 
 /// Whether a process of real ids `me` may read the resource limits of one

@@ -45,7 +45,9 @@ pub fn kill_trees(roots: &[i32], since: u64) -> Vec<i32> {
     let mut held: Vec<(i32, OwnedFd)> = Vec::new();
     let mut queue: Vec<(i32, i32)> = roots.iter().map(|&pid| (pid, me)).collect();
     while let Some((pid, parent)) = queue.pop() {
-        let Some(fd) = pidfd_of(pid) else { continue };
+        let Some(fd) = process::pidfd_of(pid) else {
+            continue;
+        };
         // Read after the pidfd is open: a PID reused in between would
         // show another parent or an earlier start.
         let still =
@@ -70,11 +72,6 @@ pub fn kill_trees(roots: &[i32], since: u64) -> Vec<i32> {
     killed
 }
 
-fn pidfd_of(pid: i32) -> Option<OwnedFd> {
-    let pid = rustix::process::Pid::from_raw(pid)?;
-    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
-}
-
 fn parent_of(pid: i32) -> Option<i32> {
     let stat = process::read_proc_text(&format!("/proc/{pid}/stat")).ok()?;
     crate::targets::discover::parse_ppid(&stat)
@@ -92,7 +89,7 @@ fn thread_ids(pid: i32) -> Vec<i32> {
 }
 
 /// The children of one thread (`/proc/PID/task/TID/children`).
-fn children_of_task(pid: i32, tid: i32) -> Vec<i32> {
+pub fn children_of_task(pid: i32, tid: i32) -> Vec<i32> {
     process::read_proc_text(&format!("/proc/{pid}/task/{tid}/children"))
         .map(|text| parse_children(&text))
         .unwrap_or_default()
