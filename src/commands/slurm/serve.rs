@@ -572,9 +572,10 @@ fn prime_criu(criu: Option<&Path>) {
 }
 
 /// `OLD=NEW,...` from the snapshot's GPUs (its manifest's) to those Slurm
-/// gave the job now, in order; `None` where Slurm names none.
+/// gave the job now, in order; `None` where Slurm names none or the
+/// snapshot held none (an empty map is no `--map` to give).
 fn gpu_map(manifest: &Manifest, record: &job::JobRecord) -> Result<Option<String>, String> {
-    if record.gpu_indices.is_empty() {
+    if record.gpu_indices.is_empty() || manifest.gpus.is_empty() {
         return Ok(None);
     }
     let old: Vec<String> = manifest.gpus.iter().map(|g| g.uuid.clone()).collect();
