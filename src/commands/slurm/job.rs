@@ -124,8 +124,9 @@ pub fn identify(pid: i32, uid: u32, scontrol: &std::path::Path) -> Result<Asking
             "PID {pid} is not a Slurm batch step's process: its parent (PID {stepd}) is not root's slurmstepd (run `exec cudackpt slurm run -- COMMAND` as the batch script's command)"
         ));
     }
-    let cmdline = std::fs::read(format!("/proc/{stepd}/cmdline")).unwrap_or_default();
-    let (job, step) = stepd_title(&cmdline[..cmdline.len().min(4096)])
+    // Read capped, as every /proc text; its title is in the first bytes.
+    let cmdline = process::read_proc_text(&format!("/proc/{stepd}/cmdline")).unwrap_or_default();
+    let (job, step) = stepd_title(&cmdline.as_bytes()[..cmdline.len().min(4096)])
         .ok_or_else(|| format!("slurmstepd PID {stepd} does not name its job"))?;
     if step != "batch" {
         return Err(format!(
