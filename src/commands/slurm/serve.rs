@@ -165,7 +165,7 @@ impl Service {
         };
         let id = job.record.job;
         say(&format!(
-            "job {id} (uid {uid}) on {} connected, restarted {} times",
+            "job {id} (uid {uid}) on {} connected, restart count {}",
             job.record.batch_host, job.record.restarts
         ));
         tell(&Reply::Hello {
