@@ -105,6 +105,58 @@ impl ExitStatus {
         (self.code() > SIGNAL_BASE).then(|| i32::from(self.code() - SIGNAL_BASE))
     }
 
+    /// What it means in a few words, as `--help` lists it: a signal's
+    /// status is named by its signal.
+    pub fn brief(self) -> &'static str {
+        match self {
+            ExitStatus::Success => "success",
+            ExitStatus::Failed => "failed",
+            ExitStatus::Usage => "usage",
+            ExitStatus::LockTimeout => "lock timed out",
+            ExitStatus::WrongState => "wrong state",
+            ExitStatus::NoProcess => "no such (CUDA) process",
+            ExitStatus::PermissionDenied => "permission denied or untrusted path",
+            ExitStatus::DriverUnavailable => "driver unavailable",
+            ExitStatus::PreflightRefused => "refused by a pre-flight",
+            ExitStatus::RollbackFailed => "rollback failed",
+            ExitStatus::InUse => "in use by another cudackpt",
+            ExitStatus::Abandoned => "stopped by a second signal",
+            ExitStatus::DrainTimeout => "a drain not acknowledged in time",
+            ExitStatus::RebuildFailed => "a rebuild failed",
+            ExitStatus::WaitTimeout => "wait timed out",
+            ExitStatus::Hangup => "SIGHUP",
+            ExitStatus::Interrupted => "SIGINT",
+            ExitStatus::Quit => "SIGQUIT",
+            ExitStatus::User1 => "SIGUSR1",
+            ExitStatus::User2 => "SIGUSR2",
+            ExitStatus::Alarm => "SIGALRM",
+            ExitStatus::Terminated => "SIGTERM",
+            ExitStatus::CpuLimit => "SIGXCPU",
+            ExitStatus::FileSizeLimit => "SIGXFSZ",
+            ExitStatus::PowerFailing => "SIGPWR",
+        }
+    }
+
+    /// The exit statuses as `--help` lists them, every one: cudackpt's
+    /// own by number, then those of the signals, each rolled back.
+    pub fn summary() -> String {
+        let own: Vec<String> = ALL
+            .iter()
+            .filter(|status| status.signal().is_none())
+            .map(|status| format!("{} {}", status.code(), status.brief()))
+            .collect();
+        let signals: Vec<String> = ALL
+            .iter()
+            .filter(|status| status.signal().is_some())
+            .map(|status| format!("{} {}", status.code(), status.brief()))
+            .collect();
+        format!(
+            "Exit status: {}; 128 + N when signal N arrived and everything was rolled back ({}).",
+            own.join(", "),
+            signals.join(", ")
+        )
+    }
+
     /// What it means, as the man page says.
     pub fn meaning(self) -> &'static str {
         match self {

@@ -30,7 +30,7 @@ use crate::vocabulary::timeout::{
     propagate_version = true,
     max_term_width = 100
 )]
-#[command(after_long_help = AFTER_LONG_HELP)]
+#[command(after_long_help = after_long_help())]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -39,11 +39,16 @@ pub struct Cli {
     pub command: Command,
 }
 
-const AFTER_LONG_HELP: &str = "\
-Exit status: 0 success, 1 failed, 2 usage, 3 lock timed out, 4 wrong state, 5 no such (CUDA) process, \
-6 permission denied or untrusted path, 7 driver unavailable, 8 refused by pre-flight, 9 rollback failed, \
-10 in use by another cudackpt, 11 stopped by a second signal, 12 a drain not acknowledged in time, 130 interrupted and rolled back. See cudackpt(1).
+/// The top-level `--help`'s epilogue: every exit status, from the code
+/// (so a new status cannot be left out), then examples.
+fn after_long_help() -> String {
+    format!(
+        "{} See cudackpt(1).\n\n{EXAMPLES}",
+        crate::exit::ExitStatus::summary()
+    )
+}
 
+const EXAMPLES: &str = "\
 Examples:
   cudackpt state 4242                 # running, locked, checkpointed or failed
   cudackpt suspend --timeout 5s 4242 4243
@@ -182,8 +187,8 @@ impl StateArg {
 #[derive(Debug, Args, Clone)]
 pub struct TimeoutArg {
     /// How long to wait for the process's CUDA work to drain before giving
-    /// up (the process then keeps running). Milliseconds (500) or a duration
-    /// (500ms, 5s, 2m); 0, the default, waits as long as it takes.
+    /// up (exit 3; the process then keeps running). Milliseconds (500) or a
+    /// duration (500ms, 5s, 2m); 0, the default, waits as long as it takes.
     #[arg(short, long, value_name = "T", value_parser = parse_timeout, default_value = "0", allow_hyphen_values = true)]
     pub timeout: Timeout,
 }
@@ -240,6 +245,31 @@ pub struct HandshakeArg {
     /// its unit (30s, 2m, 500ms).
     #[arg(long, value_name = "T", value_parser = parse_drain_timeout, default_value = "30s", env = crate::environment::DRAIN_TIMEOUT, allow_hyphen_values = true)]
     pub drain_timeout: Duration,
+}
+
+// `check --drain`: the same settings as a locking command's --drain, but
+// a dry run sends nothing, and its help must say so.
+#[derive(Debug, Args, Clone)]
+pub struct CheckDrainArg {
+    /// Check as `suspend --drain` would: say who would be asked to drain,
+    /// who could not be (a process that does not catch the drain signal),
+    /// and what each would have to release. Sends nothing: no process is
+    /// signalled, and nothing is locked.
+    #[arg(long)]
+    pub drain: bool,
+
+    #[command(flatten)]
+    pub handshake: HandshakeArg,
+}
+
+impl CheckDrainArg {
+    /// The drain settings the check assumes.
+    pub fn settings(self) -> crate::drain::settings::DrainSettings {
+        crate::drain::settings::DrainSettings {
+            before_lock: self.drain,
+            ..self.handshake.settings()
+        }
+    }
 }
 
 impl DrainArg {
@@ -435,7 +465,7 @@ pub enum Command {
         /// The state to wait for.
         #[arg(short, long, value_name = "STATE", value_enum)]
         state: StateArg,
-        /// Give up after this long (exit 1). A duration with its unit
+        /// Give up after this long (exit 14). A duration with its unit
         /// (30s, 500ms, 2m); 0, the default, waits as long as it takes.
         #[arg(short, long, value_name = "T", value_parser = parse_duration_with_unit, default_value = "0", allow_hyphen_values = true)]
         timeout: Timeout,
@@ -463,7 +493,7 @@ pub enum Command {
         #[command(flatten)]
         targets: Targets,
         #[command(flatten)]
-        drain: DrainArg,
+        drain: CheckDrainArg,
     },
     /// Put back the processes of a cudackpt that died mid-change.
     ///

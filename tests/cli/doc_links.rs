@@ -5,35 +5,9 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use crate::support::workspace;
-
-/// The documents whose links are checked.
-fn documents() -> Vec<PathBuf> {
-    let root = workspace();
-    let mut docs: Vec<PathBuf> = [
-        "README.md",
-        "CHANGELOG.md",
-        "bench/README.md",
-        "clients/python/README.md",
-        "tests/fixtures/fake-libcuda/README.md",
-    ]
-    .iter()
-    .map(|p| root.join(p))
-    .collect();
-    for dir in ["docs", "docs/guide"] {
-        let mut found: Vec<PathBuf> = fs::read_dir(root.join(dir))
-            .expect("a docs directory")
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "md"))
-            .collect();
-        found.sort();
-        docs.extend(found);
-    }
-    docs
-}
+use crate::support::{documents, workspace};
 
 /// The Markdown of `text` outside fenced code blocks and inline code.
 fn prose(text: &str) -> String {

@@ -80,6 +80,7 @@ mod python_client;
 // schemas, help, man pages, completions, the Debian package.
 mod artifacts;
 mod doc_links;
+mod drift;
 mod errors;
 mod help;
 mod json_contract;

@@ -1446,3 +1446,30 @@ pub fn strip_colour(text: &str) -> String {
     }
     shown
 }
+
+/// The documents people read: the README, the CHANGELOG, the other
+/// READMEs, and every Markdown file in docs/ and docs/guide/.
+pub fn documents() -> Vec<PathBuf> {
+    let root = workspace();
+    let mut docs: Vec<PathBuf> = [
+        "README.md",
+        "CHANGELOG.md",
+        "bench/README.md",
+        "clients/python/README.md",
+        "tests/fixtures/fake-libcuda/README.md",
+    ]
+    .iter()
+    .map(|p| root.join(p))
+    .collect();
+    for dir in ["docs", "docs/guide"] {
+        let mut found: Vec<PathBuf> = fs::read_dir(root.join(dir))
+            .expect("a docs directory")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "md"))
+            .collect();
+        found.sort();
+        docs.extend(found);
+    }
+    docs
+}
