@@ -118,6 +118,10 @@ fn clap_error(error: clap::Error, args: &[OsString]) -> ExitStatus {
         let hint = format!("{what}: `{help}` lists the arguments");
         let _ = output::write_stdout(&json::usage_error(command.as_deref(), &message, &hint));
     }
+    if error.kind() == ErrorKind::DisplayVersion && args.iter().any(|a| a == "--json") {
+        let _ = output::write_stdout(&json::version(env!("CARGO_PKG_VERSION")));
+        return status;
+    }
     if status == ExitStatus::Usage {
         // Every line cudackpt writes to stderr begins with its name, clap's
         // usage errors too (clap begins them `error:`).

@@ -68,6 +68,7 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("install-compat", schema::<InstallDoc<'static>>()),
         ("progress-event", schema::<ProgressEventDoc<'static>>()),
         ("disk-command", schema::<DiskDoc<'static>>()),
+        ("version", schema::<VersionDoc<'static>>()),
         (
             "dump-manifest",
             schema::<crate::commands::disk::manifest::Manifest>(),
@@ -494,6 +495,40 @@ pub fn usage_error(command: Option<&str>, message: &str, hint: &str) -> String {
             code: None,
         },
         processes: [],
+    })
+}
+
+#[derive(Serialize, JsonSchema)]
+enum VersionMark {
+    #[serde(rename = "version")]
+    Version,
+}
+
+/// `cudackpt --json --version`: which cudackpt this is. `version` is the
+/// crate's (`0.3.0`, or `0.3.0+dev` for a build after that release),
+/// `release` the release it is or follows, `is_release` whether it is that
+/// release itself.
+#[derive(Serialize, JsonSchema)]
+struct VersionDoc<'a> {
+    schema_version: u32,
+    document: VersionMark,
+    name: &'static str,
+    version: &'a str,
+    release: &'a str,
+    is_release: bool,
+}
+
+/// The version document for `version` (pure): its release is the version
+/// without its build metadata (`+dev`).
+pub fn version(version: &str) -> String {
+    let release = version.split('+').next().unwrap_or(version);
+    to_line(&VersionDoc {
+        schema_version: SCHEMA_VERSION,
+        document: VersionMark::Version,
+        name: "cudackpt",
+        version,
+        release,
+        is_release: release == version,
     })
 }
 

@@ -23,6 +23,9 @@ fn kind_of(document: &serde_json::Value) -> &'static str {
     if document["document"] == "usage-error" {
         return "usage-error";
     }
+    if document["document"] == "version" {
+        return "version";
+    }
     // A progress event (a line of --progress-fd) says which in `event`.
     if document.get("event").is_some() {
         return "progress-event";
