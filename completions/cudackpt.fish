@@ -349,6 +349,7 @@ always\t''
 never\t''"
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l progress-fd -d 'Write progress events as JSON Lines to descriptor FD, which the caller opened (a pipe, a file, a terminal; 2 is stderr): each driver call started and ended, and each pre-flight remark, as it happens (schema/progress-event.schema.json). stdout keeps its one document' -r
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l cgroup -d 'Also weigh this cgroup\'s memory limits (and its ancestors\') against the GPU memory of its processes: a checkpoint needs that much headroom (repeatable)' -r -F
+complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l criu -d 'Check this CRIU rather than the first `criu` on PATH, as `dump --criu PATH` would run it' -r -F
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -l json -d 'Print one JSON document on stdout instead of text'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s v -l verbose -d 'Log what cudackpt does to stderr (-v for details, -vv for everything; RUST_LOG also works)'
 complete -c cudackpt -n "__fish_cudackpt_using_subcommand doctor" -s q -l quiet -d 'Print no result and no warnings; errors still go to stderr, and the exit status says the rest (as grep -q)'

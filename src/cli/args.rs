@@ -534,6 +534,10 @@ pub enum Command {
         /// that much headroom (repeatable)
         #[arg(long, value_name = "PATH")]
         cgroup: Vec<PathBuf>,
+        /// Check this CRIU rather than the first `criu` on PATH, as `dump
+        /// --criu PATH` would run it
+        #[arg(long, value_name = "PATH")]
+        criu: Option<PathBuf>,
     },
     /// Checkpoint and restore this process's own GPU memory and check that
     /// the data survives.

@@ -201,7 +201,9 @@ pub fn run(cli: Cli) -> ExitStatus {
             sink.finish(&report)
         }
         Command::Devices => sink.finish(&devices::list(&Inventory::loading(libcuda))),
-        Command::Doctor { cgroup } => sink.finish(&doctor::examine(libcuda, &cgroup)),
+        Command::Doctor { cgroup, criu } => {
+            sink.finish(&doctor::examine(libcuda, &cgroup, criu.as_deref()))
+        }
         Command::Demo { size_mib, device } => sink.finish(&demo::run(libcuda, size_mib, device)),
         Command::Completions { shell } => emit_artifact(output::write_stdout(
             &String::from_utf8_lossy(&artifacts::completions(shell)),

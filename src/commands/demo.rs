@@ -94,7 +94,7 @@ pub fn run(libcuda: Option<&Path>, size_mib: u64, device: i32) -> DemoReport {
         Ok(driver) => driver,
         Err(error) => {
             report.failure = Some(diagnose::from_load_error(&error));
-            report.diagnosis = Some(doctor::examine(libcuda, &[]));
+            report.diagnosis = Some(doctor::examine(libcuda, &[], None));
             return report;
         }
     };
@@ -102,7 +102,7 @@ pub fn run(libcuda: Option<&Path>, size_mib: u64, device: i32) -> DemoReport {
         Ok(devices) => devices.iter().find(|d| d.ordinal == device).map(Gpu::from),
         Err(error) => {
             report.failure = Some(call_failure("list the GPUs", &error));
-            report.diagnosis = Some(doctor::examine(libcuda, &[]));
+            report.diagnosis = Some(doctor::examine(libcuda, &[], None));
             return report;
         }
     };

@@ -17,6 +17,12 @@ pub mod records {
     pub use crate::ops::journal::pidlock::prune as prune_lock_files;
 }
 
+/// Where the pipeline keeps its per-process locks, and the variable
+/// that moves them (`doctor` checks the place as this user).
+pub mod places {
+    pub use crate::ops::journal::pidlock::{dir as lock_dir, DIR_VAR as LOCK_DIR_VAR};
+}
+
 /// CRIU's two faces: the list a pre-dump leaves its post-dump, the intent
 /// record a group hands to the CRIU that dumps it, and a debug build's
 /// kill points.

@@ -570,14 +570,10 @@ fn install_compat_links_only_what_only_root_can_change() {
 /// denied".
 #[test]
 fn a_user_without_a_runtime_directory_is_told_what_to_set() {
-    if !is_root() {
-        crate::support::prerequisite("run a process as another user (needs root)", false);
-        return;
-    }
     let fx = Fixture::new();
-    let bin = fx.world_runnable_cudackpt();
-    let state = fx.shared_state();
-    let target = fx.world_cuda_target(&state, Some(NOBODY));
+    let Some((bin, state, target)) = fx.nobody_with_own_target() else {
+        return;
+    };
     let pid = target.id().to_string();
     let output = fx.run_as_nobody(&bin, &["--json", "lock", &pid], &state, &[]);
     assert_eq!(output.status.code(), Some(1), "{output:?}");

@@ -3,9 +3,8 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 
-use crate::support::{fake_libcuda, fake_uuid, running_as_root, texts, Fixture};
+use crate::support::{fake_libcuda, fake_uuid, running_as_root, texts, Fixture, NOBODY};
 use crate::wire::{CheckStatus, DoctorDoc};
 
 /// The checks that do not need the driver, always present.
@@ -254,34 +253,202 @@ exit 1
     );
 }
 
-/// A `criu` on PATH is checked against what the CUDA plugin needs (4.x).
+/// A fake `criu` in a directory of its own that says `said` to
+/// `--version` and passes `criu check`; the directory.
+fn fake_criu(fx: &Fixture, name: &str, said: &str) -> std::path::PathBuf {
+    let dir = fx.dir().join(name);
+    fs::create_dir_all(&dir).expect("dir");
+    let criu = dir.join("criu");
+    fs::write(&criu, format!("#!/bin/sh\necho '{said}'\n")).expect("criu");
+    fs::set_permissions(&criu, fs::Permissions::from_mode(0o755)).expect("chmod");
+    dir
+}
+
+/// A `criu` on PATH is checked as `dump` would run it, against what the
+/// CUDA plugin needs (4.x), and its whole version is said (4.2.1 was
+/// reported as "4.2").
 #[test]
 fn doctor_checks_the_criu_version() {
     let fx = Fixture::new();
-    for (said, status) in [
-        ("Version: 4.2", CheckStatus::Ok),
-        ("Version: 3.19", CheckStatus::Warn),
-        ("no version here", CheckStatus::Warn),
+    for (said, status, hint) in [
+        ("Version: 4.2.1", CheckStatus::Ok, None),
+        ("Version: 3.19", CheckStatus::Warn, Some("4.0 or newer")),
+        (
+            "Version: 3.11",
+            CheckStatus::Warn,
+            Some("scripts/build-criu"),
+        ),
+        ("no version here", CheckStatus::Warn, Some("--criu PATH")),
     ] {
-        let dir = fx.dir().join(format!("criu-{}", said.len()));
-        fs::create_dir_all(&dir).expect("dir");
-        let criu = dir.join("criu");
-        fs::write(&criu, format!("#!/bin/sh\necho '{said}'\n")).expect("criu");
-        fs::set_permissions(&criu, fs::Permissions::from_mode(0o755)).expect("chmod");
+        let dir = fake_criu(&fx, &format!("criu-{}", said.len()), said);
         let path = format!("{}:/usr/bin:/bin", dir.display());
         let doc: DoctorDoc =
             crate::support::check_document(fx.cudackpt(&["--json", "doctor"]).env("PATH", path), 0);
         let check = doc.check_named("criu");
         assert_eq!(check.status, status, "{said}: {check:?}");
-        if status == CheckStatus::Warn {
+        if let Some(version) = said.strip_prefix("Version: ") {
             assert!(
-                check
-                    .hint
-                    .as_deref()
-                    .is_some_and(|h| h.contains("4.0 or newer")),
+                check.detail.contains(&format!("CRIU {version}")),
                 "{check:?}"
             );
         }
+        if let Some(hint) = hint {
+            assert!(
+                check.hint.as_deref().is_some_and(|h| h.contains(hint)),
+                "{said}: {check:?}"
+            );
+        }
+    }
+}
+
+/// `doctor --criu PATH` checks that CRIU, not the one on PATH, as `dump
+/// --criu PATH` would; with none anywhere it leads to the one way that
+/// works on a new kernel (`scripts/build-criu`), not to `apt install criu`.
+#[test]
+fn doctor_checks_the_criu_it_is_named_and_leads_to_one_that_starts() {
+    let fx = Fixture::new();
+    let on_path = fake_criu(&fx, "on-path", "Version: 3.19");
+    let named = fake_criu(&fx, "named", "Version: 4.2.1").join("criu");
+    let path = format!("{}:/usr/bin:/bin", on_path.display());
+    let doc: DoctorDoc = crate::support::check_document(
+        fx.cudackpt(&["--json", "doctor", "--criu", named.to_str().expect("utf-8")])
+            .env("PATH", &path),
+        0,
+    );
+    let check = doc.check_named("criu");
+    assert_eq!(check.status, CheckStatus::Ok, "{check:?}");
+    assert!(
+        check.detail.contains(&named.display().to_string()) && check.detail.contains("4.2.1"),
+        "{check:?}"
+    );
+
+    let missing = fx.dir().join("no-such-criu");
+    let doc: DoctorDoc = crate::support::check_document(
+        fx.cudackpt(&[
+            "--json",
+            "doctor",
+            "--criu",
+            missing.to_str().expect("utf-8"),
+        ])
+        .env("PATH", &path),
+        0,
+    );
+    assert_eq!(
+        doc.check_named("criu").status,
+        CheckStatus::Warn,
+        "{:?}",
+        doc.check_named("criu")
+    );
+
+    let empty = fx.dir().join("empty-path");
+    fs::create_dir_all(&empty).expect("dir");
+    let doc: DoctorDoc =
+        crate::support::check_document(fx.cudackpt(&["--json", "doctor"]).env("PATH", &empty), 0);
+    let check = doc.check_named("criu");
+    assert_eq!(check.status, CheckStatus::Info, "{check:?}");
+    let hint = check.hint.clone().unwrap_or_default();
+    assert!(
+        hint.contains("scripts/build-criu") && hint.contains("3.17"),
+        "{hint}"
+    );
+    assert!(!hint.contains("install CRIU 4.x"), "{hint}");
+    assert!(crate::support::workspace()
+        .join("scripts/build-criu")
+        .is_file());
+}
+
+/// With no driver library anywhere, doctor leads to the tutorial, which
+/// works without one (and names a file that is there).
+#[test]
+fn doctor_without_any_driver_leads_to_the_tutorial() {
+    let fx = Fixture::new();
+    let output = fx
+        .cudackpt(&["--json", "doctor"])
+        .env_remove("CUDACKPT_LIBCUDA")
+        .env("LD_LIBRARY_PATH", fx.dir())
+        .output()
+        .expect("doctor");
+    let doc: DoctorDoc = crate::support::parse_one_document(&output.stdout);
+    let library = doc.check_named("driver library");
+    if library.status != CheckStatus::Fail {
+        crate::support::prerequisite("a host without libcuda", false);
+        return;
+    }
+    assert_eq!(output.status.code(), Some(7));
+    let hint = library.hint.clone().unwrap_or_default();
+    assert!(
+        hint.contains("docs/guide/tutorial.md") && hint.contains("fake driver"),
+        "{hint}"
+    );
+    assert!(crate::support::workspace()
+        .join("docs/guide/tutorial.md")
+        .is_file());
+    // A library named on purpose is not a host without a driver.
+    let doc: DoctorDoc = fx.json(&["--libcuda", "/nonexistent/libcuda.so", "doctor"], 7);
+    let hint = doc
+        .check_named("driver library")
+        .hint
+        .clone()
+        .unwrap_or_default();
+    assert!(!hint.contains("tutorial"), "{hint}");
+}
+
+/// A user's own runtime directory for nobody (0700, theirs).
+fn runtime_of_nobody(fx: &Fixture) -> std::path::PathBuf {
+    let runtime = fx.dir().join("runtime-nobody");
+    fs::create_dir_all(&runtime).expect("runtime dir");
+    std::os::unix::fs::chown(&runtime, Some(NOBODY), Some(NOBODY)).expect("chown");
+    fs::set_permissions(&runtime, fs::Permissions::from_mode(0o700)).expect("chmod");
+    runtime
+}
+
+/// A user other than root without `XDG_RUNTIME_DIR` (a cron job, `su`
+/// without `-l`): doctor once said "checkpointing can work on this host"
+/// and the user's next `suspend` of their own process failed (exit 1, the
+/// lock directory). The harm first; then doctor, which now checks the
+/// lock and record directories as that user, fails and says what to set;
+/// with a runtime directory of their own, doctor and suspend both work.
+#[test]
+fn doctor_checks_the_directories_a_user_s_own_commands_need() {
+    let fx = Fixture::new();
+    let Some((bin, state, target)) = fx.nobody_with_own_target() else {
+        return;
+    };
+    let pid = target.id().to_string();
+    let suspend = fx.run_as_nobody(&bin, &["suspend", &pid], &state, &[]);
+    assert_eq!(suspend.status.code(), Some(1), "the harm: {suspend:?}");
+
+    let doctor = fx.run_as_nobody(&bin, &["--json", "doctor"], &state, &[]);
+    assert_eq!(doctor.status.code(), Some(1), "{doctor:?}");
+    let doc: DoctorDoc = crate::support::parse_one_document(&doctor.stdout);
+    for name in ["lock directory", "record directory"] {
+        let check = doc.check_named(name);
+        assert_eq!(check.status, CheckStatus::Fail, "{check:?}");
+        assert!(
+            check
+                .hint
+                .as_deref()
+                .is_some_and(|h| h.contains("XDG_RUNTIME_DIR")),
+            "{check:?}"
+        );
+    }
+
+    let runtime = runtime_of_nobody(&fx);
+    let env = [("XDG_RUNTIME_DIR", runtime.as_os_str())];
+    let doctor = fx.run_as_nobody(&bin, &["--json", "doctor"], &state, &env);
+    assert_eq!(doctor.status.code(), Some(0), "{doctor:?}");
+    let doc: DoctorDoc = crate::support::parse_one_document(&doctor.stdout);
+    for name in ["lock directory", "record directory"] {
+        assert_eq!(
+            doc.check_named(name).status,
+            CheckStatus::Ok,
+            "{:?}",
+            doc.check_named(name)
+        );
+    }
+    for command in ["suspend", "resume"] {
+        let output = fx.run_as_nobody(&bin, &[command, &pid], &state, &env);
+        assert_eq!(output.status.code(), Some(0), "{command}: {output:?}");
     }
 }
 
@@ -290,22 +457,24 @@ fn doctor_checks_the_criu_version() {
 #[test]
 fn doctor_tells_an_unprivileged_user_what_they_can_do() {
     let fx = Fixture::new();
-    let mut command = if running_as_root() {
+    let output = if running_as_root() {
         let bin = fx.world_runnable_cudackpt();
-        let mut nobody = fx.command_for(&bin, &["--json", "doctor"]);
-        nobody
-            .uid(65534)
-            .gid(65534)
-            .current_dir("/")
-            .env("CUDACKPT_LIBCUDA", fx.world_fake());
-        assert_cmd::Command::from_std(nobody)
+        let state = fx.shared_state();
+        let runtime = runtime_of_nobody(&fx);
+        fx.run_as_nobody(
+            &bin,
+            &["--json", "doctor"],
+            &state,
+            &[("XDG_RUNTIME_DIR", runtime.as_os_str())],
+        )
     } else if crate::support::privileged() {
         crate::support::prerequisite("drop CAP_SYS_PTRACE as this user", false);
         return;
     } else {
-        fx.cudackpt(&["--json", "doctor"])
+        fx.cudackpt(&["--json", "doctor"]).output().expect("doctor")
     };
-    let doc: DoctorDoc = crate::support::check_document(&mut command, 0);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let doc: DoctorDoc = crate::support::parse_one_document(&output.stdout);
     let check = doc.check_named("privileges");
     assert_eq!(check.status, CheckStatus::Warn, "{check:?}");
     assert!(

@@ -209,14 +209,18 @@ fn the_package_names_its_dependencies_and_follows_cargo_s_target_dir() {
         "{deb} is not under $CARGO_TARGET_DIR/debian"
     );
     let fields = Command::new("dpkg-deb")
-        .args(["-f", &deb, "Depends", "Suggests"])
+        .args(["-f", &deb, "Depends", "Suggests", "Description"])
         .output()
         .expect("dpkg-deb -f");
     let fields = String::from_utf8_lossy(&fields.stdout);
     assert!(
-        fields.contains("Depends: libc6 (>= 2.34), libgcc-s1") && fields.contains("Suggests: criu"),
+        fields.contains("Depends: libc6 (>= 2.34), libgcc-s1"),
         "{fields}"
     );
+    // Debian 12's criu cannot start on new kernels: the package does not
+    // point at it, and says the way that works.
+    assert!(!fields.contains("Suggests: criu"), "{fields}");
+    assert!(fields.contains("scripts/build-criu"), "{fields}");
 
     let missing = Command::new(workspace().join("scripts").join("build-deb"))
         .args(["--binary", "/nonexistent/cudackpt", "--out"])

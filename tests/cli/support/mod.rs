@@ -1234,6 +1234,20 @@ impl Fixture {
             .expect("cudackpt as nobody")
     }
 
+    /// What a test of another user's cudackpt starts from: the binary
+    /// every user may run, the fake's shared state, and a CUDA process of
+    /// nobody's own; `None` (said as a missing prerequisite) unless root.
+    pub fn nobody_with_own_target(&self) -> Option<(PathBuf, PathBuf, Guard)> {
+        if !running_as_root() {
+            prerequisite("run a process as another user (needs root)", false);
+            return None;
+        }
+        let bin = self.world_runnable_cudackpt();
+        let state = self.shared_state();
+        let target = self.world_cuda_target(&state, Some(NOBODY));
+        Some((bin, state, target))
+    }
+
     /// Copies the cudackpt binary and the fake libcuda into a directory
     /// every user can enter, for runs under another uid (the build
     /// directory may be private, as in a clone under a 0700 directory).

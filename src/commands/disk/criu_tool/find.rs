@@ -40,7 +40,7 @@ pub enum CriuUnusable {
 }
 
 /// How to get a CRIU that starts here.
-pub const BUILD_HINT: &str = "build CRIU 4.2.1 or newer from source (`scripts/build-criu` in cudackpt's source does it; the guide's docs/guide/disk.md: Debian 12's criu 3.17 cannot start on kernels from 6.13 on), then name it with --criu PATH or put it first on PATH";
+pub const BUILD_HINT: &str = "build CRIU 4.2.1 or newer from source: `scripts/build-criu` in cudackpt's source does it (Debian 12's `apt install criu` gives 3.17, which cannot start on kernels from 6.13 on; the guide's Install chapter says more), then name it with --criu PATH or put it first on PATH";
 
 impl CriuUnusable {
     /// What to do about it.
@@ -53,9 +53,7 @@ impl CriuUnusable {
             CriuUnusable::NoVersion { .. } => {
                 "name a working CRIU binary with --criu PATH (`criu --version` must answer)"
             }
-            CriuUnusable::TooOld { .. } => {
-                "install a newer CRIU (4.x recommended), or name one with --criu PATH"
-            }
+            CriuUnusable::TooOld { .. } => BUILD_HINT,
         }
     }
 }

@@ -2,56 +2,20 @@
 //! found and, when something is missing, what to do. Works with or without a
 //! GPU or driver; the exit status is 0 only when checkpointing can work.
 
+mod check;
+mod criu;
+mod places;
+
+pub use check::{Check, Status};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use crate::commands::devices;
-use crate::commands::disk::criu_tool::find as criu_tool;
 use crate::commands::headroom;
 use crate::driver::{format_version, Driver, CHECKPOINT_FUNCTIONS};
 use crate::exit::ExitStatus;
 use crate::gpu::inventory::{Gpu, Inventory};
 use crate::targets::process::Privileges;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Ok,
-    Warn,
-    Fail,
-    Info,
-}
-
-#[derive(Debug, Clone)]
-pub struct Check {
-    pub name: &'static str,
-    pub status: Status,
-    pub detail: String,
-    pub hint: Option<String>,
-    /// The exit status a failure of this check means.
-    pub exit: ExitStatus,
-}
-
-impl Check {
-    fn new(name: &'static str, status: Status, detail: impl Into<String>) -> Check {
-        Check {
-            name,
-            status,
-            detail: detail.into(),
-            hint: None,
-            exit: ExitStatus::Failed,
-        }
-    }
-
-    fn hint(mut self, hint: impl Into<String>) -> Check {
-        self.hint = Some(hint.into());
-        self
-    }
-
-    fn exit(mut self, exit: ExitStatus) -> Check {
-        self.exit = exit;
-        self
-    }
-}
 
 #[derive(Debug, Clone, Default)]
 pub struct DriverInfo {
@@ -133,15 +97,6 @@ impl DoctorReport {
             .filter(|c| c.status == Status::Fail)
             .collect()
     }
-}
-
-/// Looks a program up on PATH, as a shell would.
-fn find_on_path(program: &str) -> Option<PathBuf> {
-    crate::environment::os(crate::environment::PATH).and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(program))
-            .find(|candidate| candidate.is_file())
-    })
 }
 
 /// The transparent-huge-page mode: the host copy of a checkpoint goes
@@ -239,56 +194,6 @@ fn headroom_check(path: &Path) -> Check {
     }
 }
 
-/// The oldest CRIU whose CUDA plugin drives `cuda-checkpoint`.
-const CRIU_MIN_MAJOR: u32 = 4;
-
-fn criu_check() -> Check {
-    let Some(path) = find_on_path("criu") else {
-        return Check::new("criu", Status::Info, "not on PATH")
-            .hint("only needed to save whole processes to disk: install CRIU 4.x (its CUDA plugin uses cuda-checkpoint) or use cudackpt as an action script");
-    };
-    let said = Command::new(&path)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .unwrap_or_default();
-    let version = parse_criu_version(&said);
-    let detail = format!(
-        "{} (version {})",
-        path.display(),
-        version.map_or_else(
-            || "unknown".to_string(),
-            |(major, minor)| format!("{major}.{minor}")
-        )
-    );
-    // `--version` answers even where CRIU cannot start (Debian 12's 3.17
-    // on kernels from 6.13 on): `criu check` tells.
-    if let Err(why) = criu_tool::starts(&path) {
-        return Check::new(
-            "criu",
-            Status::Warn,
-            format!("{detail}: cannot start on this kernel (`criu check` says {why})"),
-        )
-        .hint(criu_tool::BUILD_HINT);
-    }
-    match version {
-        Some((major, _)) if major >= CRIU_MIN_MAJOR => Check::new("criu", Status::Ok, detail),
-        Some(_) => Check::new("criu", Status::Warn, detail)
-            .hint("CRIU's CUDA plugin (which runs cuda-checkpoint, or cudackpt in its place) needs CRIU 4.0 or newer; upgrade CRIU, or use cudackpt as CRIU's action script"),
-        None => Check::new("criu", Status::Warn, detail)
-            .hint("`criu --version` did not say `Version: X.Y`; CRIU's CUDA plugin needs CRIU 4.0 or newer"),
-    }
-}
-
-/// `Version: 4.2` (first line of `criu --version`) as (4, 2) (pure), as
-/// `dump` reads it.
-fn parse_criu_version(text: &str) -> Option<(u32, u32)> {
-    criu_tool::parse_version(&criu_tool::version_line(text)?)
-}
-
 /// NVML: what the host-memory pre-flight, `--verify`, `ps`'s memory column
 /// and `devices`' free memory stand on. Its absence is no warning beside a
 /// stand-in driver, whose GPUs NVML could not describe.
@@ -338,8 +243,12 @@ fn privilege_checks(privileges: &Privileges) -> Vec<Check> {
     checks
 }
 
+/// Where a host with no driver is led: every command works on the tests'
+/// fake driver.
+const TUTORIAL: &str = "the tutorial tries every command on the tests' fake driver, then drains a two-rank PyTorch job on CPU (docs/guide/tutorial.md in cudackpt's source; /usr/share/doc/cudackpt/guide/tutorial.md from the .deb)";
+
 /// Examines the host. Loads the driver from `libcuda` when given.
-pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
+pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf], criu: Option<&Path>) -> DoctorReport {
     let mut checks = Vec::new();
     let mut facts = DriverInfo {
         kernel_module_version: crate::gpu::kernel::module_version(),
@@ -352,7 +261,10 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
     match Driver::load(libcuda) {
         Err(error) => checks.push(
             Check::new("driver library", Status::Fail, error.to_string())
-                .hint(error.hint())
+                .hint(match libcuda {
+                    Some(_) => error.hint().to_string(),
+                    None => format!("{}; no GPU here? {TUTORIAL}", error.hint()),
+                })
                 .exit(ExitStatus::DriverUnavailable),
         ),
         Ok(driver) => {
@@ -368,7 +280,8 @@ pub fn examine(libcuda: Option<&Path>, cgroups: &[PathBuf]) -> DoctorReport {
     checks.extend(privilege_checks(&Privileges::current_with_ptrace_scope()));
     checks.extend(thp_check());
     checks.push(restorability_check(cuda_version));
-    checks.push(criu_check());
+    checks.extend(places::checks());
+    checks.push(criu::check(criu));
     checks.extend(cgroups.iter().map(|path| headroom_check(path)));
     DoctorReport {
         checks,
@@ -425,17 +338,6 @@ fn driver_checks(driver: &Driver, facts: &mut DriverInfo, checks: &mut Vec<Check
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_criu_version_is_read_from_its_first_line() {
-        assert_eq!(parse_criu_version("Version: 4.2\n"), Some((4, 2)));
-        assert_eq!(
-            parse_criu_version("Version: 3.19\nGitID: v3.19\n"),
-            Some((3, 19))
-        );
-        assert_eq!(parse_criu_version("Version: 4\n"), Some((4, 0)));
-        assert_eq!(parse_criu_version("criu: unknown option"), None);
-    }
 
     #[test]
     fn the_thp_mode_is_the_bracketed_one() {
