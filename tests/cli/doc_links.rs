@@ -167,3 +167,106 @@ fn the_readme_s_command_table_is_the_guide_s() {
         "commands the table leaves out: {missing:?}"
     );
 }
+
+/// mdbook, as CI installs it (`CUDACKPT_TEST_MDBOOK`) or on PATH.
+fn mdbook() -> Option<std::path::PathBuf> {
+    if let Some(named) = std::env::var_os("CUDACKPT_TEST_MDBOOK") {
+        return Some(named.into());
+    }
+    let found = std::process::Command::new("mdbook")
+        .arg("--version")
+        .output();
+    found
+        .is_ok_and(|out| out.status.success())
+        .then(|| "mdbook".into())
+}
+
+/// The relative links and sources of the HTML under `root` whose target
+/// is not there (a folder counts when it has an index.html).
+fn dead_in_html(root: &Path) -> Vec<String> {
+    let mut dead = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in fs::read_dir(&dir).expect("a book folder").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "html") {
+                continue;
+            }
+            let html = fs::read_to_string(&path).expect("a page");
+            for attribute in ["href=\"", "src=\""] {
+                for piece in html.split(attribute).skip(1) {
+                    let target = piece.split('"').next().unwrap_or_default();
+                    let file = target.split(['#', '?']).next().unwrap_or_default();
+                    let outside = file.is_empty() || file.starts_with('/') || file.contains(':');
+                    if outside {
+                        continue;
+                    }
+                    let resolved = path.parent().expect("a folder").join(file);
+                    let there = if resolved.is_dir() {
+                        resolved.join("index.html").exists()
+                    } else {
+                        resolved.exists()
+                    };
+                    if !there {
+                        dead.push(format!(
+                            "{}: {target}",
+                            path.strip_prefix(root).unwrap_or(&path).display()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    dead.sort();
+    dead.dedup();
+    dead
+}
+
+/// `mdbook build docs` builds the guide and the documents beside it into
+/// a book with no dead link (the guide's 30 links to ../benchmarks.md,
+/// ../gpu-results.md, ../driver-facts.md and ../../schema/ were dead), and
+/// where it builds by default git ignores.
+#[test]
+fn the_book_builds_with_no_dead_link() {
+    let Some(mdbook) = mdbook() else {
+        crate::support::prerequisite(
+            "build the book (mdbook: cargo install mdbook --locked, or CUDACKPT_TEST_MDBOOK)",
+            false,
+        );
+        return;
+    };
+    let out = tempfile::tempdir().expect("tempdir");
+    let built = std::process::Command::new(&mdbook)
+        .arg("build")
+        .arg(workspace().join("docs"))
+        .arg("--dest-dir")
+        .arg(out.path())
+        .output()
+        .expect("mdbook build");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    assert!(
+        out.path().join("guide/install.html").exists()
+            && out.path().join("benchmarks.html").exists()
+    );
+    let dead = dead_in_html(out.path());
+    assert!(
+        dead.is_empty(),
+        "dead links in the book:\n{}",
+        dead.join("\n")
+    );
+    let book = fs::read_to_string(workspace().join("docs/book.toml")).expect("docs/book.toml");
+    assert!(book.contains("build-dir = \"book\""), "{book}");
+    let ignored = fs::read_to_string(workspace().join(".gitignore")).expect(".gitignore");
+    assert!(
+        ignored.lines().any(|line| line == "/docs/book/"),
+        "docs/book/ is ignored"
+    );
+}

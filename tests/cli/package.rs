@@ -92,6 +92,34 @@ fn the_debian_package_installs_the_tool_its_docs_and_no_compat_link() {
         !listing.contains("cuda-checkpoint"),
         "no compat link:\n{listing}"
     );
+    expect("./usr/share/doc/cudackpt/benchmarks.md", "-rw-r--r--");
+    // The guide and the documents beside it, as installed: no link dead
+    // (the guide's links to ../benchmarks.md and ../../schema/ were).
+    let root = tempfile::tempdir().expect("tempdir");
+    let unpacked = Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&deb)
+        .arg(root.path())
+        .status()
+        .expect("dpkg-deb -x");
+    assert!(unpacked.success());
+    let checked = Command::new(workspace().join("scripts/doc-links"))
+        .arg("check")
+        .arg(root.path())
+        .arg("usr/share/doc/cudackpt")
+        .output()
+        .expect("scripts/doc-links check");
+    assert!(
+        checked.status.success(),
+        "dead links in the package's docs:\n{}",
+        String::from_utf8_lossy(&checked.stdout)
+    );
+    let json = std::fs::read_to_string(root.path().join("usr/share/doc/cudackpt/guide/json.md"))
+        .expect("json.md");
+    assert!(
+        json.contains("](../../../cudackpt/schema"),
+        "the guide's schema link points at the installed schemas"
+    );
     assert!(!listing.contains("/usr/local"), "{listing}");
 
     let tmpfiles = std::fs::read_to_string(workspace().join("packaging/tmpfiles.d-cudackpt.conf"))
