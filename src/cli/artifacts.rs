@@ -417,13 +417,27 @@ pub fn man_pages() -> io::Result<Vec<(String, Vec<u8>)>> {
     Ok(pages)
 }
 
-/// cudackpt.1 alone (what `cudackpt man` prints).
-pub fn root_man_page() -> Vec<u8> {
+/// One page: cudackpt.1 (`command` None, what `cudackpt man` shows), or
+/// a command's (`cudackpt man dump`: cudackpt-dump.1); None for a command
+/// cudackpt does not have.
+pub fn man_page(command: Option<&str>) -> Option<Vec<u8>> {
+    let file = command.map_or_else(|| "cudackpt.1".to_string(), |c| format!("cudackpt-{c}.1"));
     man_pages()
-        .ok()
-        .and_then(|pages| pages.into_iter().next())
+        .ok()?
+        .into_iter()
+        .find(|(name, _)| *name == file)
         .map(|(_, page)| page)
-        .unwrap_or_default()
+}
+
+/// The commands that have a page of their own (`cudackpt man COMMAND`).
+pub fn man_page_commands() -> Vec<String> {
+    let mut command = Cli::command().disable_help_subcommand(true);
+    command.build();
+    command
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set())
+        .map(|s| s.get_name().to_string())
+        .collect()
 }
 
 /// Writes every man page into `dir` (created if needed) for the user

@@ -208,12 +208,15 @@ pub fn run(cli: Cli) -> ExitStatus {
         Command::Completions { shell } => emit_artifact(output::write_stdout(
             &String::from_utf8_lossy(&artifacts::completions(shell)),
         )),
-        Command::Man { dir: None } => match output::man_page::show(&artifacts::root_man_page()) {
-            Ok(true) => ExitStatus::Success,
-            Ok(false) => ExitStatus::Failed,
-            Err(error) => output::write_failed(&error, ExitStatus::Success),
-        },
-        Command::Man { dir: Some(dir) } => write_man_pages(&dir),
+        Command::Man { dir: None, command } => {
+            let page = artifacts::man_page(command.as_deref()).unwrap_or_default();
+            match output::man_page::show(&page) {
+                Ok(true) => ExitStatus::Success,
+                Ok(false) => ExitStatus::Failed,
+                Err(error) => output::write_failed(&error, ExitStatus::Success),
+            }
+        }
+        Command::Man { dir: Some(dir), .. } => write_man_pages(&dir),
         Command::InstallCompat {
             dir,
             force,

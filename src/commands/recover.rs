@@ -119,6 +119,13 @@ pub fn run(
         stop: &stop_asked,
     };
     let mut report = recover_where(libcuda, dry_run, &|_| true, &bounds);
+    if report.processes.is_empty() && report.failure.is_none() && report.warnings.is_empty() {
+        // Said, not silent: a person who runs recover wants to know that
+        // there was nothing, and a script reads the same in `warnings`.
+        report.warnings.push(
+            "nothing to recover: no cudackpt that died mid-change left a record here".to_string(),
+        );
+    }
     if !dry_run && !stop_asked() {
         // Housekeeping: the lock files of processes gone since (a live
         // process keeps its file between commands; see pidlock).

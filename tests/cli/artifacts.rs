@@ -363,3 +363,28 @@ fn the_man_page_is_formatted_on_a_terminal_and_raw_into_a_pipe() {
     assert!(text.contains("General Commands Manual"), "{text}");
     assert!(!text.contains(".TH cudackpt"), "{text}");
 }
+
+/// `cudackpt man dump` shows a command's own page (it was refused: the
+/// subcommand pages needed `--dir` and `man -l` without the .deb); into a
+/// pipe it is the committed page; a command with no page is a usage
+/// error that lists those that have one.
+#[test]
+fn man_shows_a_command_s_own_page() {
+    let fx = Fixture::new();
+    let raw = fx.cudackpt(&["man", "dump"]).output().expect("man dump");
+    assert!(raw.status.success(), "{raw:?}");
+    let committed = fs::read(workspace().join("man/cudackpt-dump.1")).expect("man/cudackpt-dump.1");
+    assert_eq!(raw.stdout, committed);
+    let wrong = fx.cudackpt(&["man", "dumps"]).output().expect("man dumps");
+    assert_eq!(wrong.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        said.contains("\"dumps\"") && said.contains("undump"),
+        "{said}"
+    );
+    let both = fx
+        .cudackpt(&["man", "dump", "--dir", "x"])
+        .output()
+        .expect("man dump --dir");
+    assert_eq!(both.status.code(), Some(2));
+}

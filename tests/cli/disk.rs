@@ -122,6 +122,7 @@ impl Orphan {
         if ours {
             let _ = Command::new("kill")
                 .args(["-9", &self.0.to_string()])
+                .stderr(std::process::Stdio::null())
                 .status();
         }
     }

@@ -33,7 +33,7 @@ pub(crate) fn python_with_torch() -> Option<PathBuf> {
 pub(crate) fn needed_python_with_torch() -> Option<PathBuf> {
     let python = python_with_torch();
     prerequisite(
-        "a Python with torch (CUDACKPT_TEST_PYTHON)",
+        "find a Python with torch (CUDACKPT_TEST_PYTHON)",
         python.is_some(),
     )
     .then_some(python)

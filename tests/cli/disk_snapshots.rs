@@ -91,6 +91,7 @@ fn a_crashed_job_s_snapshot_comes_back_at_once_over_its_time_wait_sockets() {
     // The crash: the server's end closes first, then the client's.
     Command::new("kill")
         .args(["-9", &job.0.to_string()])
+        .stderr(std::process::Stdio::null())
         .status()
         .expect("kill");
     wait_until("the server to be gone", || !exists(job.0));
@@ -191,6 +192,7 @@ fn an_ended_job_s_snapshot_comes_back_with_its_socket_directory_made_again() {
     // The job ends, as Python's does, taking its directory away.
     Command::new("kill")
         .args(["-9", &job.0.to_string()])
+        .stderr(std::process::Stdio::null())
         .status()
         .expect("kill");
     wait_until("the job to be gone", || !exists(job.0));
@@ -413,6 +415,7 @@ fn a_python_launcher_s_output_that_grew_is_cut_back() {
     std::fs::write(&log, "before\nand after the snapshot\n").expect("the log grows");
     Command::new("kill")
         .args(["-9", &pid.to_string()])
+        .stderr(std::process::Stdio::null())
         .status()
         .expect("kill");
     wait_until("the job to be gone", || !exists(pid));

@@ -222,7 +222,10 @@ fn holds_a_packet_socket(pid: i32) -> bool {
 }
 
 fn kill_and_wait(pid: i32) {
-    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .stderr(std::process::Stdio::null())
+        .status();
     wait_until("the restored process to go", || !alive(pid));
 }
 
@@ -341,7 +344,7 @@ fn a_manifest_s_text_starts_no_line_of_its_own() {
 #[test]
 fn the_stage_is_bounded_before_it_is_filled() {
     if !crate::support::prerequisite(
-        "root, to give nobody images and the undump a small run directory",
+        "give nobody images and the undump a small run directory (needs root)",
         crate::support::running_as_root(),
     ) {
         return;

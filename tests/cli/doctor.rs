@@ -371,7 +371,7 @@ fn doctor_without_any_driver_leads_to_the_tutorial() {
     let doc: DoctorDoc = crate::support::parse_one_document(&output.stdout);
     let library = doc.check_named("driver library");
     if library.status != CheckStatus::Fail {
-        crate::support::prerequisite("a host without libcuda", false);
+        crate::support::prerequisite("run on a host without libcuda", false);
         return;
     }
     assert_eq!(output.status.code(), Some(7));

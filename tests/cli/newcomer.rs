@@ -85,7 +85,8 @@ fn the_test_runner_says_at_a_binary_s_end_which_tests_did_not_do_their_work() {
     );
     // A stand-in test binary: two tests skip for one reason, one for
     // another, then it fails.
-    let program = "for why in 'no CRIU here' 'no CRIU here' 'not root'; do \
+    let program =
+        "for why in 'no CRIU here' 'no CRIU here' 'not root' '18 of the client'\\''s tests'; do \
                    echo \"$why\" >> \"$CUDACKPT_TEST_SKIPS\"; done; echo ran; exit 3";
     let out = Command::new(&runner)
         .args(["sh", "-c", program])
@@ -100,6 +101,12 @@ fn the_test_runner_says_at_a_binary_s_end_which_tests_did_not_do_their_work() {
     );
     assert!(said.contains("  no CRIU here (2 tests)\n"), "{said}");
     assert!(said.contains("  not root (1 test)\n"), "{said}");
+    // A reason that begins with a number keeps it, and its count is said
+    // once (it read "of the client's tests (1 test) (18 tests)").
+    assert!(
+        said.contains("  18 of the client's tests (1 test)\n"),
+        "{said}"
+    );
     // Nothing skipped: nothing said, and no file left behind.
     let out = Command::new(&runner)
         .args(["sh", "-c", "echo \"$CUDACKPT_TEST_SKIPS\""])
@@ -305,4 +312,91 @@ fn every_command_the_readme_shows_is_run_by_a_test() {
         }
     }
     assert!(unrun.is_empty(), "README commands no test runs: {unrun:?}");
+}
+
+/// Every reason a test gives for not doing its work reads as what it
+/// could not do: the runner says "cannot " and the reason (it once said
+/// "cannot a Python with torch"), so each begins with a verb.
+#[test]
+fn every_skip_reason_reads_as_what_could_not_be_done() {
+    const VERBS: [&str; 17] = [
+        "act", "build", "chown", "drop", "find", "give", "make", "mount", "panic", "reuse", "run",
+        "set", "strip", "write", "use", "start", "read",
+    ];
+    let mut files = vec![workspace().join("tests")];
+    let mut wrong = Vec::new();
+    let mut seen = 0;
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(
+                std::fs::read_dir(&path)
+                    .expect("a folder")
+                    .flatten()
+                    .map(|e| e.path()),
+            );
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("a test source");
+        // Spelled in two, so that this scan does not find itself.
+        let needle = ["prereq", "uisite("].concat();
+        for call in text.split(needle.as_str()).skip(1) {
+            let call = call
+                .trim_start()
+                .trim_start_matches("&format!(")
+                .trim_start();
+            let Some(reason) = call.strip_prefix('"').and_then(|r| r.split('"').next()) else {
+                continue;
+            };
+            seen += 1;
+            let first = reason.split_whitespace().next().unwrap_or_default();
+            if !first.starts_with('{') && !VERBS.contains(&first) {
+                wrong.push(format!("{}: \"cannot {reason}\"", path.display()));
+            }
+        }
+    }
+    assert!(seen > 30, "the scan finds the reasons ({seen})");
+    assert!(
+        wrong.is_empty(),
+        "reasons that do not read after \"cannot\":\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// `undump` of a directory that is not there says it was the images
+/// directory, and which; `recover` with nothing to do says so (it printed
+/// nothing), in words and in JSON.
+#[test]
+fn a_missing_images_directory_and_nothing_to_recover_are_said() {
+    let fx = crate::support::Fixture::new();
+    let missing = fx.dir().join("no-such-images");
+    let output = fx
+        .cudackpt(&["undump", missing.to_str().expect("utf-8")])
+        .output()
+        .expect("undump");
+    assert_ne!(output.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains(&format!("the images directory {}", missing.display()))
+            && said.contains("dump --to DIR"),
+        "{said}"
+    );
+    let output = fx.cudackpt(&["recover"]).output().expect("recover");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("nothing to recover"), "{said}");
+    let output = fx
+        .cudackpt(&["--json", "recover"])
+        .output()
+        .expect("recover --json");
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one document");
+    assert_eq!(doc["ok"], true);
+    assert!(
+        doc["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.starts_with("nothing to recover")),
+        "{doc}"
+    );
 }

@@ -468,6 +468,7 @@ impl Drop for KillMapping {
         for (pid, _) in mapping(&self.0) {
             let _ = std::process::Command::new("kill")
                 .args(["-KILL", &pid.to_string()])
+                .stderr(std::process::Stdio::null())
                 .status();
         }
     }

@@ -84,8 +84,14 @@ fn undump(
         Err(why) => {
             report.failure = Some(DiskFailure::refused(
                 "images_dir",
-                why.to_string(),
-                why.hint(),
+                format!(
+                    "cannot open the images directory {}: {why}",
+                    request.from.display()
+                ),
+                format!(
+                    "{}; undump takes the directory a `cudackpt dump --to DIR` wrote (it holds manifest.json)",
+                    why.hint()
+                ),
             ));
             return report;
         }

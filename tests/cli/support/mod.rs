@@ -542,7 +542,11 @@ impl Drop for LeftRunning {
                     "the fixture's end kills PID {pid} ({}), left running",
                     comm.trim()
                 );
-                let _ = StdCommand::new("kill").args(["-9", &pid]).status();
+                // Gone already is as good: kill's complaint is no news.
+                let _ = StdCommand::new("kill")
+                    .args(["-9", &pid])
+                    .stderr(Stdio::null())
+                    .status();
             }
         }
     }
