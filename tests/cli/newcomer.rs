@@ -400,3 +400,53 @@ fn a_missing_images_directory_and_nothing_to_recover_are_said() {
         "{doc}"
     );
 }
+
+/// The part of the tutorial with torch: from PyPI alone (it installed
+/// torch from another index, which not every machine reaches), saying how
+/// much it takes; and where the venv has no torch, the client's example
+/// says what is missing and how to get it (it failed with a bare
+/// `ModuleNotFoundError`).
+#[test]
+fn the_tutorial_s_torch_step_is_pypi_s_and_the_client_says_what_is_missing() {
+    let tutorial =
+        std::fs::read_to_string(workspace().join("docs/guide/tutorial.md")).expect("tutorial");
+    let part = tutorial
+        .split("## 2. A two-rank PyTorch job, drained and resumed")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("the tutorial's part 2");
+    let commands = part
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("its commands");
+    assert!(
+        commands.contains("pip install torch ./clients/python"),
+        "{commands}"
+    );
+    assert!(
+        !commands.contains("--index-url") && !commands.contains("--extra-index-url"),
+        "{commands}"
+    );
+    assert!(
+        commands.contains("4.5 GB") && part.contains("4.5 GB"),
+        "the step says its size: {part}"
+    );
+
+    // -S: a Python without site-packages, so without torch whatever the
+    // machine has installed; the client comes from the checkout.
+    let output = Command::new("python3")
+        .args(["-S", "clients/python/examples/train_cpu.py"])
+        .current_dir(workspace())
+        .env("PYTHONPATH", workspace().join("clients/python/src"))
+        .output()
+        .expect("python3");
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("TorchMissing")
+            && said.contains("has no torch")
+            && said.contains("pip install torch"),
+        "{said}"
+    );
+}

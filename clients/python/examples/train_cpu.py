@@ -19,11 +19,15 @@ import os
 import sys
 import time
 
-import torch
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
-
 import cudackpt_drain
+
+# Where torch is missing, say so and how to get it (a bare `import torch`
+# would say only "No module named 'torch'").
+cudackpt_drain.require_torch()
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
 
 def main():

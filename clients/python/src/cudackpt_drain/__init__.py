@@ -45,6 +45,7 @@ from .forks import (
     keep_forks_dumpable,
     release_compile_workers,
 )
+from ._torch_private import TorchMissing, require_torch
 from .groups import init_process_group, install
 from .protocol import (
     DEFAULT_SIGNAL,
@@ -73,4 +74,6 @@ __all__ = [
     "drop_inherited_gpu",
     "drop_inherited_sockets",
     "release_compile_workers",
+    "require_torch",
+    "TorchMissing",
 ]

@@ -72,10 +72,43 @@ def missing() -> list:
     return absent
 
 
+#: What to do when this environment has no torch at all.
+INSTALL_HINT = (
+    "install PyTorch into this environment: `pip install torch` from PyPI (its Linux wheel "
+    "brings CUDA's libraries along: about 4.5 GB in a venv for torch 2.11; where you can "
+    "reach PyTorch's own index, a CPU-only torch is smaller), or "
+    '`pip install "cudackpt-drain[torch]"`'
+)
+
+
+class TorchMissing(ModuleNotFoundError):
+    """This environment has no torch: the client runs with the job's own
+    and never installs one, so it says what is missing and how to get it."""
+
+
+def require_torch():
+    """The job's torch module; raises TorchMissing, naming this Python and
+    what to install, where `import torch` would say only "No module named
+    'torch'"."""
+    try:
+        import torch
+    except ModuleNotFoundError as error:
+        if error.name != "torch":
+            raise
+        import sys
+
+        raise TorchMissing(
+            f"cudackpt_drain needs PyTorch {OLDEST[0]}.{OLDEST[1]} or newer, and this Python "
+            f"({sys.executable}) has no torch: {INSTALL_HINT}",
+            name="torch",
+        ) from None
+    return torch
+
+
 def check() -> None:
     """Raises ImportError saying what is wrong with this torch, if
-    anything: too old, or lacking a private name the client uses."""
-    import torch
+    anything: missing, too old, or lacking a private name the client uses."""
+    torch = require_torch()
 
     problem = version_problem(torch.__version__)
     if problem is not None:

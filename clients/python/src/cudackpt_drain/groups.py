@@ -56,7 +56,9 @@ _registered = False
 
 
 def _torch():
-    import torch
+    from . import _torch_private
+
+    torch = _torch_private.require_torch()
     import torch.distributed as dist
 
     return torch, dist
