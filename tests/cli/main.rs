@@ -82,6 +82,7 @@ mod artifacts;
 mod doc_links;
 mod drift;
 mod errors;
+mod figures;
 mod help;
 mod json_contract;
 mod newcomer;

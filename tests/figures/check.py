@@ -1,0 +1,383 @@
+#!/usr/bin/env python3
+"""The figures the docs quote, computed again from the committed runs.
+
+Each quote below is a piece of text as a document writes it and the run
+it comes from; the check computes the same text from the run's JSON (or,
+where a run's only record is its log, from the log) and fails where the
+document says something else. Rounding, as docs/benchmarks.md states it
+once: every figure is rounded half to even to the digits shown, from the
+run's unrounded values, and a ratio is taken between unrounded medians.
+
+Then coverage: every figure (a number with a unit: ms, s, GB, GiB, x, ×,
+%) in the README's headline figures must lie in a checked quote; for the
+rest of the README, docs/benchmarks.md and the guide, the figures not yet
+tied to a run are listed in tests/figures/unchecked.txt, and the check
+fails when that list is not exact (a new figure must come with its run,
+or be listed; a listed one that gets its quote leaves the list).
+
+    python3 tests/figures/check.py            # exit 1 on any difference
+    python3 tests/figures/check.py --unchecked  # print the list afresh
+    python3 tests/figures/check.py --docs DIR   # DIR's README.md and docs/
+
+tests/cli/figures.rs runs it.
+"""
+
+import json
+import os
+import re
+import statistics
+import sys
+from collections import Counter, defaultdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUNS = os.path.join(ROOT, "docs", "runs")
+UNCHECKED = os.path.join(ROOT, "tests", "figures", "unchecked.txt")
+# A number with its unit; "2 × H100" (a count of things) is no figure.
+FIGURE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?:\s?[–-]\s?\d+(?:\.\d+)?)?(?:\s?(?:ms|s|GB/s|GiB/s|GB|GiB|MiB|MB|x|%)|×(?!\s))(?![\w])")
+
+
+def run(path):
+    with open(os.path.join(RUNS, path), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def r(value, places):
+    """Half to even, to `places` digits (Python's own rounding of the
+    value's decimal text, so 0.125 -> 0.12 as written)."""
+    return f"{round(float(f'{value:.12g}'), places):.{places}f}"
+
+
+def span(values, places, dash="–"):
+    low, high = r(min(values), places), r(max(values), places)
+    return low if low == high else f"{low}{dash}{high}"
+
+
+def median(values):
+    return statistics.median(values)
+
+
+# --- the runs, read once -------------------------------------------------
+
+def latency(path):
+    """(operation, state, tool) -> median ms."""
+    rows = run(path)
+    return {(x["operation"], x["process_state"], x["tool"]): x["median_ms"] for x in rows}
+
+
+def preflight_gap(path):
+    """What the pre-flights add to a dry run: its median less that of the
+    dry run with --force (no pre-flights)."""
+    data = run(path)
+    rows = data["figures"] if isinstance(data, dict) else data
+    medians = {x["operation"]: x["median_ms"] for x in rows}
+    return medians["suspend --dry-run"] - medians["suspend --dry-run --force"]
+
+
+def throughput(path):
+    """(size MiB, tool, direction) -> median seconds."""
+    rounds = defaultdict(list)
+    for x in run(path):
+        rounds[(x["size_mib"], x["tool"], x["direction"])].append(x["seconds"])
+    return {key: median(values) for key, values in rounds.items()}
+
+
+def group_log(path, count):
+    """{mode: [(suspend, resume) per round]} of `count` processes, from the
+    bench's log (the run that measured 8 ended before its JSON)."""
+    found = defaultdict(list)
+    with open(os.path.join(RUNS, path), encoding="utf-8") as f:
+        for line in f:
+            if not line.startswith(f"group: {count} x ") or "round" not in line:
+                continue
+            for mode, suspend, resume in re.findall(r"([a-z-]+) ([0-9.]+)/([0-9.]+) s", line):
+                found[mode].append((float(suspend), float(resume)))
+    return found
+
+
+def drain(path):
+    """Medians over rounds: suspend, resume, and the slower rank's
+    acknowledgement and rebuild."""
+    rounds = run(path)["drained"]["rounds"]
+    return {
+        "suspend": median([x["suspend_s"] for x in rounds]),
+        "resume": median([x["resume_s"] for x in rounds]),
+        "acknowledged": median([max(x["acknowledged_ms"]) for x in rounds]),
+        "rebuilt": median([max(x["rebuilt_ms"]) for x in rounds]),
+    }
+
+
+def shrink_one(path):
+    """One process's shrink: median suspend of each (allocator, kind), and
+    the floor's."""
+    data = run(path)
+    out = {(job, kind): median([x["suspend_s"] for x in rounds])
+           for job, kinds in data["jobs"].items() for kind, rounds in kinds.items() if isinstance(rounds, list) and kind != "criu"}
+    out["floor"] = median([x["suspend_s"] for x in data["floor"]])
+    return out
+
+
+def shrink_ranks(path):
+    """Per allocator: what a drained rank copied (GiB) and reserved (GiB)."""
+    data = run(path)
+    return {job: {"copied": [b / 2**30 for x in rows for b in x["footprint_bytes"]],
+                  "reserved": [b / 2**30 for x in rows for b in x["reserved"]]}
+            for job, rows in data["jobs"].items()}
+
+
+def inference(path):
+    return {x["start"]: x["first_answer_s"] for x in run(path)["rows"]}
+
+
+# --- what the docs quote --------------------------------------------------
+
+REL3 = "2026-11-27-release-0.3.0/"
+PLUG = "2026-11-27-0.3.0-and-plugin/"
+REL2 = "2026-11-24-h100-release-0.2.0/"
+
+
+def quotes():
+    """(document, the text as it is written there, the same text computed
+    from the run), for every quote checked."""
+    lat3 = latency(REL3 + "x4-a/calls/latency.json")
+    lat2 = latency(REL2 + "latency.json")
+    queries = [("get-state", "running"), ("restore-tid", "running"), ("get-state", "checkpointed"), ("restore-tid", "checkpointed")]
+    locks = [("lock", "running"), ("unlock", "running"), ("lock", "checkpointed"), ("unlock", "checkpointed")]
+    running = [(op, "running") for op in ("get-state", "restore-tid", "lock", "unlock")]
+    checkpointed = [(op, "checkpointed") for op in ("get-state", "restore-tid", "lock", "unlock")]
+
+    def ratio(table, rows, over, under):
+        return [table[(op, st, over)] / table[(op, st, under)] for op, st in rows]
+
+    def medians(table, rows, tool):
+        return [table[(op, st, tool)] for op, st in rows]
+
+    tp3 = throughput(REL3 + "x4-b/calls/throughput.json")
+
+    def against_nvidia(size, direction):
+        return 100 * (tp3[(size, "cudackpt", direction)] / tp3[(size, "nvidia", direction)] - 1)
+
+    group8 = group_log(REL3 + "x4-b/calls/group.log", 8)
+    d4 = drain(REL3 + "x4-a/drain4/drain.json")
+    d2 = drain(REL3 + "x2/drain2/drain.json")
+    one = shrink_one(PLUG + "x2-c/shrink/shrink.json")
+    two = shrink_ranks(PLUG + "x2-a/shrink2/shrink.json")
+    four = shrink_ranks(REL3 + "x4-a/drain4/shrink.json")
+    served = inference(PLUG + "x2-b/disk/inference.json")
+    cold = served["cold start"]
+    dropped = served["undump, page cache dropped (1)"]
+    warm = served["undump, images in the page cache"]
+    within = max(abs(against_nvidia(size, d)) for size in (8192,) for d in ("suspend", "resume"))
+
+    readme = "README.md"
+    yield readme, "3–4 ms a call", f"{span(medians(lat3, running + checkpointed, 'cudackpt'), 0)} ms a call"
+    yield readme, "Queries take 1.04–1.14x\n  the time", f"Queries take {span(ratio(lat3, queries, 'cudackpt', 'bare'), 2)}x\n  the time"
+    yield readme, "lock and unlock 1.18–1.27x", f"lock and unlock {span(ratio(lat3, locks, 'cudackpt', 'bare'), 2)}x"
+    yield readme, "30–34x as long on a running process", f"{span(ratio(lat3, running, 'nvidia', 'cudackpt'), 0)}x as long on a running process"
+    yield readme, "278–326x on a checkpointed one\n  on a host of four H100s", f"{span(ratio(lat3, checkpointed, 'nvidia', 'cudackpt'), 0)}x on a checkpointed one\n  on a host of four H100s"
+    yield readme, "(3.8–4.5x and 65–76x on a host of one", f"({span(ratio(lat2, running, 'nvidia', 'cudackpt'), 1)}x and {span(ratio(lat2, checkpointed, 'nvidia', 'cudackpt'), 0)}x on a host of one"
+    yield readme, "medians of 60: 3.3–4.2 ms.", f"medians of 60: {span(medians(lat3, running + checkpointed, 'cudackpt'), 1)} ms."
+    yield readme, "Queries take 1.04–1.14x the time of a bare program", f"Queries take {span(ratio(lat3, queries, 'cudackpt', 'bare'), 2)}x the time of a bare program"
+    yield readme, "Lock and unlock take 1.18x on a running process, and 1.22–1.27x when\n    refused", (
+        f"Lock and unlock take {span(ratio(lat3, locks[:2], 'cudackpt', 'bare'), 2)}x on a running process, and "
+        f"{span(ratio(lat3, locks[2:], 'cudackpt', 'bare'), 2)}x when\n    refused")
+    yield readme, "takes 110–111 ms on a running process on this host\n    (30–34x), and 1.18 s on a checkpointed one (278–326x)", (
+        f"takes {span(medians(lat3, running, 'nvidia'), 0)} ms on a running process on this host\n"
+        f"    ({span(ratio(lat3, running, 'nvidia', 'cudackpt'), 0)}x), and {span([m / 1000 for m in medians(lat3, checkpointed, 'nvidia')], 2)} s "
+        f"on a checkpointed one ({span(ratio(lat3, checkpointed, 'nvidia', 'cudackpt'), 0)}x)")
+    yield readme, "it took 13.7–13.9 ms and 236–240 ms", f"it took {span(medians(lat2, running, 'nvidia'), 1)} ms and {span(medians(lat2, checkpointed, 'nvidia'), 0)} ms"
+    yield readme, (
+        "the same as NVIDIA's tool to within 1.5% at 8 GiB, and faster at 1 GiB\n"
+        "  (6% to suspend, 3% to resume): 4.69 s and 2.88 s for 8 GiB (NVIDIA's\n"
+        "  tool 4.68 s and 2.84 s)"), (
+        f"the same as NVIDIA's tool to within {r(within + 0.05, 1)}% at 8 GiB, and faster at 1 GiB\n"
+        f"  ({r(-against_nvidia(1024, 'suspend'), 0)}% to suspend, {r(-against_nvidia(1024, 'resume'), 0)}% to resume): "
+        f"{r(tp3[(8192, 'cudackpt', 'suspend')], 2)} s and {r(tp3[(8192, 'cudackpt', 'resume')], 2)} s for 8 GiB (NVIDIA's\n"
+        f"  tool {r(tp3[(8192, 'nvidia', 'suspend')], 2)} s and {r(tp3[(8192, 'nvidia', 'resume')], 2)} s)")
+    together = median([s for s, _ in group8["group"]])
+    alone = median([s for s, _ in group8["one-by-one"]])
+    yield readme, "8 × 2 GiB processes suspend together in 2.9 s, against\n  12.2 s one by one (4.2x). They resume in 3.3 s, against 7.0–7.6 s", (
+        f"8 × 2 GiB processes suspend together in {r(together, 1)} s, against\n"
+        f"  {r(alone, 1)} s one by one ({r(alone / together, 1)}x). They resume in "
+        f"{r(median([x for _, x in group8['group']]), 1)} s, against {span([x for _, x in group8['one-by-one']], 1)} s")
+    yield readme, "add 31.1 ms to a dry run on four H100s", f"add {r(preflight_gap(REL3 + 'x4-b/calls/preflight.json'), 1)} ms to a dry run on four H100s"
+    nvml = run("2026-11-26-h100x4-final/2-disk-groups-drains/pre/nvml-split.json")["nvmlInit_v2"]["init"]
+    yield readme, "alone took 22.4 ms on another four-H100 host, at `65a28f3`); 18.6 ms on\n  one H100 (release 0.2.0)", (
+        f"alone took {r(nvml, 1)} ms on another four-H100 host, at `65a28f3`); {r(preflight_gap(REL2 + 'preflight.json'), 1)} ms on\n  one H100 (release 0.2.0)")
+    groups = {(x["processes"], x["mode"], x["direction"]): x["median_s"] for x in run(PLUG + "x2-d/groups/group.json")["medians"]}
+    yield readme, "4 × 2 GiB: 2.2 s against 7.8 s (3.6x)", (
+        f"4 × 2 GiB: {r(groups[(4, 'group', 'suspend')], 1)} s against {r(groups[(4, 'one-by-one', 'suspend')], 1)} s "
+        f"({r(groups[(4, 'one-by-one', 'suspend')] / groups[(4, 'group', 'suspend')], 1)}x)")
+    yield readme, "`suspend --drain\n  --tree` 2.7 s and `resume` 2.4 s (the ranks acknowledge in 465 ms and\n  rebuild in 370 ms); two ranks on 2 × H100: 2.5 s and 1.5 s", (
+        f"`suspend --drain\n  --tree` {r(d4['suspend'], 1)} s and `resume` {r(d4['resume'], 1)} s (the ranks acknowledge in {r(d4['acknowledged'], 0)} ms and\n"
+        f"  rebuild in {r(d4['rebuilt'], 0)} ms); two ranks on 2 × H100: {r(d2['suspend'], 1)} s and {r(d2['resume'], 1)} s")
+    yield readme, "checkpoints in 4.4 s\n  instead of 17.4 s when drained first, and in 2.5 s with expandable\n  segments, 1.07x a process", (
+        f"checkpoints in {r(one[('default allocator', 'drain')], 1)} s\n  instead of {r(one[('default allocator', 'plain')], 1)} s when drained first, and in "
+        f"{r(one[('expandable segments', 'drain')], 1)} s with expandable\n  segments, {r(one[('expandable segments', 'drain')] / one['floor'], 2)}x a process")
+    yield readme, "a drained rank copies 6.87–6.88 GiB with the default\n  allocator and 4.51–4.52 GiB with expandable segments, of 22.6 GiB", (
+        f"a drained rank copies {span(two['default allocator']['copied'] + four['default allocator']['copied'], 2)} GiB with the default\n"
+        f"  allocator and {span(two['expandable segments']['copied'] + four['expandable segments']['copied'], 2)} GiB with expandable segments, of "
+        f"{span(two['default allocator']['reserved'] + four['default allocator']['reserved'], 1)} GiB")
+    yield readme, "6.0 s after `undump` against 142.1 s from a cold start (23.5×", (
+        f"{r(dropped, 1)} s after `undump` against {r(cold, 1)} s from a cold start ({r(cold / dropped, 1)}×")
+
+    bench = "docs/benchmarks.md"
+    yield bench, "The pre-flights cost **31.1 ms** in a dry run on four GPUs", (
+        f"The pre-flights cost **{r(preflight_gap(REL3 + 'x4-b/calls/preflight.json'), 1)} ms** in a dry run on four GPUs")
+    yield bench, "cudackpt is within 1.5% of NVIDIA's tool at 8 GiB, and at 1 GiB\nfaster: 6% to suspend and 3% to resume.", (
+        f"cudackpt is within {r(within + 0.05, 1)}% of NVIDIA's tool at 8 GiB, and at 1 GiB\n"
+        f"faster: {r(-against_nvidia(1024, 'suspend'), 0)}% to suspend and {r(-against_nvidia(1024, 'resume'), 0)}% to resume.")
+    yield bench, "| cold (empty inductor and Triton caches, page cache dropped) | 142.15 s |", (
+        f"| cold (empty inductor and Triton caches, page cache dropped) | {r(cold, 2)} s |")
+    yield bench, f"{r(cold / dropped, 1)}× faster than the cold start from a dropped cache, {r(cold / warm, 0)}× from a warm", (
+        f"{r(cold / dropped, 1)}× faster than the cold start from a dropped cache, {r(cold / warm, 0)}× from a warm")
+
+    disk = "docs/guide/disk.md"
+    yield disk, "answered 6.0 s after an undump from a dropped page\ncache and 4.4 s from a warm one, against 142.1 s for a cold start (23.5×\nand 32×", (
+        f"answered {r(dropped, 1)} s after an undump from a dropped page\ncache and {r(warm, 1)} s from a warm one, against {r(cold, 1)} s for a cold start ({r(cold / dropped, 1)}×\n"
+        f"and {r(cold / warm, 0)}×")
+
+
+def latency_table(path, state_label):
+    """The rows of benchmarks.md's per-call table from a latency run."""
+    table = latency(path)
+    rows = []
+    for op, st in [("get-state", "running"), ("restore-tid", "running"), ("lock", "running"), ("unlock", "running"),
+                   ("get-state", "checkpointed"), ("restore-tid", "checkpointed"), ("lock", "checkpointed"), ("unlock", "checkpointed")]:
+        bare = table[(op, st, "bare")]
+        label = op + (" (refused)" if st == "checkpointed" and op in ("lock", "unlock") else "")
+        cells = [label, st, r(bare, 2)]
+        for tool in ("cudackpt", "compat"):
+            cells.append(f"{r(table[(op, st, tool)], 2)} ({r(table[(op, st, tool)] / bare, 2)}x)")
+        cells.append(r(table[(op, st, "nvidia")], 2))
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
+def throughput_table(path, sizes):
+    table = throughput(path)
+    rows = []
+    for size in sizes:
+        label = f"{size // 1024} GiB" if size >= 1024 else f"{size} MiB"
+        cells = [label]
+        for direction in ("suspend", "resume"):
+            seconds = table[(size, "cudackpt", direction)]
+            rate = f" ({r(size / 1024 / seconds, 2)} GiB/s)" if size >= 1024 else ""
+            cells.append(f"{r(seconds, 3)}{rate}")
+        cells += [r(table[(size, "nvidia", d)], 3) for d in ("suspend", "resume")]
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
+def tables():
+    """(document, rows as computed): each row must be in the document, as
+    a line of its own."""
+    bench = "docs/benchmarks.md"
+    yield bench, latency_table(REL3 + "x4-a/calls/latency.json", None)
+    yield bench, latency_table(REL2 + "latency.json", None)
+    yield bench, throughput_table(REL3 + "x4-b/calls/throughput.json", (1024, 8192))
+    yield bench, throughput_table(PLUG + "x2-b/throughput/throughput.json", (16, 1024, 8192))
+
+
+# --- the check ------------------------------------------------------------
+
+DOCS = ["README.md", "docs/benchmarks.md"] + sorted(
+    os.path.join("docs", "guide", n) for n in os.listdir(os.path.join(ROOT, "docs", "guide")) if n.endswith(".md"))
+
+
+#: Where the documents are read: the checkout, or (--docs DIR, for the
+#: test that plants a wrong figure) a copy of them; the runs are always
+#: the checkout's.
+DOCS_ROOT = ROOT
+
+
+def text_of(doc):
+    with open(os.path.join(DOCS_ROOT, doc), encoding="utf-8") as f:
+        return f.read()
+
+
+def covered_spans(doc, text, checked):
+    """Where in `text` the checked quotes and table rows lie."""
+    spans = []
+    for where, quote in checked:
+        if where != doc:
+            continue
+        at = text.find(quote)
+        while at != -1:
+            spans.append((at, at + len(quote)))
+            at = text.find(quote, at + 1)
+    return spans
+
+
+def figures(text):
+    """Every figure of `text` outside fenced code: (offset, the figure)."""
+    found = []
+    fenced = False
+    at = 0
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            # Inline code holds values one types (`--timeout 5s`), not
+            # measurements: blanked, offsets kept.
+            prose = re.sub(r"`[^`]*`", lambda m: " " * len(m.group(0)), line)
+            found += [(at + m.start(), m.group(0)) for m in FIGURE.finditer(prose)]
+        at += len(line)
+    return found
+
+
+def headline(text):
+    """The README's headline figures: its first bullets and the section
+    that names its release."""
+    start = text.index("## Headline figures")
+    end = text.index("\n## ", start + 1)
+    return [(0, text.index("\n## Quick start"))] + [(start, end)]
+
+
+def main():
+    global DOCS_ROOT
+    args = sys.argv[1:]
+    if args[:1] == ["--docs"]:
+        DOCS_ROOT, args = args[1], args[2:]
+    wrong = []
+    checked = []
+    for doc, written, computed in quotes():
+        checked.append((doc, written))
+        if written != computed:
+            wrong.append(f"{doc}: writes {written!r}, its run gives {computed!r}")
+        elif written not in text_of(doc):
+            wrong.append(f"{doc}: does not write {written!r} (its run gives it)")
+    for doc, rows in tables():
+        lines = text_of(doc).splitlines()
+        for row in rows:
+            checked.append((doc, row))
+            if row not in lines:
+                wrong.append(f"{doc}: no table row {row!r} (its run gives it)")
+    unchecked = Counter()
+    for doc in DOCS:
+        text = text_of(doc)
+        spans = covered_spans(doc, text, checked)
+        must = headline(text) if doc == "README.md" else []
+        for at, figure in figures(text):
+            if any(a <= at < b for a, b in spans):
+                continue
+            if any(a <= at < b for a, b in must):
+                wrong.append(f"{doc}: the headline figure {figure!r} (at {text[max(0, at - 40):at + 20]!r}) is not checked against a run")
+            else:
+                unchecked[f"{doc}\t{figure}"] += 1
+    listed = "".join(f"{key}\t{count}\n" for key, count in sorted(unchecked.items()))
+    if args == ["--unchecked"]:
+        sys.stdout.write(listed)
+        return 0
+    with open(UNCHECKED, encoding="utf-8") as f:
+        known = f.read()
+    if known != listed:
+        wrong.append("tests/figures/unchecked.txt is not the list of figures without a checked run "
+                     "(regenerate it with --unchecked, and tie the new figures to a run rather than listing them)")
+    for line in wrong:
+        print(line)
+    print(f"{len(checked)} quotes and rows checked; {sum(unchecked.values())} figures not yet tied to a run")
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
