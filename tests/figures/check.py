@@ -130,6 +130,21 @@ def inference(path):
 
 # --- what the docs quote --------------------------------------------------
 
+def quoted(doc, template, **values):
+    """(doc, the text `doc` writes in `template`'s words, the text its run
+    gives): `template` is the sentence with `{name}` where each figure
+    goes; what the document writes there is read from it, and `values`
+    (already rounded strings) fill the same places."""
+    import string
+    pattern = ""
+    for literal, name, _, _ in string.Formatter().parse(template):
+        pattern += re.escape(literal)
+        if name is not None:
+            pattern += r"[0-9][0-9.,]*(?:[–-][0-9][0-9.,]*)?"
+    found = re.search(pattern, text_of(doc))
+    return doc, found.group(0) if found else f"(no text in the words of {template!r})", template.format(**values)
+
+
 REL3 = "2026-11-27-release-0.3.0/"
 PLUG = "2026-11-27-0.3.0-and-plugin/"
 REL2 = "2026-11-24-h100-release-0.2.0/"
@@ -231,6 +246,44 @@ def quotes():
     yield bench, f"{r(cold / dropped, 1)}× faster than the cold start from a dropped cache, {r(cold / warm, 0)}× from a warm", (
         f"{r(cold / dropped, 1)}× faster than the cold start from a dropped cache, {r(cold / warm, 0)}× from a warm")
 
+    # The bullets under the per-call tables.
+    yield quoted(bench, "take {a}x the floor at 0.3.0\n  ({b}x at 0.2.0): about {c} ms of cudackpt's own. The\n  compatible grammar skips clap, and runs at {d}x",
+                 a=span(ratio(lat3, queries, "cudackpt", "bare"), 2), b=span(ratio(lat2, queries, "cudackpt", "bare"), 2),
+                 c=span([lat3[(o, t, "cudackpt")] - lat3[(o, t, "bare")] for o, t in queries], 1),
+                 d=span(ratio(lat3, queries, "compat", "bare") + ratio(lat2, queries, "compat", "bare"), 2))
+    yield quoted(bench, "take {a}x ({b}x at 0.2.0)", a=span(ratio(lat3, locks, "cudackpt", "bare"), 2), b=span(ratio(lat2, locks, "cudackpt", "bare"), 2))
+    yield quoted(bench, "takes {a} ms on a running process on the four-GPU\n  host ({b}x cudackpt), and {c} s on a checkpointed one ({d}x). On\n  the one-GPU host of 0.2.0 it took {e} ms ({f}x) and {g}\n  ms ({h}x)",
+                 a=span(medians(lat3, running, "nvidia"), 0), b=span(ratio(lat3, running, "nvidia", "cudackpt"), 0),
+                 c=span([m / 1000 for m in medians(lat3, checkpointed, "nvidia")], 2), d=span(ratio(lat3, checkpointed, "nvidia", "cudackpt"), 0),
+                 e=span(medians(lat2, running, "nvidia"), 1), f=span(ratio(lat2, running, "nvidia", "cudackpt"), 1),
+                 g=span(medians(lat2, checkpointed, "nvidia"), 0), h=span(ratio(lat2, checkpointed, "nvidia", "cudackpt"), 0))
+    pre3 = {x["operation"]: x for x in run(REL3 + "x4-b/calls/preflight.json")["figures"]}
+    pre2 = {x["operation"]: x for x in run(REL2 + "preflight.json")}
+    yield quoted(bench, "their spread ({a} ms against {b} ms)", a=r(pre3["suspend"]["median_ms"], 0), b=r(pre3["suspend --force"]["median_ms"], 0))
+    yield quoted(bench, "In a dry run the pre-flights cost {a} ms", a=r(preflight_gap(REL2 + "preflight.json"), 1))
+    yield quoted(bench, "differ by less than their spread: {a} ms against {b} ms, with p90s of\n{c} ms and {d} ms",
+                 a=r(pre2["suspend"]["median_ms"], 0), b=r(pre2["suspend --force"]["median_ms"], 0),
+                 c=r(pre2["suspend"]["p90_ms"], 0), d=r(pre2["suspend --force"]["p90_ms"], 0))
+    yield quoted(bench, "suspend together in {a} s against {b} s one by one ({c}x), and\nresume in {d} s against {e} s ({f}x)",
+                 a=r(together, 1), b=r(alone, 1), c=r(alone / together, 1), d=r(median([x for _, x in group8["group"]]), 1),
+                 e=span([x for _, x in group8["one-by-one"]], 1),
+                 f=r(median([x for _, x in group8["one-by-one"]]) / median([x for _, x in group8["group"]]), 1))
+    g2 = {(x["processes"], x["mode"], x["direction"]): x["median_s"] for x in run(REL2 + "group.json")["medians"]}
+    yield quoted(bench, "8 × 2 GiB suspend in {a} s\n({b} GiB/s), against {c} s one by one",
+                 a=r(g2[(8, "group", "suspend")], 2), b=r(8 * 2 / g2[(8, "group", "suspend")], 1), c=r(g2[(8, "one-by-one", "suspend")], 1))
+    tp2 = throughput(PLUG + "x2-b/throughput/throughput.json")
+    gap = lambda size, d: 100 * (1 - tp2[(size, "cudackpt", d)] / tp2[(size, "nvidia", d)])
+    yield quoted(bench, "faster than NVIDIA's tool by {a}% at 16 MiB\n(where the tools' own start-up shows), by {b}% at 1 GiB and by {c}% for\nthe 8 GiB resume, and slower by {d}% for the 8 GiB suspend",
+                 a=span([gap(16, "suspend"), gap(16, "resume")], 0), b=span([gap(1024, "suspend"), gap(1024, "resume")], 0),
+                 c=r(gap(8192, "resume"), 1), d=r(-gap(8192, "suspend"), 1))
+    d2plain = run(REL3 + "x2/drain2/drain.json")["plain"]["rounds"]
+    d4plain = run(REL3 + "x4-a/drain4/drain.json")["plain"]["rounds"]
+    extra = [d2["suspend"] - median([x["suspend_s"] for x in d2plain]), d4["suspend"] - median([x["suspend_s"] for x in d4plain])]
+    yield quoted(bench, "The drained suspend takes {a} s more than the plain one at both widths,\nof which the ranks' acknowledgement is {b} s; the resume takes {c} s\n(two ranks) and {d} s (four) more, of which the rebuild is {e} and {f} s",
+                 a=span(extra, 1), b=span([d2["acknowledged"] / 1000, d4["acknowledged"] / 1000], 1),
+                 c=r(d2["resume"] - median([x["resume_s"] for x in d2plain]), 1), d=r(d4["resume"] - median([x["resume_s"] for x in d4plain]), 1),
+                 e=r(d2["rebuilt"] / 1000, 1), f=r(d4["rebuilt"] / 1000, 1))
+
     disk = "docs/guide/disk.md"
     yield disk, "answered 6.0 s after an undump from a dropped page\ncache and 4.4 s from a warm one, against 142.1 s for a cold start (23.5×\nand 32×", (
         f"answered {r(dropped, 1)} s after an undump from a dropped page\ncache and {r(warm, 1)} s from a warm one, against {r(cold, 1)} s for a cold start ({r(cold / dropped, 1)}×\n"
@@ -268,14 +321,128 @@ def throughput_table(path, sizes):
     return rows
 
 
+def preflight_table(path):
+    data = run(path)
+    rows = data["figures"] if isinstance(data, dict) else data
+    return [f"| {x['operation']} | {r(x['median_ms'], 2)} | {r(x['min_ms'], 2)} | {r(x['p90_ms'], 2)} | {x['runs']} |"
+            for x in rows if x["operation"] != "nvml"]
+
+
+def group_table(path):
+    """benchmarks.md's groups table: per count, group and one-by-one
+    medians with the speedups, and NVIDIA's one by one."""
+    data = run(path)
+    m = {(x["processes"], x["mode"], x["direction"]): x["median_s"] for x in data["medians"]}
+    rows = []
+    for count in data["counts"]:
+        gs, os_, gr, or_ = (m[(count, mode, d)] for mode, d in
+                            (("group", "suspend"), ("one-by-one", "suspend"), ("group", "resume"), ("one-by-one", "resume")))
+        ns, nr = m[(count, "nvidia-one-by-one", "suspend")], m[(count, "nvidia-one-by-one", "resume")]
+        rows.append(f"| {count} | {r(gs, 2)} | {r(os_, 2)} | {r(os_ / gs, 2)}x | {r(gr, 2)} | {r(or_, 2)} | {r(or_ / gr, 2)}x | {r(ns, 2)} / {r(nr, 2)} |")
+    return rows
+
+
+def group_log_table(path):
+    """The 4 × H100 groups table, from the bench's log: each count's rounds."""
+    rows = []
+    for count in (1, 8):
+        found = group_log(path, count)
+        rounds = len(found["group"])
+        def cell(mode, which):
+            values = [pair[which] for pair in found[mode]]
+            return span(values, 2, "–") if rounds > 2 else ", ".join(r(v, 2) for v in values)
+        rows.append(f"| {count} ({rounds} rounds) | {cell('group', 0)} | {cell('one-by-one', 0)} | {cell('group', 1)} | "
+                    f"{cell('one-by-one', 1)} | {cell('nvidia-one-by-one', 0)} / {cell('nvidia-one-by-one', 1)} |")
+    return rows
+
+
+def drain_rows(path, host, ranks):
+    data = run(path)
+    drained = drain(path)
+    plain = data["plain"]["rounds"]
+    footprint = lambda part: f"{max(part['footprint_mib']):,}"
+    return [
+        f"| {host} | drained {ranks} ranks | {r(drained['suspend'], 3)} | {r(drained['resume'], 3)} | {footprint(data['drained'])} | "
+        f"{r(drained['acknowledged'], 0)} ms | {r(drained['rebuilt'], 0)} ms |",
+        f"| {host} | plain, same held memory | {r(median([x['suspend_s'] for x in plain]), 3)} | {r(median([x['resume_s'] for x in plain]), 3)} | "
+        f"{footprint(data['plain'])} | | |",
+    ]
+
+
+def inference_rows(path):
+    data = run(path)
+    rows = {x["start"]: x for x in data["rows"]}
+    out = []
+    for label in ("undump, page cache dropped (1)", "undump, page cache dropped (2)"):
+        note = rows[label]["note"]
+        undump, memory, gpu = (re.search(pattern, note).group(1) for pattern in
+                               (r"undump ([0-9.]+) s", r"criu memory ([0-9.]+) s", r"gpu restore ([0-9.]+) s"))
+        out.append(f"| {label} | {r(rows[label]['first_answer_s'], 2)} s | undump {undump} s (CRIU's memory {memory} s, GPU restore {gpu} s) |")
+    warm = rows["undump, images in the page cache"]
+    out.append(f"| undump, images in the page cache | {r(warm['first_answer_s'], 2)} s | undump {re.search(r'undump ([0-9.]+) s', warm['note']).group(1)} s |")
+    return out
+
+
+def gib(value):
+    """Bytes as GiB to three significant digits (2.50, 21.5), as the shrink
+    tables write them."""
+    g = value / 2**30
+    return r(g, 2) if g < 10 else r(g, 1)
+
+
+def shrink_one_table(path):
+    data = run(path)
+    floor = median([x["suspend_s"] for x in data["floor"]])
+    rows = []
+    for job, kinds in data["jobs"].items():
+        for kind, command in (("plain", "`suspend`"), ("drain", "`suspend --drain`")):
+            rounds = kinds[kind]
+            suspend = median([x["suspend_s"] for x in rounds])
+            rows.append(f"| {job}, {command} | {gib(median([x['allocated'] for x in rounds]))} GiB | "
+                        f"{gib(median([x['reserved'] for x in rounds]))} GiB | {gib(median([x['moved_bytes'] for x in rounds]))} GiB | "
+                        f"{r(suspend, 2)} s | {r(suspend / floor, 2)} | {r(median([x['resume_s'] for x in rounds]), 2)} s | "
+                        f"{r(median([x['first_step_s'] for x in rounds]), 3)} s |")
+    f = data["floor"]
+    rows.append(f"| floor: 2.5 GiB of live tensors, nothing else | {gib(median([x['allocated'] for x in f]))} GiB | "
+                f"{gib(median([x['reserved'] for x in f]))} GiB | {gib(median([x['moved_bytes'] for x in f]))} GiB | {r(floor, 2)} s | 1.00 | "
+                f"{r(median([x['resume_s'] for x in f]), 2)} s | |")
+    return rows
+
+
+def shrink_ranks_table(path):
+    data = run(path)
+    ranks = data["ranks"]
+    floor = data["floor"][0]
+    rows = []
+    for job, (x,) in data["jobs"].items():
+        rows.append(f"| {job} | {gib(max(x['allocated']))} GiB | {gib(max(x['reserved']))} GiB | {gib(max(x['footprint_bytes']))} GiB | "
+                    f"{r(x['suspend_s'], 2)} s | {r(x['suspend_s'] / floor['suspend_s'], 2)} | {r(x['resume_s'], 2)} s | "
+                    f"{r(x['step_before_s'], 3)} s | {r(x['first_step_s'], 3)} s |")
+    allocated = max(x for job in data["jobs"].values() for x in job[0]["allocated"])
+    rows.append(f"| floor ({ranks} processes) | {gib(allocated)} GiB | {gib(allocated)} GiB | {gib(max(floor['moved_bytes']))} GiB | "
+                f"{r(floor['suspend_s'], 2)} s | 1.00 | {r(floor['resume_s'], 2)} s | | |")
+    return rows
+
+
 def tables():
     """(document, rows as computed): each row must be in the document, as
     a line of its own."""
     bench = "docs/benchmarks.md"
     yield bench, latency_table(REL3 + "x4-a/calls/latency.json", None)
     yield bench, latency_table(REL2 + "latency.json", None)
+    yield bench, preflight_table(REL3 + "x4-b/calls/preflight.json")
+    yield bench, preflight_table(REL2 + "preflight.json")
     yield bench, throughput_table(REL3 + "x4-b/calls/throughput.json", (1024, 8192))
     yield bench, throughput_table(PLUG + "x2-b/throughput/throughput.json", (16, 1024, 8192))
+    yield bench, throughput_table(REL2 + "throughput.json", (16, 1024, 8192))
+    yield bench, group_log_table(REL3 + "x4-b/calls/group.log")
+    yield bench, group_table(PLUG + "x2-d/groups/group.json")
+    yield bench, group_table(REL2 + "group.json")
+    yield bench, drain_rows(REL3 + "x2/drain2/drain.json", "2 × H100", 2) + drain_rows(REL3 + "x4-a/drain4/drain.json", "4 × H100", 4)
+    yield bench, inference_rows(PLUG + "x2-b/disk/inference.json")
+    yield bench, shrink_one_table(PLUG + "x2-c/shrink/shrink.json")
+    yield bench, shrink_ranks_table(PLUG + "x2-a/shrink2/shrink.json")
+    yield bench, shrink_ranks_table(REL3 + "x4-a/drain4/shrink.json")
 
 
 # --- the check ------------------------------------------------------------
