@@ -284,6 +284,37 @@ def quotes():
                  c=r(d2["resume"] - median([x["resume_s"] for x in d2plain]), 1), d=r(d4["resume"] - median([x["resume_s"] for x in d4plain]), 1),
                  e=r(d2["rebuilt"] / 1000, 1), f=r(d4["rebuilt"] / 1000, 1))
 
+    # The shrink of one process: 0.3.0's run and the earlier one the
+    # PyTorch chapter quotes.
+    earlier = run("2026-11-24-h100-shrink-bench/shrink.json")
+    ones = run(PLUG + "x2-c/shrink/shrink.json")
+
+    def job(data, allocator, kind, field):
+        return median([x[field] for x in data["jobs"][allocator][kind]])
+
+    floor_of = lambda data: median([x["suspend_s"] for x in data["floor"]])
+    yield quoted(bench, "the goal of\n1.25× the floor is met with expandable segments ({a}×). A step with\nnothing checkpointed took {b} s",
+                 a=r(job(ones, "expandable segments", "drain", "suspend_s") / floor_of(ones), 2),
+                 b=span([ones["jobs"][k]["steady_step_s"] for k in ones["jobs"]], 3))
+    c3 = ones["jobs"]["default allocator"]["criu"]
+    yield quoted(bench, "no drain,\ndump {a} s, {b} GB of images, restore {c} s, first step {d} s;\n`CUDACKPT_DRAIN=1`, dump {e} s, {f} GB, restore {g} s, first step\n{h} s",
+                 a=r(c3["plain"]["dump_s"], 2), b=r(c3["plain"]["image_bytes"] / 1e9, 2), c=r(c3["plain"]["restore_s"], 2), d=r(c3["plain"]["first_step_s"], 3),
+                 e=r(c3["drain"]["dump_s"], 2), f=r(c3["drain"]["image_bytes"] / 1e9, 2), g=r(c3["drain"]["restore_s"], 2), h=r(c3["drain"]["first_step_s"], 3))
+    yield quoted(bench, "is met with expandable\nsegments ({a}×). With the default allocator it is {b}×",
+                 a=r(job(earlier, "expandable segments", "drain", "suspend_s") / floor_of(earlier), 2),
+                 b=r(job(earlier, "default allocator", "drain", "suspend_s") / floor_of(earlier), 2))
+    ce = earlier["jobs"]["default allocator"]["criu"]
+    pytorch = "docs/guide/pytorch.md"
+    yield quoted(pytorch, "a drained checkpoint takes {a}× the floor. With\nPyTorch's default allocator it takes {b}×",
+                 a=r(job(earlier, "expandable segments", "drain", "suspend_s") / floor_of(earlier), 2),
+                 b=r(job(earlier, "default allocator", "drain", "suspend_s") / floor_of(earlier), 2))
+    yield quoted(pytorch, "the drain cut the dump from {a} s to {b} s, the images\nfrom {c} GB to {d} GB, and the restore from {e} s to {f} s",
+                 a=r(ce["plain"]["dump_s"], 1), b=r(ce["drain"]["dump_s"], 1), c=r(ce["plain"]["image_bytes"] / 1e9, 1),
+                 d=r(ce["drain"]["image_bytes"] / 1e9, 1), e=r(ce["plain"]["restore_s"], 1), f=r(ce["drain"]["restore_s"], 1))
+    yield quoted(pytorch, "after 20 steps: {a} GiB allocated,\n{b} GiB reserved. One step takes {c} s",
+                 a=r(job(earlier, "default allocator", "plain", "allocated") / 2**30, 1), b=r(job(earlier, "default allocator", "plain", "reserved") / 2**30, 1),
+                 c=r(earlier["jobs"]["default allocator"]["steady_step_s"], 3))
+
     disk = "docs/guide/disk.md"
     yield disk, "answered 6.0 s after an undump from a dropped page\ncache and 4.4 s from a warm one, against 142.1 s for a cold start (23.5×\nand 32×", (
         f"answered {r(dropped, 1)} s after an undump from a dropped page\ncache and {r(warm, 1)} s from a warm one, against {r(cold, 1)} s for a cold start ({r(cold / dropped, 1)}×\n"
@@ -424,6 +455,22 @@ def shrink_ranks_table(path):
     return rows
 
 
+def pytorch_table(path):
+    """The PyTorch chapter's shorter table of the same run, to a tenth."""
+    data = run(path)
+    rows = []
+    for label, allocator, kind in (("`suspend`", "default allocator", "plain"), ("`suspend --drain`", "default allocator", "drain"),
+                                   ("`suspend --drain`, `expandable_segments:True`", "expandable segments", "drain")):
+        rounds = data["jobs"][allocator][kind]
+        rows.append(f"| {label} | {r(median([x['moved_bytes'] for x in rounds]) / 2**30, 1)} GiB | "
+                    f"{r(median([x['suspend_s'] for x in rounds]), 1)} s | {r(median([x['resume_s'] for x in rounds]), 1)} s | "
+                    f"{r(median([x['first_step_s'] for x in rounds]), 3)} s |")
+    f = data["floor"]
+    rows.append(f"| the floor: 2.5 GiB of live tensors, nothing else | {r(median([x['moved_bytes'] for x in f]) / 2**30, 1)} GiB | "
+                f"{r(median([x['suspend_s'] for x in f]), 1)} s | {r(median([x['resume_s'] for x in f]), 1)} s | |")
+    return rows
+
+
 def tables():
     """(document, rows as computed): each row must be in the document, as
     a line of its own."""
@@ -441,6 +488,12 @@ def tables():
     yield bench, drain_rows(REL3 + "x2/drain2/drain.json", "2 × H100", 2) + drain_rows(REL3 + "x4-a/drain4/drain.json", "4 × H100", 4)
     yield bench, inference_rows(PLUG + "x2-b/disk/inference.json")
     yield bench, shrink_one_table(PLUG + "x2-c/shrink/shrink.json")
+    yield bench, shrink_one_table("2026-11-24-h100-shrink-bench/shrink.json")
+    yield "docs/guide/pytorch.md", pytorch_table("2026-11-24-h100-shrink-bench/shrink.json")
+    crius = run("2026-11-24-h100-shrink-bench/shrink.json")["jobs"]["default allocator"]["criu"]
+    yield bench, [f"| {label} | {r(c['dump_s'], 2)} s | {r(c['image_bytes'] / 1e9, 2 if c['image_bytes'] < 1e10 else 1)} GB | "
+                  f"{r(c['restore_s'], 2)} s | {r(c['first_step_s'], 3)} s |"
+                  for label, c in (("no drain", crius["plain"]), ("`CUDACKPT_DRAIN=1`", crius["drain"]))]
     yield bench, shrink_ranks_table(PLUG + "x2-a/shrink2/shrink.json")
     yield bench, shrink_ranks_table(REL3 + "x4-a/drain4/shrink.json")
 
