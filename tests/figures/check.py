@@ -32,8 +32,9 @@ from collections import Counter, defaultdict
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNS = os.path.join(ROOT, "docs", "runs")
 UNCHECKED = os.path.join(ROOT, "tests", "figures", "unchecked.txt")
-# A number with its unit; "2 × H100" (a count of things) is no figure.
-FIGURE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?:\s?[–-]\s?\d+(?:\.\d+)?)?(?:\s?(?:ms|s|GB/s|GiB/s|GB|GiB|MiB|MB|x|%)|×(?!\s))(?![\w])")
+# A number with its unit; "2 × H100" (a count of things) and "80GB HBM3"
+# (a GPU's model name) are no figures.
+FIGURE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?:\s?[–-]\s?\d+(?:\.\d+)?)?(?:\s?(?:ms|s|GB/s|GiB/s|GB|GiB|MiB|MB|x|%)|×(?!\s))(?![\w])(?!\s?HBM)")
 
 
 def run(path):
