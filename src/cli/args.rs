@@ -294,20 +294,6 @@ impl HandshakeArg {
     }
 }
 
-/// A command with a page of its own (checked when parsed: the list comes
-/// from the command line's own definition, which this argument is part of).
-fn parse_man_command(text: &str) -> Result<String, String> {
-    let commands = super::artifacts::man_page_commands();
-    if commands.iter().any(|c| c == text) {
-        Ok(text.to_string())
-    } else {
-        Err(format!(
-            "no command {text:?} has a page; the commands are {}",
-            commands.join(", ")
-        ))
-    }
-}
-
 fn parse_drain_signal(text: &str) -> Result<DrainSignal, InvalidSignal> {
     DrainSignal::parse(text)
 }
@@ -693,8 +679,9 @@ pub enum Command {
     /// directory.
     Man {
         /// The command whose page to show (`cudackpt man dump`); without
-        /// one, cudackpt(1).
-        #[arg(value_name = "COMMAND", conflicts_with = "dir", value_parser = parse_man_command)]
+        /// one, cudackpt(1). (Checked once parsed, by `artifacts`: the list
+        /// comes from this very definition.)
+        #[arg(value_name = "COMMAND", conflicts_with = "dir")]
         command: Option<String>,
         /// Write cudackpt.1 and one page per command here (created if
         /// missing). Under sudo, pkexec or doas the pages are written with

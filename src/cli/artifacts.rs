@@ -429,6 +429,27 @@ pub fn man_page(command: Option<&str>) -> Option<Vec<u8>> {
         .map(|(_, page)| page)
 }
 
+/// `cudackpt man COMMAND` names a command with a page of its own: a usage
+/// error, as clap words one, where it does not.
+pub fn check_man_command(name: &str) -> Result<(), clap::Error> {
+    let commands = man_page_commands();
+    if commands.iter().any(|c| c == name) {
+        return Ok(());
+    }
+    let mut command = Cli::command();
+    command.build();
+    let man = command
+        .find_subcommand_mut("man")
+        .expect("cudackpt has a man command");
+    Err(man.error(
+        clap::error::ErrorKind::InvalidValue,
+        format!(
+            "no command {name:?} has a page; the commands are {}",
+            commands.join(", ")
+        ),
+    ))
+}
+
 /// The commands that have a page of their own (`cudackpt man COMMAND`).
 pub fn man_page_commands() -> Vec<String> {
     let mut command = Cli::command().disable_help_subcommand(true);

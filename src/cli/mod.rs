@@ -48,6 +48,15 @@ pub fn main() -> ExitStatus {
         Ok(cli) => cli,
         Err(error) => return clap_error(error, &args),
     };
+    if let args::Command::Man {
+        command: Some(name),
+        ..
+    } = &cli.command
+    {
+        if let Err(error) = artifacts::check_man_command(name) {
+            return clap_error(error, &args);
+        }
+    }
     logging::init(cli.global.verbose);
     allow_open_files_up_to_the_hard_limit();
     if old_override && !cli.global.quiet {
