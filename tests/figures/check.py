@@ -316,6 +316,31 @@ def quotes():
                  a=r(job(earlier, "default allocator", "plain", "allocated") / 2**30, 1), b=r(job(earlier, "default allocator", "plain", "reserved") / 2**30, 1),
                  c=r(earlier["jobs"]["default allocator"]["steady_step_s"], 3))
 
+    dflt, expd = earlier["jobs"]["default allocator"], earlier["jobs"]["expandable segments"]
+    tens = lambda value: str(int(round(value, -1)))
+    yield quoted(bench, "Emptying the\ncache gave back {a} GiB, but {b} GiB stayed",
+                 a=span([x["released_bytes"] / 2**30 for x in dflt["drain"]], 1),
+                 b=r((median([x["moved_bytes"] for x in dflt["drain"]]) - median([x["allocated"] for x in dflt["drain"]])) / 2**30, 1))
+    yield quoted(bench, "The first\nstep costs {a} ms more with the default allocator, and {b} ms more with\nexpandable segments ({c} s and {d} s in the two rounds)",
+                 a=r(1000 * (median([x["first_step_s"] for x in dflt["drain"]]) - dflt["steady_step_s"]), 0),
+                 b="–".join(tens(1000 * (x["first_step_s"] - expd["steady_step_s"])) for x in sorted(expd["drain"], key=lambda x: x["first_step_s"])),
+                 c=r(expd["drain"][0]["first_step_s"], 3), d=r(expd["drain"][1]["first_step_s"], 3))
+    ddp = run("2026-11-24-h200x2-ddp/shrink-2ranks.json")["jobs"]
+    yield quoted(bench, "the two rounds (the\nreserved bytes differed between them: {a} and {b} GiB with the default\nallocator, {c} and {d} GiB with expandable segments)",
+                 a=r(max(ddp["default allocator"][0]["reserved"]) / 2**30, 1), b=r(max(ddp["default allocator"][1]["reserved"]) / 2**30, 1),
+                 c=r(max(ddp["expandable segments"][0]["reserved"]) / 2**30, 1), d=r(max(ddp["expandable segments"][1]["reserved"]) / 2**30, 1))
+    wide = run("2026-11-26-h100x4-final/3-frameworks-shrink-throughput/shrink/shrink-4ranks.json")["jobs"]
+    yield quoted(bench, "Each rank copies what it did with two ranks ({a} against {b} GiB, {c}\nagainst {d} GiB)",
+                 a=gib(max(wide["default allocator"][0]["footprint_bytes"])), b=gib(max(ddp["default allocator"][0]["footprint_bytes"])),
+                 c=gib(max(wide["expandable segments"][0]["footprint_bytes"])), d=gib(max(ddp["expandable segments"][0]["footprint_bytes"])))
+    early = run("2026-11-24-h200x2-drain/bench-drain.json")["drained"]["rounds"]
+    yield quoted(bench, "`bench/drain.py`: {a} ms on 2 × H200 on 2026-11-24",
+                 a=r(median([max(x["acknowledged_ms"]) for x in early]), 0))
+    yield quoted(bench, "at 0.3.0, {a} ms with two\nand {b} ms with four, above)", a=r(d2["acknowledged"], 0), b=r(d4["acknowledged"], 0))
+    floor_ddp = run("2026-11-24-h200x2-ddp/shrink-2ranks.json")["floor"]
+    yield quoted(bench, "With expandable\nsegments each rank copies {a} GiB more than the floor",
+                 a=r((max(ddp["expandable segments"][0]["footprint_bytes"]) - max(floor_ddp[0]["moved_bytes"])) / 2**30, 1))
+
     disk = "docs/guide/disk.md"
     yield disk, "answered 6.0 s after an undump from a dropped page\ncache and 4.4 s from a warm one, against 142.1 s for a cold start (23.5×\nand 32×", (
         f"answered {r(dropped, 1)} s after an undump from a dropped page\ncache and {r(warm, 1)} s from a warm one, against {r(cold, 1)} s for a cold start ({r(cold / dropped, 1)}×\n"
@@ -442,17 +467,22 @@ def shrink_one_table(path):
 
 
 def shrink_ranks_table(path):
+    """A shrink table of N ranks: each allocator's bytes a rank and the
+    group's times, medians over the rounds, against the floor's."""
     data = run(path)
     ranks = data["ranks"]
-    floor = data["floor"][0]
+    floor_s = median([x["suspend_s"] for x in data["floor"]])
     rows = []
-    for job, (x,) in data["jobs"].items():
-        rows.append(f"| {job} | {gib(max(x['allocated']))} GiB | {gib(max(x['reserved']))} GiB | {gib(max(x['footprint_bytes']))} GiB | "
-                    f"{r(x['suspend_s'], 2)} s | {r(x['suspend_s'] / floor['suspend_s'], 2)} | {r(x['resume_s'], 2)} s | "
-                    f"{r(x['step_before_s'], 3)} s | {r(x['first_step_s'], 3)} s |")
-    allocated = max(x for job in data["jobs"].values() for x in job[0]["allocated"])
-    rows.append(f"| floor ({ranks} processes) | {gib(allocated)} GiB | {gib(allocated)} GiB | {gib(max(floor['moved_bytes']))} GiB | "
-                f"{r(floor['suspend_s'], 2)} s | 1.00 | {r(floor['resume_s'], 2)} s | | |")
+    for job, rounds in data["jobs"].items():
+        m = lambda field: median([x[field] for x in rounds])
+        most = lambda field: median([max(x[field]) for x in rounds])
+        rows.append(f"| {job} | {gib(most('allocated'))} GiB | {gib(most('reserved'))} GiB | {gib(most('footprint_bytes'))} GiB | "
+                    f"{r(m('suspend_s'), 2)} s | {r(m('suspend_s') / floor_s, 2)} | {r(m('resume_s'), 2)} s | "
+                    f"{r(m('step_before_s'), 3)} s | {r(m('first_step_s'), 3)} s |")
+    allocated = max(b for rounds in data["jobs"].values() for x in rounds for b in x["allocated"])
+    moved = max(b for x in data["floor"] for b in x["moved_bytes"])
+    rows.append(f"| floor ({ranks} processes) | {gib(allocated)} GiB | {gib(allocated)} GiB | {gib(moved)} GiB | "
+                f"{r(floor_s, 2)} s | 1.00 | {r(median([x['resume_s'] for x in data['floor']]), 2)} s | | |")
     return rows
 
 
@@ -497,6 +527,8 @@ def tables():
                   for label, c in (("no drain", crius["plain"]), ("`CUDACKPT_DRAIN=1`", crius["drain"]))]
     yield bench, shrink_ranks_table(PLUG + "x2-a/shrink2/shrink.json")
     yield bench, shrink_ranks_table(REL3 + "x4-a/drain4/shrink.json")
+    yield bench, shrink_ranks_table("2026-11-24-h200x2-ddp/shrink-2ranks.json")
+    yield bench, shrink_ranks_table("2026-11-26-h100x4-final/3-frameworks-shrink-throughput/shrink/shrink-4ranks.json")
 
 
 # --- the check ------------------------------------------------------------
