@@ -429,7 +429,7 @@ fn the_tutorial_s_torch_step_is_pypi_s_and_the_client_says_what_is_missing() {
         "{commands}"
     );
     assert!(
-        commands.contains("4.5 GB") && part.contains("4.5 GB"),
+        commands.contains("4.7 GB") && part.contains("4.7 GB"),
         "the step says its size: {part}"
     );
 

@@ -341,6 +341,57 @@ def quotes():
     yield quoted(bench, "With expandable\nsegments each rank copies {a} GiB more than the floor",
                  a=r((max(ddp["expandable segments"][0]["footprint_bytes"]) - max(floor_ddp[0]["moved_bytes"])) / 2**30, 1))
 
+    # Snapshots a job survives (2 × H200, 2026-11-28: x2-b, and x2-c for
+    # the job's own pauses).
+    snap_b = run("2026-11-28-snapshots/x2-b/drain-raw.json")["snapshot_torchrun"]
+    snap_c = run("2026-11-28-snapshots/x2-c/drain-raw.json")["snapshot_torchrun"]
+    suite_b = json.dumps(run("2026-11-28-snapshots/x2-b/suite.json"))
+    gone = re.search(r"at once after a crash \(([0-9.]+) s for its processes to go\)", suite_b).group(1)
+    snaps = "docs/guide/snapshots.md"
+    images = [snap_b[k]["manifest"]["image_bytes"] / 1e9 for k in ("first", "second")]
+    yield quoted(snaps, "| a snapshot (`dump --drain --leave-running`, {a} GB of images) | {b} s, {c} s |\n| `undump` after the job ended | {d} s |\n"
+                 "| `undump` at once after a kill -9 of the whole job | {e} s (the killed processes took {f} s to go) |",
+                 a=span(images, 2), b=r(snap_b["first"]["elapsed_ms"] / 1000, 1), c=r(snap_b["second"]["elapsed_ms"] / 1000, 1),
+                 d=r(snap_b["after_end"]["elapsed_ms"] / 1000, 1), e=r(snap_b["after_crash"]["elapsed_ms"] / 1000, 1), f=gone)
+    yield quoted(snaps, "memory takes a while to die once killed, {a} s for a two-rank job on\nH200s", a=r(float(gone), 0))
+    first_c = snap_c["first"]["manifest"]
+    gpu = [p["checkpointed_bytes"] for p in first_c["processes"] if p["checkpointed_bytes"]]
+    yield quoted(snaps, "it paused {a} s and {b} s at two snapshots of\n{c} s and {d} s, of which CRIU's part was {e} s and {f} s (a second run,\n`x2-c`). "
+                 "Of the images, about {g} GB is the ranks' GPU memory ({h} GB\neach, once the drain had released {i} GB)",
+                 a=r(snap_c["pauses_s"][0], 1), b=r(snap_c["pauses_s"][1], 1),
+                 c=r(snap_c["first"]["elapsed_ms"] / 1000, 1), d=r(snap_c["second"]["elapsed_ms"] / 1000, 1),
+                 e=r(first_c["timings"]["criu_ms"] / 1000, 1), f=r(snap_c["second"]["manifest"]["timings"]["criu_ms"] / 1000, 1),
+                 g=r(sum(gpu) / 1e9, 1), h=span([b / 1e9 for b in gpu], 2), i=r(first_c["drain_released_bytes"] / 1e9, 2))
+    # Under Slurm: the one-H200 run's snapshot, and the two-rank job's.
+    with open(os.path.join(RUNS, "2026-11-29-slurm-gpu/h1-e/cudackpt.log"), encoding="utf-8") as f:
+        slurm_mb = float(re.search(r"in [0-9.]+ s \(([0-9]+) MB\)", f.read()).group(1))
+    yield quoted("docs/guide/slurm.md", "the drain): {a} GB for a one-rank NCCL job with DataLoader workers on\none H200, {b} GB for a two-rank",
+                 a=r(slurm_mb / 1000, 1), b=r(max(images), 1))
+    # Kubernetes: the undump's rate, the restore's throughput runs.
+    rates = [row["gb_per_s"] for path in ("2026-11-26-h100x4-final/3-frameworks-shrink-throughput/disk/throughput.json", PLUG + "x2-e/restore/restore.json")
+             for row in run(path)["rows"] if row["way"] == "undump"]
+    yield quoted("docs/guide/kubernetes.md", "(about\n{a} GB/s on the hosts here)", a=r(median(rates), 0))
+    # The torch venvs CI makes from PyPI.
+    venvs = run("2026-11-29-torch-venvs/sizes.json")["venvs"]
+    torch_alone = sum(venvs["torch-2.11.0"]["site_packages"].values()) / 1e9
+    whole = [v["whole_bytes"] / 1e9 for v in venvs.values()]
+    yield quoted("docs/guide/install.md", "a torch venv\nfrom PyPI takes {a} GB", a=span(whole, 0))
+    yield quoted("docs/guide/tutorial.md", "the venv takes about {a} GB", a=r(torch_alone, 1))
+    yield quoted("docs/guide/tutorial.md", "# from PyPI: about {a} GB", a=r(torch_alone, 1))
+
+    new_restore = run(PLUG + "x2-e/restore/restore.json")
+    old_restore = run("2026-11-26-h100x4-final/3-frameworks-shrink-throughput/disk/throughput.json")
+    yield quoted(bench, "a target holding 8 GiB, dumped in {a} s to\n{b} GB of images", a=r(new_restore["dump"]["elapsed_ms"] / 1000, 2),
+                 b=r(new_restore["image_bytes"] / 1e9, 2))
+    yield quoted(bench, "A target holding 8 GiB of GPU memory, dumped in {a} s to {b} GB of\nimages", a=r(old_restore["dump"]["elapsed_ms"] / 1000, 1),
+                 b=r(old_restore["image_bytes"] / 1e9, 2))
+    ways = {x["way"]: median(x["seconds"]) for x in old_restore["rows"]}
+    gpu_bytes = old_restore["dump"]["manifest"]["processes"][0]["checkpointed_bytes"]
+    yield quoted(bench, "and both reach {a}% of the disk's\nsequential read. The rest is CRIU's restore reading the pages on one\nthread, then the driver copying the {b} GB back",
+                 a=span([100 * ways["disk"] / ways["undump"], 100 * ways["disk"] / ways["criu restore"]], 0), b=r(gpu_bytes / 1e9, 1))
+    yield quoted(bench, "the\ndisk itself reads at {a} GB/s, so no change to CRIU could restore these\nimages in under {b} s here",
+                 a=r(old_restore["read_bytes"] / 1e9 / ways["disk"], 2), b=r(ways["disk"], 1))
+
     disk = "docs/guide/disk.md"
     yield disk, "answered 6.0 s after an undump from a dropped page\ncache and 4.4 s from a warm one, against 142.1 s for a cold start (23.5×\nand 32×", (
         f"answered {r(dropped, 1)} s after an undump from a dropped page\ncache and {r(warm, 1)} s from a warm one, against {r(cold, 1)} s for a cold start ({r(cold / dropped, 1)}×\n"
@@ -502,6 +553,32 @@ def pytorch_table(path):
     return rows
 
 
+RESTORE_LABELS = {
+    "disk": "the disk, every image file once, 16 MiB at a time",
+    "undump": "`cudackpt undump` (to the target's data checked back)",
+    "criu restore": "plain `criu restore` (cudackpt as its action script)",
+}
+
+
+def restore_table(path):
+    """The restore's throughput: each way's median seconds and its rate
+    over the bytes read."""
+    data = run(path)
+    return [f"| {RESTORE_LABELS[x['way']]} | {r(median(x['seconds']), 2)} | {r(data['read_bytes'] / 1e9 / median(x['seconds']), 2)} |"
+            for x in data["rows"]]
+
+
+def settings():
+    """Numbers with units that are settings or examples, not measurements,
+    each read by hand: (document, the text, why it is no figure of a
+    run)."""
+    yield "docs/guide/slurm.md", "(SIGTERM, SIGKILL 30 s later)", "the service's own grace, a constant of src/commands/slurm"
+    yield "docs/guide/slurm.md", "N + 1 s (121 s by default)", "Slurm's requeue delay, from its cred_expire setting"
+    yield "docs/guide/json.md", "drain acknowledged in\n0.62 s", "an example of a progress line"
+    yield "docs/guide/snapshots.md", "step times (0.3 s a step)", "the test job's pause between steps, its argument"
+    yield "docs/benchmarks.md", "(a 26 GiB image in 4.7 s on a B200)", "NVIDIA Dynamo's own published figure, quoted as theirs"
+
+
 def tables():
     """(document, rows as computed): each row must be in the document, as
     a line of its own."""
@@ -516,8 +593,13 @@ def tables():
     yield bench, group_log_table(REL3 + "x4-b/calls/group.log")
     yield bench, group_table(PLUG + "x2-d/groups/group.json")
     yield bench, group_table(REL2 + "group.json")
+    group2 = run(REL2 + "group.json")
+    g2 = {(x["processes"], x["mode"], x["direction"]): x["median_s"] for x in group2["medians"]}
+    yield "docs/guide/commands.md", [f"| {n} | {r(g2[(n, 'group', 'suspend')], 2)} s | {r(g2[(n, 'one-by-one', 'suspend')], 2)} s |" for n in (4, 8)]
     yield bench, drain_rows(REL3 + "x2/drain2/drain.json", "2 × H100", 2) + drain_rows(REL3 + "x4-a/drain4/drain.json", "4 × H100", 4)
     yield bench, inference_rows(PLUG + "x2-b/disk/inference.json")
+    yield bench, restore_table(PLUG + "x2-e/restore/restore.json")
+    yield bench, restore_table("2026-11-26-h100x4-final/3-frameworks-shrink-throughput/disk/throughput.json")
     yield bench, shrink_one_table(PLUG + "x2-c/shrink/shrink.json")
     yield bench, shrink_one_table("2026-11-24-h100-shrink-bench/shrink.json")
     yield "docs/guide/pytorch.md", pytorch_table("2026-11-24-h100-shrink-bench/shrink.json")
@@ -599,6 +681,10 @@ def main():
             wrong.append(f"{doc}: writes {written!r}, its run gives {computed!r}")
         elif written not in text_of(doc):
             wrong.append(f"{doc}: does not write {written!r} (its run gives it)")
+    for doc, text, _ in settings():
+        checked.append((doc, text))
+        if text not in text_of(doc):
+            wrong.append(f"{doc}: the setting {text!r} is not there any more (take it out of settings())")
     for doc, rows in tables():
         lines = text_of(doc).splitlines()
         for row in rows:

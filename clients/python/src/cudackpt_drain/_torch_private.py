@@ -75,7 +75,7 @@ def missing() -> list:
 #: What to do when this environment has no torch at all.
 INSTALL_HINT = (
     "install PyTorch into this environment: `pip install torch` from PyPI (its Linux wheel "
-    "brings CUDA's libraries along: about 4.5 GB in a venv for torch 2.11; where you can "
+    "brings CUDA's libraries along: about 4.7 GB in a venv for torch 2.11; where you can "
     "reach PyTorch's own index, a CPU-only torch is smaller), or "
     '`pip install "cudackpt-drain[torch]"`'
 )
