@@ -473,6 +473,29 @@ def quotes():
     without = [undumps46[k]["document"]["phases"]["criu_memory_ms"] / 1000 for k in ("undump, page cache dropped, --no-read-ahead (1)", "undump, page cache dropped, --no-read-ahead (2)")]
     yield quoted(bench, "alternated twice) | {a} s, {b} s | {c} s, {d} s |", a=r(ahead[0], 2), b=r(ahead[1], 2), c=r(without[0], 2), d=r(without[1], 2))
 
+    # The training job to disk and back, from the GPU suite's words.
+    torchrun2 = re.search(r"step 11 ([0-9.]+) s \(([0-9.]+) GB.*next GPU ([0-9.]+) s", detail("2026-11-27-h200x2-issue46/callE/suite/suite.json", "disk_torchrun")).groups()
+    yield quoted(bench, "| `dump --drain` of torchrun's agent at step 11 | {a} s | {b} GB", a=torchrun2[0], b=torchrun2[1])
+    yield quoted(bench, "| `undump --map` with each rank moved to the other GPU | {a} s |", a=torchrun2[2])
+    wide2 = [float(x) for x in re.search(r"step 10 ([0-9.]+) s \(([0-9.]+) GB.*next GPU ([0-9.]+) s", detail("2026-11-27-h200-suite/2gpu-a/suite.json", "disk_torchrun")).groups()]
+    wide4 = [float(x) for x in re.search(r"step 10 ([0-9.]+) s \(([0-9.]+) GB.*next GPU ([0-9.]+) s", detail("2026-11-27-h200-suite/4gpu/suite.json", "disk_torchrun4")).groups()]
+    yield quoted(bench, "| 2 ranks, 2 × H200 | {a} s | {b} GB | {c} s |", a=r(wide2[0], 1), b=r(wide2[1], 2), c=r(wide2[2], 1))
+    yield quoted(bench, "| 4 ranks, 4 × H200 | {a} s | {b} GB | {c} s |", a=r(wide4[0], 1), b=r(wide4[1], 2), c=r(wide4[2], 1))
+    yield quoted(bench, "about {a} GB/s dumping and {b} GB/s undumping",
+                 a=span([wide2[1] / wide2[0], wide4[1] / wide4[0]], 2), b=span([wide2[1] / wide2[2], wide4[1] / wide4[2]], 1))
+    compiled = re.search(r"acknowledged in ([0-9]+) ms\).*step 14 \(([0-9.]+) s, ([0-9.]+) GB\); undump ([0-9.]+) s",
+                         detail("2026-11-27-h200x2-issue46/callE/suite/suite.json", "compiled_drain")).groups()
+    yield quoted(bench, "acknowledged in {a} ms with the pool kept;\n`dump --drain` at step 14 took {b} s ({c} GB, the pool shut down by the\ndrain's dump notice), `undump` {d} s",
+                 a=compiled[0], b=compiled[1], c=compiled[2], d=compiled[3])
+    # A snapshot's pause: x2-c's snapshots, x2-b's plain dump.
+    plain_b = re.search(r"step 10 ([0-9.]+) s \(([0-9.]+) GB", detail("2026-11-28-snapshots/x2-b/suite.json", "disk_torchrun")).groups()
+    for label, key, pause in (("first snapshot, at step 6", "first", 0), ("second snapshot, at step 12", "second", 1)):
+        shot = snap_c[key]
+        yield quoted(bench, f"| {label} | {{a}} GB | {{b}} s | {{c}} s | {{d}} s |", a=r(shot["manifest"]["image_bytes"] / 1e9, 2),
+                     b=r(shot["elapsed_ms"] / 1000, 1), c=r(shot["manifest"]["timings"]["criu_ms"] / 1000, 1), d=r(snap_c["pauses_s"][pause], 1))
+    yield quoted(bench, "| plain dump (the job ends), `x2-b` | {a} GB | {b} s |", a=plain_b[1], b=plain_b[0])
+    yield quoted(bench, "the GPU copy itself is the\nranks' {a} GB", a=r(sum(gpu) / 1e9, 1))
+
     disk = "docs/guide/disk.md"
     yield disk, "answered 6.0 s after an undump from a dropped page\ncache and 4.4 s from a warm one, against 142.1 s for a cold start (23.5×\nand 32×", (
         f"answered {r(dropped, 1)} s after an undump from a dropped page\ncache and {r(warm, 1)} s from a warm one, against {r(cold, 1)} s for a cold start ({r(cold / dropped, 1)}×\n"
@@ -690,6 +713,12 @@ def earlier_inference_tables():
         table.append(f"| {name} | " + " | ".join(f"{r(undumps[label]['document']['phases'][key] / 1000, 2)} s" for label in plain) + " |")
     table.append("| the server's first answer after the undump | " + " | ".join(f"{r(rows[label] - seconds(label), 2)} s" for label in plain) + " |")
     return table
+
+
+def detail(path, name):
+    """What the GPU suite said of a scenario (its own rounding), from its
+    suite.json."""
+    return next(x["detail"] for x in run(path)["results"] if x["name"] == name)
 
 
 def settings():
