@@ -529,6 +529,20 @@ def quotes():
         yield quoted(bench, f"| {labels[x['way']]} | {{a}} | {{b}} |", after="The restore on the same CPU machine", a=r(median(x["seconds"]), 2),
                      b=r(cpu_restore["read_bytes"] / 1e9 / median(x["seconds"]), 2))
 
+    # The PyTorch chapter's findings.
+    yield quoted(pytorch, "The first step pays for\nthat: {a} ms more here with the default allocator, and {b} ms more with\nexpandable segments",
+                 a=r(1000 * (median([x["first_step_s"] for x in dflt["drain"]]) - dflt["steady_step_s"]), 0),
+                 b="–".join(tens(1000 * (x["first_step_s"] - expd["steady_step_s"])) for x in sorted(expd["drain"], key=lambda x: x["first_step_s"])))
+    forced, refused, dumped, images, restored = said("2026-11-24-h100-criu-pytorch/suite-4a8a71a.json",
+        r"forced: dump failed after [0-9.]+ s and ([0-9.]+) GB of images; refused at pre-dump in ([0-9.]+) s.*dumped at step [0-9]+ in ([0-9.]+) s \(([0-9.]+) GB, drained\), restored in ([0-9.]+) s")
+    yield quoted(pytorch, "suspended and {a} GB of images written.\n  - Refused at pre-dump, CRIU stopped in {b} s", a=r(float(forced), 1), b=refused)
+    yield quoted(pytorch, "the dump took {a} s ({b} GB, drained) and the restore\n    {c} s", a=dumped, b=r(float(images), 1), c=restored)
+    yield quoted(pytorch, "a pre-dump refusal stops CRIU in about\n  {a} s", a=r(float(refused), 1))
+    yield quoted(pytorch, "`cudackpt dump`\n  refused it in {a} s", a=said("2026-11-26-h100x4-final/3-frameworks-shrink-throughput/disk/inference.log", r"dump \(plain\): exit 8 in ([0-9.]+) s")[0])
+    uring = said("2026-11-27-h200-suite/1gpu-a/suite.json", r"no_io_uring: dumped in ([0-9.]+) s \(([0-9.]+) GB\), restored in ([0-9.]+) s")
+    yield quoted(pytorch, "Measured (`criu_torchrun`, one H200, 2026-11-27): the dump took {a} s ({b} GB) and the restore\n  {c} s",
+                 a=uring[0], b=r(float(uring[1]), 1), c=uring[2])
+
     disk = "docs/guide/disk.md"
     yield disk, "answered 6.0 s after an undump from a dropped page\ncache and 4.4 s from a warm one, against 142.1 s for a cold start (23.5×\nand 32×", (
         f"answered {r(dropped, 1)} s after an undump from a dropped page\ncache and {r(warm, 1)} s from a warm one, against {r(cold, 1)} s for a cold start ({r(cold / dropped, 1)}×\n"
@@ -754,6 +768,16 @@ def detail(path, name):
     return next(x["detail"] for x in run(path)["results"] if x["name"] == name)
 
 
+def said(path, pattern):
+    """The figures a run's record says in words (a suite's detail, a
+    bench's log line): `pattern`'s groups, found in the file's text."""
+    with open(os.path.join(RUNS, path), encoding="utf-8") as f:
+        found = re.search(pattern, f.read())
+    if not found:
+        raise SystemExit(f"{path} does not say {pattern!r}")
+    return found.groups()
+
+
 def settings():
     """Numbers with units that are settings or examples, not measurements,
     each read by hand: (document, the text, why it is no figure of a
@@ -764,6 +788,12 @@ def settings():
     yield "docs/guide/snapshots.md", "step times (0.3 s a step)", "the test job's pause between steps, its argument"
     yield "docs/benchmarks.md", "(a 26 GiB image in 4.7 s on a B200)", "NVIDIA Dynamo's own published figure, quoted as theirs"
     yield "docs/benchmarks.md", "That is over the 20 ms issue 36 asked\nfor", "issue 36's goal"
+    yield "docs/benchmarks.md", "(The issue's H100 figures, from the filer's run: 173.7 s cold,\n5.85 s and 4.19 s undumped.)", "the issue filer's own figures, quoted as theirs"
+    yield "docs/benchmarks.md", "0.3 s a\nstep", "the test job's pause between steps, its argument"
+    yield "docs/benchmarks.md", "with 8 MiB batches", "the test job's batch size, its setting"
+    yield "docs/benchmarks.md", "plain 8 MiB reads in order", "the read-ahead's chunk, the experiment's setting"
+    yield "docs/benchmarks.md", "80GB\nHBM3", "the GPU's model name"
+    yield "docs/guide/pytorch.md", "failed within 0.09 s\n  (issue 37)", "issue 37's reported failure, quoted as the issue's"
     yield "docs/benchmarks.md", 'a bound\n("within 1.5%") is rounded up', "the rounding rule's own example"
     yield "docs/benchmarks.md", "`nvmlInit_v2` alone is above 20 ms", "issue 36's goal again"
 
