@@ -543,6 +543,23 @@ def quotes():
     yield quoted(pytorch, "Measured (`criu_torchrun`, one H200, 2026-11-27): the dump took {a} s ({b} GB) and the restore\n  {c} s",
                  a=uring[0], b=r(float(uring[1]), 1), c=uring[2])
 
+    # CRIU's chapter: the plugin's tree of 16 against CRIU's own plugin.
+    criu_doc = "docs/guide/criu.md"
+    bench_of = lambda call: {(m["config"], m["processes"]): m for m in run(PLUG + call + "/plugin-bench/criu_plugin.json")["medians"]}
+    x2e, h1b, h1e = bench_of("x2-e"), bench_of("h1-b"), bench_of("h1-e")
+    yield quoted(criu_doc, "CRIU dumped in\n{a} s and restored in {b} s through cudackpt's plugin, against {c} s and\n{d} s through CRIU's own plugin running cudackpt, and {e} s and {f} s\nrunning NVIDIA's tool",
+                 a=r(x2e[("cudackpt-plugin", 16)]["dump_s"], 1), b=r(x2e[("cudackpt-plugin", 16)]["restore_s"], 1),
+                 c=r(x2e[("criu+cudackpt", 16)]["dump_s"], 1), d=r(x2e[("criu+cudackpt", 16)]["restore_s"], 1),
+                 e=r(x2e[("criu+nvidia", 16)]["dump_s"], 1), f=r(x2e[("criu+nvidia", 16)]["restore_s"], 1))
+    later = (h1b, h1e)
+    yield quoted(criu_doc, "({a} s and {b} s against {c} s and {d} s)",
+                 a=span([b[("cudackpt-plugin", 16)]["dump_s"] for b in later], 1), b=span([b[("cudackpt-plugin", 16)]["restore_s"] for b in later], 1),
+                 c=span([b[("criu+cudackpt", 16)]["dump_s"] for b in later], 1), d=span([b[("criu+cudackpt", 16)]["restore_s"] for b in later], 1))
+    own1, own16 = h1e[("cudackpt-plugin", 1)]["own_ms_per_process"], h1e[("cudackpt-plugin", 16)]["own_ms_per_process"] * 16
+    yield quoted(criu_doc, "was {a} ms for one process and {b} ms for 16", a=r(own1, 0), b=tens(own16))
+    v4 = said(PLUG + "h1-b/plugin-bench/hook-lines/cudackpt-plugin-16-dump-1.log", r"checkpoint: 16 processes in ([0-9.]+) ms,\s+([0-9.]+) ms")
+    yield quoted(criu_doc, "`cudackpt: checkpoint: 16 processes in {a} ms,\n  {b} ms of it the driver's calls", a=v4[0], b=v4[1])
+
     disk = "docs/guide/disk.md"
     yield disk, "answered 6.0 s after an undump from a dropped page\ncache and 4.4 s from a warm one, against 142.1 s for a cold start (23.5×\nand 32×", (
         f"answered {r(dropped, 1)} s after an undump from a dropped page\ncache and {r(warm, 1)} s from a warm one, against {r(cold, 1)} s for a cold start ({r(cold / dropped, 1)}×\n"
@@ -794,6 +811,11 @@ def settings():
     yield "docs/benchmarks.md", "plain 8 MiB reads in order", "the read-ahead's chunk, the experiment's setting"
     yield "docs/benchmarks.md", "80GB\nHBM3", "the GPU's model name"
     yield "docs/guide/pytorch.md", "failed within 0.09 s\n  (issue 37)", "issue 37's reported failure, quoted as the issue's"
+    yield "docs/guide/criu.md", "(`--timeout`, 10 s by default)", "CRIU's own default"
+    yield "docs/guide/criu.md", "`CUDACKPT_LOCK_TIMEOUT` (10 s)", "cudackpt's default"
+    yield "docs/guide/criu.md", "(2 × H100, 64 MiB each)", "the bench's size a process"
+    yield "docs/guide/criu.md", "(a duration, 10 s by default, as CRIU's CUDA\n  plugin)", "cudackpt's default"
+    yield "docs/guide/criu.md", "past 4 MiB or\n  65,536 lines", "cudackpt's cap on what it reads"
     yield "docs/benchmarks.md", 'a bound\n("within 1.5%") is rounded up', "the rounding rule's own example"
     yield "docs/benchmarks.md", "`nvmlInit_v2` alone is above 20 ms", "issue 36's goal again"
 
