@@ -560,6 +560,23 @@ def quotes():
     v4 = said(PLUG + "h1-b/plugin-bench/hook-lines/cudackpt-plugin-16-dump-1.log", r"checkpoint: 16 processes in ([0-9.]+) ms,\s+([0-9.]+) ms")
     yield quoted(criu_doc, "`cudackpt: checkpoint: 16 processes in {a} ms,\n  {b} ms of it the driver's calls", a=v4[0], b=v4[1])
 
+    # The disk chapter's round of proofs.
+    disk_doc = "docs/guide/disk.md"
+    yield quoted(disk_doc, "its first\nanswer {a} s after an undump from a dropped page cache against {b} s cold",
+                 a=r(tiny["undump, page cache dropped"]["first_answer_s"], 1), b=r(tiny["cold start"]["first_answer_s"], 0))
+    round_trip = said("2026-11-26-h100x4-final/2-disk-groups-drains/suiteC/suite.json", r"\"dump ([0-9.]+) s \([0-9.]+ GB, CRIU 4.2\), undump ([0-9.]+) s, data intact")
+    yield quoted(disk_doc, "(dump {a} s, undump {b} s, data intact)", a=round_trip[0], b=round_trip[1])
+    yield quoted(disk_doc, "back at {a} GB/s, as fast as plain `criu restore` ({b} GB/s), on a disk\nthat reads {c} GB/s",
+                 a=r(old_restore["read_bytes"] / 1e9 / ways["undump"], 2), b=r(old_restore["read_bytes"] / 1e9 / ways["criu restore"], 2),
+                 c=r(old_restore["read_bytes"] / 1e9 / ways["disk"], 2))
+    yield quoted(disk_doc, "an earlier run at `4c779e5` gave {a} s, {b} s and {c} s",
+                 a=r(rows46["undump, page cache dropped, --no-read-ahead (1)"], 1), b=r(rows46["undump, images in the page cache"], 1), c=r(rows46["cold start"], 1))
+    phases46 = [undumps46[k]["document"]["phases"] for k in ("undump, page cache dropped, --no-read-ahead (1)", "undump, page cache dropped, --no-read-ahead (2)",
+                                                              "undump, images in the page cache")]
+    yield quoted(disk_doc, "CRIU's memory restore\n{a} s, the driver's GPU restore {b} s for {c} GB",
+                 a=span([x["criu_memory_ms"] / 1000 for x in phases46], 1), b=span([x["gpu_restore_ms"] / 1000 for x in phases46], 1), c=r(gpu46 / 1e9, 1))
+    yield quoted(disk_doc, "--drain` in {a} s ({b} GB) and came back onto the swapped GPUs in {c} s", a=torchrun2[0], b=torchrun2[1], c=torchrun2[2])
+
     disk = "docs/guide/disk.md"
     yield disk, "answered 6.0 s after an undump from a dropped page\ncache and 4.4 s from a warm one, against 142.1 s for a cold start (23.5×\nand 32×", (
         f"answered {r(dropped, 1)} s after an undump from a dropped page\ncache and {r(warm, 1)} s from a warm one, against {r(cold, 1)} s for a cold start ({r(cold / dropped, 1)}×\n"
@@ -814,6 +831,9 @@ def settings():
     yield "docs/guide/criu.md", "(`--timeout`, 10 s by default)", "CRIU's own default"
     yield "docs/guide/criu.md", "`CUDACKPT_LOCK_TIMEOUT` (10 s)", "cudackpt's default"
     yield "docs/guide/criu.md", "(2 × H100, 64 MiB each)", "the bench's size a process"
+    yield "docs/guide/disk.md", "after 60 s", "how long the watcher waits, its setting"
+    yield "docs/guide/disk.md", "in 3 s is named", "how long undump waits for a zombie's parent, its setting"
+    yield "docs/guide/disk.md", "a 4 GiB GPU\nprocess", "the scenario's size"
     yield "docs/guide/criu.md", "(a duration, 10 s by default, as CRIU's CUDA\n  plugin)", "cudackpt's default"
     yield "docs/guide/criu.md", "past 4 MiB or\n  65,536 lines", "cudackpt's cap on what it reads"
     yield "docs/benchmarks.md", 'a bound\n("within 1.5%") is rounded up', "the rounding rule's own example"
