@@ -97,6 +97,7 @@ fn a_crashed_job_s_snapshot_comes_back_at_once_over_its_time_wait_sockets() {
     wait_until("the server to be gone", || !exists(job.0));
     Command::new("kill")
         .args(["-9", &client.to_string()])
+        .stderr(std::process::Stdio::null())
         .status()
         .expect("kill");
     wait_until("the client to be gone", || !exists(client));

@@ -450,3 +450,60 @@ fn the_tutorial_s_torch_step_is_pypi_s_and_the_client_says_what_is_missing() {
         "{said}"
     );
 }
+
+/// A test's `kill` of a process that may be gone already says nothing on
+/// the test run's output (stray "kill: (N): No such process" lines came
+/// from kills whose stderr the tests inherited): each one silences its
+/// stderr, or asserts that it succeeded, when a complaint is a failure.
+#[test]
+fn a_test_s_kill_says_nothing_on_the_run_s_output() {
+    let needle = ["Command::new(\"", "kill\")"].concat();
+    let mut files = vec![workspace().join("tests")];
+    let mut loud = Vec::new();
+    let mut seen = 0;
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(
+                std::fs::read_dir(&path)
+                    .expect("a folder")
+                    .flatten()
+                    .map(|e| e.path()),
+            );
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("a test source");
+        for (at, _) in text.match_indices(needle.as_str()) {
+            seen += 1;
+            let statement = &text[at..at + text[at..].find(';').unwrap_or(text.len() - at)];
+            let before = &text[text[..at].rfind('\n').unwrap_or(0)..at];
+            let bound = before
+                .split("let ")
+                .nth(1)
+                .and_then(|b| b.split(' ').next())
+                .filter(|b| *b != "_");
+            let asserted = bound.is_some_and(|name| {
+                text[at..]
+                    .chars()
+                    .take(400)
+                    .collect::<String>()
+                    .contains(&format!("{name}.success()"))
+            });
+            if !statement.contains(".stderr(") && !asserted {
+                loud.push(format!(
+                    "{}: {}",
+                    path.display(),
+                    statement.lines().next().unwrap_or_default()
+                ));
+            }
+        }
+    }
+    assert!(seen > 5, "the scan finds the tests' kills ({seen})");
+    assert!(
+        loud.is_empty(),
+        "kills whose complaint reaches the run's output:\n{}",
+        loud.join("\n")
+    );
+}
