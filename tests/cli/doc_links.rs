@@ -264,6 +264,12 @@ fn the_book_builds_with_no_dead_link() {
     );
     let book = fs::read_to_string(workspace().join("docs/book.toml")).expect("docs/book.toml");
     assert!(book.contains("build-dir = \"book\""), "{book}");
+    // The book says how to get mdbook, on its first page.
+    let opening = fs::read_to_string(workspace().join("docs/README.md")).expect("docs/README.md");
+    assert!(
+        opening.contains("cargo install mdbook --locked") && opening.contains("mdbook build docs"),
+        "{opening}"
+    );
     let ignored = fs::read_to_string(workspace().join(".gitignore")).expect(".gitignore");
     assert!(
         ignored.lines().any(|line| line == "/docs/book/"),
