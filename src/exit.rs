@@ -140,20 +140,19 @@ impl ExitStatus {
     /// The exit statuses as `--help` lists them, every one: cudackpt's
     /// own by number, then those of the signals, each rolled back.
     pub fn summary() -> String {
-        let own: Vec<String> = ALL
-            .iter()
-            .filter(|status| status.signal().is_none())
-            .map(|status| format!("{} {}", status.code(), status.brief()))
-            .collect();
-        let signals: Vec<String> = ALL
-            .iter()
-            .filter(|status| status.signal().is_some())
-            .map(|status| format!("{} {}", status.code(), status.brief()))
-            .collect();
+        let (signals, own): (Vec<ExitStatus>, Vec<ExitStatus>) =
+            ALL.iter().partition(|status| status.signal().is_some());
+        let listed = |statuses: &[ExitStatus]| {
+            statuses
+                .iter()
+                .map(|status| format!("{} {}", status.code(), status.brief()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         format!(
             "Exit status: {}; 128 + N when signal N arrived and everything was rolled back ({}).",
-            own.join(", "),
-            signals.join(", ")
+            listed(&own),
+            listed(&signals)
         )
     }
 

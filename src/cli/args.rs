@@ -263,12 +263,14 @@ pub struct CheckDrainArg {
 }
 
 impl CheckDrainArg {
-    /// The drain settings the check assumes.
+    /// The drain settings the check assumes: those `suspend --drain`
+    /// with the same flags would use.
     pub fn settings(self) -> crate::drain::settings::DrainSettings {
-        crate::drain::settings::DrainSettings {
-            before_lock: self.drain,
-            ..self.handshake.settings()
+        DrainArg {
+            drain: self.drain,
+            handshake: self.handshake,
         }
+        .settings()
     }
 }
 

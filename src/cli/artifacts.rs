@@ -401,43 +401,61 @@ fn synopsis_with_values(command: &clap::Command, synopsis: &str) -> String {
     text
 }
 
-/// Every page: (file name, roff text). cudackpt.1 first.
-pub fn man_pages() -> io::Result<Vec<(String, Vec<u8>)>> {
+/// The command line as the man pages describe it: built, with no `help`
+/// subcommand.
+fn documented() -> clap::Command {
     let mut command = Cli::command().disable_help_subcommand(true);
     command.build();
-    let root = clap_mangen::Man::new(command.clone());
-    let mut pages = vec![(
-        root.get_filename(),
-        render(&command, true, "criu(8), nvidia-smi(1)")?,
-    )];
-    for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
-        let man = clap_mangen::Man::new(sub.clone());
-        pages.push((man.get_filename(), render(sub, false, "cudackpt(1)")?));
+    command
+}
+
+/// The commands of `command` that have a page of their own.
+fn paged(command: &clap::Command) -> impl Iterator<Item = &clap::Command> {
+    command.get_subcommands().filter(|s| !s.is_hide_set())
+}
+
+/// cudackpt.1: (file name, roff text).
+fn root_page(command: &clap::Command) -> io::Result<(String, Vec<u8>)> {
+    let name = clap_mangen::Man::new(command.clone()).get_filename();
+    Ok((name, render(command, true, "criu(8), nvidia-smi(1)")?))
+}
+
+/// A command's own page (cudackpt-dump.1): (file name, roff text).
+fn command_page(sub: &clap::Command) -> io::Result<(String, Vec<u8>)> {
+    let name = clap_mangen::Man::new(sub.clone()).get_filename();
+    Ok((name, render(sub, false, "cudackpt(1)")?))
+}
+
+/// Every page: (file name, roff text). cudackpt.1 first.
+pub fn man_pages() -> io::Result<Vec<(String, Vec<u8>)>> {
+    let command = documented();
+    let mut pages = vec![root_page(&command)?];
+    for sub in paged(&command) {
+        pages.push(command_page(sub)?);
     }
     Ok(pages)
 }
 
-/// One page: cudackpt.1 (`command` None, what `cudackpt man` shows), or
-/// a command's (`cudackpt man dump`: cudackpt-dump.1); None for a command
-/// cudackpt does not have.
+/// One page, rendered alone: cudackpt.1 (`command` None, what `cudackpt
+/// man` shows), or a command's (`cudackpt man dump`: cudackpt-dump.1);
+/// None for a command without a page.
 pub fn man_page(command: Option<&str>) -> Option<Vec<u8>> {
-    let file = command.map_or_else(|| "cudackpt.1".to_string(), |c| format!("cudackpt-{c}.1"));
-    man_pages()
-        .ok()?
-        .into_iter()
-        .find(|(name, _)| *name == file)
-        .map(|(_, page)| page)
+    let documented = documented();
+    let page = match command {
+        None => root_page(&documented),
+        Some(name) => command_page(paged(&documented).find(|s| s.get_name() == name)?),
+    };
+    page.ok().map(|(_, text)| text)
 }
 
 /// `cudackpt man COMMAND` names a command with a page of its own: a usage
 /// error, as clap words one, where it does not.
 pub fn check_man_command(name: &str) -> Result<(), clap::Error> {
-    let commands = man_page_commands();
+    let mut command = documented();
+    let commands: Vec<String> = paged(&command).map(|s| s.get_name().to_string()).collect();
     if commands.iter().any(|c| c == name) {
         return Ok(());
     }
-    let mut command = Cli::command();
-    command.build();
     let man = command
         .find_subcommand_mut("man")
         .expect("cudackpt has a man command");
@@ -448,17 +466,6 @@ pub fn check_man_command(name: &str) -> Result<(), clap::Error> {
             commands.join(", ")
         ),
     ))
-}
-
-/// The commands that have a page of their own (`cudackpt man COMMAND`).
-pub fn man_page_commands() -> Vec<String> {
-    let mut command = Cli::command().disable_help_subcommand(true);
-    command.build();
-    command
-        .get_subcommands()
-        .filter(|s| !s.is_hide_set())
-        .map(|s| s.get_name().to_string())
-        .collect()
 }
 
 /// Writes every man page into `dir` (created if needed) for the user

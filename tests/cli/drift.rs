@@ -265,11 +265,7 @@ fn every_documented_command_line_parses() {
 #[test]
 fn the_help_lists_every_exit_status() {
     let fx = Fixture::new();
-    let output = fx.cudackpt(&["--help"]).output().expect("cudackpt --help");
-    let help = String::from_utf8_lossy(&output.stdout)
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let help = long_help(&fx, &[]);
     for status in cudackpt::internal::EXIT_STATUSES {
         let listed = format!("{} {}", status.code(), status.brief());
         assert!(help.contains(&listed), "--help lists {listed:?}:\n{help}");
@@ -438,12 +434,7 @@ fn the_readme_s_command_table_is_the_tool_s() {
 fn long_help(fx: &Fixture, command: &[&str]) -> String {
     let mut args = command.to_vec();
     args.push("--help");
-    let output = fx
-        .cudackpt(&args)
-        .env_remove("CUDACKPT_LIBCUDA")
-        .output()
-        .expect("--help");
-    String::from_utf8_lossy(&output.stdout)
+    crate::help::help(fx, &args)
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")

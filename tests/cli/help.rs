@@ -3,7 +3,7 @@
 use crate::support::{snapshot_settings, texts, Fixture};
 
 /// `cudackpt ARGS` as a user without CUDACKPT_LIBCUDA sees it.
-fn help(fx: &Fixture, args: &[&str]) -> String {
+pub(crate) fn help(fx: &Fixture, args: &[&str]) -> String {
     let output = fx
         .cudackpt(args)
         .env_remove("CUDACKPT_LIBCUDA")

@@ -314,6 +314,26 @@ fn every_command_the_readme_shows_is_run_by_a_test() {
     assert!(unrun.is_empty(), "README commands no test runs: {unrun:?}");
 }
 
+/// Every Rust source under tests/: (its path, its text).
+fn test_sources() -> Vec<(std::path::PathBuf, String)> {
+    let mut files = vec![workspace().join("tests")];
+    let mut sources = Vec::new();
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(
+                std::fs::read_dir(&path)
+                    .expect("a folder")
+                    .flatten()
+                    .map(|e| e.path()),
+            );
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).expect("a test source");
+            sources.push((path, text));
+        }
+    }
+    sources
+}
+
 /// Every reason a test gives for not doing its work reads as what it
 /// could not do: the runner says "cannot " and the reason (it once said
 /// "cannot a Python with torch"), so each begins with a verb.
@@ -323,23 +343,9 @@ fn every_skip_reason_reads_as_what_could_not_be_done() {
         "act", "build", "chown", "drop", "find", "give", "make", "mount", "panic", "reuse", "run",
         "set", "strip", "write", "use", "start", "read",
     ];
-    let mut files = vec![workspace().join("tests")];
     let mut wrong = Vec::new();
     let mut seen = 0;
-    while let Some(path) = files.pop() {
-        if path.is_dir() {
-            files.extend(
-                std::fs::read_dir(&path)
-                    .expect("a folder")
-                    .flatten()
-                    .map(|e| e.path()),
-            );
-            continue;
-        }
-        if path.extension().is_none_or(|e| e != "rs") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).expect("a test source");
+    for (path, text) in test_sources() {
         // Spelled in two, so that this scan does not find itself.
         let needle = ["prereq", "uisite("].concat();
         for call in text.split(needle.as_str()).skip(1) {
@@ -458,23 +464,9 @@ fn the_tutorial_s_torch_step_is_pypi_s_and_the_client_says_what_is_missing() {
 #[test]
 fn a_test_s_kill_says_nothing_on_the_run_s_output() {
     let needle = ["Command::new(\"", "kill\")"].concat();
-    let mut files = vec![workspace().join("tests")];
     let mut loud = Vec::new();
     let mut seen = 0;
-    while let Some(path) = files.pop() {
-        if path.is_dir() {
-            files.extend(
-                std::fs::read_dir(&path)
-                    .expect("a folder")
-                    .flatten()
-                    .map(|e| e.path()),
-            );
-            continue;
-        }
-        if path.extension().is_none_or(|e| e != "rs") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).expect("a test source");
+    for (path, text) in test_sources() {
         for (at, _) in text.match_indices(needle.as_str()) {
             seen += 1;
             let statement = &text[at..at + text[at..].find(';').unwrap_or(text.len() - at)];

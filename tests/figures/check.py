@@ -132,6 +132,12 @@ def shrink_ranks(path):
             for job, rows in data["jobs"].items()}
 
 
+def bench_undump_s(note):
+    """The undump's seconds by the inference bench's own clock, as its
+    row's note says them ("undump 5.45 s of it ..."), as written."""
+    return re.search(r"undump ([0-9.]+) s of it", note).group(1)
+
+
 def inference(path):
     return {x["start"]: x["first_answer_s"] for x in run(path)["rows"]}
 
@@ -465,7 +471,7 @@ def quotes():
                  a=r(read1, 2), b=r(image46 / read1, 2), c=r(read4, 2), d=r(image46 / read4, 2), e=r(1.1 * min(read1, read4), 2))
     warm_note = next(x["note"] for x in run46["rows"] if x["start"] == "undump, images in the page cache")
     yield quoted(bench, "the undump still takes {a} s, since CRIU\ncopies the {b} GB into the new process at {c} GB/s ({d} s) and the\ndriver then copies {e} GB to the GPU ({f} s)",
-                 a=re.search(r"undump ([0-9.]+) s of it", warm_note).group(1), b=r(image46, 2), c=r(image46 / (warm46["phases"]["criu_memory_ms"] / 1000), 1),
+                 a=bench_undump_s(warm_note), b=r(image46, 2), c=r(image46 / (warm46["phases"]["criu_memory_ms"] / 1000), 1),
                  d=r(warm46["phases"]["criu_memory_ms"] / 1000, 2), e=r(gpu46 / 1e9, 2), f=r(warm46["phases"]["gpu_restore_ms"] / 1000, 2))
     grown = [(undumps46[k]["document"]["phases"]["criu_memory_ms"] - warm46["phases"]["criu_memory_ms"]) / 1000
              for k in ("undump, page cache dropped, --no-read-ahead (1)", "undump, page cache dropped, --no-read-ahead (2)")]
@@ -511,7 +517,7 @@ def quotes():
     tiny = {x["start"]: x for x in run(cpu + "inference-tiny-cpu.json")["rows"]}
     with open(os.path.join(RUNS, cpu + "inference.txt"), encoding="utf-8") as f:
         tiny_images, tiny_dump = re.search(r"images ([0-9.]+) GB, dump ([0-9.]+) s", f.read()).groups()
-    undump_of = lambda row: re.search(r"undump ([0-9.]+) s of it", row["note"]).group(1)
+    undump_of = lambda row: bench_undump_s(row["note"])
     yield quoted(bench, "| cold (empty inductor cache, page cache dropped) | {a} s | compiling |", a=r(tiny["cold start"]["first_answer_s"], 2))
     yield quoted(bench, "| undump, page cache dropped | {a} s | undump {b} s |", after="The server, CPU", a=r(tiny["undump, page cache dropped"]["first_answer_s"], 2),
                  b=undump_of(tiny["undump, page cache dropped"]))
@@ -817,7 +823,7 @@ def earlier_inference_tables():
     notes = {x["start"]: x["note"] for x in data["rows"]}
     plain = ("undump, page cache dropped, --no-read-ahead (1)", "undump, page cache dropped, --no-read-ahead (2)", "undump, images in the page cache")
     # The bench's own clock around the undump, as its row says it.
-    seconds = lambda label: float(re.search(r"undump ([0-9.]+) s of it", notes[label]).group(1))
+    seconds = lambda label: float(bench_undump_s(notes[label]))
     table = [f"| cold (empty inductor and Triton caches, page cache dropped) | {r(rows['cold start'], 2)} s | compiling |"]
     for label, shown in zip(plain, ("undump, page cache dropped (1)", "undump, page cache dropped (2)", "undump, images in the page cache")):
         table.append(f"| {shown} | {r(rows[label], 2)} s | undump {r(seconds(label), 2)} s |")
