@@ -270,13 +270,18 @@ fn batch_script(
     work: &Path,
     env: &[(&str, String)],
     steps: u32,
+    sidecar: Option<&Path>,
 ) -> String {
     let exports: String = env
         .iter()
         .map(|(k, v)| format!("export {k}={v}\n"))
         .collect();
+    // A sidecar is started beside the job, a child of its first process.
+    let beside = sidecar
+        .map(|s| format!("/bin/sh -c '{} & exec \"$0\" \"$@\"' ", s.display()))
+        .unwrap_or_default();
     format!(
-        "#!/bin/bash\n#SBATCH --signal=B:USR1@60\n#SBATCH --open-mode=append\n#SBATCH --output={out}\n#SBATCH --cpus-per-task=2\n{exports}exec {cudackpt} slurm run --socket {socket} -- {python} -m cudackpt_drain.no_io_uring {python} -m torch.distributed.run --nproc-per-node 2 --master-port {port} {script} {work} {steps} 0.3\n",
+        "#!/bin/bash\n#SBATCH --signal=B:USR1@60\n#SBATCH --open-mode=append\n#SBATCH --output={out}\n#SBATCH --cpus-per-task=2\n{exports}exec {cudackpt} slurm run --socket {socket} -- {beside}{python} -m cudackpt_drain.no_io_uring {python} -m torch.distributed.run --nproc-per-node 2 --master-port {port} {script} {work} {steps} 0.3\n",
         out = work.join("job.out").display(),
         cudackpt = cudackpt.display(),
         socket = socket.display(),
@@ -304,9 +309,19 @@ struct UsersJob {
 
 impl UsersJob {
     fn set_up(service_criu: Option<&Path>) -> Option<UsersJob> {
+        UsersJob::set_up_with(service_criu, false)
+    }
+
+    /// With `with_sidecar`, the job starts [`capable_sidecar`] beside
+    /// itself.
+    fn set_up_with(service_criu: Option<&Path>, with_sidecar: bool) -> Option<UsersJob> {
         let criu = criu()?;
         let python = needed_python_with_torch()?;
         let fx = Fixture::new();
+        let sidecar = match with_sidecar {
+            true => Some(capable_sidecar(&fx)?),
+            false => None,
+        };
         let steps = 30;
         let expected = crate::disk_snapshots::reference_losses(&fx, &python, steps);
         // What the job needs, where every user reaches it.
@@ -354,6 +369,7 @@ impl UsersJob {
                 &work,
                 &env,
                 steps,
+                sidecar.as_deref(),
             ),
         )
         .expect("the batch script");
@@ -537,6 +553,115 @@ fn a_job_whose_dump_fails_is_requeued_and_starts_over_saying_why() {
             && output.contains(&format!(
                 "job {id} (restart 1) starts over: no complete snapshot of job {id}"
             )),
+        "the job's output says why it starts over: {output}"
+    );
+    job.stop();
+}
+
+/// A program that runs with a capability whoever starts it
+/// (`cap_net_raw`, a file capability, as `ping` has on many hosts), and
+/// ends with its parent: what a job may run that is more than its user,
+/// and that the service's look at the tree's user ids does not see. `None`
+/// (said) where setcap is missing or the filesystem refuses it.
+fn capable_sidecar(fx: &Fixture) -> Option<PathBuf> {
+    let program = fx.compile_program(
+        "capable-sidecar",
+        "#include <signal.h>\n#include <sys/prctl.h>\n#include <unistd.h>\n\
+         int main(void) {\n\
+           pid_t parent = getppid();\n\
+           prctl(PR_SET_PDEATHSIG, SIGKILL);\n\
+           if (getppid() != parent) return 0;\n\
+           for (;;) pause(); }\n",
+    );
+    let _ = Command::new("chmod").arg("755").arg(&program).status();
+    let setcap = crate::trust::setcap()?;
+    let given = Command::new(setcap)
+        .arg("cap_net_raw+ep")
+        .arg(&program)
+        .status()
+        .is_ok_and(|s| s.success());
+    prerequisite("set a file capability here", given).then_some(program)
+}
+
+/// A job that runs a program with more than its user (here a file
+/// capability, which the service's look at the tree's user ids before the
+/// dump does not see; where root has CAP_SYS_RESOURCE, as on a bare node,
+/// also a set-user-ID program started while the job drains): the images
+/// say so once written, and the service discards them rather than keep a
+/// snapshot that CRIU, as root, would bring back with that capability. The
+/// dump has ended the job; it is requeued all the same, starts over saying
+/// why, and finishes bit-exact.
+#[test]
+fn a_snapshot_holding_more_than_the_jobs_user_is_discarded_and_the_job_starts_over() {
+    let Some(job) = UsersJob::set_up_with(None, true) else {
+        return;
+    };
+    let (id, _high, _) = job.preempted_on_n1();
+    let output = job.finished_on_n2(id);
+    job.assert_bit_exact(&format!("started over: {output}"));
+    assert!(
+        output.contains(&format!("job {id} could not be written to disk at"))
+            && output.contains("would restore more than the job's user (uid 65534)")
+            && output
+                .contains("runs its thread with permitted capabilities, effective capabilities")
+            && output.contains(&format!(
+                "job {id} (restart 1) starts over: no complete snapshot of job {id}"
+            )),
+        "the job's output says why it was not kept, and that it starts over: {output}"
+    );
+    assert!(
+        !job.cluster
+            .store()
+            .join(id.to_string())
+            .join("latest")
+            .exists(),
+        "no snapshot was recorded"
+    );
+    job.stop();
+}
+
+/// A snapshot in the store whose images would restore more than the
+/// job's user (a thread of root's: what a set-user-ID program caught by a
+/// dump leaves, played here by root rewriting a core of the job's last
+/// snapshot, as `crit` would) is never restored: the restart starts over,
+/// saying why, and finishes bit-exact.
+#[test]
+fn a_snapshot_that_would_restore_root_is_refused_and_the_job_starts_over() {
+    let Some(job) = UsersJob::set_up(None) else {
+        return;
+    };
+    let (id, _high, _) = job.preempted_on_n1();
+    let jobs_dir = job.cluster.store().join(id.to_string());
+    let latest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(jobs_dir.join("latest")).expect("the record"))
+            .expect("JSON");
+    let snapshot = jobs_dir.join(latest["snapshot"].as_str().expect("its snapshot"));
+    let core = std::fs::read_dir(&snapshot)
+        .expect("the snapshot")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("core-"))
+        })
+        .expect("a core image");
+    let bytes = std::fs::read(&core).expect("the core");
+    std::fs::write(
+        &core,
+        crate::support::criu_forge::core_as_user(&bytes, 0, 0),
+    )
+    .expect("rewrite");
+    let output = job.finished_on_n2(id);
+    job.assert_bit_exact(&format!("started over: {output}"));
+    let core_name = core
+        .file_name()
+        .expect("a name")
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        output.contains(&format!("job {id} (restart 1) starts over: the snapshot "))
+            && output.contains("would restore more than the job's user (uid 65534)")
+            && output.contains(&format!("{core_name} runs its thread with uid 0")),
         "the job's output says why it starts over: {output}"
     );
     job.stop();

@@ -164,7 +164,7 @@ fn give_ptrace(bin: &Path) -> bool {
     prerequisite("set a file capability here", status.success())
 }
 
-fn setcap() -> Option<PathBuf> {
+pub(crate) fn setcap() -> Option<PathBuf> {
     ["/usr/sbin/setcap", "/sbin/setcap", "/usr/bin/setcap"]
         .iter()
         .map(PathBuf::from)

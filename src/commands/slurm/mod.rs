@@ -3,10 +3,12 @@
 //! the admin (docs/guide/slurm.md). Two halves: the job's wrapper (`run`,
 //! as the job's user) and the node's service (`serve`, as root), talking
 //! on a Unix socket (`protocol`); the service knows the asking job by
-//! what root and Slurm say of it (`job`) and keeps each job's images
-//! apart (`store`).
+//! what root and Slurm say of it (`job`), keeps each job's images apart
+//! (`store`), and restores only images of the job's user's processes
+//! (`own_processes`).
 
 pub mod job;
+pub mod own_processes;
 pub mod protocol;
 pub mod run;
 pub mod serve;

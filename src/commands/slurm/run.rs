@@ -384,13 +384,13 @@ impl JobWatch {
                 "it runs on"
             }
         ));
-        if let Some(code) = self.ended_while_dumping.take() {
-            return Some(code);
-        }
+        // Requeued first, also where the job ended meanwhile (a dump whose
+        // images were refused once written has ended it): a preempted job
+        // is never lost.
         if preempted {
             requeue(self.id);
         }
-        None
+        self.ended_while_dumping.take()
     }
 }
 

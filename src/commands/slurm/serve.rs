@@ -6,7 +6,9 @@
 //! it), whose every process is the job's user's, into that job's own
 //! directory of the store (`store`), and restores only that job's last
 //! complete snapshot, into the job's network namespace, onto the GPUs
-//! Slurm gave the job this time.
+//! Slurm gave the job this time. A snapshot's images are read once
+//! written and again before a restore: one that would restore more than
+//! the job's user is never recorded, nor restored (`own_processes`).
 //!
 //! A job it restored is outside Slurm's reach (not a descendant of the
 //! job's `slurmstepd`), so the connection is its lifeline: the service is
@@ -250,6 +252,7 @@ impl Service {
                 latest.uid, job.record.uid
             ));
         }
+        refuse_beyond_the_job(&images, job)?;
         let mut args = vec!["undump".to_string(), images.display().to_string()];
         args.extend(self.criu_args());
         let gpus = gpu_map(&manifest, &job.record)?;
@@ -320,30 +323,7 @@ impl Service {
     /// restored for it, else the one child of its wrapper.
     fn dump(&self, job: &AskingJob, restored: Option<&RestoredJob>) -> Result<Reply, String> {
         let id = job.record.job;
-        let root = match restored {
-            Some(r) => r.root,
-            None if crate::targets::process::pidfd_exit_within(
-                &job.asker_pidfd,
-                Some(Duration::ZERO),
-            )
-            .unwrap_or(true) =>
-            {
-                return Err("the job's wrapper has ended".into())
-            }
-            None => only_child(job.asker)?,
-        };
-        let tree = crate::targets::discover::trees(&[root]);
-        if let Some(other) = tree.iter().find(|&&pid| {
-            crate::targets::process::read_status(pid)
-                .ok()
-                .flatten()
-                .is_some_and(|s| s.uids.iter().any(|&u| u != job.record.uid))
-        }) {
-            return Err(format!(
-                "PID {other} of the job's tree does not run as the job's user (uid {}): the service dumps a job's own processes only",
-                job.record.uid
-            ));
-        }
+        let root = tree_to_dump(job, restored)?;
         let snapshot = self.store.next_snapshot(id)?;
         let mut args = vec![
             "dump".to_string(),
@@ -362,6 +342,12 @@ impl Service {
             }
         };
         let took_ms = started.elapsed().as_secs_f64() * 1e3;
+        // What was dumped, not what was checked before: the job ran on
+        // meanwhile.
+        if let Err(why) = refuse_beyond_the_job(&snapshot, job) {
+            self.store.discard(&snapshot);
+            return Err(why);
+        }
         let bytes = report["manifest"]["image_bytes"].as_u64().unwrap_or(0);
         let name = snapshot
             .file_name()
@@ -375,17 +361,7 @@ impl Service {
             written_unix_s: report["manifest"]["created_unix_s"].as_u64().unwrap_or(0),
             bytes,
         })?;
-        // Where the images are, in Slurm's own record of the job.
-        let _ = std::process::Command::new(&self.settings.scontrol)
-            .args([
-                "update",
-                &format!("JobId={id}"),
-                &format!("Comment=cudackpt snapshot {}", snapshot.display()),
-            ])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
+        self.note_in_slurm(id, &snapshot);
         say(&format!(
             "job {id} written to {} in {:.1} s ({} MB)",
             snapshot.display(),
@@ -397,6 +373,20 @@ impl Service {
             bytes,
             took_ms,
         })
+    }
+
+    /// Where job `id`'s images are, in Slurm's own record of the job.
+    fn note_in_slurm(&self, id: u64, snapshot: &Path) {
+        let _ = std::process::Command::new(&self.settings.scontrol)
+            .args([
+                "update",
+                &format!("JobId={id}"),
+                &format!("Comment=cudackpt snapshot {}", snapshot.display()),
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 
     fn criu_args(&self) -> Vec<String> {
@@ -522,6 +512,57 @@ impl Service {
             seen = zombies;
         }
     }
+}
+
+/// The root of the tree a dump of job `job` takes: the tree the service
+/// restored for it, else the one child of its wrapper; refused where a
+/// process of it does not run as the job's user.
+fn tree_to_dump(job: &AskingJob, restored: Option<&RestoredJob>) -> Result<i32, String> {
+    let root = match restored {
+        Some(r) => r.root,
+        None if crate::targets::process::pidfd_exit_within(
+            &job.asker_pidfd,
+            Some(Duration::ZERO),
+        )
+        .unwrap_or(true) =>
+        {
+            return Err("the job's wrapper has ended".into())
+        }
+        None => only_child(job.asker)?,
+    };
+    let tree = crate::targets::discover::trees(&[root]);
+    if let Some(other) = tree.iter().find(|&&pid| {
+        crate::targets::process::read_status(pid)
+            .ok()
+            .flatten()
+            .is_some_and(|s| s.uids.iter().any(|&u| u != job.record.uid))
+    }) {
+        return Err(format!(
+            "PID {other} of the job's tree does not run as the job's user (uid {}): the service dumps a job's own processes only",
+            job.record.uid
+        ));
+    }
+    Ok(root)
+}
+
+/// Refuses the snapshot in `images` where it would restore more than job
+/// `job`'s user in the groups Slurm gives it (`own_processes`).
+fn refuse_beyond_the_job(images: &Path, job: &AskingJob) -> Result<(), String> {
+    let uid = job.record.uid;
+    let mut found = super::own_processes::beyond_the_job(images, uid, &job.groups);
+    if found.is_empty() {
+        return Ok(());
+    }
+    let more = found.len().saturating_sub(4);
+    found.truncate(4);
+    if more > 0 {
+        found.push(format!("and {more} more"));
+    }
+    Err(format!(
+        "the snapshot {} would restore more than the job's user (uid {uid}): {}",
+        images.display(),
+        found.join("; ")
+    ))
 }
 
 /// Ends a refused connection: what the asker sent meanwhile is read and

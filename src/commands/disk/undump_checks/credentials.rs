@@ -145,10 +145,14 @@ pub fn ghost_beyond(owner: u32, group: u32, mode: u32, uid: u32, groups: &[u32])
     if !groups.contains(&group) {
         found.push(format!("group {group}"));
     }
-    if mode & SPECIAL_BITS != 0 {
-        found.push(format!("mode {:04o}", mode & 0o7777));
-    }
+    found.extend(special_bits(mode));
     (!found.is_empty()).then(|| found.join(", "))
+}
+
+/// A file mode's set-user-ID, set-group-ID or sticky bit, in words (pure):
+/// `None` when it has none.
+pub fn special_bits(mode: u32) -> Option<String> {
+    (mode & SPECIAL_BITS != 0).then(|| format!("mode {:04o}", mode & 0o7777))
 }
 
 /// Refuses images another user (`uid`) could have written that would

@@ -1,0 +1,141 @@
+//! A job's snapshot holds its user's processes alone, as its images say.
+//! The service checks the job's tree before the dump (every process the
+//! job's user's), but the job runs on while it is drained and CRIU starts:
+//! a process of it that meanwhile executes a set-user-ID program (`su`,
+//! `passwd`, a site's helper) is dumped as root, and CRIU, restoring as
+//! root, would make it again as root. So the images themselves are read:
+//! once written, before they become the job's last snapshot, and again
+//! before any restore. Every thread must run as the job's user, in the
+//! job's groups (those Slurm gives its batch step), with no capability and
+//! nothing of the scheduler's a user may not take (undump's own rule for
+//! another user's images, `undump_checks::credentials`); and no deleted
+//! file CRIU makes again may be set-user-ID or set-group-ID. A deleted
+//! file of another owner is not refused: it is the file the job held (a
+//! library replaced while it ran, say), made again only to be opened and
+//! unlinked, and the store, root's alone, holds nothing the user wrote.
+
+use std::path::Path;
+
+use crate::commands::disk::criu_tool::image_files;
+use crate::commands::disk::undump_checks::credentials::{self, SchedulingLimits};
+
+/// The longest core image read: a thread's core is kilobytes.
+const CORE_CAP: u64 = 16 << 20;
+/// The most of a ghost image read: its header comes first.
+const GHOST_HEAD_CAP: u64 = 1 << 20;
+
+/// What the snapshot in `dir` would restore beyond user `uid` in `groups`:
+/// one line for each image that would, empty when none. Only the images
+/// are read, each capped and never through a link.
+pub fn beyond_the_job(dir: &Path, uid: u32, groups: &[u32]) -> Vec<String> {
+    let names = match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect::<Vec<String>>(),
+        Err(e) => return vec![format!("{} cannot be read ({e})", dir.display())],
+    };
+    let limits = SchedulingLimits::own();
+    let mut found = Vec::new();
+    let mut cores = 0;
+    for name in names {
+        let read = |cap| crate::files::capped::read_capped_bytes(&dir.join(&name), cap);
+        if is_numbered(&name, "core-") {
+            cores += 1;
+            let beyond = read(CORE_CAP)
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| image_files::thread_of(&bytes).map_err(|e| e.to_string()))
+                .map(|thread| credentials::thread_beyond(&thread, uid, groups, limits));
+            match beyond {
+                Ok(beyond) if beyond.is_empty() => {}
+                Ok(beyond) => {
+                    found.push(format!("{name} runs its thread with {}", beyond.join(", ")))
+                }
+                Err(why) => found.push(format!("{name} cannot be read ({why})")),
+            }
+        } else if is_numbered(&name, "ghost-file-") {
+            let made = read(GHOST_HEAD_CAP)
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| {
+                    image_files::ghost_owner_and_mode(&bytes).map_err(|e| e.to_string())
+                });
+            match made {
+                Ok((_, _, mode)) => found.extend(
+                    credentials::special_bits(mode)
+                        .map(|what| format!("{name} makes a deleted file again with {what}")),
+                ),
+                Err(why) => found.push(format!("{name} cannot be read ({why})")),
+            }
+        }
+    }
+    if cores == 0 {
+        found.push("the images hold no thread's core (core-TID.img)".into());
+    }
+    found.sort();
+    found
+}
+
+/// Whether `name` is `PREFIX` + a hexadecimal number + `.img` (pure).
+fn is_numbered(name: &str, prefix: &str) -> bool {
+    name.strip_prefix(prefix)
+        .and_then(|rest| rest.strip_suffix(".img"))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The groups a process of the job may run in: the real, effective, saved
+/// and filesystem gids and the supplementary groups of a `/proc/PID/status`
+/// text (pure; `None` where it lacks either line).
+pub fn groups_in_status(status: &str) -> Option<Vec<u32>> {
+    let line = |key: &str| status.lines().find_map(|l| l.strip_prefix(key));
+    let numbers = |text: &str| -> Vec<u32> {
+        text.split_whitespace()
+            .filter_map(|v| v.parse().ok())
+            .collect()
+    };
+    let mut groups = numbers(line("Gid:")?);
+    groups.extend(numbers(line("Groups:")?));
+    groups.sort_unstable();
+    groups.dedup();
+    Some(groups)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_step_s_groups_are_its_gids_and_supplementary_groups() {
+        let status = "Name:\tpython3\nUid:\t65534\t65534\t65534\t65534\nGid:\t65534\t65534\t65534\t65534\nFDSize:\t64\nGroups:\t27 100 \n";
+        assert_eq!(groups_in_status(status), Some(vec![27, 100, 65534]));
+        let none = status.replace("Groups:\t27 100 ", "Groups:\t");
+        assert_eq!(groups_in_status(&none), Some(vec![65534]));
+        assert_eq!(groups_in_status("Name:\tx\nGid:\t1 1 1 1\n"), None);
+    }
+
+    #[test]
+    fn only_cores_and_ghosts_are_numbered_images() {
+        assert!(is_numbered("core-1a2b.img", "core-"));
+        assert!(is_numbered("ghost-file-7.img", "ghost-file-"));
+        assert!(!is_numbered("core-.img", "core-"));
+        assert!(!is_numbered("core-12.img.tmp", "core-"));
+        assert!(!is_numbered("core-12x.img", "core-"));
+    }
+
+    #[test]
+    fn a_directory_with_no_core_or_none_at_all_is_named() {
+        let dir = std::env::temp_dir().join(format!("cudackpt-own-{}", std::process::id()));
+        std::fs::create_dir(&dir).expect("mkdir");
+        assert_eq!(
+            beyond_the_job(&dir, 1000, &[1000]),
+            ["the images hold no thread's core (core-TID.img)"]
+        );
+        std::fs::write(dir.join("core-1.img"), b"not an image").expect("write");
+        let found = beyond_the_job(&dir, 1000, &[1000]);
+        assert!(
+            found[0].starts_with("core-1.img cannot be read"),
+            "{found:?}"
+        );
+        std::fs::remove_dir_all(&dir).expect("rm");
+        assert!(beyond_the_job(&dir, 1000, &[1000])[0].contains("cannot be read"));
+    }
+}
