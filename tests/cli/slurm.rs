@@ -423,6 +423,15 @@ impl UsersJob {
         (job, high, at)
     }
 
+    /// Lets the job run on n2, waits for its end, and checks its losses
+    /// against the run never touched (`how` it got there, for the
+    /// message): its output.
+    fn finished_bit_exact_on_n2(&self, job: u64, how: &str) -> String {
+        let output = self.finished_on_n2(job);
+        self.assert_bit_exact(&format!("{how}: {output}"));
+        output
+    }
+
     /// Lets the job run on n2, and waits for its end: its output.
     fn finished_on_n2(&self, job: u64) -> String {
         let cluster = &self.cluster;
@@ -507,8 +516,7 @@ fn a_preempted_users_job_is_written_to_disk_requeued_and_finishes_bit_exact_on_t
         return;
     };
     let (id, high, at) = job.preempted_on_n1();
-    let output = job.finished_on_n2(id);
-    job.assert_bit_exact(&format!("preempted at step {at}: {output}"));
+    let output = job.finished_bit_exact_on_n2(id, &format!("preempted at step {at}"));
     assert!(
         output.contains(&format!("job {id} was written to disk at"))
             && output.contains(&format!("job {id} came back on n2 at")),
@@ -546,8 +554,7 @@ fn a_job_whose_dump_fails_is_requeued_and_starts_over_saying_why() {
         return;
     };
     let (id, _high, _) = job.preempted_on_n1();
-    let output = job.finished_on_n2(id);
-    job.assert_bit_exact(&format!("started over: {output}"));
+    let output = job.finished_bit_exact_on_n2(id, "started over");
     assert!(
         output.contains(&format!("job {id} could not be written to disk at"))
             && output.contains(&format!(
@@ -597,8 +604,7 @@ fn a_snapshot_holding_more_than_the_jobs_user_is_discarded_and_the_job_starts_ov
         return;
     };
     let (id, _high, _) = job.preempted_on_n1();
-    let output = job.finished_on_n2(id);
-    job.assert_bit_exact(&format!("started over: {output}"));
+    let output = job.finished_bit_exact_on_n2(id, "started over");
     assert!(
         output.contains(&format!("job {id} could not be written to disk at"))
             && output.contains("would restore more than the job's user (uid 65534)")
@@ -651,8 +657,7 @@ fn a_snapshot_that_would_restore_root_is_refused_and_the_job_starts_over() {
         crate::support::criu_forge::core_as_user(&bytes, 0, 0),
     )
     .expect("rewrite");
-    let output = job.finished_on_n2(id);
-    job.assert_bit_exact(&format!("started over: {output}"));
+    let output = job.finished_bit_exact_on_n2(id, "started over");
     let core_name = core
         .file_name()
         .expect("a name")
