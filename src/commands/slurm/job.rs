@@ -96,9 +96,9 @@ pub struct AskingJob {
     /// The asker (the batch step's process), held.
     pub asker: i32,
     pub asker_pidfd: OwnedFd,
-    /// The groups Slurm gave the batch step (its gids and supplementary
-    /// groups): a process of the job runs in no other.
-    pub groups: Vec<u32>,
+    /// What Slurm gives the batch step beyond its user id (its groups,
+    /// its scheduling limits): a process of the job has no more.
+    pub grant: super::own_processes::StepGrant,
     /// The job's network namespace (`/proc/STEPD/ns/net`), opened while
     /// the step was held.
     pub netns: OwnedFd,
@@ -115,11 +115,7 @@ pub fn identify(pid: i32, uid: u32, scontrol: &std::path::Path) -> Result<Asking
     if status.uids.iter().any(|&u| u != uid) {
         return Err(format!("PID {pid} changed its user ids since it connected"));
     }
-    let groups = process::read_proc_text(&format!("/proc/{pid}/status"))
-        .ok()
-        .as_deref()
-        .and_then(super::own_processes::groups_in_status)
-        .ok_or_else(|| format!("PID {pid}'s groups cannot be read"))?;
+    let grant = super::own_processes::StepGrant::of(pid)?;
     let stepd = status.ppid;
     let stepd_pidfd =
         process::pidfd_of(stepd).ok_or_else(|| format!("PID {pid}'s parent is gone"))?;
@@ -167,7 +163,7 @@ pub fn identify(pid: i32, uid: u32, scontrol: &std::path::Path) -> Result<Asking
         record,
         asker: pid,
         asker_pidfd,
-        groups,
+        grant,
         netns,
     })
 }

@@ -546,10 +546,10 @@ fn tree_to_dump(job: &AskingJob, restored: Option<&RestoredJob>) -> Result<i32, 
 }
 
 /// Refuses the snapshot in `images` where it would restore more than job
-/// `job`'s user in the groups Slurm gives it (`own_processes`).
+/// `job`'s user with what Slurm gives its batch step (`own_processes`).
 fn refuse_beyond_the_job(images: &Path, job: &AskingJob) -> Result<(), String> {
     let uid = job.record.uid;
-    let mut found = super::own_processes::beyond_the_job(images, uid, &job.groups);
+    let mut found = super::own_processes::beyond_the_job(images, uid, &job.grant);
     if found.is_empty() {
         return Ok(());
     }

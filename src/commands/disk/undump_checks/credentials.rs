@@ -286,7 +286,7 @@ const REAL_TIME: [u32; 3] = [1, 2, 6];
 /// may have: no more than this undump's own (a process cannot raise its
 /// hard limit above what it was given; root's session's are what the host
 /// gives).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SchedulingLimits {
     pub nice: u64,
     pub rtprio: u64,
