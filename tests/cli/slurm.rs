@@ -785,6 +785,81 @@ fn only_a_jobs_own_batch_step_is_served_and_the_store_is_roots_alone() {
     );
 }
 
+/// One job may hold only a few connections to the service (its wrapper
+/// holds one; a restart may meet the last run's still closing): a batch
+/// step that opens more, each held open, is refused past the fourth, and
+/// the service serves on. Played by nobody's batch script, which runs a
+/// client of its own as the batch step's process.
+#[test]
+fn a_job_holds_no_more_than_four_connections_to_the_service() {
+    let Some(criu) = criu() else { return };
+    let fx = Fixture::new();
+    fx.world_runnable_cudackpt();
+    let (fake, state) = (fx.world_fake(), fx.shared_state());
+    let Some(mut cluster) = Cluster::start(&fx.dir().join("cluster"), &[fx.dir()]) else {
+        return;
+    };
+    let socket = cluster.start_service(&fake, &state, &criu);
+    let work = fx.dir().join("work");
+    std::fs::create_dir(&work).expect("mkdir");
+    std::os::unix::fs::chown(&work, Some(NOBODY), Some(NOBODY)).expect("chown");
+    let client = work.join("connect.py");
+    std::fs::write(
+        &client,
+        "import socket, sys\nheld = []\nfor n in range(6):\n    s = socket.socket(socket.AF_UNIX)\n    s.connect(sys.argv[1])\n    held.append(s)\n    print(n, s.makefile().readline().strip(), flush=True)\n",
+    )
+    .expect("the client");
+    let script = work.join("job.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/bash\n#SBATCH --output={}\nexec /usr/bin/python3 {} {}\n",
+            work.join("job.out").display(),
+            client.display(),
+            socket.display()
+        ),
+    )
+    .expect("the batch script");
+    let dir = work.display().to_string();
+    let job = cluster.sbatch_as(NOBODY, &["-D", &dir, script.to_str().expect("UTF-8")]);
+    cluster.wait("the job to end", &work, || {
+        matches!(
+            cluster.job_field(job, "JobState").as_str(),
+            "COMPLETED" | "FAILED"
+        )
+    });
+    let output = std::fs::read_to_string(work.join("job.out")).unwrap_or_default();
+    let lines: Vec<&str> = output.lines().collect();
+    assert_eq!(lines.len(), 6, "{output}\n{}", cluster.logs());
+    for line in &lines[..4] {
+        assert!(line.contains("\"said\":\"hello\""), "{output}");
+    }
+    for line in &lines[4..] {
+        assert!(
+            line.contains("\"said\":\"refused\"")
+                && line.contains(&format!(
+                    "job {job} holds 4 connections to the service already"
+                )),
+            "{output}"
+        );
+    }
+    // It serves on: the next job has its own four (a place given back
+    // is taken again: `places`' own test).
+    let again = cluster.sbatch_as(NOBODY, &["-D", &dir, script.to_str().expect("UTF-8")]);
+    cluster.wait("the second job to end", &work, || {
+        cluster.job_field(again, "JobState") == "COMPLETED"
+    });
+    let output = std::fs::read_to_string(work.join("job.out")).unwrap_or_default();
+    assert_eq!(output.matches("\"said\":\"hello\"").count(), 4, "{output}");
+    assert!(
+        output.contains(&format!("job {again} holds 4 connections")),
+        "{output}"
+    );
+    let dir = fx.dir().to_path_buf();
+    drop(cluster);
+    nothing_left_of(&dir);
+}
+
 /// A job the service restored is outside Slurm's reach (not below the
 /// job's slurmstepd): cancelled by Slurm, it still ends with its job, its
 /// wrapper's signal forwarded and, once the wrapper is gone, the rest

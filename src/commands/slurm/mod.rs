@@ -4,11 +4,12 @@
 //! as the job's user) and the node's service (`serve`, as root), talking
 //! on a Unix socket (`protocol`); the service knows the asking job by
 //! what root and Slurm say of it (`job`), keeps each job's images apart
-//! (`store`), and restores only images of the job's user's processes
-//! (`own_processes`).
+//! (`store`), restores only images of the job's user's processes
+//! (`own_processes`), and bounds what connections hold of it (`places`).
 
 pub mod job;
 pub mod own_processes;
+pub mod places;
 pub mod protocol;
 pub mod run;
 pub mod serve;

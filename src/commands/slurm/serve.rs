@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::job::{self, AskingJob};
+use super::places::{Admitted, Counted};
 use super::protocol::{receive, send, Ask, Reply};
 use super::store::{Latest, Store};
 use crate::commands::disk::manifest::Manifest;
@@ -44,10 +45,24 @@ pub const DEFAULT_SOCKET: &str = "/run/cudackpt/slurm.sock";
 /// The store's default path.
 pub const DEFAULT_STORE: &str = "/var/lib/cudackpt/slurm";
 
+/// The most connections the service checks at once: past it a new one
+/// is closed unread, so that a flood of them costs the service no more
+/// than this many threads (each checked connection is answered within a
+/// second or so).
+const CHECKS_AT_ONCE: usize = 64;
+
+/// The most connections one job may hold: its wrapper holds one for the
+/// job's life, and a restart's may meet the last run's still closing.
+const CONNECTIONS_PER_JOB: usize = 4;
+
 /// The service's state, shared by its connections.
 struct Service {
     settings: ServeSettings,
     store: Store,
+    /// Connections being checked now ([`CHECKS_AT_ONCE`]).
+    checking: Counted<()>,
+    /// Each job's connections now ([`CONNECTIONS_PER_JOB`]).
+    connected: Counted<u64>,
     /// Children a connection waits for itself (a dump or undump it runs,
     /// a job it restored): the reaper leaves them alone.
     waited: Mutex<BTreeSet<i32>>,
@@ -77,6 +92,8 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
         store,
         waited: Mutex::new(BTreeSet::new()),
         as_the_job,
+        checking: Counted::default(),
+        connected: Counted::default(),
     });
     let reaper = Arc::clone(&service);
     std::thread::Builder::new()
@@ -90,10 +107,13 @@ pub fn run(settings: ServeSettings) -> Result<(), String> {
     ));
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
+        let Some(checking) = service.checking.admit((), CHECKS_AT_ONCE) else {
+            continue; // closed unread
+        };
         let service = Arc::clone(&service);
         let _ = std::thread::Builder::new()
             .name("job".into())
-            .spawn(move || service.serve(stream));
+            .spawn(move || service.serve(stream, checking));
     }
     Ok(())
 }
@@ -142,8 +162,9 @@ struct RestoredJob {
 }
 
 impl Service {
-    /// One wrapper's connection, to its end.
-    fn serve(&self, stream: UnixStream) {
+    /// One wrapper's connection, to its end; `checking` is its place among
+    /// the connections being checked, given up once it is.
+    fn serve(&self, stream: UnixStream, checking: Admitted<()>) {
         let Ok(cred) = rustix::net::sockopt::socket_peercred(&stream) else {
             return;
         };
@@ -156,8 +177,20 @@ impl Service {
             let mut w = writer.lock().unwrap_or_else(PoisonError::into_inner);
             let _ = send(&mut *w, said);
         };
-        let job = match job::identify(pid, uid, &self.settings.scontrol) {
-            Ok(job) => job,
+        let identified = job::identify(pid, uid, &self.settings.scontrol).and_then(|job| {
+            let place = self
+                .connected
+                .admit(job.record.job, CONNECTIONS_PER_JOB)
+                .ok_or_else(|| {
+                    format!(
+                        "job {} holds {CONNECTIONS_PER_JOB} connections to the service already",
+                        job.record.job
+                    )
+                })?;
+            Ok((job, place))
+        });
+        let (job, _place) = match identified {
+            Ok(identified) => identified,
             Err(why) => {
                 say(&format!("refused PID {pid} (uid {uid}): {why}"));
                 tell(&Reply::Refused { why });
@@ -165,6 +198,7 @@ impl Service {
                 return;
             }
         };
+        drop(checking);
         let id = job.record.job;
         say(&format!(
             "job {id} (uid {uid}) on {} connected, restart count {}",
