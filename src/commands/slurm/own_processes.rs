@@ -17,12 +17,10 @@
 
 use std::path::Path;
 
-use crate::commands::disk::criu_tool::image_files;
-use crate::commands::disk::undump_checks::credentials::{self, SchedulingLimits};
+use crate::commands::disk::undump_checks::credentials::{self, is_numbered, SchedulingLimits};
 
-/// The longest core image read: a thread's core is kilobytes.
-const CORE_CAP: u64 = 16 << 20;
-/// The most of a ghost image read: its header comes first.
+/// The most of a ghost image read: only its first entry is weighed, and
+/// the deleted file's bytes follow it.
 const GHOST_HEAD_CAP: u64 = 1 << 20;
 
 /// What a process of a job may run with beyond its user id: what Slurm
@@ -63,33 +61,22 @@ pub fn beyond_the_job(dir: &Path, uid: u32, grant: &StepGrant) -> Vec<String> {
     let mut found = Vec::new();
     let mut cores = 0;
     for name in names {
-        let read = |cap| crate::files::capped::read_capped_bytes(&dir.join(&name), cap);
+        let read = |cap| {
+            crate::files::capped::read_capped_bytes(&dir.join(&name), cap)
+                .map_err(|e| e.to_string())
+        };
         if is_numbered(&name, "core-") {
             cores += 1;
-            let beyond = read(CORE_CAP)
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| image_files::thread_of(&bytes).map_err(|e| e.to_string()))
-                .map(|thread| credentials::thread_beyond(&thread, uid, groups, limits));
-            match beyond {
-                Ok(beyond) if beyond.is_empty() => {}
-                Ok(beyond) => {
-                    found.push(format!("{name} runs its thread with {}", beyond.join(", ")))
-                }
-                Err(why) => found.push(format!("{name} cannot be read ({why})")),
-            }
+            let read = read(credentials::CORE_CAP);
+            found.extend(credentials::core_image_beyond(
+                &name, read, uid, groups, limits,
+            ));
         } else if is_numbered(&name, "ghost-file-") {
-            let made = read(GHOST_HEAD_CAP)
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| {
-                    image_files::ghost_owner_and_mode(&bytes).map_err(|e| e.to_string())
-                });
-            match made {
-                Ok((_, _, mode)) => found.extend(
-                    credentials::special_bits(mode)
-                        .map(|what| format!("{name} makes a deleted file again with {what}")),
-                ),
-                Err(why) => found.push(format!("{name} cannot be read ({why})")),
-            }
+            found.extend(credentials::ghost_image_beyond(
+                &name,
+                read(GHOST_HEAD_CAP),
+                |_, _, mode| credentials::special_bits(mode),
+            ));
         }
     }
     if cores == 0 {
@@ -97,13 +84,6 @@ pub fn beyond_the_job(dir: &Path, uid: u32, grant: &StepGrant) -> Vec<String> {
     }
     found.sort();
     found
-}
-
-/// Whether `name` is `PREFIX` + a hexadecimal number + `.img` (pure).
-fn is_numbered(name: &str, prefix: &str) -> bool {
-    name.strip_prefix(prefix)
-        .and_then(|rest| rest.strip_suffix(".img"))
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// The grant of a process whose `/proc/PID/status` and `/proc/PID/limits`
@@ -180,15 +160,6 @@ mod tests {
             None,
             "no realtime line"
         );
-    }
-
-    #[test]
-    fn only_cores_and_ghosts_are_numbered_images() {
-        assert!(is_numbered("core-1a2b.img", "core-"));
-        assert!(is_numbered("ghost-file-7.img", "ghost-file-"));
-        assert!(!is_numbered("core-.img", "core-"));
-        assert!(!is_numbered("core-12.img.tmp", "core-"));
-        assert!(!is_numbered("core-12x.img", "core-"));
     }
 
     #[test]

@@ -368,20 +368,15 @@ impl Service {
         ];
         args.extend(self.criu_args());
         let started = Instant::now();
-        let report = match self.cudackpt(job, &args, self.as_the_job) {
-            Ok((report, _)) => report,
-            Err(why) => {
-                self.store.discard(&snapshot);
-                return Err(why);
-            }
-        };
-        let took_ms = started.elapsed().as_secs_f64() * 1e3;
-        // What was dumped, not what was checked before: the job ran on
-        // meanwhile.
-        if let Err(why) = refuse_beyond_the_job(&snapshot, job) {
-            self.store.discard(&snapshot);
-            return Err(why);
-        }
+        let dumped = self
+            .cudackpt(job, &args, self.as_the_job)
+            .and_then(|(report, _)| {
+                let took_ms = started.elapsed().as_secs_f64() * 1e3;
+                // What was dumped, not what was checked before: the job ran on
+                // meanwhile.
+                refuse_beyond_the_job(&snapshot, job).map(|()| (report, took_ms))
+            });
+        let (report, took_ms) = dumped.inspect_err(|_| self.store.discard(&snapshot))?;
         let bytes = report["manifest"]["image_bytes"].as_u64().unwrap_or(0);
         let name = snapshot
             .file_name()

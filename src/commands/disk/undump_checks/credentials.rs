@@ -71,19 +71,27 @@ pub fn image_beyond(name: &str) -> Option<String> {
     if let Some((_, what)) = ROOTS_ONLY.iter().find(|(p, _)| name.starts_with(p)) {
         return Some(format!("{name} holds {what}, which CRIU makes as root"));
     }
-    let numbered = |prefix: &&str| {
-        name.strip_prefix(prefix)
-            .and_then(|rest| rest.strip_suffix(".img"))
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_hexdigit()))
-    };
     let never_criu_s = !name.ends_with(".img");
-    if never_criu_s || DUMP_IMAGES.contains(&name) || DUMP_IMAGES_NUMBERED.iter().any(numbered) {
+    if never_criu_s
+        || DUMP_IMAGES.contains(&name)
+        || DUMP_IMAGES_NUMBERED
+            .iter()
+            .any(|prefix| is_numbered(name, prefix))
+    {
         return None;
     }
     Some(format!(
         "{} is not an image a dump of a job writes, and CRIU would restore it unchecked, as root",
         crate::targets::name::printable(name)
     ))
+}
+
+/// Whether `name` is `PREFIX` + a hexadecimal number + `.img`, as CRIU
+/// names an image of one task or file (pure).
+pub fn is_numbered(name: &str, prefix: &str) -> bool {
+    name.strip_prefix(prefix)
+        .and_then(|rest| rest.strip_suffix(".img"))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// A ghost file's most an image another user wrote may ask for: no
@@ -259,18 +267,45 @@ fn in_words(access: Access) -> &'static str {
     }
 }
 
-const CORE_CAP: u64 = 16 << 20;
+/// The most of a core image read: a thread's core is kilobytes.
+pub const CORE_CAP: u64 = 16 << 20;
 const GHOST_HEAD_CAP: u64 = 1 << 30;
 
 fn core_beyond(source: &HeldImages, name: &str, uid: u32, groups: &[u32]) -> Option<String> {
-    let thread = match source.read(name, CORE_CAP) {
-        Ok(Some(bytes)) => criu_images::thread_of(&bytes).map_err(|why| why.to_string()),
+    let limits = SchedulingLimits::own();
+    core_image_beyond(
+        name,
+        held_bytes(source, name, CORE_CAP),
+        uid,
+        groups,
+        limits,
+    )
+}
+
+/// An image held for the undump, read capped; a name gone since is an
+/// error.
+fn held_bytes(source: &HeldImages, name: &str, cap: u64) -> Result<Vec<u8>, String> {
+    match source.read(name, cap) {
+        Ok(Some(bytes)) => Ok(bytes),
         Ok(None) => Err("gone".into()),
         Err(why) => Err(why.to_string()),
-    };
+    }
+}
+
+/// What the core image `name` (its bytes as read, or why they could not
+/// be) grants beyond user `uid` in `groups` with `limits` (pure): a line
+/// saying so, `None` when nothing.
+pub fn core_image_beyond(
+    name: &str,
+    read: Result<Vec<u8>, String>,
+    uid: u32,
+    groups: &[u32],
+    limits: SchedulingLimits,
+) -> Option<String> {
+    let thread = read.and_then(|bytes| criu_images::thread_of(&bytes).map_err(|e| e.to_string()));
     match thread {
         Ok(thread) => {
-            let beyond = thread_beyond(&thread, uid, groups, SchedulingLimits::own());
+            let beyond = thread_beyond(&thread, uid, groups, limits);
             (!beyond.is_empty())
                 .then(|| format!("{name} runs its thread with {}", beyond.join(", ")))
         }
@@ -344,13 +379,25 @@ pub fn thread_beyond(
 }
 
 fn ghost_file_beyond(source: &HeldImages, name: &str, uid: u32, groups: &[u32]) -> Option<String> {
-    let made = match source.read(name, GHOST_HEAD_CAP) {
-        Ok(Some(bytes)) => criu_images::ghost_owner_and_mode(&bytes).map_err(|why| why.to_string()),
-        Ok(None) => Err("gone".into()),
-        Err(why) => Err(why.to_string()),
-    };
+    ghost_image_beyond(
+        name,
+        held_bytes(source, name, GHOST_HEAD_CAP),
+        |owner, group, mode| ghost_beyond(owner, group, mode, uid, groups),
+    )
+}
+
+/// What the ghost image `name` (its bytes as read, or why they could not
+/// be) makes beyond what `beyond` allows of a file's owner, group and mode
+/// (pure): a line saying so, `None` when nothing.
+pub fn ghost_image_beyond(
+    name: &str,
+    read: Result<Vec<u8>, String>,
+    beyond: impl Fn(u32, u32, u32) -> Option<String>,
+) -> Option<String> {
+    let made =
+        read.and_then(|bytes| criu_images::ghost_owner_and_mode(&bytes).map_err(|e| e.to_string()));
     match made {
-        Ok((owner, group, mode)) => ghost_beyond(owner, group, mode, uid, groups)
+        Ok((owner, group, mode)) => beyond(owner, group, mode)
             .map(|what| format!("{name} makes a deleted file again with {what}")),
         Err(why) => Some(format!("{name} cannot be read ({why})")),
     }
@@ -359,6 +406,15 @@ fn ghost_file_beyond(source: &HeldImages, name: &str, uid: u32, groups: &[u32]) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_image_of_one_task_or_file_is_named_with_a_hexadecimal_number() {
+        assert!(is_numbered("core-1a2b.img", "core-"));
+        assert!(is_numbered("ghost-file-7.img", "ghost-file-"));
+        assert!(!is_numbered("core-.img", "core-"));
+        assert!(!is_numbered("core-12.img.tmp", "core-"));
+        assert!(!is_numbered("core-12x.img", "core-"));
+    }
 
     fn alice() -> Creds {
         Creds {
